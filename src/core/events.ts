@@ -1,0 +1,100 @@
+import type { Disposable } from './disposable';
+
+/** One training metric line of the trainer protocol (`event: "log"`). */
+export interface TrainMetric {
+  /** The trainer's clock, seconds (Unix time from the plugin). */
+  time: number;
+  step: number;
+  epoch?: number | null;
+  maxSteps?: number | null;
+  loss?: number | null;
+  evalLoss?: number | null;
+  learningRate?: number | null;
+  gradNorm?: number | null;
+}
+
+/** Why a pod is deleted (seed DeleteReason). Appears in events and logs only, never in pod.json. */
+export type DeleteReason =
+  | 'retrieved'
+  | 'not_ready'
+  | 'refused'
+  | 'bootstrap_failed'
+  | 'interrupted'
+  | 'deadline'
+  | 'requested'
+  | 'duplicate'
+  | 'local_ssh'
+  | 'cost_cap'
+  | 'cost_cap_unset';
+
+/** The seed's `PodStatus` events, rendered as `pod: …` lines. */
+export type PodStatusEvent =
+  | { kind: 'creating'; name: string; gpuType: string }
+  | { kind: 'unavailable'; gpuType: string; reason: string }
+  | {
+      kind: 'created';
+      podId: string;
+      gpuType: string;
+      dataCenter: string | null;
+      costPerHourUsd: number | null;
+    }
+  | { kind: 'ready'; podId: string; afterMs: number; deadline: string | null }
+  | { kind: 'deleting'; podId: string; reason: DeleteReason }
+  | { kind: 'deleted'; podId: string; uptimeMs: number | null; estimatedSpendUsd: number | null }
+  | { kind: 'kept'; podId: string };
+
+/** The job's status as the status script reports it. */
+export type JobStatus =
+  | { kind: 'running' }
+  | { kind: 'exited'; code: number }
+  | { kind: 'cancelled' }
+  | { kind: 'lost' };
+
+export type RunState =
+  | 'preparing'
+  | 'running'
+  | 'succeeded'
+  | 'failed'
+  | 'cancelled'
+  | 'stopped';
+
+/** Everything the core tells its listeners (the extension, the CLI, tests). */
+export type CoreEvent =
+  | { type: 'pod'; runId: string; status: PodStatusEvent }
+  | { type: 'metric'; runId: string; metric: TrainMetric }
+  | { type: 'jobStatus'; runId: string; status: JobStatus }
+  | { type: 'runState'; runId: string; state: RunState; message: string | null }
+  | { type: 'runWatched'; runId: string }
+  | {
+      type: 'warning';
+      runId: string | null;
+      /** Stable code the UI keys notifications on (e.g. `overrun`, `strays`, `awaiting_retrieval`). */
+      code: string;
+      message: string;
+    }
+  | { type: 'log'; level: 'trace' | 'debug' | 'info' | 'warn' | 'error'; message: string };
+
+export type Listener = (event: CoreEvent) => void;
+
+/**
+ * A synchronous typed bus. A listener that throws is isolated: the others
+ * still receive the event and the publisher never sees the error.
+ */
+export class EventBus {
+  private listeners = new Set<Listener>();
+
+  on(listener: Listener): Disposable {
+    this.listeners.add(listener);
+    return { dispose: () => this.listeners.delete(listener) };
+  }
+
+  publish(event: CoreEvent): void {
+    for (const listener of [...this.listeners]) {
+      try {
+        listener(event);
+      } catch {
+        // Listeners render; they must never break the lifecycle.
+      }
+    }
+  }
+}

@@ -1,0 +1,105 @@
+/**
+ * The one timing object. It holds the seed's production constants (overbrainer
+ * 0.4.1); tests scale it down with {@link scaleTiming}, never by editing logic.
+ * Everything is in milliseconds except where the name says seconds: those go
+ * to the pod's shell scripts, which count whole seconds.
+ */
+export interface Timing {
+  /** Client guard fires this long after the watchdog's deadline (seed DEADLINE_MARGIN). */
+  deadlineMarginMs: number;
+  /** How long a renewed lease holds max_hours off (seed LEASE_TTL, watchdog OVERBRAINER_LEASE_TTL). */
+  leaseTtlMs: number;
+  /** How often the following client renews the lease (seed LEASE_RENEW). */
+  leaseRenewMs: number;
+  /** A job with no new metric for this long is stalled: no more renewals (seed STALL). */
+  stallMs: number;
+  /** How often the lease holder looks at the time (seed LEASE_TICK). */
+  leaseTickMs: number;
+  /** Looks in a row that must answer Runpod's 404 before a pod is gone (seed GONE_LOOKS). */
+  goneLooks: number;
+  /** Time between those looks (Timing::gone_interval). */
+  goneIntervalMs: number;
+  /** Poll of the pod while waiting for it to be reachable. */
+  podPollMs: number;
+  /** Limit for the pod to answer SSH with the pinned key. */
+  readyTimeoutMs: number;
+  /** Limit for the watchdog's verdict once SSH answers. */
+  preflightTimeoutMs: number;
+  /** Waits before the two pod-list looks that reconcile an ambiguous create. */
+  reconcileFirstWaitMs: number;
+  reconcileSecondWaitMs: number;
+  /** How long a delete is confirmed for (GET until 404), and how often. */
+  deleteConfirmMs: number;
+  deletePollMs: number;
+  /** Job status poll while the metrics stream is quiet (metrics themselves stream). */
+  statusPollMs: number;
+  /** Consecutive failed follow polls tolerated; the next one gives up (the job keeps running). */
+  watchFailuresTolerated: number;
+  /** HTTP client. */
+  connectTimeoutMs: number;
+  requestTimeoutMs: number;
+  createTimeoutMs: number;
+  retryBaseMs: number;
+  retryMaxMs: number;
+  retryAfterCapMs: number;
+  retries: number;
+  /** The pod's watchdog (whole seconds: passed in its env). */
+  watchdogIntervalS: number;
+  watchdogProbeTries: number;
+  watchdogProbeWaitS: number;
+}
+
+const MINUTE_MS = 60_000;
+
+export const PRODUCTION_TIMING: Readonly<Timing> = Object.freeze({
+  deadlineMarginMs: 5 * MINUTE_MS,
+  leaseTtlMs: 15 * MINUTE_MS,
+  leaseRenewMs: 5 * MINUTE_MS,
+  stallMs: 30 * MINUTE_MS,
+  leaseTickMs: 60_000,
+  goneLooks: 3,
+  goneIntervalMs: 10_000,
+  podPollMs: 5_000,
+  readyTimeoutMs: 15 * MINUTE_MS,
+  preflightTimeoutMs: 3 * MINUTE_MS,
+  reconcileFirstWaitMs: 5_000,
+  reconcileSecondWaitMs: 15_000,
+  deleteConfirmMs: 60_000,
+  deletePollMs: 5_000,
+  statusPollMs: 2_000,
+  watchFailuresTolerated: 5,
+  connectTimeoutMs: 10_000,
+  requestTimeoutMs: 30_000,
+  createTimeoutMs: 60_000,
+  retryBaseMs: 1_000,
+  retryMaxMs: 60_000,
+  retryAfterCapMs: 600_000,
+  retries: 5,
+  watchdogIntervalS: 60,
+  watchdogProbeTries: 5,
+  watchdogProbeWaitS: 10,
+});
+
+/** Keys that are counts, not durations: never scaled. */
+const COUNTS = new Set<keyof Timing>([
+  'goneLooks',
+  'watchFailuresTolerated',
+  'retries',
+  'watchdogProbeTries',
+]);
+
+/**
+ * The production timing with every duration divided by `factor` (counts stay),
+ * durations in seconds kept at least 1 s since the pod's scripts count whole
+ * seconds. `overrides` then set single values.
+ */
+export function scaleTiming(factor: number, overrides: Partial<Timing> = {}): Timing {
+  if (!(factor >= 1)) throw new RangeError(`timing factor must be >= 1, got ${factor}`);
+  const scaled = { ...PRODUCTION_TIMING } as Timing;
+  for (const key of Object.keys(scaled) as (keyof Timing)[]) {
+    if (COUNTS.has(key)) continue;
+    const value = PRODUCTION_TIMING[key] / factor;
+    scaled[key] = Math.max(1, Math.round(value));
+  }
+  return { ...scaled, ...overrides };
+}
