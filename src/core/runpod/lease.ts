@@ -1,0 +1,111 @@
+/**
+ * The client's side of the deadline (seed: `renewal_due`, `guard_fires`,
+ * `until_deadline_at`, `past_deadline`, `gone_by`, `overrun`). Pure functions
+ * of the pod's deadline, the lease and the time: the follow loop and the UI
+ * (status bar countdown, overrun banner) call the same rules.
+ */
+import type { Timing } from '../timing';
+
+/** What the rules need of a pod record. */
+export interface DeadlineView {
+  keep: boolean;
+  /** The watchdog's deadline (seconds since the epoch); null when kept. */
+  deadlineUnixS: number | null;
+  /** The same deadline as RFC 3339, for messages. */
+  deadline: string | null;
+}
+
+/** What the rules need of a pace: the time the job still needs, if known. */
+export interface EtaSource {
+  etaMs(): number | null;
+}
+
+/**
+ * Whether the lease, last renewed at `renewedMs`, should be renewed at `nowMs`:
+ * once `leaseRenewMs` passed, and only while the job made progress (its last
+ * metric at `lastMetricMs`) within `stallMs`.
+ */
+export function renewalDue(
+  timing: Timing,
+  renewedMs: number | null,
+  lastMetricMs: number,
+  nowMs: number,
+): boolean {
+  const since = (atMs: number): number => Math.max(0, nowMs - atMs);
+  return (
+    since(lastMetricMs) < timing.stallMs &&
+    (renewedMs === null || since(renewedMs) >= timing.leaseRenewMs)
+  );
+}
+
+/**
+ * Time left at `nowMs` until the client's own deadline (the watchdog's plus
+ * `deadlineMarginMs`), zero once it passed; null for a kept pod, or one without
+ * a deadline. Whole seconds, as the seed counts.
+ */
+export function untilDeadlineMs(timing: Timing, pod: DeadlineView, nowMs: number): number | null {
+  if (pod.keep || pod.deadlineUnixS === null) return null;
+  const deadlineS = pod.deadlineUnixS + Math.floor(timing.deadlineMarginMs / 1000);
+  const nowS = Math.floor(nowMs / 1000);
+  return Math.max(0, deadlineS - nowS) * 1000;
+}
+
+/**
+ * Whether the client's own guard deletes `pod` at `nowMs`: its deadline plus
+ * the margin passed, and no lease renewed within `leaseTtlMs`.
+ */
+export function guardFires(
+  timing: Timing,
+  pod: DeadlineView,
+  renewedMs: number | null,
+  nowMs: number,
+): boolean {
+  const held = renewedMs !== null && Math.max(0, nowMs - renewedMs) < timing.leaseTtlMs;
+  return !held && untilDeadlineMs(timing, pod, nowMs) === 0;
+}
+
+/**
+ * Whether the watchdog's own deadline for `pod` has passed at `nowMs`; never
+ * for a kept pod, or one without a deadline. A pod found gone then was deleted
+ * by its watchdog on `max_hours`.
+ */
+export function pastDeadline(pod: DeadlineView, nowMs: number): boolean {
+  return !pod.keep && pod.deadlineUnixS !== null && Math.floor(nowMs / 1000) >= pod.deadlineUnixS;
+}
+
+/** Who deleted a pod found gone at `nowMs` without us deleting it. */
+export function goneBy(pod: DeadlineView, nowMs: number): 'watchdog' | 'unknown' {
+  return pastDeadline(pod, nowMs) ? 'watchdog' : 'unknown';
+}
+
+/**
+ * The warning when, at `pace`, the job of `pod` still running at `nowMs` would
+ * end after its watchdog's deadline; null when it ends in time, for a kept pod,
+ * or while the pace is unknown. With a `leased` pod the deadline only applies
+ * once the client stops following the job. The texts are the seed's.
+ */
+export function overrun(
+  pace: EtaSource,
+  pod: DeadlineView,
+  nowMs: number,
+  leased: boolean,
+): string | null {
+  if (pod.keep || pod.deadlineUnixS === null) return null;
+  const leftMs = pace.etaMs();
+  if (leftMs === null) return null;
+  const endS = Math.floor((nowMs + leftMs) / 1000);
+  if (endS <= pod.deadlineUnixS) return null;
+  const hours = (leftMs / 3_600_000).toFixed(1);
+  const at = pod.deadline ?? 'its deadline';
+  if (leased) {
+    return (
+      `at this pace the job needs about ${hours}h more, past max_hours (${at}): ` +
+      'the pod stays while overbrainer follows the job; if it stops following, ' +
+      "the pod's watchdog deletes the pod"
+    );
+  }
+  return (
+    `at this pace the job needs about ${hours}h more, but the pod's watchdog deletes it by ${at} (max_hours): ` +
+    "raise the target's max_hours, or train with --keep-pod, to let it finish"
+  );
+}

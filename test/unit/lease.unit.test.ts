@@ -1,0 +1,95 @@
+import assert from 'node:assert/strict';
+import {
+  goneBy,
+  guardFires,
+  overrun,
+  pastDeadline,
+  renewalDue,
+  untilDeadlineMs,
+  type DeadlineView,
+  type EtaSource,
+} from '../../src/core/runpod/lease';
+import { PRODUCTION_TIMING } from '../../src/core/timing';
+
+const T = PRODUCTION_TIMING;
+const MIN = 60_000;
+const NOW = Date.UTC(2026, 8, 29, 12, 0, 0);
+
+/** A pace of 1 step per 10 s at step 100 of 7300: 20 hours left (the seed's `slow_pace`). */
+const slowPace: EtaSource = { etaMs: () => ((7300 - 100) / (10 / 100)) * 1000 };
+const noPace: EtaSource = { etaMs: () => null };
+
+/** A pod whose watchdog deletes it `hours` after `nowMs` (the seed's `pod_due_in`). */
+function podDueIn(hours: number, keep: boolean, nowMs: number): DeadlineView {
+  return {
+    keep,
+    deadlineUnixS: Math.floor((nowMs + hours * 3_600_000) / 1000),
+    deadline: '2026-09-29T19:54:50Z',
+  };
+}
+
+describe('lease and deadline rules (seed)', () => {
+  it('a job that cannot end before the deadline is warned about', () => {
+    assert.equal(
+      overrun(slowPace, podDueIn(6, false, NOW), NOW, false),
+      "at this pace the job needs about 20.0h more, but the pod's watchdog deletes it by " +
+        "2026-09-29T19:54:50Z (max_hours): raise the target's max_hours, or train with " +
+        '--keep-pod, to let it finish',
+    );
+  });
+
+  it('a followed job past the deadline is only noted', () => {
+    assert.equal(
+      overrun(slowPace, podDueIn(6, false, NOW), NOW, true),
+      'at this pace the job needs about 20.0h more, past max_hours ' +
+        '(2026-09-29T19:54:50Z): the pod stays while overbrainer follows the job; ' +
+        "if it stops following, the pod's watchdog deletes the pod",
+    );
+  });
+
+  it('the lease is renewed every few minutes while the job progresses', () => {
+    const ago = (minutes: number): number => NOW - minutes * MIN;
+    assert.equal(renewalDue(T, null, NOW, NOW), true);
+    assert.equal(renewalDue(T, ago(1), ago(1), NOW), false);
+    assert.equal(renewalDue(T, ago(5), ago(1), NOW), true);
+    // A job with no new metric for 30 minutes stalled: no renewal.
+    assert.equal(renewalDue(T, ago(5), ago(30), NOW), false);
+    assert.equal(renewalDue(T, null, ago(31), NOW), false);
+  });
+
+  it('the client guard waits for the lease to run out', () => {
+    const ago = (minutes: number): number => NOW - minutes * MIN;
+    // Deadline passed an hour ago, well beyond the margin.
+    const late = podDueIn(0, false, NOW - 3_600_000);
+    assert.equal(guardFires(T, late, ago(1), NOW), false);
+    assert.equal(guardFires(T, late, ago(14), NOW), false);
+    assert.equal(guardFires(T, late, ago(15), NOW), true);
+    assert.equal(guardFires(T, late, null, NOW), true);
+    // Before the deadline, or kept: never.
+    assert.equal(guardFires(T, podDueIn(1, false, NOW), null, NOW), false);
+    assert.equal(guardFires(T, podDueIn(0, true, NOW - 3_600_000), null, NOW), false);
+  });
+
+  it('no overrun in time, for a kept pod, or without a pace', () => {
+    assert.equal(overrun(slowPace, podDueIn(21, false, NOW), NOW, false), null);
+    assert.equal(overrun(slowPace, podDueIn(6, true, NOW), NOW, false), null);
+    assert.equal(overrun(noPace, podDueIn(6, false, NOW), NOW, false), null);
+  });
+
+  it('the client deadline is the watchdog deadline plus the margin', () => {
+    const pod = podDueIn(1, false, NOW);
+    assert.equal(untilDeadlineMs(T, pod, NOW), 3_600_000 + 5 * MIN);
+    assert.equal(untilDeadlineMs(T, pod, NOW + 2 * 3_600_000), 0);
+    assert.equal(untilDeadlineMs(T, { ...pod, keep: true }, NOW), null);
+    assert.equal(untilDeadlineMs(T, { ...pod, deadlineUnixS: null }, NOW), null);
+  });
+
+  it('a pod found gone after its deadline was deleted by its watchdog', () => {
+    const pod = podDueIn(1, false, NOW);
+    assert.equal(pastDeadline(pod, NOW), false);
+    assert.equal(goneBy(pod, NOW), 'unknown');
+    assert.equal(pastDeadline(pod, NOW + 3_600_000), true);
+    assert.equal(goneBy(pod, NOW + 3_600_000), 'watchdog');
+    assert.equal(pastDeadline({ ...pod, keep: true }, NOW + 7_200_000), false);
+  });
+});
