@@ -1,0 +1,283 @@
+/**
+ * The Runpod client's errors, and the rules that keep the account's API key
+ * out of every text a caller may show, log or save.
+ */
+
+/** The environment variable holding the account's API key. */
+export const API_KEY_VARIABLE = 'OVERBRAINER_RUNPOD__API_KEY';
+/** The environment variable that overrides the API's base URL (the emulator's test hook). */
+export const BASE_URL_VARIABLE = 'OVERBRAINER_RUNPOD__BASE_URL';
+
+/**
+ * What went wrong with a Runpod API call, as the lifecycle decides on it:
+ * - `capacity`: 400 whose detail says no instances are left (try the next GPU type);
+ * - `forbidden`: 403, the key or the GPU type is not allowed (try the next type);
+ * - `unauthorized`: 401, the key is refused (stop: the user must set another key);
+ * - `no_credits`: 402, balance too low (stop);
+ * - `rejected`: any other 4xx, 400 and 422 included: our own request is wrong (stop, report);
+ * - `rate_limited`: 429 after every retry;
+ * - `server`: 5xx after every retry, or an answer that breaks the API's own rules
+ *   (a repeated page cursor, endless pages);
+ * - `ambiguous`: a pod create got no clear answer (transport error, timeout, 408, 5xx,
+ *   unreadable 2xx): the pod may exist and bill; reconcile by run marker, never re-send;
+ * - `transport`: no answer at all (connection refused or reset, timeout, 408);
+ * - `not_found`: a 404 that is not Runpod's (a proxy page, a wrong base URL);
+ * - `decode`: a 2xx whose body cannot be read (only category and position are reported);
+ * - `redirect`: a 3xx: redirects are never followed (the bearer key must not travel elsewhere).
+ */
+export type ApiErrorKind =
+  | 'capacity'
+  | 'forbidden'
+  | 'unauthorized'
+  | 'no_credits'
+  | 'rejected'
+  | 'rate_limited'
+  | 'server'
+  | 'ambiguous'
+  | 'transport'
+  | 'not_found'
+  | 'decode'
+  | 'redirect';
+
+export interface ApiErrorOptions {
+  /** The HTTP status of Runpod's answer; absent when there was no answer. */
+  status?: number;
+  /** The wait Runpod asked for (`Retry-After`), capped. */
+  retryAfterMs?: number;
+  /** Set on an `ambiguous` create cut short by the caller's AbortSignal. */
+  aborted?: boolean;
+}
+
+/**
+ * An error of the Runpod API client. Its message never holds the API key (nor
+ * a secret value being stored): non-create errors keep Runpod's own text,
+ * redacted and capped; create errors use fixed messages chosen from the
+ * status only. Enumerable fields are `kind`, `status`, `retryAfterMs`, `aborted`.
+ */
+export class ApiError extends Error {
+  readonly kind: ApiErrorKind;
+  readonly status: number | undefined;
+  readonly retryAfterMs: number | undefined;
+  readonly aborted: boolean;
+
+  constructor(kind: ApiErrorKind, message: string, options: ApiErrorOptions = {}) {
+    super(message);
+    this.kind = kind;
+    this.status = options.status;
+    this.retryAfterMs = options.retryAfterMs;
+    this.aborted = options.aborted ?? false;
+  }
+}
+
+// On the prototype, so an error's own enumerable fields are only its data.
+Object.defineProperty(ApiError.prototype, 'name', { value: 'ApiError', configurable: true });
+
+export function isApiError(error: unknown, kind?: ApiErrorKind): error is ApiError {
+  return error instanceof ApiError && (kind === undefined || error.kind === kind);
+}
+
+/**
+ * The API key or base URL given to the client cannot be used. Names the
+ * variable to fix; never quotes the key.
+ */
+export class RunpodConfigError extends Error {
+  constructor(
+    readonly variable: typeof API_KEY_VARIABLE | typeof BASE_URL_VARIABLE,
+    message: string,
+  ) {
+    super(message);
+    this.name = 'RunpodConfigError';
+  }
+}
+
+/**
+ * The reason a failed run keeps in `run.json` (the seed's `run_message`): an
+ * answer of the Runpod API is reduced to its status, since a non-create error
+ * carries Runpod's own text, which the log shows but `run.json` never keeps.
+ */
+export function runMessage(error: unknown): string {
+  if (error instanceof ApiError && error.status !== undefined) {
+    return `Runpod answered ${error.status}`;
+  }
+  if (error instanceof Error) return error.message;
+  return String(error);
+}
+
+/** The fixed hint for a refused key (401), for every call. */
+export const UNAUTHORIZED_HINT =
+  `Runpod refused the API key (401): set ${API_KEY_VARIABLE}, ` +
+  'or run the "Set Runpod API Key" command, with a valid key';
+
+/**
+ * The fixed messages of a pod create, chosen from the status only: Runpod's
+ * text is never shown for a create, whose answer may echo the request's env.
+ */
+export const CREATE_MESSAGES = {
+  capacity: 'no capacity for this GPU type',
+  forbidden: 'Runpod refused the request (403): the API key or this GPU type is not allowed',
+  noCredits: 'Runpod refused the request (402): the account balance is too low',
+  rejected: 'Runpod rejected the create request as invalid: invalid request, please report',
+  rateLimited: 'Runpod kept answering 429 (rate limited) to the create request',
+  timeout408: 'the create request timed out at Runpod (408): the pod may exist',
+  server: 'Runpod failed to answer the create request (server error): the pod may exist',
+  transport: 'the create request got no answer: the pod may exist',
+  unreadable: "Runpod's answer to the create request could not be read: the pod may exist",
+  aborted: 'the create request was interrupted in flight: the pod may exist',
+  redirect: `Runpod answered the create request with a redirect, which is never followed: check ${BASE_URL_VARIABLE}`,
+} as const;
+
+/** Longest Runpod text kept in an error message. */
+export const MAX_MESSAGE_CHARS = 300;
+
+/** Length of the windows of a secret that are redacted wherever they appear. */
+const WINDOW_CHARS = 16;
+const REDACTED = '[redacted]';
+
+/**
+ * Removes secrets from text: each secret itself and every 16-character window
+ * of it, so that a key cut, wrapped or partly echoed by a server is still
+ * hidden. Every character covered by any match is replaced; each covered run
+ * becomes one `[redacted]`.
+ */
+export class Redactor {
+  private readonly needles: string[];
+
+  constructor(secrets: readonly string[]) {
+    const needles = new Set<string>();
+    for (const secret of secrets) {
+      if (secret.length === 0) continue;
+      needles.add(secret);
+      for (let i = 0; i + WINDOW_CHARS <= secret.length; i++) {
+        needles.add(secret.slice(i, i + WINDOW_CHARS));
+      }
+    }
+    this.needles = [...needles];
+  }
+
+  /** A redactor that also hides `extra` (e.g. a secret value being stored). */
+  with(extra: readonly string[]): Redactor {
+    const combined = new Redactor([]);
+    combined.needles.push(...this.needles, ...new Redactor(extra).needles);
+    return combined;
+  }
+
+  redact(text: string): string {
+    if (this.needles.length === 0 || text.length === 0) return text;
+    let covered: Uint8Array | undefined;
+    for (const needle of this.needles) {
+      let from = 0;
+      for (;;) {
+        const at = text.indexOf(needle, from);
+        if (at < 0) break;
+        covered ??= new Uint8Array(text.length);
+        covered.fill(1, at, at + needle.length);
+        from = at + 1;
+      }
+    }
+    if (!covered) return text;
+    let out = '';
+    let i = 0;
+    while (i < text.length) {
+      if (covered[i]) {
+        out += REDACTED;
+        while (i < text.length && covered[i]) i++;
+      } else {
+        out += text[i];
+        i++;
+      }
+    }
+    return out;
+  }
+}
+
+/**
+ * Makes a server text fit for one line: control characters become spaces,
+ * whitespace runs collapse, and the result is capped to `maxChars` characters.
+ */
+export function oneLine(text: string, maxChars = MAX_MESSAGE_CHARS): string {
+  // eslint-disable-next-line no-control-regex -- control characters are exactly what is removed
+  const flat = text.replace(/[\u0000-\u001f\u007f-\u009f\u2028\u2029]+/g, ' ');
+  const collapsed = flat.replace(/\s+/g, ' ').trim();
+  const chars = Array.from(collapsed);
+  if (chars.length <= maxChars) return collapsed;
+  return chars.slice(0, maxChars - 1).join('') + '…';
+}
+
+/** Bytes of an error body looked at to build a message (a proxy page may be large). */
+const MAX_ERROR_TEXT_CHARS = 64 * 1024;
+
+/**
+ * Runpod's text of an error answer, ready for a message: the RFC 9457 fields
+ * `title`, `detail` and `errors[]` when the body is such a document, else the
+ * body itself. Secrets are redacted in the raw body and again in every decoded
+ * string (a JSON escape such as `\u0041` could hide them from the first pass);
+ * the result is one line of at most {@link MAX_MESSAGE_CHARS} characters.
+ */
+export function runpodText(body: string, redactor: Redactor): string {
+  const raw = redactor.redact(body.slice(0, MAX_ERROR_TEXT_CHARS));
+  const problem = problemFields(raw);
+  let text: string;
+  if (problem) {
+    const parts: string[] = [];
+    if (problem.title) parts.push(redactor.redact(problem.title));
+    if (problem.detail) parts.push(redactor.redact(problem.detail));
+    let joined = parts.join(': ');
+    if (problem.errors.length > 0) {
+      const errors = problem.errors.map((e) => redactor.redact(e)).join('; ');
+      joined = joined ? `${joined} (${errors})` : errors;
+    }
+    text = joined;
+  } else {
+    text = raw;
+  }
+  // Capping could not rebuild a key, but the redaction is cheap: run it once more.
+  return redactor.redact(oneLine(text));
+}
+
+/** The fields of an RFC 9457 problem document, or null when `body` is not one. */
+export function problemFields(
+  body: string,
+): { title: string | null; detail: string | null; status: number | null; errors: string[] } | null {
+  let parsed: unknown;
+  try {
+    parsed = JSON.parse(body);
+  } catch {
+    return null;
+  }
+  if (typeof parsed !== 'object' || parsed === null || Array.isArray(parsed)) return null;
+  const record = parsed as Record<string, unknown>;
+  const title = typeof record.title === 'string' ? record.title : null;
+  const detail = typeof record.detail === 'string' ? record.detail : null;
+  const status = typeof record.status === 'number' ? record.status : null;
+  const errors = Array.isArray(record.errors)
+    ? record.errors.filter((e): e is string => typeof e === 'string')
+    : [];
+  if (title === null && detail === null && status === null && errors.length === 0) return null;
+  return { title, detail, status, errors };
+}
+
+/**
+ * Whether a 404's body is Runpod's own "not found": a JSON object whose
+ * numeric `status` is 404, or that has a `title` or `detail` key. Any other 404
+ * (a proxy page, a wrong base URL) proves nothing about the resource.
+ */
+export function isRunpod404(body: string): boolean {
+  let parsed: unknown;
+  try {
+    parsed = JSON.parse(body);
+  } catch {
+    return false;
+  }
+  if (typeof parsed !== 'object' || parsed === null || Array.isArray(parsed)) return false;
+  const record = parsed as Record<string, unknown>;
+  return record.status === 404 || 'title' in record || 'detail' in record;
+}
+
+/** The text Runpod uses in a 400's `detail` when a GPU type has no capacity left. */
+export const CAPACITY_DETAIL = 'no longer any instances available';
+
+/** Whether a 400's body says the GPU type has no capacity left. */
+export function isCapacity400(body: string): boolean {
+  const problem = problemFields(body);
+  return problem?.detail?.toLowerCase().includes(CAPACITY_DETAIL) ?? false;
+}
