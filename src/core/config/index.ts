@@ -1,0 +1,8 @@
+/** overbrainer.toml and the OVERBRAINER_* environment: parse, validate, edit, template. */
+export * from './types';
+export { parseConfig, type ParseOptions, KNOWN_KEYS } from './parse';
+export { loadConfig, runpodSettings, type LoadedConfig } from './load';
+export { setGpuTypes, ConfigEditError } from './edit';
+export { configTemplate } from './template';
+export { ENV_API_KEY, ENV_BASE_URL, ENV_SSH_CLIENT, withDotEnv, type Env } from './env';
+export { TomlPositions, type TextPos } from './tomlPositions';

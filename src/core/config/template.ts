@@ -1,0 +1,86 @@
+/**
+ * The commented overbrainer.toml the "Create overbrainer.toml" command writes.
+ * It is valid as written (a test parses it) once the Axolotl YAML it names
+ * exists, and it explains every key the parser knows (a test checks that too).
+ */
+import { DEFAULT_RUNPOD_IMAGE, DEFAULT_RUNPOD_VENV } from './types';
+
+export function configTemplate(): string {
+  return `# overbrainer.toml: how Overbrainer trains this workspace's model.
+# Every key below is explained; commented keys show their default.
+# Environment variables override the file: OVERBRAINER_<SECTION>__<KEY>, with
+# __ between levels, e.g. OVERBRAINER_TARGETS__POD__MAX_HOURS=2.
+# The Runpod API key is never written here: set OVERBRAINER_RUNPOD__API_KEY, or
+# run "Overbrainer: Set Runpod API Key".
+
+[project]
+# Run IDs start with this name (default: the workspace folder's name).
+# name = "my-model"
+
+[training]
+# The target a run uses unless you pick another: a [targets.NAME] below.
+target = "pod"
+# How the job starts in the run directory:
+#   trainer = "axolotl"  runs \`axolotl train\` on the YAML named by config;
+#   trainer = "command"  runs command with sh -c, e.g. command = "python train.py".
+trainer = "axolotl"
+config = "axolotl.yaml"
+# command = "python train.py"
+# Files and folders of the workspace copied into the run directory (paths
+# relative to the workspace, / between folders, never outside it).
+upload = []
+# What comes back from the run directory once the job ended; a trailing /
+# marks a folder. Results are verified by SHA-256 before the pod is deleted.
+# artifacts = ["output/", "metrics.jsonl", "job.log"]
+
+[targets.pod]
+# A Runpod GPU pod created for each run, deleted once its results are back.
+kind = "runpod"
+# GPU type IDs tried in order until one can be placed, or "auto" to try the
+# GPU types in stock, cheapest first ("Overbrainer: Pick GPU Types" edits this).
+gpu_types = ["NVIDIA A40", "NVIDIA L40S"]
+# With gpu_types = "auto" only: least VRAM per GPU (GB), and highest list price
+# of one GPU (USD per hour).
+# min_vram_gb = 48
+# max_price_per_hour = 1.0
+# GPUs per pod.
+# gpu_count = 1
+# Required. The pod's watchdog deletes the pod this many hours after it was
+# created, whatever it is doing (at most 720). Not applied to a kept pod.
+max_hours = 6
+# Most a run may spend on its pod, in USD (none by default). Ignored for a
+# kept pod.
+# max_cost_usd = 20
+# Minutes the watchdog waits for a job to start before deleting the pod (at
+# least 5).
+# boot_grace_minutes = 30
+# Minutes the watchdog keeps a pod whose finished job's results were not
+# retrieved (at least 1).
+# retrieve_grace_minutes = 60
+# Container image of the pod, and the virtual environment in it that holds
+# bin/axolotl (absolute).
+# image = "${DEFAULT_RUNPOD_IMAGE}"
+# venv = "${DEFAULT_RUNPOD_VENV}"
+# Container disk, in GB (at least 20).
+# container_disk_gb = 50
+# Data centers the pod may be placed in (any when empty), or "auto" for those
+# with a chosen GPU type in stock.
+# data_center_ids = ["EU-RO-1"]
+# A network volume mounted at /workspace/data; needs exactly one
+# data_center_ids entry, the volume's data center.
+# network_volume_id = "abc123xyz"
+# Largest size (GB) overbrainer may grow that volume to when a run fills it.
+# A grow is permanent and billed. Only with network_volume_id.
+# max_volume_gb = 200
+# SSH client for your own ssh sessions to a kept pod: "openssh" or "builtin".
+# ssh_client = "openssh"
+
+# [targets.here]
+# # This machine: the same flow without a pod.
+# kind = "local"
+# # Optional: a virtual environment whose bin/ goes first on the job's PATH.
+# venv = "/home/me/axolotl-venv"
+# # Jobs of a local target always run natively.
+# runtime = "native"
+`;
+}

@@ -1,0 +1,153 @@
+/**
+ * The typed configuration the rest of the core uses: `overbrainer.toml` layered
+ * with `OVERBRAINER_*` environment variables, validated, with units in names.
+ * The user's key names (`max_hours`) only exist at the edge, in ./parse.ts.
+ */
+
+/** Image of a Runpod pod when a target sets none: Axolotl 0.19.0's cloud image for CUDA 13, pinned by its index digest. */
+export const DEFAULT_RUNPOD_IMAGE =
+  'axolotlai/axolotl-cloud-term:0.19.0-py3.12-cu130-2.12.1@sha256:f7b94da82913920a003e28e091d8528f57f76da7360fca87e95faf62fa32a680';
+
+/** Virtual environment holding Axolotl in {@link DEFAULT_RUNPOD_IMAGE}. */
+export const DEFAULT_RUNPOD_VENV = '/workspace/axolotl-venv';
+
+/** Base URL of the Runpod REST API (v2) when OVERBRAINER_RUNPOD__BASE_URL is unset. */
+export const DEFAULT_RUNPOD_BASE_URL = 'https://api.runpod.io/v2';
+
+/** What comes back from a run when `training.artifacts` is unset. */
+export const DEFAULT_ARTIFACTS: readonly string[] = Object.freeze([
+  'output/',
+  'metrics.jsonl',
+  'job.log',
+]);
+
+/** The configuration file, at the workspace root. */
+export const CONFIG_FILE = 'overbrainer.toml';
+
+/** Where a network volume is mounted on a pod. */
+export const NETWORK_VOLUME_MOUNT = '/workspace/data';
+
+/** Target names: `[targets.NAME]`. */
+export const TARGET_NAME = /^[a-z0-9_]+$/;
+
+/** A list, or `"auto"`: chosen from the Runpod catalog when the run starts. */
+export type ListOrAuto = readonly string[] | 'auto';
+
+export interface RunpodTargetConfig {
+  kind: 'runpod';
+  name: string;
+  /** Runpod GPU type IDs tried in order, or `auto` (from the catalog, cheapest first). */
+  gpuTypes: ListOrAuto;
+  /** Least VRAM per GPU for `auto`. */
+  minVramGb: number | null;
+  /** Highest list price of one GPU for `auto`. */
+  maxPricePerHourUsd: number | null;
+  gpuCount: number;
+  image: string;
+  /** Absolute path on the pod of the virtual environment holding `bin/axolotl`. */
+  venv: string;
+  containerDiskGb: number;
+  /** The pod's watchdog deletes the pod this long after its create call (not for a kept pod). */
+  maxHours: number;
+  /** Most a run may spend on its pod; null for no cap. Ignored for a kept pod. */
+  maxCostUsd: number | null;
+  /** The watchdog deletes a pod whose job never started after this long. */
+  bootGraceS: number;
+  /** The watchdog deletes a pod whose ended job was not retrieved after this long. */
+  retrieveGraceS: number;
+  /** Data centers the pod may be placed in (empty: any), or `auto`. */
+  dataCenterIds: ListOrAuto;
+  /** Network volume mounted at /workspace/data; null for none. */
+  networkVolumeId: string | null;
+  /** Largest size overbrainer may grow the network volume to; null: never grows. */
+  maxVolumeGb: number | null;
+  /** The SSH client for the user's own `ssh` commands (OVERBRAINER_SSH_CLIENT overrides). */
+  sshClient: 'openssh' | 'builtin';
+}
+
+export interface LocalTargetConfig {
+  kind: 'local';
+  name: string;
+  /** Absolute path of a virtual environment whose `bin` goes first on the job's PATH; null for none. */
+  venv: string | null;
+}
+
+export type TargetConfig = RunpodTargetConfig | LocalTargetConfig;
+
+/** How the job is started in the run directory. */
+export type TrainerConfig =
+  | {
+      kind: 'axolotl';
+      /** The Axolotl YAML, relative to the workspace (`/`-separated, inside it). */
+      configPath: string;
+    }
+  | {
+      kind: 'command';
+      /** A shell command run with `sh -c` in the run directory. */
+      command: string;
+    };
+
+export interface TrainingConfig {
+  /** The default target; null when unset (the command then asks, or a single target is used). */
+  target: string | null;
+  trainer: TrainerConfig;
+  /** Files and folders copied into the run directory, relative to the workspace (`/`-separated, inside it). */
+  upload: readonly string[];
+  /** What comes back from the run directory, relative to it; a trailing `/` marks a folder. */
+  artifacts: readonly string[];
+}
+
+export interface OverbrainerConfig {
+  /** The file the configuration was read from (as given to the parser). */
+  file: string;
+  /** The project name (run IDs start with its slug). */
+  projectName: string;
+  /** `[training]`; null when the file has none (only pod and run commands work then). */
+  training: TrainingConfig | null;
+  /** Targets by name (a null-prototype object: names never reach Object.prototype). */
+  targets: Readonly<Record<string, TargetConfig>>;
+}
+
+/** Runpod API access: env only, never in overbrainer.toml. */
+export interface RunpodSettings {
+  /** The API key, or null when unset (Runpod commands then ask for it). Never log it. */
+  apiKey: string | null;
+  /** Without a trailing slash. */
+  baseUrl: string;
+}
+
+/**
+ * One configuration problem. Every error has a place: a line and column of the
+ * file, or (for a value from the environment) the variable in `envVar` with
+ * `file` set to `env:NAME`, line and column 1.
+ */
+export interface ConfigError {
+  file: string;
+  line: number;
+  column: number;
+  /** Dotted path of the key, e.g. `targets.pod.max_hours`; empty for the whole file. */
+  key: string;
+  message: string;
+  /** A sentence saying what to write instead. */
+  hint: string;
+  envVar?: string;
+}
+
+export type ConfigResult =
+  { ok: true; config: OverbrainerConfig } | { ok: false; errors: ConfigError[] };
+
+/** `file:line:column: message. hint`, or `NAME: message. hint` for an environment variable. */
+export function formatConfigError(error: ConfigError): string {
+  const where = error.envVar ?? `${error.file}:${error.line}:${error.column}`;
+  return `${where}: ${error.message}. ${error.hint}`;
+}
+
+/**
+ * The directory on the pod that holds the runs: `/workspace/overbrainer`, or
+ * `/workspace/data/overbrainer` on a network volume (mounted at /workspace/data).
+ */
+export function workdirFor(target: RunpodTargetConfig): string {
+  return target.networkVolumeId === null
+    ? '/workspace/overbrainer'
+    : `${NETWORK_VOLUME_MOUNT}/overbrainer`;
+}
