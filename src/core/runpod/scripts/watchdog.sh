@@ -1,0 +1,393 @@
+#!/bin/sh
+# overbrainer pod watchdog. POSIX sh: runs under bash, dash and busybox sh.
+#
+# The pod's last, long-lived process: the bootstrap execs it, so it lives as long as the
+# container. It proves once that it can reach Runpod's API with the pod's own key (its verdict,
+# which the client reads before it starts a job), then every OVERBRAINER_INTERVAL seconds it
+# deletes its own pod by the first delete rule that matches, so no pod keeps billing once
+# nobody needs it, even when the client is gone. It never exits while the pod should live
+# (Runpod restarts a container whose main process ends); it exits 0 once its pod is deleted
+# (or stopped), and on TERM/INT.
+#
+# Env (numbers are whole seconds; a missing or malformed number takes the default):
+#   RUNPOD_POD_ID, RUNPOD_API_KEY  set by Runpod; the key is the pod-scoped one. It reaches curl
+#                                  only on stdin (-H @-): never argv, a file, the log, or the env
+#                                  of any child process.
+#   OVERBRAINER_RUN_DIR            the run dir on the pod (<workdir>/<run-id>)
+#   OVERBRAINER_DEADLINE           unix s of max_hours; absent for a kept pod
+#   OVERBRAINER_BOOT_GRACE         1800: delete when no job started this long after start
+#   OVERBRAINER_RETRIEVE_GRACE     3600: delete this long after the job ended, unretrieved
+#   OVERBRAINER_KEEP_POD           1: never delete once a job started (--keep-pod)
+#   OVERBRAINER_LEASE_TTL          900: a lease renewal holds the deadline off this long
+#   OVERBRAINER_INTERVAL           60: seconds between ticks
+#   OVERBRAINER_PROBE_TRIES        5: API tries of the startup proof
+#   OVERBRAINER_PROBE_WAIT         10: seconds between those tries
+#   OVERBRAINER_API_URL            https://api.runpod.io/v2
+#   OVERBRAINER_VERSION            sent as User-Agent overbrainer-watchdog/<version>
+#   OVERBRAINER_BOOT_FAILED        1: the bootstrap failed; its reason is in .pod/bootstrap_failed
+#
+# Files in the run dir (all but the verdict and the log are written by others):
+#   job.pid            the job started (its process group id; written by the job wrapper)
+#   exit_code, cancelled   the job ended (as does its process group being gone)
+#   .pod/lease         touched (temp + mv) by the client while it follows the job: its mtime,
+#                      on the pod's clock, is the lease
+#   .pod/retrieved     the client verified the results: delete at once
+#   .pod/keep          runtime keep marker: the client writes it to keep a running pod
+#                      ("Keep Pod" while the job runs or awaits retrieval) and removes it to
+#                      release the pod. While it exists the pod counts as kept (as with
+#                      OVERBRAINER_KEEP_POD=1), except after a failed bootstrap.
+#   .pod/cost_cap_at   unix s; once past it the pod is deleted (max_cost_usd)
+#   .pod/bootstrap_failed  the bootstrap's failure reason (one line)
+#   .pod/watchdog      the verdict, written atomically, one line: "ready", "failed missing_key",
+#                      "failed no_curl", "failed unreachable", "failed http_<code>",
+#                      "failed bootstrap: <reason>"
+#   .pod/watchdog.log  this log: "<UTC ts> <msg>" lines, also on stdout (the pod's logs)
+#
+# Delete rules, first match wins, once per tick:
+#   1. the bootstrap failed                        -> bootstrap_failed (even a kept pod)
+#   2. kept (env or .pod/keep) and a job started   -> never deleted
+#   3. past .pod/cost_cap_at                       -> cost_cap
+#   4. past the deadline and the lease stale       -> deadline
+#   5. the retrieved marker exists                 -> retrieved
+#   6. the job ended >= retrieve grace ago         -> abandoned
+#   7. no job >= boot grace after start            -> never_started
+# Delete: DELETE /pods/<id> (200/202/204/404 done), else POST /pods/<id>/action terminate, else
+# stop (logged: the volume keeps billing), else `runpodctl pod delete`; all failed: next tick.
+# Not in this version: the original's snapshot requests (snapshot_at, disk) before a delete.
+
+wd_now() { date +%s; }
+
+# A non-negative integer without leading zeros (shells read 010 as octal), or "$2".
+wd_num() {
+  case $1 in
+    '' | *[!0-9]*) printf '%s\n' "$2" ;;
+    *)
+      wd_n=$1
+      while :; do
+        case $wd_n in
+          0?*) wd_n=${wd_n#0} ;;
+          *) break ;;
+        esac
+      done
+      printf '%s\n' "$wd_n"
+      ;;
+  esac
+}
+
+wd_log() {
+  wd_line="$(date -u +%Y-%m-%dT%H:%M:%SZ) $*"
+  printf '%s\n' "$wd_line"
+  printf '%s\n' "$wd_line" >>"$WD_LOG" 2>/dev/null
+}
+
+# mtime (unix s) of "$1", or nothing: GNU and busybox stat know -c %Y; date -r is the fallback.
+wd_mtime() {
+  wd_m=$(stat -c %Y "$1" 2>/dev/null) || wd_m=$(date -r "$1" +%s 2>/dev/null) || wd_m=
+  case $wd_m in
+    '' | *[!0-9]*) ;;
+    *) printf '%s\n' "$wd_m" ;;
+  esac
+}
+
+# A sleep the TERM/INT trap can interrupt (a foreground sleep would delay it to its end).
+wd_sleep() {
+  [ "$1" -gt 0 ] 2>/dev/null || return 0
+  sleep "$1" &
+  wd_sleeper=$!
+  wait "$wd_sleeper" 2>/dev/null
+  wd_sleeper=
+}
+
+wd_stop() {
+  trap '' TERM INT
+  [ -n "${wd_sleeper:-}" ] && kill "$wd_sleeper" 2>/dev/null
+  wd_log "stopping"
+  exit 0
+}
+
+# wd_http METHOD PATH [JSON]: prints the HTTP status, 000 when nothing answered. The key goes
+# to curl on stdin only (printf is a builtin in every shell this runs under, so it never shows
+# up as an argument of a process); redirects are not followed.
+wd_http() {
+  if [ -n "${3:-}" ]; then
+    wd_c=$(printf 'Authorization: Bearer %s\n' "$wd_key" |
+      curl -sS -o /dev/null -w '%{http_code}' --connect-timeout 10 --max-time 30 \
+        -A "$WD_UA" -H @- -H 'Content-Type: application/json' -X "$1" --data "$3" \
+        "$WD_API$2" 2>/dev/null)
+  else
+    wd_c=$(printf 'Authorization: Bearer %s\n' "$wd_key" |
+      curl -sS -o /dev/null -w '%{http_code}' --connect-timeout 10 --max-time 30 \
+        -A "$WD_UA" -H @- -X "$1" "$WD_API$2" 2>/dev/null)
+  fi
+  case $wd_c in
+    [0-9][0-9][0-9]) printf '%s\n' "$wd_c" ;;
+    *) printf '000\n' ;;
+  esac
+}
+
+wd_verdict() {
+  wd_tmp="$WD_VERDICT.tmp.$$"
+  if printf '%s\n' "$1" >"$wd_tmp" 2>/dev/null && mv -f "$wd_tmp" "$WD_VERDICT" 2>/dev/null; then
+    wd_log "verdict $1"
+  else
+    rm -f "$wd_tmp" 2>/dev/null
+    wd_log "verdict $1 (cannot write $WD_VERDICT)"
+  fi
+}
+
+# The startup proof: sets wd_result to the verdict.
+wd_probe() {
+  if [ -z "$wd_key" ] || [ -z "$wd_pod" ]; then
+    wd_result="failed missing_key"
+    return
+  fi
+  if ! command -v curl >/dev/null 2>&1; then
+    wd_result="failed no_curl"
+    return
+  fi
+  wd_try=1
+  while :; do
+    wd_code=$(wd_http GET "/pods/$wd_pod")
+    wd_log "probe GET /pods/$wd_pod $wd_code (try $wd_try/$WD_PROBE_TRIES)"
+    case $wd_code in
+      200)
+        wd_result=ready
+        return
+        ;;
+      000 | 408 | 429 | 5??)
+        if [ "$wd_try" -ge "$WD_PROBE_TRIES" ]; then
+          if [ "$wd_code" = 000 ]; then wd_result="failed unreachable"; else wd_result="failed http_$wd_code"; fi
+          return
+        fi
+        ;;
+      *)
+        wd_result="failed http_$wd_code"
+        return
+        ;;
+    esac
+    wd_try=$((wd_try + 1))
+    wd_sleep "$WD_PROBE_WAIT"
+  done
+}
+
+wd_deleted() {
+  wd_log "deleted"
+  exit 0
+}
+
+# Deletes the pod for reason "$1"; exits 0 once it is gone (or stopped), returns when every
+# way failed (the next tick tries again).
+wd_delete() {
+  wd_log "delete reason=$1"
+  if [ -n "$wd_key" ] && [ -n "$wd_pod" ] && command -v curl >/dev/null 2>&1; then
+    wd_code=$(wd_http DELETE "/pods/$wd_pod")
+    wd_log "DELETE $wd_code"
+    case $wd_code in 200 | 202 | 204 | 404) wd_deleted ;; esac
+    wd_code=$(wd_http POST "/pods/$wd_pod/action" '{"action":"terminate"}')
+    wd_log "terminate $wd_code"
+    case $wd_code in 200 | 202 | 204 | 404) wd_deleted ;; esac
+    wd_code=$(wd_http POST "/pods/$wd_pod/action" '{"action":"stop"}')
+    wd_log "stop $wd_code"
+    case $wd_code in
+      200 | 202 | 204)
+        wd_log "stopped, volume keeps billing"
+        exit 0
+        ;;
+    esac
+  fi
+  if [ -n "$wd_pod" ] && command -v runpodctl >/dev/null 2>&1; then
+    # runpodctl reads the key from its env: a child's env, never its arguments.
+    if [ -n "$wd_key" ]; then
+      RUNPOD_API_KEY=$wd_key runpodctl pod delete "$wd_pod" >/dev/null 2>&1
+    else
+      runpodctl pod delete "$wd_pod" >/dev/null 2>&1
+    fi
+    wd_rc=$?
+    wd_log "runpodctl pod delete exit $wd_rc"
+    [ "$wd_rc" = 0 ] && wd_deleted
+  fi
+  wd_log "delete failed, retrying in ${WD_INTERVAL}s"
+}
+
+wd_tick() {
+  wd_t=$(wd_now)
+  case $wd_t in '' | *[!0-9]*) wd_t=0 ;; esac
+
+  # The job: started = job.pid; ended = exit_code or cancelled, or its process group gone.
+  wd_started=0
+  wd_ended=0
+  if [ -f "$WD_RUN/job.pid" ]; then
+    wd_started=1
+    wd_raw=
+    read -r wd_raw <"$WD_RUN/job.pid" 2>/dev/null
+    wd_pid=$(wd_num "$wd_raw" "")
+    if [ "$wd_pid" != "$wd_seen_pid" ] || [ "$wd_seen_job" = 0 ]; then
+      wd_seen_job=1
+      wd_seen_pid=$wd_pid
+      wd_ended_at=
+      wd_log "job started${wd_pid:+ pid=$wd_pid}"
+    fi
+    if [ -f "$WD_RUN/exit_code" ]; then
+      wd_ended=1
+      wd_end_file="$WD_RUN/exit_code"
+    elif [ -f "$WD_RUN/cancelled" ]; then
+      wd_ended=1
+      wd_end_file="$WD_RUN/cancelled"
+    elif [ -n "$wd_pid" ] && [ "$wd_pid" -gt 1 ] && ! kill -0 "-$wd_pid" 2>/dev/null; then
+      # pid 0/1 are never a job's group: only a real group counts as gone.
+      wd_ended=1
+      wd_end_file=
+    fi
+    if [ "$wd_ended" = 1 ] && [ -z "$wd_ended_at" ]; then
+      [ -n "$wd_end_file" ] && wd_ended_at=$(wd_mtime "$wd_end_file")
+      [ -n "$wd_ended_at" ] || wd_ended_at=$wd_t
+      wd_log "job ended"
+    fi
+    [ "$wd_ended" = 0 ] && wd_ended_at=
+  fi
+
+  # The lease: fresh while .pod/lease was touched less than the TTL ago.
+  wd_fresh=0
+  if [ -f "$WD_LEASE" ]; then
+    wd_m=$(wd_mtime "$WD_LEASE")
+    if [ -n "$wd_m" ] && [ $((wd_t - wd_m)) -lt "$WD_LEASE_TTL" ]; then wd_fresh=1; fi
+  fi
+
+  wd_kept=$WD_KEEP
+  if [ -f "$WD_KEEP_MARKER" ]; then
+    wd_kept=1
+    [ "$wd_keep_marker" = 1 ] || wd_log "keep marker seen: the pod is kept"
+    wd_keep_marker=1
+  elif [ "$wd_keep_marker" = 1 ]; then
+    wd_keep_marker=0
+    wd_log "keep marker removed: the pod is released"
+  fi
+
+  # 1. bootstrap failed: delete, even a kept pod.
+  if [ "$WD_BOOT_FAILED" = 1 ]; then
+    wd_delete bootstrap_failed
+    return
+  fi
+  # 2. kept with a job: never.
+  if [ "$wd_kept" = 1 ] && [ "$wd_started" = 1 ]; then
+    return
+  fi
+  # 3. cost cap.
+  if [ -f "$WD_COST_CAP" ]; then
+    wd_raw=
+    read -r wd_raw <"$WD_COST_CAP" 2>/dev/null
+    wd_cap=$(wd_num "$wd_raw" "")
+    if [ -n "$wd_cap" ] && [ "$wd_t" -ge "$wd_cap" ]; then
+      wd_delete cost_cap
+      return
+    fi
+  fi
+  # 4. deadline, unless the client holds the lease.
+  if [ -n "$WD_DEADLINE" ] && [ "$wd_t" -ge "$WD_DEADLINE" ]; then
+    if [ "$wd_fresh" = 0 ]; then
+      wd_held=0
+      wd_delete deadline
+      return
+    fi
+    [ "$wd_held" = 1 ] || wd_log "deadline passed, lease held by the client"
+    wd_held=1
+  else
+    wd_held=0
+  fi
+  # 5. retrieved: at once.
+  if [ -f "$WD_RETRIEVED" ]; then
+    wd_log "retrieved marker seen"
+    wd_delete retrieved
+    return
+  fi
+  # 6. abandoned: ended, unretrieved for the retrieve grace.
+  if [ "$wd_ended" = 1 ] && [ $((wd_t - wd_ended_at)) -ge "$WD_RETRIEVE_GRACE" ]; then
+    wd_delete abandoned
+    return
+  fi
+  # 7. never started within the boot grace (a job seen once counts as started for good: a
+  # relaunch removes job.pid for a moment).
+  if [ "$wd_seen_job" = 0 ] && [ $((wd_t - WD_START)) -ge "$WD_BOOT_GRACE" ]; then
+    wd_delete never_started
+    return
+  fi
+}
+
+# --- main -------------------------------------------------------------------------------
+
+# The key lives in an unexported shell variable from here on: no child process inherits it.
+wd_key=${RUNPOD_API_KEY:-}
+unset RUNPOD_API_KEY
+wd_pod=${RUNPOD_POD_ID:-}
+case $wd_pod in *[!A-Za-z0-9_-]*) wd_pod= ;; esac
+
+WD_INTERVAL=$(wd_num "${OVERBRAINER_INTERVAL:-}" 60)
+[ "$WD_INTERVAL" -ge 1 ] || WD_INTERVAL=1
+WD_PROBE_TRIES=$(wd_num "${OVERBRAINER_PROBE_TRIES:-}" 5)
+[ "$WD_PROBE_TRIES" -ge 1 ] || WD_PROBE_TRIES=1
+WD_PROBE_WAIT=$(wd_num "${OVERBRAINER_PROBE_WAIT:-}" 10)
+WD_BOOT_GRACE=$(wd_num "${OVERBRAINER_BOOT_GRACE:-}" 1800)
+WD_RETRIEVE_GRACE=$(wd_num "${OVERBRAINER_RETRIEVE_GRACE:-}" 3600)
+WD_LEASE_TTL=$(wd_num "${OVERBRAINER_LEASE_TTL:-900}" 900)
+WD_KEEP=0
+[ "${OVERBRAINER_KEEP_POD:-0}" = 1 ] && WD_KEEP=1
+WD_DEADLINE=
+wd_deadline_note=
+if [ -n "${OVERBRAINER_DEADLINE:-}" ]; then
+  WD_DEADLINE=$(wd_num "$OVERBRAINER_DEADLINE" "")
+  if [ -z "$WD_DEADLINE" ]; then
+    # A deadline that cannot be read must not keep a pod forever: it counts as passed.
+    WD_DEADLINE=0
+    wd_deadline_note=" (OVERBRAINER_DEADLINE unreadable: treated as passed)"
+  fi
+fi
+WD_API=${OVERBRAINER_API_URL:-https://api.runpod.io/v2}
+WD_API=${WD_API%/}
+WD_VERSION=${OVERBRAINER_VERSION:-unknown}
+WD_UA="overbrainer-watchdog/$WD_VERSION"
+
+WD_BOOT_FAILED=0
+[ "${OVERBRAINER_BOOT_FAILED:-0}" = 1 ] && WD_BOOT_FAILED=1
+WD_RUN=${OVERBRAINER_RUN_DIR:-}
+wd_boot_reason=
+if [ -z "$WD_RUN" ]; then
+  # Without its run dir the pod can run no job: the same as a failed bootstrap.
+  WD_RUN=/root/overbrainer-refused-run
+  WD_BOOT_FAILED=1
+  wd_boot_reason="missing OVERBRAINER_RUN_DIR"
+fi
+WD_RUN=${WD_RUN%/}
+mkdir -p "$WD_RUN/.pod" 2>/dev/null
+WD_LOG="$WD_RUN/.pod/watchdog.log"
+WD_VERDICT="$WD_RUN/.pod/watchdog"
+WD_LEASE="$WD_RUN/.pod/lease"
+WD_RETRIEVED="$WD_RUN/.pod/retrieved"
+WD_KEEP_MARKER="$WD_RUN/.pod/keep"
+WD_COST_CAP="$WD_RUN/.pod/cost_cap_at"
+
+wd_sleeper=
+wd_seen_job=0
+wd_seen_pid=
+wd_ended_at=
+wd_held=0
+wd_keep_marker=0
+trap wd_stop TERM INT
+
+WD_START=$(wd_now)
+case $WD_START in '' | *[!0-9]*) WD_START=0 ;; esac
+wd_log "start $WD_UA pod=${wd_pod:-none} run_dir=$WD_RUN interval=${WD_INTERVAL}s deadline=${WD_DEADLINE:-none}$wd_deadline_note keep=$WD_KEEP lease_ttl=${WD_LEASE_TTL}s boot_grace=${WD_BOOT_GRACE}s retrieve_grace=${WD_RETRIEVE_GRACE}s api=$WD_API"
+
+if [ "$WD_BOOT_FAILED" = 1 ]; then
+  if [ -z "$wd_boot_reason" ] && [ -f "$WD_RUN/.pod/bootstrap_failed" ]; then
+    wd_boot_reason=$(head -n 1 "$WD_RUN/.pod/bootstrap_failed" 2>/dev/null | tr -cd ' -~' | cut -c 1-200)
+  fi
+  wd_verdict "failed bootstrap: ${wd_boot_reason:-unknown}"
+else
+  wd_probe
+  wd_verdict "$wd_result"
+fi
+
+while :; do
+  wd_tick
+  wd_sleep "$WD_INTERVAL"
+done

@@ -1,0 +1,129 @@
+/**
+ * A small Runpod API v2 stand-in for the pod scripts' tests (the original used wiremock): it
+ * records every request and answers the few calls the watchdog makes with statuses a test
+ * sets per call. It listens on a free loopback port; `close()` ends it.
+ */
+import * as http from 'node:http';
+import type { AddressInfo } from 'node:net';
+
+export interface StubRequest {
+  method: string;
+  /** Path and query, e.g. `/v2/pods/abc`. */
+  path: string;
+  headers: http.IncomingHttpHeaders;
+  body: string;
+  atMs: number;
+}
+
+/**
+ * Statuses per call, in order; the last one repeats. Defaults: GET 200 (404 once the pod
+ * was deleted or terminated), DELETE 204, actions 200.
+ */
+export interface StubBehaviour {
+  get?: number[];
+  delete?: number[];
+  terminate?: number[];
+  stop?: number[];
+  /** GETs wait for this before they answer (to look at the pod between steps). */
+  gate?: Promise<void>;
+}
+
+export interface ApiStub {
+  /** `http://127.0.0.1:<port>/v2` */
+  baseUrl: string;
+  requests: StubRequest[];
+  close(): Promise<void>;
+}
+
+function next(list: number[] | undefined, count: number, fallback: number): number {
+  if (list === undefined || list.length === 0) return fallback;
+  return list[Math.min(count, list.length - 1)] ?? fallback;
+}
+
+function problem(res: http.ServerResponse, status: number, title: string): void {
+  res.writeHead(status, { 'content-type': 'application/problem+json' });
+  res.end(JSON.stringify({ title, status, detail: title }));
+}
+
+export async function startApiStub(behaviour: StubBehaviour = {}): Promise<ApiStub> {
+  const requests: StubRequest[] = [];
+  const counts = { get: 0, delete: 0, terminate: 0, stop: 0 };
+  let gone = false;
+  const server = http.createServer((req, res) => {
+    const chunks: Buffer[] = [];
+    req.on('data', (c: Buffer) => chunks.push(c));
+    req.on('end', () => {
+      const body = Buffer.concat(chunks).toString('utf8');
+      const path = req.url ?? '';
+      requests.push({
+        method: req.method ?? '',
+        path,
+        headers: req.headers,
+        body,
+        atMs: Date.now(),
+      });
+      const pod = /^\/v2\/pods\/([A-Za-z0-9_-]+)(\/action)?$/.exec(path);
+      if (!pod) return problem(res, 404, 'no such route');
+      const [, id, action] = pod;
+      void (async () => {
+        if (req.method === 'GET' && action === undefined) {
+          await behaviour.gate;
+          const status = gone ? 404 : next(behaviour.get, counts.get++, 200);
+          if (status !== 200) return problem(res, status, `status ${status}`);
+          res.writeHead(200, { 'content-type': 'application/json' });
+          res.end(JSON.stringify({ id, status: 'RUNNING' }));
+          return;
+        }
+        if (req.method === 'DELETE' && action === undefined) {
+          const status = next(behaviour.delete, counts.delete++, 204);
+          if (status < 300) gone = true;
+          if (status === 204) {
+            res.writeHead(204);
+            res.end();
+            return;
+          }
+          return problem(res, status, `status ${status}`);
+        }
+        if (req.method === 'POST' && action !== undefined) {
+          let kind: string;
+          try {
+            kind = String((JSON.parse(body) as { action?: unknown }).action);
+          } catch {
+            return problem(res, 400, 'body is not JSON');
+          }
+          if (kind !== 'terminate' && kind !== 'stop') return problem(res, 400, 'unknown action');
+          const status = next(behaviour[kind], counts[kind]++, 200);
+          if (status < 300 && kind === 'terminate') gone = true;
+          if (status !== 200) return problem(res, status, `status ${status}`);
+          res.writeHead(200, { 'content-type': 'application/json' });
+          res.end(JSON.stringify({ id, status: kind === 'stop' ? 'EXITED' : 'TERMINATED' }));
+          return;
+        }
+        problem(res, 405, 'method not allowed');
+      })();
+    });
+  });
+  await new Promise<void>((resolve, reject) => {
+    server.once('error', reject);
+    server.listen(0, '127.0.0.1', () => resolve());
+  });
+  const { port } = server.address() as AddressInfo;
+  return {
+    baseUrl: `http://127.0.0.1:${port}/v2`,
+    requests,
+    close: () =>
+      new Promise<void>((resolve) => {
+        server.closeAllConnections();
+        server.close(() => resolve());
+      }),
+  };
+}
+
+/** A loopback port nothing listens on (bound, then released). */
+export async function closedPort(): Promise<number> {
+  const server = http.createServer();
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', () => resolve()));
+  const { port } = server.address() as AddressInfo;
+  await new Promise<void>((resolve) => server.close(() => resolve()));
+  return port;
+}
