@@ -1,0 +1,477 @@
+/**
+ * `runs/<run-id>/pod.json` (PodRecord, version 1): what overbrainer knows of
+ * a run's pod, saved before every call that can create or delete one, so a
+ * crash never loses a pod. It never holds a private key, the API key or the
+ * pod's env: only the public host key and what Runpod reported.
+ *
+ * The JSON keeps the original's snake_case names; the class uses camelCase
+ * with units in names. The helpers mirror the seed's `PodRecord` methods.
+ */
+import { z } from 'zod';
+import { rfc3339 } from '../clock';
+import { decodeRecord, encodeRecord, splitExtra, type ExtraFields } from './codec';
+
+export const POD_FILE = 'pod.json';
+export const POD_RECORD_VERSION = 1;
+
+/** Where a run's pod stands. */
+export type PodState =
+  /** A create call is about to be sent, or was sent. */
+  | 'creating'
+  /** Runpod created the pod; overbrainer waits for SSH and the watchdog. */
+  | 'provisioning'
+  /** Reachable, with a watchdog that can delete it. */
+  | 'ready'
+  /** The job was started on it. */
+  | 'running'
+  /** The job ended but its results were not retrieved; the watchdog deletes it after its retrieve grace. */
+  | 'awaiting_retrieval'
+  /** Kept (`--keep-pod` or at runtime): only `pod rm` deletes it. */
+  | 'kept'
+  /** A delete call is about to be sent, or was sent. */
+  | 'deleting'
+  /** Runpod no longer knows the pod. */
+  | 'deleted';
+
+export const POD_STATES: readonly PodState[] = [
+  'creating',
+  'provisioning',
+  'ready',
+  'running',
+  'awaiting_retrieval',
+  'kept',
+  'deleting',
+  'deleted',
+];
+
+/** How one create call ended. */
+export type AttemptResult =
+  | 'sent'
+  | 'created'
+  /** Runpod could not place the GPU type (capacity 400). */
+  | 'unavailable'
+  /** Runpod refused the GPU type (403). */
+  | 'forbidden'
+  /** No usable answer: the pod may or may not exist. */
+  | 'ambiguous'
+  /** No usable answer, then found by its run marker. */
+  | 'adopted'
+  /** Created, but not reachable in time; deleted. */
+  | 'not_ready'
+  /** Created, but its watchdog could not prove it can delete it; deleted. */
+  | 'refused'
+  /** Refused by Runpod for a reason no other GPU type would fix (402, 422, other 400). */
+  | 'rejected';
+
+export const ATTEMPT_RESULTS: readonly AttemptResult[] = [
+  'sent',
+  'created',
+  'unavailable',
+  'forbidden',
+  'ambiguous',
+  'adopted',
+  'not_ready',
+  'refused',
+  'rejected',
+];
+
+/** Who removed a pod. */
+export type DeletedBy = 'client' | 'watchdog' | 'pod_rm' | 'unknown';
+export const DELETED_BY: readonly DeletedBy[] = ['client', 'watchdog', 'pod_rm', 'unknown'];
+
+/** One create call. */
+export interface Attempt {
+  /** The pod name sent, `overbrainer-<run-id>-<n>`. */
+  name: string;
+  gpuType: string;
+  /** When the call was sent, RFC 3339 UTC. */
+  sentAt: string;
+  /** When this pod's watchdog deletes it; null when kept. */
+  deadlineUnixS: number | null;
+  result: AttemptResult;
+  /** The client's own fixed message for a failed call (never Runpod's text). */
+  detail?: string;
+  /** The pod it created, if any. */
+  podId?: string;
+  /** Fields of the attempt this version does not know, written back unchanged. */
+  extraFields?: ExtraFields;
+}
+
+/** The SSH endpoint of a pod as last seen. */
+export interface SshEndpoint {
+  host: string;
+  port: number;
+  user: string;
+}
+
+/** What {@link PodRecord.created} needs of the pod Runpod created. */
+export interface CreatedPod {
+  id: string;
+  /** The GPU type Runpod placed, when it says. */
+  gpuTypeId?: string | null;
+  dataCenterId?: string | null;
+  /** Runpod's `cost` (USD per hour); 0 or null while not running. */
+  costPerHourUsd?: number | null;
+}
+
+/** Runpod pod IDs are ASCII alphanumeric. */
+export const POD_ID = /^[A-Za-z0-9]{1,64}$/;
+/** A public host key as pod.json holds it: type and key, no comment. */
+export const HOST_KEY = /^ssh-ed25519 [A-Za-z0-9+/]+={0,2}$/;
+
+/** The rate to keep from Runpod's `cost`: only a positive, finite one. */
+function rate(cost: number | null | undefined): number | null {
+  return typeof cost === 'number' && Number.isFinite(cost) && cost > 0 ? cost : null;
+}
+
+const unixS = (ms: number): number => Math.floor(ms / 1000);
+
+export class PodRecord {
+  version = POD_RECORD_VERSION;
+  state: PodState = 'creating';
+  /** When the watchdog deletes the current pod at the latest, RFC 3339; null when kept. */
+  deadline: string | null = null;
+  deadlineUnixS: number | null = null;
+  attempts: Attempt[] = [];
+  podId: string | null = null;
+  gpuType: string | null = null;
+  dataCenterId: string | null = null;
+  /** The first non-zero rate Runpod reported. */
+  costPerHourUsd: number | null = null;
+  /** When it was created, RFC 3339, from the local clock. */
+  createdAt: string | null = null;
+  createdUnixS: number | null = null;
+  readyAt: string | null = null;
+  ssh: SshEndpoint | null = null;
+  deletedAt: string | null = null;
+  deletedBy: DeletedBy | null = null;
+  /** Rate × uptime, in USD, to 1/10000. */
+  estimatedSpendUsd: number | null = null;
+  /** Other pods of the run whose deletion could not be confirmed. */
+  strayPods: string[] = [];
+  /** The run's cost cap; null when kept or unset. */
+  maxCostUsd: number | null = null;
+  networkVolumeId: string | null = null;
+  maxVolumeGb: number | null = null;
+  /** Fields of pod.json this version does not know, written back unchanged. */
+  extraFields?: ExtraFields;
+
+  constructor(
+    readonly runId: string,
+    /** Whether the pod is kept (`--keep-pod`): no deadline, only `pod rm` deletes it. */
+    public keep: boolean,
+    public gpuCount: number,
+    /** The pod's public host key, `ssh-ed25519 AAAA…`. */
+    public hostKey: string,
+  ) {}
+
+  /**
+   * Appends a create call for `gpuType`, sent at `nowMs`, and returns it. Its
+   * pod would be deleted by its watchdog `maxHours` later, unless kept.
+   */
+  beginAttempt(gpuType: string, nowMs: number, maxHours: number): Attempt {
+    const attempt: Attempt = {
+      name: `overbrainer-${this.runId}-${this.attempts.length + 1}`,
+      gpuType,
+      sentAt: rfc3339(nowMs),
+      deadlineUnixS: this.keep ? null : unixS(nowMs) + hoursS(maxHours),
+      result: 'sent',
+    };
+    this.state = 'creating';
+    this.attempts.push(attempt);
+    return attempt;
+  }
+
+  /** Records how the last create call ended (`detail`: the client's own fixed words). */
+  endAttempt(result: AttemptResult, detail?: string): void {
+    const last = this.attempts[this.attempts.length - 1];
+    if (!last) return;
+    last.result = result;
+    if (detail === undefined) delete last.detail;
+    else last.detail = detail;
+  }
+
+  /**
+   * Makes `pod`, created (or adopted) by the last call at `nowMs`, the current
+   * pod: its deadline is that call's (create-call time + max_hours).
+   */
+  created(pod: CreatedPod, result: 'created' | 'adopted', nowMs: number): void {
+    const last = this.attempts[this.attempts.length - 1];
+    const deadlineUnixS = last?.deadlineUnixS ?? null;
+    if (last) {
+      last.result = result;
+      last.podId = pod.id;
+      this.gpuType = pod.gpuTypeId ?? last.gpuType;
+    }
+    this.state = 'provisioning';
+    this.podId = pod.id;
+    this.dataCenterId = pod.dataCenterId ?? null;
+    this.costPerHourUsd = rate(pod.costPerHourUsd);
+    this.createdAt = rfc3339(nowMs);
+    this.createdUnixS = unixS(nowMs);
+    this.deadlineUnixS = deadlineUnixS;
+    this.deadline = deadlineUnixS === null ? null : rfc3339(deadlineUnixS * 1000);
+    this.readyAt = null;
+    this.ssh = null;
+  }
+
+  /** Keeps the first non-zero rate Runpod reports. */
+  noteRate(costPerHourUsd: number | null | undefined): void {
+    if (this.costPerHourUsd === null) this.costPerHourUsd = rate(costPerHourUsd);
+  }
+
+  /** Forgets the current pod once it is deleted, before another attempt. */
+  forgetPod(): void {
+    this.podId = null;
+    this.state = 'creating';
+    this.createdAt = null;
+    this.createdUnixS = null;
+    this.costPerHourUsd = null;
+    this.deadline = null;
+    this.deadlineUnixS = null;
+    this.ssh = null;
+  }
+
+  /** The pod is reachable at `endpoint` with a working watchdog. */
+  ready(endpoint: SshEndpoint, nowMs: number): void {
+    this.state = 'ready';
+    this.ssh = { ...endpoint };
+    this.readyAt = rfc3339(nowMs);
+  }
+
+  /** How long the current pod has existed at `nowMs` (whole seconds); null before it was created. */
+  uptimeMs(nowMs: number): number | null {
+    if (this.createdUnixS === null) return null;
+    return Math.max(0, unixS(nowMs) - this.createdUnixS) * 1000;
+  }
+
+  /**
+   * The pod was found gone at `nowMs`, removed by `by`: the spend is estimated
+   * from its rate and uptime, rounded to a hundredth of a cent.
+   */
+  deleted(by: DeletedBy, nowMs: number): void {
+    const uptimeMs = this.uptimeMs(nowMs);
+    this.estimatedSpendUsd =
+      this.costPerHourUsd !== null && uptimeMs !== null
+        ? Math.round(((this.costPerHourUsd * uptimeMs) / 3_600_000) * 10_000) / 10_000
+        : null;
+    this.state = 'deleted';
+    this.deletedAt = rfc3339(nowMs);
+    this.deletedBy = by;
+  }
+
+  /** Records the other pods of the run whose deletion could not be confirmed (replacing the list). */
+  setStrayPods(ids: readonly string[]): void {
+    this.strayPods = [...new Set(ids)];
+  }
+
+  /**
+   * One line for `runs ls`: `pod running k3x9abc $0.53/h`, `pod deleted about
+   * $0.64`, `pod kept k3x9abc`, `pod awaiting retrieval k3x9abc`…
+   */
+  summary(): string {
+    const id = this.podId ?? '(no pod)';
+    switch (this.state) {
+      case 'deleted':
+        return this.estimatedSpendUsd === null
+          ? 'pod deleted'
+          : `pod deleted about $${this.estimatedSpendUsd.toFixed(2)}`;
+      case 'kept':
+      case 'awaiting_retrieval':
+        return `pod ${stateName(this.state)} ${id}`;
+      default:
+        return this.costPerHourUsd === null
+          ? `pod ${stateName(this.state)} ${id}`
+          : `pod ${stateName(this.state)} ${id} $${this.costPerHourUsd.toFixed(2)}/h`;
+    }
+  }
+
+  /** A deep copy (for a model that must not share arrays with the saved record). */
+  clone(): PodRecord {
+    return decodePodRecord(encodePodRecord(this), '(copy)');
+  }
+}
+
+/** The state in words: `awaiting retrieval` for `awaiting_retrieval`. */
+export function stateName(state: PodState): string {
+  return state === 'awaiting_retrieval' ? 'awaiting retrieval' : state;
+}
+
+/** `max_hours` in whole seconds, 0 when it cannot be one (the config refuses such values). */
+function hoursS(maxHours: number): number {
+  const seconds = Math.floor(maxHours * 3600);
+  return Number.isFinite(seconds) && seconds > 0 ? seconds : 0;
+}
+
+/**
+ * The record of a run whose pod does not exist yet (state `creating`).
+ * `maxCostUsd` is dropped for a kept pod, which has no cap.
+ */
+export function newPodRecord(
+  runId: string,
+  keep: boolean,
+  gpuCount: number,
+  hostPublicKey: string,
+  options: { maxCostUsd?: number | null; networkVolumeId?: string | null; maxVolumeGb?: number | null } = {},
+): PodRecord {
+  const record = new PodRecord(runId, keep, gpuCount, publicKeyFields(hostPublicKey));
+  record.maxCostUsd = keep ? null : (options.maxCostUsd ?? null);
+  record.networkVolumeId = options.networkVolumeId ?? null;
+  record.maxVolumeGb = options.maxVolumeGb ?? null;
+  return record;
+}
+
+/** `ssh-ed25519 AAAA… comment` → `ssh-ed25519 AAAA…`. */
+export function publicKeyFields(line: string): string {
+  return line.trim().split(/\s+/).slice(0, 2).join(' ');
+}
+
+// ---------------------------------------------------------------------------
+// pod.json
+
+const nullableString = z.string().nullable();
+const unix = z.number().int().min(0).nullable();
+const podId = z.string().regex(POD_ID);
+
+const attemptSchema = z.looseObject({
+  name: z.string(),
+  gpu_type: z.string(),
+  sent_at: z.string(),
+  deadline_unix: unix,
+  result: z.enum(ATTEMPT_RESULTS as [AttemptResult, ...AttemptResult[]]),
+  detail: z.string().optional(),
+  pod_id: podId.optional(),
+});
+const ATTEMPT_KEYS = Object.keys(attemptSchema.shape);
+
+const podSchema = z.looseObject({
+  version: z.literal(POD_RECORD_VERSION),
+  run_id: z.string(),
+  state: z.enum(POD_STATES as [PodState, ...PodState[]]),
+  keep: z.boolean(),
+  deadline: nullableString,
+  deadline_unix: unix,
+  attempts: z.array(attemptSchema),
+  pod_id: podId.nullable(),
+  gpu_type: nullableString,
+  gpu_count: z.number().int().min(1),
+  data_center_id: nullableString,
+  cost_per_hour: z.number().min(0).nullable(),
+  created_at: nullableString,
+  created_unix: unix,
+  ready_at: nullableString,
+  ssh: z
+    .object({
+      host: z.string(),
+      port: z.number().int().min(1).max(65535),
+      user: z.string(),
+    })
+    .nullable(),
+  // Pinned into known_hosts: anything but one key line could smuggle in other hosts.
+  host_key: z.string().regex(HOST_KEY),
+  deleted_at: nullableString,
+  deleted_by: z.enum(DELETED_BY as [DeletedBy, ...DeletedBy[]]).nullable(),
+  estimated_spend: z.number().min(0).nullable(),
+  // Newer fields: absent from records of older versions.
+  stray_pods: z.array(podId).optional(),
+  max_cost_usd: z.number().gt(0).nullable().optional(),
+  network_volume_id: nullableString.optional(),
+  max_volume_gb: z.number().int().min(1).nullable().optional(),
+});
+const POD_KEYS = Object.keys(podSchema.shape);
+
+export function decodePodRecord(text: string, file: string): PodRecord {
+  const raw = decodeRecord(text, file, podSchema, 'pod record');
+  const record = new PodRecord(raw.run_id, raw.keep, raw.gpu_count, raw.host_key);
+  record.state = raw.state;
+  record.deadline = raw.deadline;
+  record.deadlineUnixS = raw.deadline_unix;
+  record.attempts = raw.attempts.map((a) => {
+    const attempt: Attempt = {
+      name: a.name,
+      gpuType: a.gpu_type,
+      sentAt: a.sent_at,
+      deadlineUnixS: a.deadline_unix,
+      result: a.result,
+    };
+    if (a.detail !== undefined) attempt.detail = a.detail;
+    if (a.pod_id !== undefined) attempt.podId = a.pod_id;
+    const extra = splitExtra(a, ATTEMPT_KEYS);
+    if (extra) attempt.extraFields = extra;
+    return attempt;
+  });
+  record.podId = raw.pod_id;
+  record.gpuType = raw.gpu_type;
+  record.dataCenterId = raw.data_center_id;
+  record.costPerHourUsd = raw.cost_per_hour;
+  record.createdAt = raw.created_at;
+  record.createdUnixS = raw.created_unix;
+  record.readyAt = raw.ready_at;
+  record.ssh = raw.ssh;
+  record.deletedAt = raw.deleted_at;
+  record.deletedBy = raw.deleted_by;
+  record.estimatedSpendUsd = raw.estimated_spend;
+  record.strayPods = raw.stray_pods ?? [];
+  record.maxCostUsd = raw.max_cost_usd ?? null;
+  record.networkVolumeId = raw.network_volume_id ?? null;
+  record.maxVolumeGb = raw.max_volume_gb ?? null;
+  const extra = splitExtra(raw, POD_KEYS);
+  if (extra) record.extraFields = extra;
+  return record;
+}
+
+/** Throws a RangeError for a record pod.json must never hold (a bad pod ID or host key). */
+export function encodePodRecord(record: PodRecord): string {
+  for (const id of [record.podId, ...record.strayPods, ...record.attempts.map((a) => a.podId)]) {
+    if (id !== null && id !== undefined && !POD_ID.test(id)) {
+      throw new RangeError(`run ${record.runId}: ${JSON.stringify(id.slice(0, 70))} is not a Runpod pod ID`);
+    }
+  }
+  if (!HOST_KEY.test(record.hostKey)) {
+    throw new RangeError(`run ${record.runId}: the host key is not one "ssh-ed25519 AAAA…" key`);
+  }
+  return encodeRecord(
+    {
+      version: record.version,
+      run_id: record.runId,
+      state: record.state,
+      keep: record.keep,
+      deadline: record.deadline,
+      deadline_unix: record.deadlineUnixS,
+      attempts: record.attempts.map((a) =>
+        JSON.parse(
+          encodeRecord(
+            {
+              name: a.name,
+              gpu_type: a.gpuType,
+              sent_at: a.sentAt,
+              deadline_unix: a.deadlineUnixS,
+              result: a.result,
+              detail: a.detail,
+              pod_id: a.podId,
+            },
+            a.extraFields,
+          ),
+        ) as unknown,
+      ),
+      pod_id: record.podId,
+      gpu_type: record.gpuType,
+      gpu_count: record.gpuCount,
+      data_center_id: record.dataCenterId,
+      cost_per_hour: record.costPerHourUsd,
+      created_at: record.createdAt,
+      created_unix: record.createdUnixS,
+      ready_at: record.readyAt,
+      ssh: record.ssh,
+      host_key: record.hostKey,
+      deleted_at: record.deletedAt,
+      deleted_by: record.deletedBy,
+      estimated_spend: record.estimatedSpendUsd,
+      stray_pods: record.strayPods,
+      max_cost_usd: record.maxCostUsd,
+      network_volume_id: record.networkVolumeId,
+      max_volume_gb: record.maxVolumeGb,
+    },
+    record.extraFields,
+  );
+}

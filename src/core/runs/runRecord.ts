@@ -1,0 +1,132 @@
+/**
+ * `runs/<run-id>/run.json` (RunRecord): what is needed to find the job again.
+ * The JSON keeps the original's snake_case names; TypeScript uses camelCase.
+ */
+import { z } from 'zod';
+import type { RunState } from '../events';
+import { decodeRecord, encodeRecord, splitExtra, type ExtraFields } from './codec';
+
+export const RUN_FILE = 'run.json';
+
+export const RUN_STATES: readonly RunState[] = [
+  'preparing',
+  'running',
+  'succeeded',
+  'failed',
+  'cancelled',
+  'stopped',
+];
+
+/** The started job: where it runs and its process. */
+export interface JobRef {
+  /** The run directory on the target. */
+  dir: string;
+  /** The job's process ID on the target; never 0 or 1 (killing those would hit everything). */
+  pid: number;
+  /** A container name, when the job runs in one (never for the targets of this version). */
+  container: string | null;
+}
+
+export type SnapshotReason = 'requested' | 'deadline' | 'cost' | 'disk';
+
+export interface RunSnapshot {
+  checkpoint: string;
+  step: number;
+  reason: SnapshotReason;
+}
+
+export interface RunRecord {
+  id: string;
+  /** Target name in overbrainer.toml. */
+  target: string;
+  /** Creation time, RFC 3339 UTC to the second. */
+  created: string;
+  /** The run directory on the target. */
+  remoteDir: string;
+  job: JobRef | null;
+  state: RunState;
+  /** Why the run failed (or stopped), or null. */
+  message: string | null;
+  /** Newer: the checkpoint a stopped run saved. */
+  snapshot?: RunSnapshot | null;
+  /** Newer: the run this one resumed from. */
+  resumedFrom?: string | null;
+  /** Newer: the run's plugin honours snapshot requests. */
+  snapshots?: boolean;
+  /** Fields of run.json this version does not know, written back unchanged. */
+  extraFields?: ExtraFields;
+}
+
+const MAX_PID = 2 ** 31 - 1;
+
+const jobSchema = z.object({
+  dir: z.string().min(1),
+  // pid 0 or 1 in a record means damage: signalling it would hit a whole process group or init.
+  pid: z.number().int().min(2).max(MAX_PID),
+  container: z.string().nullable().optional(),
+});
+
+const runSchema = z.looseObject({
+  id: z.string(),
+  target: z.string(),
+  created: z.string(),
+  remote_dir: z.string(),
+  job: jobSchema.nullable(),
+  state: z.enum(RUN_STATES as [RunState, ...RunState[]]),
+  message: z.string().nullable(),
+  snapshot: z
+    .object({
+      checkpoint: z.string(),
+      step: z.number().int().min(0),
+      reason: z.enum(['requested', 'deadline', 'cost', 'disk']),
+    })
+    .nullable()
+    .optional(),
+  resumed_from: z.string().nullable().optional(),
+  snapshots: z.boolean().optional(),
+});
+
+const RUN_KEYS = Object.keys(runSchema.shape);
+
+export function decodeRunRecord(text: string, file: string): RunRecord {
+  const raw = decodeRecord(text, file, runSchema, 'run record');
+  const record: RunRecord = {
+    id: raw.id,
+    target: raw.target,
+    created: raw.created,
+    remoteDir: raw.remote_dir,
+    job: raw.job ? { dir: raw.job.dir, pid: raw.job.pid, container: raw.job.container ?? null } : null,
+    state: raw.state,
+    message: raw.message,
+  };
+  if (raw.snapshot !== undefined) record.snapshot = raw.snapshot;
+  if (raw.resumed_from !== undefined) record.resumedFrom = raw.resumed_from;
+  if (raw.snapshots !== undefined) record.snapshots = raw.snapshots;
+  const extra = splitExtra(raw, RUN_KEYS);
+  if (extra) record.extraFields = extra;
+  return record;
+}
+
+/** The record as run.json holds it; throws a RangeError for a pid of 0 or 1. */
+export function encodeRunRecord(record: RunRecord): string {
+  if (record.job && !(Number.isInteger(record.job.pid) && record.job.pid >= 2)) {
+    throw new RangeError(`run ${record.id}: a job pid must be 2 or more, not ${record.job.pid}`);
+  }
+  return encodeRecord(
+    {
+      id: record.id,
+      target: record.target,
+      created: record.created,
+      remote_dir: record.remoteDir,
+      job: record.job
+        ? { dir: record.job.dir, pid: record.job.pid, container: record.job.container }
+        : null,
+      state: record.state,
+      message: record.message,
+      snapshot: record.snapshot,
+      resumed_from: record.resumedFrom,
+      snapshots: record.snapshots,
+    },
+    record.extraFields,
+  );
+}
