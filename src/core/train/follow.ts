@@ -1,0 +1,510 @@
+/**
+ * Following a job: its metrics as they are written, its status until it ends.
+ *
+ * The original polled `tail -c +N | head -c LIMIT` every 2 s, so a metric
+ * reached the screen up to 2 s late. Here the metrics file is STREAMED (one
+ * long-lived `tail -F` on the target) and every complete line becomes a
+ * `metric` event the moment its bytes arrive; the status script is polled on
+ * `statusPollMs` and whenever the stream ends (it ends by itself when the job
+ * does). The byte offset of the last complete line is kept, so a dropped
+ * stream resumes exactly there: no line lost, none published twice. Once the
+ * job ended the file is drained to its end with bounded reads.
+ *
+ * Following never touches the job: aborting it stops the stream only, and a
+ * target that stops answering ends the follow with {@link FollowError} while
+ * the job keeps running (attach again later).
+ */
+import { abortError, isAbortError, type Clock } from '../clock';
+import type { EventBus, JobStatus, TrainMetric } from '../events';
+import { ExecError, type Executor } from '../exec/executor';
+import type { Timing } from '../timing';
+import { GROUP_ALIVE_SH, jobStatus, METRICS_FILE, remotePath, shQuote, TICK_SH } from './job';
+import {
+  LineFramer,
+  parseFramedLine,
+  READ_LIMIT_BYTES,
+  SkipWarnings,
+  type FramedLine,
+  type ParsedLine,
+} from './metrics';
+
+export type EndedJobStatus = Exclude<JobStatus, { kind: 'running' }>;
+
+export interface FollowResult {
+  /** How the job ended. */
+  status: EndedJobStatus;
+  /** Metric events published by this follow (from `fromOffset`, the whole file by default). */
+  metrics: number;
+  /** Bytes of metrics.jsonl read: its size once drained. */
+  offset: number;
+}
+
+export type FollowErrorKind =
+  /** Too many status polls or reads failed in a row; the job keeps running. */
+  'unreachable';
+
+export class FollowError extends Error {
+  constructor(
+    readonly kind: FollowErrorKind,
+    readonly runId: string,
+    readonly failures: number,
+    message: string,
+    options?: { cause?: unknown },
+  ) {
+    super(message, options);
+    this.name = 'FollowError';
+  }
+}
+
+export type FollowTiming = Pick<
+  Timing,
+  'statusPollMs' | 'watchFailuresTolerated' | 'requestTimeoutMs'
+>;
+
+export interface MetricsFollowerOptions {
+  executor: Executor;
+  runId: string;
+  /** The run directory on the target (absolute). */
+  runDir: string;
+  bus: EventBus;
+  clock: Clock;
+  timing: FollowTiming;
+  /** Where to start in metrics.jsonl; 0 (the default) replays the whole file, as attach needs. */
+  fromOffset?: number;
+  /**
+   * Stream the file (default). False reads it with bounded reads at each
+   * status poll only (for targets without a working `tail -F`).
+   */
+  stream?: boolean;
+  /** Every parsed line that is not a metric (begin, end, stage, eval progress, skips). */
+  onLine?: (line: ParsedLine) => void;
+}
+
+interface StreamState {
+  generation: number;
+  controller: AbortController;
+  startedMs: number;
+  bytes: number;
+}
+
+/**
+ * The command that streams `<runDir>/metrics.jsonl` from byte `offset`: a
+ * `tail -F` in the background, and a loop that ends the stream once the job
+ * ended (exit_code, cancelled, or its group gone), so a tail never outlives
+ * its job on the target even if the client vanished without closing it.
+ * Exit 0 = the job ended; 3 = tail died.
+ *
+ * The file is waited for here (every 0.1 s) rather than by `tail -F`: a GNU
+ * tail started before its file exists falls back to polling it once a second
+ * after it appears, instead of inotify. GNU tail also gets `--pid`, so it
+ * goes with the shell if that is killed, and `-s 0.2` for when inotify is
+ * unavailable; busybox tail polls once a second (integer `-s` only).
+ */
+export function streamCommand(runDir: string, offset: number): string {
+  if (!Number.isSafeInteger(offset) || offset < 0) throw new RangeError(`bad offset ${offset}`);
+  return [
+    `cd ${shQuote(runDir)} || exit 3`,
+    GROUP_ALIVE_SH,
+    'job_over() { [ -e exit_code ] || [ -e cancelled ] || ! group_alive "$(cat job.pid 2>/dev/null)"; }',
+    TICK_SH,
+    'n=0',
+    `while [ ! -e ${METRICS_FILE} ]; do`,
+    '  if [ $((n % per_s)) -eq 0 ] && job_over; then exit 0; fi',
+    '  sleep $tick',
+    '  n=$((n + 1))',
+    'done',
+    'if tail --version >/dev/null 2>&1; then opts="-s 0.2 --pid=$$"; else opts=; fi',
+    `tail -c +${offset + 1} $opts -F ${METRICS_FILE} &`,
+    't=$!',
+    `trap 'kill $t 2>/dev/null; exit 4' HUP INT TERM PIPE`,
+    'while ! job_over; do',
+    '  kill -0 "$t" 2>/dev/null || exit 3',
+    '  sleep 1',
+    'done',
+    'kill "$t" 2>/dev/null',
+    'wait "$t" 2>/dev/null',
+    'exit 0',
+  ].join('\n');
+}
+
+/** `tail -c +N | head -c LIMIT`: the original's bounded poll (the benchmark's baseline). */
+export function pollCommand(path: string, offset: number, limitBytes = READ_LIMIT_BYTES): string {
+  return `tail -c +${offset + 1} ${shQuote(path)} 2>/dev/null | head -c ${limitBytes}`;
+}
+
+export class MetricsFollower {
+  private readonly framer: LineFramer;
+  private readonly warnings = new SkipWarnings();
+  private readonly metricsPath: string;
+  private published = 0;
+  private maxStepsFromBegin: number | null = null;
+  private lastStatus: JobStatus | null = null;
+  private stream: StreamState | null = null;
+  private generation = 0;
+  private wakePending = false;
+  private wakeNap: (() => void) | null = null;
+  private streamTrouble = false;
+  private following = false;
+
+  constructor(private readonly options: MetricsFollowerOptions) {
+    this.framer = new LineFramer(options.fromOffset ?? 0);
+    this.metricsPath = remotePath(options.runDir, METRICS_FILE);
+  }
+
+  /** Byte offset just after the last complete line published. */
+  get offset(): number {
+    return this.framer.offset;
+  }
+
+  /** Metric events published so far. */
+  get metricCount(): number {
+    return this.published;
+  }
+
+  /** The latest status seen. */
+  get status(): JobStatus | null {
+    return this.lastStatus;
+  }
+
+  /**
+   * Follows until the job ends (resolves with its status once the file is
+   * drained), `signal` aborts (rejects with an AbortError; the job is not
+   * touched), or the target stops answering (rejects with FollowError).
+   */
+  async follow(signal?: AbortSignal): Promise<FollowResult> {
+    if (this.following) throw new Error('this follower is already following');
+    this.following = true;
+    try {
+      return await this.loop(signal);
+    } finally {
+      this.stopStream();
+      this.following = false;
+    }
+  }
+
+  private async loop(signal: AbortSignal | undefined): Promise<FollowResult> {
+    const { timing } = this.options;
+    const budget = { failures: 0 };
+    for (;;) {
+      if (signal?.aborted) throw abortError(signal);
+      let status: JobStatus | null = null;
+      try {
+        status = await jobStatus(this.options.executor, this.options.runDir, {
+          signal,
+          timeoutMs: timing.requestTimeoutMs,
+        });
+        budget.failures = 0;
+      } catch (error) {
+        this.failed(error, budget, signal, 'status');
+      }
+      if (status !== null) {
+        this.noteStatus(status);
+        if (status.kind !== 'running') {
+          this.stopStream();
+          const offset = await this.drain(signal, budget);
+          return { status, metrics: this.published, offset };
+        }
+        if (this.stream === null) {
+          // Catch up with bounded reads before (re)starting the stream: this
+          // replays a long file fast on attach, and keeps metrics coming
+          // every poll even when streaming does not work on the target.
+          try {
+            await this.catchUp(signal);
+          } catch (error) {
+            this.failed(error, budget, signal, 'read');
+          }
+          if (this.options.stream !== false) this.startStream(signal);
+        }
+      }
+      await this.nap(timing.statusPollMs, signal);
+    }
+  }
+
+  /** Counts a failure; throws the abort, or FollowError once the budget is spent. */
+  private failed(
+    error: unknown,
+    budget: { failures: number },
+    signal: AbortSignal | undefined,
+    what: string,
+  ): void {
+    if (signal?.aborted || isAbortError(error)) throw signal ? abortError(signal) : error;
+    budget.failures++;
+    const reason = error instanceof Error ? error.message : String(error);
+    this.options.bus.publish({
+      type: 'log',
+      level: 'debug',
+      message: `run ${this.options.runId}: ${what} failed (${budget.failures} in a row): ${reason}`,
+    });
+    const tolerated = this.options.timing.watchFailuresTolerated;
+    if (budget.failures > tolerated) {
+      throw new FollowError(
+        'unreachable',
+        this.options.runId,
+        budget.failures,
+        `stopped following run ${this.options.runId} after ${budget.failures} failed attempts in a row ` +
+          `(last: ${reason}); the job keeps running on its target — attach to the run again to follow it`,
+        { cause: error },
+      );
+    }
+  }
+
+  private noteStatus(status: JobStatus): void {
+    const previous = this.lastStatus;
+    this.lastStatus = status;
+    const same =
+      previous !== null &&
+      previous.kind === status.kind &&
+      (previous.kind !== 'exited' || status.kind !== 'exited' || previous.code === status.code);
+    if (!same) this.options.bus.publish({ type: 'jobStatus', runId: this.options.runId, status });
+  }
+
+  /** Reads from the framer's position with bounded reads until a short one. */
+  private async catchUp(signal: AbortSignal | undefined): Promise<void> {
+    this.framer.dropPending();
+    for (;;) {
+      if (signal?.aborted) throw abortError(signal);
+      const chunk = await this.readAt(this.framer.offset + this.framer.pendingBytes);
+      this.consume(chunk);
+      if (chunk.length < READ_LIMIT_BYTES) return;
+    }
+  }
+
+  /**
+   * Reads the rest of the finished file (1 MiB at a time) and publishes it;
+   * its last line counts even without a terminator, since nothing can follow.
+   * Failed reads are retried on the poll interval within the failure budget.
+   */
+  private async drain(
+    signal: AbortSignal | undefined,
+    budget: { failures: number },
+  ): Promise<number> {
+    this.framer.dropPending();
+    for (;;) {
+      if (signal?.aborted) throw abortError(signal);
+      let chunk: Buffer;
+      try {
+        chunk = await this.readAt(this.framer.offset + this.framer.pendingBytes);
+        budget.failures = 0;
+      } catch (error) {
+        this.failed(error, budget, signal, 'reading the metrics');
+        await this.nap(this.options.timing.statusPollMs, signal);
+        continue;
+      }
+      if (chunk.length === 0) break;
+      this.consume(chunk);
+    }
+    for (const line of this.framer.finish()) this.handle(line);
+    return this.framer.offset;
+  }
+
+  private async readAt(position: number): Promise<Buffer> {
+    try {
+      return await this.options.executor.readRange(this.metricsPath, position, READ_LIMIT_BYTES);
+    } catch (error) {
+      // No metrics file yet: the job has not written a line.
+      if (error instanceof ExecError && error.kind === 'not_found') return Buffer.alloc(0);
+      throw error;
+    }
+  }
+
+  private startStream(signal: AbortSignal | undefined): void {
+    const generation = ++this.generation;
+    const controller = new AbortController();
+    const onAbort = (): void => controller.abort(signal?.reason);
+    signal?.addEventListener('abort', onAbort, { once: true });
+    // The stream starts at the offset of the last complete line.
+    this.framer.dropPending();
+    const state: StreamState = {
+      generation,
+      controller,
+      startedMs: this.options.clock.nowMs(),
+      bytes: 0,
+    };
+    this.stream = state;
+    let stderrTail = '';
+    const command = streamCommand(this.options.runDir, this.framer.offset);
+    this.options.executor
+      .stream(command, {
+        signal: controller.signal,
+        onStdout: (chunk) => {
+          // A stream replaced or stopped may still deliver: its bytes are not ours.
+          if (this.stream?.generation !== generation) return;
+          state.bytes += chunk.length;
+          this.consume(chunk);
+        },
+        onStderr: (chunk) => {
+          stderrTail = (stderrTail + chunk.toString('utf8')).slice(-500);
+        },
+      })
+      .then(
+        (result) => ({ code: result.code, error: null as unknown }),
+        (error: unknown) => ({ code: null, error }),
+      )
+      .then(({ code, error }) => {
+        signal?.removeEventListener('abort', onAbort);
+        if (this.stream?.generation !== generation || controller.signal.aborted) return;
+        this.stream = null;
+        if (code === 0) {
+          // The job ended: look at its status now rather than at the next poll.
+          this.wake();
+          return;
+        }
+        const why =
+          error instanceof Error
+            ? error.message
+            : `exit ${code}${stderrTail ? `: ${stderrTail.trim()}` : ''}`;
+        if (!this.streamTrouble) {
+          this.streamTrouble = true;
+          this.options.bus.publish({
+            type: 'log',
+            level: 'warn',
+            message: `run ${this.options.runId}: the metrics stream ended (${why}); resuming from byte ${this.framer.offset}`,
+          });
+        }
+        // A stream that lived or delivered is restarted at once; one that
+        // failed right away waits for the next poll, so a target without a
+        // working tail is read every poll instead of hammered.
+        const livedMs = this.options.clock.nowMs() - state.startedMs;
+        if (state.bytes > 0 || livedMs >= this.options.timing.statusPollMs) this.wake();
+      })
+      .catch(() => {
+        // Only a listener could throw here, and the bus isolates listeners.
+      });
+  }
+
+  private stopStream(): void {
+    const stream = this.stream;
+    this.stream = null;
+    stream?.controller.abort();
+  }
+
+  private consume(chunk: Buffer): void {
+    for (const line of this.framer.push(chunk)) this.handle(line);
+  }
+
+  private handle(line: FramedLine): void {
+    const parsed = parseFramedLine(line);
+    if (parsed.kind === 'metric') {
+      this.publishMetric(parsed.metric);
+      return;
+    }
+    if (parsed.kind === 'begin' && parsed.maxSteps !== null)
+      this.maxStepsFromBegin = parsed.maxSteps;
+    if (parsed.kind === 'skip') {
+      const warning = this.warnings.note(
+        parsed,
+        `runs/${this.options.runId}/metrics.jsonl at byte ${line.startOffset}`,
+      );
+      if (warning !== null) {
+        this.options.bus.publish({
+          type: 'log',
+          level: 'warn',
+          message: `run ${this.options.runId}: ${warning}`,
+        });
+      }
+    }
+    this.options.onLine?.(parsed);
+  }
+
+  private publishMetric(metric: TrainMetric): void {
+    // A loop that states max_steps only in its `begin` line still gets progress and an ETA.
+    const filled =
+      (metric.maxSteps === null || metric.maxSteps === undefined) && this.maxStepsFromBegin !== null
+        ? { ...metric, maxSteps: this.maxStepsFromBegin }
+        : metric;
+    this.published++;
+    this.options.bus.publish({ type: 'metric', runId: this.options.runId, metric: filled });
+  }
+
+  /** Sleeps `ms`, or less when {@link wake} is called (the stream ended). */
+  private async nap(ms: number, signal: AbortSignal | undefined): Promise<void> {
+    if (signal?.aborted) throw abortError(signal);
+    if (this.wakePending) {
+      this.wakePending = false;
+      return;
+    }
+    const controller = new AbortController();
+    const onAbort = (): void => controller.abort();
+    signal?.addEventListener('abort', onAbort, { once: true });
+    this.wakeNap = () => controller.abort();
+    try {
+      await this.options.clock.sleep(ms, controller.signal);
+    } catch (error) {
+      if (!isAbortError(error)) throw error;
+    } finally {
+      this.wakeNap = null;
+      signal?.removeEventListener('abort', onAbort);
+    }
+    this.wakePending = false;
+    if (signal?.aborted) throw abortError(signal);
+  }
+
+  private wake(): void {
+    if (this.wakeNap !== null) this.wakeNap();
+    else this.wakePending = true;
+  }
+}
+
+export interface PollingMetricsReaderOptions {
+  executor: Executor;
+  runId: string;
+  runDir: string;
+  bus: EventBus;
+  clock: Clock;
+  timing: Pick<Timing, 'statusPollMs'>;
+  fromOffset?: number;
+}
+
+/**
+ * The original's way, kept as the benchmark's baseline: every `statusPollMs`,
+ * one `tail -c +N | head -c 1MiB` of the file from the last complete line,
+ * its complete lines published. No status, no drain: only the reading.
+ */
+export class PollingMetricsReader {
+  private readonly framer: LineFramer;
+  private readonly path: string;
+  private published = 0;
+
+  constructor(private readonly options: PollingMetricsReaderOptions) {
+    this.framer = new LineFramer(options.fromOffset ?? 0);
+    this.path = remotePath(options.runDir, METRICS_FILE);
+  }
+
+  get offset(): number {
+    return this.framer.offset;
+  }
+
+  get metricCount(): number {
+    return this.published;
+  }
+
+  /** One poll; the number of metrics it published. */
+  async pollOnce(signal?: AbortSignal): Promise<number> {
+    const result = await this.options.executor.exec(pollCommand(this.path, this.framer.offset), {
+      signal,
+      maxOutputBytes: READ_LIMIT_BYTES,
+    });
+    const before = this.published;
+    for (const line of this.framer.push(result.stdout)) {
+      const parsed = parseFramedLine(line);
+      if (parsed.kind !== 'metric') continue;
+      this.published++;
+      this.options.bus.publish({
+        type: 'metric',
+        runId: this.options.runId,
+        metric: parsed.metric,
+      });
+    }
+    // The next poll starts again at the last complete line.
+    this.framer.dropPending();
+    return this.published - before;
+  }
+
+  /** Polls until `signal` aborts (then rejects with an AbortError). */
+  async run(signal: AbortSignal): Promise<never> {
+    for (;;) {
+      await this.pollOnce(signal);
+      await this.options.clock.sleep(this.options.timing.statusPollMs, signal);
+    }
+  }
+}

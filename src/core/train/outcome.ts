@@ -1,0 +1,57 @@
+/**
+ * What a finished job means for its run (spec §6): `Exited(0)` with at least
+ * one metric line succeeded; `Exited(0)` without any failed because the
+ * metrics plugin was not loaded; any other exit code failed; `Cancelled` is
+ * cancelled; `Lost` (no exit code, group gone) failed.
+ */
+import type { JobStatus, RunState } from '../events';
+
+export interface JobOutcome {
+  state: Extract<RunState, 'succeeded' | 'failed' | 'cancelled'>;
+  /** The failure reason saved in run.json; null on success or cancel. */
+  message: string | null;
+}
+
+/** The original's words, kept at the start of the message so it stays recognisable. */
+export const PLUGIN_NOT_LOADED = 'plugin not loaded';
+export const STOPPED_WITHOUT_EXIT_CODE = 'stopped without an exit code';
+
+/**
+ * Why a job that exited 0 without metrics failed, and what to do about it:
+ * every trainer writes the protocol's lines to $OVERBRAINER_METRICS, so none
+ * at all means the plugin or callback never ran.
+ */
+export function pluginNotLoadedMessage(runId: string): string {
+  return (
+    `${PLUGIN_NOT_LOADED}: the job exited 0 without writing a single metric line to $OVERBRAINER_METRICS. ` +
+    'For Axolotl, list `overbrainer_metrics.OverbrainerMetricsPlugin` under `plugins:` in its config; ' +
+    'for a Hugging Face Trainer, pass `callbacks=[OverbrainerMetricsCallback()]`; ' +
+    `for your own loop, append the protocol's JSON lines (see runs/${runId}/job.log)`
+  );
+}
+
+/** The outcome of a job in `status` that wrote `metricCount` metric lines; null while it runs. */
+export function jobOutcome(
+  status: JobStatus,
+  metricCount: number,
+  runId: string,
+): JobOutcome | null {
+  switch (status.kind) {
+    case 'running':
+      return null;
+    case 'exited':
+      if (status.code !== 0) {
+        return {
+          state: 'failed',
+          message: `exited with code ${status.code} (see runs/${runId}/job.log)`,
+        };
+      }
+      return metricCount > 0
+        ? { state: 'succeeded', message: null }
+        : { state: 'failed', message: pluginNotLoadedMessage(runId) };
+    case 'cancelled':
+      return { state: 'cancelled', message: null };
+    case 'lost':
+      return { state: 'failed', message: STOPPED_WITHOUT_EXIT_CODE };
+  }
+}
