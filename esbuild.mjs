@@ -1,0 +1,186 @@
+// Builds everything the extension ships into dist/:
+//   dist/extension.js  the extension host bundle (CommonJS, Node 20, `vscode` left to the host)
+//   dist/cli.js        the CLI on the same core (`#!/usr/bin/env node`)
+//   dist/webview.js    the run page (browser IIFE; cannot reach `vscode` or Node)
+//   dist/*.css         the page's styles and uPlot's
+//   dist/scripts/*.sh  the pod's bootstrap and watchdog, read at run time next to the bundle
+//   dist/python/       the metrics plugin shipped to pods
+// Flags: --watch rebuilds on change; --production minifies, drops source maps, writes
+// dist/meta.json (esbuild metafile, for bundle-size tracking) and prints each bundle's size.
+import * as esbuild from 'esbuild';
+import {
+  chmodSync,
+  copyFileSync,
+  existsSync,
+  mkdirSync,
+  readdirSync,
+  rmSync,
+  statSync,
+  writeFileSync,
+} from 'node:fs';
+import * as path from 'node:path';
+import { fileURLToPath } from 'node:url';
+
+const root = path.dirname(fileURLToPath(import.meta.url));
+const dist = path.join(root, 'dist');
+const args = new Set(process.argv.slice(2));
+const production = args.has('--production');
+const watch = args.has('--watch');
+
+for (const arg of args) {
+  if (!['--production', '--watch'].includes(arg)) {
+    console.error(`esbuild.mjs: unknown option ${arg} (use --watch or --production)`);
+    process.exit(2);
+  }
+}
+
+/** Copies the files esbuild does not bundle. Missing sources are skipped: their owners add them. */
+function copyAssets() {
+  const copies = [
+    ['media/main.css', 'main.css'],
+    ['node_modules/uplot/dist/uPlot.min.css', 'uPlot.min.css'],
+    ['python/overbrainer_metrics.py', 'python/overbrainer_metrics.py'],
+  ];
+  const scriptsDir = path.join(root, 'src/core/runpod/scripts');
+  if (existsSync(scriptsDir)) {
+    for (const name of readdirSync(scriptsDir)) {
+      if (name.endsWith('.sh')) copies.push([`src/core/runpod/scripts/${name}`, `scripts/${name}`]);
+    }
+  }
+  for (const [from, to] of copies) {
+    const source = path.join(root, from);
+    if (!existsSync(source)) continue;
+    const target = path.join(dist, to);
+    mkdirSync(path.dirname(target), { recursive: true });
+    copyFileSync(source, target);
+  }
+}
+
+/** Re-copies the assets after every (re)build, so --watch picks up script and css edits too. */
+const assetsPlugin = {
+  name: 'assets',
+  setup(build) {
+    build.onEnd((result) => {
+      if (result.errors.length === 0) copyAssets();
+    });
+  },
+};
+
+/**
+ * In --watch mode, prints the lines the "watch" task's background problem matcher waits for
+ * (.vscode/tasks.json), and each error as `file:line:column: error: text` for its pattern.
+ */
+const watchReportPlugin = {
+  name: 'watch-report',
+  setup(build) {
+    build.onStart(() => console.log('[watch] build started'));
+    build.onEnd((result) => {
+      for (const { text, location } of result.errors) {
+        if (location)
+          console.error(`${location.file}:${location.line}:${location.column}: error: ${text}`);
+        else console.error(`error: ${text}`);
+      }
+      console.log('[watch] build finished');
+    });
+  },
+};
+
+const common = {
+  bundle: true,
+  minify: production,
+  sourcemap: production ? false : 'linked',
+  sourcesContent: false,
+  metafile: true,
+  logLevel: 'warning',
+  legalComments: production ? 'none' : 'inline',
+};
+
+const nodeBundle = {
+  ...common,
+  platform: 'node',
+  format: 'cjs',
+  target: 'node20',
+  // `vscode` is provided by the extension host. ssh2 loads `cpu-features` and its optional
+  // `sshcrypto.node` binding inside try/catch and falls back to pure JS, so leaving them
+  // external keeps the bundle loadable where neither exists (a .vsix has no node_modules).
+  external: ['vscode', 'cpu-features', '*.node'],
+  mainFields: ['module', 'main'],
+};
+
+const builds = [
+  {
+    ...nodeBundle,
+    entryPoints: { extension: path.join(root, 'src/extension.ts') },
+    outdir: dist,
+    plugins: [assetsPlugin],
+  },
+  {
+    ...nodeBundle,
+    entryPoints: { cli: path.join(root, 'src/cli.ts') },
+    outdir: dist,
+    banner: { js: '#!/usr/bin/env node' },
+  },
+  {
+    ...common,
+    entryPoints: { webview: path.join(root, 'media/main.ts') },
+    outdir: dist,
+    platform: 'browser',
+    format: 'iife',
+    target: 'es2022',
+    tsconfig: path.join(root, 'media/tsconfig.json'),
+  },
+];
+
+function printSizes(metafiles) {
+  const rows = [];
+  for (const meta of metafiles) {
+    for (const [file, output] of Object.entries(meta.outputs)) {
+      if (!file.endsWith('.map'))
+        rows.push([path.relative(root, path.join(root, file)), output.bytes]);
+    }
+  }
+  for (const [file, bytes] of rows.sort()) {
+    console.log(`${file.padEnd(28)} ${(bytes / 1024).toFixed(1).padStart(8)} KiB`);
+  }
+}
+
+/** Merges the bundles' metafiles into one (inputs and outputs are disjoint path maps). */
+function mergeMetafiles(metafiles) {
+  const merged = { inputs: {}, outputs: {} };
+  for (const meta of metafiles) {
+    Object.assign(merged.inputs, meta.inputs);
+    Object.assign(merged.outputs, meta.outputs);
+  }
+  return merged;
+}
+
+async function main() {
+  // A stale file from an older layout must not ship in the .vsix.
+  if (!watch) rmSync(dist, { recursive: true, force: true });
+  mkdirSync(dist, { recursive: true });
+  if (watch) {
+    const contexts = await Promise.all(
+      builds.map((options) =>
+        esbuild.context({ ...options, plugins: [...(options.plugins ?? []), watchReportPlugin] }),
+      ),
+    );
+    await Promise.all(contexts.map((context) => context.watch()));
+    console.log('esbuild: watching for changes (Ctrl-C to stop)');
+    return;
+  }
+  const results = await Promise.all(builds.map((options) => esbuild.build(options)));
+  const metafiles = results.map((result) => result.metafile);
+  if (production) {
+    writeFileSync(path.join(dist, 'meta.json'), JSON.stringify(mergeMetafiles(metafiles)));
+    printSizes(metafiles);
+  }
+  // The CLI is run directly (`bin` in package.json).
+  const cli = path.join(dist, 'cli.js');
+  chmodSync(cli, statSync(cli).mode | 0o111);
+}
+
+main().catch((error) => {
+  // esbuild has already printed the diagnostics; the exit code fails the caller.
+  if (!(error && Array.isArray(error.errors))) console.error(error);
+  process.exit(1);
+});

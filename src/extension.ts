@@ -1,0 +1,50 @@
+import * as vscode from 'vscode';
+import { systemClock } from './core/clock';
+import { ApiKeyStore } from './ui/apiKey';
+import { registerCommands } from './ui/commands';
+import { Log } from './ui/log';
+import { PodsModel, podsFromRuns } from './ui/podsModel';
+import { Redactor } from './ui/redact';
+import { runsFolders, watchRunsFolders } from './ui/runsFolders';
+import { RunsModel } from './ui/runsModel';
+import { readRuns } from './ui/runsSource';
+import { errorText, PodsTreeProvider, RunsTreeProvider } from './ui/runsTree';
+
+/**
+ * The composition root: builds the models, wires them to the views and commands, and registers
+ * every resource with the context. Activation is cheap on purpose — no file is read, no API
+ * call and no SSH connection is made until a view is shown or a command asks.
+ */
+export function activate(context: vscode.ExtensionContext): void {
+  const redactor = new Redactor();
+  const log = new Log(redactor);
+  context.subscriptions.push(log);
+
+  const apiKeys = new ApiKeyStore(context.secrets, redactor);
+  const runs = new RunsModel(() => readRuns(runsFolders()));
+  const pods = new PodsModel(async () => podsFromRuns(await readRuns(runsFolders())));
+  context.subscriptions.push(runs, pods);
+
+  const runsTree = new RunsTreeProvider(runs, systemClock, log);
+  const podsTree = new PodsTreeProvider(pods, systemClock, log);
+  context.subscriptions.push(
+    runsTree,
+    podsTree,
+    vscode.window.createTreeView('overbrainer.runs', { treeDataProvider: runsTree }),
+    vscode.window.createTreeView('overbrainer.pods', { treeDataProvider: podsTree }),
+    ...registerCommands({ log, apiKeys, runs, pods }),
+    // Only models already shown are reloaded; a hidden view loads when it is first shown.
+    watchRunsFolders(() => {
+      for (const model of [runs, pods]) {
+        if (model.isLoaded) {
+          model.refresh().catch((error: unknown) => log.warn(`Reload failed: ${errorText(error)}`));
+        }
+      }
+    }, systemClock),
+  );
+
+  log.info(`Overbrainer ${String(context.extension.packageJSON.version)} activated.`);
+}
+
+/** Nothing to stop yet. Deactivation will stop following runs; it never deletes a pod. */
+export function deactivate(): void {}

@@ -1,0 +1,31 @@
+/**
+ * Every command the extension contributes, with its palette title (category "Overbrainer").
+ * package.json declares the same list; a unit test keeps both in step.
+ */
+export const COMMAND_TITLES = {
+  'overbrainer.train': 'Train',
+  'overbrainer.attach': 'Attach to Run',
+  'overbrainer.cancel': 'Cancel Run',
+  'overbrainer.keepPod': 'Keep Pod',
+  'overbrainer.releasePod': 'Release Pod',
+  'overbrainer.removePod': 'Remove Pod',
+  'overbrainer.showRun': 'Show Run',
+  'overbrainer.openSshTerminal': 'Open SSH Terminal',
+  'overbrainer.showPods': 'Show Pods',
+  'overbrainer.setApiKey': 'Set Runpod API Key',
+  'overbrainer.pickGpuTypes': 'Pick GPU Types',
+  'overbrainer.showLogs': 'Show Logs',
+  'overbrainer.createConfig': 'Create overbrainer.toml',
+  'overbrainer.refreshRuns': 'Refresh Runs',
+  'overbrainer.refreshPods': 'Refresh Pods',
+  'overbrainer.compareRuns': 'Compare Runs',
+} as const;
+
+export type CommandId = keyof typeof COMMAND_TITLES;
+
+export const COMMAND_IDS = Object.keys(COMMAND_TITLES) as CommandId[];
+
+/** What a command whose feature has not landed yet says, instead of failing silently. */
+export function notAvailableMessage(id: CommandId): string {
+  return `Overbrainer: ${COMMAND_TITLES[id]} is not available yet.`;
+}

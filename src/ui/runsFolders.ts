@@ -1,0 +1,95 @@
+import * as vscode from 'vscode';
+import * as path from 'node:path';
+import type { Clock } from '../core/clock';
+import type { RunsFolder } from './runsSource';
+
+/** The setting naming the runs folder, relative to each workspace folder. */
+export const RUNS_FOLDER_SETTING = 'overbrainer.runsFolder';
+
+/**
+ * The runs folder of every local workspace folder. A setting that tries to leave the workspace
+ * folder (absolute, `..`) falls back to `runs`, so the view never lists another tree.
+ */
+export function runsFolders(): RunsFolder[] {
+  return (vscode.workspace.workspaceFolders ?? [])
+    .filter((folder) => folder.uri.scheme === 'file')
+    .map((folder) => ({
+      dir: path.join(folder.uri.fsPath, runsFolderName(folder)),
+      workspaceName: folder.name,
+    }));
+}
+
+export function runsFolderName(folder: vscode.WorkspaceFolder): string {
+  const configured = vscode.workspace
+    .getConfiguration('overbrainer', folder.uri)
+    .get<string>('runsFolder', 'runs')
+    .trim();
+  const normalized = path.normalize(configured === '' ? 'runs' : configured);
+  if (path.isAbsolute(normalized) || normalized.split(path.sep).includes('..')) return 'runs';
+  return normalized;
+}
+
+/** How long after a change the runs folders are read once more (see watchRunsFolders). */
+export const RUNS_SETTLE_MS = 1_000;
+
+/**
+ * Calls `onChange` when a run directory, run.json or pod.json appears, changes or disappears in
+ * any runs folder (another window, the CLI, or the core writing), and re-creates its watchers when
+ * the workspace folders or the runs-folder setting change.
+ *
+ * Every burst of changes is followed by one more call after RUNS_SETTLE_MS: a file written right
+ * after its new directory can be missed by the OS watcher (the directory is not watched yet), and
+ * the directory's own creation event alone would be read too early.
+ */
+export function watchRunsFolders(onChange: () => void, clock: Clock): vscode.Disposable {
+  const abort = new AbortController();
+  let settling = false;
+  const changed = (): void => {
+    onChange();
+    if (settling) return;
+    settling = true;
+    clock.sleep(RUNS_SETTLE_MS, abort.signal).then(
+      () => {
+        settling = false;
+        onChange();
+      },
+      () => undefined, // Disposed: nothing more to look at.
+    );
+  };
+  let watchers: vscode.Disposable[] = [];
+  const create = (): void => {
+    for (const watcher of watchers) watcher.dispose();
+    watchers = (vscode.workspace.workspaceFolders ?? []).map((folder) => {
+      const runs = runsFolderName(folder).split(path.sep).join('/');
+      const pattern = new vscode.RelativePattern(
+        folder,
+        `{${runs},${runs}/*,${runs}/*/run.json,${runs}/*/pod.json}`,
+      );
+      const watcher = vscode.workspace.createFileSystemWatcher(pattern);
+      watcher.onDidCreate(changed);
+      watcher.onDidChange(changed);
+      watcher.onDidDelete(changed);
+      return watcher;
+    });
+  };
+  create();
+  const folderSub = vscode.workspace.onDidChangeWorkspaceFolders(() => {
+    create();
+    changed();
+  });
+  const configSub = vscode.workspace.onDidChangeConfiguration((event) => {
+    if (event.affectsConfiguration(RUNS_FOLDER_SETTING)) {
+      create();
+      changed();
+    }
+  });
+  return {
+    dispose: () => {
+      abort.abort();
+      folderSub.dispose();
+      configSub.dispose();
+      for (const watcher of watchers) watcher.dispose();
+      watchers = [];
+    },
+  };
+}
