@@ -1,0 +1,187 @@
+#!/usr/bin/env bash
+# `npm test`: installs whatever is missing on a fresh Debian machine (run as root), then runs
+#   lint → typecheck → build → unit → integration → e2e
+# failing fast, with a header per step and the time each took.
+#
+# `bash scripts/test.sh unit|integration|e2e` (npm run test:unit, …) runs one tier alone, after
+# installing what that tier needs (e2e also builds first, since it runs the bundles).
+#
+# What gets installed, only when missing:
+#   - npm packages: `npm ci` when node_modules is absent or differs from package-lock.json;
+#   - Debian packages (apt-get update once, then install -y): openssh-server, chromium, busybox,
+#     dash, curl, python3, and for code-server's native modules libkrb5-dev, g++, make;
+#   - Node 24 and code-server for the e2e tier (scripts/ensure-code-server.sh, test/e2e/vscode/).
+set -euo pipefail
+
+ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+cd "$ROOT"
+
+TIER="${1:-all}"
+case "$TIER" in
+  all | unit | integration | e2e) ;;
+  *)
+    echo "usage: scripts/test.sh [all|unit|integration|e2e]" >&2
+    exit 2
+    ;;
+esac
+
+started_all_s=$(date +%s)
+step_started_s=0
+step_name=""
+
+finish_step() {
+  if [ -n "$step_name" ]; then
+    echo "---- $step_name: ok ($(($(date +%s) - step_started_s)) s)"
+  fi
+}
+
+step() {
+  finish_step
+  step_name="$1"
+  step_started_s=$(date +%s)
+  echo
+  echo "==== $step_name ===="
+}
+
+on_exit() {
+  local code=$?
+  if [ "$code" -ne 0 ] && [ -n "$step_name" ]; then
+    echo
+    echo "==== FAILED: $step_name (exit $code) ====" >&2
+  fi
+}
+trap on_exit EXIT
+
+# ---------------------------------------------------------------------------------------------
+# Prerequisites
+
+apt_updated=0
+apt_install() {
+  if [ "$(id -u)" -ne 0 ]; then
+    echo "missing Debian packages: $*; install them (as root: apt-get install -y $*) and re-run." >&2
+    exit 1
+  fi
+  if [ "$apt_updated" -eq 0 ]; then
+    apt-get update -qq
+    apt_updated=1
+  fi
+  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "$@"
+}
+
+# Installs each "test:package" pair whose test fails. A test is a command name (looked up on PATH
+# and in /usr/sbin) or a path.
+ensure_debian() {
+  local missing=()
+  local pair check pkg
+  for pair in "$@"; do
+    check="${pair%%:*}"
+    pkg="${pair#*:}"
+    if [[ "$check" == /* ]]; then
+      [ -e "$check" ] || missing+=("$pkg")
+    else
+      command -v "$check" >/dev/null 2>&1 || [ -x "/usr/sbin/$check" ] || missing+=("$pkg")
+    fi
+  done
+  if [ "${#missing[@]}" -gt 0 ]; then
+    echo "installing Debian packages: ${missing[*]}"
+    apt_install "${missing[@]}"
+  fi
+}
+
+# True when node_modules holds exactly what package-lock.json pins (npm's hidden lockfile is
+# written by every install, so comparing the two finds a stale or partial install).
+npm_deps_current() {
+  [ -f node_modules/.package-lock.json ] || return 1
+  node -e '
+    const fs = require("fs");
+    const want = JSON.parse(fs.readFileSync("package-lock.json", "utf8")).packages;
+    const have = JSON.parse(fs.readFileSync("node_modules/.package-lock.json", "utf8")).packages;
+    for (const [name, entry] of Object.entries(want)) {
+      if (name === "" || entry.optional || entry.extraneous) continue;
+      if (!have[name] || have[name].version !== entry.version) process.exit(1);
+    }
+  '
+}
+
+ensure_npm_deps() {
+  if ! npm_deps_current; then
+    echo "node_modules is missing or differs from package-lock.json: npm ci"
+    npm ci --no-audit --no-fund
+  fi
+}
+
+ensure_integration_deps() {
+  ensure_debian sshd:openssh-server busybox:busybox dash:dash curl:curl python3:python3
+  # sshd refuses to start without its privilege-separation directory.
+  mkdir -p /run/sshd 2>/dev/null || true
+}
+
+ensure_e2e_deps() {
+  ensure_debian chromium:chromium /usr/include/gssapi/gssapi_krb5.h:libkrb5-dev \
+    g++:g++ make:make python3:python3
+  bash scripts/ensure-code-server.sh
+}
+
+# ---------------------------------------------------------------------------------------------
+# Steps
+
+run_lint() {
+  step "lint (eslint + prettier --check)"
+  npm run --silent lint
+}
+
+run_typecheck() {
+  step "typecheck (tsc: extension + webview)"
+  npm run --silent typecheck
+}
+
+run_build() {
+  step "build (esbuild)"
+  npm run --silent build
+}
+
+run_unit() {
+  step "unit tests"
+  npx mocha --config .mocharc.unit.json
+}
+
+run_integration() {
+  step "integration tests"
+  npx mocha --config .mocharc.integration.json
+}
+
+run_e2e() {
+  step "e2e tests (code-server + Chromium)"
+  npx mocha --config .mocharc.e2e.json
+}
+
+step "prerequisites ($TIER)"
+ensure_npm_deps
+case "$TIER" in
+  all)
+    ensure_integration_deps
+    ensure_e2e_deps
+    run_lint
+    run_typecheck
+    run_build
+    run_unit
+    run_integration
+    run_e2e
+    ;;
+  unit)
+    run_unit
+    ;;
+  integration)
+    ensure_integration_deps
+    run_integration
+    ;;
+  e2e)
+    ensure_e2e_deps
+    run_build
+    run_e2e
+    ;;
+esac
+finish_step
+step_name=""
+echo
+echo "==== all steps passed ($TIER) in $(($(date +%s) - started_all_s)) s ===="

@@ -1,0 +1,184 @@
+import * as assert from 'node:assert/strict';
+import { mkdirSync, writeFileSync } from 'node:fs';
+import * as path from 'node:path';
+import type { Browser } from 'playwright-core';
+import { CodeServer, eventually, launchChromium, tempDir, Workbench } from './harness';
+
+/**
+ * The extension in the real VS Code: its container in the activity bar, the Runs view and its
+ * welcome, the API key command, the log channel, the runs listed from disk, and the commands whose
+ * feature has not landed saying so.
+ */
+describe('Overbrainer in the real VS Code (code-server + Chromium)', function () {
+  let workspace: ReturnType<typeof tempDir>;
+  let server: CodeServer;
+  let browser: Browser;
+  let workbench: Workbench;
+  // A made-up key: long enough to pass validation, recognisable if it ever leaked onto the page.
+  const apiKey = `rpa_E2E${'K'.repeat(12)}SECRET${Date.now()}`;
+
+  before(async function () {
+    workspace = tempDir('workspace');
+    server = await CodeServer.start({ workspace: workspace.dir });
+    browser = await launchChromium();
+    workbench = await Workbench.open(browser, server, this.test?.parent?.title ?? 'activation');
+  });
+
+  afterEach(async function () {
+    if (this.currentTest?.state === 'failed')
+      await workbench?.screenshot('failed').catch(() => undefined);
+  });
+
+  after(async function () {
+    await workbench?.close().catch(() => undefined);
+    await browser?.close();
+    await server?.close();
+    workspace?.remove();
+  });
+
+  it('shows the Overbrainer container with the Runs welcome', async function () {
+    const item = workbench.activityBarItem('Overbrainer').first();
+    await item.waitFor({ state: 'visible' });
+    await workbench.screenshot('activity bar');
+    await workbench.openViewContainer('Overbrainer');
+    const runs = workbench.viewPane('Runs');
+    await runs.waitFor({ state: 'visible' });
+    const welcome = runs.locator('.welcome-view-content');
+    await welcome.getByText('No runs in this workspace yet', { exact: false }).waitFor();
+    for (const button of ['Create overbrainer.toml', 'Set Runpod API Key', 'Train']) {
+      await welcome.getByRole('button', { name: button, exact: true }).waitFor();
+    }
+    await workbench.viewPane('Pods').waitFor({ state: 'visible' });
+    await workbench.screenshot('runs welcome');
+  });
+
+  it('stores the Runpod API key typed into a password box, never echoing it', async function () {
+    await workbench.runCommand('Overbrainer: Set Runpod API Key');
+    const input = workbench.page.locator('.quick-input-widget .quick-input-box input');
+    await workbench.page
+      .locator('.quick-input-widget')
+      .getByText('secret storage', { exact: false })
+      .first()
+      .waitFor();
+    assert.equal(await input.getAttribute('type'), 'password');
+    await input.pressSequentially(apiKey);
+    await workbench.screenshot('api key typed');
+    await input.press('Enter');
+    await workbench.waitForNotification('Runpod API key saved');
+    await workbench.screenshot('api key saved');
+    const text = await workbench.page.locator('body').innerText();
+    assert.ok(!text.includes(apiKey), 'the key must not be shown anywhere on the page');
+
+    // The key really is in secret storage: asking again says one is stored. Escape keeps it.
+    await workbench.runCommand('Overbrainer: Set Runpod API Key');
+    await workbench.page
+      .locator('.quick-input-widget')
+      .getByText('A Runpod API key is already stored', { exact: false })
+      .waitFor();
+    await workbench.screenshot('api key already stored');
+    await input.press('Escape');
+    await workbench.page.locator('.quick-input-widget').waitFor({ state: 'hidden' });
+  });
+
+  it('Show Logs opens the Overbrainer log channel, with the key redacted', async function () {
+    await workbench.runCommand('Overbrainer: Show Logs');
+    const output = await eventually('the Overbrainer log in the Output panel', async () => {
+      const text = await workbench.outputText();
+      return text.includes('Runpod API key saved') ? text : undefined;
+    });
+    assert.match(output, /Overbrainer \S+ activated/);
+    assert.ok(!output.includes(apiKey), 'the key must not be logged');
+    await workbench.screenshot('logs');
+  });
+
+  it('lists runs/*/run.json newest first, with state and pod details, and follows changes', async function () {
+    const writeRun = (id: string, created: string, run: object, pod?: object): void => {
+      const dir = path.join(workspace.dir, 'runs', id);
+      mkdirSync(dir, { recursive: true });
+      writeFileSync(
+        path.join(dir, 'run.json'),
+        JSON.stringify({ id, target: 'runpod', created, job: null, message: null, ...run }),
+      );
+      if (pod)
+        writeFileSync(
+          path.join(dir, 'pod.json'),
+          JSON.stringify({ version: 1, run_id: id, ...pod }),
+        );
+    };
+    writeRun(
+      'tiny_20261201-090000',
+      '2026-12-01T09:00:00Z',
+      { state: 'succeeded' },
+      {
+        state: 'deleted',
+        pod_id: 'pod-old',
+        estimated_spend: 0.6412,
+      },
+    );
+    writeRun(
+      'tiny_20261202-100000',
+      '2026-12-02T10:00:00Z',
+      { state: 'running' },
+      {
+        state: 'running',
+        pod_id: 'pod-live',
+        gpu_type: 'NVIDIA RTX A5000',
+        cost_per_hour: 0.29,
+        deadline_unix: Math.floor(Date.now() / 1000) + 3 * 3600 + 600,
+      },
+    );
+    await workbench.openViewContainer('Overbrainer');
+    const runs = workbench.viewPane('Runs');
+    await runs.hover();
+    await runs.locator('.actions .action-label[aria-label="Refresh Runs"]').click();
+    const rows = runs.locator('.monaco-list-row');
+    await eventually('two runs in the tree', async () =>
+      (await rows.count()) === 2 ? true : undefined,
+    );
+    const first = rows.nth(0);
+    const second = rows.nth(1);
+    assert.match(
+      await first.innerText(),
+      /tiny_20261202-100000\s*running · runpod · pod running · \$0\.29\/h · 3h (10|09)m left/,
+    );
+    assert.match(
+      await second.innerText(),
+      /tiny_20261201-090000\s*succeeded · runpod · about \$0\.64/,
+    );
+    assert.equal(await first.locator('.codicon-play-circle').count(), 1);
+    assert.equal(await second.locator('.codicon-pass').count(), 1);
+    await workbench.screenshot('runs listed');
+
+    // Another window or the CLI writes a run: the file watcher shows it without a refresh.
+    writeRun(
+      'tiny_20261203-110000',
+      '2026-12-03T11:00:00Z',
+      { state: 'running' },
+      {
+        state: 'kept',
+        pod_id: 'pod-kept',
+        keep: true,
+        deadline: null,
+        deadline_unix: null,
+      },
+    );
+    await eventually('the new run at the top', async () =>
+      (await rows.count()) === 3 && (await rows.nth(0).innerText()).includes('tiny_20261203-110000')
+        ? true
+        : undefined,
+    );
+    assert.match(await rows.nth(0).innerText(), /tiny_20261203-110000\s*pod kept · runpod$/);
+    const pods = workbench.viewPane('Pods');
+    await pods.hover();
+    await pods.locator('.actions .action-label[aria-label="Refresh Pods"]').click();
+    await pods.locator('.monaco-list-row', { hasText: 'pod-kept' }).waitFor();
+    await pods.locator('.monaco-list-row', { hasText: 'pod-live' }).waitFor();
+    await workbench.screenshot('runs followed');
+  });
+
+  it('a command whose feature has not landed says so', async function () {
+    await workbench.runCommand('Overbrainer: Train');
+    await workbench.waitForNotification('Overbrainer: Train is not available yet.');
+    await workbench.screenshot('train not yet');
+  });
+});

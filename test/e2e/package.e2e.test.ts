@@ -1,0 +1,146 @@
+import * as assert from 'node:assert/strict';
+import { spawnSync } from 'node:child_process';
+import { existsSync, readdirSync, readFileSync, statSync } from 'node:fs';
+import * as path from 'node:path';
+import type { Browser } from 'playwright-core';
+import {
+  CodeServer,
+  codeServerEnv,
+  eventually,
+  extensionFolderName,
+  launchChromium,
+  NODE24,
+  REPO_ROOT,
+  tempDir,
+  Workbench,
+} from './harness';
+import { zipEntryNames } from './zip';
+
+const CODE_SERVER_ENTRY = path.join(
+  REPO_ROOT,
+  'test/e2e/vscode/node_modules/code-server/out/node/entry.js',
+);
+
+/** What a .vsix may hold: the manifest, the docs, the bundles and what the build copies, media. */
+const ALLOWED = [
+  /^\[Content_Types\]\.xml$/,
+  /^extension\.vsixmanifest$/,
+  /^extension\/package\.json$/,
+  /^extension\/(readme|changelog)\.md$/,
+  /^extension\/LICENSE(\.txt|\.md)?$/,
+  /^extension\/dist\/[a-z]+\.js$/,
+  /^extension\/dist\/[A-Za-z.]+\.css$/,
+  /^extension\/dist\/scripts\/[a-z_]+\.sh$/,
+  /^extension\/dist\/python\/[a-z_]+\.py$/,
+  /^extension\/media\/[a-z_-]+\.(svg|png)$/,
+  /^extension\/media\/walkthrough\/[A-Za-z]+\.md$/,
+];
+
+/** Every media path the manifest refers to (icons, walkthrough pages) must ship. */
+function manifestMediaPaths(): string[] {
+  const text = readFileSync(path.join(REPO_ROOT, 'package.json'), 'utf8');
+  return [...new Set([...text.matchAll(/"(media\/[^"]+)"/g)].map((match) => match[1] ?? ''))];
+}
+
+describe('npm run package: the .vsix', function () {
+  const vsix = path.join(REPO_ROOT, 'overbrainer.vsix');
+  let names: string[];
+
+  before(function () {
+    this.timeout(180_000);
+    const result = spawnSync('npm', ['run', 'package'], { cwd: REPO_ROOT, encoding: 'utf8' });
+    assert.equal(result.status, 0, `npm run package failed:\n${result.stdout}\n${result.stderr}`);
+    names = zipEntryNames(vsix);
+  });
+
+  it('holds only the manifest, README, bundles and media', function () {
+    const unexpected = names.filter((name) => !ALLOWED.some((pattern) => pattern.test(name)));
+    assert.deepEqual(unexpected, [], 'files that must not ship');
+    const required = [
+      'extension/package.json',
+      'extension/readme.md',
+      'extension/dist/extension.js',
+      'extension/dist/cli.js',
+      'extension/dist/webview.js',
+      'extension/dist/main.css',
+      'extension/dist/uPlot.min.css',
+      ...manifestMediaPaths().map((media) => `extension/${media}`),
+    ];
+    const scripts = path.join(REPO_ROOT, 'src/core/runpod/scripts');
+    if (existsSync(scripts)) {
+      for (const name of readdirSync(scripts).filter((file) => file.endsWith('.sh'))) {
+        required.push(`extension/dist/scripts/${name}`);
+      }
+    }
+    if (existsSync(path.join(REPO_ROOT, 'python/overbrainer_metrics.py'))) {
+      required.push('extension/dist/python/overbrainer_metrics.py');
+    }
+    assert.deepEqual(
+      required.filter((name) => !names.includes(name)),
+      [],
+      'files the installed extension needs',
+    );
+    const sizeKiB = statSync(vsix).size / 1024;
+    console.log(`      ${names.length} files, ${sizeKiB.toFixed(1)} KiB`);
+    assert.ok(sizeKiB < 2048, `the .vsix is ${sizeKiB.toFixed(0)} KiB; expected < 2 MiB`);
+  });
+
+  describe('installed with code-server --install-extension', function () {
+    let home: ReturnType<typeof tempDir>;
+    let workspace: ReturnType<typeof tempDir>;
+    let server: CodeServer;
+    let browser: Browser;
+    let workbench: Workbench;
+
+    before(function () {
+      home = tempDir('install');
+      workspace = tempDir('install-workspace');
+    });
+
+    after(async function () {
+      await workbench?.close().catch(() => undefined);
+      await browser?.close();
+      await server?.close();
+      workspace?.remove();
+      home?.remove();
+    });
+
+    it('installs into a fresh extensions dir and activates', async function () {
+      const extensionsDir = path.join(home.dir, 'extensions');
+      const result = spawnSync(
+        NODE24,
+        [
+          CODE_SERVER_ENTRY,
+          '--extensions-dir',
+          extensionsDir,
+          '--user-data-dir',
+          path.join(home.dir, 'user-data'),
+          '--config',
+          path.join(home.dir, 'config.yaml'),
+          '--install-extension',
+          vsix,
+        ],
+        { encoding: 'utf8', env: codeServerEnv(home.dir), timeout: 120_000 },
+      );
+      assert.equal(result.status, 0, `install failed:\n${result.stdout}\n${result.stderr}`);
+      assert.match(result.stdout, /successfully installed/i);
+      assert.ok(
+        readdirSync(extensionsDir).includes(extensionFolderName()),
+        `${extensionFolderName()} in ${readdirSync(extensionsDir).join(', ')}`,
+      );
+
+      server = await CodeServer.start({ workspace: workspace.dir, extensionsDir });
+      browser = await launchChromium();
+      workbench = await Workbench.open(browser, server, this.test?.fullTitle() ?? 'install');
+      await workbench.activityBarItem('Overbrainer').first().waitFor({ state: 'visible' });
+      await workbench.runCommand('Overbrainer: Show Logs');
+      const output = await eventually('the activation line in the log', async () => {
+        const text = await workbench.outputText();
+        return /Overbrainer \S+ activated/.test(text) ? text : undefined;
+      });
+      assert.match(output, /Overbrainer 0\.\d+\.\d+ activated/);
+      await workbench.openViewContainer('Overbrainer');
+      await workbench.screenshot('installed from vsix');
+    });
+  });
+});
