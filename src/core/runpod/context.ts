@@ -1,0 +1,42 @@
+/**
+ * What every step of a Runpod run works with: the runs store, the API client,
+ * the event bus, the clock and the timing object. Built once by the
+ * composition root (the extension or the CLI).
+ */
+import type { Clock } from '../clock';
+import type { CoreEvent, EventBus } from '../events';
+import type { RunStore } from '../runs/store';
+import type { Timing } from '../timing';
+import type { RunpodClient } from './client';
+
+export interface PodCtx {
+  store: RunStore;
+  client: RunpodClient;
+  bus: EventBus;
+  clock: Clock;
+  timing: Timing;
+  /** The extension's version: the watchdog's User-Agent. */
+  version: string;
+}
+
+type Level = Extract<CoreEvent, { type: 'log' }>['level'];
+
+/** Publishes a log line on the bus (the UI's output channel, the CLI's stderr). */
+export function log(ctx: Pick<PodCtx, 'bus'>, level: Level, message: string): void {
+  ctx.bus.publish({ type: 'log', level, message });
+}
+
+/** Publishes a warning the UI may turn into a notification (keyed by `code`). */
+export function warn(
+  ctx: Pick<PodCtx, 'bus'>,
+  runId: string | null,
+  code: string,
+  message: string,
+): void {
+  ctx.bus.publish({ type: 'warning', runId, code, message });
+}
+
+/** The account secret holding a run's pod host key (spec §4.1). */
+export function hostKeySecretName(runId: string): string {
+  return `overbrainer_host_key_${runId}`;
+}

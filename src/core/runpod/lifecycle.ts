@@ -1,0 +1,399 @@
+/**
+ * A started Runpod run (seed: `follow`, `watch_leased`, `hold_lease`,
+ * `settle_watch`, `end_pod`, `reconnect`): its job is followed while the lease
+ * holds the pod's deadline off, the client's own guard deletes the pod when
+ * the watchdog did not, and the pod is ended once the results are retrieved.
+ */
+import * as fs from 'node:fs';
+import * as path from 'node:path';
+import { isAbortError } from '../clock';
+import type { Executor } from '../exec/executor';
+import { SshExecutor } from '../exec/ssh';
+import type { PodRecord, SshEndpoint } from '../runs/podRecord';
+import type { RunRecord } from '../runs/runRecord';
+import { FollowError, MetricsFollower, type FollowResult } from '../train/follow';
+import { Pace } from '../train/pace';
+import { isDead } from './api';
+import { log, warn, type PodCtx } from './context';
+import { alias, CLIENT_KEY, sshCommand, writeSshConfig } from './keys';
+import { goneBy, guardFires, overrun, pastDeadline, renewalDue } from './lease';
+import { PodError } from './podError';
+import {
+  KEEP_MARKER,
+  LEASE_FILE,
+  RETRIEVED_MARKER,
+  WATCHDOG_LOG,
+  BOOTSTRAP_LOG,
+} from './podScripts';
+import { forgetKeys, lookUp, markGone, messageOf, noteStrays, remove, sweep } from './remove';
+
+/** Why a run fails when its pod was deleted on `max_hours` (seed MAX_HOURS_REACHED). */
+export const MAX_HOURS_REACHED = 'max_hours reached: the pod was deleted before the job ended';
+
+/** How the watch ended. */
+export type Watched =
+  | { kind: 'ended'; result: FollowResult }
+  | { kind: 'failed'; error: unknown }
+  /** The client's deadline passed with no lease held; nothing was deleted yet. */
+  | { kind: 'deadline_passed' };
+
+/** Reads the keep flag another process (the CLI, another window) may have changed. */
+function syncKeep(ctx: PodCtx, pod: PodRecord): void {
+  try {
+    const fresh = ctx.store.loadPod(pod.runId);
+    if (fresh) pod.keep = fresh.keep;
+  } catch {
+    // A damaged pod.json is reported elsewhere; keep what we know.
+  }
+}
+
+/**
+ * Follows the started run until its job ends, renewing the pod's lease while
+ * the job makes progress (a metric within `stallMs`), so `max_hours` deletes
+ * nothing while a client follows. Once the job stalls or the lease cannot be
+ * renewed, the lease runs out and the guard fires at the deadline plus the
+ * margin. Warns once when the job would end past the deadline. Never calls the
+ * Runpod API, so aborting it (closing VS Code) deletes nothing.
+ */
+export async function watchLeased(
+  ctx: PodCtx,
+  executor: Executor,
+  run: RunRecord,
+  pod: PodRecord,
+  signal?: AbortSignal,
+  fromOffset = 0,
+): Promise<Watched> {
+  const stop = new AbortController();
+  const onAbort = (): void => stop.abort(signal?.reason);
+  signal?.addEventListener('abort', onAbort, { once: true });
+  const follower = new MetricsFollower({
+    executor,
+    runId: run.id,
+    runDir: run.remoteDir,
+    bus: ctx.bus,
+    clock: ctx.clock,
+    timing: ctx.timing,
+    fromOffset,
+  });
+  const pace = new Pace();
+  let lastMetricMs = ctx.clock.nowMs();
+  let warned = false;
+  const subscription = ctx.bus.on((event) => {
+    if (event.type !== 'metric' || event.runId !== run.id) return;
+    pace.add(event.metric);
+    lastMetricMs = ctx.clock.nowMs();
+    if (warned) return;
+    const note = overrun({ etaMs: () => pace.eta() }, pod, lastMetricMs, true);
+    if (note !== null) {
+      warned = true;
+      warn(ctx, run.id, 'overrun', note);
+    }
+  });
+  const lease = `${run.remoteDir}/${LEASE_FILE}`;
+  let renewedMs: number | null = null;
+  const holdLease = async (): Promise<'deadline_passed' | 'stopped'> => {
+    while (!stop.signal.aborted) {
+      syncKeep(ctx, pod);
+      const nowMs = ctx.clock.nowMs();
+      if (!pod.keep && renewalDue(ctx.timing, renewedMs, lastMetricMs, nowMs)) {
+        try {
+          await executor.writeFileAtomic(lease, '');
+          renewedMs = nowMs;
+        } catch (error) {
+          log(ctx, 'debug', `cannot renew the lease of run ${run.id}: ${messageOf(error)}`);
+        }
+      }
+      if (guardFires(ctx.timing, pod, renewedMs, ctx.clock.nowMs())) return 'deadline_passed';
+      try {
+        await ctx.clock.sleep(ctx.timing.leaseTickMs, stop.signal);
+      } catch (error) {
+        if (isAbortError(error) || stop.signal.aborted) return 'stopped';
+        throw error;
+      }
+    }
+    return 'stopped';
+  };
+  try {
+    const watched = follower.follow(stop.signal).then(
+      (result): Watched => ({ kind: 'ended', result }),
+      (error: unknown): Watched => ({ kind: 'failed', error }),
+    );
+    const guarded = holdLease().then((why): Watched | null =>
+      why === 'deadline_passed' ? { kind: 'deadline_passed' } : null,
+    );
+    const first = await Promise.race([watched, guarded.then((w) => w ?? watched)]);
+    stop.abort();
+    if (first.kind === 'deadline_passed') {
+      await watched; // let the follower wind down; it never touches the job
+    }
+    return first;
+  } finally {
+    stop.abort();
+    subscription.dispose();
+    signal?.removeEventListener('abort', onAbort);
+  }
+}
+
+/**
+ * Acts on what the watch found: past the deadline, deletes the pod and fails
+ * the run; after a failed watch, fails the run when its pod is gone. Callers
+ * must not abort it midway: it may be deleting the pod.
+ */
+export async function settleWatch(
+  ctx: PodCtx,
+  pod: PodRecord,
+  run: RunRecord,
+  watched: Watched,
+): Promise<FollowResult> {
+  switch (watched.kind) {
+    case 'ended':
+      return watched.result;
+    case 'deadline_passed':
+      await remove(ctx, pod, 'deadline', 'client');
+      failRun(ctx, run, MAX_HOURS_REACHED);
+      throw new PodError(
+        'deadline_reached',
+        MAX_HOURS_REACHED,
+        "Raise the target's max_hours, or keep the pod, for jobs this long.",
+      );
+    case 'failed':
+      throw await unreachable(ctx, pod, run, watched.error);
+  }
+}
+
+/** The watch failed with `error`: when the pod is gone, the run fails with that reason instead. */
+async function unreachable(
+  ctx: PodCtx,
+  pod: PodRecord,
+  run: RunRecord,
+  error: unknown,
+): Promise<unknown> {
+  if (isAbortError(error)) return error;
+  let isGone: boolean;
+  try {
+    isGone = await gone(ctx, pod);
+  } catch (checkError) {
+    log(ctx, 'warn', `cannot look the pod up: ${messageOf(checkError)}`);
+    return error;
+  }
+  if (!isGone) return error;
+  if (pastDeadline(pod, ctx.clock.nowMs())) {
+    failRun(ctx, run, MAX_HOURS_REACHED);
+    return new PodError('deadline_reached', MAX_HOURS_REACHED, "Raise the target's max_hours.");
+  }
+  const message = `pod ${pod.podId ?? '(none)'} no longer exists`;
+  failRun(ctx, run, message);
+  return new PodError(
+    'pod_gone',
+    message,
+    'The results on the pod are lost; train again (the runs/ folder keeps what was already copied).',
+  );
+}
+
+/** Whether the run's pod no longer exists; if so, pod.json records it (nothing is deleted here). */
+async function gone(ctx: PodCtx, pod: PodRecord): Promise<boolean> {
+  const id = pod.podId;
+  if (id === null || pod.state === 'deleted') return true;
+  if ((await lookUp(ctx, id)) !== null) return false;
+  markGone(ctx, pod, id, goneBy(pod, ctx.clock.nowMs()));
+  await forgetKeys(ctx, pod.runId);
+  return true;
+}
+
+/** Saves the run `failed` with `message`, best effort, and tells the listeners. */
+export function failRun(ctx: PodCtx, run: RunRecord, message: string): void {
+  run.state = 'failed';
+  run.message = message;
+  try {
+    ctx.store.saveRun(run);
+  } catch (error) {
+    log(ctx, 'warn', `cannot record run ${run.id} as failed: ${messageOf(error)}`);
+  }
+  ctx.bus.publish({ type: 'runState', runId: run.id, state: 'failed', message });
+}
+
+/** What became of a pod once its job ended. */
+export type Ending = 'deleted' | 'kept' | 'awaiting_retrieval';
+
+/**
+ * Ends the pod once its job ended, after copying the watchdog's and bootstrap's
+ * logs. Only when the results were `retrieved` (every file downloaded and
+ * verified) is the retrieved marker written on the pod, first (so its
+ * watchdog deletes it even if our delete fails), then the pod is deleted
+ * unless kept, strays swept, keys forgotten. Otherwise the pod is left to its
+ * watchdog's retrieve grace (a kept pod stays kept), with a warning.
+ */
+export async function endPod(
+  ctx: PodCtx,
+  pod: PodRecord,
+  executor: Executor,
+  run: RunRecord,
+  retrieved: boolean,
+): Promise<Ending> {
+  await fetchPodLogs(ctx, executor, run);
+  syncKeep(ctx, pod);
+  if (!retrieved) return unretrieved(ctx, pod, run.id);
+  try {
+    await executor.writeFileAtomic(`${run.remoteDir}/${RETRIEVED_MARKER}`, '');
+  } catch (error) {
+    log(
+      ctx,
+      'warn',
+      `cannot mark the results of run ${run.id} retrieved on the pod: ${messageOf(error)}`,
+    );
+  }
+  if (pod.keep) {
+    pod.state = 'kept';
+    ctx.store.savePod(pod);
+    if (pod.podId !== null) {
+      ctx.bus.publish({ type: 'pod', runId: run.id, status: { kind: 'kept', podId: pod.podId } });
+    }
+    log(ctx, 'info', `pod ${pod.podId ?? ''} kept: ${sshCommand(run.id)}`);
+    return 'kept';
+  }
+  await remove(ctx, pod, 'retrieved', 'client');
+  noteStrays(ctx, pod, await sweep(ctx, run.id, null));
+  if (pod.strayPods.length === 0) await forgetKeys(ctx, run.id);
+  return 'deleted';
+}
+
+function unretrieved(ctx: PodCtx, pod: PodRecord, runId: string): Ending {
+  const name = pod.podId ?? '(none)';
+  let stays: string;
+  let ending: Ending;
+  if (pod.keep) {
+    pod.state = 'kept';
+    stays = 'stays (kept), nothing deletes it automatically';
+    ending = 'kept';
+  } else {
+    pod.state = 'awaiting_retrieval';
+    stays = "stays until its watchdog's retrieve grace ends";
+    ending = 'awaiting_retrieval';
+  }
+  ctx.store.savePod(pod);
+  warn(
+    ctx,
+    runId,
+    'awaiting_retrieval',
+    `the results of run ${runId} were not retrieved: pod ${name} ${stays}; retrieve them with \`overbrainer train attach ${runId}\`, or remove the pod with \`overbrainer pod rm ${runId}\``,
+  );
+  return ending;
+}
+
+/** Copies the watchdog's and bootstrap's logs into runs/<id>/.pod/, best effort. */
+async function fetchPodLogs(ctx: PodCtx, executor: Executor, run: RunRecord): Promise<void> {
+  const local = path.join(ctx.store.runDir(run.id), '.pod');
+  for (const name of [WATCHDOG_LOG, BOOTSTRAP_LOG]) {
+    try {
+      const data = await executor.readRange(`${run.remoteDir}/${name}`, 0, 4 * 1024 * 1024);
+      fs.mkdirSync(local, { recursive: true, mode: 0o700 });
+      const file = path.join(local, path.basename(name));
+      if (fs.existsSync(file) && fs.lstatSync(file).isSymbolicLink()) continue;
+      fs.writeFileSync(file, data, { mode: 0o600 });
+    } catch (error) {
+      log(ctx, 'debug', `cannot copy ${name} of run ${run.id}: ${messageOf(error)}`);
+    }
+  }
+}
+
+/**
+ * Connects again to the pod of `run` (attach, cancel, keep): looks it up (its
+ * port may have changed), rewrites the ssh config and connects with the pinned
+ * key. Null when the pod no longer exists (confirmed by repeated looks, never
+ * by a delete), which pod.json then records.
+ */
+export async function reconnect(
+  ctx: PodCtx,
+  pod: PodRecord,
+  run: RunRecord,
+  signal?: AbortSignal,
+): Promise<SshExecutor | null> {
+  const id = pod.podId;
+  if (id === null || pod.state === 'deleted') return null;
+  const remote = await lookUp(ctx, id, signal);
+  if (remote === null) {
+    markGone(ctx, pod, id, goneBy(pod, ctx.clock.nowMs()));
+    await forgetKeys(ctx, run.id);
+    return null;
+  }
+  if (isDead(remote)) {
+    throw new PodError(
+      'pod_stopped',
+      `pod ${id} of run ${run.id} is ${remote.status}`,
+      `Start it again in the Runpod console and attach, or remove it with "overbrainer pod rm ${run.id}".`,
+    );
+  }
+  if (remote.sshDirect === null) {
+    throw new PodError(
+      'no_endpoint',
+      `pod ${id} has no SSH endpoint right now (${remote.status})`,
+      'It may be restarting: attach again in a minute.',
+    );
+  }
+  const endpoint: SshEndpoint = {
+    host: remote.sshDirect.host,
+    port: remote.sshDirect.port,
+    user: remote.sshDirect.username,
+  };
+  const sshDir = ctx.store.sshDir(run.id);
+  writeSshConfig(sshDir, alias(run.id), endpoint, pod.hostKey);
+  let privateKey: Buffer;
+  try {
+    privateKey = fs.readFileSync(path.join(sshDir, CLIENT_KEY));
+  } catch {
+    throw new PodError(
+      'exec',
+      `the private key of run ${run.id} is gone, so its pod ${id} cannot be reached`,
+      `Remove the pod with "overbrainer pod rm ${run.id}".`,
+    );
+  }
+  const executor = await SshExecutor.connect({
+    host: endpoint.host,
+    port: endpoint.port,
+    username: endpoint.user,
+    privateKey,
+    hostPublicKey: pod.hostKey,
+    clock: ctx.clock,
+    timing: ctx.timing,
+    signal,
+  });
+  pod.ssh = endpoint;
+  ctx.store.savePod(pod);
+  return executor;
+}
+
+/**
+ * Keeps the running (or awaiting) pod of a run at runtime, or releases it: a
+ * keep marker on the pod that its watchdog honours, and `keep` in pod.json.
+ * Released, the pod's original deadline and graces apply again.
+ */
+export async function setKeep(
+  ctx: PodCtx,
+  pod: PodRecord,
+  run: RunRecord,
+  executor: Executor,
+  keep: boolean,
+): Promise<void> {
+  const marker = `${run.remoteDir}/${KEEP_MARKER}`;
+  if (keep) {
+    await executor.writeFileAtomic(marker, '');
+  } else {
+    await executor.exec(`rm -f '${marker.replace(/'/g, `'\\''`)}'`);
+  }
+  pod.keep = keep;
+  if (keep && pod.state === 'awaiting_retrieval') pod.state = 'kept';
+  if (!keep && pod.state === 'kept') pod.state = 'awaiting_retrieval';
+  ctx.store.savePod(pod);
+  if (keep && pod.podId !== null) {
+    ctx.bus.publish({ type: 'pod', runId: run.id, status: { kind: 'kept', podId: pod.podId } });
+  }
+  log(
+    ctx,
+    'info',
+    keep
+      ? `pod ${pod.podId ?? ''} of run ${run.id} kept: nothing deletes it until you remove it (${sshCommand(run.id)})`
+      : `pod ${pod.podId ?? ''} of run ${run.id} released: its watchdog's deadline and graces apply again`,
+  );
+}
+
+export { FollowError };

@@ -1,0 +1,263 @@
+/**
+ * Looking pods up, deleting them with confirmation, and sweeping strays (seed:
+ * `look_up`, `look_again`, `look_up_all`, `remove`, `mark_gone`, `sweep`).
+ * Nothing here ever deletes a pod on the ground that it "looks gone".
+ */
+import type { DeleteReason } from '../events';
+import type { DeletedBy, PodRecord } from '../runs/podRecord';
+import { forgetClientKey } from './keys';
+import type { Pod } from './api';
+import { hostKeySecretName, log, type PodCtx } from './context';
+import { ApiError } from './errors';
+import { PodError } from './podError';
+
+/** What a look found of one pod. */
+export type Look =
+  | { kind: 'found'; pod: Pod }
+  /** Confirmed gone: `goneLooks` 404s in a row and absent from the list. */
+  | { kind: 'gone' }
+  /** A look failed: the pod is undetermined. */
+  | { kind: 'failed'; message: string };
+
+/**
+ * The pod `id` as the API shows it, or null when it is really gone: a 404 that
+ * {@link lookAgain} confirms. Throws the ApiError when a look fails (the pod
+ * is then undetermined and nothing is recorded).
+ */
+export async function lookUp(ctx: PodCtx, id: string, signal?: AbortSignal): Promise<Pod | null> {
+  const pod = await ctx.client.getPod(id, { signal });
+  return pod ?? lookAgain(ctx, id, signal);
+}
+
+/**
+ * Looks again at the pod `id`, whose first look answered Runpod's 404: null when
+ * `goneLooks` looks in a row answer that 404, `goneIntervalMs` apart, and the
+ * pod list no longer shows it; otherwise the pod as last seen.
+ */
+export async function lookAgain(
+  ctx: PodCtx,
+  id: string,
+  signal?: AbortSignal,
+): Promise<Pod | null> {
+  for (let look = 1; look < ctx.timing.goneLooks; look++) {
+    await ctx.clock.sleep(ctx.timing.goneIntervalMs, signal);
+    const pod = await ctx.client.getPod(id, { signal });
+    if (pod) return pod;
+  }
+  const listed = await ctx.client.listPods({ signal });
+  return listed.find((pod) => pod.id === id) ?? null;
+}
+
+/**
+ * {@link lookUp} for several pods with one wait for all; no wait at all when
+ * every pod answers. Looks are in the order of `ids`.
+ */
+export async function lookUpAll(
+  ctx: PodCtx,
+  ids: readonly string[],
+  signal?: AbortSignal,
+): Promise<Look[]> {
+  const looks: (Look | null)[] = ids.map(() => null);
+  let pending = ids.map((_, index) => index);
+  for (let round = 0; round < ctx.timing.goneLooks && pending.length > 0; round++) {
+    if (round > 0) await ctx.clock.sleep(ctx.timing.goneIntervalMs, signal);
+    const missing: number[] = [];
+    for (const index of pending) {
+      try {
+        const pod = await ctx.client.getPod(ids[index]!, { signal });
+        if (pod) looks[index] = { kind: 'found', pod };
+        else missing.push(index);
+      } catch (error) {
+        looks[index] = { kind: 'failed', message: messageOf(error) };
+      }
+    }
+    pending = missing;
+  }
+  if (pending.length > 0) {
+    try {
+      const listed = await ctx.client.listPods({ signal });
+      for (const index of pending) {
+        const pod = listed.find((p) => p.id === ids[index]);
+        looks[index] = pod ? { kind: 'found', pod } : { kind: 'gone' };
+      }
+    } catch (error) {
+      for (const index of pending) looks[index] = { kind: 'failed', message: messageOf(error) };
+    }
+  }
+  // Every pod got a look above; one without is undetermined, never gone.
+  return looks.map((look) => look ?? { kind: 'failed', message: 'the pod was not looked at' });
+}
+
+/**
+ * Deletes the current pod of `pod` and confirms it is gone: `deleting` is saved
+ * first, one look sees whether it is already gone, the delete is always sent,
+ * then the pod is looked at until Runpod answers 404 (within
+ * `deleteConfirmMs`). Recorded `deleted` (by the watchdog when both the look
+ * and the delete found it already gone). Throws `not_deleted` when the deletion
+ * cannot be confirmed: the record stays `deleting` and the pod may be billing.
+ */
+export async function remove(
+  ctx: PodCtx,
+  pod: PodRecord,
+  reason: DeleteReason,
+  by: DeletedBy,
+  signal?: AbortSignal,
+): Promise<void> {
+  const id = pod.podId;
+  if (id === null || pod.state === 'deleted') return;
+  ctx.bus.publish({
+    type: 'pod',
+    runId: pod.runId,
+    status: { kind: 'deleting', podId: id, reason },
+  });
+  pod.state = 'deleting';
+  ctx.store.savePod(pod);
+  let lookedGone = false;
+  try {
+    lookedGone = (await ctx.client.getPod(id, { signal })) === null;
+  } catch (error) {
+    log(ctx, 'debug', `cannot look at pod ${id} before deleting it: ${messageOf(error)}`);
+  }
+  let deleteSaidGone: boolean;
+  try {
+    deleteSaidGone = !(await ctx.client.deletePod(id, { signal }));
+  } catch (error) {
+    throw notDeleted(id, pod.runId, `the delete failed: ${messageOf(error)}`, error);
+  }
+  await confirmGone(ctx, id, pod.runId, signal);
+  markGone(ctx, pod, id, lookedGone && deleteSaidGone ? 'watchdog' : by);
+}
+
+/** Looks at pod `id` until Runpod answers 404, for `deleteConfirmMs`. */
+async function confirmGone(
+  ctx: PodCtx,
+  id: string,
+  runId: string,
+  signal?: AbortSignal,
+): Promise<void> {
+  const untilMs = ctx.clock.nowMs() + ctx.timing.deleteConfirmMs;
+  let lastError: unknown;
+  for (;;) {
+    try {
+      if ((await ctx.client.getPod(id, { signal })) === null) return;
+      lastError = null;
+    } catch (error) {
+      if (signal?.aborted) throw error;
+      lastError = error;
+    }
+    if (ctx.clock.nowMs() >= untilMs) break;
+    await ctx.clock.sleep(ctx.timing.deletePollMs, signal);
+  }
+  throw notDeleted(
+    id,
+    runId,
+    lastError === null || lastError === undefined
+      ? `it still shows ${Math.round(ctx.timing.deleteConfirmMs / 1000)} s after the delete`
+      : `it cannot be looked up: ${messageOf(lastError)}`,
+    lastError,
+  );
+}
+
+function notDeleted(id: string, runId: string, why: string, cause: unknown): PodError {
+  return new PodError(
+    'not_deleted',
+    `pod ${id} may still exist and bill: ${why}`,
+    `Check it with "overbrainer pod ls" (or the Pods view) and remove it with "overbrainer pod rm ${runId}".`,
+    { cause },
+  );
+}
+
+/** Records the pod `id` deleted by `by`, forgets the client key, publishes `deleted`. */
+export function markGone(ctx: PodCtx, pod: PodRecord, id: string, by: DeletedBy): void {
+  const nowMs = ctx.clock.nowMs();
+  const uptimeMs = pod.uptimeMs(nowMs);
+  pod.deleted(by, nowMs);
+  ctx.store.savePod(pod);
+  if (pod.strayPods.length === 0) forgetClientKey(ctx.store.sshDir(pod.runId));
+  ctx.bus.publish({
+    type: 'pod',
+    runId: pod.runId,
+    status: { kind: 'deleted', podId: id, uptimeMs, estimatedSpendUsd: pod.estimatedSpendUsd },
+  });
+}
+
+/**
+ * Deletes every pod carrying the run marker `runId` except `keepPodId`, each
+ * confirmed; returns the IDs whose deletion could not be confirmed (strays).
+ */
+export async function sweep(
+  ctx: PodCtx,
+  runId: string,
+  keepPodId: string | null,
+  signal?: AbortSignal,
+): Promise<string[]> {
+  let listed: Pod[];
+  try {
+    listed = await ctx.client.listPods({ runMarker: runId, signal });
+  } catch (error) {
+    log(ctx, 'warn', `cannot list the pods of run ${runId} to sweep strays: ${messageOf(error)}`);
+    return [];
+  }
+  const stray: string[] = [];
+  for (const other of listed) {
+    if (other.id === keepPodId || other.runMarker !== runId) continue;
+    ctx.bus.publish({
+      type: 'pod',
+      runId,
+      status: { kind: 'deleting', podId: other.id, reason: 'duplicate' },
+    });
+    try {
+      await ctx.client.deletePod(other.id, { signal });
+      await confirmGone(ctx, other.id, runId, signal);
+      ctx.bus.publish({
+        type: 'pod',
+        runId,
+        status: { kind: 'deleted', podId: other.id, uptimeMs: null, estimatedSpendUsd: null },
+      });
+    } catch (error) {
+      log(
+        ctx,
+        'warn',
+        `cannot confirm stray pod ${other.id} of run ${runId} deleted: ${messageOf(error)}`,
+      );
+      stray.push(other.id);
+    }
+  }
+  return stray;
+}
+
+/** Records `stray` in pod.json (replacing the list) and warns about them. */
+export function noteStrays(ctx: PodCtx, pod: PodRecord, stray: readonly string[]): void {
+  pod.setStrayPods(stray);
+  ctx.store.savePod(pod);
+  if (stray.length > 0) {
+    ctx.bus.publish({
+      type: 'warning',
+      runId: pod.runId,
+      code: 'strays',
+      message: `run ${pod.runId} has pods whose deletion is not confirmed: ${stray.join(', ')}; remove them with "overbrainer pod rm ${pod.runId}"`,
+    });
+  }
+}
+
+/**
+ * Forgets the run's secrets once no pod of it may exist: the private client
+ * key, and the account secret holding the pod's host key. Best effort: a
+ * failure is logged and retried by the next sweep.
+ */
+export async function forgetKeys(ctx: PodCtx, runId: string): Promise<void> {
+  if (!forgetClientKey(ctx.store.sshDir(runId))) {
+    log(ctx, 'warn', `cannot remove the private key of run ${runId} in ${ctx.store.sshDir(runId)}`);
+  }
+  try {
+    const secret = await ctx.client.findSecret(hostKeySecretName(runId));
+    if (secret) await ctx.client.deleteSecret(secret.id);
+  } catch (error) {
+    log(ctx, 'debug', `cannot remove the host-key secret of run ${runId}: ${messageOf(error)}`);
+  }
+}
+
+export function messageOf(error: unknown): string {
+  if (error instanceof ApiError || error instanceof Error) return error.message;
+  return String(error);
+}

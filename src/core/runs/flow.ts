@@ -1,0 +1,554 @@
+/**
+ * The run flow both front ends drive (the extension and the CLI): train,
+ * attach, cancel, keep and release, for a Runpod target (a pod per run) and the
+ * local target (the job in runs/<id>/ on this machine).
+ */
+import * as fs from 'node:fs';
+import * as path from 'node:path';
+import type { Clock } from '../clock';
+import type { OverbrainerConfig, RunpodTargetConfig, TargetConfig } from '../config/types';
+import { DEFAULT_ARTIFACTS, workdirFor } from '../config/types';
+import type { EventBus } from '../events';
+import type { Executor } from '../exec/executor';
+import { LocalExecutor } from '../exec/local';
+import type { RunpodClient } from '../runpod/client';
+import { log, warn, type PodCtx } from '../runpod/context';
+import {
+  endPod,
+  failRun,
+  MAX_HOURS_REACHED,
+  reconnect,
+  setKeep,
+  settleWatch,
+  watchLeased,
+  type Ending,
+} from '../runpod/lifecycle';
+import { pastDeadline } from '../runpod/lease';
+import { PodError } from '../runpod/podError';
+import { startPod } from '../runpod/provision';
+import { messageOf, remove } from '../runpod/remove';
+import type { Timing } from '../timing';
+import { MetricsFollower, type FollowResult } from '../train/follow';
+import { cancelJob, jobScript, jobStatus, POD_JOB_ENV, startJob, type TrainerJob } from '../train/job';
+import { jobOutcome, type JobOutcome } from '../train/outcome';
+import { retrieve } from '../train/retrieval';
+import type { PodRecord } from './podRecord';
+import type { RunRecord } from './runRecord';
+import { LOCAL_ONLY, type RunStore } from './store';
+import type { RunLock } from './lock';
+
+/** What the flow works with; `client` is null when no Runpod API key is set (local target only). */
+export interface FlowDeps {
+  store: RunStore;
+  client: RunpodClient | null;
+  bus: EventBus;
+  clock: Clock;
+  timing: Timing;
+  version: string;
+  /** Who follows, for lock messages ("VS Code window", "overbrainer CLI"). */
+  owner: string;
+}
+
+/** A user-facing failure of the flow: what happened and the next action. */
+export class FlowError extends Error {
+  constructor(
+    message: string,
+    readonly hint: string | null = null,
+  ) {
+    super(message);
+    this.name = 'FlowError';
+  }
+}
+
+export interface FlowResult {
+  run: RunRecord;
+  pod: PodRecord | null;
+  ending: Ending | null;
+  /** The final line: `train: run <id> <state>; <summary>[; output in runs/<id>/output]`. */
+  summary: string;
+}
+
+/** Trainer artifacts never brought back (checkpoints at any depth). */
+const ARTIFACT_EXCLUDES = ['checkpoint-*'];
+
+function podCtx(deps: FlowDeps): PodCtx {
+  if (deps.client === null) {
+    throw new FlowError(
+      'no Runpod API key is set',
+      'Run "Overbrainer: Set Runpod API Key", or set OVERBRAINER_RUNPOD__API_KEY.',
+    );
+  }
+  return {
+    store: deps.store,
+    client: deps.client,
+    bus: deps.bus,
+    clock: deps.clock,
+    timing: deps.timing,
+    version: deps.version,
+  };
+}
+
+function pickTarget(config: OverbrainerConfig, name: string | undefined): TargetConfig {
+  const names = Object.keys(config.targets);
+  const chosen = name ?? config.training?.target ?? (names.length === 1 ? names[0] : undefined);
+  if (chosen === undefined) {
+    throw new FlowError(
+      names.length === 0 ? 'overbrainer.toml defines no target' : `several targets (${names.join(', ')}) and no [training] target`,
+      names.length === 0
+        ? 'Add a [targets.NAME] section (Overbrainer: Create overbrainer.toml writes a commented one).'
+        : 'Set target = "NAME" under [training], or pick one with --target.',
+    );
+  }
+  const target = config.targets[chosen];
+  if (!target) {
+    throw new FlowError(`no target "${chosen}" in overbrainer.toml`, `Use one of: ${names.join(', ') || '(none)'}.`);
+  }
+  return target;
+}
+
+function lockRun(deps: FlowDeps, runId: string): RunLock {
+  const lock = deps.store.lock(runId, deps.owner);
+  if (lock === null) {
+    const holder = deps.store.lockHolder(runId);
+    throw new FlowError(
+      `run ${runId} is followed by another client${holder ? ` (${holder.owner}, pid ${holder.pid})` : ''}`,
+      'Watch it there, or close that client and attach here.',
+    );
+  }
+  return lock;
+}
+
+/** Where the shipped metrics plugin is: next to the bundle (dist/python) or in the source tree. */
+export function pluginSource(): string {
+  const candidates = [
+    path.join(__dirname, 'python', 'overbrainer_metrics.py'),
+    path.join(__dirname, '..', '..', '..', 'python', 'overbrainer_metrics.py'),
+  ];
+  const found = candidates.find((file) => fs.existsSync(file));
+  if (!found) throw new FlowError('the metrics plugin is missing from this installation', 'Reinstall the extension.');
+  return found;
+}
+
+/** Copies `[training] upload` (and the trainer's files) from the workspace into the run directory. */
+function prepare(config: OverbrainerConfig, workspaceDir: string, runDir: string): TrainerJob {
+  const training = config.training;
+  if (!training) {
+    throw new FlowError('overbrainer.toml has no [training] section', 'Add one (see the commented template).');
+  }
+  for (const entry of training.upload) {
+    const source = path.resolve(workspaceDir, entry);
+    const rel = path.relative(workspaceDir, source);
+    if (rel.startsWith('..') || path.isAbsolute(rel)) {
+      throw new FlowError(`upload entry ${entry} is outside the workspace`, 'List files inside the workspace.');
+    }
+    if (!fs.existsSync(source)) {
+      throw new FlowError(`upload entry ${entry} does not exist`, `Create ${entry} or remove it from [training] upload.`);
+    }
+    fs.cpSync(source, path.join(runDir, rel), { recursive: true, dereference: false, verbatimSymlinks: true });
+  }
+  fs.mkdirSync(path.join(runDir, 'plugin'), { recursive: true });
+  fs.copyFileSync(pluginSource(), path.join(runDir, 'plugin', 'overbrainer_metrics.py'));
+  if (training.trainer.kind === 'axolotl') {
+    fs.copyFileSync(path.join(workspaceDir, training.trainer.configPath), path.join(runDir, 'axolotl.yaml'));
+    return { trainer: 'axolotl', config: 'axolotl.yaml', venv: '' };
+  }
+  return { trainer: 'command', command: training.trainer.command };
+}
+
+/** The final line of a run. */
+export function summaryLine(deps: Pick<FlowDeps, 'store'>, run: RunRecord, pod: PodRecord | null): string {
+  const parts = [`train: run ${run.id} ${run.state}`];
+  if (run.message) parts.push(run.message);
+  if (pod) parts.push(pod.summary());
+  const output = path.join(deps.store.runDir(run.id), 'output');
+  if (fs.existsSync(output) && fs.readdirSync(output).length > 0) parts.push(`output in runs/${run.id}/output`);
+  return parts.join('; ');
+}
+
+function publishState(deps: FlowDeps, run: RunRecord): void {
+  deps.bus.publish({ type: 'runState', runId: run.id, state: run.state, message: run.message });
+}
+
+export interface TrainOptions {
+  target?: string;
+  keepPod?: boolean;
+  /** Aborting before the job starts deletes the pod; after, it only stops following. */
+  signal?: AbortSignal;
+  /** Called once the run exists (its ID is known). */
+  onRun?: (run: RunRecord) => void;
+}
+
+/** Starts a run on its target and follows it to its end (spec §5–§8). */
+export async function train(
+  deps: FlowDeps,
+  config: OverbrainerConfig,
+  workspaceDir: string,
+  options: TrainOptions = {},
+): Promise<FlowResult> {
+  const target = pickTarget(config, options.target);
+  if (options.keepPod && target.kind !== 'runpod') {
+    throw new FlowError('--keep-pod only applies to a runpod target', 'Drop --keep-pod, or pick a runpod target.');
+  }
+  if (!config.training) {
+    throw new FlowError('overbrainer.toml has no [training] section', 'Add one (see the commented template).');
+  }
+  const ctx = target.kind === 'runpod' ? podCtx(deps) : null;
+  const run = deps.store.create({
+    project: config.projectName,
+    target: target.name,
+    remoteDir: (id) => (target.kind === 'runpod' ? `${workdirFor(target)}/${id}` : deps.store.runDir(id)),
+  });
+  const lock = lockRun(deps, run.id);
+  try {
+    options.onRun?.(run);
+    publishState(deps, run);
+    let job: TrainerJob;
+    try {
+      job = prepare(config, workspaceDir, deps.store.runDir(run.id));
+    } catch (error) {
+      run.state = 'failed';
+      run.message = messageOf(error);
+      deps.store.saveRun(run);
+      publishState(deps, run);
+      throw error;
+    }
+    if (target.kind === 'local') return await trainLocal(deps, run, job, options.signal);
+    return await trainOnPod(ctx!, deps, target, run, job, options, config);
+  } finally {
+    lock.dispose();
+  }
+}
+
+async function trainLocal(
+  deps: FlowDeps,
+  run: RunRecord,
+  job: TrainerJob,
+  signal?: AbortSignal,
+): Promise<FlowResult> {
+  const executor = new LocalExecutor({ clock: deps.clock });
+  try {
+    const script = jobScript(job, { runDir: run.remoteDir, jobEnvFile: null });
+    const { pid } = await startJob(executor, { runDir: run.remoteDir, script, signal });
+    run.job = { dir: run.remoteDir, pid, container: null };
+    run.state = 'running';
+    deps.store.saveRun(run);
+    publishState(deps, run);
+    return await followLocal(deps, executor, run, signal);
+  } finally {
+    executor.dispose();
+  }
+}
+
+async function followLocal(
+  deps: FlowDeps,
+  executor: Executor,
+  run: RunRecord,
+  signal?: AbortSignal,
+): Promise<FlowResult> {
+  const follower = new MetricsFollower({
+    executor,
+    runId: run.id,
+    runDir: run.remoteDir,
+    bus: deps.bus,
+    clock: deps.clock,
+    timing: deps.timing,
+  });
+  const result = await follower.follow(signal);
+  const outcome = jobOutcome(result.status, result.metrics, run.id)!;
+  finishRecord(deps, run, outcome, true, null);
+  return { run, pod: null, ending: null, summary: summaryLine(deps, run, null) };
+}
+
+/** Saves the run's end: verified results, or why they are not there. */
+function finishRecord(
+  deps: FlowDeps,
+  run: RunRecord,
+  outcome: JobOutcome,
+  retrieved: boolean,
+  retrievalProblem: string | null,
+): void {
+  if (retrieved) {
+    const output = path.join(deps.store.runDir(run.id), 'output');
+    const empty = !fs.existsSync(output) || fs.readdirSync(output).length === 0;
+    if (outcome.state === 'succeeded' && empty) {
+      run.state = 'failed';
+      run.message = 'the job succeeded but wrote nothing under output/';
+    } else {
+      run.state = outcome.state;
+      run.message = outcome.message;
+    }
+  } else if (outcome.state === 'succeeded') {
+    // Stays running: attach retrieves again.
+    run.state = 'running';
+    run.message = `artifacts not retrieved: ${retrievalProblem ?? 'unknown'}`;
+  } else {
+    run.state = outcome.state;
+    run.message = `${outcome.message ?? outcome.state}; artifacts not retrieved: ${retrievalProblem ?? 'unknown'}`;
+  }
+  deps.store.saveRun(run);
+  publishState(deps, run);
+}
+
+async function trainOnPod(
+  ctx: PodCtx,
+  deps: FlowDeps,
+  target: RunpodTargetConfig,
+  run: RunRecord,
+  job: TrainerJob,
+  options: TrainOptions,
+  config: OverbrainerConfig,
+): Promise<FlowResult> {
+  const keep = options.keepPod ?? false;
+  const { record: pod, provisioned } = await startPod(ctx, target, run, keep, options.signal);
+  const executor = provisioned.executor;
+  try {
+    // Shielded from the abort: once the upload starts the job is started or the pod deleted.
+    try {
+      if (options.signal?.aborted) throw new PodError('interrupted', 'interrupted before the job started');
+      await executor.upload(deps.store.runDir(run.id), run.remoteDir, { exclude: LOCAL_ONLY });
+      const trainer = job.trainer === 'axolotl' ? { ...job, venv: target.venv } : job;
+      const script = jobScript(trainer, { runDir: run.remoteDir, jobEnvFile: POD_JOB_ENV });
+      const { pid } = await startJob(executor, { runDir: run.remoteDir, script });
+      run.job = { dir: run.remoteDir, pid, container: null };
+      run.state = 'running';
+      try {
+        deps.store.saveRun(run);
+      } catch (error) {
+        await cancelJob(executor, run.remoteDir).catch(() => undefined);
+        throw error;
+      }
+    } catch (error) {
+      const interrupted = options.signal?.aborted ?? false;
+      await ctxRemove(ctx, pod, interrupted ? 'interrupted' : 'requested');
+      failRun(ctx, run, interrupted ? 'interrupted before the job started' : `the job could not start: ${messageOf(error)}`);
+      throw error;
+    }
+    pod.state = 'running';
+    ctx.store.savePod(pod);
+    publishState(deps, run);
+    if (keep) {
+      warn(ctx, run.id, 'kept', `pod ${pod.podId ?? ''} is kept: it bills ${pod.costPerHourUsd === null ? '' : `$${pod.costPerHourUsd.toFixed(2)}/h `}until you remove it`);
+    }
+    return await followOnPod(ctx, deps, executor, run, pod, artifactsOf(config), options.signal);
+  } finally {
+    executor.dispose();
+  }
+}
+
+async function ctxRemove(ctx: PodCtx, pod: PodRecord, reason: 'interrupted' | 'requested'): Promise<void> {
+  try {
+    await remove(ctx, pod, reason, 'client');
+  } catch (error) {
+    log(ctx, 'error', messageOf(error));
+  }
+}
+
+/** Follows a running pod job to its end, then retrieves and ends the pod. */
+async function followOnPod(
+  ctx: PodCtx,
+  deps: FlowDeps,
+  executor: Executor,
+  run: RunRecord,
+  pod: PodRecord,
+  artifacts: readonly string[],
+  signal?: AbortSignal,
+): Promise<FlowResult> {
+  const watched = await watchLeased(ctx, executor, run, pod, signal);
+  if (signal?.aborted && watched.kind !== 'deadline_passed') {
+    throw new FlowError(stopFollowingMessage(ctx, run, pod), null);
+  }
+  const result: FollowResult = await settleWatch(ctx, pod, run, watched);
+  return collect(ctx, deps, executor, run, pod, jobOutcome(result.status, result.metrics, run.id)!, artifacts);
+}
+
+/** What stopping the follow leaves running (spec §8, Ctrl-C once the job runs). */
+export function stopFollowingMessage(ctx: PodCtx, run: RunRecord, pod: PodRecord): string {
+  if (pod.keep) {
+    return `stopped following run ${run.id}: the job and its kept pod ${pod.podId ?? ''} keep running; attach again with \`overbrainer train attach ${run.id}\``;
+  }
+  const leaseEndMs = ctx.clock.nowMs() + ctx.timing.leaseTtlMs;
+  const deadlineMs = (pod.deadlineUnixS ?? 0) * 1000;
+  const at = new Date(Math.max(leaseEndMs, deadlineMs)).toISOString().replace(/\.\d+Z$/, 'Z');
+  return (
+    `stopped following run ${run.id}: the job and pod ${pod.podId ?? ''} keep running; attach again with ` +
+    `\`overbrainer train attach ${run.id}\`, or remove the pod with \`overbrainer pod rm ${run.id}\`. ` +
+    "If nobody follows, the pod's watchdog deletes it once its retrieve grace passes after the job ends, " +
+    `and at ${at} at the latest (the deadline, or the lease's end, whichever is later)`
+  );
+}
+
+/** Retrieves the results of an ended job, saves the run, ends the pod. */
+async function collect(
+  ctx: PodCtx,
+  deps: FlowDeps,
+  executor: Executor,
+  run: RunRecord,
+  pod: PodRecord,
+  outcome: JobOutcome,
+  artifacts: readonly string[],
+): Promise<FlowResult> {
+  let verified = false;
+  let problem: string | null = null;
+  try {
+    const got = await retrieve({
+      executor,
+      remoteRunDir: run.remoteDir,
+      localRunDir: deps.store.runDir(run.id),
+      entries: [...artifacts],
+      excludes: ARTIFACT_EXCLUDES,
+      clock: deps.clock,
+    });
+    verified = got.verified;
+    if (!got.verified) {
+      problem = `${got.mismatches.length} file(s) did not verify (${got.mismatches
+        .slice(0, 3)
+        .map((m) => m.file)
+        .join(', ')})`;
+    }
+  } catch (error) {
+    problem = messageOf(error);
+  }
+  finishRecord(deps, run, outcome, verified, problem);
+  const ending = await endPod(ctx, pod, executor, run, verified);
+  return { run, pod, ending, summary: summaryLine(deps, run, pod) };
+}
+
+/** The artifacts to bring back: `[training] artifacts`, else the defaults. */
+function artifactsOf(config: OverbrainerConfig | null): readonly string[] {
+  return config?.training?.artifacts ?? DEFAULT_ARTIFACTS;
+}
+
+/**
+ * Reconnects to a run after any restart and finishes it: a running job is
+ * followed again; an ended one's results are retrieved and its pod ended.
+ */
+export async function attach(
+  deps: FlowDeps,
+  config: OverbrainerConfig | null,
+  runId: string,
+  signal?: AbortSignal,
+): Promise<FlowResult> {
+  const run = deps.store.loadRun(runId);
+  const target = config?.targets[run.target];
+  const pod = deps.store.loadPod(runId);
+  const lock = lockRun(deps, runId);
+  try {
+    if (pod === null) {
+      if (target && target.kind === 'runpod') throw new FlowError(`run ${runId} has no pod.json`, null);
+      if (run.state !== 'running' || run.job === null) {
+        return { run, pod: null, ending: null, summary: summaryLine(deps, run, null) };
+      }
+      const executor = new LocalExecutor({ clock: deps.clock });
+      try {
+        return await followLocal(deps, executor, run, signal);
+      } finally {
+        executor.dispose();
+      }
+    }
+    if (target && target.kind !== 'runpod') {
+      throw new FlowError(`run ${runId} ran on a pod but target "${run.target}" is no longer a runpod target`, 'Restore the target in overbrainer.toml.');
+    }
+    if (run.job === null) {
+      if (run.state === 'preparing') {
+        throw new FlowError(`run ${runId} has no job yet: its pod is still starting, or its client stopped before the job started`, `Remove its pod with "overbrainer pod rm ${runId}" if it is not starting.`);
+      }
+      return { run, pod, ending: null, summary: summaryLine(deps, run, pod) };
+    }
+    const ctx = podCtx(deps);
+    const executor = await reconnect(ctx, pod, run, signal);
+    if (executor === null) {
+      if (run.state === 'running') {
+        failRun(ctx, run, pastDeadline(pod, ctx.clock.nowMs()) ? MAX_HOURS_REACHED : `pod ${pod.podId ?? ''} no longer exists`);
+      }
+      return { run, pod, ending: 'deleted', summary: summaryLine(deps, run, pod) };
+    }
+    try {
+      const status = await jobStatus(executor, run.remoteDir);
+      if (status.kind === 'running') {
+        deps.bus.publish({ type: 'runWatched', runId });
+        return await followOnPod(ctx, deps, executor, run, pod, artifactsOf(config), signal);
+      }
+      // Ended while nobody followed: summarize from the pod's files, then collect.
+      const follower = new MetricsFollower({ executor, runId, runDir: run.remoteDir, bus: deps.bus, clock: deps.clock, timing: deps.timing });
+      const result = await follower.follow(signal);
+      const outcome = run.state === 'running' || run.state === 'preparing'
+        ? jobOutcome(result.status, result.metrics, run.id)!
+        : { state: run.state as JobOutcome['state'], message: run.message };
+      return await collect(ctx, deps, executor, run, pod, outcome, artifactsOf(config));
+    } finally {
+      executor.dispose();
+    }
+  } finally {
+    lock.dispose();
+  }
+}
+
+/** Cancels a run's job (spec §6 Cancel), then retrieves what it wrote and ends its pod. */
+export async function cancel(
+  deps: FlowDeps,
+  config: OverbrainerConfig | null,
+  runId: string,
+  signal?: AbortSignal,
+): Promise<FlowResult> {
+  const run = deps.store.loadRun(runId);
+  if (run.state === 'cancelled') throw new FlowError(`run ${runId} already ended: cancelled`, null);
+  if (run.job === null) throw new FlowError(`run ${runId} has not started`, null);
+  const pod = deps.store.loadPod(runId);
+  const lock = deps.store.lock(runId, deps.owner);
+  try {
+    if (pod === null) {
+      const executor = new LocalExecutor({ clock: deps.clock });
+      try {
+        await cancelJob(executor, run.remoteDir, { signal });
+        if (lock !== null && (await jobStatus(executor, run.remoteDir)).kind === 'cancelled') {
+          run.state = 'cancelled';
+          deps.store.saveRun(run);
+          publishState(deps, run);
+        }
+        return { run, pod: null, ending: null, summary: summaryLine(deps, run, null) };
+      } finally {
+        executor.dispose();
+      }
+    }
+    const ctx = podCtx(deps);
+    const executor = await reconnect(ctx, pod, run, signal);
+    if (executor === null) throw new FlowError(`run ${runId}: no pod left, nothing to cancel`, null);
+    try {
+      const result = await cancelJob(executor, run.remoteDir, { signal });
+      if (result === 'already_ended') {
+        log(ctx, 'info', `the job of run ${runId} had already ended: collect it with \`overbrainer train attach ${runId}\``);
+      }
+      const status = await jobStatus(executor, run.remoteDir);
+      if (status.kind !== 'cancelled' || lock === null) {
+        // Another client follows the run: it sees the cancel and collects the results.
+        return { run, pod, ending: null, summary: summaryLine(deps, run, pod) };
+      }
+      return await collect(ctx, deps, executor, run, pod, { state: 'cancelled', message: null }, artifactsOf(config));
+    } finally {
+      executor.dispose();
+    }
+  } finally {
+    lock?.dispose();
+  }
+}
+
+/** Keeps (or releases) the pod of a run at runtime. */
+export async function keepPod(deps: FlowDeps, runId: string, keep: boolean): Promise<PodRecord> {
+  const run = deps.store.loadRun(runId);
+  const pod = deps.store.loadPod(runId);
+  if (pod === null || pod.podId === null || pod.state === 'deleted') {
+    throw new FlowError(`run ${runId} has no pod to ${keep ? 'keep' : 'release'}`, null);
+  }
+  if (!['running', 'awaiting_retrieval', 'kept', 'ready'].includes(pod.state)) {
+    throw new FlowError(`the pod of run ${runId} is ${pod.state}: only a running or awaiting pod can be ${keep ? 'kept' : 'released'}`, null);
+  }
+  const ctx = podCtx(deps);
+  const executor = await reconnect(ctx, pod, run);
+  if (executor === null) throw new FlowError(`pod ${pod.podId} of run ${runId} no longer exists`, null);
+  try {
+    await setKeep(ctx, pod, run, executor, keep);
+  } finally {
+    executor.dispose();
+  }
+  return pod;
+}
