@@ -1,0 +1,252 @@
+/**
+ * Per-run SSH keys and the per-run ssh config: `runs/<run-id>/ssh/`.
+ *
+ * Both keys are ed25519, generated in-process (ssh2's generator writes the
+ * OpenSSH formats; no ssh-keygen needed). The pod's host key is sent in the
+ * create call's env (base64 of its OpenSSH private key file) and never
+ * written to disk here; its public half is pinned in `known_hosts` under a
+ * `HostKeyAlias`, so a new public port after a pod reset only changes the
+ * config, never the pinned key. The config is meant for `ssh -F`, which then
+ * ignores ~/.ssh/config and /etc/ssh/ssh_config: no user setting can weaken
+ * the connection (agent, other identities, other known hosts).
+ */
+import * as fs from 'node:fs';
+import * as path from 'node:path';
+import { utils } from 'ssh2';
+
+export const CLIENT_KEY = 'id_ed25519';
+export const CLIENT_PUBLIC_KEY = 'id_ed25519.pub';
+export const SSH_CONFIG = 'config';
+export const KNOWN_HOSTS = 'known_hosts';
+/** Relative to the workspace: `runs/<id>/ssh`. */
+const RUNS_SSH = (runId: string): string => `runs/${runId}/ssh`;
+
+export type KeysErrorKind = 'invalid_alias' | 'invalid_endpoint' | 'invalid_path' | 'io';
+
+export class KeysError extends Error {
+  constructor(
+    readonly kind: KeysErrorKind,
+    message: string,
+    /** What the user can do about it. */
+    readonly hint: string,
+  ) {
+    super(message);
+    this.name = 'KeysError';
+  }
+}
+
+export interface RunKeys {
+  /** The client public key, one `ssh-ed25519 AAAA… overbrainer-<run-id>` line (for authorized_keys). */
+  clientPublic: string;
+  /** The pod's public host key, `ssh-ed25519 AAAA…` (pinned in known_hosts and pod.json). */
+  hostPublic: string;
+  /** Base64 of the pod's OpenSSH private host key file: only in memory, for the create call's env. */
+  hostPrivateB64: string;
+  /** The client private key file, absolute. */
+  clientKeyPath: string;
+}
+
+/** Where Runpod says the pod answers SSH. */
+export interface SshEndpoint {
+  host: string;
+  port: number;
+  user: string;
+}
+
+const RUN_ID = /^[A-Za-z0-9_-]{1,64}$/;
+const ALIAS = /^overbrainer-[A-Za-z0-9_-]{1,64}$/;
+
+/** The SSH host alias of a run's pod, also its `HostKeyAlias`: `overbrainer-<run-id>`. */
+export function alias(runId: string): string {
+  if (!RUN_ID.test(runId)) {
+    throw new KeysError(
+      'invalid_alias',
+      `${JSON.stringify(runId.slice(0, 80))} is not a run ID`,
+      'Use a run ID from "runs ls".',
+    );
+  }
+  return `overbrainer-${runId}`;
+}
+
+/** The command reaching a kept pod from the workspace: `ssh -F runs/<id>/ssh/config overbrainer-<id>`. */
+export function sshCommand(runId: string): string {
+  return `ssh -F ${RUNS_SSH(runId)}/${SSH_CONFIG} ${alias(runId)}`;
+}
+
+function checkAlias(name: string): void {
+  if (!ALIAS.test(name)) {
+    throw new KeysError(
+      'invalid_alias',
+      `${JSON.stringify(name.slice(0, 80))} is not a run's SSH alias`,
+      'Build it with alias(runId).',
+    );
+  }
+}
+
+function io(file: string, error: unknown, doing: string): KeysError {
+  const code = (error as NodeJS.ErrnoException | undefined)?.code ?? 'unknown error';
+  return new KeysError(
+    'io',
+    `cannot ${doing} ${file} (${code})`,
+    'Check that the runs/ folder is writable, then retry.',
+  );
+}
+
+/** `ssh-ed25519 AAAA… comment` → `ssh-ed25519 AAAA…`. */
+export function keyFields(line: string): string {
+  return line.trim().split(/\s+/).slice(0, 2).join(' ');
+}
+
+/** Creates `dir` with mode 700 (set again if it existed: mkdir's mode is masked by the umask). */
+function ensurePrivateDir(dir: string): void {
+  try {
+    fs.mkdirSync(dir, { recursive: true, mode: 0o700 });
+    fs.chmodSync(dir, 0o700);
+  } catch (error) {
+    throw io(dir, error, 'create');
+  }
+}
+
+/** Replaces `file` with `content` at `mode` (removed first, so an old file's mode never survives). */
+function writeFresh(file: string, content: string, mode: number): void {
+  try {
+    fs.rmSync(file, { force: true });
+    fs.writeFileSync(file, content, { mode, flag: 'wx' });
+    fs.chmodSync(file, mode);
+  } catch (error) {
+    throw io(file, error, 'write');
+  }
+}
+
+/**
+ * Generates the run's keys: the client key into `sshDir` (`id_ed25519`, mode
+ * 0600, and `id_ed25519.pub`), the pod's host key only in memory. `sshDir` is
+ * created with mode 700. Both keys carry `aliasName` as their comment.
+ */
+export function generateRunKeys(sshDir: string, aliasName: string): RunKeys {
+  checkAlias(aliasName);
+  ensurePrivateDir(sshDir);
+  const dir = path.resolve(sshDir);
+  const client = utils.generateKeyPairSync('ed25519', { comment: aliasName });
+  const host = utils.generateKeyPairSync('ed25519', { comment: aliasName });
+  const clientKeyPath = path.join(dir, CLIENT_KEY);
+  // OpenSSH wants the armored file to end with a line break.
+  writeFresh(clientKeyPath, withNewline(client.private), 0o600);
+  writeFresh(path.join(dir, CLIENT_PUBLIC_KEY), withNewline(client.public), 0o644);
+  return {
+    clientPublic: client.public.trim(),
+    hostPublic: keyFields(host.public),
+    hostPrivateB64: Buffer.from(withNewline(host.private), 'utf8').toString('base64'),
+    clientKeyPath,
+  };
+}
+
+function withNewline(text: string): string {
+  return text.endsWith('\n') ? text : `${text}\n`;
+}
+
+/** Refuses what Runpod could send that no host or user name holds (a line break would add config lines). */
+export function checkEndpoint(endpoint: SshEndpoint): void {
+  const hostOk = /^[A-Za-z0-9.:-]{1,253}$/.test(endpoint.host);
+  const userOk = /^[A-Za-z0-9._-]{1,64}$/.test(endpoint.user);
+  const portOk = Number.isInteger(endpoint.port) && endpoint.port >= 1 && endpoint.port <= 65535;
+  if (!hostOk || !userOk || !portOk) {
+    const shown = JSON.stringify(
+      `${String(endpoint.user).slice(0, 64)}@${String(endpoint.host).slice(0, 100)}:${String(endpoint.port)}`,
+    );
+    throw new KeysError(
+      'invalid_endpoint',
+      `Runpod gave an SSH endpoint no pod has: ${shown}`,
+      'Nothing was connected; retry later, and report it if it persists.',
+    );
+  }
+}
+
+/** `file` as a double-quoted ssh config value, `%` doubled (ssh expands `%` tokens in these options). */
+function configPath(file: string): string {
+  if (/["\n\r]/.test(file)) {
+    throw new KeysError(
+      'invalid_path',
+      `${JSON.stringify(file)} holds a double quote or a line break, which an ssh config cannot hold`,
+      'Move the workspace to a folder whose path has neither.',
+    );
+  }
+  return `"${file.replace(/%/g, '%%')}"`;
+}
+
+/** The text of a run's ssh config (see {@link writeSshConfig}). */
+export function sshConfigText(
+  aliasName: string,
+  endpoint: SshEndpoint,
+  identityFile: string,
+  knownHostsFile: string,
+): string {
+  checkAlias(aliasName);
+  checkEndpoint(endpoint);
+  const lines = [
+    `Host ${aliasName}`,
+    `  HostName ${endpoint.host}`,
+    `  Port ${endpoint.port}`,
+    `  User ${endpoint.user}`,
+    `  IdentityFile ${configPath(identityFile)}`,
+    '  IdentitiesOnly yes',
+    '  IdentityAgent none',
+    `  UserKnownHostsFile ${configPath(knownHostsFile)}`,
+    '  GlobalKnownHostsFile /dev/null',
+    `  HostKeyAlias ${aliasName}`,
+    '  CheckHostIP no',
+    '  StrictHostKeyChecking yes',
+    '  UpdateHostKeys no',
+    '  PasswordAuthentication no',
+    '  KbdInteractiveAuthentication no',
+  ];
+  return `${lines.join('\n')}\n`;
+}
+
+/**
+ * Writes `known_hosts` (one line: `<alias> ssh-ed25519 AAAA…`) and `config`
+ * into `sshDir` for the pod at `endpoint`, with absolute paths. Rewritten
+ * before every connection, since a pod reset changes its public port. Returns
+ * the config's path. Throws {@link KeysError} `invalid_endpoint` for an
+ * endpoint no pod has (nothing is written then).
+ */
+export function writeSshConfig(
+  sshDir: string,
+  aliasName: string,
+  endpoint: SshEndpoint,
+  hostPublic: string,
+): string {
+  checkAlias(aliasName);
+  checkEndpoint(endpoint);
+  // One line, one ed25519 key (a comment allowed): anything else could pin more than the pod.
+  const pinned = keyFields(hostPublic);
+  if (!/^ssh-ed25519 [A-Za-z0-9+/]+={0,2}( [^\r\n]*)?$/.test(hostPublic.trim())) {
+    throw new KeysError(
+      'invalid_endpoint',
+      'the pod host key to pin is not one ssh-ed25519 key',
+      "Nothing was connected; the run's pod.json may be damaged.",
+    );
+  }
+  ensurePrivateDir(sshDir);
+  const dir = path.resolve(sshDir);
+  const knownHosts = path.join(dir, KNOWN_HOSTS);
+  const config = path.join(dir, SSH_CONFIG);
+  const text = sshConfigText(aliasName, endpoint, path.join(dir, CLIENT_KEY), knownHosts);
+  writeFresh(knownHosts, `${aliasName} ${pinned}\n`, 0o600);
+  writeFresh(config, text, 0o600);
+  return config;
+}
+
+/**
+ * Removes the run's private client key once no pod of the run may exist, best
+ * effort: true when it is gone (removed, or already absent), false when it
+ * could not be removed (the caller warns).
+ */
+export function forgetClientKey(sshDir: string): boolean {
+  try {
+    fs.unlinkSync(path.join(sshDir, CLIENT_KEY));
+    return true;
+  } catch (error) {
+    return (error as NodeJS.ErrnoException).code === 'ENOENT';
+  }
+}
