@@ -1,6 +1,8 @@
 import { promises as fs } from 'node:fs';
 import * as path from 'node:path';
 import type { RunState } from '../core/events';
+import { isValidRunId } from '../core/runs/ids';
+import { lineColumn, scanJson } from '../core/runs/jsonPositions';
 import {
   POD_RECORD_STATES,
   RUN_STATES,
@@ -15,9 +17,6 @@ import {
  * marks a record it cannot read as unreadable (by position only — a record may hold anything and
  * its content is never echoed). Nothing here writes, locks or touches the network.
  */
-
-/** Same rule as the run store: letters, digits, `-`, `_`; 1..64 chars; nothing escapes `runs/`. */
-const RUN_ID = /^[A-Za-z0-9_-]{1,64}$/;
 
 export interface RunsFolder {
   /** Absolute path of the runs folder (e.g. `<workspace>/runs`). */
@@ -39,7 +38,7 @@ async function readRunsFolder(folder: RunsFolder): Promise<RunSummary[]> {
     if (isNotFound(error)) return [];
     throw error;
   }
-  const dirs = entries.filter((entry) => entry.isDirectory() && RUN_ID.test(entry.name));
+  const dirs = entries.filter((entry) => entry.isDirectory() && isValidRunId(entry.name));
   const runs = await Promise.all(
     dirs.map((entry) => readRunDir(path.join(folder.dir, entry.name), entry.name, folder)),
   );
@@ -120,10 +119,10 @@ export function parseJsonObject(text: string, fileName: string): Parsed {
   let value: unknown;
   try {
     value = JSON.parse(text);
-  } catch (error) {
-    const match = /position (\d+)/.exec(error instanceof Error ? error.message : '');
-    if (match?.[1] === undefined) return { ok: false, problem: `${fileName} is not valid JSON` };
-    const { line, column } = lineColumn(text, Number(match[1]));
+  } catch {
+    const scan = scanJson(text);
+    if (scan.ok) return { ok: false, problem: `${fileName} is not valid JSON` };
+    const { line, column } = lineColumn(text, scan.errorAt);
     return {
       ok: false,
       problem: `${fileName} is not valid JSON at line ${line} column ${column}`,
@@ -133,13 +132,6 @@ export function parseJsonObject(text: string, fileName: string): Parsed {
     return { ok: false, problem: `${fileName} is not a JSON object` };
   }
   return { ok: true, value: value as Record<string, unknown> };
-}
-
-export function lineColumn(text: string, offset: number): { line: number; column: number } {
-  const before = text.slice(0, offset);
-  const line = before.split('\n').length;
-  const column = offset - before.lastIndexOf('\n');
-  return { line, column };
 }
 
 function rfc3339ToUnixS(value: unknown): number | null {
