@@ -14,7 +14,13 @@ export type ExtraFields = Readonly<Record<string, unknown>>;
 /** Largest record file read: records are a few KiB; anything bigger is not one. */
 export const RECORD_MAX_BYTES = 4 * 1024 * 1024;
 
-function invalid(file: string, text: string, offset: number, what: string, label: string): RunsError {
+function invalid(
+  file: string,
+  text: string,
+  offset: number,
+  what: string,
+  label: string,
+): RunsError {
   const { line, column } = lineColumn(text, offset);
   return new RunsError(
     'invalid',
@@ -27,7 +33,12 @@ function invalid(file: string, text: string, offset: number, what: string, label
 }
 
 /** `text` as `schema` describes it, or a {@link RunsError} `invalid` with a place and no content. */
-export function decodeRecord<T>(text: string, file: string, schema: z.ZodType<T>, label: string): T {
+export function decodeRecord<T>(
+  text: string,
+  file: string,
+  schema: z.ZodType<T>,
+  label: string,
+): T {
   const scan = scanJson(text);
   if (!scan.ok) throw invalid(file, text, scan.errorAt, 'it is not valid JSON', label);
   const result = schema.safeParse(JSON.parse(text));
@@ -55,7 +66,10 @@ function failWith(error: RunsError): never {
 }
 
 /** The entries of `raw` whose keys are not in `known`, or undefined when there are none. */
-export function splitExtra(raw: Record<string, unknown>, known: readonly string[]): ExtraFields | undefined {
+export function splitExtra(
+  raw: Record<string, unknown>,
+  known: readonly string[],
+): ExtraFields | undefined {
   const extra: Record<string, unknown> = {};
   let any = false;
   for (const [key, value] of Object.entries(raw)) {
@@ -67,7 +81,10 @@ export function splitExtra(raw: Record<string, unknown>, known: readonly string[
 }
 
 /** `known` followed by `extra` (known fields win), as a JSON text with a final newline. */
-export function encodeRecord(known: Record<string, unknown>, extra: ExtraFields | undefined): string {
+export function encodeRecord(
+  known: Record<string, unknown>,
+  extra: ExtraFields | undefined,
+): string {
   const out: Record<string, unknown> = {};
   for (const [key, value] of Object.entries(known)) if (value !== undefined) out[key] = value;
   if (extra) for (const [key, value] of Object.entries(extra)) if (!(key in out)) out[key] = value;

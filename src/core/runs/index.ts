@@ -1,6 +1,13 @@
 /** runs/<run-id>/: run.json, pod.json, ssh/, the per-run lock. */
 export { RunsError, isRunsError, type RunsErrorKind } from './errors';
-export { RUN_ID_MAX, isValidRunId, validateRunId, projectSlug, idTimestamp, runIdCandidate } from './ids';
+export {
+  RUN_ID_MAX,
+  isValidRunId,
+  validateRunId,
+  projectSlug,
+  idTimestamp,
+  runIdCandidate,
+} from './ids';
 export { writeFileAtomicSync, isAtomicTemp } from './atomic';
 export type { ExtraFields } from './codec';
 export {

@@ -5,9 +5,7 @@
  * located here instead.
  */
 
-export type JsonScan =
-  | { ok: true; valueAt: Map<string, number> }
-  | { ok: false; errorAt: number };
+export type JsonScan = { ok: true; valueAt: Map<string, number> } | { ok: false; errorAt: number };
 
 /** The path key of {@link JsonScan.valueAt}: `JSON.stringify(path)` with indexes as numbers. */
 export function jsonPathKey(path: readonly (string | number)[]): string {

@@ -97,7 +97,11 @@ function pidAlive(pid: number): boolean {
   }
 }
 
-function judge(read: { content: LockContent | null; stat: fs.Stats }, clock: Clock, timing: LockTiming): LockHolder {
+function judge(
+  read: { content: LockContent | null; stat: fs.Stats },
+  clock: Clock,
+  timing: LockTiming,
+): LockHolder {
   const heartbeatAgeMs = Math.max(0, clock.nowMs() - read.stat.mtimeMs);
   const old = heartbeatAgeMs > timing.staleMs;
   const content = read.content;

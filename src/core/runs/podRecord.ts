@@ -312,7 +312,11 @@ export function newPodRecord(
   keep: boolean,
   gpuCount: number,
   hostPublicKey: string,
-  options: { maxCostUsd?: number | null; networkVolumeId?: string | null; maxVolumeGb?: number | null } = {},
+  options: {
+    maxCostUsd?: number | null;
+    networkVolumeId?: string | null;
+    maxVolumeGb?: number | null;
+  } = {},
 ): PodRecord {
   const record = new PodRecord(runId, keep, gpuCount, publicKeyFields(hostPublicKey));
   record.maxCostUsd = keep ? null : (options.maxCostUsd ?? null);
@@ -424,7 +428,9 @@ export function decodePodRecord(text: string, file: string): PodRecord {
 export function encodePodRecord(record: PodRecord): string {
   for (const id of [record.podId, ...record.strayPods, ...record.attempts.map((a) => a.podId)]) {
     if (id !== null && id !== undefined && !POD_ID.test(id)) {
-      throw new RangeError(`run ${record.runId}: ${JSON.stringify(id.slice(0, 70))} is not a Runpod pod ID`);
+      throw new RangeError(
+        `run ${record.runId}: ${JSON.stringify(id.slice(0, 70))} is not a Runpod pod ID`,
+      );
     }
   }
   if (!HOST_KEY.test(record.hostKey)) {
@@ -438,21 +444,22 @@ export function encodePodRecord(record: PodRecord): string {
       keep: record.keep,
       deadline: record.deadline,
       deadline_unix: record.deadlineUnixS,
-      attempts: record.attempts.map((a) =>
-        JSON.parse(
-          encodeRecord(
-            {
-              name: a.name,
-              gpu_type: a.gpuType,
-              sent_at: a.sentAt,
-              deadline_unix: a.deadlineUnixS,
-              result: a.result,
-              detail: a.detail,
-              pod_id: a.podId,
-            },
-            a.extraFields,
-          ),
-        ) as unknown,
+      attempts: record.attempts.map(
+        (a) =>
+          JSON.parse(
+            encodeRecord(
+              {
+                name: a.name,
+                gpu_type: a.gpuType,
+                sent_at: a.sentAt,
+                deadline_unix: a.deadlineUnixS,
+                result: a.result,
+                detail: a.detail,
+                pod_id: a.podId,
+              },
+              a.extraFields,
+            ),
+          ) as unknown,
       ),
       pod_id: record.podId,
       gpu_type: record.gpuType,

@@ -95,7 +95,9 @@ export function decodeRunRecord(text: string, file: string): RunRecord {
     target: raw.target,
     created: raw.created,
     remoteDir: raw.remote_dir,
-    job: raw.job ? { dir: raw.job.dir, pid: raw.job.pid, container: raw.job.container ?? null } : null,
+    job: raw.job
+      ? { dir: raw.job.dir, pid: raw.job.pid, container: raw.job.container ?? null }
+      : null,
     state: raw.state,
     message: raw.message,
   };

@@ -12,7 +12,16 @@ import { writeFileAtomicSync } from './atomic';
 import { RECORD_MAX_BYTES } from './codec';
 import { ioError, isRunsError, RunsError } from './errors';
 import { isValidRunId, runIdCandidate, validateRunId } from './ids';
-import { acquireLock, DEFAULT_LOCK_TIMING, inspectLock, LOCK_FILE, TAKEOVER_FILE, type LockHolder, type LockTiming, type RunLock } from './lock';
+import {
+  acquireLock,
+  DEFAULT_LOCK_TIMING,
+  inspectLock,
+  LOCK_FILE,
+  TAKEOVER_FILE,
+  type LockHolder,
+  type LockTiming,
+  type RunLock,
+} from './lock';
 import { decodePodRecord, encodePodRecord, POD_FILE, type PodRecord } from './podRecord';
 import { decodeRunRecord, encodeRunRecord, RUN_FILE, type RunRecord } from './runRecord';
 
@@ -124,9 +133,14 @@ export class RunStore {
     const file = path.join(this.runDir(id), RUN_FILE);
     const text = this.readRecord(file);
     if (text === null) {
-      throw new RunsError('not_found', `no run ${id} in ${this.runsDir}`, 'Pick a run from "runs ls" or the Runs view.', {
-        path: file,
-      });
+      throw new RunsError(
+        'not_found',
+        `no run ${id} in ${this.runsDir}`,
+        'Pick a run from "runs ls" or the Runs view.',
+        {
+          path: file,
+        },
+      );
     }
     const record = decodeRunRecord(text, file);
     if (record.id !== id) {
@@ -173,7 +187,9 @@ export class RunStore {
         });
       }
     }
-    runs.sort((a, b) => (a.created === b.created ? compareIds(b.id, a.id) : a.created < b.created ? 1 : -1));
+    runs.sort((a, b) =>
+      a.created === b.created ? compareIds(b.id, a.id) : a.created < b.created ? 1 : -1,
+    );
     warnings.sort((a, b) => compareIds(b.runId, a.runId));
     return { runs, warnings };
   }
@@ -221,9 +237,14 @@ export class RunStore {
   lock(id: string, owner: string): RunLock | null {
     const dir = this.runDir(id);
     if (!fs.existsSync(dir)) {
-      throw new RunsError('not_found', `no run ${id} in ${this.runsDir}`, 'Pick a run from "runs ls" or the Runs view.', {
-        path: dir,
-      });
+      throw new RunsError(
+        'not_found',
+        `no run ${id} in ${this.runsDir}`,
+        'Pick a run from "runs ls" or the Runs view.',
+        {
+          path: dir,
+        },
+      );
     }
     return acquireLock(path.join(dir, LOCK_FILE), id, owner, this.clock, this.lockTiming);
   }
@@ -282,7 +303,11 @@ function compareIds(a: string, b: string): number {
  * cannot be read shows nothing for sure (false, with `onWarning`); none at
  * all means no pod was ever asked for (true).
  */
-export function noPodLeft(store: RunStore, runId: string, onWarning?: (message: string) => void): boolean {
+export function noPodLeft(
+  store: RunStore,
+  runId: string,
+  onWarning?: (message: string) => void,
+): boolean {
   let record: PodRecord | null;
   try {
     record = store.loadPod(runId);
