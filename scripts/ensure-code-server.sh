@@ -34,6 +34,15 @@ if installed; then
   exit 0
 fi
 
+# Run from `npm test`, this script inherits the outer npm's npm_config_* (its user agent naming
+# Node 20, its local prefix…), which the inner npm would take as its own config: postinstall.sh
+# would then see Node 20 and refuse. Start the install from a clean npm environment.
+for name in $(compgen -e); do
+  case "$name" in
+    npm_* | NODE | INIT_CWD) unset "$name" ;;
+  esac
+done
+
 started_s=$(date +%s)
 echo "code-server: installing code-server and Node 24 into test/e2e/vscode (first time only)"
 rm -f "$STAMP"

@@ -181,4 +181,28 @@ describe('Overbrainer in the real VS Code (code-server + Chromium)', function ()
     await workbench.waitForNotification('Overbrainer: Train is not available yet.');
     await workbench.screenshot('train not yet');
   });
+
+  it('offers the getting-started walkthrough', async function () {
+    await workbench.runCommand('Welcome: Open Walkthrough...');
+    const title = 'Train on a Runpod GPU with Overbrainer';
+    await workbench.page
+      .locator('.quick-input-widget .monaco-list-row', { hasText: title })
+      .click();
+    const page = workbench.page.locator('.gettingStartedContainer');
+    for (const step of [
+      'Set your Runpod API key',
+      'Create overbrainer.toml',
+      'Pick GPU types',
+      'Train',
+    ]) {
+      await page
+        .getByRole('button', { name: new RegExp(`^${step}`) })
+        .first()
+        .waitFor();
+    }
+    await workbench.screenshot('walkthrough');
+    // Back to the views through "View: Open View", as a keyboard user would.
+    await workbench.openView('Runs');
+    await workbench.viewPane('Runs').waitFor({ state: 'visible' });
+  });
 });
