@@ -1,0 +1,298 @@
+/**
+ * A pod's container: its `cmd` run as PID 1 of a fresh Linux PID namespace, in a private mount
+ * namespace where the pod's own directories are bind-mounted over the PRODUCTION paths
+ * (/workspace, /etc/overbrainer, /etc/ssh, /root/.ssh) and /run is a fresh tmpfs. The real
+ * bootstrap, the real watchdog and the SSH sessions of the pod's sshd all see the pod's own
+ * filesystem at the paths a real pod has, and nothing of the pod leaks onto the host's paths.
+ *
+ *   node ─ setpriv --pdeathsig KILL ─exec→ unshare --mount --pid --fork --mount-proc
+ *            --propagation private --kill-child=SIGKILL ─fork→ [PID 1] bash init.sh ─exec→ cmd
+ *
+ * Killing PID 1 of the namespace makes the kernel kill every process of the pod. Nothing of a pod
+ * can outlive the emulator: if node dies (even SIGKILL), `--pdeathsig` kills unshare, and
+ * unshare's `--kill-child` kills the namespace's PID 1, which takes every pod process with it;
+ * the emulator also kills every container synchronously on process exit.
+ *
+ * Requires root (mount and PID namespaces), util-linux `unshare`/`setpriv`, and the host
+ * mountpoints, which `ensureHostMountpoints` creates.
+ */
+import { spawn, type ChildProcess } from 'node:child_process';
+import { closeSync, mkdirSync, openSync, readdirSync, readFileSync, readlinkSync } from 'node:fs';
+import { createConnection } from 'node:net';
+
+/** Production paths the pod's own directories are mounted over. */
+export const POD_PATHS = {
+  workspace: '/workspace',
+  etcOverbrainer: '/etc/overbrainer',
+  etcSsh: '/etc/ssh',
+  rootSsh: '/root/.ssh',
+} as const;
+
+export interface BindMount {
+  /** Host directory. */
+  source: string;
+  /** Path inside the pod (created in the pod's view if missing). */
+  target: string;
+}
+
+export interface ContainerSpec {
+  /** The pod's argv, e.g. `["bash", "-c", "<bootstrap>"]`. */
+  cmd: string[];
+  /** The complete environment of the pod's command. */
+  env: Record<string, string>;
+  /** Mounts in order: the production paths first, then volumes (which may sit under them). */
+  mounts: BindMount[];
+  /** The init script (written by the caller with `initScript`). */
+  initScriptPath: string;
+  /** stdout and stderr of the pod (appended). */
+  logPath: string;
+}
+
+export interface ContainerExit {
+  code: number | null;
+  signal: NodeJS.Signals | null;
+}
+
+/** Creates the host mountpoints the pod mounts go over (the host's own content is untouched). */
+export function ensureHostMountpoints(): void {
+  for (const path of [POD_PATHS.workspace, POD_PATHS.etcOverbrainer, POD_PATHS.rootSsh]) {
+    mkdirSync(path, { recursive: true, mode: 0o700 });
+  }
+}
+
+function shellQuote(value: string): string {
+  return `'${value.replace(/'/g, `'\\''`)}'`;
+}
+
+/**
+ * The script PID 1 runs before it becomes the pod's command: mounts, then `exec "$@"`. On a mount
+ * failure it exits 125 (nothing of the pod has run; the emulator marks the pod ERROR).
+ */
+export function initScript(mounts: BindMount[]): string {
+  const lines = [
+    '# Written by the Runpod emulator: the pod container init. Runs as PID 1 of the pod PID',
+    '# namespace, in its private mount namespace, then becomes the pod command.',
+    'fail() { echo "runpod-emulator: container setup failed: $*" >&2; exit 125; }',
+  ];
+  for (const m of mounts) {
+    lines.push(
+      `mkdir -p ${shellQuote(m.target)} || fail mkdir ${shellQuote(m.target)}`,
+      `mount --bind ${shellQuote(m.source)} ${shellQuote(m.target)} || fail bind ${shellQuote(m.target)}`,
+    );
+  }
+  lines.push(
+    'mount -t tmpfs -o mode=0755,nosuid,nodev tmpfs /run || fail tmpfs /run',
+    'cd / || fail cd',
+    'exec "$@"',
+    '',
+  );
+  return lines.join('\n');
+}
+
+/** Host pids whose PID namespace is `namespace` (`pid:[…]`), from /proc. */
+export function processesInPidNamespace(namespace: string): number[] {
+  const pids: number[] = [];
+  for (const entry of readdirSync('/proc')) {
+    if (!/^\d+$/.test(entry)) continue;
+    try {
+      if (readlinkSync(`/proc/${entry}/ns/pid`) === namespace) pids.push(Number(entry));
+    } catch {
+      // the process ended while we looked
+    }
+  }
+  return pids;
+}
+
+/** Whether a host pid is a live (non-zombie) process. */
+export function isLiveProcess(pid: number): boolean {
+  try {
+    const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
+    const state = stat.slice(stat.lastIndexOf(')') + 2, stat.lastIndexOf(')') + 3);
+    return state !== 'Z' && state !== 'X';
+  } catch {
+    return false;
+  }
+}
+
+function sleepReal(ms: number): Promise<void> {
+  return new Promise((resolve) => setTimeout(resolve, ms));
+}
+
+export class Container {
+  /** Host pid of `unshare` (our child). */
+  readonly unsharePid: number;
+  /** Host pid of the namespace's PID 1, once known. */
+  initPid: number | undefined;
+  /** `pid:[inode]` of the pod's PID namespace, once known. */
+  pidNamespace: string | undefined;
+  /** Resolves when unshare (and so the namespace's PID 1) has exited. */
+  readonly exited: Promise<ContainerExit>;
+  private exitInfo: ContainerExit | undefined;
+
+  private constructor(private readonly child: ChildProcess) {
+    if (child.pid === undefined) throw new Error('container did not start');
+    this.unsharePid = child.pid;
+    this.exited = new Promise((resolve) => {
+      child.once('exit', (code, signal) => {
+        this.exitInfo = { code, signal };
+        resolve(this.exitInfo);
+      });
+    });
+  }
+
+  /** Spawns the container and waits until its PID 1 exists (or it already ended). */
+  static async start(spec: ContainerSpec): Promise<Container> {
+    const log = openSync(spec.logPath, 'a');
+    let child: ChildProcess;
+    try {
+      child = spawn(
+        'setpriv',
+        [
+          '--pdeathsig',
+          'KILL',
+          '--',
+          'unshare',
+          '--mount',
+          '--pid',
+          '--fork',
+          '--mount-proc',
+          '--propagation',
+          'private',
+          '--kill-child=SIGKILL',
+          '--',
+          'bash',
+          spec.initScriptPath,
+          ...spec.cmd,
+        ],
+        // Its own session and process group, as a container's command has; the env is passed as
+        // env (never in argv, which any local user can read).
+        { env: spec.env, stdio: ['ignore', log, log], detached: true },
+      );
+    } finally {
+      closeSync(log);
+    }
+    const spawnError = new Promise<Error>((resolve) => child.once('error', resolve));
+    await Promise.race([
+      spawnError.then((e) => {
+        throw new Error(`cannot start the pod container (setpriv/unshare): ${e.message}`);
+      }),
+      new Promise<void>((resolve) => child.once('spawn', () => resolve())),
+    ]);
+    const container = new Container(child);
+    await container.findInit();
+    return container;
+  }
+
+  get hasExited(): boolean {
+    return this.exitInfo !== undefined;
+  }
+
+  private async findInit(): Promise<void> {
+    const deadline = Date.now() + 5000;
+    while (Date.now() < deadline && !this.hasExited) {
+      try {
+        const children = readFileSync(
+          `/proc/${this.unsharePid}/task/${this.unsharePid}/children`,
+          'utf8',
+        ).trim();
+        const first = children.split(/\s+/)[0];
+        if (first) {
+          const pid = Number(first);
+          const namespace = readlinkSync(`/proc/${pid}/ns/pid`);
+          // Until unshare's child has its own namespace it is still in ours: keep looking.
+          if (namespace !== readlinkSync('/proc/self/ns/pid')) {
+            this.initPid = pid;
+            this.pidNamespace = namespace;
+            return;
+          }
+        }
+      } catch {
+        // not forked yet, or already gone
+      }
+      await sleepReal(2);
+    }
+  }
+
+  /** Host pids of every live process of the pod. */
+  processes(): number[] {
+    if (!this.pidNamespace) return [];
+    return processesInPidNamespace(this.pidNamespace).filter(isLiveProcess);
+  }
+
+  /**
+   * Kills every process of the pod: SIGKILL to the namespace's PID 1 (the kernel then kills the
+   * rest), and waits until unshare has reaped it and no process of the namespace is left.
+   */
+  async kill(): Promise<void> {
+    if (!this.hasExited) {
+      const target = this.initPid ?? this.unsharePid;
+      try {
+        process.kill(target, 'SIGKILL');
+      } catch {
+        // already gone
+      }
+      const timedOut = await Promise.race([
+        this.exited.then(() => false),
+        sleepReal(3000).then(() => true),
+      ]);
+      if (timedOut) {
+        // unshare itself is stuck: killing it makes --kill-child kill PID 1.
+        try {
+          process.kill(this.unsharePid, 'SIGKILL');
+        } catch {
+          // already gone
+        }
+        await this.exited;
+      }
+    }
+    for (let i = 0; i < 200; i++) {
+      const left = this.processes();
+      if (left.length === 0) return;
+      for (const pid of left) {
+        try {
+          process.kill(pid, 'SIGKILL');
+        } catch {
+          // gone meanwhile
+        }
+      }
+      await sleepReal(5);
+    }
+    throw new Error(`pod processes survived SIGKILL: ${this.processes().join(', ')}`);
+  }
+
+  /** Synchronous last resort (process exit): SIGKILL PID 1 and unshare, no waiting. */
+  killNow(): void {
+    for (const pid of [this.initPid, this.unsharePid]) {
+      if (pid === undefined || this.hasExited) continue;
+      try {
+        process.kill(pid, 'SIGKILL');
+      } catch {
+        // already gone
+      }
+    }
+  }
+}
+
+/**
+ * Whether an SSH server answers on 127.0.0.1:`port`: a TCP connection that receives an
+ * `SSH-` banner within `timeoutMs`.
+ */
+export function probeSshBanner(port: number, timeoutMs: number): Promise<boolean> {
+  return new Promise((resolve) => {
+    const socket = createConnection({ host: '127.0.0.1', port });
+    let received = '';
+    const done = (ok: boolean): void => {
+      clearTimeout(timer);
+      socket.destroy();
+      resolve(ok);
+    };
+    const timer = setTimeout(() => done(false), timeoutMs);
+    socket.on('data', (chunk: Buffer) => {
+      received += chunk.toString('latin1');
+      if (received.startsWith('SSH-')) done(true);
+      else if (received.length >= 4) done(false);
+    });
+    socket.on('error', () => done(false));
+    socket.on('close', () => done(false));
+  });
+}

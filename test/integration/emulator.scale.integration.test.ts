@@ -1,0 +1,131 @@
+/**
+ * The emulator's budget on this kind of machine: it starts in under a second, and holds 20 pods
+ * at once, each running a real sshd reached over SSH. Prints the figures (start time, time to 20
+ * reachable pods, memory of the emulator and of the pods' processes).
+ */
+import assert from 'node:assert/strict';
+import { readFileSync } from 'node:fs';
+import { isLiveProcess, processesInPidNamespace } from '../emulator/container';
+import { startEmulator, type Emulator } from '../emulator/emulator';
+import {
+  ApiClient,
+  ed25519,
+  sshExec,
+  testPodCmd,
+  testPodEnv,
+  waitForPod,
+  type PodBody,
+} from '../emulator/testing';
+
+const PODS = 20;
+
+/** Resident and proportional set size of a process, in KiB (0 if it is gone). */
+function memoryKiB(pid: number): { rss: number; pss: number } {
+  try {
+    const text = readFileSync(`/proc/${pid}/smaps_rollup`, 'utf8');
+    const field = (name: string): number =>
+      Number(new RegExp(`^${name}:\\s+(\\d+) kB`, 'm').exec(text)?.[1] ?? 0);
+    return { rss: field('Rss'), pss: field('Pss') };
+  } catch {
+    return { rss: 0, pss: 0 };
+  }
+}
+
+describe('Runpod emulator: start time and 20 pods at once', function () {
+  this.timeout(180_000);
+  let emulator: Emulator | undefined;
+  after(async () => {
+    await emulator?.close();
+  });
+
+  it('starts in under a second', async () => {
+    const times: number[] = [];
+    for (let i = 0; i < 3; i++) {
+      const t0 = performance.now();
+      const e = await startEmulator();
+      times.push(performance.now() - t0);
+      await e.close();
+    }
+    console.log(
+      `      startEmulator(): ${times.map((t) => `${t.toFixed(0)} ms`).join(', ')} (first includes loading the OpenAPI contract)`,
+    );
+    assert.ok(Math.max(...times) < 1000, times.join(', '));
+  });
+
+  it(`holds ${PODS} pods with real sshd, each reachable with its pinned host key`, async () => {
+    emulator = await startEmulator({ bootDelaysMs: { provisioning: 50, starting: 50 } });
+    await emulator.faults.setStock('NVIDIA GeForce RTX 4090', PODS, 'EU-RO-1');
+    const api = new ApiClient(emulator.baseUrl, emulator.apiKey);
+    const client = ed25519();
+    const hostKeys = Array.from({ length: PODS }, () => ed25519());
+    const rssBeforeKiB = Math.round(process.memoryUsage().rss / 1024);
+    const t0 = performance.now();
+    const ids: string[] = [];
+    for (let i = 0; i < PODS; i++) {
+      const hostKey = hostKeys[i];
+      assert.ok(hostKey);
+      const r = await api.post<PodBody>('/pods', {
+        name: `scale-${i}`,
+        image: 'x',
+        gpu: { id: 'NVIDIA GeForce RTX 4090' },
+        dataCenterIds: ['EU-RO-1'],
+        ports: ['22/tcp'],
+        env: testPodEnv(hostKey, client),
+        cmd: testPodCmd(),
+      });
+      assert.equal(r.status, 201);
+      ids.push(r.body.id);
+    }
+    const pods = await Promise.all(
+      ids.map((id) => waitForPod(api, id, (p) => p.ssh.direct !== null, 120_000, 250)),
+    );
+    const readyMs = performance.now() - t0;
+    const outputs = await Promise.all(
+      pods.map(({ pod }, i) =>
+        sshExec(
+          {
+            port: pod.ssh.direct?.port ?? 0,
+            privateKey: client.privateKey,
+            hostKeyBlob: hostKeys[i]?.blob ?? Buffer.alloc(0),
+          },
+          'tr "\\0" "\\n" < /proc/1/environ | grep ^RUNPOD_POD_ID=',
+        ),
+      ),
+    );
+    outputs.forEach((out, i) => assert.equal(out.stdout, `RUNPOD_POD_ID=${ids[i]}\n`));
+
+    const namespaces = ids.map((id) => emulator?.pod(id)?.pidNamespace ?? '');
+    let processes = 0;
+    let rssKiB = 0;
+    let pssKiB = 0;
+    for (const ns of namespaces) {
+      for (const pid of processesInPidNamespace(ns)) {
+        const m = memoryKiB(pid);
+        processes++;
+        rssKiB += m.rss;
+        pssKiB += m.pss;
+      }
+    }
+    // The unshare and setpriv parents live outside the namespaces.
+    let parentsPssKiB = 0;
+    for (const p of emulator.pods()) {
+      const stat = readFileSync(`/proc/${p.processes[0] ?? 0}/stat`, 'utf8').split(' ');
+      parentsPssKiB += memoryKiB(Number(stat[3])).pss;
+    }
+    const emulatorRssKiB = Math.round(process.memoryUsage().rss / 1024);
+    console.log(
+      `      ${PODS} pods reachable over SSH ${(readyMs / 1000).toFixed(1)} s after the first create; ` +
+        `${processes} pod processes: PSS ${(pssKiB / 1024).toFixed(1)} MiB (RSS ${(rssKiB / 1024).toFixed(1)} MiB), ` +
+        `+ unshare parents PSS ${(parentsPssKiB / 1024).toFixed(1)} MiB; ` +
+        `test process (emulator + mocha) RSS ${(rssBeforeKiB / 1024).toFixed(0)} → ${(emulatorRssKiB / 1024).toFixed(0)} MiB`,
+    );
+
+    const t1 = performance.now();
+    for (const id of ids) assert.equal((await api.delete(`/pods/${id}`)).status, 204);
+    console.log(`      deleted ${PODS} pods in ${(performance.now() - t1).toFixed(0)} ms`);
+    for (const ns of namespaces)
+      assert.deepEqual(processesInPidNamespace(ns).filter(isLiveProcess), []);
+    assert.equal(emulator.ledger().totals.podsBilling, 0);
+    assert.deepEqual(emulator.contractViolations(), []);
+  });
+});

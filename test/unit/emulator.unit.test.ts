@@ -1,0 +1,374 @@
+/**
+ * The emulator's pure parts: the OpenAPI contract helper (ajv 2020-12 over openapi-v2.json and
+ * the live-API extensions), fault bookkeeping, the ledger's billing on a fake clock, catalog
+ * arithmetic and the container init script.
+ */
+import assert from 'node:assert/strict';
+import { spawnSync } from 'node:child_process';
+import { readFileSync } from 'node:fs';
+import { FakeClock } from '../helpers/fakeClock';
+import { availabilityLevel, bestLevel, compareCuda, cudaAtLeast } from '../emulator/catalog';
+import { initScript } from '../emulator/container';
+import { applyLiveApiExtensions, type JsonObject } from '../emulator/extensions';
+import { FaultBook, parseFault } from '../emulator/faults';
+import { Ledger } from '../emulator/ledger';
+import { OpenApiContract, OPENAPI_PATH } from '../emulator/openapi';
+
+const contract = OpenApiContract.load();
+const GPU = 'NVIDIA GeForce RTX 4090';
+
+describe('emulator: OpenAPI contract', () => {
+  const create = { name: 'x', image: 'img', gpu: { id: GPU, count: 1 } };
+
+  it('accepts cmd on POST /v2/pods (the one request extension) and nothing else unknown', () => {
+    assert.deepEqual(
+      contract.validateRequestBody('POST', '/v2/pods', { ...create, cmd: ['bash', '-c', 'x'] }),
+      [],
+    );
+    assert.deepEqual(contract.validateRequestBody('POST', '/v2/pods', { ...create, cmd: [] }), [
+      '$.cmd: must NOT have fewer than 1 items',
+    ]);
+    assert.deepEqual(
+      contract.validateRequestBody('POST', '/v2/pods', { ...create, command: ['x'] }),
+      ["$: additional properties 'command' not allowed"],
+    );
+    assert.deepEqual(
+      contract.validateRequestBody('POST', '/v2/pods', { ...create, gpu: { id: GPU, cmd: ['x'] } }),
+      ["$.gpu: additional properties 'cmd' not allowed"],
+    );
+    assert.deepEqual(contract.validateRequestBody('POST', '/v2/pods', undefined), [
+      '$: request body is required',
+    ]);
+    assert.deepEqual(
+      contract.validateRequestBody('POST', '/v2/pods/abc/action', { action: 'start' }),
+      [],
+    );
+  });
+
+  it('validates every example the document gives for the operations the emulator serves', () => {
+    const doc = JSON.parse(readFileSync(OPENAPI_PATH, 'utf8')) as JsonObject;
+    const paths = doc.paths as Record<
+      string,
+      Record<string, { responses?: Record<string, unknown> }>
+    >;
+    let checked = 0;
+    for (const [path, methods] of [
+      ['/v2/pods', ['get', 'post']],
+      ['/v2/pods/{id}', ['get']],
+      ['/v2/pods/{id}/action', ['post']],
+      ['/v2/catalog/gpus', ['get']],
+      ['/v2/catalog/datacenters', ['get']],
+      ['/v2/network-volumes', ['get']],
+      ['/v2/templates', ['get']],
+    ] as const) {
+      for (const method of methods) {
+        const responses = paths[path]?.[method]?.responses ?? {};
+        for (const [status, response] of Object.entries(responses)) {
+          const content = (
+            response as {
+              content?: Record<string, { examples?: Record<string, { value: unknown }> }>;
+            }
+          ).content;
+          for (const [type, media] of Object.entries(content ?? {})) {
+            for (const example of Object.values(media.examples ?? {})) {
+              const concrete = path.replace('{id}', 'abc');
+              assert.deepEqual(
+                contract.validateResponse(method.toUpperCase(), concrete, {
+                  status: Number(status),
+                  contentType: type,
+                  body: example.value,
+                }),
+                [],
+                `${method} ${path} ${status}`,
+              );
+              checked++;
+            }
+          }
+        }
+      }
+    }
+    assert.ok(checked >= 8, `only ${checked} examples`);
+  });
+
+  it('checks responses: status, content type, body, empty 204, Retry-After on 429', () => {
+    const notFound = { title: 'Not Found', status: 404, detail: 'pod not found' };
+    assert.deepEqual(
+      contract.validateResponse('GET', '/v2/pods/abc', {
+        status: 404,
+        contentType: 'application/problem+json',
+        body: notFound,
+      }),
+      [],
+    );
+    assert.match(
+      contract.validateResponse('GET', '/v2/pods/abc', {
+        status: 404,
+        contentType: 'application/json',
+        body: notFound,
+      })[0] ?? '',
+      /content-type 'application\/json' is not documented/,
+    );
+    assert.deepEqual(
+      contract.validateResponse('GET', '/v2/pods/abc', {
+        status: 404,
+        contentType: 'application/problem+json',
+        body: { title: 'x' },
+      }),
+      ["$: missing property 'status'", "$: missing property 'detail'"],
+    );
+    // 402 is not listed for createPod: it falls to `default`, a problem document.
+    assert.deepEqual(
+      contract.validateResponse('POST', '/v2/pods', {
+        status: 402,
+        contentType: 'application/problem+json',
+        body: { title: 'Payment Required', status: 402, detail: 'x' },
+      }),
+      [],
+    );
+    assert.match(
+      contract.validateResponse('DELETE', '/v2/pods/abc', { status: 204, body: {} })[0] ?? '',
+      /has no body/,
+    );
+    assert.deepEqual(
+      contract.validateResponse('DELETE', '/v2/pods/abc', { status: 204, body: undefined }),
+      [],
+    );
+    const limited = { title: 'Too Many Requests', status: 429, detail: 'slow down' };
+    assert.deepEqual(
+      contract.validateResponse('GET', '/v2/pods', {
+        status: 429,
+        contentType: 'application/problem+json',
+        body: limited,
+      }),
+      ['429 without an integer Retry-After header (seconds)'],
+    );
+    assert.deepEqual(
+      contract.validateResponse('GET', '/v2/pods', {
+        status: 429,
+        contentType: 'application/problem+json',
+        retryAfter: '3',
+        body: limited,
+      }),
+      [],
+    );
+    assert.deepEqual(
+      contract.validateResponse('GET', '/v2/pods', {
+        status: 200,
+        contentType: 'application/json',
+        body: { pods: [], pagination: { hasNextPage: false, nextCursor: null } },
+      }),
+      [],
+    );
+  });
+
+  it('matches paths (a literal segment beats a parameter) and reports methods', () => {
+    const m = contract.match('DELETE', '/v2/registries/delegations/x');
+    assert.equal(m.kind === 'operation' && m.operationId, 'revokeDelegation');
+    const literal = contract.match('GET', '/v2/registries/delegations');
+    assert.equal(literal.kind === 'operation' && literal.operationId, 'listDelegations');
+    const param = contract.match('GET', '/v2/pods/p1');
+    assert.deepEqual(param.kind === 'operation' && param.pathParams, { id: 'p1' });
+    assert.deepEqual(contract.match('PUT', '/v2/pods'), {
+      kind: 'method-not-allowed',
+      allow: ['GET', 'POST'],
+    });
+    assert.deepEqual(contract.match('GET', '/v2/nothing'), { kind: 'no-path' });
+  });
+
+  it('parses query strings as the document styles them and rejects unknown parameters', () => {
+    const q = contract.validateQuery(
+      'listGpuTypes',
+      new URLSearchParams('include=AVAILABILITY&product=POD,CLUSTER&count=2&minCudaVersion=12'),
+    );
+    assert.deepEqual(q.errors, []);
+    assert.deepEqual(q.values, {
+      include: ['AVAILABILITY'],
+      product: ['POD', 'CLUSTER'],
+      count: 2,
+      minCudaVersion: '12',
+    });
+    assert.deepEqual(
+      contract.validateQuery('listGpuTypes', new URLSearchParams('count=0&foo=1')).errors,
+      ['query.foo: unknown query parameter', 'query.count: must be >= 1'],
+    );
+    assert.deepEqual(
+      contract.validateQuery('listPods', new URLSearchParams('limit=5&limit=6')).errors,
+      ['query.limit: given more than once'],
+    );
+    assert.deepEqual(contract.validateQuery('listSecrets', new URLSearchParams('name=a')).values, {
+      name: 'a',
+    });
+  });
+
+  it('patches a copy of the document, and refuses to patch one that changed', () => {
+    const doc = JSON.parse(readFileSync(OPENAPI_PATH, 'utf8')) as JsonObject;
+    const patched = applyLiveApiExtensions(doc);
+    assert.ok('/v2/account/secrets' in (patched.paths as JsonObject));
+    assert.equal(
+      '/v2/account/secrets' in (doc.paths as JsonObject),
+      false,
+      'the input is untouched',
+    );
+    assert.throws(
+      () => applyLiveApiExtensions(patched),
+      /review extensions\.ts|drop the extension/,
+    );
+  });
+});
+
+describe('emulator: faults', () => {
+  it('hits the Nth matching call, `times` in a row, then is gone', () => {
+    const book = new FaultBook();
+    book.addRequestFault(
+      parseFault({
+        kind: 'request',
+        route: 'getPod',
+        podId: 'a',
+        nth: 2,
+        times: 2,
+        effect: { type: 'status', status: 503 },
+      }) as never,
+    );
+    const hits = [
+      book.onCall({ route: 'getPod', key: 'account', podId: 'a' }),
+      book.onCall({ route: 'getPod', key: 'account', podId: 'b' }),
+      book.onCall({ route: 'listPods', key: 'account' }),
+      book.onCall({ route: 'getPod', key: 'account', podId: 'a' }),
+      book.onCall({ route: 'getPod', key: 'account', podId: 'a' }),
+      book.onCall({ route: 'getPod', key: 'account', podId: 'a' }),
+    ].map((h) => h?.effect.type ?? '-');
+    assert.deepEqual(hits, ['-', '-', '-', 'status', 'status', '-']);
+    assert.deepEqual(book.pending(), []);
+  });
+
+  it("matches by key kind and action; 'always' never runs out; queues count creates", () => {
+    const book = new FaultBook();
+    book.addRequestFault(
+      parseFault({
+        kind: 'request',
+        route: 'podAction',
+        key: 'pod',
+        action: 'stop',
+        times: 'always',
+        effect: { type: 'drop' },
+      }) as never,
+    );
+    assert.equal(book.onCall({ route: 'podAction', key: 'account', action: 'stop' }), undefined);
+    assert.equal(book.onCall({ route: 'podAction', key: 'pod', action: 'terminate' }), undefined);
+    for (let i = 0; i < 5; i++)
+      assert.equal(
+        book.onCall({ route: 'podAction', key: 'pod', action: 'stop' })?.effect.type,
+        'drop',
+      );
+    assert.equal(book.pending().length, 1);
+    book.addSlowBoot({ provisioningMs: 5 }, 2);
+    book.addSshd('closed', undefined, 1);
+    assert.deepEqual(
+      [book.takeSlowBoot(), book.takeSlowBoot(), book.takeSlowBoot()],
+      [{ provisioningMs: 5 }, { provisioningMs: 5 }, undefined],
+    );
+    assert.deepEqual([book.takeSshdForCreate(), book.takeSshdForCreate()], ['closed', undefined]);
+    book.clear();
+    assert.deepEqual(book.pending(), []);
+  });
+
+  it('refuses malformed faults with every problem named', () => {
+    assert.throws(
+      () =>
+        parseFault({ kind: 'request', route: 'getPods', effect: { type: 'status', status: 302 } }),
+      (e: Error) => {
+        assert.match(e.message, /route/);
+        assert.match(e.message, /status/);
+        return true;
+      },
+    );
+    assert.throws(
+      () => parseFault({ kind: 'unreachable', forMs: 10, mode: 'refuse', extra: 1 }),
+      /extra/,
+    );
+  });
+});
+
+describe('emulator: ledger', () => {
+  it('bills GPU time while booting or running, disk time while stopped, nothing once deleted', async () => {
+    const clock = new FakeClock();
+    const ledger = new Ledger(clock);
+    ledger.open(
+      {
+        id: 'p1',
+        name: 'n',
+        runId: 'r',
+        gpuTypeId: GPU,
+        gpuCount: 2,
+        dataCenterId: 'EU-RO-1',
+        cloud: 'SECURE',
+        gpuUsdPerHour: 1.38,
+        diskGb: 36,
+        diskUsdPerGbMonth: 0.2,
+      },
+      'PROVISIONING',
+    );
+    await clock.advanceMs(60_000);
+    ledger.status('p1', 'STARTING');
+    ledger.status('p1', 'RUNNING');
+    await clock.advanceMs(3_540_000);
+    assert.equal(ledger.entry('p1')?.costUsd, 1.38);
+    ledger.status('p1', 'EXITED');
+    await clock.advanceMs(7_200_000);
+    assert.equal(ledger.entry('p1')?.costUsd, 1.4, '36 GB × $0.20/720 h × 2 h = $0.02');
+    ledger.status('p1', 'RUNNING');
+    await clock.advanceMs(1_800_000);
+    ledger.close('p1', 'pod');
+    await clock.advanceMs(3_600_000);
+    const entry = ledger.entry('p1');
+    assert.equal(entry?.costUsd, 2.09);
+    assert.equal(entry?.gpuBilledSeconds, 5400);
+    assert.equal(entry?.gpuSeconds, 10800);
+    assert.equal(entry?.diskBilledSeconds, 7200);
+    assert.equal(entry?.deletedBy, 'pod');
+    assert.equal(entry?.status, 'DELETED');
+    assert.deepEqual(ledger.snapshot().totals, {
+      podsCreated: 1,
+      podsBilling: 0,
+      gpuSeconds: 10800,
+      costUsd: 2.09,
+    });
+  });
+});
+
+describe('emulator: catalog arithmetic', () => {
+  it('compares CUDA versions numerically and reads a bare major as any release of it', () => {
+    assert.ok(compareCuda('12.11', '12.2') > 0);
+    assert.ok(compareCuda('13.0', '12.8') > 0);
+    assert.equal(compareCuda('12.8', '12.8'), 0);
+    assert.equal(cudaAtLeast('12.4', '12'), true);
+    assert.equal(cudaAtLeast('11.8', '12'), false);
+    assert.equal(cudaAtLeast('12.4', '12.8'), false);
+  });
+
+  it('turns free GPUs into availability levels for a pod size', () => {
+    assert.deepEqual(
+      [0, 1, 2, 3, 6, 7].map((free) => availabilityLevel(free, 1)),
+      ['NONE', 'LOW', 'LOW', 'MEDIUM', 'MEDIUM', 'HIGH'],
+    );
+    assert.equal(availabilityLevel(7, 4), 'LOW');
+    assert.equal(availabilityLevel(3, 4), 'NONE');
+    assert.equal(bestLevel(['LOW', 'NONE', 'MEDIUM']), 'MEDIUM');
+    assert.equal(bestLevel([]), 'NONE');
+  });
+});
+
+describe('emulator: container init script', () => {
+  it('quotes every path and ends by becoming the pod command', () => {
+    const script = initScript([
+      { source: "/tmp/it's here", target: '/workspace' },
+      { source: '/tmp/vol', target: '/workspace/data dir' },
+    ]);
+    assert.match(script, /mount --bind '\/tmp\/it'\\''s here' '\/workspace'/);
+    assert.match(script, /mkdir -p '\/workspace\/data dir'/);
+    assert.match(script, /mount -t tmpfs .* tmpfs \/run/);
+    assert.match(script, /exec "\$@"\n$/);
+    const syntax = spawnSync('bash', ['-n'], { input: script });
+    assert.equal(syntax.status, 0, syntax.stderr.toString());
+  });
+});
