@@ -25,16 +25,19 @@ export class FakeClock implements Clock {
         reject(abortError(signal));
         return;
       }
-      const sleeper: Sleeper = { atMs: this.currentMs + Math.max(0, ms), resolve };
-      this.sleepers.push(sleeper);
-      signal?.addEventListener(
-        'abort',
-        () => {
-          this.sleepers = this.sleepers.filter((s) => s !== sleeper);
-          reject(abortError(signal));
+      const onAbort = (): void => {
+        this.sleepers = this.sleepers.filter((s) => s !== sleeper);
+        reject(abortError(signal));
+      };
+      const sleeper: Sleeper = {
+        atMs: this.currentMs + Math.max(0, ms),
+        resolve: () => {
+          signal?.removeEventListener('abort', onAbort);
+          resolve();
         },
-        { once: true },
-      );
+      };
+      this.sleepers.push(sleeper);
+      signal?.addEventListener('abort', onAbort, { once: true });
     });
   }
 
