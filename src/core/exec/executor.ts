@@ -6,7 +6,12 @@ export interface ExecResult {
   signal: string | null;
   stdout: Buffer;
   stderr: Buffer;
+  /** Set when output went beyond `maxOutputBytes` and the rest was dropped. */
+  truncated?: boolean;
 }
+
+/** Output kept per stream when `maxOutputBytes` is not given. */
+export const DEFAULT_MAX_OUTPUT_BYTES = 16 * 1024 * 1024;
 
 export interface ExecOptions {
   /** Written to the command's stdin, then stdin is closed (secrets travel this way, never in argv). */
@@ -18,6 +23,7 @@ export interface ExecOptions {
 }
 
 export interface StreamOptions {
+  /** Aborting kills the command (its whole process group) and rejects with `aborted`. */
   signal?: AbortSignal;
   /** Each chunk of stdout as it arrives. */
   onStdout: (chunk: Buffer) => void;
@@ -48,12 +54,44 @@ export interface UploadOptions {
   /** Top-level names of the local directory never uploaded (`ssh`, `pod.json`, `.pod`, …). */
   exclude: readonly string[];
   signal?: AbortSignal;
+  /** Told about what was skipped (symlinks are never followed, sockets/devices never sent). */
+  onWarning?: (message: string) => void;
 }
 
 export interface DownloadProgress {
   file: string;
   bytesDone: number;
   bytesTotal: number;
+}
+
+/** One file of a download, reported as soon as it is complete on disk. */
+export type DownloadedFile =
+  | {
+      file: string;
+      missing?: false;
+      /** Size of the local file. */
+      bytes: number;
+      /** SHA-256 (hex) of the local file's bytes, computed while they were written. */
+      sha256: string;
+      /** Bytes taken from an earlier partial download instead of the wire. */
+      resumedBytes: number;
+    }
+  /** The file no longer exists on the target. */
+  | { file: string; missing: true };
+
+export interface DownloadOptions {
+  signal?: AbortSignal;
+  onProgress?: (p: DownloadProgress) => void;
+  /**
+   * Called once per file when it is complete (or found missing). When given,
+   * missing files are reported here instead of rejecting the download.
+   */
+  onFile?: (file: DownloadedFile) => void;
+  /**
+   * Where unfinished files wait (`<partDir>/<file>`), so a later download of
+   * the same file resumes from them. Default: the sibling `<localDir>.part`.
+   */
+  partDir?: string;
 }
 
 /**
@@ -65,7 +103,11 @@ export interface Executor extends Disposable {
   readonly kind: 'local' | 'ssh';
   /** Runs `command` under `sh -c` on the target and collects its output. */
   exec(command: string, options?: ExecOptions): Promise<ExecResult>;
-  /** Runs `command` and hands its stdout over as it arrives (e.g. `tail -f`); resolves when it ends. */
+  /**
+   * Runs `command` and hands its stdout over as it arrives (e.g. `tail -f`);
+   * resolves when it ends (`stdout` empty: it was handed over). Aborting the
+   * signal kills it on the target and rejects with `aborted`.
+   */
   stream(command: string, options: StreamOptions): Promise<ExecResult>;
   /** Up to `maxBytes` of `path` from byte `offset`; empty at the end. `not_found` when missing. */
   readRange(path: string, offset: number, maxBytes: number): Promise<Buffer>;
@@ -75,12 +117,14 @@ export interface Executor extends Disposable {
   upload(localDir: string, remoteDir: string, options: UploadOptions): Promise<void>;
   /**
    * Copies `files` (relative paths, already checked safe) from `remoteDir` into
-   * `localDir`, resuming a partial file where possible.
+   * `localDir`, resuming a partial file where possible. Never follows or
+   * creates a local symlink. A dropped connection rejects with `connection`
+   * and keeps the partial files for the next call.
    */
   download(
     remoteDir: string,
     localDir: string,
     files: readonly string[],
-    options?: { signal?: AbortSignal; onProgress?: (p: DownloadProgress) => void },
+    options?: DownloadOptions,
   ): Promise<void>;
 }

@@ -1,0 +1,319 @@
+/**
+ * Retrieval benchmark (issue 8, item 2): verified download of a run's results
+ * from a real sshd on loopback, against the baseline a user would otherwise
+ * run on the same sshd and the same files:
+ *
+ *   ssh pod 'cd dir && find . -type f -exec sha256sum {} +' > sums
+ *   ssh pod 'tar -C dir -cf - .' | tar -xf -
+ *   sha256sum -c sums
+ *
+ * Both sides hash on the pod first (the same work), so the ratio compares the
+ * transfer + verification. Runs alternate (baseline, ours, …) and medians are
+ * reported, since these machines are noisy. Ours runs in a child process so
+ * its peak RSS is its own.
+ *
+ *   npx tsx bench/retrieval.bench.ts            quick: 2,000 × 4 KiB and 64 MiB, 3 runs
+ *   npx tsx bench/retrieval.bench.ts --full     10,000 × 4 KiB and 1 GiB, 5 runs
+ *   options: --runs N, --small N, --big-mib N, --json (one JSON line at the end)
+ */
+import { execFileSync, spawn, spawnSync } from 'node:child_process';
+import { randomBytes } from 'node:crypto';
+import {
+  closeSync,
+  mkdirSync,
+  mkdtempSync,
+  openSync,
+  readFileSync,
+  rmSync,
+  writeFileSync,
+  writeSync,
+} from 'node:fs';
+import { cpus, tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { systemClock } from '../src/core/clock';
+import { SshExecutor } from '../src/core/exec/ssh';
+import { scaleTiming } from '../src/core/timing';
+import { retrieve } from '../src/core/train/retrieval';
+import { startSshd, startTcpProxy, type Sshd } from '../test/helpers/sshd';
+
+interface ChildParams {
+  host: string;
+  port: number;
+  keyPath: string;
+  hostPublicKey: string;
+  remoteRunDir: string;
+  localRunDir: string;
+  entry: string;
+}
+
+interface ChildResult {
+  ms: number;
+  peakRssKiB: number;
+  idleRssKiB: number;
+  verified: boolean;
+  bytes: number;
+}
+
+function arg(name: string): string | undefined {
+  const index = process.argv.indexOf(name);
+  return index >= 0 ? process.argv[index + 1] : undefined;
+}
+
+/** The measured side: connect, retrieve, report time and peak RSS. */
+async function child(params: ChildParams): Promise<void> {
+  const idleRssKiB = process.resourceUsage().maxRSS;
+  const started = performance.now();
+  const executor = await SshExecutor.connect({
+    host: params.host,
+    port: params.port,
+    username: 'root',
+    privateKey: readFileSync(params.keyPath),
+    hostPublicKey: params.hostPublicKey,
+    clock: systemClock,
+    timing: scaleTiming(1),
+  });
+  const result = await retrieve({
+    executor,
+    remoteRunDir: params.remoteRunDir,
+    localRunDir: params.localRunDir,
+    entries: [params.entry],
+  });
+  const ms = performance.now() - started;
+  executor.dispose();
+  const out: ChildResult = {
+    ms,
+    peakRssKiB: process.resourceUsage().maxRSS,
+    idleRssKiB,
+    verified: result.verified,
+    bytes: result.bytes,
+  };
+  process.stdout.write(`${JSON.stringify(out)}\n`);
+}
+
+async function runChild(params: ChildParams): Promise<ChildResult> {
+  const proc = spawn(
+    process.execPath,
+    ['--import', 'tsx', __filename, '--child', JSON.stringify(params)],
+    { stdio: ['ignore', 'pipe', 'inherit'] },
+  );
+  let out = '';
+  proc.stdout.on('data', (chunk: Buffer) => (out += chunk.toString()));
+  const code = await new Promise<number | null>((resolve) => proc.on('close', resolve));
+  if (code !== 0) throw new Error(`benchmark child failed (${code})`);
+  return JSON.parse(out.trim().split('\n').pop()!) as ChildResult;
+}
+
+function median(values: number[]): number {
+  const sorted = [...values].sort((a, b) => a - b);
+  const mid = Math.floor(sorted.length / 2);
+  return sorted.length % 2 ? sorted[mid]! : (sorted[mid - 1]! + sorted[mid]!) / 2;
+}
+
+/** The baseline, each process under /usr/bin/time for its peak RSS. */
+function runBaseline(
+  sshd: Sshd,
+  keyPath: string,
+  knownHosts: string,
+  remoteDir: string,
+  work: string,
+): { ms: number; peakRssKiB: number } {
+  const dest = join(work, 'baseline');
+  rmSync(dest, { recursive: true, force: true });
+  mkdirSync(dest, { recursive: true });
+  const ssh = [
+    'ssh',
+    '-p',
+    String(sshd.port),
+    '-i',
+    keyPath,
+    '-o',
+    'IdentitiesOnly=yes',
+    '-o',
+    'BatchMode=yes',
+    '-o',
+    `UserKnownHostsFile=${knownHosts}`,
+    '-o',
+    'GlobalKnownHostsFile=/dev/null',
+    '-o',
+    'HostKeyAlias=pinned',
+    'root@127.0.0.1',
+  ].join(' ');
+  const rss = (name: string): string => join(work, `rss-${name}`);
+  const timed = (name: string): string => `/usr/bin/time -f %M -o ${rss(name)}`;
+  const sums = join(work, 'sums');
+  const started = performance.now();
+  execFileSync('sh', [
+    '-c',
+    `${timed('m')} ${ssh} 'cd ${remoteDir} && find . -type f -exec sha256sum {} +' > ${sums}`,
+  ]);
+  execFileSync('sh', [
+    '-c',
+    `set -e; ${timed('s')} ${ssh} 'tar -C ${remoteDir} -cf - .' | ${timed('t')} tar -C ${dest} -xf -`,
+  ]);
+  const check = spawnSync('sh', ['-c', `cd ${dest} && ${timed('c')} sha256sum -c --quiet ${sums}`]);
+  const ms = performance.now() - started;
+  if (check.status !== 0) throw new Error(`baseline verification failed: ${check.stderr}`);
+  const kib = (name: string): number =>
+    Number(readFileSync(rss(name), 'utf8').trim().split('\n').pop());
+  // ssh and tar run side by side: their peaks add up.
+  const peakRssKiB = Math.max(kib('m'), kib('s') + kib('t'), kib('c'));
+  return { ms, peakRssKiB };
+}
+
+async function main(): Promise<void> {
+  const childParams = arg('--child');
+  if (childParams) {
+    await child(JSON.parse(childParams) as ChildParams);
+    return;
+  }
+  const full = process.argv.includes('--full');
+  const runs = Number(arg('--runs') ?? (full ? 5 : 3));
+  const smallFiles = Number(arg('--small') ?? (full ? 10_000 : 2_000));
+  const bigMiB = Number(arg('--big-mib') ?? (full ? 1024 : 64));
+  const work = mkdtempSync(join(tmpdir(), 'ob-bench-'));
+  const sshd = await startSshd();
+  const rows: string[][] = [];
+  const json: Record<string, unknown> = {};
+  try {
+    const remote = join(sshd.root, 'run');
+    mkdirSync(join(remote, 'small'), { recursive: true });
+    for (let i = 0; i < smallFiles; i++) {
+      const dir = join(remote, 'small', `d${Math.floor(i / 100)}`);
+      if (i % 100 === 0) mkdirSync(dir, { recursive: true });
+      writeFileSync(join(dir, `f${i}.bin`), randomBytes(4096));
+    }
+    mkdirSync(join(remote, 'big'), { recursive: true });
+    const fd = openSync(join(remote, 'big', 'model.bin'), 'w');
+    const mib = randomBytes(1024 * 1024);
+    for (let i = 0; i < bigMiB; i++) writeSync(fd, mib);
+    closeSync(fd);
+    const keyPath = join(work, 'id_ed25519');
+    writeFileSync(keyPath, sshd.clientPrivateKey, { mode: 0o600 });
+    const knownHosts = join(work, 'known_hosts');
+    writeFileSync(knownHosts, `pinned ${sshd.hostPublicKey}\n`);
+
+    const datasets = [
+      {
+        name: `${smallFiles.toLocaleString('en')} files × 4 KiB`,
+        entry: 'small',
+        bytes: smallFiles * 4096,
+      },
+      { name: `1 file × ${bigMiB} MiB`, entry: 'big', bytes: bigMiB * 1024 * 1024 },
+    ];
+    for (const dataset of datasets) {
+      const baseline: number[] = [];
+      const ours: number[] = [];
+      let baselineRss = 0;
+      let oursRss = 0;
+      let oursIdle = 0;
+      for (let run = 0; run < runs; run++) {
+        const b = runBaseline(sshd, keyPath, knownHosts, join(remote, dataset.entry), work);
+        baseline.push(b.ms);
+        baselineRss = Math.max(baselineRss, b.peakRssKiB);
+        const localRunDir = join(work, 'ours');
+        rmSync(localRunDir, { recursive: true, force: true });
+        const o = await runChild({
+          host: sshd.host,
+          port: sshd.port,
+          keyPath,
+          hostPublicKey: sshd.hostPublicKey,
+          remoteRunDir: remote,
+          localRunDir,
+          entry: dataset.entry,
+        });
+        if (!o.verified || o.bytes !== dataset.bytes)
+          throw new Error('our retrieval did not verify');
+        ours.push(o.ms);
+        oursRss = Math.max(oursRss, o.peakRssKiB);
+        oursIdle = Math.max(oursIdle, o.idleRssKiB);
+        rmSync(join(work, 'baseline'), { recursive: true, force: true });
+        rmSync(localRunDir, { recursive: true, force: true });
+      }
+      const b = median(baseline);
+      const o = median(ours);
+      const mbps = (ms: number): string => (dataset.bytes / 1e6 / (ms / 1000)).toFixed(0);
+      rows.push([
+        dataset.name,
+        `${(b / 1000).toFixed(2)} s (${mbps(b)} MB/s)`,
+        `${(o / 1000).toFixed(2)} s (${mbps(o)} MB/s)`,
+        (b / o).toFixed(2),
+        `${(baselineRss / 1024).toFixed(0)} MiB`,
+        `${(oursRss / 1024).toFixed(0)} MiB (+${((oursRss - oursIdle) / 1024).toFixed(0)} over idle)`,
+      ]);
+      json[dataset.entry] = {
+        baselineMs: baseline,
+        oursMs: ours,
+        ratio: b / o,
+        baselineRss,
+        oursRss,
+        oursIdle,
+      };
+    }
+
+    // Resume: drop every session halfway through the big file; count the bytes on the wire.
+    const proxy = await startTcpProxy(sshd.port);
+    try {
+      const executor = await SshExecutor.connect({
+        host: sshd.host,
+        port: proxy.port,
+        username: 'root',
+        privateKey: sshd.clientPrivateKey,
+        hostPublicKey: sshd.hostPublicKey,
+        clock: systemClock,
+        timing: scaleTiming(1),
+      });
+      const size = bigMiB * 1024 * 1024;
+      let dropped = false;
+      const before = proxy.bytesDown();
+      const result = await retrieve({
+        executor,
+        remoteRunDir: remote,
+        localRunDir: join(work, 'resume'),
+        entries: ['big'],
+        retryDelayMs: 100,
+        progressIntervalMs: 0,
+        onProgress: (p) => {
+          if (!dropped && p.phase === 'downloading' && p.bytesDone > size / 2) {
+            dropped = true;
+            void sshd.dropSessions();
+          }
+        },
+      });
+      executor.dispose();
+      const wire = proxy.bytesDown() - before;
+      rows.push([
+        `resume after a drop at 50 % (${bigMiB} MiB)`,
+        'starts over',
+        `${(wire / size).toFixed(3)} × file size on the wire`,
+        '',
+        '',
+        result.verified && dropped ? 'verified' : 'NOT verified',
+      ]);
+      json.resume = { wireBytes: wire, size, verified: result.verified, dropped };
+    } finally {
+      await proxy.close();
+    }
+  } finally {
+    await sshd.stop();
+    rmSync(work, { recursive: true, force: true });
+  }
+
+  const header = [
+    'results',
+    'baseline (ssh+tar, sha256sum -c)',
+    'ours (SFTP, hashed while written)',
+    'ratio',
+    'baseline peak RSS',
+    'ours peak RSS',
+  ];
+  const lines = [header, header.map(() => '---'), ...rows].map((row) => `| ${row.join(' | ')} |`);
+  const cpu = cpus()[0]?.model ?? 'unknown CPU';
+  console.log(`Retrieval, ${runs} runs each (medians), ${cpus().length} × ${cpu}, loopback sshd:`);
+  console.log(lines.join('\n'));
+  if (process.argv.includes('--json')) console.log(JSON.stringify(json));
+}
+
+main().catch((error: unknown) => {
+  console.error(error);
+  process.exitCode = 1;
+});

@@ -1,0 +1,318 @@
+/**
+ * Writing downloaded files on this machine without ever following or creating
+ * a symlink: every directory below a base is created one level at a time and
+ * checked with lstat, files are opened with O_NOFOLLOW, and partial files
+ * keep their prefix so a dropped transfer resumes instead of starting over.
+ */
+import { constants, type Stats } from 'node:fs';
+import { lstat, mkdir, open, readdir, rename, rm, unlink, type FileHandle } from 'node:fs/promises';
+import { createHash, type Hash } from 'node:crypto';
+import { join, posix } from 'node:path';
+import { ExecError } from './executor';
+import { fsError } from './errors';
+
+const WRITE_FLAGS = constants.O_WRONLY | constants.O_CREAT | constants.O_NOFOLLOW;
+const HASH_READ_BYTES = 1024 * 1024;
+
+/** Why a relative path is unsafe, or undefined when it is a plain path below its base. */
+export function unsafeRelativePath(path: string): string | undefined {
+  if (path.length === 0) return 'is empty';
+  if (path.includes('\0')) return 'holds a NUL byte';
+  if (path.startsWith('/')) return 'is absolute';
+  for (const segment of path.split('/')) {
+    if (segment === '') return 'has an empty segment';
+    if (segment === '.' || segment === '..') return `has a "${segment}" segment`;
+  }
+  return undefined;
+}
+
+export function assertSafeRelativePath(path: string): void {
+  const reason = unsafeRelativePath(path);
+  if (reason) {
+    throw new ExecError('io', `refusing the file name ${JSON.stringify(path)}: it ${reason}`);
+  }
+}
+
+/**
+ * Directories below `base`, created on demand. A component that exists but is
+ * a symlink or not a directory is refused: nothing is ever written through a
+ * link, whoever planted it.
+ */
+export class SafeDirs {
+  private readonly known = new Set<string>();
+  private baseChecked: Promise<void> | undefined;
+
+  constructor(readonly base: string) {}
+
+  /** The absolute path of `relative` below the base (which must be safe). */
+  pathOf(relative: string): string {
+    return join(this.base, relative);
+  }
+
+  /** Makes sure the directory holding `relative` exists as real directories. */
+  async ensureParent(relative: string): Promise<void> {
+    const parent = posix.dirname(relative);
+    await this.ensureBase();
+    if (parent === '.' || this.known.has(parent)) return;
+    let done = '';
+    for (const segment of parent.split('/')) {
+      done = done ? `${done}/${segment}` : segment;
+      if (this.known.has(done)) continue;
+      await ensureRealDir(join(this.base, done));
+      this.known.add(done);
+    }
+  }
+
+  private ensureBase(): Promise<void> {
+    this.baseChecked ??= (async () => {
+      await mkdir(this.base, { recursive: true });
+      await ensureRealDir(this.base);
+    })();
+    return this.baseChecked;
+  }
+}
+
+/** Creates `path` as a directory, or checks that it already is one (not a symlink). */
+export async function ensureRealDir(path: string): Promise<void> {
+  try {
+    await mkdir(path);
+    return;
+  } catch (error) {
+    if ((error as NodeJS.ErrnoException).code !== 'EEXIST')
+      throw fsError(error, `creating ${path}`);
+  }
+  const stats = await lstat(path);
+  if (stats.isSymbolicLink()) {
+    throw new ExecError(
+      'io',
+      `refusing to write through ${path}: it is a symlink; move it away and try again`,
+    );
+  }
+  if (!stats.isDirectory()) {
+    throw new ExecError(
+      'io',
+      `cannot create the directory ${path}: a file is in the way; move it away and try again`,
+    );
+  }
+}
+
+async function lstatOrUndefined(path: string): Promise<Stats | undefined> {
+  try {
+    return await lstat(path);
+  } catch (error) {
+    if ((error as NodeJS.ErrnoException).code === 'ENOENT') return undefined;
+    throw fsError(error, `looking at ${path}`);
+  }
+}
+
+/** SHA-256 and size of a local file, streamed (never following a symlink). */
+export async function sha256File(
+  path: string,
+  hash: Hash = createHash('sha256'),
+): Promise<{ sha256: string; bytes: number }> {
+  const bytes = await hashInto(path, hash);
+  return { sha256: hash.digest('hex'), bytes };
+}
+
+async function hashInto(path: string, hash: Hash): Promise<number> {
+  const handle = await open(path, constants.O_RDONLY | constants.O_NOFOLLOW);
+  try {
+    const buffer = Buffer.allocUnsafe(HASH_READ_BYTES);
+    let total = 0;
+    for (;;) {
+      const { bytesRead } = await handle.read(buffer, 0, buffer.length, null);
+      if (bytesRead === 0) return total;
+      hash.update(buffer.subarray(0, bytesRead));
+      total += bytesRead;
+    }
+  } finally {
+    await handle.close();
+  }
+}
+
+export interface SinkResult {
+  bytes: number;
+  sha256: string;
+  resumedBytes: number;
+}
+
+/**
+ * One file being downloaded: bytes go to `<partDir>/<file>` in order and into
+ * a SHA-256 as they are written; `finish()` moves it to `<doneDir>/<file>`.
+ * An existing partial file is resumed: its prefix is re-hashed (node cannot
+ * persist a hash state) and the transfer continues at its size.
+ */
+export class FileSink {
+  private handle: FileHandle | undefined;
+  private hash: Hash = createHash('sha256');
+  private written = 0;
+  private resumed = 0;
+
+  private constructor(
+    private readonly doneDirs: SafeDirs,
+    private readonly partDirs: SafeDirs,
+    readonly file: string,
+  ) {}
+
+  /** Opens the partial file of `file`, resuming it when one is there. */
+  static async open(doneDirs: SafeDirs, partDirs: SafeDirs, file: string): Promise<FileSink> {
+    const sink = new FileSink(doneDirs, partDirs, file);
+    await sink.openPart();
+    return sink;
+  }
+
+  /** Where the transfer continues (the partial file's size). */
+  get offset(): number {
+    return this.written;
+  }
+
+  get resumedBytes(): number {
+    return this.resumed;
+  }
+
+  private get partPath(): string {
+    return this.partDirs.pathOf(this.file);
+  }
+
+  private async openPart(): Promise<void> {
+    await this.partDirs.ensureParent(this.file);
+    const path = this.partPath;
+    const existing = await lstatOrUndefined(path);
+    if (existing && !existing.isFile()) {
+      // A directory or link left by an older listing: it only ever held our own partials.
+      await rm(path, { recursive: true, force: true });
+    } else if (existing) {
+      this.resumed = await hashInto(path, this.hash);
+      this.written = this.resumed;
+    }
+    try {
+      this.handle = await open(path, WRITE_FLAGS | constants.O_APPEND, 0o644);
+    } catch (error) {
+      throw fsError(error, `writing ${path}`);
+    }
+  }
+
+  /** Starts over (the remote file is shorter than what we have: it changed). */
+  async restart(): Promise<void> {
+    await this.handle?.truncate(0);
+    this.hash = createHash('sha256');
+    this.written = 0;
+    this.resumed = 0;
+  }
+
+  /** Appends the next bytes of the file. */
+  async write(chunk: Buffer): Promise<void> {
+    if (!this.handle) throw new ExecError('io', `${this.partPath} is closed`);
+    this.hash.update(chunk);
+    let done = 0;
+    while (done < chunk.length) {
+      const { bytesWritten } = await this.handle.write(chunk, done, chunk.length - done, null);
+      done += bytesWritten;
+    }
+    this.written += chunk.length;
+  }
+
+  /** Closes the file and moves it into the done tree. */
+  async finish(): Promise<SinkResult> {
+    await this.close();
+    await this.doneDirs.ensureParent(this.file);
+    const target = this.doneDirs.pathOf(this.file);
+    try {
+      // rename() replaces a file or a link, never writes through one.
+      await retryAfterClearing(target, () => rename(this.partPath, target));
+    } catch (error) {
+      throw fsError(error, `moving ${this.partPath} into place`);
+    }
+    return { bytes: this.written, sha256: this.hash.digest('hex'), resumedBytes: this.resumed };
+  }
+
+  /** Closes the file, keeping what was written for a later resume. */
+  async close(): Promise<void> {
+    const handle = this.handle;
+    this.handle = undefined;
+    await handle?.close();
+  }
+
+  /** Closes and deletes the partial file. */
+  async discard(): Promise<void> {
+    await this.close();
+    await unlink(this.partPath).catch(() => undefined);
+  }
+}
+
+/**
+ * Runs `action`; when a leftover directory or link at `target` (only ever
+ * inside our own staging trees) is in its way, removes it and runs it again.
+ * Saves an lstat per file in the common case.
+ */
+async function retryAfterClearing<T>(target: string, action: () => Promise<T>): Promise<T> {
+  try {
+    return await action();
+  } catch (error) {
+    const code = (error as NodeJS.ErrnoException).code;
+    if (code !== 'EISDIR' && code !== 'ELOOP' && code !== 'ENOTEMPTY' && code !== 'EEXIST') {
+      throw error;
+    }
+    await rm(target, { recursive: true, force: true });
+    return action();
+  }
+}
+
+/**
+ * Writes a whole small file straight into the done tree (no partial: it came
+ * in one piece) and gives its hash.
+ */
+export async function writeWhole(
+  doneDirs: SafeDirs,
+  file: string,
+  data: Buffer,
+): Promise<SinkResult> {
+  await doneDirs.ensureParent(file);
+  const target = doneDirs.pathOf(file);
+  let handle: FileHandle;
+  try {
+    handle = await retryAfterClearing(target, () =>
+      open(target, WRITE_FLAGS | constants.O_TRUNC, 0o644),
+    );
+  } catch (error) {
+    throw fsError(error, `writing ${target}`);
+  }
+  try {
+    let done = 0;
+    while (done < data.length) {
+      const { bytesWritten } = await handle.write(data, done, data.length - done, null);
+      done += bytesWritten;
+    }
+  } finally {
+    await handle.close();
+  }
+  return {
+    bytes: data.length,
+    sha256: createHash('sha256').update(data).digest('hex'),
+    resumedBytes: 0,
+  };
+}
+
+/**
+ * Relative paths of the regular files below `dir` (empty when it does not
+ * exist). Links are listed as found but never followed.
+ */
+export async function listFiles(dir: string): Promise<Set<string>> {
+  const out = new Set<string>();
+  const walk = async (relative: string): Promise<void> => {
+    let entries;
+    try {
+      entries = await readdir(relative ? join(dir, relative) : dir, { withFileTypes: true });
+    } catch (error) {
+      if ((error as NodeJS.ErrnoException).code === 'ENOENT') return;
+      throw fsError(error, `listing ${dir}`);
+    }
+    for (const entry of entries) {
+      const path = relative ? `${relative}/${entry.name}` : entry.name;
+      if (entry.isDirectory()) await walk(path);
+      else out.add(path);
+    }
+  };
+  await walk('');
+  return out;
+}

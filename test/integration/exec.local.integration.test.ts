@@ -1,0 +1,157 @@
+/**
+ * LocalExecutor with real shells and files: exec, stdin, exit codes, process
+ * groups killed on abort and timeout, reads, atomic writes, the copy-based
+ * upload (links never followed) and the resuming download.
+ */
+import assert from 'node:assert/strict';
+import { createHash } from 'node:crypto';
+import {
+  existsSync,
+  lstatSync,
+  mkdirSync,
+  mkdtempSync,
+  readdirSync,
+  readFileSync,
+  rmSync,
+  statSync,
+  symlinkSync,
+  writeFileSync,
+} from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { ExecError, type DownloadedFile } from '../../src/core/exec/executor';
+import { LocalExecutor } from '../../src/core/exec/local';
+import { processAlive } from '../helpers/sshd';
+
+async function rejects(promise: Promise<unknown>, kind: ExecError['kind']): Promise<ExecError> {
+  try {
+    await promise;
+  } catch (error) {
+    assert.ok(error instanceof ExecError, `expected an ExecError, got ${String(error)}`);
+    assert.equal(error.kind, kind, error.message);
+    return error;
+  }
+  assert.fail(`expected a rejection with ${kind}`);
+}
+
+async function waitFor(check: () => boolean, timeoutMs = 10_000): Promise<void> {
+  const until = Date.now() + timeoutMs;
+  while (!check()) {
+    if (Date.now() > until) assert.fail('condition not reached in time');
+    await new Promise((resolve) => setTimeout(resolve, 20));
+  }
+}
+
+describe('LocalExecutor', function () {
+  this.timeout(30_000);
+  let dir: string;
+  let executor: LocalExecutor;
+
+  beforeEach(() => {
+    dir = mkdtempSync(join(tmpdir(), 'ob-local-'));
+    executor = new LocalExecutor();
+  });
+  afterEach(() => {
+    executor.dispose();
+    rmSync(dir, { recursive: true, force: true });
+  });
+
+  it('runs sh -c with stdin, stdout, stderr and the exit code', async () => {
+    const result = await executor.exec('IFS= read -r T; echo "got $T"; echo err >&2; exit 4', {
+      stdin: 'secret\n',
+    });
+    assert.equal(result.code, 4);
+    assert.equal(result.stdout.toString(), 'got secret\n');
+    assert.equal(result.stderr.toString(), 'err\n');
+    const killed = await executor.exec('kill -KILL $$');
+    assert.equal(killed.signal, 'SIGKILL');
+  });
+
+  it('kills the whole process group on abort and on timeout', async () => {
+    const pids = join(dir, 'pids');
+    const controller = new AbortController();
+    const received: string[] = [];
+    const streaming = executor.stream(`sleep 300 & echo "$$ $!" > ${pids}; echo ready; wait`, {
+      signal: controller.signal,
+      onStdout: (chunk) => received.push(chunk.toString()),
+    });
+    await waitFor(() => received.join('') === 'ready\n' && existsSync(pids));
+    const [shell, sleeper] = readFileSync(pids, 'utf8').trim().split(' ').map(Number);
+    controller.abort();
+    await rejects(streaming, 'aborted');
+    assert.equal(processAlive(shell!), false);
+    assert.equal(processAlive(sleeper!), false);
+
+    const timeoutPids = join(dir, 'timeout-pids');
+    await rejects(
+      executor.exec(`sleep 300 & echo "$!" > ${timeoutPids}; wait`, { timeoutMs: 300 }),
+      'timeout',
+    );
+    assert.equal(processAlive(Number(readFileSync(timeoutPids, 'utf8'))), false);
+  });
+
+  it('reads ranges and writes atomically', async () => {
+    const path = join(dir, 'a', 'b', 'file');
+    await executor.writeFileAtomic(path, 'hello world');
+    assert.equal((await executor.readRange(path, 6, 100)).toString(), 'world');
+    assert.equal((await executor.readRange(path, 11, 100)).length, 0);
+    await rejects(executor.readRange(join(dir, 'missing'), 0, 1), 'not_found');
+    assert.deepEqual(readdirSync(join(dir, 'a', 'b')), ['file']);
+  });
+
+  it('uploads by copying the tree minus excludes, never following links', async () => {
+    const src = join(dir, 'src');
+    mkdirSync(join(src, 'data', 'sub'), { recursive: true });
+    writeFileSync(join(src, 'data', 'sub', 'new\nline'), 'x');
+    writeFileSync(join(src, 'pod.json'), '{}');
+    writeFileSync(join(dir, 'secret'), 'outside');
+    symlinkSync(join(dir, 'secret'), join(src, 'data', 'link'));
+    const dest = join(dir, 'dest');
+    mkdirSync(dest);
+    // A link already at the destination is replaced, never written through.
+    symlinkSync(join(dir, 'secret'), join(dest, 'pod2'));
+    writeFileSync(join(src, 'pod2'), 'new content');
+    const warnings: string[] = [];
+    await executor.upload(src, dest, { exclude: ['pod.json'], onWarning: (w) => warnings.push(w) });
+    assert.equal(readFileSync(join(dest, 'data', 'sub', 'new\nline'), 'utf8'), 'x');
+    assert.equal(existsSync(join(dest, 'pod.json')), false);
+    assert.equal(existsSync(join(dest, 'data', 'link')), false);
+    assert.equal(readFileSync(join(dir, 'secret'), 'utf8'), 'outside');
+    assert.equal(lstatSync(join(dest, 'pod2')).isFile(), true);
+    assert.equal(warnings.length, 1);
+    // The local target running in place: nothing to copy.
+    await executor.upload(src, src, { exclude: [] });
+  });
+
+  it('downloads with hashes and resumes a partial file from where it stopped', async () => {
+    const remote = join(dir, 'remote');
+    mkdirSync(join(remote, 'output'), { recursive: true });
+    const data = Buffer.from(Array.from({ length: 3_000_000 }, (_, i) => (i * 7) % 256));
+    writeFileSync(join(remote, 'output', 'model.bin'), data);
+    const partDir = join(dir, 'partial');
+    mkdirSync(join(partDir, 'output'), { recursive: true });
+    writeFileSync(join(partDir, 'output', 'model.bin'), data.subarray(0, 1_000_000));
+    const done: DownloadedFile[] = [];
+    await executor.download(remote, join(dir, 'done'), ['output/model.bin'], {
+      partDir,
+      onFile: (file) => done.push(file),
+    });
+    assert.ok(readFileSync(join(dir, 'done', 'output', 'model.bin')).equals(data));
+    assert.deepEqual(done, [
+      {
+        file: 'output/model.bin',
+        bytes: data.length,
+        sha256: createHash('sha256').update(data).digest('hex'),
+        resumedBytes: 1_000_000,
+      },
+    ]);
+    assert.equal(
+      existsSync(join(partDir, 'output', 'model.bin')),
+      false,
+      'the partial became the file',
+    );
+    assert.ok(statSync(join(dir, 'done', 'output')).isDirectory());
+    await rejects(executor.download(remote, join(dir, 'done'), ['output/nope']), 'not_found');
+    await rejects(executor.download(remote, join(dir, 'done'), ['../escape']), 'io');
+  });
+});

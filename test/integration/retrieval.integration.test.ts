@@ -1,0 +1,516 @@
+/**
+ * Verified retrieval against a real sshd (and the local executor): the
+ * manifest script under dash, bash and busybox; a whole retrieval with odd
+ * names, excludes and planted symlinks; a hostile pod whose `find` lies; a
+ * local symlink in the way; a file changing during the download; a dropped
+ * connection resumed without downloading everything again.
+ */
+import assert from 'node:assert/strict';
+import { execFileSync, spawnSync } from 'node:child_process';
+import { createHash, randomBytes } from 'node:crypto';
+import {
+  appendFileSync,
+  chmodSync,
+  closeSync,
+  existsSync,
+  mkdirSync,
+  mkdtempSync,
+  openSync,
+  readdirSync,
+  readFileSync,
+  rmSync,
+  symlinkSync,
+  writeFileSync,
+  writeSync,
+} from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { systemClock } from '../../src/core/clock';
+import { ExecError } from '../../src/core/exec/executor';
+import { LocalExecutor } from '../../src/core/exec/local';
+import { SshExecutor } from '../../src/core/exec/ssh';
+import { scaleTiming } from '../../src/core/timing';
+import {
+  ManifestError,
+  manifestScript,
+  parseManifest,
+  retrieve,
+  RetrievalError,
+  STAGING_DIR,
+  type RetrieveOptions,
+} from '../../src/core/train/retrieval';
+import { startSshd, startTcpProxy, type Sshd } from '../helpers/sshd';
+
+const ENTRIES = ['output/', 'metrics.jsonl', 'job.log'];
+const EXCLUDES = ['checkpoint-*'];
+
+const ODD_NAMES = [
+  'output/adapter_model.safetensors',
+  'output/with space.txt',
+  'output/new\nline.txt',
+  'output/ünïcødé/模型.bin',
+  'output/back\\slash',
+  'output/-leading-dash',
+  'output/quote\'and"double',
+  `output/${'deep/'.repeat(30)}file`,
+];
+
+function sha256(data: Buffer | string): string {
+  return createHash('sha256').update(data).digest('hex');
+}
+
+/** A run directory as a job leaves it: results, a checkpoint to skip, planted links. */
+function makeRun(root: string): Map<string, Buffer> {
+  const files = new Map<string, Buffer>();
+  for (const name of ODD_NAMES) files.set(name, Buffer.from(`content of ${name}\n`));
+  files.set('output/big.bin', randomBytes(3_000_000));
+  files.set('metrics.jsonl', Buffer.from('{"event":"begin"}\n'));
+  for (const [name, data] of files) {
+    mkdirSync(join(root, name, '..'), { recursive: true });
+    writeFileSync(join(root, name), data);
+  }
+  mkdirSync(join(root, 'output', 'checkpoint-20'), { recursive: true });
+  writeFileSync(join(root, 'output', 'checkpoint-20', 'optimizer.pt'), 'skip me');
+  mkdirSync(join(root, 'output', 'sub', 'checkpoint-5'), { recursive: true });
+  writeFileSync(join(root, 'output', 'sub', 'checkpoint-5', 'x'), 'skip me too');
+  mkdirSync(join(root, 'ssh'), { recursive: true });
+  writeFileSync(join(root, 'ssh', 'id_ed25519'), 'not an artifact');
+  // Links a hostile job could plant: never followed, never retrieved.
+  symlinkSync('/etc/passwd', join(root, 'output', 'passwd-link'));
+  symlinkSync('/etc', join(root, 'output', 'etc-link'));
+  symlinkSync('/etc/hostname', join(root, 'job.log'));
+  return files;
+}
+
+function assertRetrieved(localRunDir: string, files: Map<string, Buffer>): void {
+  for (const [name, data] of files) {
+    assert.ok(readFileSync(join(localRunDir, name)).equals(data), JSON.stringify(name));
+  }
+  assert.equal(existsSync(join(localRunDir, STAGING_DIR)), false, 'staging removed');
+  assert.equal(existsSync(join(localRunDir, 'output', 'checkpoint-20')), false);
+  assert.equal(existsSync(join(localRunDir, 'output', 'sub', 'checkpoint-5')), false);
+  assert.equal(existsSync(join(localRunDir, 'output', 'passwd-link')), false);
+  assert.equal(existsSync(join(localRunDir, 'output', 'etc-link')), false);
+  assert.equal(existsSync(join(localRunDir, 'job.log')), false);
+  assert.equal(existsSync(join(localRunDir, 'ssh')), false);
+}
+
+describe('manifest script under real shells', function () {
+  this.timeout(30_000);
+  let dir: string;
+  let busyboxBin: string;
+
+  before(() => {
+    dir = mkdtempSync(join(tmpdir(), 'ob-manifest-'));
+    busyboxBin = join(dir, 'busybox-bin');
+    mkdirSync(busyboxBin);
+    execFileSync('busybox', ['--install', '-s', busyboxBin]);
+  });
+  after(() => rmSync(dir, { recursive: true, force: true }));
+
+  const shells: [string, string, () => NodeJS.ProcessEnv][] = [
+    ['dash + GNU tools', '/bin/dash', () => ({ PATH: '/usr/bin:/bin' })],
+    ['bash + GNU tools', '/bin/bash', () => ({ PATH: '/usr/bin:/bin' })],
+    ['busybox sh + busybox tools', 'busybox-sh', () => ({ PATH: busyboxBin })],
+    ['dash + busybox tools', '/bin/dash', () => ({ PATH: busyboxBin })],
+  ];
+  for (const [label, shell, env] of shells) {
+    it(`lists and hashes every regular file, any name, links and excludes left out (${label})`, () => {
+      const run = join(dir, `run-${label.replace(/\W+/g, '-')}`);
+      const files = makeRun(run);
+      const [cmd, args] = shell === 'busybox-sh' ? ['/bin/busybox', ['sh', '-c']] : [shell, ['-c']];
+      // stdin not a socket: bash would take itself for an rsh session and read ~/.bashrc.
+      const out = execFileSync(cmd, [...args, manifestScript(run, ENTRIES, EXCLUDES)], {
+        env: env(),
+        stdio: ['ignore', 'pipe', 'pipe'],
+      });
+      const entries = parseManifest(out, { entries: ENTRIES, excludes: EXCLUDES });
+      assert.deepEqual(
+        new Map(entries.map((entry) => [entry.path, entry.sha256])),
+        new Map([...files].map(([name, data]) => [name, sha256(data)])),
+      );
+    });
+  }
+
+  it('fails instead of giving an incomplete list when a file cannot be hashed', () => {
+    const run = join(dir, 'run-failing');
+    makeRun(run);
+    // sha256sum failing on the one big file, as an unreadable or vanished file would:
+    // for the GNU batch path (names in argv) and the per-file path (content on stdin).
+    const batch = join(dir, 'failing-batch');
+    const perFile = join(dir, 'failing-per-file');
+    mkdirSync(batch);
+    mkdirSync(perFile);
+    writeFileSync(
+      join(batch, 'sha256sum'),
+      `#!/bin/sh\nfor a do case "$a" in *big.bin) echo "cannot read" >&2; exit 1;; esac; done\n` +
+        `exec /usr/bin/sha256sum "$@"\n`,
+    );
+    writeFileSync(
+      join(perFile, 'sha256sum'),
+      `#!/bin/sh\n[ "$#" -eq 0 ] || exit 1\nt=$(mktemp); cat > "$t"\n` +
+        `if [ "$(wc -c < "$t")" -gt 1000000 ]; then rm -f "$t"; echo "cannot read" >&2; exit 1; fi\n` +
+        `/usr/bin/sha256sum < "$t"; s=$?; rm -f "$t"; exit $s\n`,
+    );
+    chmodSync(join(batch, 'sha256sum'), 0o755);
+    chmodSync(join(perFile, 'sha256sum'), 0o755);
+    const cases: [string, string[], string][] = [
+      ['/bin/dash', ['-c'], `${batch}:/usr/bin:/bin`],
+      ['/bin/bash', ['-c'], `${batch}:/usr/bin:/bin`],
+      ['/bin/dash', ['-c'], `${perFile}:${busyboxBin}`],
+      ['/bin/busybox', ['sh', '-c'], `${perFile}:${busyboxBin}`],
+    ];
+    for (const [shell, args, path] of cases) {
+      const result = spawnSync(shell, [...args, manifestScript(run, ENTRIES, EXCLUDES)], {
+        env: { PATH: path },
+        stdio: ['ignore', 'pipe', 'pipe'],
+      });
+      assert.equal(result.status, 4, `${shell} with ${path}: ${result.stderr.toString()}`);
+      assert.match(result.stderr.toString(), /cannot read/);
+    }
+  });
+
+  it('exits 3 when the run directory is missing', () => {
+    const result = spawnSync('/bin/dash', ['-c', manifestScript(join(dir, 'nope'), ENTRIES)]);
+    assert.equal(result.status, 3);
+  });
+});
+
+/**
+ * A pod whose commands find `scripts` first on their PATH (via BASH_ENV, read
+ * by the login shell of every session), sharing `root` with the main sshd.
+ */
+async function podWithTools(
+  root: string,
+  scripts: Record<string, string>,
+): Promise<{ sshd: Sshd; executor: SshExecutor; close: () => Promise<void> }> {
+  const tools = mkdtempSync(join(tmpdir(), 'ob-pod-tools-'));
+  mkdirSync(join(tools, 'bin'));
+  for (const [name, body] of Object.entries(scripts)) {
+    writeFileSync(join(tools, 'bin', name), body);
+    chmodSync(join(tools, 'bin', name), 0o755);
+  }
+  writeFileSync(join(tools, 'rc'), `PATH=${join(tools, 'bin')}:$PATH; export PATH\n`);
+  const sshd = await startSshd({ env: { BASH_ENV: join(tools, 'rc') }, root });
+  const executor = await SshExecutor.connect({
+    host: sshd.host,
+    port: sshd.port,
+    username: sshd.user,
+    privateKey: sshd.clientPrivateKey,
+    hostPublicKey: sshd.hostPublicKey,
+    clock: systemClock,
+    timing: scaleTiming(1),
+  });
+  return {
+    sshd,
+    executor,
+    close: async () => {
+      executor.dispose();
+      await sshd.stop();
+      rmSync(tools, { recursive: true, force: true });
+    },
+  };
+}
+
+describe('retrieve over SSH', function () {
+  this.timeout(120_000);
+  let sshd: Sshd;
+  let executor: SshExecutor;
+  let local: string;
+  let remote: string;
+
+  const connect = (port = sshd.port): Promise<SshExecutor> =>
+    SshExecutor.connect({
+      host: sshd.host,
+      port,
+      username: sshd.user,
+      privateKey: sshd.clientPrivateKey,
+      hostPublicKey: sshd.hostPublicKey,
+      clock: systemClock,
+      timing: scaleTiming(1, { connectTimeoutMs: 10_000 }),
+    });
+  const base = (overrides: Partial<RetrieveOptions> = {}): RetrieveOptions => ({
+    executor,
+    remoteRunDir: remote,
+    localRunDir: join(local, 'runs', 'r1'),
+    entries: ENTRIES,
+    excludes: EXCLUDES,
+    retryDelayMs: 50,
+    ...overrides,
+  });
+
+  before(async () => {
+    sshd = await startSshd();
+    executor = await connect();
+  });
+  after(async () => {
+    executor?.dispose();
+    await sshd?.stop();
+  });
+  beforeEach(() => {
+    local = mkdtempSync(join(tmpdir(), 'ob-retrieve-'));
+    remote = join(sshd.root, `run-${Date.now()}-${Math.random().toString(36).slice(2)}`);
+  });
+  afterEach(() => {
+    rmSync(local, { recursive: true, force: true });
+    rmSync(remote, { recursive: true, force: true });
+  });
+
+  it('downloads, verifies and moves every result into place', async () => {
+    const files = makeRun(remote);
+    const phases = new Set<string>();
+    const result = await retrieve(base({ onProgress: (p) => phases.add(p.phase) }));
+    assert.equal(result.verified, true);
+    assert.deepEqual(result.mismatches, []);
+    assert.equal(result.files, files.size);
+    assert.equal(
+      result.bytes,
+      [...files.values()].reduce((sum, data) => sum + data.length, 0),
+    );
+    assert.equal(result.transferredBytes, result.bytes);
+    assertRetrieved(base().localRunDir, files);
+    assert.deepEqual([...phases], ['listing', 'downloading', 'moving']);
+  });
+
+  it('merges into existing local folders and replaces older copies', async () => {
+    const files = makeRun(remote);
+    const localRunDir = base().localRunDir;
+    mkdirSync(join(localRunDir, 'output'), { recursive: true });
+    writeFileSync(join(localRunDir, 'output', 'big.bin'), 'an older copy');
+    writeFileSync(join(localRunDir, 'output', 'local-only.txt'), 'kept');
+    writeFileSync(join(localRunDir, 'run.json'), '{}');
+    const result = await retrieve(base());
+    assert.equal(result.verified, true);
+    assertRetrieved(localRunDir, files);
+    assert.equal(readFileSync(join(localRunDir, 'output', 'local-only.txt'), 'utf8'), 'kept');
+    assert.equal(readFileSync(join(localRunDir, 'run.json'), 'utf8'), '{}');
+  });
+
+  it('says the run directory is missing', async () => {
+    await assert.rejects(
+      retrieve(base()),
+      (error: unknown) => error instanceof RetrievalError && error.kind === 'run_dir_missing',
+    );
+  });
+
+  it('verifies an empty result (no entry exists)', async () => {
+    mkdirSync(remote);
+    const result = await retrieve(base());
+    assert.equal(result.verified, true);
+    assert.equal(result.files, 0);
+  });
+
+  it('refuses a hostile pod whose find lies: nothing written outside the run dir, nothing kept', async () => {
+    makeRun(remote);
+    const escape = `./output/../../../${Date.now()}-escaped`;
+    // Lists a traversal name, as a compromised pod could.
+    const pod = await podWithTools(sshd.root, {
+      find:
+        `#!/bin/sh\nfor a do [ "$a" = -print0 ] && { printf '%s\\0' '${escape}'; exit 0; }; done\n` +
+        `printf '%s  %s\\0' ${'0'.repeat(64)} '${escape}'\n`,
+    });
+    try {
+      const localRunDir = join(local, 'runs', 'r1');
+      mkdirSync(localRunDir, { recursive: true });
+      writeFileSync(join(localRunDir, 'run.json'), '{}');
+      const error = await retrieve(base({ executor: pod.executor, localRunDir })).then(
+        () => assert.fail('a hostile list must be refused'),
+        (caught: unknown) => caught,
+      );
+      assert.ok(error instanceof ManifestError, String(error));
+      assert.equal(error.kind, 'traversal');
+      assert.equal(error.file, escape);
+      assert.match(error.message, /nothing was written outside the run directory/);
+      // Nothing anywhere but what the run dir held before.
+      assert.deepEqual(readdirSync(local), ['runs']);
+      assert.deepEqual(readdirSync(join(local, 'runs')), ['r1']);
+      assert.deepEqual(readdirSync(localRunDir), ['run.json']);
+    } finally {
+      await pod.close();
+    }
+  });
+
+  it('refuses to write through a local symlink, keeps the verified files staged, resumes after', async () => {
+    const files = makeRun(remote);
+    const localRunDir = base().localRunDir;
+    const elsewhere = join(local, 'elsewhere');
+    mkdirSync(elsewhere);
+    mkdirSync(localRunDir, { recursive: true });
+    symlinkSync(elsewhere, join(localRunDir, 'output'));
+    await assert.rejects(
+      retrieve(base()),
+      (error: unknown) => error instanceof RetrievalError && error.kind === 'local_conflict',
+    );
+    assert.deepEqual(readdirSync(elsewhere), [], 'nothing written through the link');
+    assert.equal(existsSync(join(localRunDir, 'metrics.jsonl')), false, 'nothing moved at all');
+    rmSync(join(localRunDir, 'output'));
+    const again = await retrieve(base());
+    assert.equal(again.verified, true);
+    assert.equal(again.transferredBytes, 0, 'everything came from the staging directory');
+    assert.equal(again.reusedBytes, again.bytes);
+    assertRetrieved(localRunDir, files);
+  });
+
+  it('reports a file that changed during the download as a mismatch and moves nothing', async () => {
+    makeRun(remote);
+    const path = join(remote, 'output', 'big.bin');
+    writeFileSync(path, randomBytes(8 * 1024 * 1024));
+    // The pod hashes only once the test says so: after the file changed, while its
+    // first bytes are already downloaded (a slow pod: the download runs meanwhile).
+    const go = join(local, 'hash-now');
+    const pod = await podWithTools(sshd.root, {
+      sha256sum: `#!/bin/sh\nwhile [ ! -e '${go}' ]; do sleep 0.05; done\nexec /usr/bin/sha256sum "$@"\n`,
+    });
+    try {
+      let changed = false;
+      const result = await retrieve(
+        base({
+          executor: pod.executor,
+          progressIntervalMs: 0,
+          onProgress: (p) => {
+            if (
+              !changed &&
+              p.phase === 'downloading' &&
+              p.file === 'output/big.bin' &&
+              p.bytesDone > 0
+            ) {
+              changed = true;
+              const handle = openSync(path, 'r+');
+              writeSync(handle, Buffer.from('CHANGED'), 0, 7, 0);
+              closeSync(handle);
+              writeFileSync(go, '');
+            }
+          },
+        }),
+      );
+      assert.ok(changed);
+      assert.equal(result.verified, false);
+      assert.deepEqual(
+        result.mismatches.map((m) => [m.file, m.reason]),
+        [['output/big.bin', 'hash']],
+      );
+      const localRunDir = base().localRunDir;
+      assert.equal(existsSync(join(localRunDir, 'output')), false, 'nothing moved into place');
+      assert.equal(existsSync(join(localRunDir, STAGING_DIR, 'files', 'output', 'big.bin')), false);
+      assert.ok(
+        existsSync(join(localRunDir, STAGING_DIR, 'files', 'metrics.jsonl')),
+        'verified files stay staged',
+      );
+      // The next retrieval fetches only that file again, and verifies.
+      const again = await retrieve(base({ executor: pod.executor }));
+      assert.equal(again.verified, true);
+      assert.equal(again.transferredBytes, 8 * 1024 * 1024);
+      assert.ok(
+        readFileSync(join(localRunDir, 'output', 'big.bin'))
+          .subarray(0, 7)
+          .equals(Buffer.from('CHANGED')),
+      );
+    } finally {
+      await pod.close();
+    }
+  });
+
+  it('resumes after the connection drops mid-download without fetching everything again', async () => {
+    makeRun(remote);
+    const size = 48 * 1024 * 1024;
+    const data = randomBytes(size);
+    writeFileSync(join(remote, 'output', 'big.bin'), data);
+    const proxy = await startTcpProxy(sshd.port);
+    const viaProxy = await connect(proxy.port);
+    try {
+      let dropped = false;
+      const result = await retrieve(
+        base({
+          executor: viaProxy,
+          progressIntervalMs: 0,
+          onProgress: (p) => {
+            if (!dropped && p.phase === 'downloading' && p.bytesDone > size / 3) {
+              dropped = true;
+              void sshd.dropSessions();
+            }
+          },
+        }),
+      );
+      assert.ok(dropped, 'the connection was dropped');
+      assert.equal(result.verified, true);
+      assert.ok(result.reusedBytes > size / 4, `resumed from ${result.reusedBytes} bytes`);
+      assert.ok(readFileSync(join(base().localRunDir, 'output', 'big.bin')).equals(data));
+      assert.ok(
+        proxy.bytesDown() < size * 1.4,
+        `${proxy.bytesDown()} bytes on the wire for ${size}`,
+      );
+    } finally {
+      viaProxy.dispose();
+      await proxy.close();
+    }
+  });
+
+  it('resumes in a later call when this one gave up', async () => {
+    const files = makeRun(remote);
+    const size = 32 * 1024 * 1024;
+    const data = randomBytes(size);
+    files.set('output/big.bin', data);
+    writeFileSync(join(remote, 'output', 'big.bin'), data);
+    const dropping = await connect();
+    try {
+      let dropped = false;
+      const error = await retrieve(
+        base({
+          executor: dropping,
+          attempts: 1,
+          progressIntervalMs: 0,
+          onProgress: (p) => {
+            if (
+              !dropped &&
+              p.phase === 'downloading' &&
+              p.file === 'output/big.bin' &&
+              p.bytesDone > size / 3
+            ) {
+              dropped = true;
+              void sshd.dropSessions();
+            }
+          },
+        }),
+      ).then(
+        () => assert.fail('expected the drop to end this call'),
+        (caught: unknown) => caught,
+      );
+      assert.ok(error instanceof ExecError && error.kind === 'connection', String(error));
+      const partial = join(base().localRunDir, STAGING_DIR, 'partial', 'output', 'big.bin');
+      assert.ok(existsSync(partial), 'the partial file is kept');
+      // The pod's other files are untouched; a later call (attach) resumes.
+      appendFileSync(join(remote, 'metrics.jsonl'), '{"event":"end"}\n');
+      files.set('metrics.jsonl', readFileSync(join(remote, 'metrics.jsonl')));
+      const result = await retrieve(base({ executor: dropping }));
+      assert.equal(result.verified, true);
+      assert.ok(result.reusedBytes > size / 4, `resumed from ${result.reusedBytes} bytes`);
+      assert.ok(result.transferredBytes < result.bytes);
+      assertRetrieved(base().localRunDir, files);
+    } finally {
+      dropping.dispose();
+    }
+  });
+});
+
+describe('retrieve with the local executor', function () {
+  this.timeout(30_000);
+  it('gives the same verified result for the local target', async () => {
+    const dir = mkdtempSync(join(tmpdir(), 'ob-retrieve-local-'));
+    const executor = new LocalExecutor();
+    try {
+      const files = makeRun(join(dir, 'remote'));
+      const result = await retrieve({
+        executor,
+        remoteRunDir: join(dir, 'remote'),
+        localRunDir: join(dir, 'local'),
+        entries: ENTRIES,
+        excludes: EXCLUDES,
+      });
+      assert.equal(result.verified, true);
+      assertRetrieved(join(dir, 'local'), files);
+    } finally {
+      executor.dispose();
+      rmSync(dir, { recursive: true, force: true });
+    }
+  });
+});
