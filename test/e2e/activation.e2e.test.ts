@@ -195,10 +195,7 @@ describe('Overbrainer in the real VS Code (code-server + Chromium)', function ()
       'Pick GPU types',
       'Train',
     ]) {
-      await page
-        .getByRole('button', { name: new RegExp(`^${step}`) })
-        .first()
-        .waitFor();
+      await page.locator('.getting-started-step .step-title', { hasText: step }).first().waitFor();
     }
     await workbench.screenshot('walkthrough');
     // Back to the views through "View: Open View", as a keyboard user would.
