@@ -277,9 +277,13 @@ export function codeServerEnv(home: string, extra: Record<string, string> = {}):
     XDG_CACHE_HOME: path.join(home, 'xdg-cache'),
     ...extra,
   };
-  // A key from the developer's shell must not leak into a test's extension host.
+  // A key from the developer's shell must not leak into a test's extension host, nor the outer
+  // npm's settings (npm test) into code-server's own npm-based tooling.
   delete env.OVERBRAINER_RUNPOD__API_KEY;
   delete env.VSCODE_IPC_HOOK_CLI;
+  for (const name of Object.keys(env)) {
+    if (name.startsWith('npm_')) delete env[name];
+  }
   return env;
 }
 
