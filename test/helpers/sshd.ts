@@ -10,7 +10,7 @@ import { mkdtempSync, mkdirSync, readdirSync, readFileSync, rmSync, writeFileSyn
 import { createConnection, createServer, type Server, type Socket } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { utils } from 'ssh2';
+import { generateEd25519KeyPair } from '../../src/core/exec/sshKeys';
 
 export interface KeyPair {
   /** OpenSSH private key (`-----BEGIN OPENSSH PRIVATE KEY-----`). */
@@ -19,10 +19,13 @@ export interface KeyPair {
   publicKey: string;
 }
 
-/** A fresh ed25519 key pair, generated in-process. */
+/**
+ * A fresh ed25519 key pair, generated in-process (not with ssh2's generator:
+ * about one of its keys in 256 is malformed and sshd refuses it).
+ */
 export function generateEd25519(): KeyPair {
-  const pair = utils.generateKeyPairSync('ed25519');
-  return { privateKey: Buffer.from(pair.private), publicKey: pair.public };
+  const pair = generateEd25519KeyPair();
+  return { privateKey: Buffer.from(pair.privateKey), publicKey: pair.publicKey };
 }
 
 export interface SshdOptions {

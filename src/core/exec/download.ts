@@ -15,8 +15,12 @@ import { assertSafeRelativePath, FileSink, listFiles, SafeDirs, writeWhole } fro
 export interface SourceFile {
   /** Its size when it was opened. */
   readonly size: number;
-  /** Bytes from `position`; may be shorter than `length`; empty at the end. */
-  read(position: number, length: number): Promise<Buffer>;
+  /**
+   * Bytes from `position`; may be shorter than `length`; empty at the end.
+   * With `into` (at least `length` bytes), the bytes land there (saves an
+   * allocation per read: the caller recycles it).
+   */
+  read(position: number, length: number, into?: Buffer): Promise<Buffer>;
   /** Bytes at offset 0 fetched ahead while the size was asked (saves a round trip). */
   readonly first?: Promise<Buffer>;
   close(): Promise<void>;
@@ -58,6 +62,28 @@ class Limiter {
 }
 
 /**
+ * Read buffers recycled once written: a GiB in 64 KiB reads would otherwise
+ * allocate (and garbage-collect) 16,000 of them.
+ */
+class BufferPool {
+  private readonly free: Buffer[] = [];
+
+  constructor(
+    private readonly bytes: number,
+    private readonly max: number,
+  ) {}
+
+  take(length: number): Buffer {
+    if (length > this.bytes) return Buffer.allocUnsafe(length);
+    return this.free.pop() ?? Buffer.allocUnsafe(this.bytes);
+  }
+
+  give(buffer: Buffer): void {
+    if (buffer.length === this.bytes && this.free.length < this.max) this.free.push(buffer);
+  }
+}
+
+/**
  * Downloads `files` (relative to `remoteDir`) from `source` into `localDir`.
  * See {@link Executor.download} for the contract. `wrapError` turns a
  * source's failure into the ExecError the caller sees.
@@ -76,6 +102,7 @@ export async function downloadFiles(
   const partDirs = new SafeDirs(options.partDir ?? `${localDir}.part`);
   const partials = await listFiles(partDirs.base);
   const reads = new Limiter(limits.readsInFlight);
+  const pool = new BufferPool(limits.chunkBytes, limits.readsInFlight + limits.windowPerFile);
   const missing: string[] = [];
   let next = 0;
   let failure: ExecError | undefined;
@@ -143,7 +170,7 @@ export async function downloadFiles(
     report: (bytesDone: number) => void,
   ): Promise<void> =>
     new Promise<void>((resolve, reject) => {
-      const landed = new Map<number, Buffer>();
+      const landed = new Map<number, { data: Buffer; buffer: Buffer }>();
       let issued = sink.offset;
       let inFlight = 0;
       let end = size; // lowered when the file turns out shorter
@@ -157,16 +184,18 @@ export async function downloadFiles(
       };
       const read = (position: number, length: number): void => {
         inFlight++;
+        const buffer = pool.take(length);
         reads
-          .run(() => remote.read(position, length))
+          .run(() => remote.read(position, length, buffer))
           .then(
             (data) => {
               inFlight--;
               if (failed) return;
               if (data.length === 0) {
                 end = Math.min(end, position); // shrank since it was opened: the hash will say so
+                pool.give(buffer);
               } else {
-                landed.set(position, data);
+                landed.set(position, { data, buffer });
                 // A short read: ask for the rest of this range on its own.
                 if (data.length < length) read(position + data.length, length - data.length);
               }
@@ -200,10 +229,11 @@ export async function downloadFiles(
               fail(signal?.aborted ? abortedError('the download', signal.reason) : failure);
               return;
             }
-            const data = landed.get(sink.offset);
-            if (!data) break;
+            const piece = landed.get(sink.offset);
+            if (!piece) break;
             landed.delete(sink.offset);
-            await sink.write(data);
+            await sink.write(piece.data);
+            pool.give(piece.buffer);
             report(sink.offset);
             issue();
           }

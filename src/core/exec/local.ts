@@ -280,10 +280,10 @@ const localSource: ReadSource = {
     const opened = handle;
     return {
       size: stats.size,
-      read: async (position, length) => {
-        const buffer = Buffer.allocUnsafe(length);
+      read: async (position, length, into) => {
+        const buffer = into && into.length >= length ? into : Buffer.allocUnsafe(length);
         const { bytesRead } = await opened.read(buffer, 0, length, position);
-        return bytesRead === length ? buffer : buffer.subarray(0, bytesRead);
+        return buffer.subarray(0, bytesRead);
       },
       close: () => opened.close(),
     };

@@ -22,7 +22,7 @@ import {
   type UploadOptions,
 } from './executor';
 import { abortedError, excerpt, throwIfAborted } from './errors';
-import { downloadFiles, type ReadSource, type SourceFile } from './download';
+import { downloadFiles, type EngineLimits, type ReadSource, type SourceFile } from './download';
 import { Capped } from './local';
 import { shQuote } from './shell';
 import { tarDirectory } from './tar';
@@ -39,7 +39,7 @@ export interface SshTarget {
 
 export interface SshExecutorOptions extends SshTarget {
   clock: Clock;
-  /** `connectTimeoutMs` bounds each connect (TCP + handshake + auth). */
+  /** `connectTimeoutMs` bounds each connect (TCP + handshake + auth; at least 2 s). */
   timing: Timing;
   /** Aborts the first connect. */
   signal?: AbortSignal;
@@ -50,9 +50,16 @@ export interface SshExecutorOptions extends SshTarget {
   maxChannels?: number;
   /** Diagnostics (never holds a key or a command's stdin). */
   onLog?: (line: string) => void;
+  /** Download tuning (defaults measured by bench/retrieval.bench.ts). */
+  transfer?: Partial<EngineLimits>;
 }
 
 const DEFAULT_KEEPALIVE_MS = 5_000;
+/**
+ * A TCP connect plus key exchange plus auth takes real time whatever a test's
+ * timing scale says (ed25519 in JS on a busy machine: hundreds of ms).
+ */
+const MIN_CONNECT_TIMEOUT_MS = 2_000;
 const DEFAULT_KEEPALIVE_COUNT = 2;
 const DEFAULT_MAX_CHANNELS = 6;
 /** How long killing an aborted remote command may take before we stop waiting. */
@@ -60,6 +67,9 @@ const KILL_WAIT_MS = 10_000;
 /** Output before the process-group marker (rc-file noise) kept at most. */
 const PREAMBLE_MAX_BYTES = 64 * 1024;
 const PGID_MARKER = 'OVERBRAINER_PGID=';
+
+/** Bytes asked together with a file's size: most small files come whole in that one read. */
+const PREFETCH_BYTES = 16 * 1024;
 
 /** SFTP status codes (draft-ietf-secsh-filexfer-02). */
 const SFTP_NO_SUCH_FILE = 2;
@@ -191,6 +201,10 @@ export class SshExecutor implements Executor {
     return this.conn !== undefined && !this.conn.closed;
   }
 
+  private get connectTimeoutMs(): number {
+    return Math.max(MIN_CONNECT_TIMEOUT_MS, this.options.timing.connectTimeoutMs);
+  }
+
   private log(line: string): void {
     this.options.onLog?.(line);
   }
@@ -259,7 +273,7 @@ export class SshExecutor implements Executor {
           port: options.port,
           username: options.username,
           privateKey: options.privateKey,
-          readyTimeout: options.timing.connectTimeoutMs,
+          readyTimeout: this.connectTimeoutMs,
           keepaliveInterval: options.keepaliveIntervalMs ?? DEFAULT_KEEPALIVE_MS,
           keepaliveCountMax: options.keepaliveCountMax ?? DEFAULT_KEEPALIVE_COUNT,
           tryKeyboard: false,
@@ -300,7 +314,7 @@ export class SshExecutor implements Executor {
     if (error.level === 'client-timeout') {
       return new ExecError(
         'timeout',
-        `${this.where} gave no SSH answer within ${this.options.timing.connectTimeoutMs} ms; check the network and that the pod is running`,
+        `${this.where} gave no SSH answer within ${this.connectTimeoutMs} ms; check the network and that the pod is running`,
         { cause: error },
       );
     }
@@ -822,24 +836,30 @@ export class SshExecutor implements Executor {
     options: DownloadOptions = {},
   ): Promise<void> {
     const { conn, sftp } = await this.sftpSession(options.signal);
-    const chunkBytes = 64 * 1024;
-    const handles = Math.max(
-      4,
-      Math.min(64, ((sftp as { maxOpenHandles?: number }).maxOpenHandles ?? 64) - 4),
-    );
+    const tuning = this.options.transfer ?? {};
+    // 128 KiB reads: half the CPU of 64 KiB ones per GiB (bench/retrieval.bench.ts).
+    const chunkBytes = tuning.chunkBytes ?? 128 * 1024;
+    // The server caps open handles (OpenSSH tells it in its limits extension).
+    const serverHandles = (sftp as { maxOpenHandles?: number }).maxOpenHandles ?? 64;
+    const handles = Math.max(1, Math.min(tuning.files ?? 64, serverHandles - 4));
     await downloadFiles(
       new SftpSource(
         (what, call) => this.sftpCall(conn, what, call),
         conn,
         sftp,
-        chunkBytes,
+        PREFETCH_BYTES,
         handles,
       ),
       remoteDir,
       localDir,
       files,
       options,
-      { files: handles, chunkBytes, windowPerFile: 16, readsInFlight: 64 },
+      {
+        files: handles,
+        chunkBytes,
+        windowPerFile: tuning.windowPerFile ?? 16,
+        readsInFlight: tuning.readsInFlight ?? 64,
+      },
       (error, what) => this.sftpError(conn, error, what),
     );
   }
@@ -868,7 +888,7 @@ class SftpSource implements ReadSource {
     private readonly call: SftpCall,
     private readonly conn: Connection,
     private readonly sftp: SFTPWrapper,
-    private readonly chunkBytes: number,
+    private readonly prefetchBytes: number,
     private readonly maxHandles: number,
   ) {}
 
@@ -887,13 +907,13 @@ class SftpSource implements ReadSource {
       if (error instanceof ExecError && error.kind === 'not_found') return undefined;
       throw error;
     }
-    const read = (position: number, length: number): Promise<Buffer> => {
-      const buffer = Buffer.allocUnsafe(length);
+    const read = (position: number, length: number, into?: Buffer): Promise<Buffer> => {
+      const buffer = into && into.length >= length ? into : Buffer.allocUnsafe(length);
       return this.call<number>(`reading ${path}`, (cb) =>
         sftp.read(handle, buffer, 0, length, position, (error, bytesRead) => cb(error, bytesRead)),
-      ).then((bytesRead) => (bytesRead === length ? buffer : buffer.subarray(0, bytesRead)));
+      ).then((bytesRead) => buffer.subarray(0, bytesRead));
     };
-    const first = read(0, this.chunkBytes);
+    const first = read(0, this.prefetchBytes);
     first.catch(() => undefined);
     let closed = false;
     let released = false;
