@@ -110,9 +110,11 @@ describe('SshExecutor against a real sshd', function () {
     it('passes stdin and keeps it out of every process argument', async () => {
       const secret = `hf_${Math.random().toString(36).slice(2)}SECRET`;
       const result = await executor.exec(
-        // While the command runs, look at every argv on the machine for the secret.
-        `IFS= read -r TOKEN && export TOKEN && ` +
-          `if cat /proc/[0-9]*/cmdline 2>/dev/null | tr '\\0' '\\n' | grep -F -q -- "$TOKEN"; then echo leaked; else echo clean; fi; ` +
+        // While the command runs, look at every argv on the machine for the secret (with
+        // builtins only: a grep would carry it in its own argv).
+        `IFS= read -r TOKEN; leaked=clean; ` +
+          `for f in /proc/[0-9]*/cmdline; do c=$(tr '\\0' ' ' < "$f" 2>/dev/null) || continue; ` +
+          `case "$c" in *"$TOKEN"*) leaked=leaked;; esac; done; echo "$leaked"; ` +
           `printf '%s' "$TOKEN" | wc -c`,
         { stdin: `${secret}\n` },
       );
@@ -268,6 +270,11 @@ describe('SshExecutor against a real sshd', function () {
       const blocker = join(sshd.root, `blocker-${Date.now()}`);
       writeFileSync(blocker, 'a file where the directory should be');
       await rejects(executor.upload(src, join(blocker, 'run'), { exclude: [] }), 'io');
+      const missing = await rejects(
+        executor.upload(join(local, 'no-such-dir'), join(sshd.root, 'never'), { exclude: [] }),
+        'io',
+      );
+      assert.match(missing.message, /could not read its input: ENOENT/);
     });
   });
 

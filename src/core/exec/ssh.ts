@@ -515,20 +515,40 @@ export class SshExecutor implements Executor {
           preamble = undefined;
           deliver(all);
         }
-        // ssh2 tells the client 'close' before the channels: a drop settles first.
-        setImmediate(() =>
-          finish(() =>
+        const settle = (): void =>
+          finish(() => {
+            if (stdinError) {
+              reject(
+                new ExecError(
+                  'io',
+                  `${options.what} could not read its input: ${stdinError.message}`,
+                  {
+                    cause: stdinError,
+                  },
+                ),
+              );
+              return;
+            }
             resolve({
               code: exitCode,
               signal: exitSignal,
               stdout: options.onStdout ? Buffer.alloc(0) : stdout.bytes,
               stderr: stderr.bytes,
               truncated: stdout.truncated || stderr.truncated,
-            }),
-          ),
-        );
+            });
+          });
+        // Without an exit status the close may come from a drop: ssh2 tells the client
+        // before its channels, so one turn later the drop has settled it as `connection`.
+        if (exitCode !== null || exitSignal !== null) settle();
+        else setImmediate(settle);
       });
-      void this.feed(channel, options.stdin, () => settled || ended !== undefined);
+      let stdinError: Error | undefined;
+      void this.feed(
+        channel,
+        options.stdin,
+        () => settled || ended !== undefined,
+        (error) => (stdinError = error),
+      );
     });
   }
 
@@ -537,6 +557,7 @@ export class SshExecutor implements Executor {
     channel: ClientChannel,
     stdin: RunOptions['stdin'],
     stopped: () => boolean,
+    failed: (error: Error) => void,
   ): Promise<void> {
     try {
       if (stdin === undefined || typeof stdin === 'string' || Buffer.isBuffer(stdin)) {
@@ -561,8 +582,9 @@ export class SshExecutor implements Executor {
       }
       if (!closed) channel.end();
     } catch (error) {
-      // A failing source (a local read error) ends the command with its stdin cut short.
-      this.log(`stdin of a remote command failed: ${(error as Error).message}`);
+      // A failing source (a local read error) ends the command with its stdin cut short;
+      // the call then rejects with that error rather than the command's complaint.
+      failed(error instanceof Error ? error : new Error(String(error)));
       channel.close();
     }
   }

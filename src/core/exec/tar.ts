@@ -161,7 +161,14 @@ export async function* tarDirectory(dir: string, options: TarOptions = {}): Asyn
       if (!relative && exclude.has(name)) continue;
       const path = relative ? `${relative}/${name}` : name;
       const full = join(dir, path);
-      const stats = await lstat(full);
+      let stats;
+      try {
+        stats = await lstat(full);
+      } catch (error) {
+        if ((error as NodeJS.ErrnoException).code !== 'ENOENT') throw error;
+        warn(`not uploaded: ${path} disappeared while the upload read the directory`);
+        continue;
+      }
       if (stats.isSymbolicLink()) {
         warn(`not uploaded: ${path} is a symlink (links are never followed)`);
       } else if (stats.isDirectory()) {
