@@ -66,6 +66,8 @@ export async function watchLeased(
   const stop = new AbortController();
   const onAbort = (): void => stop.abort(signal?.reason);
   signal?.addEventListener('abort', onAbort, { once: true });
+  // An abort before the watch began (Ctrl-C during the shielded job start) fires no event.
+  if (signal?.aborted) onAbort();
   const follower = new MetricsFollower({
     executor,
     runId: run.id,
@@ -177,6 +179,18 @@ async function unreachable(
     return error;
   }
   if (!isGone) return error;
+  // `pod rm --force` from another process deleted it and already failed the run: keep its words.
+  const removedBy = freshRunMessage(ctx, run);
+  if (pod.deletedBy === 'pod_rm' && removedBy !== null) {
+    run.state = 'failed';
+    run.message = removedBy;
+    ctx.bus.publish({ type: 'runState', runId: run.id, state: 'failed', message: removedBy });
+    return new PodError(
+      'pod_gone',
+      `pod ${pod.podId ?? '(none)'} was deleted by \`overbrainer pod rm\`: ${removedBy}`,
+      'The results on the pod are lost; train again (the runs/ folder keeps what was already copied).',
+    );
+  }
   if (pastDeadline(pod, ctx.clock.nowMs())) {
     failRun(ctx, run, MAX_HOURS_REACHED);
     return new PodError('deadline_reached', MAX_HOURS_REACHED, "Raise the target's max_hours.");
@@ -190,8 +204,36 @@ async function unreachable(
   );
 }
 
+/** The message of the run as saved on disk when it is already failed there, else null. */
+function freshRunMessage(ctx: PodCtx, run: RunRecord): string | null {
+  try {
+    const fresh = ctx.store.loadRun(run.id);
+    return fresh.state === 'failed' ? fresh.message : null;
+  } catch {
+    return null;
+  }
+}
+
+/**
+ * Takes over what pod.json on disk says once another process (`pod rm`)
+ * recorded the pod deleted, so the in-memory copy never overwrites it.
+ */
+function adoptDeleted(ctx: PodCtx, pod: PodRecord): void {
+  try {
+    const fresh = ctx.store.loadPod(pod.runId);
+    if (fresh?.state !== 'deleted' || fresh.podId !== pod.podId) return;
+    pod.state = fresh.state;
+    pod.deletedAt = fresh.deletedAt;
+    pod.deletedBy = fresh.deletedBy;
+    pod.estimatedSpendUsd = fresh.estimatedSpendUsd;
+  } catch {
+    // A damaged pod.json: what this process knows stands.
+  }
+}
+
 /** Whether the run's pod no longer exists; if so, pod.json records it (nothing is deleted here). */
 async function gone(ctx: PodCtx, pod: PodRecord): Promise<boolean> {
+  adoptDeleted(ctx, pod);
   const id = pod.podId;
   if (id === null || pod.state === 'deleted') return true;
   if ((await lookUp(ctx, id)) !== null) return false;

@@ -26,7 +26,7 @@ import {
 import { pastDeadline } from '../runpod/lease';
 import { PodError } from '../runpod/podError';
 import { startPod } from '../runpod/provision';
-import { messageOf, remove } from '../runpod/remove';
+import { forgetKeys, messageOf, remove } from '../runpod/remove';
 import type { Timing } from '../timing';
 import { MetricsFollower, type FollowResult } from '../train/follow';
 import { cancelJob, jobScript, jobStatus, POD_JOB_ENV, startJob, type TrainerJob } from '../train/job';
@@ -34,7 +34,7 @@ import { jobOutcome, type JobOutcome } from '../train/outcome';
 import { retrieve } from '../train/retrieval';
 import type { PodRecord } from './podRecord';
 import type { RunRecord } from './runRecord';
-import { LOCAL_ONLY, type RunStore } from './store';
+import { LOCAL_ONLY, noPodLeft, type RunStore } from './store';
 import type { RunLock } from './lock';
 
 /** What the flow works with; `client` is null when no Runpod API key is set (local target only). */
@@ -341,6 +341,8 @@ async function ctxRemove(ctx: PodCtx, pod: PodRecord, reason: 'interrupted' | 'r
   } catch (error) {
     log(ctx, 'error', messageOf(error));
   }
+  // No pod of the run is left: its host-key secret goes with the client key (as after provisioning).
+  if (noPodLeft(ctx.store, pod.runId)) await forgetKeys(ctx, pod.runId);
 }
 
 /** Follows a running pod job to its end, then retrieves and ends the pod. */
