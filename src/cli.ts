@@ -1,26 +1,41 @@
 /**
- * The thin CLI on the same core as the extension. A placeholder until the lifecycle lands: it
- * prints its usage and says which commands exist, so the bundle and the `bin` entry are real.
+ * `overbrainer`: the thin CLI on the same core as the extension (bundled by
+ * esbuild.mjs to dist/cli.js; `npx tsx src/cli.ts` runs it from source). The
+ * commands live in ./cli/main.ts; this file binds them to the process: argv,
+ * stdout/stderr, the environment, SIGINT, and the exit code.
+ *
+ * Test hook (not in the usage): OVERBRAINER_TIMING_SCALE=<factor ≥ 1> scales
+ * every production duration down (see ./cli/main.ts `timingFrom`).
  */
-const USAGE = `usage: overbrainer <command>
+import { runCli } from './cli/main';
 
-commands:
-  train          start a run on the configured target
-  attach <run>   follow a run again, retrieve its results, delete its pod
-  cancel <run>   cancel a run's job
-  runs ls        list this project's runs
-  pod ls         list the account's pods with a run marker
-  pod rm <run>   delete a run's pod
-`;
-
-function main(argv: string[]): number {
-  const [command] = argv;
-  if (command === undefined || command === '--help' || command === '-h' || command === 'help') {
-    process.stdout.write(USAGE);
-    return command === undefined ? 2 : 0;
-  }
-  process.stderr.write(`overbrainer: ${argv.join(' ')} is not available yet.\n\n${USAGE}`);
-  return 2;
+function writer(stream: NodeJS.WriteStream): (line: string) => void {
+  return (line) => {
+    stream.write(`${line}\n`);
+  };
 }
 
-process.exitCode = main(process.argv.slice(2));
+async function main(): Promise<void> {
+  const code = await runCli(process.argv.slice(2), {
+    stdout: writer(process.stdout),
+    stderr: writer(process.stderr),
+    env: process.env,
+    cwd: process.cwd(),
+    onInterrupt: (handler) => {
+      // Replaces Node's default exit on SIGINT for as long as the command may need to clean up.
+      process.on('SIGINT', handler);
+      return () => process.off('SIGINT', handler);
+    },
+  });
+  process.exitCode = code;
+  // Everything the command opened is closed by now; should a stray handle remain, it must
+  // not keep a finished command alive (the timer itself does not hold the process).
+  setTimeout(() => process.exit(code), 2_000).unref();
+}
+
+main().catch((error: unknown) => {
+  process.stderr.write(
+    `overbrainer: internal error: ${error instanceof Error ? error.message : String(error)}\n`,
+  );
+  process.exitCode = 1;
+});

@@ -1,0 +1,487 @@
+/**
+ * The `overbrainer` CLI end to end, as a user runs it: a child process
+ * (`node --import tsx src/cli.ts -C <workspace> …`) with a cleared
+ * environment, against the Runpod emulator whose pods run the real bootstrap,
+ * watchdog and sshd. The workspace is examples/tiny/ with a `command`
+ * trainer. Every scenario asserts on run.json, pod.json, the files on disk and
+ * the emulator's ledger (what Runpod would bill), never on the CLI's words
+ * alone. Timings: the production constants divided by OVERBRAINER_TIMING_SCALE.
+ */
+import assert from 'node:assert/strict';
+import { spawn, type ChildProcess } from 'node:child_process';
+import * as fs from 'node:fs';
+import * as os from 'node:os';
+import * as path from 'node:path';
+import { startEmulator, type Emulator } from '../emulator/emulator';
+import { ApiClient } from '../emulator/testing';
+import { FAILED_BY_POD_RM } from '../../src/core/runpod/podAdmin';
+
+const ROOT = path.join(__dirname, '..', '..');
+const CLI = path.join(ROOT, 'src', 'cli.ts');
+const TINY = path.join(ROOT, 'examples', 'tiny');
+/**
+ * 8: SSH commands into an emulated pod take up to ~2 s each on a loaded machine, so the scaled
+ * request timeout (30 s / 8) keeps a margin; polls and confirmations still take well under a second.
+ */
+const TIMING_SCALE = '8';
+
+interface Ran {
+  code: number | null;
+  signal: NodeJS.Signals | null;
+  stdout: string;
+  stderr: string;
+}
+
+/** A running CLI: its output so far, and its end. */
+interface Running {
+  child: ChildProcess;
+  out: { stdout: string; stderr: string };
+  done: Promise<Ran>;
+}
+
+function toml(extra = ''): string {
+  return `[project]
+name = "tiny"
+
+[training]
+target = "pod"
+trainer = "command"
+command = "python3 train.py --steps 20 --step-seconds 0.05"
+upload = ["train.py", "data"]
+
+[targets.pod]
+kind = "runpod"
+gpu_types = ["NVIDIA GeForce RTX 4090"]
+max_hours = 1
+boot_grace_minutes = 5
+retrieve_grace_minutes = 10
+${extra}`;
+}
+
+function readJson(file: string): Record<string, unknown> {
+  return JSON.parse(fs.readFileSync(file, 'utf8')) as Record<string, unknown>;
+}
+
+describe('overbrainer CLI against the Runpod emulator', function () {
+  this.timeout(150_000);
+  let emulator: Emulator;
+  let api: ApiClient;
+  let tmp: string;
+  let ws: string;
+  const children = new Set<ChildProcess>();
+
+  before(async () => {
+    emulator = await startEmulator({ bootDelaysMs: { provisioning: 100, starting: 100 } });
+    api = new ApiClient(emulator.baseUrl, emulator.apiKey);
+  });
+
+  after(async () => {
+    await emulator?.close();
+    if (emulator) assert.deepEqual(emulator.contractViolations(), []);
+  });
+
+  beforeEach(() => {
+    tmp = fs.mkdtempSync(path.join(os.tmpdir(), 'cli-it-'));
+    ws = path.join(tmp, 'ws');
+    fs.mkdirSync(ws);
+    fs.copyFileSync(path.join(TINY, 'train.py'), path.join(ws, 'train.py'));
+    fs.cpSync(path.join(TINY, 'data'), path.join(ws, 'data'), { recursive: true });
+    fs.writeFileSync(path.join(ws, 'overbrainer.toml'), toml());
+  });
+
+  afterEach(async function () {
+    for (const child of children) child.kill('SIGKILL');
+    children.clear();
+    // No pod of a finished test may still bill (a failed test reports it here too).
+    const billing = emulator.ledger().pods.filter((p) => p.billing);
+    for (const pod of billing) await api.delete(`/pods/${pod.id}`);
+    fs.rmSync(tmp, { recursive: true, force: true });
+    if (this.currentTest?.state === 'passed') {
+      assert.deepEqual(
+        billing.map((p) => p.id),
+        [],
+        'a pod was left billing',
+      );
+    }
+  });
+
+  /** The CLI with an environment holding only what it needs (env_clear in the original's tests). */
+  function start(args: string[], env: Record<string, string> = {}): Running {
+    const child = spawn(process.execPath, ['--import', 'tsx', CLI, '-C', ws, ...args], {
+      cwd: ROOT,
+      env: {
+        HOME: '/nonexistent',
+        NO_COLOR: '1',
+        PATH: process.env.PATH ?? '/usr/bin:/bin',
+        OVERBRAINER_RUNPOD__API_KEY: emulator.apiKey,
+        OVERBRAINER_RUNPOD__BASE_URL: emulator.baseUrl,
+        OVERBRAINER_TIMING_SCALE: TIMING_SCALE,
+        ...env,
+      },
+      stdio: ['ignore', 'pipe', 'pipe'],
+    });
+    children.add(child);
+    const out = { stdout: '', stderr: '' };
+    child.stdout?.on('data', (chunk: Buffer) => (out.stdout += chunk.toString('utf8')));
+    child.stderr?.on('data', (chunk: Buffer) => (out.stderr += chunk.toString('utf8')));
+    const done = new Promise<Ran>((resolve) => {
+      child.on('close', (code, signal) => {
+        children.delete(child);
+        resolve({ code, signal, ...out });
+      });
+    });
+    return { child, out, done };
+  }
+
+  const cli = (args: string[], env?: Record<string, string>): Promise<Ran> => start(args, env).done;
+
+  async function waitFor(
+    what: string,
+    running: Running,
+    probe: () => boolean,
+    timeoutMs = 90_000,
+  ): Promise<void> {
+    const until = Date.now() + timeoutMs;
+    while (!probe()) {
+      if (Date.now() > until || running.child.exitCode !== null) {
+        throw new Error(`timed out waiting for ${what}; the CLI said:\n${running.out.stderr}`);
+      }
+      await new Promise((resolve) => setTimeout(resolve, 100));
+    }
+  }
+
+  const runsDir = (): string => path.join(ws, 'runs');
+  const onlyRun = (): string => {
+    const ids = fs.existsSync(runsDir()) ? fs.readdirSync(runsDir()) : [];
+    assert.equal(ids.length, 1, `runs: ${ids.join(', ')}`);
+    return ids[0] ?? '';
+  };
+  const runJson = (id: string): Record<string, unknown> =>
+    readJson(path.join(runsDir(), id, 'run.json'));
+  const podJson = (id: string): Record<string, unknown> =>
+    readJson(path.join(runsDir(), id, 'pod.json'));
+  const ledgerOf = (podId: string) => {
+    const entry = emulator.ledger().pods.find((p) => p.id === podId);
+    assert.ok(entry, `pod ${podId} is not in the ledger`);
+    return entry;
+  };
+  /** Whether the account still holds the run's host-key secret. */
+  const hostKeySecret = async (id: string): Promise<boolean> => {
+    const listed = await api.get<{ secrets: { name: string }[] }>('/account/secrets');
+    return listed.body.secrets.some((s) => s.name === `overbrainer_host_key_${id}`);
+  };
+  const noSecretIn = (ran: { stdout: string; stderr: string }): void => {
+    assert.ok(
+      !ran.stdout.includes(emulator.apiKey) && !ran.stderr.includes(emulator.apiKey),
+      'the API key was printed',
+    );
+  };
+  /** A run whose job lasts long enough to act on it while it runs. */
+  const LONG_JOB = {
+    OVERBRAINER_TRAINING__COMMAND: 'python3 train.py --steps 400 --step-seconds 0.1',
+  };
+
+  it('trains: results verified on disk, pod deleted and confirmed, client key and host-key secret gone; runs ls', async () => {
+    const ran = await cli(['train']);
+    assert.equal(ran.code, 0, ran.stderr);
+    noSecretIn(ran);
+    const id = onlyRun();
+    const lines = ran.stdout.trimEnd().split('\n');
+    assert.equal(lines.length, 1, ran.stdout);
+    assert.match(
+      lines[0] ?? '',
+      new RegExp(
+        `^train: run ${id} succeeded; pod deleted about \\$\\d+\\.\\d\\d; output in runs/${id}/output$`,
+      ),
+    );
+    const run = runJson(id);
+    assert.equal(run.state, 'succeeded');
+    assert.equal(run.message, null);
+    const dir = path.join(runsDir(), id);
+    const model = readJson(path.join(dir, 'output', 'model.json'));
+    assert.ok(Array.isArray(model.weights) || typeof model === 'object');
+    const metrics = fs.readFileSync(path.join(dir, 'metrics.jsonl'), 'utf8').trim().split('\n');
+    assert.ok(metrics.length >= 20, `${metrics.length} metric lines`);
+    const pod = podJson(id);
+    const podId = String(pod.pod_id);
+    assert.equal(pod.state, 'deleted');
+    assert.equal(pod.deleted_by, 'client');
+    assert.equal(typeof pod.estimated_spend, 'number');
+    const entry = ledgerOf(podId);
+    assert.equal(entry.billing, false);
+    assert.equal(entry.deletedBy, 'account');
+    assert.equal(entry.runId, id);
+    assert.equal(
+      fs.existsSync(path.join(dir, 'ssh', 'id_ed25519')),
+      false,
+      'the client key is forgotten',
+    );
+    assert.ok(fs.existsSync(path.join(dir, 'ssh', 'known_hosts')));
+    assert.equal(await hostKeySecret(id), false, 'the host-key secret is deleted');
+    for (const expected of [
+      `train: run ${id} on target pod`,
+      `pod: creating overbrainer-${id}-1 (NVIDIA GeForce RTX 4090)`,
+      `pod: created ${podId} (NVIDIA GeForce RTX 4090, `,
+      '; waiting for SSH',
+      `pod: ${podId} ready after `,
+      '; watchdog armed, deletes it by ',
+      'train: step ',
+      'train: job exited with code 0',
+      `pod: deleting ${podId} (results retrieved)`,
+      `pod: ${podId} deleted after `,
+    ]) {
+      assert.ok(
+        ran.stderr.includes(expected),
+        `stderr lacks ${JSON.stringify(expected)}:\n${ran.stderr}`,
+      );
+    }
+
+    const listed = await cli(['runs', 'ls']);
+    assert.equal(listed.code, 0, listed.stderr);
+    const [header, row] = listed.stdout.trimEnd().split('\n');
+    assert.match(header ?? '', /^RUN\s+STATE\s+TARGET\s+CREATED\s+SUMMARY$/);
+    assert.match(
+      row ?? '',
+      new RegExp(`^${id}\\s+succeeded\\s+pod\\s+\\S+Z\\s+pod deleted about \\$\\d+\\.\\d\\d$`),
+    );
+    assert.equal(emulator.requests().filter((r) => r.atMs > 0).length > 0, true);
+  });
+
+  it('train --keep-pod keeps the pod (ssh command printed); pod ls shows it kept; pod rm deletes it', async () => {
+    const ran = await cli(['train', '--keep-pod']);
+    assert.equal(ran.code, 0, ran.stderr);
+    const id = onlyRun();
+    const pod = podJson(id);
+    const podId = String(pod.pod_id);
+    assert.equal(pod.state, 'kept');
+    assert.equal(pod.keep, true);
+    assert.equal(pod.deadline, null);
+    assert.equal(runJson(id).state, 'succeeded');
+    assert.ok(fs.existsSync(path.join(runsDir(), id, 'output', 'model.json')));
+    assert.ok(ran.stderr.includes(`ssh -F runs/${id}/ssh/config overbrainer-${id}`), ran.stderr);
+    assert.ok(
+      ran.stderr.includes('watchdog armed, kept with no time limit (--keep-pod)'),
+      ran.stderr,
+    );
+    assert.match(
+      ran.stdout.trim(),
+      new RegExp(`^train: run ${id} succeeded; pod kept ${podId}; output in runs/${id}/output$`),
+    );
+    assert.equal(ledgerOf(podId).billing, true, 'a kept pod stays');
+    assert.ok(
+      fs.existsSync(path.join(runsDir(), id, 'ssh', 'id_ed25519')),
+      'its key stays to reach it',
+    );
+
+    const ls = await cli(['pod', 'ls']);
+    assert.equal(ls.code, 0, ls.stderr);
+    const [header, ...rows] = ls.stdout.trimEnd().split('\n');
+    assert.match(header ?? '', /^RUN\s+POD\s+STATUS\s+GPU\s+\$\/H\s+CREATED\s+NOTE$/);
+    assert.equal(rows.length, 1, ls.stdout);
+    assert.match(
+      rows[0] ?? '',
+      new RegExp(
+        `^${id}\\s+${podId}\\s+RUNNING\\s+NVIDIA GeForce RTX 4090\\s+\\d+\\.\\d\\d\\s+\\S+\\s+kept$`,
+      ),
+    );
+
+    const rm = await cli(['pod', 'rm', id]);
+    assert.equal(rm.code, 0, rm.stderr);
+    assert.match(
+      rm.stdout.trim(),
+      new RegExp(`^pod: ${podId} deleted after \\d+s, about \\$\\d+\\.\\d\\d$`),
+    );
+    assert.equal(ledgerOf(podId).billing, false);
+    const after = podJson(id);
+    assert.equal(after.state, 'deleted');
+    assert.equal(after.deleted_by, 'pod_rm');
+    assert.equal(runJson(id).state, 'succeeded', 'removing a kept pod leaves its run as it ended');
+    assert.equal(fs.existsSync(path.join(runsDir(), id, 'ssh', 'id_ed25519')), false);
+
+    const again = await cli(['pod', 'rm', id]);
+    assert.equal(again.code, 0, again.stderr);
+    assert.equal(again.stdout.trim(), `pod: no pod for run ${id}`);
+  });
+
+  it('pod rm refuses a running run without --force; --force deletes its pod and the follower finds it gone', async () => {
+    const training = start(['train'], LONG_JOB);
+    await waitFor('the job to run', training, () =>
+      training.out.stderr.includes('train: job running'),
+    );
+    const id = onlyRun();
+    const podId = String(podJson(id).pod_id);
+
+    const refused = await cli(['pod', 'rm', id]);
+    assert.equal(refused.code, 1, refused.stderr);
+    assert.ok(
+      refused.stderr.includes(
+        `error: run ${id} is still running: its training pod ${podId} was kept; stop it with \`overbrainer train cancel ${id}\` first, or pass --force`,
+      ),
+      refused.stderr,
+    );
+    assert.equal(refused.stdout, '');
+    assert.equal(ledgerOf(podId).billing, true);
+    assert.equal(runJson(id).state, 'running');
+
+    const forced = await cli(['pod', 'rm', id, '--force']);
+    assert.equal(forced.code, 0, forced.stderr);
+    assert.match(
+      forced.stdout.trim(),
+      new RegExp(`^pod: ${podId} deleted after \\d+s, about \\$\\d+\\.\\d\\d$`),
+    );
+    assert.equal(ledgerOf(podId).billing, false);
+
+    const followed = await training.done;
+    assert.equal(followed.code, 1, followed.stderr);
+    assert.ok(
+      followed.stderr.includes(`pod ${podId} was deleted by \`overbrainer pod rm\``),
+      followed.stderr,
+    );
+    assert.match(
+      followed.stdout.trim(),
+      new RegExp(
+        `^train: run ${id} failed; ${FAILED_BY_POD_RM.replace(/[`$()]/g, '\\$&')}; pod deleted`,
+      ),
+    );
+    const run = runJson(id);
+    assert.equal(run.state, 'failed');
+    assert.equal(run.message, FAILED_BY_POD_RM);
+    const pod = podJson(id);
+    assert.equal(pod.state, 'deleted');
+    assert.equal(pod.deleted_by, 'pod_rm', 'the follower keeps what pod rm recorded');
+  });
+
+  it('train cancel while another CLI follows: the follower collects the cancelled run and deletes the pod', async () => {
+    const training = start(['train'], LONG_JOB);
+    await waitFor('the job to run', training, () =>
+      training.out.stderr.includes('train: job running'),
+    );
+    const id = onlyRun();
+    const podId = String(podJson(id).pod_id);
+    const cancelled = await cli(['train', 'cancel', id]);
+    assert.equal(cancelled.code, 0, cancelled.stderr);
+    const followed = await training.done;
+    assert.equal(followed.code, 1, followed.stderr);
+    assert.match(
+      followed.stdout.trim(),
+      new RegExp(`^train: run ${id} cancelled; pod deleted about \\$\\d+\\.\\d\\d`),
+    );
+    assert.ok(followed.stderr.includes('train: job cancelled'), followed.stderr);
+    assert.equal(runJson(id).state, 'cancelled');
+    assert.equal(podJson(id).state, 'deleted');
+    assert.equal(ledgerOf(podId).billing, false);
+  });
+
+  it('Ctrl-C once the job runs only stops following; train cancel then cancels it and deletes the pod', async () => {
+    const training = start(['train'], LONG_JOB);
+    await waitFor('the job to run', training, () =>
+      training.out.stderr.includes('train: job running'),
+    );
+    const id = onlyRun();
+    const podId = String(podJson(id).pod_id);
+    training.child.kill('SIGINT');
+    const stopped = await training.done;
+    assert.equal(stopped.code, 1, stopped.stderr);
+    assert.ok(
+      stopped.stderr.includes(
+        'interrupt: stopping to follow the run; its job and pod keep running',
+      ),
+      stopped.stderr,
+    );
+    assert.ok(
+      stopped.stderr.includes(
+        `interrupted: stopped following run ${id}: the job and pod ${podId} keep running`,
+      ),
+      stopped.stderr,
+    );
+    assert.ok(stopped.stderr.includes(`overbrainer train attach ${id}`), stopped.stderr);
+    assert.equal(runJson(id).state, 'running');
+    assert.equal(ledgerOf(podId).billing, true, 'the pod keeps running');
+
+    const cancelled = await cli(['train', 'cancel', id]);
+    assert.equal(cancelled.code, 0, cancelled.stderr);
+    assert.match(
+      cancelled.stdout.trim(),
+      new RegExp(`^train: run ${id} cancelled; pod deleted about \\$\\d+\\.\\d\\d`),
+    );
+    assert.equal(runJson(id).state, 'cancelled');
+    assert.equal(podJson(id).state, 'deleted');
+    assert.equal(ledgerOf(podId).billing, false);
+    const again = await cli(['train', 'cancel', id]);
+    assert.equal(again.code, 1);
+    assert.ok(again.stderr.includes(`error: run ${id} already ended: cancelled`), again.stderr);
+  });
+
+  it('Ctrl-C while the pod is provisioning deletes the pod and fails the run', async () => {
+    const training = start(['train']);
+    await waitFor('the pod to be created', training, () =>
+      training.out.stderr.includes('; waiting for SSH'),
+    );
+    training.child.kill('SIGINT');
+    const ran = await training.done;
+    assert.notEqual(ran.code, 0, ran.stderr);
+    const id = onlyRun();
+    const run = runJson(id);
+    assert.equal(run.state, 'failed');
+    assert.equal(run.message, 'interrupted before the job started');
+    assert.equal(run.job, null);
+    const pod = podJson(id);
+    assert.equal(pod.state, 'deleted');
+    const podId = String(pod.pod_id);
+    assert.equal(ledgerOf(podId).billing, false);
+    assert.ok(
+      ran.stderr.includes(`pod: deleting ${podId} (interrupted before the job started)`),
+      ran.stderr,
+    );
+    assert.ok(
+      ran.stderr.includes(
+        `interrupted: run ${id} stopped before its job started; it has no pod left`,
+      ),
+      ran.stderr,
+    );
+    assert.match(
+      ran.stdout.trim(),
+      new RegExp(`^train: run ${id} failed; interrupted before the job started; pod deleted`),
+    );
+    assert.equal(fs.existsSync(path.join(runsDir(), id, 'ssh', 'id_ed25519')), false);
+    assert.equal(await hostKeySecret(id), false, 'the host-key secret is deleted');
+  });
+
+  it('trains on a local target without any API key; --keep-pod is refused there', async () => {
+    fs.writeFileSync(
+      path.join(ws, 'overbrainer.toml'),
+      toml().replace('target = "pod"', 'target = "here"') + '\n[targets.here]\nkind = "local"\n',
+    );
+    const before = emulator.requests().length;
+    const ran = await cli(['train'], { OVERBRAINER_RUNPOD__API_KEY: '' });
+    assert.equal(ran.code, 0, ran.stderr);
+    const id = onlyRun();
+    assert.equal(ran.stdout.trim(), `train: run ${id} succeeded; output in runs/${id}/output`);
+    assert.equal(runJson(id).state, 'succeeded');
+    assert.ok(fs.existsSync(path.join(runsDir(), id, 'output', 'model.json')));
+    assert.equal(fs.existsSync(path.join(runsDir(), id, 'pod.json')), false);
+    const keep = await cli(['train', '--keep-pod'], { OVERBRAINER_RUNPOD__API_KEY: '' });
+    assert.equal(keep.code, 1);
+    assert.ok(
+      keep.stderr.includes('error: --keep-pod only applies to a runpod target'),
+      keep.stderr,
+    );
+    assert.equal(emulator.requests().length, before, 'a local run never calls Runpod');
+  });
+
+  it('refuses bad configuration and usage with exit 2, before any call to Runpod', async () => {
+    const before = emulator.requests().length;
+    fs.writeFileSync(path.join(ws, 'overbrainer.toml'), toml('gpu_type = "NVIDIA A40"\n'));
+    const bad = await cli(['train']);
+    assert.equal(bad.code, 2, bad.stderr);
+    assert.match(bad.stderr, /overbrainer\.toml:\d+:\d+: .+\. .+/);
+    const usage = await cli(['pod', 'rm']);
+    assert.equal(usage.code, 2);
+    assert.match(usage.stderr, /^overbrainer: pod rm needs a RUN_ID\n/);
+    const noKey = await cli(['pod', 'ls'], { OVERBRAINER_RUNPOD__API_KEY: '' });
+    assert.equal(noKey.code, 2, noKey.stderr);
+    assert.match(noKey.stderr, /OVERBRAINER_RUNPOD__API_KEY: no Runpod API key is set/);
+    assert.equal(emulator.requests().length, before);
+    assert.equal(fs.existsSync(runsDir()), false, 'no run was created');
+  });
+});
