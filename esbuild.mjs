@@ -68,19 +68,27 @@ const assetsPlugin = {
 
 /**
  * In --watch mode, prints the lines the "watch" task's background problem matcher waits for
- * (.vscode/tasks.json), and each error as `file:line:column: error: text` for its pattern.
+ * (.vscode/tasks.json) — once per rebuild of all bundles, not per bundle — and each error as
+ * `file:line:column: error: text` for its pattern.
  */
+let activeBuilds = 0;
 const watchReportPlugin = {
   name: 'watch-report',
   setup(build) {
-    build.onStart(() => console.log('[watch] build started'));
+    build.onStart(() => {
+      if (activeBuilds === 0) console.log('[watch] build started');
+      activeBuilds += 1;
+    });
     build.onEnd((result) => {
       for (const { text, location } of result.errors) {
-        if (location)
+        if (location) {
           console.error(`${location.file}:${location.line}:${location.column}: error: ${text}`);
-        else console.error(`error: ${text}`);
+        } else {
+          console.error(`error: ${text}`);
+        }
       }
-      console.log('[watch] build finished');
+      activeBuilds -= 1;
+      if (activeBuilds === 0) console.log('[watch] build finished');
     });
   },
 };
