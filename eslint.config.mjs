@@ -3,7 +3,14 @@ import tseslint from 'typescript-eslint';
 
 export default tseslint.config(
   {
-    ignores: ['node_modules/**', 'dist/**', 'out/**', 'test/e2e/vscode/**', 'test-results/**', '.state/**'],
+    ignores: [
+      'node_modules/**',
+      'dist/**',
+      'out/**',
+      'test/e2e/vscode/**',
+      'test-results/**',
+      '.state/**',
+    ],
   },
   js.configs.recommended,
   ...tseslint.configs.recommended,
@@ -11,7 +18,10 @@ export default tseslint.config(
     files: ['**/*.ts', '**/*.mjs'],
     languageOptions: { globals: { console: 'readonly', process: 'readonly' } },
     rules: {
-      '@typescript-eslint/no-unused-vars': ['error', { argsIgnorePattern: '^_', varsIgnorePattern: '^_' }],
+      '@typescript-eslint/no-unused-vars': [
+        'error',
+        { argsIgnorePattern: '^_', varsIgnorePattern: '^_' },
+      ],
       eqeqeq: ['error', 'always'],
     },
   },

@@ -45,18 +45,9 @@ export type PodStatusEvent =
 
 /** The job's status as the status script reports it. */
 export type JobStatus =
-  | { kind: 'running' }
-  | { kind: 'exited'; code: number }
-  | { kind: 'cancelled' }
-  | { kind: 'lost' };
+  { kind: 'running' } | { kind: 'exited'; code: number } | { kind: 'cancelled' } | { kind: 'lost' };
 
-export type RunState =
-  | 'preparing'
-  | 'running'
-  | 'succeeded'
-  | 'failed'
-  | 'cancelled'
-  | 'stopped';
+export type RunState = 'preparing' | 'running' | 'succeeded' | 'failed' | 'cancelled' | 'stopped';
 
 /** Everything the core tells its listeners (the extension, the CLI, tests). */
 export type CoreEvent =

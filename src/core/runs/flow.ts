@@ -29,7 +29,14 @@ import { startPod } from '../runpod/provision';
 import { forgetKeys, messageOf, remove } from '../runpod/remove';
 import type { Timing } from '../timing';
 import { MetricsFollower, type FollowResult } from '../train/follow';
-import { cancelJob, jobScript, jobStatus, POD_JOB_ENV, startJob, type TrainerJob } from '../train/job';
+import {
+  cancelJob,
+  jobScript,
+  jobStatus,
+  POD_JOB_ENV,
+  startJob,
+  type TrainerJob,
+} from '../train/job';
 import { jobOutcome, type JobOutcome } from '../train/outcome';
 import { retrieve } from '../train/retrieval';
 import type { PodRecord } from './podRecord';
@@ -93,7 +100,9 @@ function pickTarget(config: OverbrainerConfig, name: string | undefined): Target
   const chosen = name ?? config.training?.target ?? (names.length === 1 ? names[0] : undefined);
   if (chosen === undefined) {
     throw new FlowError(
-      names.length === 0 ? 'overbrainer.toml defines no target' : `several targets (${names.join(', ')}) and no [training] target`,
+      names.length === 0
+        ? 'overbrainer.toml defines no target'
+        : `several targets (${names.join(', ')}) and no [training] target`,
       names.length === 0
         ? 'Add a [targets.NAME] section (Overbrainer: Create overbrainer.toml writes a commented one).'
         : 'Set target = "NAME" under [training], or pick one with --target.',
@@ -101,7 +110,10 @@ function pickTarget(config: OverbrainerConfig, name: string | undefined): Target
   }
   const target = config.targets[chosen];
   if (!target) {
-    throw new FlowError(`no target "${chosen}" in overbrainer.toml`, `Use one of: ${names.join(', ') || '(none)'}.`);
+    throw new FlowError(
+      `no target "${chosen}" in overbrainer.toml`,
+      `Use one of: ${names.join(', ') || '(none)'}.`,
+    );
   }
   return target;
 }
@@ -125,7 +137,11 @@ export function pluginSource(): string {
     path.join(__dirname, '..', '..', '..', 'python', 'overbrainer_metrics.py'),
   ];
   const found = candidates.find((file) => fs.existsSync(file));
-  if (!found) throw new FlowError('the metrics plugin is missing from this installation', 'Reinstall the extension.');
+  if (!found)
+    throw new FlowError(
+      'the metrics plugin is missing from this installation',
+      'Reinstall the extension.',
+    );
   return found;
 }
 
@@ -133,35 +149,56 @@ export function pluginSource(): string {
 function prepare(config: OverbrainerConfig, workspaceDir: string, runDir: string): TrainerJob {
   const training = config.training;
   if (!training) {
-    throw new FlowError('overbrainer.toml has no [training] section', 'Add one (see the commented template).');
+    throw new FlowError(
+      'overbrainer.toml has no [training] section',
+      'Add one (see the commented template).',
+    );
   }
   for (const entry of training.upload) {
     const source = path.resolve(workspaceDir, entry);
     const rel = path.relative(workspaceDir, source);
     if (rel.startsWith('..') || path.isAbsolute(rel)) {
-      throw new FlowError(`upload entry ${entry} is outside the workspace`, 'List files inside the workspace.');
+      throw new FlowError(
+        `upload entry ${entry} is outside the workspace`,
+        'List files inside the workspace.',
+      );
     }
     if (!fs.existsSync(source)) {
-      throw new FlowError(`upload entry ${entry} does not exist`, `Create ${entry} or remove it from [training] upload.`);
+      throw new FlowError(
+        `upload entry ${entry} does not exist`,
+        `Create ${entry} or remove it from [training] upload.`,
+      );
     }
-    fs.cpSync(source, path.join(runDir, rel), { recursive: true, dereference: false, verbatimSymlinks: true });
+    fs.cpSync(source, path.join(runDir, rel), {
+      recursive: true,
+      dereference: false,
+      verbatimSymlinks: true,
+    });
   }
   fs.mkdirSync(path.join(runDir, 'plugin'), { recursive: true });
   fs.copyFileSync(pluginSource(), path.join(runDir, 'plugin', 'overbrainer_metrics.py'));
   if (training.trainer.kind === 'axolotl') {
-    fs.copyFileSync(path.join(workspaceDir, training.trainer.configPath), path.join(runDir, 'axolotl.yaml'));
+    fs.copyFileSync(
+      path.join(workspaceDir, training.trainer.configPath),
+      path.join(runDir, 'axolotl.yaml'),
+    );
     return { trainer: 'axolotl', config: 'axolotl.yaml', venv: '' };
   }
   return { trainer: 'command', command: training.trainer.command };
 }
 
 /** The final line of a run. */
-export function summaryLine(deps: Pick<FlowDeps, 'store'>, run: RunRecord, pod: PodRecord | null): string {
+export function summaryLine(
+  deps: Pick<FlowDeps, 'store'>,
+  run: RunRecord,
+  pod: PodRecord | null,
+): string {
   const parts = [`train: run ${run.id} ${run.state}`];
   if (run.message) parts.push(run.message);
   if (pod) parts.push(pod.summary());
   const output = path.join(deps.store.runDir(run.id), 'output');
-  if (fs.existsSync(output) && fs.readdirSync(output).length > 0) parts.push(`output in runs/${run.id}/output`);
+  if (fs.existsSync(output) && fs.readdirSync(output).length > 0)
+    parts.push(`output in runs/${run.id}/output`);
   return parts.join('; ');
 }
 
@@ -187,16 +224,23 @@ export async function train(
 ): Promise<FlowResult> {
   const target = pickTarget(config, options.target);
   if (options.keepPod && target.kind !== 'runpod') {
-    throw new FlowError('--keep-pod only applies to a runpod target', 'Drop --keep-pod, or pick a runpod target.');
+    throw new FlowError(
+      '--keep-pod only applies to a runpod target',
+      'Drop --keep-pod, or pick a runpod target.',
+    );
   }
   if (!config.training) {
-    throw new FlowError('overbrainer.toml has no [training] section', 'Add one (see the commented template).');
+    throw new FlowError(
+      'overbrainer.toml has no [training] section',
+      'Add one (see the commented template).',
+    );
   }
   const ctx = target.kind === 'runpod' ? podCtx(deps) : null;
   const run = deps.store.create({
     project: config.projectName,
     target: target.name,
-    remoteDir: (id) => (target.kind === 'runpod' ? `${workdirFor(target)}/${id}` : deps.store.runDir(id)),
+    remoteDir: (id) =>
+      target.kind === 'runpod' ? `${workdirFor(target)}/${id}` : deps.store.runDir(id),
   });
   const lock = lockRun(deps, run.id);
   try {
@@ -304,7 +348,8 @@ async function trainOnPod(
   try {
     // Shielded from the abort: once the upload starts the job is started or the pod deleted.
     try {
-      if (options.signal?.aborted) throw new PodError('interrupted', 'interrupted before the job started');
+      if (options.signal?.aborted)
+        throw new PodError('interrupted', 'interrupted before the job started');
       await executor.upload(deps.store.runDir(run.id), run.remoteDir, { exclude: LOCAL_ONLY });
       const trainer = job.trainer === 'axolotl' ? { ...job, venv: target.venv } : job;
       const script = jobScript(trainer, { runDir: run.remoteDir, jobEnvFile: POD_JOB_ENV });
@@ -320,14 +365,25 @@ async function trainOnPod(
     } catch (error) {
       const interrupted = options.signal?.aborted ?? false;
       await ctxRemove(ctx, pod, interrupted ? 'interrupted' : 'requested');
-      failRun(ctx, run, interrupted ? 'interrupted before the job started' : `the job could not start: ${messageOf(error)}`);
+      failRun(
+        ctx,
+        run,
+        interrupted
+          ? 'interrupted before the job started'
+          : `the job could not start: ${messageOf(error)}`,
+      );
       throw error;
     }
     pod.state = 'running';
     ctx.store.savePod(pod);
     publishState(deps, run);
     if (keep) {
-      warn(ctx, run.id, 'kept', `pod ${pod.podId ?? ''} is kept: it bills ${pod.costPerHourUsd === null ? '' : `$${pod.costPerHourUsd.toFixed(2)}/h `}until you remove it`);
+      warn(
+        ctx,
+        run.id,
+        'kept',
+        `pod ${pod.podId ?? ''} is kept: it bills ${pod.costPerHourUsd === null ? '' : `$${pod.costPerHourUsd.toFixed(2)}/h `}until you remove it`,
+      );
     }
     return await followOnPod(ctx, deps, executor, run, pod, artifactsOf(config), options.signal);
   } finally {
@@ -335,7 +391,11 @@ async function trainOnPod(
   }
 }
 
-async function ctxRemove(ctx: PodCtx, pod: PodRecord, reason: 'interrupted' | 'requested'): Promise<void> {
+async function ctxRemove(
+  ctx: PodCtx,
+  pod: PodRecord,
+  reason: 'interrupted' | 'requested',
+): Promise<void> {
   try {
     await remove(ctx, pod, reason, 'client');
   } catch (error) {
@@ -360,7 +420,15 @@ async function followOnPod(
     throw new FlowError(stopFollowingMessage(ctx, run, pod), null);
   }
   const result: FollowResult = await settleWatch(ctx, pod, run, watched);
-  return collect(ctx, deps, executor, run, pod, jobOutcome(result.status, result.metrics, run.id)!, artifacts);
+  return collect(
+    ctx,
+    deps,
+    executor,
+    run,
+    pod,
+    jobOutcome(result.status, result.metrics, run.id)!,
+    artifacts,
+  );
 }
 
 /** What stopping the follow leaves running (spec §8, Ctrl-C once the job runs). */
@@ -436,7 +504,8 @@ export async function attach(
   const lock = lockRun(deps, runId);
   try {
     if (pod === null) {
-      if (target && target.kind === 'runpod') throw new FlowError(`run ${runId} has no pod.json`, null);
+      if (target && target.kind === 'runpod')
+        throw new FlowError(`run ${runId} has no pod.json`, null);
       if (run.state !== 'running' || run.job === null) {
         return { run, pod: null, ending: null, summary: summaryLine(deps, run, null) };
       }
@@ -448,11 +517,17 @@ export async function attach(
       }
     }
     if (target && target.kind !== 'runpod') {
-      throw new FlowError(`run ${runId} ran on a pod but target "${run.target}" is no longer a runpod target`, 'Restore the target in overbrainer.toml.');
+      throw new FlowError(
+        `run ${runId} ran on a pod but target "${run.target}" is no longer a runpod target`,
+        'Restore the target in overbrainer.toml.',
+      );
     }
     if (run.job === null) {
       if (run.state === 'preparing') {
-        throw new FlowError(`run ${runId} has no job yet: its pod is still starting, or its client stopped before the job started`, `Remove its pod with "overbrainer pod rm ${runId}" if it is not starting.`);
+        throw new FlowError(
+          `run ${runId} has no job yet: its pod is still starting, or its client stopped before the job started`,
+          `Remove its pod with "overbrainer pod rm ${runId}" if it is not starting.`,
+        );
       }
       return { run, pod, ending: null, summary: summaryLine(deps, run, pod) };
     }
@@ -460,7 +535,13 @@ export async function attach(
     const executor = await reconnect(ctx, pod, run, signal);
     if (executor === null) {
       if (run.state === 'running') {
-        failRun(ctx, run, pastDeadline(pod, ctx.clock.nowMs()) ? MAX_HOURS_REACHED : `pod ${pod.podId ?? ''} no longer exists`);
+        failRun(
+          ctx,
+          run,
+          pastDeadline(pod, ctx.clock.nowMs())
+            ? MAX_HOURS_REACHED
+            : `pod ${pod.podId ?? ''} no longer exists`,
+        );
       }
       return { run, pod, ending: 'deleted', summary: summaryLine(deps, run, pod) };
     }
@@ -471,11 +552,19 @@ export async function attach(
         return await followOnPod(ctx, deps, executor, run, pod, artifactsOf(config), signal);
       }
       // Ended while nobody followed: summarize from the pod's files, then collect.
-      const follower = new MetricsFollower({ executor, runId, runDir: run.remoteDir, bus: deps.bus, clock: deps.clock, timing: deps.timing });
+      const follower = new MetricsFollower({
+        executor,
+        runId,
+        runDir: run.remoteDir,
+        bus: deps.bus,
+        clock: deps.clock,
+        timing: deps.timing,
+      });
       const result = await follower.follow(signal);
-      const outcome = run.state === 'running' || run.state === 'preparing'
-        ? jobOutcome(result.status, result.metrics, run.id)!
-        : { state: run.state as JobOutcome['state'], message: run.message };
+      const outcome =
+        run.state === 'running' || run.state === 'preparing'
+          ? jobOutcome(result.status, result.metrics, run.id)!
+          : { state: run.state as JobOutcome['state'], message: run.message };
       return await collect(ctx, deps, executor, run, pod, outcome, artifactsOf(config));
     } finally {
       executor.dispose();
@@ -514,18 +603,31 @@ export async function cancel(
     }
     const ctx = podCtx(deps);
     const executor = await reconnect(ctx, pod, run, signal);
-    if (executor === null) throw new FlowError(`run ${runId}: no pod left, nothing to cancel`, null);
+    if (executor === null)
+      throw new FlowError(`run ${runId}: no pod left, nothing to cancel`, null);
     try {
       const result = await cancelJob(executor, run.remoteDir, { signal });
       if (result === 'already_ended') {
-        log(ctx, 'info', `the job of run ${runId} had already ended: collect it with \`overbrainer train attach ${runId}\``);
+        log(
+          ctx,
+          'info',
+          `the job of run ${runId} had already ended: collect it with \`overbrainer train attach ${runId}\``,
+        );
       }
       const status = await jobStatus(executor, run.remoteDir);
       if (status.kind !== 'cancelled' || lock === null) {
         // Another client follows the run: it sees the cancel and collects the results.
         return { run, pod, ending: null, summary: summaryLine(deps, run, pod) };
       }
-      return await collect(ctx, deps, executor, run, pod, { state: 'cancelled', message: null }, artifactsOf(config));
+      return await collect(
+        ctx,
+        deps,
+        executor,
+        run,
+        pod,
+        { state: 'cancelled', message: null },
+        artifactsOf(config),
+      );
     } finally {
       executor.dispose();
     }
@@ -542,11 +644,15 @@ export async function keepPod(deps: FlowDeps, runId: string, keep: boolean): Pro
     throw new FlowError(`run ${runId} has no pod to ${keep ? 'keep' : 'release'}`, null);
   }
   if (!['running', 'awaiting_retrieval', 'kept', 'ready'].includes(pod.state)) {
-    throw new FlowError(`the pod of run ${runId} is ${pod.state}: only a running or awaiting pod can be ${keep ? 'kept' : 'released'}`, null);
+    throw new FlowError(
+      `the pod of run ${runId} is ${pod.state}: only a running or awaiting pod can be ${keep ? 'kept' : 'released'}`,
+      null,
+    );
   }
   const ctx = podCtx(deps);
   const executor = await reconnect(ctx, pod, run);
-  if (executor === null) throw new FlowError(`pod ${pod.podId} of run ${runId} no longer exists`, null);
+  if (executor === null)
+    throw new FlowError(`pod ${pod.podId} of run ${runId} no longer exists`, null);
   try {
     await setKeep(ctx, pod, run, executor, keep);
   } finally {
