@@ -89,7 +89,11 @@ export function initScript(mounts: BindMount[]): string {
   return lines.join('\n');
 }
 
-/** Host pids whose PID namespace is `namespace` (`pid:[…]`), from /proc. */
+/**
+ * Host pids whose PID namespace is `namespace` (`pid:[…]`), from /proc. Only meaningful while
+ * that namespace lives: the kernel reuses the inode of a dead namespace for a new one. To tell
+ * whether a pod's processes are gone, use {@link ProcessSnapshot}.
+ */
 export function processesInPidNamespace(namespace: string): number[] {
   const pids: number[] = [];
   for (const entry of readdirSync('/proc')) {
@@ -103,14 +107,90 @@ export function processesInPidNamespace(namespace: string): number[] {
   return pids;
 }
 
-/** Whether a host pid is a live (non-zombie) process. */
-export function isLiveProcess(pid: number): boolean {
+/** A process, told apart from a later one with the same pid by its start time. */
+export interface ProcessIdentity {
+  pid: number;
+  /** Field 22 of /proc/<pid>/stat: start time in clock ticks since boot. */
+  startTicks: number;
+}
+
+function readStat(pid: number): { state: string; startTicks: number } | undefined {
   try {
     const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
-    const state = stat.slice(stat.lastIndexOf(')') + 2, stat.lastIndexOf(')') + 3);
-    return state !== 'Z' && state !== 'X';
+    // Fields after the command name (which may hold spaces and parentheses).
+    const rest = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
+    return { state: rest[0] ?? '', startTicks: Number(rest[19]) };
   } catch {
-    return false;
+    return undefined;
+  }
+}
+
+export function processIdentity(pid: number): ProcessIdentity | undefined {
+  const stat = readStat(pid);
+  return stat ? { pid, startTicks: stat.startTicks } : undefined;
+}
+
+/** Whether that very process still runs (a zombie has stopped running). */
+export function isRunning(id: ProcessIdentity): boolean {
+  const stat = readStat(id.pid);
+  return (
+    stat !== undefined &&
+    stat.startTicks === id.startTicks &&
+    stat.state !== 'Z' &&
+    stat.state !== 'X'
+  );
+}
+
+/** Whether a host pid is a live (non-zombie) process. */
+export function isLiveProcess(pid: number): boolean {
+  const stat = readStat(pid);
+  return stat !== undefined && stat.state !== 'Z' && stat.state !== 'X';
+}
+
+/**
+ * The processes of a PID namespace at one moment, to check later that none of them runs any
+ * more. When a namespace's PID 1 has ended, the kernel has already killed and reaped every other
+ * process of it, so "init is gone" also covers processes started after the snapshot.
+ */
+export class ProcessSnapshot {
+  private constructor(
+    readonly processes: ProcessIdentity[],
+    /** The namespace's PID 1, if it was alive at the snapshot. */
+    readonly init: ProcessIdentity | undefined,
+  ) {}
+
+  static of(namespace: string): ProcessSnapshot {
+    const processes: ProcessIdentity[] = [];
+    let init: ProcessIdentity | undefined;
+    for (const pid of processesInPidNamespace(namespace)) {
+      const id = processIdentity(pid);
+      if (!id || !isRunning(id)) continue;
+      processes.push(id);
+      if (nsPid(pid) === 1) init = id;
+    }
+    return new ProcessSnapshot(processes, init);
+  }
+
+  /** The processes of the snapshot still running (empty when the pod is truly gone). */
+  running(): ProcessIdentity[] {
+    return this.processes.filter(isRunning);
+  }
+
+  /** Whether the namespace itself is over (its PID 1 ended). */
+  namespaceEnded(): boolean {
+    return this.init === undefined || !isRunning(this.init);
+  }
+}
+
+/** The pid a host process has inside its own (innermost) PID namespace. */
+function nsPid(pid: number): number | undefined {
+  try {
+    const status = readFileSync(`/proc/${pid}/status`, 'utf8');
+    const line = /^NSpid:\s+(.*)$/m.exec(status)?.[1];
+    const last = line?.trim().split(/\s+/).pop();
+    return last === undefined ? undefined : Number(last);
+  } catch {
+    return undefined;
   }
 }
 
@@ -123,6 +203,8 @@ export class Container {
   readonly unsharePid: number;
   /** Host pid of the namespace's PID 1, once known. */
   initPid: number | undefined;
+  /** That PID 1, told apart from a later process with the same pid. */
+  init: ProcessIdentity | undefined;
   /** `pid:[inode]` of the pod's PID namespace, once known. */
   pidNamespace: string | undefined;
   /** Resolves when unshare (and so the namespace's PID 1) has exited. */
@@ -200,8 +282,10 @@ export class Container {
           const pid = Number(first);
           const namespace = readlinkSync(`/proc/${pid}/ns/pid`);
           // Until unshare's child has its own namespace it is still in ours: keep looking.
-          if (namespace !== readlinkSync('/proc/self/ns/pid')) {
+          const identity = processIdentity(pid);
+          if (namespace !== readlinkSync('/proc/self/ns/pid') && identity) {
             this.initPid = pid;
+            this.init = identity;
             this.pidNamespace = namespace;
             return;
           }
@@ -213,62 +297,52 @@ export class Container {
     }
   }
 
-  /** Host pids of every live process of the pod. */
+  /** Host pids of every live process of the pod (none once its PID 1 has ended). */
   processes(): number[] {
-    if (!this.pidNamespace) return [];
+    // A dead namespace's inode may already name another pod's namespace: only look while ours
+    // demonstrably lives.
+    if (!this.pidNamespace || !this.init || !isRunning(this.init)) return [];
     return processesInPidNamespace(this.pidNamespace).filter(isLiveProcess);
   }
 
   /**
-   * Kills every process of the pod: SIGKILL to the namespace's PID 1 (the kernel then kills the
-   * rest), and waits until unshare has reaped it and no process of the namespace is left.
+   * Kills every process of the pod: SIGKILL to the namespace's PID 1, after which the kernel
+   * kills and reaps every other process of the namespace before PID 1 itself is reaped. Resolves
+   * once unshare has reaped it; throws if the pod's PID 1 still runs after the fallbacks.
    */
   async kill(): Promise<void> {
-    if (!this.hasExited) {
-      const target = this.initPid ?? this.unsharePid;
-      try {
-        process.kill(target, 'SIGKILL');
-      } catch {
-        // already gone
-      }
-      const timedOut = await Promise.race([
-        this.exited.then(() => false),
-        sleepReal(3000).then(() => true),
-      ]);
-      if (timedOut) {
-        // unshare itself is stuck: killing it makes --kill-child kill PID 1.
-        try {
-          process.kill(this.unsharePid, 'SIGKILL');
-        } catch {
-          // already gone
-        }
-        await this.exited;
-      }
+    if (this.hasExited) return;
+    if (this.init && isRunning(this.init)) this.signal(this.init.pid);
+    else if (!this.init) this.signal(this.unsharePid); // not forked yet: --kill-child does it
+    const timedOut = await Promise.race([
+      this.exited.then(() => false),
+      sleepReal(3000).then(() => true),
+    ]);
+    if (!timedOut) return;
+    // unshare itself is stuck: killing it makes --kill-child (PDEATHSIG) kill PID 1.
+    this.signal(this.unsharePid);
+    await this.exited;
+    for (let i = 0; i < 200 && this.init && isRunning(this.init); i++) await sleepReal(5);
+    if (this.init && isRunning(this.init)) {
+      throw new Error(`the pod's PID 1 (host pid ${this.init.pid}) survived SIGKILL`);
     }
-    for (let i = 0; i < 200; i++) {
-      const left = this.processes();
-      if (left.length === 0) return;
-      for (const pid of left) {
-        try {
-          process.kill(pid, 'SIGKILL');
-        } catch {
-          // gone meanwhile
-        }
-      }
-      await sleepReal(5);
-    }
-    throw new Error(`pod processes survived SIGKILL: ${this.processes().join(', ')}`);
   }
 
-  /** Synchronous last resort (process exit): SIGKILL PID 1 and unshare, no waiting. */
+  private signal(pid: number): void {
+    try {
+      process.kill(pid, 'SIGKILL');
+    } catch {
+      // already gone
+    }
+  }
+
+  /** Synchronous last resort (process exit, a crash fault): SIGKILL PID 1 (else unshare). */
   killNow(): void {
-    for (const pid of [this.initPid, this.unsharePid]) {
-      if (pid === undefined || this.hasExited) continue;
-      try {
-        process.kill(pid, 'SIGKILL');
-      } catch {
-        // already gone
-      }
+    if (this.hasExited) return;
+    if (this.init) {
+      if (isRunning(this.init)) this.signal(this.init.pid);
+    } else {
+      this.signal(this.unsharePid);
     }
   }
 }

@@ -128,6 +128,9 @@ export interface PodInternals {
   dirs: PodDirs;
   /** `pid:[inode]` of the current container's PID namespace. */
   pidNamespace: string | null;
+  /** Host pids of the container's `unshare` (outside the namespace) and of its PID 1. */
+  unsharePid: number | null;
+  initPid: number | null;
   /** Host pids of the pod's live processes. */
   processes: number[];
   /** How many times its container has started. */
@@ -235,6 +238,9 @@ interface PodState {
   abort: AbortController;
   container: Container | undefined;
   containerStarts: number;
+  /** When the current container started (clock), and how many ended within seconds in a row. */
+  containerStartedAtMs: number;
+  quickExits: number;
   sshPort: number | null;
   publishedPort: number | null;
   bannerSeen: boolean;
@@ -434,11 +440,13 @@ class EmulatorServer {
   private readonly violations: string[] = [];
   private readonly reservedPorts = new Set<number>();
   private readonly hanging = new Set<ServerResponse>();
+  private readonly launches = new Set<Promise<void>>();
   private readonly sockets = new Set<Socket>();
   private readonly closing = new AbortController();
   private port = 0;
   private seq = 0;
   private unreachableMode: 'refuse' | 'reset' | undefined;
+  private unreachableEpisode = 0;
   private closed = false;
 
   constructor(options: EmulatorOptions) {
@@ -621,7 +629,8 @@ class EmulatorServer {
       }
       case 'podCrash': {
         const pod = this.livePod(fault.podId);
-        pod.container?.killNow();
+        if (!pod.container) throw new Error(`pod '${pod.id}' has no running container to crash`);
+        pod.container.killNow();
         this.podLogLine(pod, "the pod's main process was killed (injected fault)");
         return this.faultBook.newId();
       }
@@ -632,9 +641,11 @@ class EmulatorServer {
       }
       case 'unreachable': {
         await this.setUnreachable(fault.mode);
+        const episode = ++this.unreachableEpisode;
         this.clock
           .sleep(fault.forMs, this.closing.signal)
-          .then(() => this.reachable())
+          // A later unreachable fault (or `reachable()`) owns the outage from then on.
+          .then(() => (episode === this.unreachableEpisode ? this.reachable() : undefined))
           .catch(() => undefined);
         return this.faultBook.newId();
       }
@@ -661,6 +672,7 @@ class EmulatorServer {
   }
 
   private async reachable(): Promise<void> {
+    this.unreachableEpisode++;
     const mode = this.unreachableMode;
     this.unreachableMode = undefined;
     if (mode !== 'refuse' || this.closed) return;
@@ -1409,6 +1421,8 @@ class EmulatorServer {
       abort: new AbortController(),
       container: undefined,
       containerStarts: 0,
+      containerStartedAtMs: 0,
+      quickExits: 0,
       sshPort: null,
       publishedPort: null,
       bannerSeen: false,
@@ -1445,11 +1459,14 @@ class EmulatorServer {
       },
       'PROVISIONING',
     );
+    // PROVISIONING (the image pull) → STARTING → RUNNING.
     const slow = this.faultBook.takeSlowBoot();
-    void this.bootPod(pod, pod.gen, {
-      provisioning: slow?.provisioningMs ?? this.boot.provisioning,
-      starting: slow?.startingMs ?? this.boot.starting,
-    });
+    this.launch(
+      pod,
+      pod.gen,
+      slow?.provisioningMs ?? this.boot.provisioning,
+      slow?.startingMs ?? this.boot.starting,
+    );
     return { status: 201, body: this.podJson(pod) };
   }
 
@@ -1502,27 +1519,33 @@ class EmulatorServer {
     if (ms > 0) await this.clock.sleep(ms, pod.abort.signal);
   }
 
-  /** PROVISIONING → (container started) STARTING → RUNNING. */
-  private async bootPod(
-    pod: PodState,
-    gen: number,
-    delays: { provisioning: number; starting: number },
-  ): Promise<void> {
-    try {
-      await this.delay(pod, delays.provisioning);
-      if (this.stale(pod, gen)) return;
-      await this.startContainer(pod, gen);
-      await this.delay(pod, delays.starting);
-      if (this.stale(pod, gen) || pod.status !== 'STARTING') return;
-      pod.startedAtMs = this.clock.nowMs();
-      this.setStatus(pod, 'RUNNING');
-      this.maybePublish(pod);
-    } catch (error) {
-      if (isAbortError(error) || this.stale(pod, gen)) return;
-      this.podLogLine(pod, `container failed to start: ${String(error)}`);
-      this.setStatus(pod, 'ERROR');
-      this.releaseStock(pod);
-    }
+  /**
+   * Waits `beforeMs`, starts the container (STARTING), and after `startingMs` marks the pod
+   * RUNNING. A container that cannot start leaves the pod in ERROR. Tracked, so `close()` can
+   * wait for a start in flight and kill what it started.
+   */
+  private launch(pod: PodState, gen: number, beforeMs: number, startingMs: number): void {
+    const run = async (): Promise<void> => {
+      try {
+        await this.delay(pod, beforeMs);
+        if (this.stale(pod, gen)) return;
+        await this.startContainer(pod, gen);
+        await this.delay(pod, startingMs);
+        if (this.stale(pod, gen) || pod.status !== 'STARTING') return;
+        pod.startedAtMs = this.clock.nowMs();
+        this.setStatus(pod, 'RUNNING');
+        this.maybePublish(pod);
+      } catch (error) {
+        if (isAbortError(error) || this.stale(pod, gen)) return;
+        this.podLogLine(pod, `container failed to start: ${String(error)}`);
+        this.dropContainer(pod);
+        this.setStatus(pod, 'ERROR');
+        this.releaseStock(pod);
+      }
+    };
+    const launched = run();
+    this.launches.add(launched);
+    void launched.finally(() => this.launches.delete(launched));
   }
 
   private has22(pod: PodState): boolean {
@@ -1571,6 +1594,7 @@ class EmulatorServer {
     const initPath = join(pod.runtimeDir, 'init.sh');
     writeFileSync(initPath, initScript(mounts), { mode: 0o700 });
     pod.containerStarts++;
+    pod.containerStartedAtMs = this.clock.nowMs();
     this.podLogLine(pod, `container start #${pod.containerStarts} (sshd port ${sshPort})`);
     const container = await Container.start({
       cmd: pod.cmd,
@@ -1663,25 +1687,13 @@ class EmulatorServer {
       this.releaseStock(pod);
       return;
     }
-    // Runpod restarts a container whose command ended: same disk, a new port.
+    // Runpod restarts a container whose command ended: same disk, a new port. A command that
+    // keeps ending within seconds is restarted ever more slowly (up to 64 × the restart delay).
+    const livedMs = this.clock.nowMs() - pod.containerStartedAtMs;
+    pod.quickExits = livedMs < 10_000 ? pod.quickExits + 1 : 0;
     this.setStatus(pod, 'STARTING');
-    void (async () => {
-      try {
-        await this.delay(pod, this.boot.restart);
-        if (this.stale(pod, next)) return;
-        await this.startContainer(pod, next);
-        await this.delay(pod, this.boot.starting);
-        if (this.stale(pod, next) || pod.status !== 'STARTING') return;
-        pod.startedAtMs = this.clock.nowMs();
-        this.setStatus(pod, 'RUNNING');
-        this.maybePublish(pod);
-      } catch (error) {
-        if (isAbortError(error) || this.stale(pod, next)) return;
-        this.podLogLine(pod, `container failed to restart: ${String(error)}`);
-        this.setStatus(pod, 'ERROR');
-        this.releaseStock(pod);
-      }
-    })();
+    const backoff = 2 ** Math.min(Math.max(0, pod.quickExits - 1), 6);
+    this.launch(pod, next, this.boot.restart * backoff, this.boot.starting);
   }
 
   /** Forgets the container's ports and silent listener (the processes are gone or going). */
@@ -1773,21 +1785,7 @@ class EmulatorServer {
   private restartInPlace(pod: PodState): Reply {
     const gen = this.bumpGen(pod);
     this.setStatus(pod, 'STARTING');
-    void (async () => {
-      try {
-        await this.startContainer(pod, gen);
-        await this.delay(pod, this.boot.starting);
-        if (this.stale(pod, gen) || pod.status !== 'STARTING') return;
-        pod.startedAtMs = this.clock.nowMs();
-        this.setStatus(pod, 'RUNNING');
-        this.maybePublish(pod);
-      } catch (error) {
-        if (isAbortError(error) || this.stale(pod, gen)) return;
-        this.podLogLine(pod, `container failed to start: ${String(error)}`);
-        this.setStatus(pod, 'ERROR');
-        this.releaseStock(pod);
-      }
-    })();
+    this.launch(pod, gen, 0, this.boot.starting);
     return { status: 200, body: this.podJson(pod) };
   }
 
@@ -1861,6 +1859,8 @@ class EmulatorServer {
       publishedPort: pod.publishedPort,
       dirs: { ...pod.dirs },
       pidNamespace: pod.container?.pidNamespace ?? null,
+      unsharePid: pod.container?.unsharePid ?? null,
+      initPid: pod.container?.initPid ?? null,
       processes: pod.container?.processes() ?? [],
       containerStarts: pod.containerStarts,
     };
@@ -1886,6 +1886,8 @@ class EmulatorServer {
         if (container) await container.kill();
       }),
     );
+    // A container still being spawned is killed by its launch as soon as it exists.
+    await Promise.allSettled([...this.launches]);
     for (const res of this.hanging) res.destroy();
     await new Promise<void>((resolve) => {
       if (!this.server.listening) {

@@ -269,7 +269,13 @@ export class OpenApiContract {
         const segment = segments[i] ?? '';
         if (part.startsWith('{') && part.endsWith('}')) {
           if (segment === '') ok = false;
-          else params[part.slice(1, -1)] = decodeURIComponent(segment);
+          else {
+            try {
+              params[part.slice(1, -1)] = decodeURIComponent(segment);
+            } catch {
+              ok = false; // a malformed %-escape names nothing
+            }
+          }
         } else if (part === segment) {
           score++;
         } else {

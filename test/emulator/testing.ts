@@ -4,7 +4,9 @@
  * command that does what a pod's bootstrap must (host key from env, authorized_keys, sshd), and
  * an ssh2 session with a pinned host key.
  */
+import assert from 'node:assert/strict';
 import { Client, utils } from 'ssh2';
+import { ProcessSnapshot } from './container';
 import { ContractViolation, OpenApiContract } from './openapi';
 
 export interface ApiResponse<T = unknown> {
@@ -89,6 +91,21 @@ export class ApiClient {
 
 export { ContractViolation };
 
+/** Takes a snapshot of a pod's processes (its PID namespace must be alive). */
+export function snapshotPod(pidNamespace: string | null | undefined): ProcessSnapshot {
+  assert.ok(pidNamespace, 'the pod has no running container');
+  const snapshot = ProcessSnapshot.of(pidNamespace);
+  assert.ok(snapshot.init, `no PID 1 found in ${pidNamespace}`);
+  return snapshot;
+}
+
+/** Asserts that no process of the snapshot runs and that its namespace has ended. */
+export function assertPodGone(snapshot: ProcessSnapshot, what = 'the pod'): void {
+  const running = snapshot.running().map((p) => p.pid);
+  assert.deepEqual(running, [], `${what}: processes still running`);
+  assert.ok(snapshot.namespaceEnded(), `${what}: its PID 1 still runs`);
+}
+
 /** The parts of a Pod the tests read. */
 export interface PodBody {
   id: string;
@@ -122,9 +139,16 @@ export interface KeyPair {
 }
 
 export function ed25519(): KeyPair {
-  const pair = utils.generateKeyPairSync('ed25519');
-  const blob = Buffer.from(pair.public.split(' ')[1] ?? '', 'base64');
-  return { privateKey: pair.private, publicKey: pair.public, blob };
+  // ssh2 1.17's generateKeyPairSync('ed25519') strips leading zero bytes of the public key (one
+  // key in 256), and OpenSSH then refuses both files ("error in libcrypto"): a pod's sshd would
+  // not start. Draw again until the public key has its 32 bytes.
+  for (;;) {
+    const pair = utils.generateKeyPairSync('ed25519');
+    const blob = Buffer.from(pair.public.split(' ')[1] ?? '', 'base64');
+    if (blob.length === 4 + 'ssh-ed25519'.length + 4 + 32) {
+      return { privateKey: pair.private, publicKey: pair.public, blob };
+    }
+  }
 }
 
 /**
@@ -193,6 +217,34 @@ export function sshConnect(target: SshTarget): Promise<Client> {
       settled = true;
       reject(error);
     });
+    client.connect({
+      host: target.host ?? '127.0.0.1',
+      port: target.port,
+      username: 'root',
+      privateKey: target.privateKey,
+      readyTimeout: target.timeoutMs ?? 10_000,
+      hostVerifier: (key: Buffer) => key.equals(target.hostKeyBlob),
+    });
+  });
+}
+
+/**
+ * Proves who answers on a port without logging in: the SSH key exchange completes only if the
+ * server holds the pinned host key. Cheaper than a session (no login, no shell on the pod).
+ */
+export function sshHandshake(target: SshTarget): Promise<void> {
+  return new Promise((resolve, reject) => {
+    const client = new Client();
+    let settled = false;
+    const settle = (error?: Error): void => {
+      if (settled) return;
+      settled = true;
+      client.end();
+      if (error) reject(error);
+      else resolve();
+    };
+    client.once('handshake', () => settle());
+    client.on('error', (error) => settle(error));
     client.connect({
       host: target.host ?? '127.0.0.1',
       port: target.port,

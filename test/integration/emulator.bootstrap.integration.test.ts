@@ -7,11 +7,12 @@
 import assert from 'node:assert/strict';
 import { existsSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { isLiveProcess, processesInPidNamespace } from '../emulator/container';
 import { startEmulator, type Emulator } from '../emulator/emulator';
 import {
   ApiClient,
+  assertPodGone,
   ed25519,
+  snapshotPod,
   sshExec,
   waitFor,
   waitForPod,
@@ -21,7 +22,7 @@ import {
 const POD_SCRIPTS = join(__dirname, '..', '..', 'src', 'core', 'runpod', 'podScripts.ts');
 
 describe('Runpod emulator: the real bootstrap and watchdog', function () {
-  this.timeout(90_000);
+  this.timeout(180_000); // generous: the machine is shared
   let emulator: Emulator | undefined;
 
   before(function () {
@@ -83,8 +84,7 @@ describe('Runpod emulator: the real bootstrap and watchdog', function () {
     const id = created.body.id;
     const { pod } = await waitForPod(api, id, (p) => p.ssh.direct !== null, 40_000);
     const internals = emulator.pod(id);
-    assert.ok(internals?.pidNamespace);
-    const ns = internals.pidNamespace;
+    assert.ok(internals);
     const runDir = join(internals.dirs.workspace, 'overbrainer', runId);
     const verdict = await waitFor(
       () => `the watchdog verdict (log: ${emulator?.podLog(id)})`,
@@ -123,6 +123,7 @@ describe('Runpod emulator: the real bootstrap and watchdog', function () {
     assert.match(inside.stdout, /job\.env/);
     await assert.rejects(sshExec({ ...target, hostKeyBlob: ed25519().blob }, 'true'));
 
+    const snapshot = snapshotPod(emulator.pod(id)?.pidNamespace);
     const proof = emulator.requests().filter((r) => r.key === `pod:${id}` && r.route === 'getPod');
     assert.ok(
       proof.length >= 1 && proof.every((r) => r.status === 200),
@@ -140,7 +141,7 @@ describe('Runpod emulator: the real bootstrap and watchdog', function () {
     assert.equal(entry?.deletedBy, 'pod');
     assert.equal(entry?.runId, runId);
     assert.equal(emulator.ledger().totals.podsBilling, 0);
-    assert.deepEqual(processesInPidNamespace(ns).filter(isLiveProcess), []);
+    assertPodGone(snapshot);
     assert.match(emulator.podLog(id), /delete reason=retrieved/);
   });
 });

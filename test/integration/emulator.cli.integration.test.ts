@@ -7,8 +7,8 @@ import { spawn, type ChildProcess } from 'node:child_process';
 import { existsSync, mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { isLiveProcess, processesInPidNamespace } from '../emulator/container';
-import { ApiClient, waitFor, type PodBody } from '../emulator/testing';
+import { processesInPidNamespace } from '../emulator/container';
+import { ApiClient, assertPodGone, snapshotPod, waitFor, type PodBody } from '../emulator/testing';
 
 const CLI = join(__dirname, '..', 'emulator', 'cli.ts');
 const LINE =
@@ -94,10 +94,10 @@ describe('Runpod emulator: the CLI', function () {
       assert.equal(r.status, 201);
       const ns = await podNamespace(cli.baseUrl, r.body.id);
       assert.ok(existsSync(join(stateDir, 'pods', r.body.id)));
-      assert.ok(processesInPidNamespace(ns).length > 0);
+      const snapshot = snapshotPod(ns);
       cli.child.kill('SIGTERM');
       assert.deepEqual(await cli.exited, { code: 0, signal: null });
-      assert.deepEqual(processesInPidNamespace(ns).filter(isLiveProcess), []);
+      assertPodGone(snapshot);
       assert.equal(cli.stdout().split('\n').filter(Boolean).length, 1, 'exactly one line');
     } finally {
       rmSync(stateDir, { recursive: true, force: true });
@@ -119,13 +119,15 @@ describe('Runpod emulator: the CLI', function () {
     await waitFor('both sleeps', () =>
       processesInPidNamespace(ns).length >= 2 ? true : undefined,
     );
+    const snapshot = snapshotPod(ns);
     cli.child.kill('SIGKILL');
     await cli.exited;
     await waitFor(
       'the pod processes to die with the emulator',
-      () => (processesInPidNamespace(ns).filter(isLiveProcess).length === 0 ? true : undefined),
+      () => (snapshot.running().length === 0 && snapshot.namespaceEnded() ? true : undefined),
       5000,
     );
+    assertPodGone(snapshot);
   });
 
   it('refuses bad arguments with exit code 2', async () => {
