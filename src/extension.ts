@@ -8,7 +8,7 @@ import { Redactor } from './ui/redact';
 import { runsFolders, watchRunsFolders } from './ui/runsFolders';
 import { RunsModel } from './ui/runsModel';
 import { readRuns } from './ui/runsSource';
-import { errorText, PodsTreeProvider, RunsTreeProvider } from './ui/runsTree';
+import { errorText, podsTreeProvider, runsTreeProvider } from './ui/runsTree';
 
 /**
  * The composition root: builds the models, wires them to the views and commands, and registers
@@ -25,8 +25,8 @@ export function activate(context: vscode.ExtensionContext): void {
   const pods = new PodsModel(async () => podsFromRuns(await readRuns(runsFolders())));
   context.subscriptions.push(runs, pods);
 
-  const runsTree = new RunsTreeProvider(runs, systemClock, log);
-  const podsTree = new PodsTreeProvider(pods, systemClock, log);
+  const runsTree = runsTreeProvider(runs, systemClock, log);
+  const podsTree = podsTreeProvider(pods, systemClock, log);
   context.subscriptions.push(
     runsTree,
     podsTree,
