@@ -105,16 +105,36 @@ describe('Runpod emulator: the CLI', function () {
   });
 
   it('leaves no pod process behind when the emulator itself is SIGKILLed', async () => {
-    const cli = await runCli(['--boot-ms', '0']);
-    children.push(cli.child);
-    const api = new ApiClient(cli.baseUrl, cli.apiKey);
-    const r = await api.post<PodBody>('/pods', {
-      name: 'orphan?',
-      image: 'x',
-      gpu: { id: 'NVIDIA GeForce RTX 4090' },
-      // A daemonized grandchild too: it must die with the namespace.
-      cmd: ['bash', '-c', 'setsid sleep 1000 & exec sleep infinity'],
-    });
+    // A SIGKILLed emulator cannot remove its state dir: the test owns it.
+    const stateDir = mkdtempSync(join(tmpdir(), 'emu-cli-'));
+    try {
+      const cli = await runCli(['--boot-ms', '0', '--state-dir', stateDir]);
+      children.push(cli.child);
+      const api = new ApiClient(cli.baseUrl, cli.apiKey);
+      const r = await api.post<PodBody>('/pods', {
+        name: 'orphan?',
+        image: 'x',
+        gpu: { id: 'NVIDIA GeForce RTX 4090' },
+        // A daemonized grandchild too: it must die with the namespace.
+        cmd: ['bash', '-c', 'setsid sleep 1000 & exec sleep infinity'],
+      });
+      const ns = await podNamespace(cli.baseUrl, r.body.id);
+      await waitFor('both sleeps', () =>
+        processesInPidNamespace(ns).length >= 2 ? true : undefined,
+      );
+      const snapshot = snapshotPod(ns);
+      cli.child.kill('SIGKILL');
+      await cli.exited;
+      await waitFor(
+        'the pod processes to die with the emulator',
+        () => (snapshot.running().length === 0 && snapshot.namespaceEnded() ? true : undefined),
+        5000,
+      );
+      assertPodGone(snapshot);
+    } finally {
+      rmSync(stateDir, { recursive: true, force: true });
+    }
+  });
     const ns = await podNamespace(cli.baseUrl, r.body.id);
     await waitFor('both sleeps', () =>
       processesInPidNamespace(ns).length >= 2 ? true : undefined,
