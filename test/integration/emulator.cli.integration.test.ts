@@ -135,20 +135,6 @@ describe('Runpod emulator: the CLI', function () {
       rmSync(stateDir, { recursive: true, force: true });
     }
   });
-    const ns = await podNamespace(cli.baseUrl, r.body.id);
-    await waitFor('both sleeps', () =>
-      processesInPidNamespace(ns).length >= 2 ? true : undefined,
-    );
-    const snapshot = snapshotPod(ns);
-    cli.child.kill('SIGKILL');
-    await cli.exited;
-    await waitFor(
-      'the pod processes to die with the emulator',
-      () => (snapshot.running().length === 0 && snapshot.namespaceEnded() ? true : undefined),
-      5000,
-    );
-    assertPodGone(snapshot);
-  });
 
   it('refuses bad arguments with exit code 2', async () => {
     const child = spawn(process.execPath, ['--import', 'tsx', CLI, '--port', 'x'], {
