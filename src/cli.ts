@@ -15,7 +15,20 @@ function writer(stream: NodeJS.WriteStream): (line: string) => void {
   };
 }
 
+/**
+ * A closed stdout or stderr (`overbrainer pod ls | head`) must not crash a command that may be
+ * deleting a pod: later lines are dropped, the command runs to its end.
+ */
+function tolerateClosedPipes(): void {
+  for (const stream of [process.stdout, process.stderr]) {
+    stream.on('error', (error: NodeJS.ErrnoException) => {
+      if (error.code !== 'EPIPE') throw error;
+    });
+  }
+}
+
 async function main(): Promise<void> {
+  tolerateClosedPipes();
   const code = await runCli(process.argv.slice(2), {
     stdout: writer(process.stdout),
     stderr: writer(process.stderr),
