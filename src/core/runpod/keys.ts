@@ -12,7 +12,7 @@
  */
 import * as fs from 'node:fs';
 import * as path from 'node:path';
-import { utils } from 'ssh2';
+import { generateEd25519KeyPair } from '../exec/sshKeys';
 
 export const CLIENT_KEY = 'id_ed25519';
 export const CLIENT_PUBLIC_KEY = 'id_ed25519.pub';
@@ -127,8 +127,11 @@ export function generateRunKeys(sshDir: string, aliasName: string): RunKeys {
   checkAlias(aliasName);
   ensurePrivateDir(sshDir);
   const dir = path.resolve(sshDir);
-  const client = utils.generateKeyPairSync('ed25519', { comment: aliasName });
-  const host = utils.generateKeyPairSync('ed25519', { comment: aliasName });
+  // Not ssh2's generator: it drops a leading zero byte in ~1/256 keys, which sshd refuses.
+  const clientPair = generateEd25519KeyPair(aliasName);
+  const hostPair = generateEd25519KeyPair(aliasName);
+  const client = { private: clientPair.privateKey, public: clientPair.publicKey };
+  const host = { private: hostPair.privateKey, public: hostPair.publicKey };
   const clientKeyPath = path.join(dir, CLIENT_KEY);
   // OpenSSH wants the armored file to end with a line break.
   writeFresh(clientKeyPath, withNewline(client.private), 0o600);
