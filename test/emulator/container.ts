@@ -25,6 +25,11 @@ export const POD_PATHS = {
   workspace: '/workspace',
   etcOverbrainer: '/etc/overbrainer',
   etcSsh: '/etc/ssh',
+  /**
+   * The pod's own home: an image's /root, not the host's (whose shell rc files, e.g. pyenv's,
+   * would run in every SSH session and leave locks behind when a pod is deleted mid-session).
+   */
+  rootHome: '/root',
   rootSsh: '/root/.ssh',
 } as const;
 

@@ -143,6 +143,7 @@ export interface PodDirs {
   workspace: string;
   etcOverbrainer: string;
   etcSsh: string;
+  rootHome: string;
   rootSsh: string;
   /** The persistent volume (`mounts.persistent`), if any. */
   volume: string | null;
@@ -1382,6 +1383,7 @@ class EmulatorServer {
       workspace: join(root, 'container', 'workspace'),
       etcOverbrainer: join(root, 'container', 'etc-overbrainer'),
       etcSsh: join(root, 'container', 'etc-ssh'),
+      rootHome: join(root, 'container', 'root-home'),
       rootSsh: join(root, 'container', 'root-ssh'),
       volume: mounts?.persistent ? join(root, 'volume') : null,
       log: join(this.stateDir, 'logs', `${id}.log`),
@@ -1484,6 +1486,7 @@ class EmulatorServer {
     mkdirSync(pod.dirs.etcOverbrainer, { recursive: true, mode: 0o755 });
     mkdirSync(pod.dirs.etcSsh, { recursive: true, mode: 0o755 });
     mkdirSync(pod.dirs.rootSsh, { recursive: true, mode: 0o700 });
+    mkdirSync(join(pod.dirs.rootHome, '.ssh'), { recursive: true, mode: 0o700 });
     for (const file of ['moduli', 'ssh_config']) {
       if (existsSync(join('/etc/ssh', file)))
         copyFileSync(join('/etc/ssh', file), join(pod.dirs.etcSsh, file));
@@ -1587,6 +1590,7 @@ class EmulatorServer {
       { source: pod.dirs.workspace, target: POD_PATHS.workspace },
       { source: pod.dirs.etcOverbrainer, target: POD_PATHS.etcOverbrainer },
       { source: pod.dirs.etcSsh, target: POD_PATHS.etcSsh },
+      { source: pod.dirs.rootHome, target: POD_PATHS.rootHome },
       { source: pod.dirs.rootSsh, target: POD_PATHS.rootSsh },
     ];
     if (pod.persistentMount) mounts.push(pod.persistentMount);
@@ -1623,8 +1627,9 @@ class EmulatorServer {
       });
     }
     return {
-      // The image's environment: PATH of the emulator (so the pod finds what the host has).
-      PATH: process.env.PATH ?? '/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin',
+      // The image's environment: a plain system PATH, as a container image sets it (the host's
+      // PATH may point into the host's home, which the pod does not see).
+      PATH: '/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin',
       HOME: '/root',
       ...resolved,
       // Runpod's own variables win over the request's.
