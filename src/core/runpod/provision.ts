@@ -171,7 +171,8 @@ async function provision(
         ctx.store.savePod(record);
         log(ctx, 'warn', `pod ${created.id} (${gpuType}) is not ready: ${error.message}`);
         // A pod whose deletion cannot be confirmed stops the walk: never a second billing pod.
-        await remove(ctx, record, 'not_ready', 'client', signal);
+        // The next type's pod authorizes the same client key: it must outlive this delete.
+        await remove(ctx, record, 'not_ready', 'client', signal, { keepClientKey: true });
         record.forgetPod();
         ctx.store.savePod(record);
       }

@@ -102,6 +102,7 @@ export async function remove(
   reason: DeleteReason,
   by: DeletedBy,
   signal?: AbortSignal,
+  options: GoneOptions = {},
 ): Promise<void> {
   const id = pod.podId;
   if (id === null || pod.state === 'deleted') return;
@@ -125,7 +126,15 @@ export async function remove(
     throw notDeleted(id, pod.runId, `the delete failed: ${messageOf(error)}`, error);
   }
   await confirmGone(ctx, id, pod.runId, signal);
-  markGone(ctx, pod, id, lookedGone && deleteSaidGone ? 'watchdog' : by);
+  markGone(ctx, pod, id, lookedGone && deleteSaidGone ? 'watchdog' : by, options);
+}
+
+export interface GoneOptions {
+  /**
+   * Keep the run's private client key: the provisioning walk deletes a pod that never got ready
+   * and goes on to the next GPU type, whose pod needs the same key (its authorized key).
+   */
+  keepClientKey?: boolean;
 }
 
 /** Looks at pod `id` until Runpod answers 404, for `deleteConfirmMs`. */
@@ -167,13 +176,24 @@ function notDeleted(id: string, runId: string, why: string, cause: unknown): Pod
   );
 }
 
-/** Records the pod `id` deleted by `by`, forgets the client key, publishes `deleted`. */
-export function markGone(ctx: PodCtx, pod: PodRecord, id: string, by: DeletedBy): void {
+/**
+ * Records the pod `id` deleted by `by`, forgets the client key (unless the walk goes on, see
+ * {@link GoneOptions}), publishes `deleted`.
+ */
+export function markGone(
+  ctx: PodCtx,
+  pod: PodRecord,
+  id: string,
+  by: DeletedBy,
+  options: GoneOptions = {},
+): void {
   const nowMs = ctx.clock.nowMs();
   const uptimeMs = pod.uptimeMs(nowMs);
   pod.deleted(by, nowMs);
   ctx.store.savePod(pod);
-  if (pod.strayPods.length === 0) forgetClientKey(ctx.store.sshDir(pod.runId));
+  if (pod.strayPods.length === 0 && !options.keepClientKey) {
+    forgetClientKey(ctx.store.sshDir(pod.runId));
+  }
   ctx.bus.publish({
     type: 'pod',
     runId: pod.runId,
