@@ -649,6 +649,14 @@ export async function keepPod(deps: FlowDeps, runId: string, keep: boolean): Pro
       null,
     );
   }
+  // A pod kept at creation carries OVERBRAINER_KEEP_POD=1 and no deadline in its env: removing
+  // the runtime keep marker would leave its watchdog keeping it while pod.json said released.
+  if (!keep && pod.keep && pod.deadlineUnixS === null) {
+    throw new FlowError(
+      `pod ${pod.podId} of run ${runId} was kept when it was created (--keep-pod): its watchdog never deletes it, so it cannot be released`,
+      `Remove it with "overbrainer pod rm ${runId}" when you no longer need it.`,
+    );
+  }
   const ctx = podCtx(deps);
   const executor = await reconnect(ctx, pod, run);
   if (executor === null)
