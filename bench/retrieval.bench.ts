@@ -12,7 +12,7 @@
  * reported, since these machines are noisy. Ours runs in a child process so
  * its peak RSS is its own.
  *
- *   npx tsx bench/retrieval.bench.ts            quick: 2,000 × 4 KiB and 64 MiB, 3 runs
+ *   npx tsx bench/retrieval.bench.ts            quick: 1,000 × 4 KiB and 32 MiB, 3 runs
  *   npx tsx bench/retrieval.bench.ts --full     10,000 × 4 KiB and 1 GiB, 5 runs
  *   options: --runs N, --small N, --big-mib N, --json (one JSON line at the end)
  */
@@ -116,7 +116,7 @@ function runBaseline(
   knownHosts: string,
   remoteDir: string,
   work: string,
-): { ms: number; peakRssKiB: number } {
+): { ms: number; peakRssKiB: number; phasesMs: [number, number, number] } {
   const dest = join(work, 'baseline');
   rmSync(dest, { recursive: true, force: true });
   mkdirSync(dest, { recursive: true });
@@ -146,10 +146,12 @@ function runBaseline(
     '-c',
     `${timed('m')} ${ssh} 'cd ${remoteDir} && find . -type f -exec sha256sum {} +' > ${sums}`,
   ]);
+  const hashed = performance.now();
   execFileSync('sh', [
     '-c',
     `set -e; ${timed('s')} ${ssh} 'tar -C ${remoteDir} -cf - .' | ${timed('t')} tar -C ${dest} -xf -`,
   ]);
+  const transferred = performance.now();
   const check = spawnSync('sh', ['-c', `cd ${dest} && ${timed('c')} sha256sum -c --quiet ${sums}`]);
   const ms = performance.now() - started;
   if (check.status !== 0) throw new Error(`baseline verification failed: ${check.stderr}`);
@@ -157,7 +159,11 @@ function runBaseline(
     Number(readFileSync(rss(name), 'utf8').trim().split('\n').pop());
   // ssh and tar run side by side: their peaks add up.
   const peakRssKiB = Math.max(kib('m'), kib('s') + kib('t'), kib('c'));
-  return { ms, peakRssKiB };
+  return {
+    ms,
+    peakRssKiB,
+    phasesMs: [hashed - started, transferred - hashed, started + ms - transferred],
+  };
 }
 
 async function main(): Promise<void> {
@@ -168,11 +174,12 @@ async function main(): Promise<void> {
   }
   const full = process.argv.includes('--full');
   const runs = Number(arg('--runs') ?? (full ? 5 : 3));
-  const smallFiles = Number(arg('--small') ?? (full ? 10_000 : 2_000));
-  const bigMiB = Number(arg('--big-mib') ?? (full ? 1024 : 64));
+  const smallFiles = Number(arg('--small') ?? (full ? 10_000 : 1_000));
+  const bigMiB = Number(arg('--big-mib') ?? (full ? 1024 : 32));
   const work = mkdtempSync(join(tmpdir(), 'ob-bench-'));
   const sshd = await startSshd();
   const rows: string[][] = [];
+  const notes: string[] = [];
   const json: Record<string, unknown> = {};
   try {
     const remote = join(sshd.root, 'run');
@@ -202,6 +209,7 @@ async function main(): Promise<void> {
     ];
     for (const dataset of datasets) {
       const baseline: number[] = [];
+      const phases: [number, number, number][] = [];
       const ours: number[] = [];
       let baselineRss = 0;
       let oursRss = 0;
@@ -209,6 +217,7 @@ async function main(): Promise<void> {
       for (let run = 0; run < runs; run++) {
         const b = runBaseline(sshd, keyPath, knownHosts, join(remote, dataset.entry), work);
         baseline.push(b.ms);
+        phases.push(b.phasesMs);
         baselineRss = Math.max(baselineRss, b.peakRssKiB);
         const localRunDir = join(work, 'ours');
         rmSync(localRunDir, { recursive: true, force: true });
@@ -231,7 +240,7 @@ async function main(): Promise<void> {
       }
       const b = median(baseline);
       const o = median(ours);
-      const mbps = (ms: number): string => (dataset.bytes / 1e6 / (ms / 1000)).toFixed(0);
+      const mbps = (ms: number): string => (dataset.bytes / 1e6 / (ms / 1000)).toPrecision(3);
       rows.push([
         dataset.name,
         `${(b / 1000).toFixed(2)} s (${mbps(b)} MB/s)`,
@@ -240,6 +249,10 @@ async function main(): Promise<void> {
         `${(baselineRss / 1024).toFixed(0)} MiB`,
         `${(oursRss / 1024).toFixed(0)} MiB (+${((oursRss - oursIdle) / 1024).toFixed(0)} over idle)`,
       ]);
+      const phase = (i: number): string => (median(phases.map((p) => p[i]!)) / 1000).toFixed(2);
+      notes.push(
+        `${dataset.name}: baseline = hash on the pod ${phase(0)} s + ssh|tar ${phase(1)} s + sha256sum -c ${phase(2)} s`,
+      );
       json[dataset.entry] = {
         baselineMs: baseline,
         oursMs: ours,
@@ -310,6 +323,7 @@ async function main(): Promise<void> {
   const cpu = cpus()[0]?.model ?? 'unknown CPU';
   console.log(`Retrieval, ${runs} runs each (medians), ${cpus().length} × ${cpu}, loopback sshd:`);
   console.log(lines.join('\n'));
+  for (const note of notes) console.log(`- ${note}`);
   if (process.argv.includes('--json')) console.log(JSON.stringify(json));
 }
 

@@ -192,7 +192,13 @@ export class SshExecutor implements Executor {
    */
   static async connect(options: SshExecutorOptions): Promise<SshExecutor> {
     const executor = new SshExecutor(options);
-    await executor.connection(options.signal);
+    try {
+      await executor.connection(options.signal);
+    } catch (error) {
+      // An abort leaves the handshake running: disposing closes it when it lands.
+      executor.dispose();
+      throw error;
+    }
     return executor;
   }
 
@@ -630,34 +636,40 @@ export class SshExecutor implements Executor {
     signal?: AbortSignal,
   ): Promise<{ conn: Connection; sftp: SFTPWrapper }> {
     const conn = await this.connection(signal);
-    conn.sftp ??= new Promise<SFTPWrapper>((resolve, reject) => {
-      const undo = conn.onDrop(reject);
-      try {
-        conn.client.sftp((error, sftp) => {
+    const session: Promise<SFTPWrapper> = (conn.sftp ??= new Promise<SFTPWrapper>(
+      (resolve, reject) => {
+        const undo = conn.onDrop(reject);
+        try {
+          conn.client.sftp((error, sftp) => {
+            undo();
+            if (error) {
+              reject(
+                new ExecError(
+                  'io',
+                  `${this.where} offers no SFTP session (${error.message}); its sshd_config needs \`Subsystem sftp\``,
+                  { cause: error },
+                ),
+              );
+            } else {
+              sftp.on('error', () => undefined);
+              // A session the server ended is not reused: the next call opens another.
+              sftp.on('close', () => {
+                if (conn.sftp === session) conn.sftp = undefined;
+              });
+              resolve(sftp);
+            }
+          });
+        } catch (error) {
           undo();
-          if (error) {
-            reject(
-              new ExecError(
-                'io',
-                `${this.where} offers no SFTP session (${error.message}); its sshd_config needs \`Subsystem sftp\``,
-                { cause: error },
-              ),
-            );
-          } else {
-            sftp.on('error', () => undefined);
-            resolve(sftp);
-          }
-        });
-      } catch (error) {
-        undo();
-        reject(
-          new ExecError('connection', `the SSH connection to ${this.where} is closed`, {
-            cause: error,
-          }),
-        );
-      }
-    });
-    const pending = conn.sftp;
+          reject(
+            new ExecError('connection', `the SSH connection to ${this.where} is closed`, {
+              cause: error,
+            }),
+          );
+        }
+      },
+    ));
+    const pending = session;
     try {
       return { conn, sftp: await raceAbort(pending, signal, 'opening SFTP') };
     } catch (error) {
