@@ -1,6 +1,9 @@
 import * as vscode from 'vscode';
 import { systemClock } from './core/clock';
+import { EventBus } from './core/events';
 import { ApiKeyStore } from './ui/apiKey';
+import { Controller } from './ui/controller';
+import { watchConfigDiagnostics } from './ui/diagnostics';
 import { registerCommands } from './ui/commands';
 import { Log } from './ui/log';
 import { PodsModel, podsFromRuns } from './ui/podsModel';
@@ -25,6 +28,10 @@ export function activate(context: vscode.ExtensionContext): void {
   const pods = new PodsModel(async () => podsFromRuns(await readRuns(runsFolders())));
   context.subscriptions.push(runs, pods);
 
+  const bus = new EventBus();
+  const controller = new Controller(bus, systemClock, log, apiKeys, runs);
+  context.subscriptions.push(controller, watchConfigDiagnostics());
+
   const runsTree = runsTreeProvider(runs, systemClock, log);
   const podsTree = podsTreeProvider(pods, systemClock, log);
   context.subscriptions.push(
@@ -32,7 +39,7 @@ export function activate(context: vscode.ExtensionContext): void {
     podsTree,
     vscode.window.createTreeView('overbrainer.runs', { treeDataProvider: runsTree }),
     vscode.window.createTreeView('overbrainer.pods', { treeDataProvider: podsTree }),
-    ...registerCommands({ log, apiKeys, runs, pods }),
+    ...registerCommands({ log, apiKeys, runs, pods, controller }),
     // Only models already shown are reloaded; a hidden view loads when it is first shown.
     watchRunsFolders(() => {
       for (const model of [runs, pods]) {
@@ -44,7 +51,11 @@ export function activate(context: vscode.ExtensionContext): void {
   );
 
   log.info(`Overbrainer ${String(context.extension.packageJSON.version)} activated.`);
+  // Runs this workspace left `running` are followed again (unless another process holds them).
+  controller
+    .resumeFollowing()
+    .catch((error: unknown) => log.warn(`Could not resume following: ${errorText(error)}`));
 }
 
-/** Nothing to stop yet. Deactivation will stop following runs; it never deletes a pod. */
+/** The controller (a context subscription) aborts every follow; nothing deletes a pod here. */
 export function deactivate(): void {}

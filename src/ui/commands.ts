@@ -1,6 +1,7 @@
 import * as vscode from 'vscode';
 import { API_KEY_ENV, validateApiKey, type ApiKeyStore } from './apiKey';
 import { COMMAND_IDS, notAvailableMessage, type CommandId } from './commandIds';
+import type { Controller } from './controller';
 import type { Log } from './log';
 import type { PodsModel } from './podsModel';
 import type { RunsModel } from './runsModel';
@@ -11,6 +12,7 @@ export interface CommandDeps {
   apiKeys: ApiKeyStore;
   runs: RunsModel;
   pods: PodsModel;
+  controller: Controller;
 }
 
 type Handler = (...args: unknown[]) => unknown;
@@ -20,7 +22,18 @@ type Handler = (...args: unknown[]) => unknown;
  * doing nothing; each registration is returned as a Disposable for the extension context.
  */
 export function registerCommands(deps: CommandDeps): vscode.Disposable[] {
+  const c = deps.controller;
   const implemented: Partial<Record<CommandId, Handler>> = {
+    'overbrainer.train': () => c.train(),
+    'overbrainer.attach': (arg) => c.attach(arg),
+    'overbrainer.cancel': (arg) => c.cancel(arg),
+    'overbrainer.keepPod': (arg) => c.keep(arg, true),
+    'overbrainer.releasePod': (arg) => c.keep(arg, false),
+    'overbrainer.removePod': (arg) => c.removePod(arg),
+    'overbrainer.showRun': (arg) => c.showRun(arg),
+    'overbrainer.openSshTerminal': (arg) => c.openSshTerminal(arg),
+    'overbrainer.createConfig': () => c.createConfig(),
+    'overbrainer.pickGpuTypes': () => c.pickGpuTypes(),
     'overbrainer.setApiKey': () => setApiKey(deps),
     'overbrainer.showLogs': () => deps.log.show(),
     'overbrainer.refreshRuns': () => refresh(deps, 'runs'),

@@ -177,9 +177,9 @@ describe('Overbrainer in the real VS Code (code-server + Chromium)', function ()
   });
 
   it('a command whose feature has not landed says so', async function () {
-    await workbench.runCommand('Overbrainer: Train');
-    await workbench.waitForNotification('Overbrainer: Train is not available yet.');
-    await workbench.screenshot('train not yet');
+    await workbench.runCommand('Overbrainer: Compare Runs');
+    await workbench.waitForNotification('Overbrainer: Compare Runs is not available yet.');
+    await workbench.screenshot('compare not yet');
   });
 
   it('offers the getting-started walkthrough', async function () {

@@ -1,0 +1,710 @@
+import * as fs from 'node:fs';
+import * as path from 'node:path';
+import * as vscode from 'vscode';
+import type { Clock } from '../core/clock';
+import { CONFIG_FILE, configTemplate, setGpuTypes } from '../core/config';
+import type { CoreEvent, EventBus } from '../core/events';
+import type { GpuType } from '../core/runpod/api';
+import { ApiError } from '../core/runpod/errors';
+import { alias } from '../core/runpod/keys';
+import { untilDeadlineMs } from '../core/runpod/lease';
+import { removePods, strayWarning, listPods } from '../core/runpod/podAdmin';
+import { attach, cancel, keepPod, train, type FlowResult } from '../core/runs/flow';
+import { Pace } from '../core/train/pace';
+import type { ApiKeyStore } from './apiKey';
+import type { Log } from './log';
+import { notificationFor, OnceFilter, type NotifyAction } from './notifyModel';
+import { runsFolderName } from './runsFolders';
+import type { RunsModel, RunSummary } from './runsModel';
+import { etaFromNow, statusView } from './statusModel';
+import { errorText } from './runsTree';
+import { SetupError, timingFromEnv, WorkspaceSession } from './workspace';
+
+/** A run this window follows: aborting stops following (before the job starts it deletes the pod). */
+interface Followed {
+  runId: string;
+  session: WorkspaceSession;
+  abort: AbortController;
+  pace: Pace;
+  lastMetricMs: number;
+}
+
+/**
+ * Runs the core's flows for the commands, follows runs in the background, and turns core events
+ * into the status bar, notifications and view refreshes. Deactivation (dispose) aborts every
+ * follow and deletes nothing.
+ */
+export class Controller implements vscode.Disposable {
+  private readonly followed = new Map<string, Followed>();
+  private readonly once = new OnceFilter();
+  private readonly statusItem: vscode.StatusBarItem;
+  private readonly ticker: ReturnType<typeof setInterval>;
+  private readonly subs: { dispose(): void }[] = [];
+  private current: string | null = null;
+
+  constructor(
+    private readonly bus: EventBus,
+    private readonly clock: Clock,
+    private readonly log: Log,
+    private readonly apiKeys: ApiKeyStore,
+    private readonly runs: RunsModel,
+  ) {
+    this.statusItem = vscode.window.createStatusBarItem(vscode.StatusBarAlignment.Left, 50);
+    this.statusItem.command = 'overbrainer.showRun';
+    this.subs.push(bus.on((event) => this.onEvent(event)));
+    this.ticker = setInterval(() => this.updateStatus(), 1000);
+  }
+
+  // ----------------------------------------------------------------- sessions
+
+  /** A fresh session per command: the key and settings are read each time. */
+  async session(folder: vscode.WorkspaceFolder): Promise<WorkspaceSession> {
+    const key = await this.apiKeys.get();
+    const setting = vscode.workspace
+      .getConfiguration('overbrainer', folder.uri)
+      .inspect<string>('runpod.baseUrl');
+    const baseUrl =
+      setting?.workspaceFolderValue ?? setting?.workspaceValue ?? setting?.globalValue ?? null;
+    return new WorkspaceSession({
+      dir: folder.uri.fsPath,
+      runsDir: path.join(folder.uri.fsPath, runsFolderName(folder)),
+      env: process.env,
+      apiKey: key?.key ?? null,
+      baseUrl,
+      bus: this.bus,
+      clock: this.clock,
+      timing: timingFromEnv(process.env),
+    });
+  }
+
+  private async pickFolder(): Promise<vscode.WorkspaceFolder | undefined> {
+    const folders = (vscode.workspace.workspaceFolders ?? []).filter(
+      (f) => f.uri.scheme === 'file',
+    );
+    if (folders.length <= 1) return folders[0];
+    return vscode.window.showWorkspaceFolderPick({ placeHolder: 'Workspace folder' });
+  }
+
+  private folderOfRun(run: RunSummary): vscode.WorkspaceFolder | undefined {
+    const runsDir = path.dirname(run.dir);
+    return (vscode.workspace.workspaceFolders ?? []).find(
+      (f) => path.join(f.uri.fsPath, runsFolderName(f)) === runsDir,
+    );
+  }
+
+  /** The run from a tree item (a run, or a pod with its run), else a QuickPick of the runs `applies` to. */
+  async pickRun(
+    arg: unknown,
+    applies: (run: RunSummary) => boolean,
+    what: string,
+  ): Promise<RunSummary | undefined> {
+    await this.runs.ensureLoaded().catch(() => undefined);
+    const all = this.runs.all;
+    if (typeof arg === 'object' && arg !== null) {
+      const a = arg as { dir?: unknown; runDir?: unknown };
+      const dir =
+        typeof a.dir === 'string' ? a.dir : typeof a.runDir === 'string' ? a.runDir : null;
+      const found = all.find((run) => run.dir === dir);
+      if (found) return found;
+    }
+    const candidates = all.filter(applies);
+    if (candidates.length === 0) {
+      void vscode.window.showInformationMessage(`Overbrainer: no run to ${what}.`);
+      return undefined;
+    }
+    const pick = await vscode.window.showQuickPick(
+      candidates.map((run) => ({
+        label: run.id,
+        description: [run.state, run.target, run.pod?.state].filter(Boolean).join(' · '),
+        run,
+      })),
+      { placeHolder: `Run to ${what}` },
+    );
+    return pick?.run;
+  }
+
+  // ----------------------------------------------------------------- errors
+
+  /** Shows an error with its hint; a missing or refused key offers "Set Runpod API Key". */
+  async showError(prefix: string, error: unknown): Promise<void> {
+    const hint =
+      typeof error === 'object' && error !== null && 'hint' in error
+        ? (error as { hint: unknown }).hint
+        : null;
+    const needsKey =
+      (error instanceof SetupError && error.needsKey) ||
+      (error instanceof ApiError && error.kind === 'unauthorized');
+    const text = this.log.redact(
+      `${prefix}: ${errorText(error)}${typeof hint === 'string' && hint !== '' ? ` — ${hint}` : ''}`,
+    );
+    this.log.error(text);
+    const actions = needsKey ? ['Set Runpod API Key'] : ['Show Logs'];
+    const choice = await vscode.window.showErrorMessage(text, ...actions);
+    if (choice === 'Set Runpod API Key')
+      await vscode.commands.executeCommand('overbrainer.setApiKey');
+    if (choice === 'Show Logs') this.log.show();
+  }
+
+  // ----------------------------------------------------------------- commands
+
+  async train(): Promise<void> {
+    const folder = await this.pickFolder();
+    if (!folder) {
+      void vscode.window.showErrorMessage(
+        'Overbrainer: open a folder with an overbrainer.toml first.',
+      );
+      return;
+    }
+    const session = await this.session(folder);
+    let config;
+    try {
+      config = session.config();
+    } catch (error) {
+      await this.showError('Cannot train', error);
+      return;
+    }
+    const names = Object.keys(config.targets);
+    let targetName = config.training?.target ?? (names.length === 1 ? names[0] : undefined);
+    if (targetName === undefined) {
+      targetName = await vscode.window.showQuickPick(names, { placeHolder: 'Target to train on' });
+      if (targetName === undefined) return;
+    }
+    const target = config.targets[targetName];
+    let keep = false;
+    if (target?.kind === 'runpod') {
+      const gpus = target.gpuTypes === 'auto' ? 'auto' : target.gpuTypes.join(', ');
+      const deadline = new Date(this.clock.nowMs() + target.maxHours * 3_600_000);
+      const choice = await vscode.window.showInformationMessage(
+        `Train on "${targetName}"?`,
+        {
+          modal: true,
+          detail: `GPU types: ${gpus}\nmax_hours: ${target.maxHours} (the pod is deleted by ${deadline.toLocaleString()} at the latest)\nKeep Pod leaves the pod running after the job; nothing deletes it then.`,
+        },
+        'Train',
+        'Train and Keep Pod',
+      );
+      if (choice === undefined) return;
+      keep = choice === 'Train and Keep Pod';
+      try {
+        const rows = await listPods(session.podCtx(), { lookUpUnlisted: false });
+        const stray = strayWarning(rows);
+        if (stray !== null)
+          this.notify({ type: 'warning', runId: null, code: 'strays', message: stray });
+      } catch (error) {
+        if (
+          error instanceof SetupError ||
+          (error instanceof ApiError && error.kind === 'unauthorized')
+        ) {
+          await this.showError('Cannot train', error);
+          return;
+        }
+        this.log.warn(`Cannot look for leftover pods: ${errorText(error)}`);
+      }
+    }
+    let deps;
+    try {
+      deps = session.deps(target?.kind === 'runpod');
+    } catch (error) {
+      await this.showError('Cannot train', error);
+      return;
+    }
+    const abort = new AbortController();
+    let runId: string | null = null;
+    let started: () => void = () => undefined;
+    const jobStarted = new Promise<void>((resolve) => (started = resolve));
+    const flow = train(deps, config, session.dir, {
+      target: targetName,
+      keepPod: keep,
+      signal: abort.signal,
+      onRun: (run) => {
+        runId = run.id;
+        this.track(run.id, session, abort);
+        this.log.info(`Run ${run.id} started on target ${run.target}.`);
+        void this.runs.refresh().catch(() => undefined);
+      },
+    });
+    const watch = this.bus.on((event) => {
+      if (event.type === 'runState' && event.runId === runId && event.state !== 'preparing')
+        started();
+    });
+    // Provisioning under a cancellable progress: cancel before the job starts deletes the pod.
+    await vscode.window.withProgress(
+      {
+        location: vscode.ProgressLocation.Notification,
+        title: `Overbrainer: starting the run on ${targetName}`,
+        cancellable: true,
+      },
+      async (progress, token) => {
+        token.onCancellationRequested(() =>
+          abort.abort(Object.assign(new Error('cancelled in VS Code'), { name: 'AbortError' })),
+        );
+        const sub = this.bus.on((event) => {
+          if (event.type === 'pod' && event.runId === runId)
+            progress.report({ message: podText(event) });
+        });
+        await Promise.race([
+          jobStarted,
+          flow.then(
+            () => undefined,
+            () => undefined,
+          ),
+        ]);
+        sub.dispose();
+      },
+    );
+    watch.dispose();
+    await this.finish(flow, () => runId, session);
+  }
+
+  private track(runId: string, session: WorkspaceSession, abort: AbortController): void {
+    this.followed.set(runId, {
+      runId,
+      session,
+      abort,
+      pace: new Pace(),
+      lastMetricMs: this.clock.nowMs(),
+    });
+    this.current = runId;
+    this.updateStatus();
+  }
+
+  /** Waits for a flow to end; reports its end or its error, and stops tracking its run. */
+  private async finish(
+    flow: Promise<FlowResult>,
+    runIdOf: () => string | null,
+    session: WorkspaceSession,
+  ): Promise<void> {
+    try {
+      const result = await flow;
+      this.log.info(result.summary);
+      if (result.pod?.state === 'awaiting_retrieval') {
+        this.notify({
+          type: 'warning',
+          runId: result.run.id,
+          code: 'awaiting_retrieval',
+          message: `Run ${result.run.id}: the job ended but its results are still on the pod; Attach to retrieve them.`,
+        });
+      }
+    } catch (error) {
+      const followed = runIdOf() !== null ? this.followed.get(runIdOf()!) : undefined;
+      if (!(followed?.abort.signal.aborted ?? false)) await this.showError('Run failed', error);
+      else this.log.info(`Stopped following: ${errorText(error)}`);
+    } finally {
+      const id = runIdOf();
+      if (id !== null) this.untrack(id);
+      await session.close();
+      void this.runs.refresh().catch(() => undefined);
+    }
+  }
+
+  private untrack(runId: string): void {
+    this.followed.delete(runId);
+    if (this.current === runId) this.current = [...this.followed.keys()].pop() ?? null;
+    this.updateStatus();
+  }
+
+  async attach(arg: unknown, quiet = false): Promise<void> {
+    const run = await this.pickRun(
+      arg,
+      (r) =>
+        r.state === 'running' || r.state === 'preparing' || r.pod?.state === 'awaiting_retrieval',
+      'attach to',
+    );
+    if (!run) return;
+    if (this.followed.has(run.id)) {
+      if (!quiet)
+        void vscode.window.showInformationMessage(`Overbrainer: already following ${run.id}.`);
+      return;
+    }
+    const folder = this.folderOfRun(run);
+    if (!folder) return;
+    const session = await this.session(folder);
+    let deps;
+    try {
+      deps = session.deps(run.pod !== null);
+    } catch (error) {
+      await this.showError(`Cannot attach to ${run.id}`, error);
+      return;
+    }
+    const abort = new AbortController();
+    this.track(run.id, session, abort);
+    await this.finish(
+      attach(deps, session.configOrNull(), run.id, abort.signal),
+      () => run.id,
+      session,
+    );
+  }
+
+  async cancel(arg: unknown): Promise<void> {
+    const run = await this.pickRun(
+      arg,
+      (r) => r.state === 'running' || r.state === 'preparing',
+      'cancel',
+    );
+    if (!run) return;
+    const ok = await vscode.window.showWarningMessage(
+      `Cancel run ${run.id}? Its job is stopped, what it wrote is retrieved, and its pod is deleted.`,
+      { modal: true },
+      'Cancel Run',
+    );
+    if (ok !== 'Cancel Run') return;
+    // A follow of this window holds the lock: stop it first, the cancel takes over.
+    const followed = this.followed.get(run.id);
+    if (followed) {
+      followed.abort.abort(Object.assign(new Error('cancelling'), { name: 'AbortError' }));
+      await this.waitUntracked(run.id);
+    }
+    const folder = this.folderOfRun(run);
+    if (!folder) return;
+    const session = await this.session(folder);
+    try {
+      const result = await vscode.window.withProgress(
+        {
+          location: vscode.ProgressLocation.Notification,
+          title: `Overbrainer: cancelling ${run.id}`,
+        },
+        () => cancel(session.deps(run.pod !== null), session.configOrNull(), run.id),
+      );
+      this.log.info(result.summary);
+    } catch (error) {
+      await this.showError(`Cannot cancel ${run.id}`, error);
+    } finally {
+      await session.close();
+      void this.runs.refresh().catch(() => undefined);
+    }
+  }
+
+  private async waitUntracked(runId: string): Promise<void> {
+    for (let i = 0; i < 600 && this.followed.has(runId); i++) await this.clock.sleep(100);
+  }
+
+  async keep(arg: unknown, keep: boolean): Promise<void> {
+    const run = await this.pickRun(
+      arg,
+      (r) =>
+        keep ? r.pod !== null && r.pod.state !== 'deleted' && !r.pod.keep : r.pod?.keep === true,
+      keep ? 'keep the pod of' : 'release the pod of',
+    );
+    if (!run) return;
+    const folder = this.folderOfRun(run);
+    if (!folder) return;
+    const session = await this.session(folder);
+    try {
+      const pod = await keepPod(session.deps(true), run.id, keep);
+      const text = keep
+        ? `Pod ${pod.podId ?? ''} of ${run.id} kept: nothing deletes it automatically. Remove it with "Overbrainer: Remove Pod".`
+        : `Pod ${pod.podId ?? ''} of ${run.id} released: its deadline applies again.`;
+      this.log.info(text);
+      void vscode.window.showInformationMessage(text);
+    } catch (error) {
+      await this.showError(keep ? 'Cannot keep the pod' : 'Cannot release the pod', error);
+    } finally {
+      await session.close();
+      void this.runs.refresh().catch(() => undefined);
+    }
+  }
+
+  async removePod(arg: unknown): Promise<void> {
+    const run = await this.pickRun(
+      arg,
+      (r) => r.pod !== null && r.pod.state !== 'deleted',
+      'remove the pods of',
+    );
+    if (!run) return;
+    const ok = await vscode.window.showWarningMessage(
+      `Remove the pods of run ${run.id}?`,
+      {
+        modal: true,
+        detail: `Deletes its pod ${run.pod?.podId ?? ''} (even a kept one) and any stray pod of the run. Results not yet retrieved are lost.`,
+      },
+      'Remove Pod',
+    );
+    if (ok !== 'Remove Pod') return;
+    const folder = this.folderOfRun(run);
+    if (!folder) return;
+    const session = await this.session(folder);
+    try {
+      let removal = await vscode.window.withProgress(
+        {
+          location: vscode.ProgressLocation.Notification,
+          title: `Overbrainer: removing pods of ${run.id}`,
+        },
+        async () => removePods(session.podCtx(), run.id, { force: false }),
+      );
+      const refused =
+        removal.error !== null &&
+        typeof removal.error === 'object' &&
+        (removal.error as { name?: string }).name === 'PodAdminError';
+      if (refused) {
+        const force = await vscode.window.showWarningMessage(
+          `${errorText(removal.error)}`,
+          {
+            modal: true,
+            detail: `Force deletes the training pod of run ${run.id} while its job may still run: the job stops, its results not yet retrieved are lost, and the run is marked failed.`,
+          },
+          'Force: Delete the Training Pod',
+        );
+        if (force === 'Force: Delete the Training Pod') {
+          removal = await removePods(session.podCtx(), run.id, { force: true });
+        }
+      }
+      for (const pod of removal.removed) this.log.info(`Pod ${pod.podId} of ${run.id} deleted.`);
+      if (removal.error !== null && !refused) throw removal.error;
+      if (removal.removed.length > 0) {
+        void vscode.window.showInformationMessage(
+          `Deleted ${removal.removed.map((p) => p.podId).join(', ')} of ${run.id}.`,
+        );
+      }
+    } catch (error) {
+      await this.showError(`Cannot remove the pods of ${run.id}`, error);
+    } finally {
+      await session.close();
+      void this.runs.refresh().catch(() => undefined);
+    }
+  }
+
+  async openSshTerminal(arg: unknown): Promise<void> {
+    const run = await this.pickRun(
+      arg,
+      (r) =>
+        r.pod !== null &&
+        (r.pod.state === 'running' || r.pod.state === 'kept' || r.pod.state === 'ready'),
+      'open a terminal on',
+    );
+    if (!run) return;
+    const folder = this.folderOfRun(run);
+    if (!folder) return;
+    const config = path.join(path.dirname(run.dir), run.id, 'ssh', 'config');
+    if (!fs.existsSync(config)) {
+      void vscode.window.showErrorMessage(
+        `Run ${run.id} has no ssh/config: its pod never became reachable, or its keys were removed with the pod.`,
+      );
+      return;
+    }
+    const rel = path.relative(folder.uri.fsPath, config);
+    const terminal = vscode.window.createTerminal({
+      name: `Overbrainer ${run.id}`,
+      cwd: folder.uri,
+      shellPath: 'ssh',
+      shellArgs: ['-F', rel, alias(run.id)],
+    });
+    terminal.show();
+  }
+
+  async createConfig(): Promise<void> {
+    const folder = await this.pickFolder();
+    if (!folder) return;
+    const file = path.join(folder.uri.fsPath, CONFIG_FILE);
+    if (!fs.existsSync(file)) fs.writeFileSync(file, configTemplate(), { flag: 'wx' });
+    await vscode.window.showTextDocument(vscode.Uri.file(file));
+  }
+
+  async pickGpuTypes(): Promise<void> {
+    const folder = await this.pickFolder();
+    if (!folder) return;
+    const session = await this.session(folder);
+    try {
+      const config = session.config();
+      const names = Object.keys(config.targets).filter((n) => config.targets[n]?.kind === 'runpod');
+      const targetName =
+        names.length === 1
+          ? names[0]
+          : await vscode.window.showQuickPick(names, { placeHolder: 'Target' });
+      if (targetName === undefined) return;
+      const gpus = await vscode.window.withProgress(
+        { location: vscode.ProgressLocation.Window, title: 'Overbrainer: loading GPU types' },
+        () => session.api().listGpuTypes({ count: 1, cloud: 'SECURE', includeAvailability: true }),
+      );
+      const current = config.targets[targetName];
+      const chosen = new Set(
+        current?.kind === 'runpod' && current.gpuTypes !== 'auto' ? current.gpuTypes : [],
+      );
+      const picks = await vscode.window.showQuickPick(
+        gpus
+          .filter((g) => g.secureCloud)
+          .map((g) => ({
+            label: g.id,
+            description: `${g.memoryInGb} GB · ${g.securePricePerHourUsd === null ? 'price n/a' : `$${g.securePricePerHourUsd.toFixed(2)}/h`} · ${stockText(g)}`,
+            picked: chosen.has(g.id),
+          })),
+        {
+          canPickMany: true,
+          placeHolder: `GPU types for target ${targetName}, in order of preference`,
+        },
+      );
+      if (picks === undefined || picks.length === 0) return;
+      const file = path.join(folder.uri.fsPath, CONFIG_FILE);
+      const text = fs.readFileSync(file, 'utf8');
+      fs.writeFileSync(
+        file,
+        setGpuTypes(
+          text,
+          targetName,
+          picks.map((p) => p.label),
+        ),
+      );
+      void vscode.window.showInformationMessage(
+        `GPU types of ${targetName}: ${picks.map((p) => p.label).join(', ')}`,
+      );
+    } catch (error) {
+      await this.showError('Cannot pick GPU types', error);
+    } finally {
+      await session.close();
+    }
+  }
+
+  async showRun(arg: unknown): Promise<void> {
+    const run =
+      arg === undefined && this.current !== null
+        ? this.runs.all.find((r) => r.id === this.current)
+        : await this.pickRun(arg, () => true, 'show');
+    if (!run) return;
+    const output = path.join(run.dir, 'output');
+    const target = fs.existsSync(output) ? output : path.join(run.dir, 'run.json');
+    if (fs.statSync(target).isDirectory()) {
+      await vscode.commands.executeCommand('revealInExplorer', vscode.Uri.file(target));
+    } else {
+      await vscode.window.showTextDocument(vscode.Uri.file(target));
+    }
+  }
+
+  /** Follows again the runs recorded `running` that no other process holds (activation). */
+  async resumeFollowing(): Promise<void> {
+    await this.runs.ensureLoaded().catch(() => undefined);
+    for (const run of this.runs.all) {
+      if (run.state !== 'running' || this.followed.has(run.id)) continue;
+      const folder = this.folderOfRun(run);
+      if (!folder) continue;
+      const session = await this.session(folder);
+      if (session.store.lockHolder(run.id) !== null) {
+        this.log.info(`Run ${run.id} is followed by another process; not attaching.`);
+        continue;
+      }
+      this.log.info(`Following run ${run.id} again.`);
+      void this.attach(run, true);
+    }
+  }
+
+  // ----------------------------------------------------------------- events
+
+  private onEvent(event: CoreEvent): void {
+    if (event.type === 'metric') {
+      const f = this.followed.get(event.runId);
+      if (f) {
+        f.pace.add(event.metric);
+        f.lastMetricMs = this.clock.nowMs();
+      }
+    }
+    if (event.type === 'pod') this.log.info(`${event.runId}: ${podText(event)}`);
+    if (event.type === 'runState') {
+      this.log.info(
+        `Run ${event.runId} ${event.state}${event.message ? `: ${event.message}` : ''}`,
+      );
+      void this.runs.refresh().catch(() => undefined);
+    }
+    if (event.type === 'warning') this.log.warn(event.message);
+    this.log.coreEvent(event);
+    this.notify(event);
+  }
+
+  private notify(event: CoreEvent): void {
+    const n = notificationFor(event);
+    if (n === null || !this.once.first(n.key)) return;
+    const show =
+      n.severity === 'error'
+        ? vscode.window.showErrorMessage
+        : n.severity === 'warning'
+          ? vscode.window.showWarningMessage
+          : vscode.window.showInformationMessage;
+    void show(this.log.redact(n.message), ...n.actions).then((choice) =>
+      this.act(choice as NotifyAction | undefined, n.runId),
+    );
+  }
+
+  private async act(action: NotifyAction | undefined, runId: string | null): Promise<void> {
+    if (action === undefined || runId === null) return;
+    const run = this.runs.all.find((r) => r.id === runId);
+    const arg = run ?? undefined;
+    switch (action) {
+      case 'Keep Pod':
+        return this.keep(arg, true);
+      case 'Open Run':
+        return this.showRun(arg);
+      case 'Attach':
+        return this.attach(arg);
+      case 'Remove Pod':
+        return this.removePod(arg);
+      case 'Open Output':
+        return this.showRun(arg);
+    }
+  }
+
+  private updateStatus(): void {
+    const enabled = vscode.workspace
+      .getConfiguration('overbrainer')
+      .get<boolean>('statusBar.enabled', true);
+    const f = this.current === null ? undefined : this.followed.get(this.current);
+    if (!enabled || f === undefined) {
+      this.statusItem.hide();
+      return;
+    }
+    const now = this.clock.nowMs();
+    let until: number | null = null;
+    try {
+      const pod = f.session.store.loadPod(f.runId);
+      if (pod) until = untilDeadlineMs(f.session.options.timing, pod, now);
+    } catch {
+      // A pod record mid-write: keep the countdown without a deadline this second.
+    }
+    const view = statusView({
+      runId: f.runId,
+      untilDeadlineMs: until,
+      etaMs: etaFromNow(f.pace.eta(), now - f.lastMetricMs),
+    });
+    this.statusItem.text = view.text;
+    this.statusItem.tooltip = view.tooltip;
+    this.statusItem.backgroundColor =
+      view.background === 'none'
+        ? undefined
+        : new vscode.ThemeColor(
+            view.background === 'error'
+              ? 'statusBarItem.errorBackground'
+              : 'statusBarItem.warningBackground',
+          );
+    this.statusItem.show();
+  }
+
+  dispose(): void {
+    clearInterval(this.ticker);
+    for (const sub of this.subs) sub.dispose();
+    // Stop following only: aborting after the job started never deletes a pod.
+    for (const f of this.followed.values()) {
+      f.abort.abort(Object.assign(new Error('VS Code window closing'), { name: 'AbortError' }));
+    }
+    this.statusItem.dispose();
+  }
+}
+
+function stockText(gpu: GpuType): string {
+  return gpu.availability === null ? 'stock unknown' : `stock ${gpu.availability.toLowerCase()}`;
+}
+
+function podText(event: Extract<CoreEvent, { type: 'pod' }>): string {
+  const s = event.status;
+  switch (s.kind) {
+    case 'creating':
+      return `creating a pod on ${s.gpuType}`;
+    case 'unavailable':
+      return `${s.gpuType} unavailable (${s.reason})`;
+    case 'created':
+      return `pod ${s.podId} created on ${s.gpuType}`;
+    case 'ready':
+      return `pod ${s.podId} ready`;
+    case 'deleting':
+      return `deleting pod ${s.podId} (${s.reason})`;
+    case 'deleted':
+      return `pod ${s.podId} deleted`;
+    case 'kept':
+      return `pod ${s.podId} kept`;
+  }
+}

@@ -1,0 +1,66 @@
+import { formatDurationS } from './runsModel';
+
+/**
+ * The status bar's countdown for the followed run, free of `vscode`: the text and the background
+ * from the client's deadline and the pace's ETA. Computed every second from what is already known
+ * (the pod record's deadline, the latest metrics), never from an API call.
+ */
+
+/** The last stretch before the deadline, shown with the error background. */
+export const LAST_STRETCH_MS = 15 * 60_000;
+
+export interface StatusInput {
+  runId: string;
+  /** Time left until the client's deadline (lease.untilDeadlineMs); null for a kept pod or none yet. */
+  untilDeadlineMs: number | null;
+  /** Time the job still needs, counted from now; null while the pace is unknown. */
+  etaMs: number | null;
+}
+
+export type StatusBackground = 'none' | 'warning' | 'error';
+
+export interface StatusView {
+  text: string;
+  tooltip: string;
+  background: StatusBackground;
+}
+
+/** `4h 12m`, `12m`, `45s`; rounds down like the seed's countdown. */
+function short(ms: number): string {
+  return formatDurationS(ms / 1000);
+}
+
+export function statusView(input: StatusInput): StatusView {
+  const parts: string[] = [];
+  const tips: string[] = [`Overbrainer run ${input.runId}`];
+  if (input.untilDeadlineMs !== null) {
+    parts.push(`${short(input.untilDeadlineMs)} left`);
+    tips.push(`${short(input.untilDeadlineMs)} until the pod's deadline (max_hours)`);
+  } else {
+    parts.push('following');
+  }
+  if (input.etaMs !== null) {
+    parts.push(`ETA ${short(input.etaMs)}`);
+    tips.push(`the job needs about ${short(input.etaMs)} more at its current pace`);
+  }
+  let background: StatusBackground = 'none';
+  if (input.untilDeadlineMs !== null) {
+    if (input.untilDeadlineMs <= LAST_STRETCH_MS) {
+      background = 'error';
+      tips.push('less than 15 minutes before the deadline: the pod is deleted then');
+    } else if (input.etaMs !== null && input.etaMs > input.untilDeadlineMs) {
+      background = 'warning';
+      tips.push('the job would end after the deadline: Keep Pod, or expect it to be cut short');
+    }
+  }
+  tips.push('Click to show the run.');
+  return { text: `$(watch) ${parts.join(' · ')}`, tooltip: tips.join('\n'), background };
+}
+
+/**
+ * The ETA from now: the pace counts from its latest metric, which arrived `sinceMetricMs` ago.
+ */
+export function etaFromNow(paceEtaMs: number | null, sinceMetricMs: number): number | null {
+  if (paceEtaMs === null) return null;
+  return Math.max(0, paceEtaMs - Math.max(0, sinceMetricMs));
+}

@@ -1,0 +1,57 @@
+import * as assert from 'node:assert/strict';
+import { etaFromNow, LAST_STRETCH_MS, statusView } from '../../src/ui/statusModel';
+
+const MIN = 60_000;
+const HOUR = 60 * MIN;
+
+describe('status bar countdown (model)', function () {
+  it('shows the time left and the ETA as the product text', function () {
+    const view = statusView({
+      runId: 'tiny_1',
+      untilDeadlineMs: 4 * HOUR + 12 * MIN + 30_000,
+      etaMs: 3 * HOUR + 5 * MIN,
+    });
+    assert.equal(view.text, '$(watch) 4h 12m left · ETA 3h 05m');
+    assert.equal(view.background, 'none');
+    assert.match(view.tooltip, /tiny_1/);
+  });
+
+  it('warns when the ETA passes the deadline', function () {
+    const view = statusView({ runId: 'r', untilDeadlineMs: 1 * HOUR, etaMs: 2 * HOUR });
+    assert.equal(view.text, '$(watch) 1h 00m left · ETA 2h 00m');
+    assert.equal(view.background, 'warning');
+    assert.match(view.tooltip, /after the deadline/);
+  });
+
+  it('turns to the error background in the last 15 minutes, even with an ETA in time', function () {
+    assert.equal(
+      statusView({ runId: 'r', untilDeadlineMs: LAST_STRETCH_MS, etaMs: MIN }).background,
+      'error',
+    );
+    assert.equal(
+      statusView({ runId: 'r', untilDeadlineMs: LAST_STRETCH_MS + 1000, etaMs: MIN }).background,
+      'none',
+    );
+    assert.equal(
+      statusView({ runId: 'r', untilDeadlineMs: 0, etaMs: null }).text,
+      '$(watch) 0s left',
+    );
+  });
+
+  it('has no deadline for a kept pod and no ETA while the pace is unknown', function () {
+    const kept = statusView({ runId: 'r', untilDeadlineMs: null, etaMs: 5 * MIN });
+    assert.equal(kept.text, '$(watch) following · ETA 5m');
+    assert.equal(kept.background, 'none');
+    assert.equal(
+      statusView({ runId: 'r', untilDeadlineMs: 20 * MIN, etaMs: null }).text,
+      '$(watch) 20m left',
+    );
+  });
+
+  it('counts the ETA from now, not from the latest metric', function () {
+    assert.equal(etaFromNow(null, 1000), null);
+    assert.equal(etaFromNow(10_000, 4_000), 6_000);
+    assert.equal(etaFromNow(10_000, 60_000), 0);
+    assert.equal(etaFromNow(10_000, -5), 10_000);
+  });
+});
