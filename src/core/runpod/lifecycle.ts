@@ -152,6 +152,8 @@ export async function settleWatch(
       return watched.result;
     case 'deadline_passed':
       await remove(ctx, pod, 'deadline', 'client');
+      // No pod is left: the host-key secret (a private key in the account) goes with the client key.
+      if (pod.strayPods.length === 0) await forgetKeys(ctx, run.id);
       failRun(ctx, run, MAX_HOURS_REACHED);
       throw new PodError(
         'deadline_reached',
