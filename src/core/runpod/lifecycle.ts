@@ -25,7 +25,15 @@ import {
   WATCHDOG_LOG,
   BOOTSTRAP_LOG,
 } from './podScripts';
-import { forgetKeys, lookUp, markGone, messageOf, noteStrays, remove, sweep } from './remove';
+import {
+  forgetKeys,
+  lookUpSettled,
+  markGone,
+  messageOf,
+  noteStrays,
+  remove,
+  sweep,
+} from './remove';
 
 /** Why a run fails when its pod was deleted on `max_hours` (seed MAX_HOURS_REACHED). */
 export const MAX_HOURS_REACHED = 'max_hours reached: the pod was deleted before the job ended';
@@ -238,7 +246,8 @@ async function gone(ctx: PodCtx, pod: PodRecord): Promise<boolean> {
   adoptDeleted(ctx, pod);
   const id = pod.podId;
   if (id === null || pod.state === 'deleted') return true;
-  if ((await lookUp(ctx, id)) !== null) return false;
+  // A pod Runpod is deleting (TERMINATED) is gone once its 404 comes.
+  if ((await lookUpSettled(ctx, id)) !== null) return false;
   markGone(ctx, pod, id, goneBy(pod, ctx.clock.nowMs()));
   await forgetKeys(ctx, pod.runId);
   return true;
@@ -354,11 +363,19 @@ export async function reconnect(
 ): Promise<SshExecutor | null> {
   const id = pod.podId;
   if (id === null || pod.state === 'deleted') return null;
-  const remote = await lookUp(ctx, id, signal);
+  // A TERMINATED pod is being deleted: wait for its 404 rather than call it stopped.
+  const remote = await lookUpSettled(ctx, id, signal);
   if (remote === null) {
     markGone(ctx, pod, id, goneBy(pod, ctx.clock.nowMs()));
     await forgetKeys(ctx, run.id);
     return null;
+  }
+  if (remote.status === 'TERMINATED') {
+    throw new PodError(
+      'no_endpoint',
+      `pod ${id} of run ${run.id} is TERMINATED: Runpod is deleting it`,
+      'Attach again in a minute to record it deleted.',
+    );
   }
   if (isDead(remote)) {
     throw new PodError(

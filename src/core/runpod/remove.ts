@@ -30,6 +30,25 @@ export async function lookUp(ctx: PodCtx, id: string, signal?: AbortSignal): Pro
 }
 
 /**
+ * {@link lookUp}, waiting out a pod that reads TERMINATED: Runpod is deleting it (it bills no
+ * more and never runs again) and answers 404 shortly after. Looks every `deletePollMs` for up to
+ * `deleteConfirmMs`; a pod still TERMINATED then is returned as such. Nothing is deleted here.
+ */
+export async function lookUpSettled(
+  ctx: PodCtx,
+  id: string,
+  signal?: AbortSignal,
+): Promise<Pod | null> {
+  const untilMs = ctx.clock.nowMs() + ctx.timing.deleteConfirmMs;
+  let pod = await lookUp(ctx, id, signal);
+  while (pod?.status === 'TERMINATED' && ctx.clock.nowMs() < untilMs) {
+    await ctx.clock.sleep(ctx.timing.deletePollMs, signal);
+    pod = await lookUp(ctx, id, signal);
+  }
+  return pod;
+}
+
+/**
  * Looks again at the pod `id`, whose first look answered Runpod's 404: null when
  * `goneLooks` looks in a row answer that 404, `goneIntervalMs` apart, and the
  * pod list no longer shows it; otherwise the pod as last seen.
