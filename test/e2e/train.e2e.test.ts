@@ -1,0 +1,172 @@
+import * as assert from 'node:assert/strict';
+import * as fs from 'node:fs';
+import * as path from 'node:path';
+import type { Browser } from 'playwright-core';
+import { startEmulator, type Emulator } from '../emulator/emulator';
+import { CodeServer, eventually, launchChromium, REPO_ROOT, tempDir, Workbench } from './harness';
+
+/**
+ * Train from the palette against the Runpod emulator, in the real VS Code: the key set through
+ * the palette, the modal confirmation, the run in the Runs tree moving to succeeded, its output
+ * on disk and no pod left billing; then a broken overbrainer.toml in the Problems panel.
+ * Timings: the production constants divided by OVERBRAINER_TIMING_SCALE (the CLI's test hook).
+ */
+const TIMING_SCALE = '8';
+
+function toml(): string {
+  return `[project]
+name = "tiny"
+
+[training]
+target = "pod"
+trainer = "command"
+command = "python3 train.py --steps 20 --step-seconds 0.05"
+upload = ["train.py", "data"]
+
+[targets.pod]
+kind = "runpod"
+gpu_types = ["NVIDIA GeForce RTX 4090"]
+max_hours = 1
+boot_grace_minutes = 5
+retrieve_grace_minutes = 10
+`;
+}
+
+describe('Train in the real VS Code against the Runpod emulator', function () {
+  this.timeout(300_000);
+  let emulator: Emulator;
+  let workspace: ReturnType<typeof tempDir>;
+  let server: CodeServer;
+  let browser: Browser;
+  let workbench: Workbench;
+
+  before(async function () {
+    emulator = await startEmulator({ bootDelaysMs: { provisioning: 100, starting: 100 } });
+    workspace = tempDir('train-ws');
+    const ws = workspace.dir;
+    const tiny = path.join(REPO_ROOT, 'examples', 'tiny');
+    fs.copyFileSync(path.join(tiny, 'train.py'), path.join(ws, 'train.py'));
+    fs.cpSync(path.join(tiny, 'data'), path.join(ws, 'data'), { recursive: true });
+    fs.writeFileSync(path.join(ws, 'overbrainer.toml'), toml());
+    fs.mkdirSync(path.join(ws, '.vscode'));
+    fs.writeFileSync(
+      path.join(ws, '.vscode', 'settings.json'),
+      JSON.stringify({ 'overbrainer.runpod.baseUrl': emulator.baseUrl }, null, 2),
+    );
+    server = await CodeServer.start({
+      workspace: ws,
+      env: { OVERBRAINER_TIMING_SCALE: TIMING_SCALE },
+    });
+    browser = await launchChromium();
+    workbench = await Workbench.open(browser, server, this.test?.parent?.title ?? 'train');
+  });
+
+  afterEach(async function () {
+    if (this.currentTest?.state === 'failed')
+      await workbench?.screenshot('failed').catch(() => undefined);
+  });
+
+  after(async function () {
+    await workbench?.close().catch(() => undefined);
+    await browser?.close();
+    await server?.close();
+    const billing = emulator?.ledger().pods.filter((p) => p.billing) ?? [];
+    await emulator?.close();
+    workspace?.remove();
+    assert.deepEqual(
+      billing.map((p) => p.id),
+      [],
+      'a pod was left billing',
+    );
+  });
+
+  it('sets the key, trains, shows the run in the tree until it succeeded, with its output', async function () {
+    // The extension is registered once its container shows; commands are not in the palette before.
+    await workbench.activityBarItem('Overbrainer').first().waitFor({ state: 'visible' });
+    await workbench.runCommand('Overbrainer: Set Runpod API Key');
+    const input = workbench.page.locator('.quick-input-widget .quick-input-box input');
+    // The password box replaces the palette once the handler ran: type only into it.
+    await workbench.page
+      .locator('.quick-input-widget')
+      .getByText('secret storage', { exact: false })
+      .first()
+      .waitFor();
+    await input.pressSequentially(emulator.apiKey);
+    await input.press('Enter');
+    await workbench.waitForNotification('Runpod API key saved');
+
+    await workbench.openViewContainer('Overbrainer');
+    await workbench.runCommand('Overbrainer: Train');
+    const dialog = workbench.page.locator('.monaco-dialog-box');
+    await dialog.waitFor({ state: 'visible' });
+    const dialogText = await dialog.innerText();
+    assert.match(dialogText, /Train on "pod"\?/);
+    assert.match(dialogText, /GPU types: NVIDIA GeForce RTX 4090/);
+    assert.match(dialogText, /max_hours: 1/);
+    await workbench.screenshot('train confirmation');
+    await dialog.getByRole('button', { name: 'Train', exact: true }).click();
+
+    const runs = workbench.viewPane('Runs');
+    const row = runs.locator('.monaco-list-row', { hasText: 'tiny_' }).first();
+    await row.waitFor({ state: 'visible' });
+    await workbench.screenshot('run in the tree');
+    const started = Date.now();
+    const states = new Set<string>();
+    await eventually(
+      'the run to succeed in the tree',
+      async () => {
+        const text = await row.innerText();
+        const state = /(preparing|running|succeeded|failed|cancelled|stopped)/.exec(text)?.[1];
+        if (state) states.add(state);
+        return state === 'succeeded'
+          ? true
+          : state === 'failed'
+            ? Promise.reject(new Error(text))
+            : undefined;
+      },
+      240_000,
+    );
+    const tookS = (Date.now() - started) / 1000;
+    console.log(
+      `      run reached succeeded in ${tookS.toFixed(1)} s; states seen: ${[...states].join(' → ')}`,
+    );
+    await workbench.waitForNotification(/Run tiny_\S+ succeeded/);
+    await workbench.screenshot('run succeeded');
+
+    const runsDir = path.join(workspace.dir, 'runs');
+    const ids = fs.readdirSync(runsDir).filter((name) => name.startsWith('tiny_'));
+    assert.equal(ids.length, 1);
+    const output = path.join(runsDir, ids[0]!, 'output');
+    assert.ok(fs.readdirSync(output).length > 0, 'the run retrieved its output');
+    const run = JSON.parse(fs.readFileSync(path.join(runsDir, ids[0]!, 'run.json'), 'utf8')) as {
+      state: string;
+    };
+    assert.equal(run.state, 'succeeded');
+    assert.deepEqual(
+      emulator
+        .ledger()
+        .pods.filter((p) => p.billing)
+        .map((p) => p.id),
+      [],
+      'the pod was deleted after retrieval',
+    );
+  });
+
+  it('shows a broken overbrainer.toml in the Problems panel at its line', async function () {
+    const file = path.join(workspace.dir, 'overbrainer.toml');
+    fs.writeFileSync(file, toml().replace('max_hours = 1', 'max_hours = "one"'));
+    await workbench.runCommand('View: Focus Problems (Errors, Warnings, Infos)');
+    const problems = workbench.page.locator('.markers-panel');
+    await problems.waitFor({ state: 'visible' });
+    const entry = problems.locator('.monaco-list-row', { hasText: /max_hours/ }).first();
+    await entry.waitFor({ state: 'visible' });
+    const text = await problems.innerText();
+    assert.match(text, /overbrainer\.toml/);
+    assert.match(text, /\[Ln 13, Col \d+\]/);
+    await workbench.screenshot('problems');
+
+    fs.writeFileSync(file, toml());
+    await entry.waitFor({ state: 'detached' });
+    await workbench.screenshot('problems fixed');
+  });
+});
