@@ -109,6 +109,11 @@ describe('Train in the real VS Code against the Runpod emulator', function () {
     const runs = workbench.viewPane('Runs');
     const row = runs.locator('.monaco-list-row', { hasText: 'tiny_' }).first();
     await row.waitFor({ state: 'visible' });
+    // The followed run's countdown is in the status bar while it runs.
+    await workbench.page
+      .locator('.statusbar-item', { hasText: /left|following/ })
+      .first()
+      .waitFor({ state: 'visible' });
     await workbench.screenshot('run in the tree');
     const started = Date.now();
     const states = new Set<string>();
@@ -132,6 +137,18 @@ describe('Train in the real VS Code against the Runpod emulator', function () {
     );
     await workbench.waitForNotification(/Run tiny_\S+ succeeded/);
     await workbench.screenshot('run succeeded');
+    // Once the flow ended (output retrieved, pod deleted) nothing is followed: the countdown hides
+    // and the Pods view no longer lists the run's pod.
+    await workbench.page
+      .locator('.statusbar-item', { hasText: /left|following/ })
+      .first()
+      .waitFor({ state: 'detached' });
+    await workbench
+      .viewPane('Pods')
+      .locator('.monaco-list-row')
+      .first()
+      .waitFor({ state: 'detached' });
+    await workbench.screenshot('nothing followed');
 
     const runsDir = path.join(workspace.dir, 'runs');
     const ids = fs.readdirSync(runsDir).filter((name) => name.startsWith('tiny_'));
