@@ -1,0 +1,486 @@
+/**
+ * A lab for lifecycle integration tests: its own Runpod emulator (real namespaced pods running
+ * the real bootstrap, watchdog and sshd), a temp workspace holding examples/tiny with an
+ * overbrainer.toml (`trainer = "command"`, a runpod target), and the core's dependencies
+ * (RunStore, RunpodClient, EventBus, FlowDeps) with the production timing scaled down. Every event
+ * the core publishes is recorded. Each lab owns its emulator, so labs run side by side without
+ * their faults touching each other; `close()` kills every pod and proves no process of any of its
+ * pods survives.
+ */
+import assert from 'node:assert/strict';
+import * as fs from 'node:fs';
+import * as os from 'node:os';
+import * as path from 'node:path';
+import { systemClock } from '../../src/core/clock';
+import { loadConfig, type OverbrainerConfig } from '../../src/core/config';
+import { EventBus, type CoreEvent, type PodStatusEvent } from '../../src/core/events';
+import { CLIENT_VERSION, RunpodClient } from '../../src/core/runpod/client';
+import { hostKeySecretName } from '../../src/core/runpod/context';
+import type { FlowDeps } from '../../src/core/runs/flow';
+import { RunStore } from '../../src/core/runs/store';
+import { scaleTiming, type Timing } from '../../src/core/timing';
+import { startEmulator, type Emulator, type EmulatorOptions } from '../emulator/emulator';
+import type { LedgerEntry } from '../emulator/ledger';
+import { ApiClient } from '../emulator/testing';
+
+export const ROOT = path.join(__dirname, '..', '..');
+const TINY = path.join(ROOT, 'examples', 'tiny');
+
+/** GPU types of the emulator's default catalog (H100 is out of stock everywhere). */
+export const GPU = {
+  rtx4090: 'NVIDIA GeForce RTX 4090',
+  a5000: 'NVIDIA RTX A5000',
+  a100: 'NVIDIA A100 80GB PCIe',
+  h100: 'NVIDIA H100 80GB HBM3',
+} as const;
+
+/**
+ * Production timing / 60 (a lease of 15 s, a margin of 5 s, pod polls of 83 ms, the watchdog's
+ * tick 1 s), with the network and SSH limits kept wide enough for a loaded 2-core machine: an
+ * SSH command into a pod can take a second or two there, so a scaled request timeout (0.5 s)
+ * would fail healthy calls.
+ */
+export const TIMING_FACTOR = 60;
+export function labTiming(overrides: Partial<Timing> = {}): Timing {
+  return scaleTiming(TIMING_FACTOR, {
+    connectTimeoutMs: 5_000,
+    requestTimeoutMs: 15_000,
+    createTimeoutMs: 15_000,
+    statusPollMs: 300,
+    readyTimeoutMs: 30_000,
+    preflightTimeoutMs: 20_000,
+    deleteConfirmMs: 15_000,
+    deletePollMs: 100,
+    retryBaseMs: 50,
+    retryMaxMs: 500,
+    ...overrides,
+  });
+}
+
+export interface LabOptions {
+  /** Steps and seconds per step of examples/tiny/train.py. */
+  steps?: number;
+  stepSeconds?: number;
+  /** The command run on the pod (default: train.py with `steps` and `stepSeconds`). */
+  command?: string;
+  gpuTypes?: string[];
+  maxHours?: number;
+  bootGraceMinutes?: number;
+  retrieveGraceMinutes?: number;
+  timing?: Partial<Timing>;
+  /** More lines for the `[targets.pod]` table. */
+  targetExtra?: string;
+  emulator?: EmulatorOptions;
+  /** Lock owner name in the FlowDeps. */
+  owner?: string;
+}
+
+export interface RecordedEvent {
+  atMs: number;
+  event: CoreEvent;
+}
+
+export function tomlFor(options: LabOptions): string {
+  const command =
+    options.command ??
+    `python3 train.py --steps ${options.steps ?? 20} --step-seconds ${options.stepSeconds ?? 0.05}`;
+  const gpuTypes = (options.gpuTypes ?? [GPU.rtx4090]).map((g) => JSON.stringify(g)).join(', ');
+  return `[project]
+name = "tiny"
+
+[training]
+target = "pod"
+trainer = "command"
+command = ${JSON.stringify(command)}
+upload = ["train.py", "data"]
+
+[targets.pod]
+kind = "runpod"
+gpu_types = [${gpuTypes}]
+max_hours = ${options.maxHours ?? 1}
+boot_grace_minutes = ${options.bootGraceMinutes ?? 5}
+retrieve_grace_minutes = ${options.retrieveGraceMinutes ?? 1}
+${options.targetExtra ?? ''}`;
+}
+
+/** What a child process needs to build the same FlowDeps (see lifecycleChild.ts). */
+export interface ChildSetup {
+  workspace: string;
+  baseUrl: string;
+  timing: Timing;
+}
+
+/**
+ * The core's parts for `workspace` against the API at `baseUrl`, as a front end builds them:
+ * the config read from the workspace's overbrainer.toml (no environment), a RunStore on its
+ * runs/, an EventBus and a RunpodClient. Shared by the lab and its child processes.
+ */
+export function coreFor(
+  workspace: string,
+  baseUrl: string,
+  apiKey: string,
+  timing: Timing,
+): { config: OverbrainerConfig; store: RunStore; bus: EventBus; client: RunpodClient } {
+  const loaded = loadConfig(workspace, {});
+  if (!loaded.ok) throw new Error(`lab config: ${JSON.stringify(loaded.errors)}`);
+  const store = new RunStore(path.join(workspace, 'runs'), systemClock);
+  const bus = new EventBus();
+  const client = new RunpodClient({
+    baseUrl,
+    apiKey,
+    clock: systemClock,
+    timing,
+    version: CLIENT_VERSION,
+    log: (level, message) => bus.publish({ type: 'log', level, message }),
+  });
+  return { config: loaded.config, store, bus, client };
+}
+
+export class Lab {
+  readonly events: RecordedEvent[] = [];
+  readonly deps: FlowDeps;
+  readonly config: OverbrainerConfig;
+  readonly api: ApiClient;
+  private closed = false;
+  private readonly background = new Set<Promise<unknown>>();
+
+  private constructor(
+    readonly emulator: Emulator,
+    readonly tmp: string,
+    readonly workspace: string,
+    readonly store: RunStore,
+    readonly client: RunpodClient,
+    readonly bus: EventBus,
+    readonly timing: Timing,
+    config: OverbrainerConfig,
+    owner: string,
+  ) {
+    this.config = config;
+    this.api = new ApiClient(emulator.baseUrl, emulator.apiKey);
+    bus.on((event) => this.events.push({ atMs: Date.now(), event }));
+    this.deps = {
+      store,
+      client,
+      bus,
+      clock: systemClock,
+      timing,
+      version: CLIENT_VERSION,
+      owner,
+    };
+  }
+
+  static async start(options: LabOptions = {}): Promise<Lab> {
+    const emulator = await startEmulator({
+      bootDelaysMs: { provisioning: 100, starting: 100 },
+      ...options.emulator,
+    });
+    const tmp = fs.mkdtempSync(path.join(os.tmpdir(), 'lifecycle-it-'));
+    try {
+      const workspace = path.join(tmp, 'ws');
+      fs.mkdirSync(workspace);
+      fs.copyFileSync(path.join(TINY, 'train.py'), path.join(workspace, 'train.py'));
+      fs.cpSync(path.join(TINY, 'data'), path.join(workspace, 'data'), { recursive: true });
+      fs.writeFileSync(path.join(workspace, 'overbrainer.toml'), tomlFor(options));
+      const timing = labTiming(options.timing);
+      const { config, store, bus, client } = coreFor(
+        workspace,
+        emulator.baseUrl,
+        emulator.apiKey,
+        timing,
+      );
+      return new Lab(
+        emulator,
+        tmp,
+        workspace,
+        store,
+        client,
+        bus,
+        timing,
+        config,
+        options.owner ?? 'lifecycle test',
+      );
+    } catch (error) {
+      await emulator.close();
+      fs.rmSync(tmp, { recursive: true, force: true });
+      throw error;
+    }
+  }
+
+  /**
+   * FlowDeps of another client of the same workspace (a second window, the CLI): its own run
+   * store (so run locks see another holder), the same API client and bus.
+   */
+  otherDeps(owner = 'another client'): FlowDeps {
+    return { ...this.deps, store: new RunStore(this.store.runsDir, systemClock), owner };
+  }
+
+  /**
+   * Marks `work` (a flow running in the background of a scenario) as the lab's: `close()` waits
+   * for it to end, so a failed scenario never leaves a flow writing into a removed workspace.
+   */
+  track<T>(work: Promise<T>): Promise<T> {
+    const settled = work.then(
+      () => undefined,
+      () => undefined,
+    );
+    this.background.add(settled);
+    void settled.then(() => this.background.delete(settled));
+    return work;
+  }
+
+  /** What a child process needs to drive the same workspace against the same emulator. */
+  childSetup(): ChildSetup {
+    return { workspace: this.workspace, baseUrl: this.emulator.baseUrl, timing: this.timing };
+  }
+
+  // ------------------------------------------------------------------ records
+
+  runDir(id: string): string {
+    return this.store.runDir(id);
+  }
+
+  /** run.json as it is on disk (snake_case, as the original writes it). */
+  runJson(id: string): Record<string, unknown> {
+    return readJson(path.join(this.runDir(id), 'run.json'));
+  }
+
+  podJson(id: string): Record<string, unknown> {
+    return readJson(path.join(this.runDir(id), 'pod.json'));
+  }
+
+  onlyRunId(): string {
+    const dir = this.store.runsDir;
+    const ids = fs.existsSync(dir) ? fs.readdirSync(dir) : [];
+    assert.equal(ids.length, 1, `runs: ${ids.join(', ')}`);
+    return ids[0]!;
+  }
+
+  ledgerOf(podId: string): LedgerEntry {
+    const entry = this.emulator.ledger().pods.find((p) => p.id === podId);
+    assert.ok(entry, `pod ${podId} is not in the ledger`);
+    return entry;
+  }
+
+  /** Ledger entries of the pods carrying run marker `runId`. */
+  podsOfRun(runId: string): LedgerEntry[] {
+    return this.emulator.ledger().pods.filter((p) => p.runId === runId);
+  }
+
+  billing(): LedgerEntry[] {
+    return this.emulator.ledger().pods.filter((p) => p.billing);
+  }
+
+  clientKeyExists(id: string): boolean {
+    return fs.existsSync(path.join(this.runDir(id), 'ssh', 'id_ed25519'));
+  }
+
+  async hostKeySecretExists(id: string): Promise<boolean> {
+    const listed = await this.api.get<{ secrets: { name: string }[] }>('/account/secrets');
+    return listed.body.secrets.some((s) => s.name === hostKeySecretName(id));
+  }
+
+  /** The file of the pod's own run directory as the pod sees it (`/workspace/overbrainer/<id>/...`). */
+  podFile(podId: string, runId: string, rel: string): string {
+    const pod = this.emulator.pod(podId);
+    assert.ok(pod, `pod ${podId} is gone`);
+    return path.join(pod.dirs.workspace, 'overbrainer', runId, rel);
+  }
+
+  /**
+   * Copies the files under `rel` of each pod of `runId` as the pod holds them, at the moment the
+   * core announces it deletes that pod (the bus is synchronous: nothing is deleted before the
+   * copy is done). Returns the copies by pod ID.
+   */
+  capturePodFilesOnDelete(
+    runId: () => string | null,
+    rel: string,
+  ): Map<string, Map<string, Buffer>> {
+    const captured = new Map<string, Map<string, Buffer>>();
+    this.bus.on((event) => {
+      const id = runId();
+      if (event.type !== 'pod' || event.status.kind !== 'deleting' || event.runId !== id) return;
+      const pod = this.emulator.pod(event.status.podId);
+      if (!pod) return;
+      captured.set(
+        event.status.podId,
+        filesUnder(path.join(pod.dirs.workspace, 'overbrainer', id, rel)),
+      );
+    });
+    return captured;
+  }
+
+  // ------------------------------------------------------------------ events
+
+  /** The `pod` events, as `kind` or `kind:detail` words, in order. */
+  podEvents(runId?: string): PodStatusEvent[] {
+    return this.events
+      .map((e) => e.event)
+      .filter((e): e is Extract<CoreEvent, { type: 'pod' }> => e.type === 'pod')
+      .filter((e) => runId === undefined || e.runId === runId)
+      .map((e) => e.status);
+  }
+
+  podEventKinds(runId?: string): string[] {
+    return this.podEvents(runId).map((s) => s.kind);
+  }
+
+  metrics(runId?: string): number {
+    return this.events.filter(
+      (e) => e.event.type === 'metric' && (runId === undefined || e.event.runId === runId),
+    ).length;
+  }
+
+  logs(): string[] {
+    return this.events
+      .map((e) => e.event)
+      .filter((e): e is Extract<CoreEvent, { type: 'log' }> => e.type === 'log')
+      .map((e) => `${e.level}: ${e.message}`);
+  }
+
+  warnings(): Extract<CoreEvent, { type: 'warning' }>[] {
+    return this.events
+      .map((e) => e.event)
+      .filter((e): e is Extract<CoreEvent, { type: 'warning' }> => e.type === 'warning');
+  }
+
+  /** Every recorded event, one line each, for assertion messages. */
+  transcript(): string {
+    return this.events
+      .filter((e) => e.event.type !== 'metric')
+      .map((e) => JSON.stringify(e.event))
+      .join('\n');
+  }
+
+  /** Resolves once `probe` holds (polled), or rejects after `timeoutMs`. */
+  async waitFor(what: string, probe: () => boolean, timeoutMs = 60_000): Promise<void> {
+    const until = Date.now() + timeoutMs;
+    while (!probe()) {
+      if (Date.now() > until) {
+        throw new Error(`timed out waiting for ${what}; events:\n${this.transcript()}`);
+      }
+      await new Promise((resolve) => setTimeout(resolve, 50));
+    }
+  }
+
+  /** Waits until the run's job is recorded running (run.json) and a metric arrived. */
+  async jobRunning(runIdOf: () => string | null, timeoutMs = 60_000): Promise<string> {
+    let id: string | null = null;
+    await this.waitFor(
+      'the job to run',
+      () => {
+        id = runIdOf();
+        if (id === null) return false;
+        try {
+          return this.store.loadRun(id).state === 'running' && this.metrics(id) > 0;
+        } catch {
+          return false;
+        }
+      },
+      timeoutMs,
+    );
+    return id!;
+  }
+
+  /**
+   * Files of the workspace holding a secret: the API key anywhere, or a private key (armored, or
+   * base64 of armored as the host-key secret holds it) anywhere but a run's ssh/id_ed25519.
+   */
+  secretLeaks(): string[] {
+    const armored = '-----BEGIN OPENSSH PRIVATE KEY-----';
+    const armoredB64 = Buffer.from(armored).toString('base64').slice(0, 40);
+    const found: string[] = [];
+    for (const [file, data] of filesUnder(this.workspace)) {
+      const text = data.toString('latin1');
+      if (text.includes(this.emulator.apiKey)) found.push(`${file}: the API key`);
+      const clientKey = /^runs\/[^/]+\/ssh\/id_ed25519$/.test(file);
+      if ((text.includes(armored) && !clientKey) || text.includes(armoredB64)) {
+        found.push(`${file}: a private key`);
+      }
+    }
+    return found;
+  }
+
+  /** Host processes living in any pod of this lab (what `close()` proves is empty afterwards). */
+  podProcesses(): string[] {
+    return processesMounting(path.basename(this.emulator.stateDir));
+  }
+
+  // ------------------------------------------------------------------ end
+
+  /**
+   * Kills every pod, stops the emulator, removes the workspace, and checks that no process of
+   * any pod of this lab is left (no sshd, no watchdog, no job). Returns the pods that were still
+   * billing before the close (the caller asserts on them when the scenario should leave none).
+   */
+  async close(): Promise<LedgerEntry[]> {
+    if (this.closed) return [];
+    this.closed = true;
+    if (process.env.LIFECYCLE_TRACE) {
+      const t0 = this.events[0]?.atMs ?? 0;
+      for (const e of this.events) {
+        if (e.event.type === 'metric') continue;
+        process.stderr.write(`+${((e.atMs - t0) / 1000).toFixed(2)}s ${JSON.stringify(e.event)}\n`);
+      }
+    }
+    const billing = this.billing();
+    const leaks = this.secretLeaks();
+    this.client.dispose();
+    const marker = path.basename(this.emulator.stateDir);
+    await this.emulator.close();
+    // With its pods and API gone, a flow still running ends on its own errors; wait for it.
+    await Promise.race([
+      Promise.all([...this.background]),
+      new Promise((resolve) => setTimeout(resolve, 60_000).unref()),
+    ]);
+    const violations = this.emulator.contractViolations();
+    const survivors = processesMounting(marker);
+    fs.rmSync(this.tmp, { recursive: true, force: true });
+    assert.deepEqual(
+      survivors,
+      [],
+      `processes of the lab's pods survived: ${survivors.join(', ')}`,
+    );
+    assert.deepEqual(leaks, [], 'secrets were written where they must not be');
+    assert.deepEqual(violations, [], 'the emulator broke its contract');
+    return billing;
+  }
+}
+
+export function readJson(file: string): Record<string, unknown> {
+  return JSON.parse(fs.readFileSync(file, 'utf8')) as Record<string, unknown>;
+}
+
+/**
+ * Processes (pid and name) whose mount table mentions `marker` (the emulator's state directory):
+ * a pod's processes see its directories bind-mounted from there, so any survivor shows up,
+ * whatever it is called (sshd, the watchdog, the job).
+ */
+export function processesMounting(marker: string): string[] {
+  const found: string[] = [];
+  for (const entry of fs.readdirSync('/proc')) {
+    if (!/^\d+$/.test(entry)) continue;
+    try {
+      const mounts = fs.readFileSync(`/proc/${entry}/mountinfo`, 'utf8');
+      if (!mounts.includes(marker)) continue;
+      const name = fs.readFileSync(`/proc/${entry}/comm`, 'utf8').trim();
+      found.push(`${entry} (${name})`);
+    } catch {
+      // Gone meanwhile, or not ours to read.
+    }
+  }
+  return found;
+}
+
+/** Files under `dir` (relative paths, sorted), with their contents. */
+export function filesUnder(dir: string): Map<string, Buffer> {
+  const out = new Map<string, Buffer>();
+  const walk = (rel: string): void => {
+    for (const entry of fs.readdirSync(path.join(dir, rel), { withFileTypes: true })) {
+      const child = rel === '' ? entry.name : `${rel}/${entry.name}`;
+      if (entry.isDirectory()) walk(child);
+      else if (entry.isFile()) out.set(child, fs.readFileSync(path.join(dir, child)));
+    }
+  };
+  if (fs.existsSync(dir)) walk('');
+  return new Map([...out.entries()].sort(([a], [b]) => (a < b ? -1 : 1)));
+}

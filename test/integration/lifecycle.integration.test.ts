@@ -1,0 +1,810 @@
+/**
+ * The run lifecycle core (src/core/runs/flow.ts: train, attach, cancel, keepPod) end to end
+ * against the Runpod emulator, whose pods run the real bootstrap, watchdog and sshd in their own
+ * namespaces. Each scenario has its own lab (emulator + workspace, test/helpers/lifecycle.ts), so
+ * independent scenarios run side by side inside one test, and asserts on run.json, pod.json, the
+ * files on disk and the emulator's ledger (what Runpod bills). Timings: production / 60.
+ */
+import assert from 'node:assert/strict';
+import { spawn } from 'node:child_process';
+import * as fs from 'node:fs';
+import * as path from 'node:path';
+import type { CoreEvent } from '../../src/core/events';
+import { MAX_HOURS_REACHED } from '../../src/core/runpod/lifecycle';
+import { hostKeySecretName } from '../../src/core/runpod/context';
+import { PodError } from '../../src/core/runpod/podError';
+import { attach, cancel, FlowError, keepPod, train } from '../../src/core/runs/flow';
+import { filesUnder, GPU, Lab, ROOT, type LabOptions } from '../helpers/lifecycle';
+
+type Attempt = { result: string; gpu_type: string; detail?: string; pod_id?: string };
+
+describe('lifecycle core against the Runpod emulator', function () {
+  this.timeout(150_000);
+  const labs: { lab: Lab; mayBill: boolean }[] = [];
+
+  async function lab(options: LabOptions = {}): Promise<Lab> {
+    const started = await Lab.start(options);
+    labs.push({ lab: started, mayBill: false });
+    return started;
+  }
+
+  afterEach(async function () {
+    const failures: string[] = [];
+    for (const { lab: done } of labs.splice(0)) {
+      try {
+        const billing = await done.close();
+        if (billing.length > 0)
+          failures.push(`pods left billing: ${billing.map((p) => p.id).join(', ')}`);
+      } catch (error) {
+        failures.push(String(error));
+      }
+    }
+    if (this.currentTest?.state === 'passed') assert.deepEqual(failures, []);
+  });
+
+  const attemptsOf = (l: Lab, id: string): Attempt[] => l.podJson(id).attempts as Attempt[];
+  const runIdHolder = (): { id: string | null; onRun: (run: { id: string }) => void } => {
+    const holder = {
+      id: null as string | null,
+      onRun: (run: { id: string }) => {
+        holder.id = run.id;
+      },
+    };
+    return holder;
+  };
+  /** Every billing pod of the lab must be gone; its ledger says so. */
+  const assertNothingBills = (l: Lab): void => {
+    assert.deepEqual(
+      l.billing().map((p) => p.id),
+      [],
+      'a pod was left billing',
+    );
+  };
+  /**
+   * Runs independent scenarios side by side and waits for every one to end (a failing one must
+   * not leave the others writing into a lab that afterEach removes), then throws the first failure.
+   */
+  const together = async (scenarios: Promise<void>[]): Promise<void> => {
+    const settled = await Promise.allSettled(scenarios);
+    for (const outcome of settled) if (outcome.status === 'rejected') throw outcome.reason;
+  };
+  /** No pod of the run may exist: its private client key and its host-key secret are gone. */
+  const assertKeysForgotten = async (l: Lab, id: string): Promise<void> => {
+    assert.equal(l.clientKeyExists(id), false, 'the client key is forgotten');
+    assert.equal(await l.hostKeySecretExists(id), false, 'the host-key secret is deleted');
+  };
+  const requestsFor = (l: Lab, podId: string, route: string) =>
+    l.emulator.requests().filter((r) => r.route === route && r.path.includes(podId));
+
+  it('1. a successful run: results verified on disk, pod deleted and confirmed, keys forgotten', async () => {
+    const l = await lab();
+    const run = runIdHolder();
+    const podOutput = l.capturePodFilesOnDelete(() => run.id, 'output');
+    let whileReady: string[] = [];
+    l.bus.on((event) => {
+      if (event.type === 'pod' && event.status.kind === 'ready') whileReady = l.podProcesses();
+    });
+    const result = await train(l.deps, l.config, l.workspace, { onRun: run.onRun });
+    // The leftover check of Lab.close() sees a live pod's processes (sshd among them).
+    assert.ok(
+      whileReady.some((p) => p.includes('(sshd)')),
+      whileReady.join(', '),
+    );
+    const id = l.onlyRunId();
+    assert.equal(result.run.id, id);
+    assert.equal(result.ending, 'deleted');
+    const runJson = l.runJson(id);
+    assert.equal(runJson.state, 'succeeded', l.transcript());
+    assert.equal(runJson.message, null);
+    const pod = l.podJson(id);
+    const podId = String(pod.pod_id);
+    assert.equal(pod.state, 'deleted');
+    assert.equal(pod.deleted_by, 'client');
+    assert.deepEqual(
+      attemptsOf(l, id).map((a) => a.result),
+      ['created'],
+    );
+    assert.deepEqual(pod.stray_pods, []);
+    // Results: what the pod had under output/ is exactly what is on disk.
+    const onPod = podOutput.get(podId);
+    assert.ok(onPod && onPod.size > 0, 'the pod had output files');
+    const local = filesUnder(path.join(l.runDir(id), 'output'));
+    assert.deepEqual([...local.keys()], [...onPod.keys()]);
+    for (const [file, data] of onPod) assert.ok(local.get(file)?.equals(data), `${file} differs`);
+    const metrics = fs.readFileSync(path.join(l.runDir(id), 'metrics.jsonl'), 'utf8');
+    assert.ok(metrics.trim().split('\n').length >= 20);
+    // The ledger: deleted by the account key, billed for about as long as pod.json says it lived.
+    const entry = l.ledgerOf(podId);
+    assert.equal(entry.billing, false);
+    assert.equal(entry.deletedBy, 'account');
+    assert.equal(entry.runId, id);
+    const recordedS =
+      (Date.parse(String(pod.deleted_at)) - Date.parse(String(pod.created_at))) / 1000;
+    assert.ok(
+      Math.abs(entry.gpuBilledSeconds - recordedS) <= 2.5,
+      `billed ${entry.gpuBilledSeconds} s, pod.json says ${recordedS} s`,
+    );
+    assert.ok(
+      entry.gpuBilledSeconds > 1 && entry.gpuBilledSeconds < 90,
+      `${entry.gpuBilledSeconds} s`,
+    );
+    assert.equal(l.podsOfRun(id).length, 1);
+    // Keys: the client key removed, the host-key secret deleted, the public parts stay.
+    await assertKeysForgotten(l, id);
+    assert.ok(fs.existsSync(path.join(l.runDir(id), 'ssh', 'known_hosts')));
+    assert.equal(await l.hostKeySecretExists(id), false);
+    // The watchdog's log was copied before the pod went.
+    assert.match(
+      fs.readFileSync(path.join(l.runDir(id), '.pod', 'watchdog.log'), 'utf8'),
+      /start /,
+    );
+    // Events in order: creating → created → ready → metrics → deleting → deleted.
+    assert.deepEqual(
+      l.podEventKinds(id),
+      ['creating', 'created', 'ready', 'deleting', 'deleted'],
+      l.transcript(),
+    );
+    const order = l.events
+      .map((e) => e.event)
+      .filter((e) => e.type === 'pod' || e.type === 'metric')
+      .map((e) => (e.type === 'pod' ? e.status.kind : 'metric'));
+    assert.ok(order.indexOf('metric') > order.indexOf('ready'), order.join(','));
+    assert.ok(order.lastIndexOf('metric') < order.indexOf('deleting'), order.join(','));
+    assert.ok(
+      result.summary.startsWith(`train: run ${id} succeeded; pod deleted about $`),
+      result.summary,
+    );
+    assertNothingBills(l);
+  });
+
+  it('2. capacity fallback: an out-of-stock type is recorded unavailable, the next one is created', async () => {
+    const l = await lab({ gpuTypes: [GPU.h100, GPU.rtx4090], steps: 5 });
+    const result = await train(l.deps, l.config, l.workspace);
+    const id = result.run.id;
+    assert.equal(l.runJson(id).state, 'succeeded', l.transcript());
+    const attempts = attemptsOf(l, id);
+    assert.deepEqual(
+      attempts.map((a) => [a.gpu_type, a.result]),
+      [
+        [GPU.h100, 'unavailable'],
+        [GPU.rtx4090, 'created'],
+      ],
+    );
+    assert.equal(attempts[0]?.detail, 'no capacity for this GPU type');
+    assert.equal(attempts[0]?.pod_id, undefined);
+    assert.deepEqual(l.podEventKinds(id), [
+      'creating',
+      'unavailable',
+      'creating',
+      'created',
+      'ready',
+      'deleting',
+      'deleted',
+    ]);
+    const pods = l.podsOfRun(id);
+    assert.equal(pods.length, 1, 'one pod was ever created');
+    assert.equal(pods[0]?.gpuTypeId, GPU.rtx4090);
+    assert.equal(pods[0]?.deletedBy, 'account');
+    assert.equal(l.podJson(id).gpu_type, GPU.rtx4090);
+    await assertKeysForgotten(l, id);
+    assertNothingBills(l);
+  });
+
+  it('3. an ambiguous create (500 after creating; no answer until the timeout): the pod is adopted, exactly one billed', async () => {
+    const ambiguous = async (mode: 'fail' | 'hang'): Promise<void> => {
+      const l = await lab({ steps: 5, timing: mode === 'hang' ? { createTimeoutMs: 2_000 } : {} });
+      if (mode === 'fail') await l.emulator.faults.createThenFail(500);
+      else await l.emulator.faults.createThenHang();
+      const result = await train(l.deps, l.config, l.workspace);
+      const id = result.run.id;
+      assert.equal(l.runJson(id).state, 'succeeded', `${mode}: ${l.transcript()}`);
+      const attempts = attemptsOf(l, id);
+      assert.deepEqual(
+        attempts.map((a) => a.result),
+        ['adopted'],
+        mode,
+      );
+      const pods = l.podsOfRun(id);
+      assert.equal(pods.length, 1, `${mode}: exactly one pod was created`);
+      assert.equal(attempts[0]?.pod_id, pods[0]?.id);
+      assert.equal(pods[0]?.deletedBy, 'account');
+      const creates = l.emulator.requests().filter((r) => r.route === 'createPod');
+      assert.equal(creates.length, 1, `${mode}: the create was never re-sent`);
+      assert.equal(creates[0]?.status, mode === 'fail' ? 500 : 'hung');
+      assert.ok(
+        l.logs().some((line) => line.includes('went unanswered: looking for it by its run marker')),
+      );
+      await assertKeysForgotten(l, id);
+      assertNothingBills(l);
+    };
+    await together([ambiguous('fail'), ambiguous('hang')]);
+  });
+
+  it('4. pods never ready: each deleted and confirmed before the next type; the run fails with the seed message', async () => {
+    await together([allNotReady(), thenReady()]);
+  });
+
+  /** The first type's pod never answers SSH; the second type's pod (same client key) runs the job. */
+  async function thenReady(): Promise<void> {
+    const l = await lab({
+      gpuTypes: [GPU.rtx4090, GPU.a100],
+      steps: 5,
+      timing: { readyTimeoutMs: 8_000 },
+    });
+    await l.emulator.faults.add({ kind: 'sshd', mode: 'silent', pods: 1 });
+    const result = await train(l.deps, l.config, l.workspace);
+    const id = result.run.id;
+    assert.equal(l.runJson(id).state, 'succeeded', l.transcript());
+    assert.deepEqual(
+      attemptsOf(l, id).map((a) => [a.gpu_type, a.result]),
+      [
+        [GPU.rtx4090, 'not_ready'],
+        [GPU.a100, 'created'],
+      ],
+    );
+    const [first, second] = l.podsOfRun(id);
+    assert.ok(first && second);
+    assert.ok(first.deletedAtMs !== null && first.deletedAtMs <= second.createdAtMs);
+    assert.equal(l.podJson(id).pod_id, second.id);
+    assert.equal(l.podJson(id).state, 'deleted');
+    await assertKeysForgotten(l, id);
+    assertNothingBills(l);
+  }
+
+  async function allNotReady(): Promise<void> {
+    const l = await lab({ gpuTypes: [GPU.rtx4090, GPU.a100], timing: { readyTimeoutMs: 5_000 } });
+    await l.emulator.faults.add({ kind: 'sshd', mode: 'closed', pods: 1 });
+    await l.emulator.faults.add({ kind: 'sshd', mode: 'unpublished', pods: 1 });
+    const run = runIdHolder();
+    await assert.rejects(
+      train(l.deps, l.config, l.workspace, { onRun: run.onRun }),
+      (error: unknown) => {
+        assert.ok(error instanceof PodError && error.kind === 'no_capacity', String(error));
+        return true;
+      },
+    );
+    const id = run.id!;
+    const runJson = l.runJson(id);
+    assert.equal(runJson.state, 'failed');
+    assert.equal(
+      runJson.message,
+      'no gpu_types entry gave a ready pod: 2 pods were created but never became ready, the last one because it did not answer SSH with its pinned host key within 5 s: it published no SSH endpoint',
+    );
+    assert.equal(runJson.job, null);
+    const attempts = attemptsOf(l, id);
+    assert.deepEqual(
+      attempts.map((a) => [a.gpu_type, a.result]),
+      [
+        [GPU.rtx4090, 'not_ready'],
+        [GPU.a100, 'not_ready'],
+      ],
+    );
+    assert.match(
+      attempts[0]?.detail ?? '',
+      /^it did not answer SSH with its pinned host key within 5 s: SSH to 127\.0\.0\.1:\d+ failed: /,
+    );
+    const [first, second] = l.podsOfRun(id);
+    assert.ok(first && second, 'two pods were created');
+    assert.equal(first.deletedBy, 'account');
+    assert.equal(second.deletedBy, 'account');
+    assert.ok(
+      first.deletedAtMs !== null && first.deletedAtMs <= second.createdAtMs,
+      'the first pod was gone before the second was created',
+    );
+    assert.deepEqual(l.podEventKinds(id), [
+      'creating',
+      'created',
+      'deleting',
+      'deleted',
+      'creating',
+      'created',
+      'deleting',
+      'deleted',
+    ]);
+    assert.ok(
+      l
+        .podEvents(id)
+        .filter((s) => s.kind === 'deleting')
+        .every((s) => s.kind === 'deleting' && s.reason === 'not_ready'),
+    );
+    await assertKeysForgotten(l, id);
+    assertNothingBills(l);
+  }
+
+  it('5. bootstrap failures (bad host key secret, claimed run dir) and a watchdog that cannot delete: run refused, pod deleted', async () => {
+    // A host key secret that is no key: the bootstrap fails before sshd, its watchdog deletes the pod.
+    const badSecret = async (): Promise<void> => {
+      const l = await lab();
+      const run = runIdHolder();
+      l.bus.on((event) => {
+        if (event.type === 'pod' && event.status.kind === 'creating' && run.id !== null) {
+          l.emulator.setSecret(
+            hostKeySecretName(run.id),
+            Buffer.from('not a key').toString('base64'),
+          );
+        }
+      });
+      await assert.rejects(train(l.deps, l.config, l.workspace, { onRun: run.onRun }));
+      const id = run.id!;
+      const runJson = l.runJson(id);
+      assert.equal(runJson.state, 'failed');
+      // The client sees the pod its watchdog deletes as TERMINATED or already 404, by timing.
+      assert.match(
+        String(runJson.message),
+        /^no gpu_types entry gave a ready pod: 1 pod was created but never became ready, the last one because (it disappeared while starting|it is TERMINATED)$/,
+        l.transcript(),
+      );
+      const [pod] = l.podsOfRun(id);
+      assert.ok(pod);
+      assert.equal(pod.deletedBy, 'pod', 'its own watchdog deleted it');
+      const log = l.emulator.podLog(pod.id);
+      assert.match(log, /bootstrap failed: OVERBRAINER_HOST_KEY is not an OpenSSH private key/);
+      assert.match(log, /delete reason=bootstrap_failed/);
+      assert.deepEqual(
+        attemptsOf(l, id).map((a) => a.result),
+        ['not_ready'],
+      );
+      const podJson = l.podJson(id);
+      assert.ok(podJson.pod_id === null || podJson.state === 'deleted');
+      await assertKeysForgotten(l, id);
+      assertNothingBills(l);
+    };
+    // The run dir on the network volume is claimed by another pod: the bootstrap refuses it.
+    const claimed = async (): Promise<void> => {
+      const l = await lab({
+        targetExtra: 'network_volume_id = "agv6w2qcg7"\ndata_center_ids = ["EU-RO-1"]\n',
+      });
+      const run = runIdHolder();
+      let claimDir = '';
+      const other =
+        'ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIOtherPodOtherPodOtherPodOtherPodOtherPod0';
+      const result = train(l.deps, l.config, l.workspace, {
+        onRun: (r) => {
+          run.onRun(r);
+          claimDir = path.join(l.emulator.stateDir, 'volumes', 'agv6w2qcg7', 'overbrainer', r.id);
+          fs.mkdirSync(claimDir, { recursive: true });
+          fs.writeFileSync(path.join(claimDir, '.claim'), `${other}\n`);
+        },
+      });
+      await assert.rejects(result);
+      const id = run.id!;
+      assert.equal(l.runJson(id).state, 'failed');
+      const [pod] = l.podsOfRun(id);
+      assert.ok(pod);
+      assert.equal(pod.deletedBy, 'pod');
+      assert.match(l.emulator.podLog(pod.id), /claimed by another pod: refusing it/);
+      assert.match(l.emulator.podLog(pod.id), /delete reason=bootstrap_failed/);
+      assert.deepEqual(
+        fs.readdirSync(claimDir),
+        ['.claim'],
+        "nothing was written into the other pod's run dir",
+      );
+      assert.equal(fs.readFileSync(path.join(claimDir, '.claim'), 'utf8'), `${other}\n`);
+      await assertKeysForgotten(l, id);
+      assertNothingBills(l);
+    };
+    // The pod's own key cannot read its pod: the watchdog's proof fails, the client refuses the
+    // run at its verdict, deletes the pod itself, and tries no other type.
+    const refused = async (): Promise<void> => {
+      const l = await lab({ gpuTypes: [GPU.rtx4090, GPU.a100] });
+      await l.emulator.faults.add({
+        kind: 'request',
+        route: 'getPod',
+        key: 'pod',
+        times: 'always',
+        effect: { type: 'status', status: 403 },
+      });
+      const run = runIdHolder();
+      await assert.rejects(
+        train(l.deps, l.config, l.workspace, { onRun: run.onRun }),
+        (error: unknown) => {
+          assert.ok(error instanceof PodError && error.kind === 'watchdog_refused', String(error));
+          return true;
+        },
+      );
+      const id = run.id!;
+      const runJson = l.runJson(id);
+      assert.equal(runJson.state, 'failed');
+      assert.equal(
+        runJson.message,
+        "the pod's watchdog cannot delete its pod (http_403): the run is refused and the pod deleted",
+      );
+      assert.deepEqual(
+        attemptsOf(l, id).map((a) => a.result),
+        ['refused'],
+      );
+      const podJson = l.podJson(id);
+      assert.equal(podJson.state, 'deleted');
+      assert.equal(podJson.deleted_by, 'client');
+      const pods = l.podsOfRun(id);
+      assert.equal(pods.length, 1, 'no other GPU type was tried');
+      assert.equal(pods[0]?.deletedBy, 'account');
+      assert.ok(l.podEvents(id).some((s) => s.kind === 'deleting' && s.reason === 'refused'));
+      await assertKeysForgotten(l, id);
+      assertNothingBills(l);
+    };
+    await together([badSecret(), claimed(), refused()]);
+  });
+
+  /** A job that stalls (no metric ever) on a pod whose max_hours ends 18 s after its create. */
+  const SHORT_DEADLINE: LabOptions = {
+    command: 'sleep 100',
+    maxHours: 0.005,
+    timing: {
+      stallMs: 1_000,
+      leaseTtlMs: 3_000,
+      deadlineMarginMs: 2_000,
+      leaseRenewMs: 1_000,
+      leaseTickMs: 500,
+    },
+  };
+
+  it("6. max_hours: the client's guard deletes a stalled job's pod its watchdog failed to; the watchdog deletes it when no client follows", async () => {
+    const clientGuard = async (): Promise<void> => {
+      const l = await lab(SHORT_DEADLINE);
+      // Once the pod is ready its watchdog can no longer reach the API: only the client's guard is left.
+      l.bus.on((event) => {
+        if (event.type === 'pod' && event.status.kind === 'ready') {
+          void l.emulator.faults.add({
+            kind: 'request',
+            route: '*',
+            key: 'pod',
+            times: 'always',
+            effect: { type: 'status', status: 500 },
+          });
+        }
+      });
+      const run = runIdHolder();
+      await assert.rejects(
+        train(l.deps, l.config, l.workspace, { onRun: run.onRun }),
+        (error: unknown) => {
+          assert.ok(error instanceof PodError && error.kind === 'deadline_reached', String(error));
+          return true;
+        },
+      );
+      const id = run.id!;
+      const runJson = l.runJson(id);
+      assert.equal(runJson.state, 'failed');
+      assert.equal(runJson.message, MAX_HOURS_REACHED);
+      const podJson = l.podJson(id);
+      const podId = String(podJson.pod_id);
+      assert.equal(podJson.state, 'deleted');
+      assert.equal(podJson.deleted_by, 'client');
+      const entry = l.ledgerOf(podId);
+      assert.equal(entry.deletedBy, 'account');
+      const guardAtMs = (Number(podJson.deadline_unix) + 2) * 1000;
+      assert.ok(
+        entry.deletedAtMs !== null && entry.deletedAtMs >= guardAtMs - 1_000,
+        `deleted ${entry.deletedAtMs}, guard ${guardAtMs}`,
+      );
+      const watchdogDeletes = l.emulator
+        .requests()
+        .filter((r) => r.key === `pod:${podId}` && r.route === 'deletePod');
+      assert.ok(
+        watchdogDeletes.length > 0 && watchdogDeletes.every((r) => r.status === 500),
+        'the watchdog tried first and failed',
+      );
+      assert.ok(l.podEvents(id).some((s) => s.kind === 'deleting' && s.reason === 'deadline'));
+      await assertKeysForgotten(l, id);
+      assertNothingBills(l);
+    };
+    const watchdogDeadline = async (): Promise<void> => {
+      const l = await lab(SHORT_DEADLINE);
+      const run = runIdHolder();
+      const stop = new AbortController();
+      l.bus.on((event) => {
+        if (event.type === 'runState' && event.state === 'running') stop.abort();
+      });
+      await assert.rejects(
+        train(l.deps, l.config, l.workspace, { onRun: run.onRun, signal: stop.signal }),
+        (error: unknown) => {
+          assert.ok(
+            error instanceof FlowError &&
+              error.message.startsWith(`stopped following run ${run.id}`),
+            String(error),
+          );
+          return true;
+        },
+      );
+      const id = run.id!;
+      assert.equal(l.runJson(id).state, 'running', 'stopping to follow deletes nothing');
+      const podId = String(l.podJson(id).pod_id);
+      await l.waitFor(
+        'the watchdog to delete the pod',
+        () => l.ledgerOf(podId).billing === false,
+        40_000,
+      );
+      const entry = l.ledgerOf(podId);
+      assert.equal(entry.deletedBy, 'pod', 'deleted by its own watchdog');
+      assert.ok(
+        entry.deletedAtMs !== null &&
+          entry.deletedAtMs >= Number(l.podJson(id).deadline_unix) * 1000 - 1_000,
+      );
+      assert.match(l.emulator.podLog(podId), /delete reason=deadline/);
+      const attached = await attach(l.deps, l.config, id);
+      assert.equal(attached.ending, 'deleted');
+      const runJson = l.runJson(id);
+      assert.equal(runJson.state, 'failed');
+      assert.equal(runJson.message, MAX_HOURS_REACHED);
+      const podJson = l.podJson(id);
+      assert.equal(podJson.state, 'deleted');
+      assert.equal(podJson.deleted_by, 'watchdog');
+      assert.equal(
+        requestsFor(l, podId, 'deletePod').filter((r) => r.key === 'account').length,
+        0,
+        'the client deleted nothing',
+      );
+      await assertKeysForgotten(l, id);
+      assertNothingBills(l);
+    };
+    await together([clientGuard(), watchdogDeadline()]);
+  });
+
+  it('7. a pod lost mid-job fails the run without a delete; transient 404s delete nothing and the run goes on', async () => {
+    const lost = async (): Promise<void> => {
+      const l = await lab({ steps: 400, stepSeconds: 0.05 });
+      const run = runIdHolder();
+      const training = l.track(train(l.deps, l.config, l.workspace, { onRun: run.onRun }));
+      const id = await l.jobRunning(() => run.id);
+      const podId = String(l.podJson(id).pod_id);
+      await l.emulator.faults.podVanishes(podId);
+      await assert.rejects(training, (error: unknown) => {
+        assert.ok(error instanceof PodError && error.kind === 'pod_gone', String(error));
+        return true;
+      });
+      const runJson = l.runJson(id);
+      assert.equal(runJson.state, 'failed');
+      assert.equal(runJson.message, `pod ${podId} no longer exists`);
+      const podJson = l.podJson(id);
+      assert.equal(podJson.state, 'deleted');
+      assert.equal(podJson.deleted_by, 'unknown');
+      assert.equal(l.ledgerOf(podId).deletedBy, 'provider');
+      assert.equal(requestsFor(l, podId, 'deletePod').length, 0, 'nothing was deleted');
+      await assertKeysForgotten(l, id);
+      assertNothingBills(l);
+    };
+    const transient = async (): Promise<void> => {
+      const l = await lab({ steps: 60, stepSeconds: 0.05 });
+      const run = runIdHolder();
+      const stop = new AbortController();
+      const training = l.track(
+        train(l.deps, l.config, l.workspace, { onRun: run.onRun, signal: stop.signal }),
+      );
+      const id = await l.jobRunning(() => run.id);
+      stop.abort();
+      await assert.rejects(training, FlowError);
+      const podId = String(l.podJson(id).pod_id);
+      await l.emulator.faults.add({
+        kind: 'request',
+        route: 'getPod',
+        podId,
+        key: 'account',
+        times: 2,
+        effect: { type: 'status', status: 404 },
+      });
+      const result = await attach(l.deps, l.config, id);
+      assert.equal(result.run.state, 'succeeded', l.transcript());
+      assert.equal(result.ending, 'deleted');
+      const gets = requestsFor(l, podId, 'getPod').filter((r) => r.key === 'account');
+      const notFound = gets.filter((r) => r.status === 404 && r.faultId !== undefined);
+      assert.equal(notFound.length, 2, 'two transient 404s were seen');
+      const deletes = requestsFor(l, podId, 'deletePod');
+      assert.equal(deletes.length, 1);
+      assert.ok(deletes[0]!.seq > notFound[1]!.seq);
+      assert.equal(l.runJson(id).state, 'succeeded');
+      assert.equal(l.podJson(id).deleted_by, 'client');
+      assert.ok(fs.existsSync(path.join(l.runDir(id), 'output', 'model.json')));
+      assertNothingBills(l);
+    };
+    await together([lost(), transient()]);
+  });
+
+  it('8. cancel mid-job from another client: cancelled, artifacts retrieved and verified, pod deleted', async () => {
+    const l = await lab({ steps: 400, stepSeconds: 0.05 });
+    const run = runIdHolder();
+    const onPod = l.capturePodFilesOnDelete(() => run.id, '');
+    const training = l.track(train(l.deps, l.config, l.workspace, { onRun: run.onRun }));
+    const id = await l.jobRunning(() => run.id);
+    const cancelled = await cancel(l.otherDeps(), l.config, id);
+    assert.equal(cancelled.ending, null, 'the follower collects, not the canceller');
+    const result = await training;
+    assert.equal(result.run.state, 'cancelled', l.transcript());
+    assert.equal(result.ending, 'deleted');
+    const runJson = l.runJson(id);
+    assert.equal(runJson.state, 'cancelled');
+    assert.equal(runJson.message, null);
+    const podJson = l.podJson(id);
+    const podId = String(podJson.pod_id);
+    assert.equal(podJson.state, 'deleted');
+    assert.equal(l.ledgerOf(podId).deletedBy, 'account');
+    const files = onPod.get(podId);
+    assert.ok(files, 'the pod was captured before its delete');
+    for (const name of ['metrics.jsonl', 'job.log']) {
+      const local = fs.readFileSync(path.join(l.runDir(id), name));
+      assert.ok(files.get(name)?.equals(local), `${name} equals the pod's`);
+    }
+    assert.ok(files.has('cancelled'), 'the job was cancelled on the pod');
+    assert.ok(
+      l.events.some((e) => e.event.type === 'jobStatus' && e.event.status.kind === 'cancelled'),
+    );
+    await assertKeysForgotten(l, id);
+    assertNothingBills(l);
+  });
+
+  it('9. attach after the client was killed with SIGKILL mid-job finishes the run and deletes the pod', async () => {
+    const l = await lab({ steps: 120, stepSeconds: 0.05 });
+    const child = spawn(
+      process.execPath,
+      ['--import', 'tsx', path.join(ROOT, 'test', 'helpers', 'lifecycleChild.ts')],
+      {
+        cwd: ROOT,
+        env: {
+          PATH: process.env.PATH ?? '/usr/bin:/bin',
+          HOME: process.env.HOME ?? '/root',
+          LIFECYCLE_CHILD: JSON.stringify(l.childSetup()),
+          LIFECYCLE_API_KEY: l.emulator.apiKey,
+        },
+        stdio: ['ignore', 'pipe', 'pipe'],
+      },
+    );
+    const childEvents: CoreEvent[] = [];
+    let stderr = '';
+    let buffered = '';
+    child.stdout.on('data', (chunk: Buffer) => {
+      buffered += chunk.toString('utf8');
+      const lines = buffered.split('\n');
+      buffered = lines.pop() ?? '';
+      for (const line of lines)
+        if (line.trim() !== '') childEvents.push(JSON.parse(line) as CoreEvent);
+    });
+    child.stderr.on('data', (chunk: Buffer) => (stderr += chunk.toString('utf8')));
+    const exited = new Promise<NodeJS.Signals | null>((resolve) =>
+      child.on('close', (_code, signal) => resolve(signal)),
+    );
+    try {
+      await l.waitFor(
+        `the child's job to run (stderr: ${stderr})`,
+        () =>
+          childEvents.some((e) => e.type === 'runState' && e.state === 'running') &&
+          childEvents.filter((e) => e.type === 'metric').length >= 3,
+        90_000,
+      );
+      const args = fs.readFileSync(`/proc/${child.pid}/cmdline`, 'utf8');
+      assert.ok(!args.includes(l.emulator.apiKey), 'the API key is in no process argument');
+    } finally {
+      child.kill('SIGKILL');
+    }
+    assert.equal(await exited, 'SIGKILL');
+    const id = l.onlyRunId();
+    assert.equal(l.runJson(id).state, 'running');
+    const podId = String(l.podJson(id).pod_id);
+    assert.equal(l.ledgerOf(podId).billing, true, 'the pod outlived its client');
+    const result = await attach(l.deps, l.config, id);
+    assert.equal(result.run.state, 'succeeded', l.transcript());
+    assert.equal(result.ending, 'deleted');
+    assert.ok(l.events.some((e) => e.event.type === 'runWatched' && e.event.runId === id));
+    const podJson = l.podJson(id);
+    assert.equal(podJson.state, 'deleted');
+    assert.equal(podJson.deleted_by, 'client');
+    assert.equal(l.ledgerOf(podId).deletedBy, 'account');
+    const metrics = fs
+      .readFileSync(path.join(l.runDir(id), 'metrics.jsonl'), 'utf8')
+      .trim()
+      .split('\n');
+    assert.ok(metrics.length >= 120, `${metrics.length} metric lines`);
+    assert.ok(fs.existsSync(path.join(l.runDir(id), 'output', 'model.json')));
+    await assertKeysForgotten(l, id);
+    assertNothingBills(l);
+  });
+
+  it('10. keep: at create time the pod stays after the job (no release); kept at runtime it stays, released its watchdog deletes it', async () => {
+    const atCreate = async (): Promise<void> => {
+      const l = await lab({ steps: 5 });
+      const result = await train(l.deps, l.config, l.workspace, { keepPod: true });
+      const id = result.run.id;
+      assert.equal(result.ending, 'kept');
+      assert.equal(l.runJson(id).state, 'succeeded');
+      const podJson = l.podJson(id);
+      const podId = String(podJson.pod_id);
+      assert.equal(podJson.state, 'kept');
+      assert.equal(podJson.keep, true);
+      assert.equal(podJson.deadline, null);
+      assert.equal(podJson.deadline_unix, null);
+      assert.equal(l.ledgerOf(podId).billing, true, 'a kept pod stays');
+      assert.ok(l.clientKeyExists(id), 'its key stays to reach it');
+      assert.ok(l.podEvents(id).some((s) => s.kind === 'kept'));
+      assert.ok(l.warnings().some((w) => w.code === 'kept'));
+      assert.ok(fs.existsSync(path.join(l.runDir(id), 'output', 'model.json')));
+      // Its watchdog leaves it alone (kept with a job), well past a few of its ticks.
+      await new Promise((resolve) => setTimeout(resolve, 3_000));
+      assert.equal(l.ledgerOf(podId).billing, true);
+      // Its watchdog was told at creation to keep it: a release would be a lie, so it is refused.
+      await assert.rejects(keepPod(l.deps, id, false), (error: unknown) => {
+        assert.ok(error instanceof FlowError, String(error));
+        assert.equal(
+          error.message,
+          `pod ${podId} of run ${id} was kept when it was created (--keep-pod): its watchdog never deletes it, so it cannot be released`,
+        );
+        assert.equal(
+          error.hint,
+          `Remove it with "overbrainer pod rm ${id}" when you no longer need it.`,
+        );
+        return true;
+      });
+      assert.equal(l.podJson(id).state, 'kept');
+      assert.equal(l.podJson(id).keep, true);
+      assert.equal(l.ledgerOf(podId).billing, true);
+      assert.equal((await l.api.delete(`/pods/${podId}`)).status, 204);
+      assertNothingBills(l);
+    };
+    const atRuntime = async (): Promise<void> => {
+      const l = await lab({ steps: 100, stepSeconds: 0.05 });
+      const run = runIdHolder();
+      const training = l.track(train(l.deps, l.config, l.workspace, { onRun: run.onRun }));
+      const id = await l.jobRunning(() => run.id);
+      const kept = await keepPod(l.otherDeps(), id, true);
+      assert.equal(kept.keep, true);
+      const result = await training;
+      assert.equal(result.run.state, 'succeeded', l.transcript());
+      assert.equal(result.ending, 'kept');
+      const podJson = l.podJson(id);
+      const podId = String(podJson.pod_id);
+      assert.equal(podJson.state, 'kept');
+      assert.equal(podJson.keep, true);
+      assert.ok(fs.existsSync(path.join(l.runDir(id), 'output', 'model.json')));
+      await new Promise((resolve) => setTimeout(resolve, 3_000));
+      assert.equal(l.ledgerOf(podId).billing, true, 'the kept pod stays after its job');
+      assert.ok(l.clientKeyExists(id));
+      const released = await keepPod(l.deps, id, false);
+      assert.equal(released.keep, false);
+      await l.waitFor('the released pod to be deleted', () => !l.ledgerOf(podId).billing, 20_000);
+      assert.equal(
+        l.ledgerOf(podId).deletedBy,
+        'pod',
+        'its watchdog deleted it (retrieved marker)',
+      );
+      assert.match(l.emulator.podLog(podId), /delete reason=retrieved/);
+      // The next look at the run records what happened; the run keeps its result.
+      const attached = await attach(l.deps, l.config, id);
+      assert.equal(attached.ending, 'deleted');
+      assert.equal(l.runJson(id).state, 'succeeded');
+      assert.equal(l.podJson(id).state, 'deleted');
+      await assertKeysForgotten(l, id);
+      assertNothingBills(l);
+    };
+    await together([atCreate(), atRuntime()]);
+  });
+
+  it('11. a stray pod carrying the run marker is swept once the run ends', async () => {
+    const l = await lab({ steps: 80, stepSeconds: 0.05 });
+    const run = runIdHolder();
+    const training = l.track(train(l.deps, l.config, l.workspace, { onRun: run.onRun }));
+    const id = await l.jobRunning(() => run.id);
+    const created = await l.api.post<{ id: string }>('/pods', {
+      name: `overbrainer-${id}-stray`,
+      image: 'runpod/pytorch:latest',
+      cloud: 'SECURE',
+      gpu: { id: GPU.a5000, count: 1 },
+      env: { OVERBRAINER_RUN_ID: id },
+      cmd: ['sleep', 'infinity'],
+    });
+    assert.equal(created.status, 201);
+    const strayId = created.body.id;
+    assert.equal(l.ledgerOf(strayId).billing, true);
+    const result = await training;
+    assert.equal(result.run.state, 'succeeded', l.transcript());
+    const stray = l.ledgerOf(strayId);
+    assert.equal(stray.billing, false, 'the stray was deleted');
+    assert.equal(stray.deletedBy, 'account');
+    assert.ok(
+      l
+        .podEvents(id)
+        .some((s) => s.kind === 'deleting' && s.podId === strayId && s.reason === 'duplicate'),
+    );
+    const podJson = l.podJson(id);
+    assert.equal(podJson.state, 'deleted');
+    assert.deepEqual(podJson.stray_pods, []);
+    await assertKeysForgotten(l, id);
+    assertNothingBills(l);
+  });
+});
