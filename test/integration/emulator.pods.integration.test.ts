@@ -142,7 +142,8 @@ describe('Runpod emulator: real pods', function () {
     assert.equal(env.RUNPOD_TCP_PORT_22, String(direct.port));
     assert.equal(env.RUNPOD_GPU_COUNT, '1');
     assert.equal(env.RUNPOD_DC_ID, pod.dataCenterId);
-    assert.equal(env.PATH, process.env.PATH);
+    // The image's plain PATH, not the host's (which may point into the host's home).
+    assert.equal(env.PATH, '/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin');
     assert.equal(env.SECRET_FROM_ACCOUNT, 's3cr3t-value');
     assert.equal(
       pod.env.SECRET_FROM_ACCOUNT,

@@ -92,6 +92,9 @@ class Pod {
         'PasswordAuthentication no',
         'KbdInteractiveAuthentication no',
         'UsePAM no',
+        // bash sources ~/.bashrc for ssh commands only at SHLVL < 2: the test host's rc (pyenv)
+        // must not run in the pod's sessions (it costs seconds and can wait 60 s on a stale lock).
+        'SetEnv SHLVL=1',
         // The temp root sits under the world-writable /tmp.
         'StrictModes no',
         'LogLevel ERROR',
