@@ -27,9 +27,8 @@ export function activate(context: vscode.ExtensionContext): void {
   const runs = new RunsModel(() => readRuns(runsFolders()));
   const pods = new PodsModel(async () => podsFromRuns(await readRuns(runsFolders())));
   context.subscriptions.push(runs, pods);
-
   const bus = new EventBus();
-  const controller = new Controller(bus, systemClock, log, apiKeys, runs);
+  const controller = new Controller(bus, systemClock, log, apiKeys, runs, pods);
   context.subscriptions.push(controller, watchConfigDiagnostics());
 
   const runsTree = runsTreeProvider(runs, systemClock, log);

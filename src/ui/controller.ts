@@ -7,6 +7,7 @@ import type { CoreEvent, EventBus } from '../core/events';
 import type { GpuType } from '../core/runpod/api';
 import { ApiError } from '../core/runpod/errors';
 import { alias } from '../core/runpod/keys';
+import { PodError } from '../core/runpod/podError';
 import { untilDeadlineMs } from '../core/runpod/lease';
 import { removePods, strayWarning, listPods } from '../core/runpod/podAdmin';
 import { attach, cancel, keepPod, train, type FlowResult } from '../core/runs/flow';
@@ -48,6 +49,7 @@ export class Controller implements vscode.Disposable {
     private readonly log: Log,
     private readonly apiKeys: ApiKeyStore,
     private readonly runs: RunsModel,
+    private readonly pods: { refresh(): Promise<void>; isLoaded: boolean },
   ) {
     this.statusItem = vscode.window.createStatusBarItem(vscode.StatusBarAlignment.Left, 50);
     this.statusItem.command = 'overbrainer.showRun';
@@ -220,7 +222,7 @@ export class Controller implements vscode.Disposable {
         runId = run.id;
         this.track(run.id, session, abort);
         this.log.info(`Run ${run.id} started on target ${run.target}.`);
-        void this.runs.refresh().catch(() => undefined);
+        this.refreshViews();
       },
     });
     const watch = this.bus.on((event) => {
@@ -277,6 +279,12 @@ export class Controller implements vscode.Disposable {
     try {
       const result = await flow;
       this.log.info(result.summary);
+      this.notify({
+        type: 'runState',
+        runId: result.run.id,
+        state: result.run.state,
+        message: result.run.message,
+      });
       if (result.pod?.state === 'awaiting_retrieval') {
         this.notify({
           type: 'warning',
@@ -287,13 +295,21 @@ export class Controller implements vscode.Disposable {
       }
     } catch (error) {
       const followed = runIdOf() !== null ? this.followed.get(runIdOf()!) : undefined;
-      if (!(followed?.abort.signal.aborted ?? false)) await this.showError('Run failed', error);
-      else this.log.info(`Stopped following: ${errorText(error)}`);
+      if (!(followed?.abort.signal.aborted ?? false)) {
+        await this.showError('Run failed', error);
+      } else if (error instanceof PodError && error.kind === 'interrupted') {
+        // Cancelled before the job started: the flow deleted the pod (never interrupted).
+        const text = `Run ${runIdOf() ?? ''} stopped before its job started: ${errorText(error)}`;
+        this.log.info(text);
+        void vscode.window.showInformationMessage(this.log.redact(text));
+      } else {
+        this.log.info(`Stopped following: ${errorText(error)}`);
+      }
     } finally {
       const id = runIdOf();
       if (id !== null) this.untrack(id);
       await session.close();
-      void this.runs.refresh().catch(() => undefined);
+      this.refreshViews();
     }
   }
 
@@ -366,11 +382,17 @@ export class Controller implements vscode.Disposable {
         () => cancel(session.deps(run.pod !== null), session.configOrNull(), run.id),
       );
       this.log.info(result.summary);
+      this.notify({
+        type: 'runState',
+        runId: result.run.id,
+        state: result.run.state,
+        message: result.run.message,
+      });
     } catch (error) {
       await this.showError(`Cannot cancel ${run.id}`, error);
     } finally {
       await session.close();
-      void this.runs.refresh().catch(() => undefined);
+      this.refreshViews();
     }
   }
 
@@ -400,7 +422,7 @@ export class Controller implements vscode.Disposable {
       await this.showError(keep ? 'Cannot keep the pod' : 'Cannot release the pod', error);
     } finally {
       await session.close();
-      void this.runs.refresh().catch(() => undefined);
+      this.refreshViews();
     }
   }
 
@@ -459,7 +481,7 @@ export class Controller implements vscode.Disposable {
       await this.showError(`Cannot remove the pods of ${run.id}`, error);
     } finally {
       await session.close();
-      void this.runs.refresh().catch(() => undefined);
+      this.refreshViews();
     }
   }
 
@@ -600,11 +622,14 @@ export class Controller implements vscode.Disposable {
       this.log.info(
         `Run ${event.runId} ${event.state}${event.message ? `: ${event.message}` : ''}`,
       );
-      void this.runs.refresh().catch(() => undefined);
+      this.refreshViews();
     }
+    if (event.type === 'pod') this.refreshViews();
     if (event.type === 'warning') this.log.warn(event.message);
     this.log.coreEvent(event);
-    this.notify(event);
+    // A run's end is notified once its flow returned (finish), with the flow's error and hint
+    // when it failed: the runState event alone would say the same thing twice.
+    if (event.type !== 'runState') this.notify(event);
   }
 
   private notify(event: CoreEvent): void {
@@ -672,6 +697,12 @@ export class Controller implements vscode.Disposable {
               : 'statusBarItem.warningBackground',
           );
     this.statusItem.show();
+  }
+
+  /** Both views from the records (the Pods view only once shown: it loads lazily). */
+  private refreshViews(): void {
+    void this.runs.refresh().catch(() => undefined);
+    if (this.pods.isLoaded) void this.pods.refresh().catch(() => undefined);
   }
 
   dispose(): void {

@@ -32,6 +32,18 @@ retrieve_grace_minutes = 10
 `;
 }
 
+/** Picks the row holding `text` in the QuickPick whose placeholder is `placeholder` (not the palette). */
+async function pickQuick(workbench: Workbench, placeholder: string, text: string): Promise<void> {
+  const widget = workbench.page.locator('.quick-input-widget');
+  await widget.locator(`input[placeholder="${placeholder}"]`).waitFor({ state: 'visible' });
+  // Filter to the row and accept it with Enter (a click can land on the row's hover instead).
+  const input = widget.locator(`input[placeholder="${placeholder}"]`);
+  await input.fill(text);
+  await widget.locator('.monaco-list-row', { hasText: text }).first().waitFor();
+  await input.press('Enter');
+  await widget.waitFor({ state: 'hidden' });
+}
+
 describe('Train in the real VS Code against the Runpod emulator', function () {
   this.timeout(300_000);
   let emulator: Emulator;
@@ -167,6 +179,42 @@ describe('Train in the real VS Code against the Runpod emulator', function () {
       [],
       'the pod was deleted after retrieval',
     );
+  });
+
+  it('trains with Keep Pod: the pod survives the job, then Remove Pod deletes it', async function () {
+    await workbench.runCommand('Overbrainer: Train');
+    const dialog = workbench.page.locator('.monaco-dialog-box');
+    await dialog.waitFor({ state: 'visible' });
+    await dialog.getByRole('button', { name: 'Train and Keep Pod', exact: true }).click();
+    const runs = workbench.viewPane('Runs');
+    const rows = runs.locator('.monaco-list-row');
+    await eventually('a second run', async () => ((await rows.count()) === 2 ? true : undefined));
+    const row = rows.first();
+    await eventually(
+      'the run to end with its pod kept',
+      async () => ((await row.innerText()).includes('pod kept') ? true : undefined),
+      240_000,
+    );
+    await workbench.screenshot('pod kept');
+    const id = /tiny_\d{8}-\d{6}(?:_\d+)?/.exec(await row.innerText())?.[0];
+    assert.ok(id);
+    const billing = (): string[] =>
+      emulator
+        .ledger()
+        .pods.filter((p) => p.billing)
+        .map((p) => p.id);
+    assert.equal(billing().length, 1, 'the kept pod still exists after the job');
+
+    await workbench.runCommand('Overbrainer: Remove Pod');
+    await pickQuick(workbench, 'Run to remove the pods of', id);
+    const confirm = workbench.page.locator('.monaco-dialog-box');
+    await confirm.waitFor({ state: 'visible' });
+    assert.match(await confirm.innerText(), /even a kept one/);
+    await workbench.screenshot('remove confirmation');
+    await confirm.getByRole('button', { name: 'Remove Pod', exact: true }).click();
+    await workbench.waitForNotification(new RegExp(`Deleted \\S+ of ${id}`));
+    await eventually('no pod billing', async () => (billing().length === 0 ? true : undefined));
+    await workbench.screenshot('pod removed');
   });
 
   it('shows a broken overbrainer.toml in the Problems panel at its line', async function () {
