@@ -275,16 +275,16 @@ export function codeServerEnv(home: string, extra: Record<string, string> = {}):
     XDG_CONFIG_HOME: path.join(home, 'xdg-config'),
     XDG_DATA_HOME: path.join(home, 'xdg-data'),
     XDG_CACHE_HOME: path.join(home, 'xdg-cache'),
-    ...extra,
   };
   // A key from the developer's shell must not leak into a test's extension host, nor the outer
-  // npm's settings (npm test) into code-server's own npm-based tooling.
+  // npm's settings (npm test) into code-server's own npm-based tooling. A key given in `extra`
+  // (the demo's emulator key) is meant for it, so `extra` applies after.
   delete env.OVERBRAINER_RUNPOD__API_KEY;
   delete env.VSCODE_IPC_HOOK_CLI;
   for (const name of Object.keys(env)) {
     if (name.startsWith('npm_')) delete env[name];
   }
-  return env;
+  return { ...env, ...extra };
 }
 
 function killGroup(child: ChildProcess, signal: NodeJS.Signals): void {
