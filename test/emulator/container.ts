@@ -73,7 +73,10 @@ function shellQuote(value: string): string {
  * The script PID 1 runs before it becomes the pod's command: mounts, then `exec "$@"`. On a mount
  * failure it exits 125 (nothing of the pod has run; the emulator marks the pod ERROR).
  */
-export function initScript(mounts: BindMount[]): string {
+export function initScript(
+  mounts: BindMount[],
+  tmpfs: readonly { target: string; sizeBytes: number }[] = [],
+): string {
   const lines = [
     '# Written by the Runpod emulator: the pod container init. Runs as PID 1 of the pod PID',
     '# namespace, in its private mount namespace, then becomes the pod command.',
@@ -83,6 +86,13 @@ export function initScript(mounts: BindMount[]): string {
     lines.push(
       `mkdir -p ${shellQuote(m.target)} || fail mkdir ${shellQuote(m.target)}`,
       `mount --bind ${shellQuote(m.source)} ${shellQuote(m.target)} || fail bind ${shellQuote(m.target)}`,
+    );
+  }
+  for (const t of tmpfs) {
+    // A small disk of its own (the quota a job can fill), over what the binds put there.
+    lines.push(
+      `mkdir -p ${shellQuote(t.target)} || fail mkdir ${shellQuote(t.target)}`,
+      `mount -t tmpfs -o size=${Math.max(4096, Math.floor(t.sizeBytes))},mode=0755,nosuid,nodev tmpfs ${shellQuote(t.target)} || fail tmpfs ${shellQuote(t.target)}`,
     );
   }
   lines.push(

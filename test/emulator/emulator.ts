@@ -24,7 +24,7 @@ import { spawnSync } from 'node:child_process';
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import { createServer as createTcpServer, type Server as TcpServer, type Socket } from 'node:net';
 import { tmpdir } from 'node:os';
-import { join } from 'node:path';
+import { dirname, join } from 'node:path';
 import { isAbortError, rfc3339, systemClock, type Clock } from '../../src/core/clock';
 import {
   availabilityLevel,
@@ -96,6 +96,16 @@ export interface EmulatorOptions {
   maxPodsPageSize?: number;
   /** How often (real ms) a starting pod's sshd is probed for its banner. Default 50. */
   sshProbeIntervalMs?: number;
+  /**
+   * Files the pod image ships under `/workspace` (path relative to it → content), written at each
+   * fresh container disk: e.g. `axolotl/scripts/cuda13_env.sh`, which the bootstrap sources.
+   */
+  imageFiles?: Record<string, string>;
+  /**
+   * A small disk: `/workspace/overbrainer` (where runs live) is a tmpfs of this many bytes in each
+   * container, so a job can fill it (ENOSPC). Its files are then not visible in `dirs.workspace`.
+   */
+  workspaceQuotaBytes?: number;
 }
 
 export interface RequestLogEntry {
@@ -449,6 +459,8 @@ class EmulatorServer {
   private unreachableMode: 'refuse' | 'reset' | undefined;
   private unreachableEpisode = 0;
   private closed = false;
+  private readonly imageFiles: Record<string, string>;
+  private readonly workspaceQuotaBytes: number | null;
 
   constructor(options: EmulatorOptions) {
     this.clock = options.clock ?? systemClock;
@@ -467,6 +479,8 @@ class EmulatorServer {
       restart: options.bootDelaysMs?.restart ?? 300,
     };
     this.restartOnExit = options.restartOnExit ?? true;
+    this.imageFiles = options.imageFiles ?? {};
+    this.workspaceQuotaBytes = options.workspaceQuotaBytes ?? null;
     this.maxPageSize = Math.min(
       options.maxPodsPageSize ?? MAX_PODS_PAGE_LIMIT,
       MAX_PODS_PAGE_LIMIT,
@@ -1491,6 +1505,13 @@ class EmulatorServer {
       if (existsSync(join('/etc/ssh', file)))
         copyFileSync(join('/etc/ssh', file), join(pod.dirs.etcSsh, file));
     }
+    for (const [rel, content] of Object.entries(this.imageFiles)) {
+      const file = join(pod.dirs.workspace, rel);
+      if (!file.startsWith(pod.dirs.workspace + '/'))
+        throw new Error(`image file outside /workspace: ${rel}`);
+      mkdirSync(dirname(file), { recursive: true, mode: 0o755 });
+      writeFileSync(file, content, { mode: 0o755 });
+    }
   }
 
   private podLogLine(pod: PodState, line: string): void {
@@ -1596,7 +1617,11 @@ class EmulatorServer {
     if (pod.persistentMount) mounts.push(pod.persistentMount);
     if (pod.networkMount) mounts.push(pod.networkMount);
     const initPath = join(pod.runtimeDir, 'init.sh');
-    writeFileSync(initPath, initScript(mounts), { mode: 0o700 });
+    const tmpfs =
+      this.workspaceQuotaBytes === null
+        ? []
+        : [{ target: `${POD_PATHS.workspace}/overbrainer`, sizeBytes: this.workspaceQuotaBytes }];
+    writeFileSync(initPath, initScript(mounts, tmpfs), { mode: 0o700 });
     pod.containerStarts++;
     pod.containerStartedAtMs = this.clock.nowMs();
     this.podLogLine(pod, `container start #${pod.containerStarts} (sshd port ${sshPort})`);

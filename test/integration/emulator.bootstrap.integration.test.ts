@@ -67,6 +67,7 @@ describe('Runpod emulator: the real bootstrap and watchdog', function () {
         watchdogProbeTries: 3,
         watchdogProbeWaitS: 1,
         leaseTtlMs: 900_000,
+        preflightTimeoutMs: 60_000,
       },
     });
     const created = await api.post<PodBody>('/pods', {

@@ -236,6 +236,7 @@ describe('podScripts', function () {
         OVERBRAINER_PROBE_TRIES: '5',
         OVERBRAINER_PROBE_WAIT: '10',
         OVERBRAINER_LEASE_TTL: '900',
+        OVERBRAINER_FAIL_GRACE: '180',
       });
     });
 
@@ -263,6 +264,7 @@ describe('podScripts', function () {
       assert.equal(env.OVERBRAINER_INTERVAL, '1');
       assert.equal(env.OVERBRAINER_PROBE_WAIT, '0');
       assert.equal(env.OVERBRAINER_LEASE_TTL, '15');
+      assert.equal(env.OVERBRAINER_FAIL_GRACE, '3');
     });
 
     it('stays within 50 vars and never carries an API key, HF_TOKEN or PUBLIC_KEY', function () {

@@ -1,9 +1,10 @@
 /**
  * The Runpod REST API v2 client (undici). One rule above all: a pod create is
  * never sent twice blindly — a create without a clear answer is `ambiguous`
- * and the caller reconciles by run marker. Only idempotent calls (GET, DELETE)
- * are retried on transport errors, 408, 429 and 5xx; a POST or PATCH only on
- * 429, which Runpod answers before doing anything. Redirects are never
+ * and the caller reconciles by run marker. Only idempotent calls (GET, DELETE,
+ * and the account-secret writes, which a 409 makes safe to re-send) are retried
+ * on transport errors, 408, 429 and 5xx; other POSTs and PATCHes only on 429,
+ * which Runpod answers before doing anything. Redirects are never
  * followed (the bearer key must not travel to another host), and the API key
  * never appears in an error, a log line or an enumerable field.
  */
@@ -465,7 +466,9 @@ export class RunpodClient implements Disposable {
       method: 'POST',
       path: '/account/secrets',
       body: { name, value },
-      idempotent: false,
+      // Safe to re-send after a 5xx or a dropped answer: a secret created meanwhile answers 409,
+      // and the same value is then written over it.
+      idempotent: true,
       signal: options.signal,
       redactor,
     });
@@ -493,7 +496,8 @@ export class RunpodClient implements Disposable {
       method: 'PATCH',
       path,
       body: { value },
-      idempotent: false,
+      // The whole value is replaced: sending it twice leaves the same secret.
+      idempotent: true,
       signal: options.signal,
       redactor,
     });

@@ -20,6 +20,8 @@ export type PodErrorKind =
   | 'interrupted'
   | 'bootstrap_failed'
   | 'watchdog_refused'
+  /** `max_cost_usd` could not be armed on the pod (no rate, or the write failed): pod deleted. */
+  | 'cost_cap_unset'
   /** The client's guard deleted the pod at the deadline (or the watchdog did). */
   | 'deadline_reached'
   /** The pod no longer exists, for a reason we did not cause. */

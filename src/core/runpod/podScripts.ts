@@ -140,7 +140,11 @@ export interface PodEnvParams {
   hostKey: string;
   timing: Pick<
     Timing,
-    'watchdogIntervalS' | 'watchdogProbeTries' | 'watchdogProbeWaitS' | 'leaseTtlMs'
+    | 'watchdogIntervalS'
+    | 'watchdogProbeTries'
+    | 'watchdogProbeWaitS'
+    | 'leaseTtlMs'
+    | 'preflightTimeoutMs'
   >;
 }
 
@@ -257,6 +261,9 @@ export function podEnv(p: PodEnvParams): Record<string, string> {
     0,
   );
   env.OVERBRAINER_LEASE_TTL = String(Math.max(1, Math.round(p.timing.leaseTtlMs / 1000)));
+  // After a failed bootstrap that started sshd, the watchdog leaves the client its preflight
+  // limit to read the verdict and delete the pod itself (so the run is refused at once).
+  env.OVERBRAINER_FAIL_GRACE = String(Math.max(1, Math.ceil(p.timing.preflightTimeoutMs / 1000)));
   if (Object.keys(env).length > POD_ENV_MAX_VARS) {
     throw new PodScriptError(`the pod env has more than ${POD_ENV_MAX_VARS} variables`);
   }

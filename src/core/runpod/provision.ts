@@ -5,27 +5,29 @@
  * readiness = SSH with the pinned host key, then the watchdog's verdict.
  */
 import * as fs from 'node:fs';
-import { isAbortError } from '../clock';
+import { isAbortError, rfc3339 } from '../clock';
 import type { RunpodTargetConfig } from '../config/types';
 import { workdirFor } from '../config/types';
+import type { DeleteReason } from '../events';
 import { ExecError } from '../exec/executor';
 import { SshExecutor } from '../exec/ssh';
 import { newPodRecord, type PodRecord, type SshEndpoint } from '../runs/podRecord';
 import { noPodLeft } from '../runs/store';
 import type { RunRecord } from '../runs/runRecord';
 import { createPodBody, inStock, isDead, secretReference, type GpuType, type Pod } from './api';
-import { hostKeySecretName, log, type PodCtx } from './context';
+import { hostKeySecretName, log, warn, type PodCtx } from './context';
 import { ApiError } from './errors';
 import { alias, generateRunKeys, writeSshConfig, type RunKeys } from './keys';
 import { asPodError, PodError, runMessageFor } from './podError';
 import {
+  COST_CAP_FILE,
   parseWatchdogVerdict,
   podCmd,
   podEnv,
   VERDICT_READ_MAX_BYTES,
   WATCHDOG_VERDICT,
 } from './podScripts';
-import { forgetKeys, messageOf, noteStrays, remove, sweep } from './remove';
+import { forgetKeys, lookUp, messageOf, noteStrays, remove, sweep } from './remove';
 
 /** Ambiguous create calls tried per GPU type before moving on. */
 const AMBIGUOUS_TRIES_PER_TYPE = 2;
@@ -80,6 +82,7 @@ export async function startPod(
         (removeError: unknown) => log(ctx, 'error', messageOf(removeError)),
       );
     }
+    if (record !== null) settleNoPod(ctx, record);
     run.state = 'failed';
     run.message = runMessageFor(error);
     try {
@@ -98,6 +101,24 @@ export async function startPod(
       );
     }
     throw error;
+  }
+}
+
+/**
+ * A failed provisioning whose last pod is gone (or that never got one) ends pod.json in a
+ * terminal state: `deleted`, its time now, `pod_id` null when no pod was ever adopted. Left
+ * `creating` with no pod, readers could not tell a create in flight from a walk that ended. A
+ * record still `deleting` (a delete not confirmed) or holding a live pod is left as it is: it
+ * says a pod may bill.
+ */
+function settleNoPod(ctx: PodCtx, record: PodRecord): void {
+  if (record.podId !== null || record.state !== 'creating') return;
+  record.state = 'deleted';
+  record.deletedAt = rfc3339(ctx.clock.nowMs());
+  try {
+    ctx.store.savePod(record);
+  } catch (error) {
+    log(ctx, 'warn', `cannot record that run ${record.runId} has no pod: ${messageOf(error)}`);
   }
 }
 
@@ -446,18 +467,16 @@ async function becomeReady(
   signal?: AbortSignal,
 ): Promise<Provisioned> {
   const createdMs = ctx.clock.nowMs();
-  const reached = await reach(ctx, plan, record, pod.id, signal);
+  let reached: Provisioned | null = null;
   try {
+    reached = await reach(ctx, plan, record, pod.id, signal);
     await preflight(ctx, plan, reached.executor, pod.id, signal);
+    await armCostCap(ctx, plan, record, reached.executor, signal);
   } catch (error) {
-    reached.executor.dispose();
+    reached?.executor.dispose();
     if (error instanceof PodError) {
-      await remove(
-        ctx,
-        record,
-        error.kind === 'bootstrap_failed' ? 'bootstrap_failed' : 'refused',
-        'client',
-      );
+      // Shielded from the abort: a refused pod goes whatever the user pressed.
+      await remove(ctx, record, deleteReasonFor(error), 'client');
       record.endAttempt('refused', error.message);
       ctx.store.savePod(record);
     }
@@ -473,6 +492,72 @@ async function becomeReady(
   });
   noteStrays(ctx, record, await sweep(ctx, record.runId, pod.id, signal));
   return reached;
+}
+
+function deleteReasonFor(error: PodError): DeleteReason {
+  switch (error.kind) {
+    case 'bootstrap_failed':
+      return 'bootstrap_failed';
+    case 'cost_cap_unset':
+      return 'cost_cap_unset';
+    default:
+      return 'refused';
+  }
+}
+
+/** The cost cap's delete time leaves less than this: the user is warned. */
+const COST_CAP_SHORT_MS = 30 * 60_000;
+
+/**
+ * Arms `max_cost_usd` on the pod before any job starts (spec §8): the watchdog deletes the pod
+ * once its clock passes `.pod/cost_cap_at` = creation + max_cost_usd / rate hours. A pod whose
+ * rate is unknown, or whose cap cannot be written, is refused (`cost_cap_unset`: the caller
+ * deletes it): a run with a cap never runs uncapped. Kept pods and runs without a cap skip this.
+ */
+async function armCostCap(
+  ctx: PodCtx,
+  plan: PodPlan,
+  record: PodRecord,
+  executor: SshExecutor,
+  signal?: AbortSignal,
+): Promise<void> {
+  const maxCostUsd = record.maxCostUsd;
+  if (record.keep || maxCostUsd === null) return;
+  if (record.costPerHourUsd === null) {
+    const pod = await ctx.client.getPod(record.podId ?? '', { signal }).catch(() => null);
+    record.noteRate(pod?.costPerHourUsd);
+  }
+  const rate = record.costPerHourUsd;
+  const createdUnixS = record.createdUnixS;
+  const unset = (why: string, cause?: unknown): PodError =>
+    new PodError(
+      'cost_cap_unset',
+      `max_cost_usd could not be armed on the pod (${why}): the run is refused and the pod deleted`,
+      'Train again; to run without a cost cap, remove max_cost_usd from the target.',
+      { cause },
+    );
+  if (rate === null || createdUnixS === null) throw unset('Runpod reported no hourly rate');
+  const capAtUnixS = createdUnixS + Math.floor((maxCostUsd / rate) * 3600);
+  try {
+    await executor.writeFileAtomic(`${plan.run.remoteDir}/${COST_CAP_FILE}`, `${capAtUnixS}\n`);
+  } catch (error) {
+    if (signal?.aborted) throw error;
+    throw unset(`writing ${COST_CAP_FILE} failed: ${messageOf(error)}`, error);
+  }
+  log(
+    ctx,
+    'info',
+    `max_cost_usd armed: the watchdog deletes the pod at ${rfc3339(capAtUnixS * 1000)}`,
+  );
+  const leftMs = capAtUnixS * 1000 - ctx.clock.nowMs();
+  if (leftMs < COST_CAP_SHORT_MS) {
+    warn(
+      ctx,
+      record.runId,
+      'cost_cap_short',
+      `max_cost_usd $${maxCostUsd} buys ${Math.max(0, Math.round(leftMs / 60_000))} min at $${rate.toFixed(2)}/h: the pod is deleted at ${rfc3339(capAtUnixS * 1000)}`,
+    );
+  }
 }
 
 /**
@@ -493,13 +578,15 @@ async function reach(
   for (;;) {
     let pod: Pod | null = null;
     try {
-      pod = await ctx.client.getPod(podId, { signal });
-      if (pod === null) throw new NotReady('it disappeared while starting');
+      // A 404 counts only once confirmed (lookUp): a transient one must not end a live pod.
+      pod = await lookUp(ctx, podId, signal);
+      if (pod === null) throw deletedWhileStarting('is gone');
     } catch (error) {
-      if (error instanceof NotReady || signal?.aborted) throw error;
+      if (error instanceof PodError || signal?.aborted) throw error;
       why = `looking it up failed: ${messageOf(error)}`;
     }
     if (pod !== null) {
+      if (pod.status === 'TERMINATED') throw deletedWhileStarting('reads TERMINATED');
       if (isDead(pod)) throw new NotReady(`it is ${pod.status}`);
       record.noteRate(pod.costPerHourUsd);
       if (pod.sshDirect !== null) {
@@ -586,10 +673,13 @@ async function preflight(
         'Check that Runpod gives pods a working RUNPOD_API_KEY, then train again.',
       );
     }
-    const pod = await ctx.client.getPod(podId, { signal }).catch(() => undefined);
-    if (pod === null || (pod && isDead(pod))) {
-      throw new NotReady(pod ? `it is ${pod.status}` : 'it disappeared while starting');
-    }
+    const pod = await lookUp(ctx, podId, signal).catch((error: unknown) => {
+      if (signal?.aborted) throw error;
+      return undefined;
+    });
+    if (pod === null) throw deletedWhileStarting('is gone');
+    if (pod?.status === 'TERMINATED') throw deletedWhileStarting('reads TERMINATED');
+    if (pod && isDead(pod)) throw new NotReady(`it is ${pod.status}`);
     if (ctx.clock.nowMs() >= untilMs) {
       throw new PodError(
         'watchdog_refused',
@@ -599,6 +689,21 @@ async function preflight(
     }
     await ctx.clock.sleep(ctx.timing.podPollMs, signal);
   }
+}
+
+/**
+ * The pod was deleted before it was ready, and not by this client: its watchdog does that at
+ * once when the bootstrap failed in a way that leaves no SSH to read the verdict by (a bad host
+ * key or client key, a run dir claimed by another pod, sshd not starting). Such a failure comes
+ * from the run's env or image, the same on every GPU type: the run is refused, no other type is
+ * tried (a pod deleted from the console ends the same way).
+ */
+function deletedWhileStarting(how: string): PodError {
+  return new PodError(
+    'bootstrap_failed',
+    `the pod's bootstrap failed: the pod ${how} before it answered SSH (its watchdog deletes a pod whose bootstrap failed)`,
+    "See the pod's logs in the Runpod console (the bootstrap logs its reason there), then train again.",
+  );
 }
 
 function minutes(ms: number): string {

@@ -9,11 +9,20 @@
 #
 # Steps: 1. claim the run dir (.claim, created exclusively, holds OVERBRAINER_CLAIM: the same
 # owner is this pod restarting; another owner means another pod uses the dir: refuse, in
-# OVERBRAINER_REFUSED_DIR); 2. remove a stale verdict; 3. write the watchdog; 4. install the
-# host key; 5. authorized_keys; 6. job.env; 7. unset the key vars, start sshd, exec the watchdog.
+# OVERBRAINER_REFUSED_DIR); 2. remove a stale verdict; 3. install the host key;
+# 4. authorized_keys; 5. write the watchdog; 6. job.env; 7. unset the key vars, start sshd, exec
+# the watchdog. (The host key and the client's key come before the rest so that a later failure
+# can still be read by the client over SSH.)
 # Any failure: `fail <reason>` logs it, writes .pod/bootstrap_failed and execs the watchdog
 # with OVERBRAINER_BOOT_FAILED=1, which publishes "failed bootstrap: <reason>" and deletes the
-# pod, kept or not. sshd never starts after a failure, so no client can use a half-made pod.
+# pod, kept or not. When the run dir is this pod's and its pinned host key and the client's key
+# are installed, the failure starts sshd first (OVERBRAINER_BOOT_FAILED_SSH=1): the client reads
+# the verdict over SSH, refuses the run at once (no other GPU type would fare better) and deletes
+# the pod; the watchdog waits OVERBRAINER_FAIL_GRACE for that before it deletes the pod itself.
+# Otherwise (the host key or the client's key is bad, the run dir is another pod's, sshd cannot
+# start) no sshd runs: the watchdog deletes the pod at once, and the client, which sees its pod
+# deleted while starting, reports the failed bootstrap. No job is ever started on a failed pod:
+# the client starts one only after a "ready" verdict.
 #
 # Env (the create call's, spec §4.1): OVERBRAINER_RUN_DIR, OVERBRAINER_WORKDIR, OVERBRAINER_CLAIM,
 # OVERBRAINER_HOST_KEY (base64 of the OpenSSH private host key), OVERBRAINER_AUTHORIZED_KEY,
@@ -34,6 +43,9 @@ umask 077
 BS_LOG_FILE=
 BS_EARLY=
 BS_WATCHDOG_WRITTEN=0
+BS_CLAIMED=0
+BS_HOST_KEY_OK=0
+BS_AUTH_OK=0
 BS_ETC=${OVERBRAINER_ETC_DIR:-/etc/overbrainer}
 BS_SSH_ETC=${OVERBRAINER_SSH_ETC:-/etc/ssh}
 BS_ROOT_SSH=${OVERBRAINER_ROOT_SSH:-/root/.ssh}
@@ -86,6 +98,17 @@ fail() {
   printf '%s\n' "$1" >"$BS_RUN_DIR/.pod/bootstrap_failed"
   unset OVERBRAINER_HOST_KEY OVERBRAINER_AUTHORIZED_KEY
   export OVERBRAINER_RUN_DIR="$BS_RUN_DIR" OVERBRAINER_BOOT_FAILED=1
+  unset OVERBRAINER_BOOT_FAILED_SSH
+  if [ "$BS_CLAIMED" = 1 ] && [ "$BS_HOST_KEY_OK" = 1 ] && [ "$BS_AUTH_OK" = 1 ] &&
+    [ "${BS_SSHD_FAILED:-0}" != 1 ]; then
+    # The verdict is readable by the client (and only by it: its key, the pinned host key).
+    if (unset RUNPOD_API_KEY && eval "${OVERBRAINER_SSHD_START:-service ssh restart}") >/dev/null 2>&1 </dev/null; then
+      bs_log "sshd started so the client can read the verdict"
+      export OVERBRAINER_BOOT_FAILED_SSH=1
+    else
+      bs_log "sshd did not start: the client cannot read the verdict"
+    fi
+  fi
   [ "$BS_WATCHDOG_WRITTEN" = 1 ] || bs_write_watchdog
   if [ -f "$BS_ETC/watchdog.sh" ]; then
     bs_log "exec watchdog (bootstrap failed)"
@@ -119,12 +142,14 @@ bs_claim() {
     fail "cannot create the run dir"
   fi
   if (set -C && printf '%s\n' "$bs_claim_owner" >"$BS_RUN_DIR/.claim") 2>/dev/null; then
+    BS_CLAIMED=1
     bs_log_into "$BS_RUN_DIR"
     bs_log "claimed $BS_RUN_DIR"
     return 0
   fi
   bs_claim_found=$(cat "$BS_RUN_DIR/.claim" 2>/dev/null) || bs_claim_found=
   if [ "$bs_claim_found" = "$bs_claim_owner" ]; then
+    BS_CLAIMED=1
     bs_log_into "$BS_RUN_DIR"
     bs_log "run dir already claimed by this pod: $BS_RUN_DIR"
     return 0
@@ -136,7 +161,7 @@ bs_claim() {
   fail "run dir claimed by another pod"
 }
 
-# 4. The pinned host key, the only one sshd may offer.
+# 3. The pinned host key, the only one sshd may offer.
 bs_host_key() {
   case ${OVERBRAINER_HOST_KEY:-} in
     '') fail "missing OVERBRAINER_HOST_KEY" ;;
@@ -163,10 +188,11 @@ bs_host_key() {
       ;;
   esac
   chmod 644 "$bs_key_file.pub"
+  BS_HOST_KEY_OK=1
   bs_log "host key installed: $(cut -d ' ' -f 1-2 "$bs_key_file.pub" | cut -c 1-40)..."
 }
 
-# 5. The client's public key, the only one that may log in.
+# 4. The client's public key, the only one that may log in.
 bs_authorized_key() {
   bs_ak=${OVERBRAINER_AUTHORIZED_KEY:-}
   case $bs_ak in
@@ -180,6 +206,7 @@ bs_authorized_key() {
   printf '%s\n' "$bs_ak" >"$BS_ROOT_SSH/.authorized_keys.tmp"
   chmod 600 "$BS_ROOT_SSH/.authorized_keys.tmp"
   mv -f "$BS_ROOT_SSH/.authorized_keys.tmp" "$BS_ROOT_SSH/authorized_keys"
+  BS_AUTH_OK=1
   bs_log "authorized_keys written"
 }
 
@@ -227,7 +254,10 @@ bs_sshd() {
     bs_log "sshd: $bs_l"
   done <"$bs_out"
   rm -f "$bs_out"
-  [ "$bs_rc" = 0 ] || fail "cannot start sshd (exit $bs_rc)"
+  if [ "$bs_rc" != 0 ]; then
+    BS_SSHD_FAILED=1
+    fail "cannot start sshd (exit $bs_rc)"
+  fi
 }
 
 bootstrap_main() {
@@ -239,11 +269,10 @@ bootstrap_main() {
   bs_claim
   # 2. A verdict left on the volume by an earlier pod must not pass for this pod's.
   rm -f "$BS_RUN_DIR/.pod/watchdog" "$BS_RUN_DIR/.pod/bootstrap_failed"
-  # 3.
-  bs_write_watchdog || fail "cannot write $BS_ETC/watchdog.sh"
-  bs_log "watchdog written to $BS_ETC/watchdog.sh"
   bs_host_key
   bs_authorized_key
+  bs_write_watchdog || fail "cannot write $BS_ETC/watchdog.sh"
+  bs_log "watchdog written to $BS_ETC/watchdog.sh"
   bs_job_env
   unset OVERBRAINER_HOST_KEY OVERBRAINER_AUTHORIZED_KEY
   bs_sshd

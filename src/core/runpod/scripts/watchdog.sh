@@ -25,6 +25,9 @@
 #   OVERBRAINER_API_URL            https://api.runpod.io/v2
 #   OVERBRAINER_VERSION            sent as User-Agent overbrainer-watchdog/<version>
 #   OVERBRAINER_BOOT_FAILED        1: the bootstrap failed; its reason is in .pod/bootstrap_failed
+#   OVERBRAINER_BOOT_FAILED_SSH    1: ... and it started sshd so the client can read the verdict
+#   OVERBRAINER_FAIL_GRACE         180: then wait this long for the client's own delete (it reads
+#                                  the verdict within its preflight limit) before deleting
 #
 # Files in the run dir (all but the verdict and the log are written by others):
 #   job.pid            the job started (its process group id; written by the job wrapper)
@@ -44,7 +47,9 @@
 #   .pod/watchdog.log  this log: "<UTC ts> <msg>" lines, also on stdout (the pod's logs)
 #
 # Delete rules, first match wins, once per tick:
-#   1. the bootstrap failed                        -> bootstrap_failed (even a kept pod)
+#   1. the bootstrap failed                        -> bootstrap_failed (even a kept pod; after
+#                                                     OVERBRAINER_FAIL_GRACE when sshd serves
+#                                                     the verdict, else at once)
 #   2. kept (env or .pod/keep) and a job started   -> never deleted
 #   3. past .pod/cost_cap_at                       -> cost_cap
 #   4. past the deadline and the lease stale       -> deadline
@@ -263,8 +268,14 @@ wd_tick() {
     wd_log "keep marker removed: the pod is released"
   fi
 
-  # 1. bootstrap failed: delete, even a kept pod.
+  # 1. bootstrap failed: delete, even a kept pod; when sshd serves the verdict, once the client
+  # had its preflight limit to read it and delete the pod itself.
   if [ "$WD_BOOT_FAILED" = 1 ]; then
+    if [ "$WD_FAIL_SSH" = 1 ] && [ $((wd_t - WD_START)) -lt "$WD_FAIL_GRACE" ]; then
+      [ "$wd_fail_noted" = 1 ] || wd_log "bootstrap failed: sshd serves the verdict to the client; deleting in ${WD_FAIL_GRACE}s unless it does"
+      wd_fail_noted=1
+      return
+    fi
     wd_delete bootstrap_failed
     return
   fi
@@ -348,6 +359,10 @@ WD_UA="overbrainer-watchdog/$WD_VERSION"
 
 WD_BOOT_FAILED=0
 [ "${OVERBRAINER_BOOT_FAILED:-0}" = 1 ] && WD_BOOT_FAILED=1
+WD_FAIL_SSH=0
+[ "${OVERBRAINER_BOOT_FAILED_SSH:-0}" = 1 ] && WD_FAIL_SSH=1
+WD_FAIL_GRACE=$(wd_num "${OVERBRAINER_FAIL_GRACE:-}" 180)
+wd_fail_noted=0
 WD_RUN=${OVERBRAINER_RUN_DIR:-}
 wd_boot_reason=
 if [ -z "$WD_RUN" ]; then
