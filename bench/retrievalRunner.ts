@@ -1,0 +1,106 @@
+/**
+ * Retrieval (issue 8, item 2) in the runner: runs bench/retrieval.bench.ts in
+ * its own process (it measures its children's peak RSS) and turns its JSON
+ * line into report rows.
+ */
+import { spawn } from 'node:child_process';
+import { join } from 'node:path';
+import { atMost, median, ms, type BenchOptions, type BenchReport, type BenchRow } from './lib';
+
+interface DatasetJson {
+  baselineMs: number[];
+  oursMs: number[];
+  ratio: number;
+  /** KiB */
+  baselineRss: number;
+  oursRss: number;
+  oursIdle: number;
+}
+
+interface RetrievalJson {
+  small: DatasetJson;
+  big: DatasetJson;
+  resume: { wireBytes: number; size: number; verified: boolean; dropped: boolean };
+}
+
+export async function retrievalBench(options: BenchOptions): Promise<BenchReport> {
+  const smallFiles = options.quick ? 200 : 10_000;
+  const bigMiB = options.quick ? 8 : 1024;
+  const args = [
+    '--import',
+    'tsx',
+    join(__dirname, 'retrieval.bench.ts'),
+    '--json',
+    '--runs',
+    String(options.runs),
+    '--small',
+    String(smallFiles),
+    '--big-mib',
+    String(bigMiB),
+  ];
+  const child = spawn(process.execPath, args, { stdio: ['ignore', 'pipe', 'inherit'] });
+  let out = '';
+  child.stdout.on('data', (chunk: Buffer) => (out += chunk.toString()));
+  const code = await new Promise<number | null>((resolve) => child.on('close', resolve));
+  if (code !== 0) throw new Error(`bench/retrieval.bench.ts exited ${code}:\n${out}`);
+  const lines = out.trim().split('\n');
+  const json = JSON.parse(lines.pop()!) as RetrievalJson;
+  const phaseNotes = lines.filter((l) => l.startsWith('- '));
+
+  const rows: BenchRow[] = [];
+  const datasets: [string, DatasetJson, number][] = [
+    [`${smallFiles.toLocaleString('en')} files × 4 KiB`, json.small, smallFiles * 4096],
+    [`1 file × ${bigMiB} MiB`, json.big, bigMiB * 1024 * 1024],
+  ];
+  for (const [name, data, bytes] of datasets) {
+    const b = median(data.baselineMs);
+    const o = median(data.oursMs);
+    const mbps = (t: number): string => `${(bytes / 1e6 / (t / 1000)).toPrecision(3)} MB/s`;
+    const r = b / o;
+    rows.push({
+      measure: `${name}: download + SHA-256 verification`,
+      baseline: `${ms(b)} (${mbps(b)})`,
+      ours: `${ms(o)} (${mbps(o)})`,
+      ratio: r.toFixed(2),
+      target: 'ratio ≥ 1.0',
+      verdict: r >= 1 ? 'met' : `NOT met (${((1 - r) * 100).toFixed(0)} % slower)`,
+    });
+    rows.push({
+      measure: `${name}: peak RSS`,
+      baseline: `${(data.baselineRss / 1024).toFixed(0)} MiB (ssh + tar)`,
+      ours: `${(data.oursRss / 1024).toFixed(0)} MiB (+${((data.oursRss - data.oursIdle) / 1024).toFixed(0)} over idle)`,
+      ratio: (data.baselineRss / data.oursRss).toFixed(2),
+      target: 'bounded',
+      verdict: '',
+    });
+  }
+  const resumeRatio = json.resume.wireBytes / json.resume.size;
+  rows.push({
+    measure: `resume after a connection drop at 50 % of ${bigMiB} MiB: bytes on the wire ÷ file size`,
+    baseline: '≥ 1.5 (tar starts over)',
+    ours: `${resumeRatio.toFixed(3)}${json.resume.verified && json.resume.dropped ? ', verified' : ', NOT verified'}`,
+    ratio: (1.5 / resumeRatio).toFixed(2),
+    target: '< 1.5 (no full restart), verified',
+    verdict:
+      json.resume.verified && json.resume.dropped
+        ? atMost(resumeRatio, 1.5, (v) => v.toFixed(2))
+        : 'NOT met (not verified)',
+  });
+  // Memory is bounded when the big file does not raise the peak over the small files' peak much.
+  const bounded = json.big.oursRss - json.big.oursIdle < 256 * 1024;
+  for (const row of rows) {
+    if (row.target === 'bounded') row.verdict = bounded ? 'met' : 'NOT met';
+  }
+  return {
+    title: '2. Retrieval of a run’s results',
+    baseline:
+      "OpenSSH `ssh pod 'find . -type f -exec sha256sum {} +'` then `ssh pod 'tar -C dir -cf - .' | tar -xf -` then `sha256sum -c`, same sshd, same files",
+    rows,
+    notes: [
+      `${options.runs} run(s) each, alternating baseline and ours; ours in a child process (its own peak RSS), SFTP with hashes computed while writing.`,
+      ...phaseNotes.map((l) => l.slice(2)),
+      'Bounded memory: the 1 GiB file must not raise our peak RSS by more than 256 MiB over idle. Resume: the pod side keeps serving, every session is dropped halfway, the retrieval reconnects and continues from the verified prefix.',
+    ],
+    raw: json,
+  };
+}

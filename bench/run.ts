@@ -1,0 +1,176 @@
+/**
+ * Runs the benchmarks of issue 8, each figure against its baseline measured in
+ * the same run, prints one table, and (full mode) writes docs/BENCHMARKS.md.
+ *
+ *   npm run bench                 every benchmark, medians of --runs repetitions (default 3)
+ *   npm run bench:quick           CI: tiny sizes, one repetition, checks they run; writes nothing
+ *   npx tsx bench/run.ts [--quick] [--runs N] [--only latency,retrieval,…] [--no-write]
+ *                        [--json FILE]
+ *
+ * The benchmarks: latency (1), retrieval (2), activation (3: bundle, runs tree, activation),
+ * chart (4), cost (5: requests per hour of following), scale (6: 20 followed runs).
+ * A benchmark that throws is reported as failed and the runner exits 1 (after the others ran).
+ */
+import { writeFileSync, mkdirSync } from 'node:fs';
+import { join } from 'node:path';
+import { activationBench } from './activation.bench';
+import { chartBench } from './chart.bench';
+import { costBench } from './cost.bench';
+import { latencyBench } from './latency.bench';
+import {
+  describeMachine,
+  machine,
+  ms,
+  table,
+  type BenchOptions,
+  type BenchReport,
+  type Machine,
+} from './lib';
+import { retrievalBench } from './retrievalRunner';
+import { scaleBench } from './scale.bench';
+
+const ROOT = join(__dirname, '..');
+
+const BENCHES: Record<string, (options: BenchOptions) => Promise<BenchReport>> = {
+  latency: latencyBench,
+  retrieval: retrievalBench,
+  activation: activationBench,
+  chart: chartBench,
+  cost: costBench,
+  scale: scaleBench,
+};
+
+function arg(name: string): string | undefined {
+  const index = process.argv.indexOf(name);
+  return index >= 0 ? process.argv[index + 1] : undefined;
+}
+
+interface Outcome {
+  name: string;
+  report: BenchReport | null;
+  error: string | null;
+  wallMs: number;
+}
+
+function render(
+  outcomes: Outcome[],
+  before: Machine,
+  after: Machine,
+  options: BenchOptions,
+): string {
+  const out: string[] = [];
+  out.push('# Benchmarks');
+  out.push('');
+  out.push(
+    'Written by `npm run bench` (bench/run.ts); do not edit by hand. Each figure is measured ' +
+      'against its baseline in the same run on the same machine. **ratio = baseline ÷ ours** for ' +
+      'costs (time, requests, bytes, memory): above 1 means ours is better. Machines here are ' +
+      'shared and noisy, so the ratios say more than the absolute times.',
+  );
+  out.push('');
+  out.push(`- Machine at the start: ${describeMachine(before)}`);
+  out.push(`- Machine at the end: load average ${after.loadAverage.join(' / ')}, ${after.date}`);
+  out.push(
+    `- Repetitions: ${options.runs} per figure (medians)${options.runs < 3 ? ' — reduced because the shared machine was loaded' : ''}.`,
+  );
+  out.push('');
+  const verdicts: string[] = [];
+  for (const outcome of outcomes) {
+    const title = outcome.report?.title ?? outcome.name;
+    out.push(`## ${title}`);
+    out.push('');
+    if (outcome.report === null) {
+      out.push(`**Failed**: ${outcome.error ?? 'unknown error'}`);
+      out.push('');
+      verdicts.push(`- ${title}: the benchmark failed (${outcome.error ?? ''})`);
+      continue;
+    }
+    const report = outcome.report;
+    out.push(`Baseline: ${report.baseline}. (${ms(outcome.wallMs)} to run.)`);
+    out.push('');
+    out.push(
+      table(
+        ['measure', 'baseline', 'ours', 'ratio', 'target', 'verdict'],
+        report.rows.map((r) => [r.measure, r.baseline, r.ours, r.ratio, r.target, r.verdict]),
+      ),
+    );
+    out.push('');
+    for (const note of report.notes) out.push(`- ${note}`);
+    out.push('');
+    for (const row of report.rows) {
+      if (row.target !== '')
+        verdicts.push(
+          `- ${title} — ${row.measure}: ${row.verdict || 'n/a'} (target ${row.target})`,
+        );
+    }
+  }
+  out.push('## Targets at a glance');
+  out.push('');
+  out.push(...verdicts);
+  out.push('');
+  return out.join('\n');
+}
+
+async function main(): Promise<void> {
+  const quick = process.argv.includes('--quick');
+  const runs = quick ? 1 : Number(arg('--runs') ?? 3);
+  const only = arg('--only')?.split(',');
+  const write = !quick && !process.argv.includes('--no-write');
+  const options: BenchOptions = { quick, runs };
+  for (const name of only ?? []) {
+    if (!(name in BENCHES))
+      throw new Error(`no benchmark "${name}" (${Object.keys(BENCHES).join(', ')})`);
+  }
+  const before = machine();
+  console.log(`bench: ${quick ? 'quick' : `${runs} runs`}; ${describeMachine(before)}`);
+  const outcomes: Outcome[] = [];
+  for (const [name, bench] of Object.entries(BENCHES)) {
+    if (only && !only.includes(name)) continue;
+    console.log(`\n== ${name}`);
+    const started = performance.now();
+    try {
+      const report = await bench(options);
+      const wallMs = performance.now() - started;
+      outcomes.push({ name, report, error: null, wallMs });
+      console.log(
+        table(
+          ['measure', 'baseline', 'ours', 'ratio', 'target', 'verdict'],
+          report.rows.map((r) => [r.measure, r.baseline, r.ours, r.ratio, r.target, r.verdict]),
+        ),
+      );
+      for (const note of report.notes) console.log(`- ${note}`);
+      console.log(`(${name}: ${ms(wallMs)})`);
+    } catch (error) {
+      const text = error instanceof Error ? (error.stack ?? error.message) : String(error);
+      console.error(`bench ${name} FAILED: ${text}`);
+      outcomes.push({
+        name,
+        report: null,
+        error: error instanceof Error ? error.message : String(error),
+        wallMs: performance.now() - started,
+      });
+    }
+  }
+  const after = machine();
+  const jsonFile = arg('--json');
+  if (jsonFile) {
+    writeFileSync(jsonFile, JSON.stringify({ before, after, options, outcomes }, null, 2));
+  }
+  if (write) {
+    mkdirSync(join(ROOT, 'docs'), { recursive: true });
+    const file = join(ROOT, 'docs', 'BENCHMARKS.md');
+    writeFileSync(file, render(outcomes, before, after, options));
+    console.log(`\nwrote ${file}`);
+  }
+  if (outcomes.some((o) => o.report === null)) process.exitCode = 1;
+}
+
+main()
+  .catch((error: unknown) => {
+    console.error(error);
+    process.exitCode = 1;
+  })
+  .finally(() => {
+    // Handles a benchmark left open (a stray socket) must not keep CI waiting.
+    setTimeout(() => process.exit(), 1_000).unref();
+  });
