@@ -39,10 +39,22 @@ export function decodeRecord<T>(
   schema: z.ZodType<T>,
   label: string,
 ): T {
+  // The fast path first (a view may read a thousand records): the positional scanner runs only
+  // to place an error, and gives the same errors as scanning first would.
+  let parsed: { value: unknown } | null;
+  try {
+    parsed = { value: JSON.parse(text) as unknown };
+  } catch {
+    parsed = null;
+  }
+  const result = parsed === null ? null : schema.safeParse(parsed.value);
+  if (result?.success) return result.data;
   const scan = scanJson(text);
-  if (!scan.ok) throw invalid(file, text, scan.errorAt, 'it is not valid JSON', label);
-  const result = schema.safeParse(JSON.parse(text));
-  if (result.success) return result.data;
+  if (!scan.ok) {
+    const what = scan.eof ? 'it is not valid JSON (it ends early)' : 'it is not valid JSON';
+    throw invalid(file, text, scan.errorAt, what, label);
+  }
+  if (result === null) throw invalid(file, text, 0, 'it is not valid JSON', label);
   const issue = result.error.issues[0];
   const path = (issue?.path ?? []).filter((p): p is string | number => typeof p !== 'symbol');
   // The issue's own place, or the nearest enclosing value that exists (a missing key).
