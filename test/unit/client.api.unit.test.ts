@@ -9,12 +9,12 @@ import {
   isDead,
   isPodId,
   isSecretName,
-  jsonErrorOffset,
   ListPodsSchema,
   PodSchema,
   secretReference,
 } from '../../src/core/runpod/api';
 import { retryAfterMs, userAgentFor, validateBaseUrl } from '../../src/core/runpod/client';
+import { lineColumn, scanJson } from '../../src/core/runs/jsonPositions';
 import {
   ApiError,
   isCapacity400,
@@ -169,24 +169,40 @@ describe("Runpod's 404 and capacity", () => {
 });
 
 describe('decoding', () => {
-  it('locates a syntax error by line and column without quoting the text', () => {
+  it('locates a syntax error at the offending word by line and column without quoting the text', () => {
+    // `tru` starts at column 12 of line 3: the word is wrong, not the `}` after it.
     const result = decodeJson('{\n  "pods": [\n    {"id": tru}\n  ]\n}', ListPodsSchema);
-    assert.deepEqual(result, { ok: false, reason: 'syntax error at line 3 column 15' });
+    assert.deepEqual(result, { ok: false, reason: 'syntax error at line 3 column 12' });
   });
 
+  it('says a cut-short answer ended early, at its end', () => {
+    const result = decodeJson('{\n  "pods": [\n    {"id": "ab', ListPodsSchema);
+    assert.deepEqual(result, { ok: false, reason: 'unexpected end at line 3 column 15' });
+  });
+
+  // [text, offset, eof]: a wrong word at its start; inside a string the character that cannot be
+  // there; a text cut short at its end (eof).
   const offsets: [string, number, boolean][] = [
     ['', 0, true],
     ['{', 1, true],
+    ['{"a":', 5, true],
     ['{"a":1,}', 7, false],
     ['[1 2]', 3, false],
     ['"abc', 4, true],
     ['"a\\x"', 3, false],
     ['"\\u12G4"', 5, false],
+    ['"\\u12', 5, true],
     ['01', 1, false],
-    ['-', 0, false],
+    ['-', 1, true],
+    ['-x', 0, false],
     ['{"a":1} x', 8, false],
     ['"tab\there"', 4, false],
     ['nul', 3, true],
+    ['{"a": tru}', 6, false],
+    ['{"loss": NaN}', 9, false],
+    ['{"loss": -Infinity}', 9, false],
+    ["{'a': 1}", 1, false],
+    ['{"a" 1}', 5, false],
   ];
   for (const [text, offset, eof] of offsets) {
     it(`finds where ${JSON.stringify(text)} stops being JSON`, () => {
@@ -201,9 +217,26 @@ describe('decoding', () => {
         })(),
         'the case is invalid JSON',
       );
-      assert.deepEqual(jsonErrorOffset(text), { offset, eof });
+      assert.deepEqual(scanJson(text), { ok: false, errorAt: offset, eof });
     });
   }
+
+  it('accepts what JSON.parse accepts, however long a number or deep a document', () => {
+    for (const text of [
+      `[${'9'.repeat(1000)}]`,
+      `{"a":[1,-0.5e+3,true,false,null,"\\u00e9\\n"]}`,
+      `${'['.repeat(500)}${']'.repeat(500)}`,
+      ' {} ',
+    ]) {
+      JSON.parse(text);
+      assert.equal(scanJson(text).ok, true, text.slice(0, 40));
+    }
+  });
+
+  it('places a line and column by 1-based counting, an offset past the end at the end', () => {
+    assert.deepEqual(lineColumn('ab\ncd', 4), { line: 2, column: 2 });
+    assert.deepEqual(lineColumn('ab', 99), { line: 1, column: 3 });
+  });
 
   it('names the first wrong field by path and issue code only', () => {
     const result = decodeJson('{"pods":[{"id":"abc","name":"n","status":1}]}', ListPodsSchema);

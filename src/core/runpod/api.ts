@@ -7,6 +7,7 @@
  * additions it lacks are gathered in the EXTENSIONS section below.
  */
 import { z } from 'zod';
+import { lineColumn, scanJson } from '../runs/jsonPositions';
 
 export { ApiError, isApiError, runMessage, RunpodConfigError } from './errors';
 export type { ApiErrorKind, ApiErrorOptions } from './errors';
@@ -463,9 +464,11 @@ export function decodeJson<T>(text: string, schema: z.ZodType<T>): Decoded<T> {
   try {
     parsed = JSON.parse(text);
   } catch {
-    const { offset, eof } = jsonErrorOffset(text);
+    const scan = scanJson(text);
+    // JSON.parse refused what the scanner accepts: nothing known does that; report the end.
+    const offset = scan.ok ? text.length : scan.errorAt;
     const { line, column } = lineColumn(text, offset);
-    const category = eof ? 'unexpected end' : 'syntax error';
+    const category = !scan.ok && scan.eof ? 'unexpected end' : 'syntax error';
     return { ok: false, reason: `${category} at line ${line} column ${column}` };
   }
   const result = schema.safeParse(parsed);
@@ -476,161 +479,4 @@ export function decodeJson<T>(text: string, schema: z.ZodType<T>): Decoded<T> {
     ok: false,
     reason: `data: ${path.length > 0 ? path.join('.') : '(root)'} ${issue?.code ?? 'invalid'}`,
   };
-}
-
-/** 1-based line and column of `offset` in `text`. */
-export function lineColumn(text: string, offset: number): { line: number; column: number } {
-  let line = 1;
-  let lineStart = 0;
-  const end = Math.min(offset, text.length);
-  for (let i = 0; i < end; i++) {
-    if (text.charCodeAt(i) === 10) {
-      line++;
-      lineStart = i + 1;
-    }
-  }
-  return { line, column: end - lineStart + 1 };
-}
-
-/**
- * Where `text` stops being JSON (RFC 8259), found by a small validating
- * scanner since `JSON.parse`'s messages quote the input and only sometimes
- * give an offset. `eof` when the text ended early.
- */
-export function jsonErrorOffset(text: string): { offset: number; eof: boolean } {
-  const n = text.length;
-  let i = 0;
-  const stop = (): never => {
-    throw new ScanStop(i);
-  };
-  const ws = (): void => {
-    while (i < n) {
-      const c = text.charCodeAt(i);
-      if (c === 0x20 || c === 0x09 || c === 0x0a || c === 0x0d) i++;
-      else break;
-    }
-  };
-  const literal = (word: string): void => {
-    for (const ch of word) {
-      if (text[i] !== ch) stop();
-      i++;
-    }
-  };
-  const string = (): void => {
-    i++; // opening quote
-    for (;;) {
-      if (i >= n) stop();
-      const c = text.charCodeAt(i);
-      if (c === 0x22) {
-        i++;
-        return;
-      }
-      if (c === 0x5c) {
-        i++;
-        const e = text[i];
-        if (e !== undefined && '"\\/bfnrt'.includes(e)) {
-          i++;
-        } else if (e === 'u') {
-          i++;
-          for (let k = 0; k < 4; k++) {
-            if (!/[0-9a-fA-F]/.test(text[i] ?? '')) stop();
-            i++;
-          }
-        } else {
-          stop();
-        }
-      } else if (c < 0x20) {
-        stop();
-      } else {
-        i++;
-      }
-    }
-  };
-  const number = (): void => {
-    const re = /-?(?:0|[1-9][0-9]*)(?:\.[0-9]+)?(?:[eE][+-]?[0-9]+)?/y;
-    re.lastIndex = i;
-    const match = re.exec(text);
-    if (!match || match[0] === '-' || match[0].length === 0) stop();
-    i = re.lastIndex;
-  };
-  const value = (): void => {
-    ws();
-    if (i >= n) stop();
-    const c = text[i];
-    if (c === '{') {
-      i++;
-      ws();
-      if (text[i] === '}') {
-        i++;
-        return;
-      }
-      for (;;) {
-        ws();
-        if (text[i] !== '"') stop();
-        string();
-        ws();
-        if (text[i] !== ':') stop();
-        i++;
-        value();
-        ws();
-        if (text[i] === ',') {
-          i++;
-          continue;
-        }
-        if (text[i] === '}') {
-          i++;
-          return;
-        }
-        stop();
-      }
-    } else if (c === '[') {
-      i++;
-      ws();
-      if (text[i] === ']') {
-        i++;
-        return;
-      }
-      for (;;) {
-        value();
-        ws();
-        if (text[i] === ',') {
-          i++;
-          continue;
-        }
-        if (text[i] === ']') {
-          i++;
-          return;
-        }
-        stop();
-      }
-    } else if (c === '"') {
-      string();
-    } else if (c === 't') {
-      literal('true');
-    } else if (c === 'f') {
-      literal('false');
-    } else if (c === 'n') {
-      literal('null');
-    } else if (c === '-' || (c !== undefined && c >= '0' && c <= '9')) {
-      number();
-    } else {
-      stop();
-    }
-  };
-  try {
-    value();
-    ws();
-    if (i < n) stop();
-    // The scanner accepts it although JSON.parse did not (e.g. a lone
-    // surrogate is fine for both; nothing known): report the end.
-    return { offset: n, eof: false };
-  } catch (error) {
-    if (error instanceof ScanStop) return { offset: error.at, eof: error.at >= n };
-    // Nesting too deep for the stack: the position is unknown.
-    return { offset: i, eof: false };
-  }
-}
-
-class ScanStop {
-  constructor(readonly at: number) {}
 }

@@ -1,11 +1,18 @@
 /**
  * Where things are in a JSON text, without ever quoting it: the position of
  * the first syntax error, or of each value by path. V8's JSON.parse messages
- * quote the text around an error and give no line, so a damaged record is
- * located here instead.
+ * quote the text around an error and give no line, so a damaged record or a
+ * garbled API answer is located here instead. The one scanner for both.
+ *
+ * An error is placed where the user should look: a word that is not JSON
+ * (`tru`, `NaN`, `Infinity`, `'a'`) at its first character; inside a string,
+ * at the character that cannot be there (a raw tab, the `x` of `\x`, the `G`
+ * of `\u12G4`); a text cut short (`nul`, `{"a":`, an unclosed string) at its
+ * end, with `eof` set.
  */
 
-export type JsonScan = { ok: true; valueAt: Map<string, number> } | { ok: false; errorAt: number };
+export type JsonScan =
+  { ok: true; valueAt: Map<string, number> } | { ok: false; errorAt: number; eof: boolean };
 
 /** The path key of {@link JsonScan.valueAt}: `JSON.stringify(path)` with indexes as numbers. */
 export function jsonPathKey(path: readonly (string | number)[]): string {
@@ -16,53 +23,76 @@ class Fail {
   constructor(readonly at: number) {}
 }
 
+const NUMBER = /-?(?:0|[1-9][0-9]*)(?:\.[0-9]+)?(?:[eE][+-]?[0-9]+)?/y;
+
 /** Scans `text` as JSON (RFC 8259). */
 export function scanJson(text: string): JsonScan {
+  const n = text.length;
   const valueAt = new Map<string, number>();
   let i = 0;
   const ws = (): void => {
-    while (i < text.length && ' \t\n\r'.includes(text[i] ?? '')) i++;
+    while (i < n) {
+      const c = text.charCodeAt(i);
+      if (c === 0x20 || c === 0x09 || c === 0x0a || c === 0x0d) i++;
+      else break;
+    }
   };
-  const fail: () => never = () => {
-    throw new Fail(Math.min(i, text.length));
+  const failAt = (at: number): never => {
+    throw new Fail(Math.min(at, n));
   };
   const string = (): string => {
-    if (text[i] !== '"') fail();
+    if (text[i] !== '"') failAt(i);
     i++;
     let out = '';
     for (;;) {
-      const c = text[i];
-      if (c === undefined) fail();
-      if (c === '"') {
+      if (i >= n) failAt(n);
+      const c = text.charCodeAt(i);
+      if (c === 0x22) {
         i++;
         return out;
       }
-      if (c === '\\') {
+      if (c === 0x5c) {
         const e = text[i + 1];
+        if (e === undefined) failAt(n);
         if (e === 'u') {
-          if (!/^[0-9a-fA-F]{4}$/.test(text.slice(i + 2, i + 6))) {
-            i += 2;
-            fail();
+          for (let k = 0; k < 4; k++) {
+            const at = i + 2 + k;
+            if (at >= n) failAt(n);
+            if (!/[0-9a-fA-F]/.test(text[at] ?? '')) failAt(at);
           }
           out += String.fromCharCode(parseInt(text.slice(i + 2, i + 6), 16));
           i += 6;
-        } else if (e !== undefined && '"\\/bfnrt'.includes(e)) {
+        } else if ('"\\/bfnrt'.includes(e ?? '')) {
           out += e;
           i += 2;
         } else {
-          i++;
-          fail();
+          failAt(i + 1);
         }
-      } else if ((c.codePointAt(0) ?? 0) < 0x20) {
-        fail();
+      } else if (c < 0x20) {
+        failAt(i);
       } else {
-        out += c;
+        out += text[i];
         i++;
       }
     }
   };
+  const word = (): void => {
+    for (const w of ['true', 'false', 'null']) {
+      if (text.startsWith(w, i)) {
+        i += w.length;
+        return;
+      }
+      // Cut short inside the word: the text ended, not a wrong word.
+      if (n - i < w.length && w.startsWith(text.slice(i))) failAt(n);
+    }
+    NUMBER.lastIndex = i;
+    const match = NUMBER.exec(text);
+    if (!match || match[0] === '') failAt(text[i] === '-' && i + 1 >= n ? n : i);
+    i = NUMBER.lastIndex;
+  };
   const value = (path: (string | number)[]): void => {
     ws();
+    if (i >= n) failAt(n);
     valueAt.set(jsonPathKey(path), i);
     const c = text[i];
     if (c === '{') {
@@ -74,9 +104,11 @@ export function scanJson(text: string): JsonScan {
       }
       for (;;) {
         ws();
+        if (i >= n) failAt(n);
         const key = string();
         ws();
-        if (text[i] !== ':') fail();
+        if (i >= n) failAt(n);
+        if (text[i] !== ':') failAt(i);
         i++;
         value([...path, key]);
         ws();
@@ -88,7 +120,7 @@ export function scanJson(text: string): JsonScan {
           i++;
           return;
         }
-        fail();
+        failAt(i);
       }
     } else if (c === '[') {
       i++;
@@ -108,44 +140,37 @@ export function scanJson(text: string): JsonScan {
           i++;
           return;
         }
-        fail();
+        failAt(i);
       }
     } else if (c === '"') {
       string();
     } else {
-      for (const word of ['true', 'false', 'null']) {
-        if (text.startsWith(word, i)) {
-          i += word.length;
-          return;
-        }
-      }
-      const match = /^-?(0|[1-9]\d*)(\.\d+)?([eE][+-]?\d+)?/.exec(text.slice(i, i + 400));
-      if (!match || match[0] === '' || match[0] === '-') fail();
-      i += match?.[0].length ?? 0;
+      word();
     }
   };
   try {
     value([]);
     ws();
-    if (i < text.length) fail();
+    if (i < n) failAt(i);
     return { ok: true, valueAt };
   } catch (error) {
-    if (error instanceof Fail) return { ok: false, errorAt: error.at };
-    // Nesting deep enough to exhaust the stack: no record is shaped like that.
-    if (error instanceof RangeError) return { ok: false, errorAt: Math.min(i, text.length) };
+    if (error instanceof Fail) return { ok: false, errorAt: error.at, eof: error.at >= n };
+    // Nesting deep enough to exhaust the stack: no record or answer is shaped like that.
+    if (error instanceof RangeError) return { ok: false, errorAt: Math.min(i, n), eof: false };
     throw error;
   }
 }
 
-/** 1-based line and column of `offset` in `text`. */
+/** 1-based line and column of `offset` in `text` (an offset past the end is the end). */
 export function lineColumn(text: string, offset: number): { line: number; column: number } {
   let line = 1;
   let lineStart = 0;
-  for (let i = 0; i < offset && i < text.length; i++) {
-    if (text[i] === '\n') {
+  const end = Math.min(offset, text.length);
+  for (let i = 0; i < end; i++) {
+    if (text.charCodeAt(i) === 10) {
       line++;
       lineStart = i + 1;
     }
   }
-  return { line, column: offset - lineStart + 1 };
+  return { line, column: end - lineStart + 1 };
 }
