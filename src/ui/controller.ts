@@ -9,16 +9,30 @@ import { ApiError } from '../core/runpod/errors';
 import { alias } from '../core/runpod/keys';
 import { PodError } from '../core/runpod/podError';
 import { untilDeadlineMs } from '../core/runpod/lease';
-import { removePods, strayWarning, listPods } from '../core/runpod/podAdmin';
+import {
+  listPods,
+  PodAdminError,
+  removePodById,
+  removePods,
+  strayWarning,
+  type PodAdminErrorKind,
+} from '../core/runpod/podAdmin';
 import { attach, cancel, keepPod, train, type FlowResult } from '../core/runs/flow';
 import { Pace } from '../core/train/pace';
 import type { ApiKeyStore } from './apiKey';
 import type { Log } from './log';
-import { notificationFor, OnceFilter, type NotifyAction } from './notifyModel';
+import {
+  notificationFor,
+  OnceFilter,
+  runEnd,
+  type Notification,
+  type NotifyAction,
+} from './notifyModel';
 import { runsFolderName } from './runsFolders';
 import type { RunsModel, RunSummary } from './runsModel';
 import { etaFromNow, statusView } from './statusModel';
 import { errorText } from './runsTree';
+import { trainConfirmation } from './trainConfirm';
 import { SetupError, timingFromEnv, WorkspaceSession } from './workspace';
 
 /** A run this window follows: aborting stops following (before the job starts it deletes the pod). */
@@ -28,6 +42,10 @@ interface Followed {
   abort: AbortController;
   pace: Pace;
   lastMetricMs: number;
+  /** Set when this window stops following on purpose (Cancel takes over): nothing to say then. */
+  quiet: boolean;
+  /** Ends the retrieval progress once the flow returns. */
+  retrieving: (() => void) | null;
 }
 
 /**
@@ -133,9 +151,7 @@ export class Controller implements vscode.Disposable {
       typeof error === 'object' && error !== null && 'hint' in error
         ? (error as { hint: unknown }).hint
         : null;
-    const needsKey =
-      (error instanceof SetupError && error.needsKey) ||
-      (error instanceof ApiError && error.kind === 'unauthorized');
+    const needsKey = keyProblem(error);
     const text = this.log.redact(
       `${prefix}: ${errorText(error)}${typeof hint === 'string' && hint !== '' ? ` — ${hint}` : ''}`,
     );
@@ -174,18 +190,33 @@ export class Controller implements vscode.Disposable {
     const target = config.targets[targetName];
     let keep = false;
     if (target?.kind === 'runpod') {
-      const gpus = target.gpuTypes === 'auto' ? 'auto' : target.gpuTypes.join(', ');
-      const deadline = new Date(this.clock.nowMs() + target.maxHours * 3_600_000);
+      // The live catalog gives the hourly rate; a missing or refused key stops here, with the
+      // action that fixes it, before anything is created.
+      let catalog: GpuType[] | null = null;
+      try {
+        catalog = await vscode.window.withProgress(
+          { location: vscode.ProgressLocation.Window, title: 'Overbrainer: reading GPU prices' },
+          () => session.api().listGpuTypes({ includeAvailability: false }),
+        );
+      } catch (error) {
+        if (keyProblem(error)) {
+          await this.showError('Cannot train', error);
+          await session.close();
+          return;
+        }
+        this.log.warn(`Cannot read the GPU catalog for the rate: ${errorText(error)}`);
+      }
+      const confirm = trainConfirmation(targetName, target, catalog, this.clock.nowMs());
       const choice = await vscode.window.showInformationMessage(
-        `Train on "${targetName}"?`,
-        {
-          modal: true,
-          detail: `GPU types: ${gpus}\nmax_hours: ${target.maxHours} (the pod is deleted by ${deadline.toLocaleString()} at the latest)\nKeep Pod leaves the pod running after the job; nothing deletes it then.`,
-        },
+        confirm.message,
+        { modal: true, detail: confirm.detail },
         'Train',
         'Train and Keep Pod',
       );
-      if (choice === undefined) return;
+      if (choice === undefined) {
+        await session.close();
+        return;
+      }
       keep = choice === 'Train and Keep Pod';
       try {
         const rows = await listPods(session.podCtx(), { lookUpUnlisted: false });
@@ -193,11 +224,9 @@ export class Controller implements vscode.Disposable {
         if (stray !== null)
           this.notify({ type: 'warning', runId: null, code: 'strays', message: stray });
       } catch (error) {
-        if (
-          error instanceof SetupError ||
-          (error instanceof ApiError && error.kind === 'unauthorized')
-        ) {
+        if (keyProblem(error)) {
           await this.showError('Cannot train', error);
+          await session.close();
           return;
         }
         this.log.warn(`Cannot look for leftover pods: ${errorText(error)}`);
@@ -265,6 +294,8 @@ export class Controller implements vscode.Disposable {
       abort,
       pace: new Pace(),
       lastMetricMs: this.clock.nowMs(),
+      quiet: false,
+      retrieving: null,
     });
     this.current = runId;
     this.updateStatus();
@@ -279,12 +310,7 @@ export class Controller implements vscode.Disposable {
     try {
       const result = await flow;
       this.log.info(result.summary);
-      this.notify({
-        type: 'runState',
-        runId: result.run.id,
-        state: result.run.state,
-        message: result.run.message,
-      });
+      this.show(runEnd(result.run.id, result.run.state, result.run.message, null));
       if (result.pod?.state === 'awaiting_retrieval') {
         this.notify({
           type: 'warning',
@@ -294,19 +320,35 @@ export class Controller implements vscode.Disposable {
         });
       }
     } catch (error) {
-      const followed = runIdOf() !== null ? this.followed.get(runIdOf()!) : undefined;
-      if (!(followed?.abort.signal.aborted ?? false)) {
+      const id = runIdOf();
+      const followed = id !== null ? this.followed.get(id) : undefined;
+      const kind = error instanceof PodError ? error.kind : null;
+      const end =
+        id === null || (kind !== 'deadline_reached' && kind !== 'pod_gone')
+          ? null
+          : runEnd(id, 'failed', errorText(error), kind);
+      if (end !== null) {
+        // Deadline reached, pod gone: their own notification, once per run.
+        this.log.error(this.log.redact(end.message));
+        this.show(end);
+      } else if (!(followed?.abort.signal.aborted ?? false)) {
         await this.showError('Run failed', error);
+      } else if (followed?.quiet === true) {
+        this.log.info(`Stopped following ${id ?? ''}: ${errorText(error)}`);
       } else if (error instanceof PodError && error.kind === 'interrupted') {
         // Cancelled before the job started: the flow deleted the pod (never interrupted).
         const text = `Run ${runIdOf() ?? ''} stopped before its job started: ${errorText(error)}`;
         this.log.info(text);
         void vscode.window.showInformationMessage(this.log.redact(text));
       } else {
-        this.log.info(`Stopped following: ${errorText(error)}`);
+        // Once the job runs, stopping only stops following (spec §8): say what keeps running.
+        const text = this.log.redact(`Overbrainer: ${errorText(error)}`);
+        this.log.info(text);
+        void vscode.window.showInformationMessage(text);
       }
     } finally {
       const id = runIdOf();
+      if (id !== null) this.followed.get(id)?.retrieving?.();
       if (id !== null) this.untrack(id);
       await session.close();
       this.refreshViews();
@@ -367,6 +409,7 @@ export class Controller implements vscode.Disposable {
     // A follow of this window holds the lock: stop it first, the cancel takes over.
     const followed = this.followed.get(run.id);
     if (followed) {
+      followed.quiet = true;
       followed.abort.abort(Object.assign(new Error('cancelling'), { name: 'AbortError' }));
       await this.waitUntracked(run.id);
     }
@@ -415,7 +458,9 @@ export class Controller implements vscode.Disposable {
       const pod = await keepPod(session.deps(true), run.id, keep);
       const text = keep
         ? `Pod ${pod.podId ?? ''} of ${run.id} kept: nothing deletes it automatically. Remove it with "Overbrainer: Remove Pod".`
-        : `Pod ${pod.podId ?? ''} of ${run.id} released: its deadline applies again.`;
+        : pod.state === 'deleted'
+          ? `Pod ${pod.podId ?? ''} of ${run.id} released and deleted: its results were already retrieved.`
+          : `Pod ${pod.podId ?? ''} of ${run.id} released: its deadline applies again.`;
       this.log.info(text);
       void vscode.window.showInformationMessage(text);
     } catch (error) {
@@ -427,6 +472,12 @@ export class Controller implements vscode.Disposable {
   }
 
   async removePod(arg: unknown): Promise<void> {
+    // A pod of the Pods view that no run here records (`{ podId }`, maybe with its marker's run).
+    const orphan = await this.orphanOf(arg);
+    if (orphan !== null) {
+      await this.removeOrphan(orphan.podId, orphan.runId);
+      return;
+    }
     const run = await this.pickRun(
       arg,
       (r) => r.pod !== null && r.pod.state !== 'deleted',
@@ -444,41 +495,104 @@ export class Controller implements vscode.Disposable {
     if (ok !== 'Remove Pod') return;
     const folder = this.folderOfRun(run);
     if (!folder) return;
+    await this.removeRunPods(folder, run.id);
+  }
+
+  /** `{ podId, runId? }` of a tree item whose pod no run of this workspace records; else null. */
+  private async orphanOf(arg: unknown): Promise<{ podId: string; runId: string | null } | null> {
+    if (typeof arg !== 'object' || arg === null) return null;
+    const a = arg as { podId?: unknown; runId?: unknown; runDir?: unknown; dir?: unknown };
+    if (typeof a.podId !== 'string') return null;
+    await this.runs.ensureLoaded().catch(() => undefined);
+    const dir = typeof a.runDir === 'string' ? a.runDir : typeof a.dir === 'string' ? a.dir : null;
+    const runId = typeof a.runId === 'string' ? a.runId : null;
+    const known = this.runs.all.some((r) => r.dir === dir || (runId !== null && r.id === runId));
+    return known ? null : { podId: a.podId, runId };
+  }
+
+  /**
+   * Removes a pod no run here records, after a modal confirmation: by its run marker's `pod rm`
+   * (which asks for the second, forcing choice: the run may belong to another checkout), or by
+   * its ID when it carries no marker.
+   */
+  private async removeOrphan(podId: string, runId: string | null): Promise<void> {
+    const ok = await vscode.window.showWarningMessage(
+      `Remove pod ${podId}?`,
+      {
+        modal: true,
+        detail:
+          runId === null
+            ? `Pod ${podId} carries no run marker and no run in this workspace records it. Deletes it; whatever is on it is lost.`
+            : `Pod ${podId} belongs to run ${runId}, which is not in this workspace's runs folder (another checkout may own it). Deletes every pod of run ${runId}; whatever is on them is lost.`,
+      },
+      'Remove Pod',
+    );
+    if (ok !== 'Remove Pod') return;
+    const folder = await this.pickFolder();
+    if (!folder) return;
+    if (runId !== null) {
+      await this.removeRunPods(folder, runId);
+      return;
+    }
+    const session = await this.session(folder);
+    try {
+      await vscode.window.withProgress(
+        { location: vscode.ProgressLocation.Notification, title: `Overbrainer: removing ${podId}` },
+        () => removePodById(session.podCtx(), podId),
+      );
+      this.log.info(`Pod ${podId} deleted.`);
+      void vscode.window.showInformationMessage(`Deleted ${podId}.`);
+    } catch (error) {
+      await this.showError(`Cannot remove pod ${podId}`, error);
+    } finally {
+      await session.close();
+      this.refreshViews();
+    }
+  }
+
+  /** `pod rm <run>`; a refusal offers force as a second, explicit choice saying what it deletes. */
+  private async removeRunPods(folder: vscode.WorkspaceFolder, runId: string): Promise<void> {
     const session = await this.session(folder);
     try {
       let removal = await vscode.window.withProgress(
         {
           location: vscode.ProgressLocation.Notification,
-          title: `Overbrainer: removing pods of ${run.id}`,
+          title: `Overbrainer: removing pods of ${runId}`,
         },
-        async () => removePods(session.podCtx(), run.id, { force: false }),
+        async () => removePods(session.podCtx(), runId, { force: false }),
       );
-      const refused =
-        removal.error !== null &&
-        typeof removal.error === 'object' &&
-        (removal.error as { name?: string }).name === 'PodAdminError';
-      if (refused) {
+      if (removal.error instanceof PodAdminError) {
         const force = await vscode.window.showWarningMessage(
-          `${errorText(removal.error)}`,
-          {
-            modal: true,
-            detail: `Force deletes the training pod of run ${run.id} while its job may still run: the job stops, its results not yet retrieved are lost, and the run is marked failed.`,
-          },
-          'Force: Delete the Training Pod',
+          errorText(removal.error),
+          { modal: true, detail: forceDetail(removal.error.kind, runId) },
+          FORCE_CHOICE,
         );
-        if (force === 'Force: Delete the Training Pod') {
-          removal = await removePods(session.podCtx(), run.id, { force: true });
+        if (force !== FORCE_CHOICE) {
+          for (const pod of removal.removed) this.log.info(`Pod ${pod.podId} of ${runId} deleted.`);
+          return;
         }
+        const first = removal.removed;
+        removal = await vscode.window.withProgress(
+          {
+            location: vscode.ProgressLocation.Notification,
+            title: `Overbrainer: removing pods of ${runId} (forced)`,
+          },
+          async () => removePods(session.podCtx(), runId, { force: true }),
+        );
+        removal = { ...removal, removed: [...first, ...removal.removed] };
       }
-      for (const pod of removal.removed) this.log.info(`Pod ${pod.podId} of ${run.id} deleted.`);
-      if (removal.error !== null && !refused) throw removal.error;
+      for (const pod of removal.removed) this.log.info(`Pod ${pod.podId} of ${runId} deleted.`);
       if (removal.removed.length > 0) {
         void vscode.window.showInformationMessage(
-          `Deleted ${removal.removed.map((p) => p.podId).join(', ')} of ${run.id}.`,
+          `Deleted ${removal.removed.map((p) => p.podId).join(', ')} of ${runId}.`,
         );
       }
+      if (removal.error !== null) throw removal.error;
+      if (removal.removed.length === 0) {
+        void vscode.window.showInformationMessage(`No pod of ${runId} to remove.`);
+      }
     } catch (error) {
-      await this.showError(`Cannot remove the pods of ${run.id}`, error);
+      await this.showError(`Cannot remove the pods of ${runId}`, error);
     } finally {
       await session.close();
       this.refreshViews();
@@ -590,6 +704,18 @@ export class Controller implements vscode.Disposable {
     }
   }
 
+  /** Reveals the run's retrieved output in the Explorer (its run.json when it has none). */
+  async openOutput(run: RunSummary | undefined): Promise<void> {
+    if (!run) return;
+    const output = path.join(run.dir, 'output');
+    if (fs.existsSync(output)) {
+      await vscode.commands.executeCommand('revealInExplorer', vscode.Uri.file(output));
+      await vscode.commands.executeCommand('workbench.view.explorer');
+    } else {
+      await vscode.window.showTextDocument(vscode.Uri.file(path.join(run.dir, 'run.json')));
+    }
+  }
+
   /** Follows again the runs recorded `running` that no other process holds (activation). */
   async resumeFollowing(): Promise<void> {
     await this.runs.ensureLoaded().catch(() => undefined);
@@ -617,6 +743,9 @@ export class Controller implements vscode.Disposable {
         f.lastMetricMs = this.clock.nowMs();
       }
     }
+    if (event.type === 'jobStatus' && event.status.kind !== 'running') {
+      this.showRetrieval(event.runId);
+    }
     if (event.type === 'pod') this.log.info(`${event.runId}: ${podText(event)}`);
     if (event.type === 'runState') {
       this.log.info(
@@ -633,7 +762,11 @@ export class Controller implements vscode.Disposable {
   }
 
   private notify(event: CoreEvent): void {
-    const n = notificationFor(event);
+    this.show(notificationFor(event));
+  }
+
+  /** Shows `n` unless its key was shown already (an overrun, a run's end: once per run). */
+  private show(n: Notification | null): void {
     if (n === null || !this.once.first(n.key)) return;
     const show =
       n.severity === 'error'
@@ -647,7 +780,12 @@ export class Controller implements vscode.Disposable {
   }
 
   private async act(action: NotifyAction | undefined, runId: string | null): Promise<void> {
+    if (action === 'Show Pods') {
+      await vscode.commands.executeCommand('overbrainer.showPods');
+      return;
+    }
     if (action === undefined || runId === null) return;
+    await this.runs.refresh().catch(() => undefined);
     const run = this.runs.all.find((r) => r.id === runId);
     const arg = run ?? undefined;
     switch (action) {
@@ -660,8 +798,27 @@ export class Controller implements vscode.Disposable {
       case 'Remove Pod':
         return this.removePod(arg);
       case 'Open Output':
-        return this.showRun(arg);
+        return this.openOutput(run);
     }
+  }
+
+  /**
+   * The job of a followed run ended: its results are retrieved and its pod ended under a
+   * progress until the flow returns. Not cancellable: retrieval and the pod's end are shielded
+   * (spec §8), and the watchdog deletes nothing of a job that ended while they run.
+   */
+  private showRetrieval(runId: string): void {
+    const f = this.followed.get(runId);
+    if (f === undefined || f.retrieving !== null) return;
+    const done = new Promise<void>((resolve) => (f.retrieving = resolve));
+    void vscode.window.withProgress(
+      {
+        location: vscode.ProgressLocation.Notification,
+        title: `Overbrainer: retrieving the results of ${runId}`,
+        cancellable: false,
+      },
+      () => done,
+    );
   }
 
   private updateStatus(): void {
@@ -716,6 +873,21 @@ export class Controller implements vscode.Disposable {
   }
 }
 
+const FORCE_CHOICE = 'Force: Delete Anyway';
+
+/** What the forced `pod rm` deletes, for the second confirmation of a refusal of `kind`. */
+function forceDetail(kind: PodAdminErrorKind, runId: string): string {
+  switch (kind) {
+    case 'not_in_runs':
+      return `Force deletes every pod carrying run ${runId}'s marker, though no run of this workspace records it: if another checkout is training on it, its job stops and its results are lost.`;
+    case 'still_starting':
+      return `Force deletes the pod run ${runId} is starting: the run fails, and a pod created after this may be left (check the Pods view).`;
+    case 'pod_not_recorded':
+    case 'run_still_running':
+      return `Force deletes the training pod of run ${runId} while its job may still run: the job stops, its results not yet retrieved are lost, and the run is marked failed.`;
+  }
+}
+
 function stockText(gpu: GpuType): string {
   return gpu.availability === null ? 'stock unknown' : `stock ${gpu.availability.toLowerCase()}`;
 }
@@ -738,4 +910,14 @@ function podText(event: Extract<CoreEvent, { type: 'pod' }>): string {
     case 'kept':
       return `pod ${s.podId} kept`;
   }
+}
+
+/** A missing or refused (401) API key, anywhere in the error's cause chain. */
+function keyProblem(error: unknown): boolean {
+  for (let e: unknown = error, depth = 0; e !== null && e !== undefined && depth < 5; depth++) {
+    if (e instanceof SetupError) return e.needsKey;
+    if (e instanceof ApiError) return e.kind === 'unauthorized';
+    e = e instanceof Error ? e.cause : undefined;
+  }
+  return false;
 }

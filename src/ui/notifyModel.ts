@@ -1,4 +1,5 @@
-import type { CoreEvent } from '../core/events';
+import type { CoreEvent, RunState } from '../core/events';
+import { MAX_HOURS_REACHED } from '../core/runpod/lifecycle';
 
 /**
  * Which core events become notifications, free of `vscode`. Each decision carries its severity,
@@ -6,7 +7,8 @@ import type { CoreEvent } from '../core/events';
  * once per run however often the core repeats it).
  */
 
-export type NotifyAction = 'Keep Pod' | 'Open Run' | 'Attach' | 'Remove Pod' | 'Open Output';
+export type NotifyAction =
+  'Keep Pod' | 'Open Run' | 'Attach' | 'Remove Pod' | 'Open Output' | 'Show Pods';
 
 export interface Notification {
   key: string;
@@ -29,11 +31,13 @@ export function notificationFor(event: CoreEvent): Notification | null {
           runId,
         };
       case 'strays':
+        // Pods of a run (Remove deletes them with the run's pod rm), or of no known run (the
+        // Pods view lists them, each with its own Remove).
         return {
           key: `strays:${runId ?? ''}:${event.message}`,
           severity: 'warning',
           message: event.message,
-          actions: runId === null ? [] : ['Remove Pod'],
+          actions: runId === null ? ['Show Pods'] : ['Remove Pod'],
           runId,
         };
       case 'awaiting_retrieval':
@@ -54,36 +58,97 @@ export function notificationFor(event: CoreEvent): Notification | null {
         };
     }
   }
+  if (
+    event.type === 'pod' &&
+    event.status.kind === 'deleting' &&
+    event.status.reason === 'deadline'
+  ) {
+    // The client's guard deletes the pod at the deadline: said once, as the run's end.
+    return deadlineReached(event.runId);
+  }
   if (event.type === 'runState') {
-    const { runId, state, message } = event;
-    const tail = message ? `: ${message}` : '';
-    if (state === 'succeeded') {
-      return {
-        key: `end:${runId}`,
-        severity: 'info',
-        message: `Run ${runId} succeeded${tail}`,
-        actions: ['Open Output'],
-        runId,
-      };
-    }
-    if (state === 'failed' || state === 'stopped') {
-      return {
-        key: `end:${runId}`,
-        severity: 'error',
-        message: `Run ${runId} ${state}${tail}`,
-        actions: ['Open Run'],
-        runId,
-      };
-    }
-    if (state === 'cancelled') {
-      return {
-        key: `end:${runId}`,
-        severity: 'info',
-        message: `Run ${runId} cancelled${tail}`,
-        actions: [],
-        runId,
-      };
-    }
+    return runEnd(event.runId, event.state, event.message, null);
+  }
+  return null;
+}
+
+/** Why a run ended, as the core says it: a PodError's kind when the flow threw one. */
+export type EndCause = 'deadline_reached' | 'pod_gone' | null;
+
+/** The cause of a run's end from its error (a PodError's `kind`) or, failing that, its message. */
+export function endCause(errorKind: unknown, message: string | null): EndCause {
+  if (errorKind === 'deadline_reached' || errorKind === 'pod_gone') return errorKind;
+  if (message === null) return null;
+  if (message === MAX_HOURS_REACHED || message.startsWith('max_hours reached')) {
+    return 'deadline_reached';
+  }
+  if (/^pod \S* ?no longer exists/.test(message)) return 'pod_gone';
+  return null;
+}
+
+function deadlineReached(runId: string): Notification {
+  return {
+    key: `end:${runId}`,
+    severity: 'error',
+    message: `Run ${runId}: deadline reached (max_hours): its pod was deleted before the job ended. Raise the target's max_hours, or keep the pod, for jobs this long.`,
+    actions: ['Open Run'],
+    runId,
+  };
+}
+
+function podGone(runId: string, message: string | null): Notification {
+  return {
+    key: `end:${runId}`,
+    severity: 'error',
+    message: `Run ${runId}: pod gone${message ? ` (${message})` : ''}. Its results still on the pod are lost; runs/ keeps what was already copied.`,
+    actions: ['Open Run'],
+    runId,
+  };
+}
+
+/**
+ * The one notification of a run's end (key `end:<run>`, so a deadline announced while the pod
+ * was being deleted is not repeated when the flow returns): deadline reached and pod gone have
+ * their own words; success offers the output.
+ */
+export function runEnd(
+  runId: string,
+  state: RunState,
+  message: string | null,
+  errorKind: unknown,
+): Notification | null {
+  const tail = message ? `: ${message}` : '';
+  if (state === 'failed' || state === 'stopped') {
+    const cause = endCause(errorKind, message);
+    if (cause === 'deadline_reached') return deadlineReached(runId);
+    if (cause === 'pod_gone') return podGone(runId, message);
+  }
+  if (state === 'succeeded') {
+    return {
+      key: `end:${runId}`,
+      severity: 'info',
+      message: `Run ${runId} succeeded${tail}`,
+      actions: ['Open Output'],
+      runId,
+    };
+  }
+  if (state === 'failed' || state === 'stopped') {
+    return {
+      key: `end:${runId}`,
+      severity: 'error',
+      message: `Run ${runId} ${state}${tail}`,
+      actions: ['Open Run'],
+      runId,
+    };
+  }
+  if (state === 'cancelled') {
+    return {
+      key: `end:${runId}`,
+      severity: 'info',
+      message: `Run ${runId} cancelled${tail}`,
+      actions: [],
+      runId,
+    };
   }
   return null;
 }

@@ -1,5 +1,6 @@
 import * as assert from 'node:assert/strict';
-import { notificationFor, OnceFilter } from '../../src/ui/notifyModel';
+import { MAX_HOURS_REACHED } from '../../src/core/runpod/lifecycle';
+import { endCause, notificationFor, OnceFilter, runEnd } from '../../src/ui/notifyModel';
 
 describe('notifications from core events (model)', function () {
   it('an overrun offers Keep Pod and Open Run, keyed once per run', function () {
@@ -22,7 +23,7 @@ describe('notifications from core events (model)', function () {
     );
     assert.deepEqual(
       notificationFor({ type: 'warning', runId: null, code: 'strays', message: 'm' })?.actions,
-      [],
+      ['Show Pods'],
     );
     assert.deepEqual(
       notificationFor({ type: 'warning', runId: 'r', code: 'awaiting_retrieval', message: 'm' })
@@ -49,5 +50,48 @@ describe('notifications from core events (model)', function () {
       null,
     );
     assert.equal(notificationFor({ type: 'log', level: 'info', message: 'x' }), null);
+  });
+
+  it('deadline reached: the guard deleting the pod and the failed run are one notification', function () {
+    const deleting = notificationFor({
+      type: 'pod',
+      runId: 'r',
+      status: { kind: 'deleting', podId: 'p1', reason: 'deadline' },
+    });
+    assert.equal(deleting?.severity, 'error');
+    assert.match(deleting!.message, /^Run r: deadline reached \(max_hours\)/);
+    assert.deepEqual(deleting?.actions, ['Open Run']);
+    const failed = runEnd('r', 'failed', MAX_HOURS_REACHED, null);
+    assert.equal(failed?.message, deleting?.message);
+    const once = new OnceFilter();
+    assert.equal(once.first(deleting!.key), true);
+    assert.equal(once.first(failed!.key), false, 'the run end after the delete is not said again');
+    // Any other delete reason is not a notification (the run's end says what happened).
+    assert.equal(
+      notificationFor({
+        type: 'pod',
+        runId: 'r',
+        status: { kind: 'deleting', podId: 'p1', reason: 'retrieved' },
+      }),
+      null,
+    );
+  });
+
+  it('pod gone: from the PodError kind or the run message, keyed as the run end', function () {
+    const byKind = runEnd('r', 'failed', 'pod p1 no longer exists', 'pod_gone');
+    assert.match(byKind!.message, /^Run r: pod gone \(pod p1 no longer exists\)/);
+    assert.equal(byKind?.key, 'end:r');
+    const byMessage = notificationFor({
+      type: 'runState',
+      runId: 'r',
+      state: 'failed',
+      message: 'pod p1 no longer exists',
+    });
+    assert.equal(byMessage?.message, byKind?.message);
+    assert.equal(endCause(null, 'exit 3'), null);
+    assert.equal(endCause('deadline_reached', null), 'deadline_reached');
+    assert.equal(endCause(null, MAX_HOURS_REACHED), 'deadline_reached');
+    // A succeeded run stays a success whatever its message says.
+    assert.deepEqual(runEnd('r', 'succeeded', null, null)?.actions, ['Open Output']);
   });
 });

@@ -463,6 +463,17 @@ export async function removePods(
   }
 }
 
+/**
+ * Deletes one pod by its ID, confirmed gone like every delete: the Pods view's Remove on a pod
+ * of no run (no run marker, so `pod rm RUN_ID` cannot name it). A pod of a known run goes
+ * through {@link removePods} instead, with its rules. Throws when the delete fails or stays
+ * unconfirmed (a PodError `not_deleted`: it may still bill).
+ */
+export async function removePodById(ctx: PodCtx, podId: string): Promise<RemovedPod> {
+  await deleteConfirmed(ctx, '', podId, 'requested');
+  return { podId, uptimeMs: null, estimatedSpendUsd: null };
+}
+
 async function removeChecked(
   ctx: PodCtx,
   runId: string,

@@ -1,0 +1,60 @@
+import type { RunpodTargetConfig } from '../core/config';
+import type { GpuType } from '../core/runpod/api';
+
+/**
+ * The words of Train's modal confirmation, free of `vscode`: the GPU types tried, `max_hours`,
+ * the hourly rate from the live catalog and the deadline the pod's watchdog enforces.
+ */
+
+export interface TrainConfirmation {
+  message: string;
+  detail: string;
+}
+
+/** `$0.69/h`; a rate Runpod does not give is said so. */
+function usdPerHour(value: number | null): string {
+  return value === null ? 'price n/a' : `$${value.toFixed(2)}/h`;
+}
+
+/**
+ * The hourly rate of the pod: one line per GPU type tried (in order), the list price of one GPU
+ * times the target's gpu_count. `catalog` null: the catalog could not be read.
+ */
+export function rateText(target: RunpodTargetConfig, catalog: readonly GpuType[] | null): string {
+  const count = target.gpuCount;
+  const times = count > 1 ? ` (${count} GPUs)` : '';
+  if (target.gpuTypes === 'auto') {
+    const cap =
+      target.maxPricePerHourUsd === null
+        ? ''
+        : `, at most ${usdPerHour(target.maxPricePerHourUsd * count)}`;
+    return `the cheapest GPU type in stock when the run starts${cap}${times}`;
+  }
+  if (catalog === null) return `unknown (the Runpod catalog could not be read)${times}`;
+  const parts = target.gpuTypes.map((id) => {
+    const gpu = catalog.find((g) => g.id === id);
+    const price = gpu?.securePricePerHourUsd ?? null;
+    return `${usdPerHour(price === null ? null : price * count)} on ${id}`;
+  });
+  return `${parts.join(', then ')}${times}`;
+}
+
+/** The confirmation of `Train` on `targetName`, as of `nowMs`. */
+export function trainConfirmation(
+  targetName: string,
+  target: RunpodTargetConfig,
+  catalog: readonly GpuType[] | null,
+  nowMs: number,
+): TrainConfirmation {
+  const gpus = target.gpuTypes === 'auto' ? 'auto' : target.gpuTypes.join(', ');
+  const deadline = new Date(nowMs + target.maxHours * 3_600_000);
+  const lines = [
+    `GPU types: ${gpus}`,
+    `Hourly rate: ${rateText(target, catalog)}`,
+    `max_hours: ${target.maxHours}`,
+    `Deadline: ${deadline.toLocaleString()} (the pod's watchdog deletes the pod then at the latest, unless it is kept)`,
+  ];
+  if (target.maxCostUsd !== null) lines.push(`max_cost_usd: $${target.maxCostUsd.toFixed(2)}`);
+  lines.push('Train and Keep Pod leaves the pod running after the job: nothing deletes it then.');
+  return { message: `Train on "${targetName}"?`, detail: lines.join('\n') };
+}
