@@ -835,6 +835,16 @@ describe('config: runpodSettings', () => {
     }
   });
 
+  it('says why plain http off loopback is refused, naming the variable once', () => {
+    const result = runpodSettings({ OVERBRAINER_RUNPOD__BASE_URL: 'http://10.0.0.1/v2' });
+    assert.equal(result.ok, false);
+    if (!result.ok) {
+      const text = formatConfigError(result.errors[0]!);
+      assert.match(text, /^OVERBRAINER_RUNPOD__BASE_URL uses plain http .* API key unencrypted\. /);
+      assert.equal(text.split('OVERBRAINER_RUNPOD__BASE_URL').length - 1, 2, text); // the error and the hint
+    }
+  });
+
   it('never quotes the key in an error', () => {
     for (const key of ['vault:secret/runpod#key', 'rpa_SECRET with space']) {
       const result = runpodSettings({ OVERBRAINER_RUNPOD__API_KEY: key });
