@@ -65,6 +65,8 @@ export interface Chart {
 
 const MIN_WIDTH = 200;
 const MIN_HEIGHT = 160;
+/** Room for the legend before it is first laid out. */
+const LEGEND_PX = 32;
 
 /** Resolves `--name`/`var(--name, fallback)` against `element`'s computed style; else returns `color`. */
 export function resolveColor(element: Element, color: string, fallback = '#888'): string {
@@ -97,10 +99,15 @@ export function create(container: HTMLElement, options: ChartOptions): Chart {
   let observer: ResizeObserver | null = null;
   let disposed = false;
 
-  const size = (): { width: number; height: number } => ({
-    width: Math.max(MIN_WIDTH, Math.floor(options.width ?? container.clientWidth)),
-    height: Math.max(MIN_HEIGHT, Math.floor(options.height ?? container.clientHeight)),
-  });
+  const size = (): { width: number; height: number } => {
+    // The legend sits under the plot inside the container: leave it its room.
+    const legend = container.querySelector<HTMLElement>('.u-legend');
+    const legendPx = legend ? legend.offsetHeight : LEGEND_PX;
+    return {
+      width: Math.max(MIN_WIDTH, Math.floor(options.width ?? container.clientWidth)),
+      height: Math.max(MIN_HEIGHT, Math.floor(options.height ?? container.clientHeight - legendPx)),
+    };
+  };
 
   const mark = (): void => {
     container.dataset.points = String(x.length);

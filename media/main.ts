@@ -1,9 +1,20 @@
-import { isHostMessage, type HostMessage, type PageMessage } from '../src/ui/webviewProtocol';
+import {
+  parseHostMessage,
+  type HostMessage,
+  type PageMessage,
+  type PanelState,
+  type RunAction,
+  type RunStatusView,
+  type SeriesColumns,
+} from '../src/ui/webviewProtocol';
+import { alignColumns, create, type Chart, type ChartData, type ChartSeriesSpec } from './chart';
 
 /**
  * The run page. It renders what the host sends and keeps nothing it cannot rebuild from the
- * host's snapshot. The live chart, progress and buttons arrive with the run view; today the page
- * shows the run's header.
+ * host's snapshot: after a reload it says `ready` and gets everything again. Only the panel's
+ * identity (which runs it shows) is saved with setState, for the host's serializer.
+ * Every text goes in with textContent, never innerHTML: run ids and messages come from files
+ * anyone could edit.
  */
 
 interface VsCodeApi {
@@ -16,19 +27,192 @@ declare function acquireVsCodeApi(): VsCodeApi;
 
 const vscode = acquireVsCodeApi();
 
-function render(message: HostMessage): void {
-  const title = document.getElementById('run-title');
-  const summary = document.getElementById('run-summary');
-  // textContent, never innerHTML: run ids and messages come from files anyone could edit.
-  if (title) title.textContent = message.runId;
-  if (summary) summary.textContent = message.summary;
-  vscode.setState(message);
+/** Theme colours of VS Code's chart palette, in the order runs get them. */
+const PALETTE = [
+  '--vscode-charts-blue',
+  '--vscode-charts-orange',
+  '--vscode-charts-green',
+  '--vscode-charts-purple',
+  '--vscode-charts-red',
+  '--vscode-charts-yellow',
+];
+
+const RUN_SERIES: ChartSeriesSpec[] = [
+  { label: 'loss', color: '--vscode-charts-blue', axis: 'loss' },
+  { label: 'eval loss', color: '--vscode-charts-orange', axis: 'loss', sparse: true },
+  { label: 'learning rate', color: '--vscode-charts-green', axis: 'lr', dash: [4, 4] },
+];
+
+const byId = (id: string): HTMLElement => {
+  const element = document.getElementById(id);
+  if (!element) throw new Error(`the page has no #${id}`);
+  return element;
+};
+
+const chartElement = byId('chart');
+
+interface PageModel {
+  mode: 'run' | 'compare';
+  /** Each run's columns as received (compare mode re-aligns them on every change). */
+  runs: Map<string, SeriesColumns>;
+  status: RunStatusView | null;
+}
+
+let model: PageModel | null = null;
+let chart: Chart | null = null;
+
+function text(id: string, value: string | null): void {
+  const element = byId(id);
+  element.textContent = value ?? '';
+  element.hidden = value === null || value === '';
+}
+
+function renderStatus(status: RunStatusView): void {
+  byId('run-title').textContent = status.runId;
+  const state = byId('run-state');
+  state.textContent = status.state;
+  state.dataset.state = status.state;
+  byId('run-summary').textContent = status.summary;
+  text('overrun', status.overrun);
+  text('run-message', status.message);
+  byId('stats').hidden = false;
+  text('step', status.stepText);
+  text('epoch', status.epochText);
+  text('eta', status.etaText);
+  text('deadline', status.deadlineText);
+  text('spend', status.spendText);
+  const bar = byId('progress-bar');
+  bar.parentElement?.toggleAttribute('hidden', status.progress === null);
+  // A CSSOM width (not a style attribute): the CSP allows no inline styles.
+  bar.style.width = `${Math.round((status.progress ?? 0) * 1000) / 10}%`;
+  const actions = byId('actions');
+  let any = false;
+  for (const button of actions.querySelectorAll<HTMLButtonElement>('button[data-action]')) {
+    const shown = status.actions.includes(button.dataset.action as RunAction);
+    button.hidden = !shown;
+    any ||= shown;
+  }
+  actions.hidden = !any;
+}
+
+function chartSeries(current: PageModel): ChartSeriesSpec[] {
+  if (current.mode === 'run') return RUN_SERIES;
+  return [...current.runs.keys()].map((runId, i) => ({
+    label: runId,
+    color: PALETTE[i % PALETTE.length] as string,
+    axis: 'loss',
+  }));
+}
+
+function chartData(current: PageModel): ChartData {
+  if (current.mode === 'run') {
+    const columns = [...current.runs.values()][0];
+    if (!columns) return { x: [], ys: RUN_SERIES.map(() => []) };
+    return { x: columns.step, ys: [columns.loss, columns.evalLoss, columns.learningRate] };
+  }
+  return alignColumns([...current.runs.values()].map((c) => ({ x: c.step, y: c.loss })));
+}
+
+function pointsIn(current: PageModel): number {
+  let total = 0;
+  for (const columns of current.runs.values()) total += columns.step.length;
+  return total;
+}
+
+function renderChart(current: PageModel): void {
+  chart?.dispose();
+  chartElement.replaceChildren();
+  chart = create(chartElement, { series: chartSeries(current) });
+  chart.setData(chartData(current));
+  byId('empty').hidden = pointsIn(current) > 0;
+}
+
+/** Appends `columns` to the run's kept copy; a first step equal to the last fills that point in. */
+function mergeColumns(into: SeriesColumns, columns: SeriesColumns): void {
+  let from = 0;
+  const last = into.step.length - 1;
+  if (last >= 0 && columns.step[0] === into.step[last]) {
+    const fill = (target: (number | null)[], source: (number | null)[]): void => {
+      const value = source[0] ?? null;
+      if (value !== null) target[last] = value;
+    };
+    fill(into.loss, columns.loss);
+    fill(into.evalLoss, columns.evalLoss);
+    fill(into.learningRate, columns.learningRate);
+    from = 1;
+  }
+  for (let i = from; i < columns.step.length; i++) {
+    into.step.push(columns.step[i] as number);
+    into.loss.push(columns.loss[i] ?? null);
+    into.evalLoss.push(columns.evalLoss[i] ?? null);
+    into.learningRate.push(columns.learningRate[i] ?? null);
+  }
+}
+
+function handle(message: HostMessage): void {
+  switch (message.type) {
+    case 'snapshot': {
+      model = {
+        mode: message.mode,
+        runs: new Map(message.runs.map((run) => [run.runId, run.columns])),
+        status: message.status,
+      };
+      document.body.dataset.mode = message.mode;
+      const saved: PanelState = message.panel;
+      vscode.setState(saved);
+      if (message.status) renderStatus(message.status);
+      else {
+        byId('run-title').textContent = message.title;
+        byId('run-summary').textContent = 'loss of each run against its step';
+      }
+      renderChart(model);
+      return;
+    }
+    case 'append': {
+      const columns = model?.runs.get(message.runId);
+      if (!model || !columns) return;
+      if (
+        columns.step.length > 0 &&
+        (message.columns.step[0] ?? Infinity) < (columns.step[columns.step.length - 1] ?? 0)
+      ) {
+        return; // Out of order: the host sends a snapshot when a series starts over.
+      }
+      mergeColumns(columns, message.columns);
+      if (model.mode === 'run' && chart) {
+        const { step, loss, evalLoss, learningRate } = message.columns;
+        chart.append({ x: step, ys: [loss, evalLoss, learningRate] });
+      } else {
+        chart?.setData(chartData(model));
+      }
+      byId('empty').hidden = pointsIn(model) > 0;
+      return;
+    }
+    case 'status':
+      if (model?.mode !== 'run' || model.status?.runId !== message.status.runId) return;
+      model.status = message.status;
+      renderStatus(message.status);
+      return;
+  }
 }
 
 window.addEventListener('message', (event: MessageEvent<unknown>) => {
-  if (isHostMessage(event.data)) render(event.data);
+  const message = parseHostMessage(event.data);
+  if (message !== null) handle(message);
 });
 
-const saved = vscode.getState();
-if (isHostMessage(saved)) render(saved);
+byId('actions').addEventListener('click', (event) => {
+  const button = (event.target as Element | null)?.closest<HTMLButtonElement>(
+    'button[data-action]',
+  );
+  const runId = model?.status?.runId;
+  if (!button || runId === undefined) return;
+  vscode.postMessage({ type: 'action', action: button.dataset.action as RunAction, runId });
+});
+
+// A theme change swaps VS Code's CSS variables and the body's class: redraw in the new colours.
+new MutationObserver(() => chart?.restyle()).observe(document.body, {
+  attributes: true,
+  attributeFilter: ['class'],
+});
+
 vscode.postMessage({ type: 'ready' });

@@ -9,6 +9,7 @@ import { Log } from './ui/log';
 import { PodsModel, podsFromRuns } from './ui/podsModel';
 import { Redactor } from './ui/redact';
 import { runsFolders, watchRunsFolders } from './ui/runsFolders';
+import { RunPanels } from './ui/runPanel';
 import { RunsModel } from './ui/runsModel';
 import { readRuns } from './ui/runsSource';
 import { errorText, podsTreeProvider, runsTreeProvider } from './ui/runsTree';
@@ -31,6 +32,17 @@ export function activate(context: vscode.ExtensionContext): void {
   const controller = new Controller(bus, systemClock, log, apiKeys, runs, pods);
   context.subscriptions.push(controller, watchConfigDiagnostics());
 
+  // The run webview's panels (and their serializer, so panels come back after a reload).
+  const runPanels = new RunPanels({
+    extensionUri: context.extensionUri,
+    bus,
+    clock: systemClock,
+    runs,
+    log,
+    pickRun: (arg, applies, what) => controller.pickRun(arg, applies, what),
+  });
+  context.subscriptions.push(runPanels);
+
   const runsTree = runsTreeProvider(runs, systemClock, log);
   const podsTree = podsTreeProvider(pods, systemClock, log);
   context.subscriptions.push(
@@ -38,7 +50,7 @@ export function activate(context: vscode.ExtensionContext): void {
     podsTree,
     vscode.window.createTreeView('overbrainer.runs', { treeDataProvider: runsTree }),
     vscode.window.createTreeView('overbrainer.pods', { treeDataProvider: podsTree }),
-    ...registerCommands({ log, apiKeys, runs, pods, controller }),
+    ...registerCommands({ log, apiKeys, runs, pods, controller, runPanels }),
     // Only models already shown are reloaded; a hidden view loads when it is first shown.
     watchRunsFolders(() => {
       for (const model of [runs, pods]) {

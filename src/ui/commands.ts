@@ -4,6 +4,7 @@ import { COMMAND_IDS, notAvailableMessage, type CommandId } from './commandIds';
 import type { Controller } from './controller';
 import type { Log } from './log';
 import type { PodsModel } from './podsModel';
+import type { RunPanels } from './runPanel';
 import type { RunsModel } from './runsModel';
 import { errorText } from './runsTree';
 
@@ -13,6 +14,8 @@ export interface CommandDeps {
   runs: RunsModel;
   pods: PodsModel;
   controller: Controller;
+  /** The run webview's panels (Show Run, Compare Runs). */
+  runPanels: RunPanels;
 }
 
 type Handler = (...args: unknown[]) => unknown;
@@ -30,7 +33,8 @@ export function registerCommands(deps: CommandDeps): vscode.Disposable[] {
     'overbrainer.keepPod': (arg) => c.keep(arg, true),
     'overbrainer.releasePod': (arg) => c.keep(arg, false),
     'overbrainer.removePod': (arg) => c.removePod(arg),
-    'overbrainer.showRun': (arg) => c.showRun(arg),
+    'overbrainer.showRun': (arg) => deps.runPanels.showRun(arg),
+    'overbrainer.compareRuns': (arg, selected) => deps.runPanels.compareRuns(arg, selected),
     'overbrainer.openSshTerminal': (arg) => c.openSshTerminal(arg),
     'overbrainer.createConfig': () => c.createConfig(),
     'overbrainer.pickGpuTypes': () => c.pickGpuTypes(),

@@ -1,29 +1,232 @@
 /**
- * The one message contract between the run webview page (media/main.ts) and its host. Both
- * sides import this file; it must stay free of `vscode`, Node and DOM types. The page says
- * `ready` first; the host answers with a full snapshot and may resend one at any time (after a
- * reload the page keeps nothing it cannot rebuild from a snapshot).
+ * The one message contract between the run webview page (media/main.ts) and its host
+ * (src/ui/runPanel.ts). Both sides import this file; it stays free of `vscode`, Node and DOM
+ * types. Neither side trusts the other: the page validates every host message
+ * ({@link parseHostMessage}) and the host every page message ({@link parsePageMessage}).
+ *
+ * The handshake: the page says `ready` (on load, and again after a reload of the webview); the
+ * host answers with a full `snapshot` (the page keeps nothing it cannot rebuild from one), then
+ * sends `append` batches (coalesced, at most every 100 ms) and `status` updates (every second
+ * while the panel is visible, and whenever the run changes).
  */
 
-/** Messages the page sends to the host. */
-export type PageMessage = { type: 'ready' };
+/** The buttons of the page. Each maps to an existing command with `{ dir: <run dir> }`. */
+export const RUN_ACTIONS = ['cancel', 'keep', 'release', 'remove', 'openOutput'] as const;
+export type RunAction = (typeof RUN_ACTIONS)[number];
+
+/** A run's points, as aligned columns: one entry per step, null where a value is missing. */
+export interface SeriesColumns {
+  step: number[];
+  loss: (number | null)[];
+  evalLoss: (number | null)[];
+  learningRate: (number | null)[];
+}
+
+/** What the header and the progress area show; every text is computed by the host. */
+export interface RunStatusView {
+  runId: string;
+  /** The display state word (`running`, `succeeded`, `pod kept`, …). */
+  state: string;
+  /** `running · target pod · RTX 4090` etc. */
+  summary: string;
+  /** The run's last message (why it failed, …), or null. */
+  message: string | null;
+  /** `step 120 / 600`, null before the first metric. */
+  stepText: string | null;
+  /** 0..1 when the total is known. */
+  progress: number | null;
+  epochText: string | null;
+  /** `ETA 3h 05m`, null while the pace is unknown or the job is over. */
+  etaText: string | null;
+  /** `4h 12m until the deadline`, `deadline passed`, or null (kept pod, none). */
+  deadlineText: string | null;
+  /** `$1.23 so far · about $4.56 at the ETA · max_cost_usd $20.00`, or null without a rate. */
+  spendText: string | null;
+  /** The overrun warning while it applies, else null. */
+  overrun: string | null;
+  /** The buttons that apply to the run now. */
+  actions: RunAction[];
+}
+
+/** One run's points in a snapshot. */
+export interface RunSeriesView {
+  runId: string;
+  columns: SeriesColumns;
+}
 
 /** Messages the host sends to the page. */
-export type HostMessage = {
-  type: 'snapshot';
-  /** The run id the panel shows. */
-  runId: string;
-  /** One line for the header (state, target). */
-  summary: string;
-};
+export type HostMessage =
+  | {
+      type: 'snapshot';
+      /** `run`: one run with its status; `compare`: several runs' loss curves on one chart. */
+      mode: 'run' | 'compare';
+      title: string;
+      runs: RunSeriesView[];
+      /** The run's status in `run` mode; null in `compare` mode. */
+      status: RunStatusView | null;
+      /** What the page keeps with setState, so the serializer restores this panel after a reload. */
+      panel: PanelState;
+    }
+  | { type: 'append'; runId: string; columns: SeriesColumns }
+  | { type: 'status'; status: RunStatusView };
 
-/** Narrows an unknown `postMessage` payload to a host message (the page trusts nothing). */
-export function isHostMessage(value: unknown): value is HostMessage {
-  if (typeof value !== 'object' || value === null) return false;
-  const message = value as Record<string, unknown>;
+/** Messages the page sends to the host. */
+export type PageMessage = { type: 'ready' } | { type: 'action'; action: RunAction; runId: string };
+
+/** More points than this in one message is refused (a run logs far fewer). */
+export const MAX_POINTS_PER_MESSAGE = 5_000_000;
+/** Runs on one compare chart. */
+export const MAX_COMPARE_RUNS = 12;
+/** Any text longer than this is refused (ids, messages and summaries are short). */
+export const MAX_TEXT_CHARS = 4096;
+
+type Obj = Record<string, unknown>;
+
+function isObject(value: unknown): value is Obj {
+  return typeof value === 'object' && value !== null && !Array.isArray(value);
+}
+
+function isText(value: unknown): value is string {
+  return typeof value === 'string' && value.length <= MAX_TEXT_CHARS;
+}
+
+function isTextOrNull(value: unknown): value is string | null {
+  return value === null || isText(value);
+}
+
+/** Run ids as the core makes them (`name_YYYYMMDD-HHMMSS[_n]`): printable, no path parts. */
+function isRunId(value: unknown): value is string {
+  return typeof value === 'string' && /^[A-Za-z0-9][A-Za-z0-9._-]{0,199}$/.test(value);
+}
+
+function isRunAction(value: unknown): value is RunAction {
+  return typeof value === 'string' && (RUN_ACTIONS as readonly string[]).includes(value);
+}
+
+function isNumberColumn(value: unknown, length: number): value is number[] {
+  if (!Array.isArray(value) || value.length !== length) return false;
+  for (const v of value) if (typeof v !== 'number' || !Number.isFinite(v)) return false;
+  return true;
+}
+
+function isNullableColumn(value: unknown, length: number): value is (number | null)[] {
+  if (!Array.isArray(value) || value.length !== length) return false;
+  for (const v of value) {
+    if (v !== null && (typeof v !== 'number' || !Number.isFinite(v))) return false;
+  }
+  return true;
+}
+
+/** Columns of one length, steps ascending (equal steps allowed), finite numbers or null. */
+export function isSeriesColumns(value: unknown): value is SeriesColumns {
+  if (!isObject(value) || !Array.isArray(value.step)) return false;
+  const length = value.step.length;
+  if (length > MAX_POINTS_PER_MESSAGE || !isNumberColumn(value.step, length)) return false;
+  for (let i = 1; i < length; i++) {
+    if ((value.step[i] as number) < (value.step[i - 1] as number)) return false;
+  }
   return (
-    message.type === 'snapshot' &&
-    typeof message.runId === 'string' &&
-    typeof message.summary === 'string'
+    isNullableColumn(value.loss, length) &&
+    isNullableColumn(value.evalLoss, length) &&
+    isNullableColumn(value.learningRate, length)
   );
+}
+
+export function isRunStatusView(value: unknown): value is RunStatusView {
+  if (!isObject(value)) return false;
+  const progress = value.progress;
+  return (
+    isRunId(value.runId) &&
+    isText(value.state) &&
+    isText(value.summary) &&
+    isTextOrNull(value.message) &&
+    isTextOrNull(value.stepText) &&
+    (progress === null ||
+      (typeof progress === 'number' &&
+        Number.isFinite(progress) &&
+        progress >= 0 &&
+        progress <= 1)) &&
+    isTextOrNull(value.epochText) &&
+    isTextOrNull(value.etaText) &&
+    isTextOrNull(value.deadlineText) &&
+    isTextOrNull(value.spendText) &&
+    isTextOrNull(value.overrun) &&
+    Array.isArray(value.actions) &&
+    value.actions.length <= RUN_ACTIONS.length &&
+    value.actions.every(isRunAction)
+  );
+}
+
+/** The host message `value` is, or null: the page trusts nothing it is posted. */
+export function parseHostMessage(value: unknown): HostMessage | null {
+  if (!isObject(value)) return null;
+  switch (value.type) {
+    case 'snapshot': {
+      const { mode, title, runs, status } = value;
+      if (mode !== 'run' && mode !== 'compare') return null;
+      if (!isText(title) || !Array.isArray(runs) || runs.length > MAX_COMPARE_RUNS) return null;
+      let total = 0;
+      for (const run of runs as unknown[]) {
+        if (!isObject(run) || !isRunId(run.runId) || !isSeriesColumns(run.columns)) return null;
+        total += run.columns.step.length;
+      }
+      if (total > MAX_POINTS_PER_MESSAGE) return null;
+      if (mode === 'run' && (runs.length !== 1 || !isRunStatusView(status))) return null;
+      if (mode === 'compare' && status !== null) return null;
+      const panel = parsePanelState(value.panel);
+      if (panel === null || panel.mode !== mode) return null;
+      return {
+        type: 'snapshot',
+        mode,
+        title,
+        runs: runs as RunSeriesView[],
+        status: status as RunStatusView | null,
+        panel,
+      };
+    }
+    case 'append':
+      if (!isRunId(value.runId) || !isSeriesColumns(value.columns)) return null;
+      return { type: 'append', runId: value.runId, columns: value.columns };
+    case 'status':
+      if (!isRunStatusView(value.status)) return null;
+      return { type: 'status', status: value.status };
+    default:
+      return null;
+  }
+}
+
+/** The page message `value` is, or null: the host trusts the page no more than a file. */
+export function parsePageMessage(value: unknown): PageMessage | null {
+  if (!isObject(value)) return null;
+  switch (value.type) {
+    case 'ready':
+      return { type: 'ready' };
+    case 'action':
+      if (!isRunAction(value.action) || !isRunId(value.runId)) return null;
+      return { type: 'action', action: value.action, runId: value.runId };
+    default:
+      return null;
+  }
+}
+
+/** Kept for callers of the first contract: true when `value` is a valid host message. */
+export function isHostMessage(value: unknown): value is HostMessage {
+  return parseHostMessage(value) !== null;
+}
+
+/** What the serializer stores for a panel (`getState`/`setState`): which runs it shows. */
+export interface PanelState {
+  mode: 'run' | 'compare';
+  /** Run directories (absolute): the host resolves them again after a reload. */
+  dirs: string[];
+}
+
+export function parsePanelState(value: unknown): PanelState | null {
+  if (!isObject(value)) return null;
+  const { mode, dirs } = value;
+  if (mode !== 'run' && mode !== 'compare') return null;
+  if (!Array.isArray(dirs) || dirs.length === 0 || dirs.length > MAX_COMPARE_RUNS) return null;
+  if (!dirs.every((d) => isText(d) && d !== '')) return null;
+  if (mode === 'run' && dirs.length !== 1) return null;
+  return { mode, dirs: dirs as string[] };
 }
