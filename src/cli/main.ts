@@ -384,7 +384,9 @@ class Session {
     this.io.stdout(
       keep
         ? `pod: ${pod.podId ?? ''} kept: \`${sshCommand(runId)}\`; remove it with \`overbrainer pod rm ${runId}\`; nothing deletes it automatically`
-        : `pod: ${pod.podId ?? ''} released: its watchdog's deadline and graces apply again`,
+        : pod.state === 'deleted'
+          ? `pod: ${pod.podId ?? ''} released and deleted: the results of run ${runId} were already retrieved`
+          : `pod: ${pod.podId ?? ''} released: its watchdog's deadline and graces apply again`,
     );
     return EXIT_OK;
   }

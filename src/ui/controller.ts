@@ -60,6 +60,8 @@ export class Controller implements vscode.Disposable {
   private readonly ticker: ReturnType<typeof setInterval>;
   private readonly subs: { dispose(): void }[] = [];
   private current: string | null = null;
+  /** Aborted when the window closes: ends the waits of resumeFollowing. */
+  private readonly closing = new AbortController();
 
   constructor(
     private readonly bus: EventBus,
@@ -716,20 +718,41 @@ export class Controller implements vscode.Disposable {
     }
   }
 
-  /** Follows again the runs recorded `running` that no other process holds (activation). */
+  /**
+   * Follows again the runs recorded `running` that no other process holds (activation). A lock
+   * still held is looked at again a few times: after "Reload Window" the previous extension
+   * host may still be letting go of it; a lock another window keeps holding is left alone.
+   */
   async resumeFollowing(): Promise<void> {
     await this.runs.ensureLoaded().catch(() => undefined);
-    for (const run of this.runs.all) {
-      if (run.state !== 'running' || this.followed.has(run.id)) continue;
-      const folder = this.folderOfRun(run);
-      if (!folder) continue;
-      const session = await this.session(folder);
-      if (session.store.lockHolder(run.id) !== null) {
-        this.log.info(`Run ${run.id} is followed by another process; not attaching.`);
-        continue;
+    let pending = this.runs.all.filter((r) => r.state === 'running' && !this.followed.has(r.id));
+    const told = new Set<string>();
+    for (let look = 0; look < RESUME_LOOKS && pending.length > 0; look++) {
+      if (look > 0) {
+        try {
+          await this.clock.sleep(RESUME_LOOK_MS, this.closing.signal);
+        } catch {
+          return;
+        }
       }
-      this.log.info(`Following run ${run.id} again.`);
-      void this.attach(run, true);
+      const held: RunSummary[] = [];
+      for (const run of pending) {
+        if (this.followed.has(run.id)) continue;
+        const folder = this.folderOfRun(run);
+        if (!folder) continue;
+        const session = await this.session(folder);
+        if (session.store.lockHolder(run.id) !== null) {
+          if (!told.has(run.id)) {
+            this.log.info(`Run ${run.id} is followed by another process; not attaching for now.`);
+            told.add(run.id);
+          }
+          held.push(run);
+          continue;
+        }
+        this.log.info(`Following run ${run.id} again.`);
+        void this.attach(run, true);
+      }
+      pending = held;
     }
   }
 
@@ -863,6 +886,7 @@ export class Controller implements vscode.Disposable {
   }
 
   dispose(): void {
+    this.closing.abort();
     clearInterval(this.ticker);
     for (const sub of this.subs) sub.dispose();
     // Stop following only: aborting after the job started never deletes a pod.
@@ -874,6 +898,9 @@ export class Controller implements vscode.Disposable {
 }
 
 const FORCE_CHOICE = 'Force: Delete Anyway';
+/** How often, and how long apart, activation looks again at a run whose lock is held. */
+const RESUME_LOOKS = 8;
+const RESUME_LOOK_MS = 2_500;
 
 /** What the forced `pod rm` deletes, for the second confirmation of a refusal of `kind`. */
 function forceDetail(kind: PodAdminErrorKind, runId: string): string {

@@ -8,6 +8,7 @@
  * pods survives.
  */
 import assert from 'node:assert/strict';
+import { spawn } from 'node:child_process';
 import * as fs from 'node:fs';
 import * as os from 'node:os';
 import * as path from 'node:path';
@@ -483,4 +484,131 @@ export function filesUnder(dir: string): Map<string, Buffer> {
   };
   if (fs.existsSync(dir)) walk('');
   return new Map([...out.entries()].sort(([a], [b]) => (a < b ? -1 : 1)));
+}
+
+// ------------------------------------------------------------------ processes of a lab
+
+/** A child process running `train()` on a lab (lifecycleChild.ts), its events as they come. */
+export interface LifecycleChild {
+  pid: number;
+  events: CoreEvent[];
+  stderr: () => string;
+  /** Resolves with the signal that ended it (null on a normal exit). */
+  exited: Promise<NodeJS.Signals | null>;
+  /** SIGKILL now; resolves once it is dead. Returns the time of the kill (ms). */
+  kill(): Promise<number>;
+}
+
+/**
+ * Starts `train()` of the lab's workspace in a child process (its own FlowDeps, the lab's
+ * timing), so a test can SIGKILL the process running the lifecycle at any step. The API key
+ * reaches it through the environment only.
+ */
+export function spawnLifecycleChild(lab: Lab): LifecycleChild {
+  const child = spawn(
+    process.execPath,
+    ['--import', 'tsx', path.join(ROOT, 'test', 'helpers', 'lifecycleChild.ts')],
+    {
+      cwd: ROOT,
+      env: {
+        PATH: process.env.PATH ?? '/usr/bin:/bin',
+        HOME: process.env.HOME ?? '/root',
+        LIFECYCLE_CHILD: JSON.stringify(lab.childSetup()),
+        LIFECYCLE_API_KEY: lab.emulator.apiKey,
+      },
+      stdio: ['ignore', 'pipe', 'pipe'],
+    },
+  );
+  const events: CoreEvent[] = [];
+  let stderr = '';
+  let buffered = '';
+  child.stdout.on('data', (chunk: Buffer) => {
+    buffered += chunk.toString('utf8');
+    const lines = buffered.split('\n');
+    buffered = lines.pop() ?? '';
+    for (const line of lines) {
+      if (line.trim() === '') continue;
+      try {
+        events.push(JSON.parse(line) as CoreEvent);
+      } catch {
+        stderr += `(unparsed stdout) ${line}\n`;
+      }
+    }
+  });
+  child.stderr.on('data', (chunk: Buffer) => (stderr += chunk.toString('utf8')));
+  const exited = new Promise<NodeJS.Signals | null>((resolve) =>
+    child.on('close', (_code, signal) => resolve(signal)),
+  );
+  return {
+    pid: child.pid ?? -1,
+    events,
+    stderr: () => stderr,
+    exited,
+    async kill(): Promise<number> {
+      const atMs = Date.now();
+      child.kill('SIGKILL');
+      await exited;
+      return atMs;
+    },
+  };
+}
+
+export interface CliRan {
+  code: number | null;
+  stdout: string;
+  stderr: string;
+}
+
+/** A running `overbrainer` CLI (src/cli.ts via tsx) on a lab's workspace. */
+export interface CliProcess {
+  pid: number;
+  out: { stdout: string; stderr: string };
+  done: Promise<CliRan>;
+  kill(signal?: NodeJS.Signals): void;
+}
+
+/**
+ * The CLI as a user runs it on the lab's workspace, with a cleared environment: the lab's
+ * emulator and key, and OVERBRAINER_TIMING_SCALE `scale` (8 by default: SSH calls into an
+ * emulated pod can take seconds on a loaded machine).
+ */
+export function startCli(
+  lab: Lab,
+  args: string[],
+  env: Record<string, string> = {},
+  scale = '8',
+): CliProcess {
+  const child = spawn(
+    process.execPath,
+    ['--import', 'tsx', path.join(ROOT, 'src', 'cli.ts'), '-C', lab.workspace, ...args],
+    {
+      cwd: ROOT,
+      env: {
+        HOME: '/nonexistent',
+        NO_COLOR: '1',
+        PATH: process.env.PATH ?? '/usr/bin:/bin',
+        OVERBRAINER_RUNPOD__API_KEY: lab.emulator.apiKey,
+        OVERBRAINER_RUNPOD__BASE_URL: lab.emulator.baseUrl,
+        OVERBRAINER_TIMING_SCALE: scale,
+        ...env,
+      },
+      stdio: ['ignore', 'pipe', 'pipe'],
+    },
+  );
+  const out = { stdout: '', stderr: '' };
+  child.stdout.on('data', (chunk: Buffer) => (out.stdout += chunk.toString('utf8')));
+  child.stderr.on('data', (chunk: Buffer) => (out.stderr += chunk.toString('utf8')));
+  const done = new Promise<CliRan>((resolve) =>
+    child.on('close', (code) => resolve({ code, ...out })),
+  );
+  return { pid: child.pid ?? -1, out, done, kill: (signal = 'SIGKILL') => child.kill(signal) };
+}
+
+/** Runs the CLI to its end. */
+export function runCli(
+  lab: Lab,
+  args: string[],
+  env: Record<string, string> = {},
+): Promise<CliRan> {
+  return startCli(lab, args, env).done;
 }

@@ -468,7 +468,7 @@ describe('overbrainer CLI against the Runpod emulator', function () {
     assert.equal(ledgerOf(podId).billing, false);
   });
 
-  it('train keep at runtime keeps the pod after the run; train release hands it back to its watchdog', async () => {
+  it('train keep at runtime keeps the pod after the run; train release after the retrieval deletes it', async () => {
     const medium = {
       OVERBRAINER_TRAINING__COMMAND: 'python3 train.py --steps 120 --step-seconds 0.1',
     };
@@ -500,23 +500,15 @@ describe('overbrainer CLI against the Runpod emulator', function () {
     assert.equal(released.code, 0, released.stderr);
     assert.equal(
       released.stdout.trim(),
-      `pod: ${podId} released: its watchdog's deadline and graces apply again`,
+      `pod: ${podId} released and deleted: the results of run ${id} were already retrieved`,
     );
     const pod = podJson(id);
     assert.equal(pod.keep, false);
-    assert.equal(pod.state, 'awaiting_retrieval');
-    // Its results were retrieved (the marker is on the pod): the watchdog deletes it at once.
-    await waitFor(
-      'the watchdog to delete the pod',
-      { ...training, exitOk: true },
-      () => !ledgerOf(podId).billing,
-      60_000,
-    );
-    assert.equal(ledgerOf(podId).deletedBy, 'pod');
-    const ls = await cli(['pod', 'ls']);
-    assert.equal(ls.code, 0, ls.stderr);
-    assert.match(ls.stdout, new RegExp(`${id}\\s+${podId}\\s+GONE\\s.*gone`));
-    assert.equal(podJson(id).state, 'deleted');
+    assert.equal(pod.state, 'deleted');
+    assert.equal(pod.deleted_by, 'client');
+    // Its results were retrieved (the marker is on the pod): the release deletes it at once.
+    assert.equal(ledgerOf(podId).billing, false);
+    assert.equal(ledgerOf(podId).deletedBy, 'account');
   });
 
   it('Ctrl-C while the pod is provisioning deletes the pod and fails the run', async () => {

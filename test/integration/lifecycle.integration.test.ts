@@ -698,7 +698,7 @@ describe('lifecycle core against the Runpod emulator', function () {
     assertNothingBills(l);
   });
 
-  it('10. keep: at create time the pod stays after the job (no release); kept at runtime it stays, released its watchdog deletes it', async () => {
+  it('10. keep: at create time the pod stays after the job (no release); kept at runtime it stays, released after the retrieval it is deleted', async () => {
     const atCreate = async (): Promise<void> => {
       const l = await lab({ steps: 5 });
       const result = await train(l.deps, l.config, l.workspace, { keepPod: true });
@@ -758,14 +758,12 @@ describe('lifecycle core against the Runpod emulator', function () {
       assert.ok(l.clientKeyExists(id));
       const released = await keepPod(l.deps, id, false);
       assert.equal(released.keep, false);
-      await l.waitFor('the released pod to be deleted', () => !l.ledgerOf(podId).billing, 20_000);
-      assert.equal(
-        l.ledgerOf(podId).deletedBy,
-        'pod',
-        'its watchdog deleted it (retrieved marker)',
-      );
-      assert.match(l.emulator.podLog(podId), /delete reason=retrieved/);
-      // The next look at the run records what happened; the run keeps its result.
+      // Its results were retrieved (the marker is on the pod): the release deletes it at once.
+      assert.equal(released.state, 'deleted');
+      assert.equal(l.ledgerOf(podId).billing, false);
+      assert.equal(l.ledgerOf(podId).deletedBy, 'account');
+      assert.equal(l.podJson(id).deleted_by, 'client');
+      // The next look at the run changes nothing; the run keeps its result.
       const attached = await attach(l.deps, l.config, id);
       assert.equal(attached.ending, 'deleted');
       assert.equal(l.runJson(id).state, 'succeeded');

@@ -443,7 +443,24 @@ export async function setKeep(
   }
   pod.keep = keep;
   if (keep && pod.state === 'awaiting_retrieval') pod.state = 'kept';
-  if (!keep && pod.state === 'kept') pod.state = 'awaiting_retrieval';
+  if (!keep && pod.state === 'kept') {
+    // The job ended. With its results retrieved (the marker is on the pod) nothing waits for
+    // the pod: it is deleted now, as after a retrieval without keep (spec §7 end_pod), rather
+    // than recorded awaiting a retrieval that already happened.
+    if (await retrievedMarked(executor, run)) {
+      ctx.store.savePod(pod);
+      log(
+        ctx,
+        'info',
+        `pod ${pod.podId ?? ''} of run ${run.id} released: its results were retrieved, so it is deleted now`,
+      );
+      await remove(ctx, pod, 'retrieved', 'client');
+      noteStrays(ctx, pod, await sweep(ctx, run.id, null));
+      if (pod.strayPods.length === 0) await forgetKeys(ctx, run.id);
+      return;
+    }
+    pod.state = 'awaiting_retrieval';
+  }
   ctx.store.savePod(pod);
   if (keep && pod.podId !== null) {
     ctx.bus.publish({ type: 'pod', runId: run.id, status: { kind: 'kept', podId: pod.podId } });
@@ -455,6 +472,13 @@ export async function setKeep(
       ? `pod ${pod.podId ?? ''} of run ${run.id} kept: nothing deletes it until you remove it (${sshCommand(run.id)})`
       : `pod ${pod.podId ?? ''} of run ${run.id} released: its watchdog's deadline and graces apply again`,
   );
+}
+
+/** Whether the retrieved marker is on the pod (the client verified the run's results). */
+async function retrievedMarked(executor: Executor, run: RunRecord): Promise<boolean> {
+  const marker = `${run.remoteDir}/${RETRIEVED_MARKER}`;
+  const result = await executor.exec(`test -e '${marker.replace(/'/g, `'\\''`)}'`);
+  return result.code === 0;
 }
 
 export { FollowError };

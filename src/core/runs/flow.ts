@@ -5,7 +5,7 @@
  */
 import * as fs from 'node:fs';
 import * as path from 'node:path';
-import type { Clock } from '../clock';
+import { rfc3339, type Clock } from '../clock';
 import type { OverbrainerConfig, RunpodTargetConfig, TargetConfig } from '../config/types';
 import { DEFAULT_ARTIFACTS, workdirFor } from '../config/types';
 import type { EventBus } from '../events';
@@ -26,7 +26,7 @@ import {
 import { pastDeadline } from '../runpod/lease';
 import { PodError } from '../runpod/podError';
 import { startPod } from '../runpod/provision';
-import { forgetKeys, messageOf, remove } from '../runpod/remove';
+import { forgetKeys, messageOf, noteStrays, remove, sweep } from '../runpod/remove';
 import type { Timing } from '../timing';
 import { MetricsFollower, type FollowResult } from '../train/follow';
 import {
@@ -523,12 +523,7 @@ export async function attach(
       );
     }
     if (run.job === null) {
-      if (run.state === 'preparing') {
-        throw new FlowError(
-          `run ${runId} has no job yet: its pod is still starting, or its client stopped before the job started`,
-          `Remove its pod with "overbrainer pod rm ${runId}" if it is not starting.`,
-        );
-      }
+      if (run.state === 'preparing') return await abandonStart(podCtx(deps), deps, run, pod);
       return { run, pod, ending: null, summary: summaryLine(deps, run, pod) };
     }
     const ctx = podCtx(deps);
@@ -572,6 +567,45 @@ export async function attach(
   } finally {
     lock.dispose();
   }
+}
+
+/**
+ * Attach to a run still `preparing`: its lock was free, so the client that was starting it is
+ * gone (killed before its job started) and nothing will start the job. As Ctrl-C before the job
+ * starts does (spec §8): the recorded pod is deleted, every other pod carrying the run marker too
+ * (a create sent but never answered leaves one pod.json does not name), the keys are forgotten
+ * once no pod is left, and the run fails `interrupted before the job started`.
+ */
+async function abandonStart(
+  ctx: PodCtx,
+  deps: FlowDeps,
+  run: RunRecord,
+  pod: PodRecord,
+): Promise<FlowResult> {
+  log(
+    ctx,
+    'info',
+    `run ${run.id} was left before its job started (its client stopped): removing its pods`,
+  );
+  const createInFlight = pod.podId === null && pod.state === 'creating';
+  let problem: unknown = null;
+  try {
+    await remove(ctx, pod, 'interrupted', 'client');
+  } catch (error) {
+    problem = error;
+  }
+  // A create that was sent but never answered: Runpod may list its pod a little late.
+  if (createInFlight) await deps.clock.sleep(ctx.timing.reconcileFirstWaitMs);
+  noteStrays(ctx, pod, await sweep(ctx, run.id, pod.podId));
+  if (pod.podId === null && pod.state === 'creating') {
+    pod.state = 'deleted';
+    pod.deletedAt = rfc3339(deps.clock.nowMs());
+    ctx.store.savePod(pod);
+  }
+  if (problem === null && noPodLeft(ctx.store, run.id)) await forgetKeys(ctx, run.id);
+  failRun(ctx, run, 'interrupted before the job started');
+  if (problem !== null) throw problem;
+  return { run, pod, ending: 'deleted', summary: summaryLine(deps, run, pod) };
 }
 
 /** Cancels a run's job (spec §6 Cancel), then retrieves what it wrote and ends its pod. */
