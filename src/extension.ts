@@ -20,6 +20,7 @@ import { errorText, podsTreeProvider, runsTreeProvider } from './ui/runsTree';
  * call and no SSH connection is made until a view is shown or a command asks.
  */
 export function activate(context: vscode.ExtensionContext): void {
+  const startedMs = performance.now();
   const redactor = new Redactor();
   const log = new Log(redactor);
   context.subscriptions.push(log);
@@ -61,7 +62,9 @@ export function activate(context: vscode.ExtensionContext): void {
     }, systemClock),
   );
 
-  log.info(`Overbrainer ${String(context.extension.packageJSON.version)} activated.`);
+  log.info(
+    `Overbrainer ${String(context.extension.packageJSON.version)} activated in ${(performance.now() - startedMs).toFixed(1)} ms.`,
+  );
   // Runs this workspace left `running` are followed again (unless another process holds them).
   controller
     .resumeFollowing()
