@@ -139,10 +139,10 @@ export async function runCheck(context: CheckContext): Promise<boolean> {
         async () => ((await rowState()) === 'running' ? true : undefined),
         RUN_TIMEOUT_MS,
       );
-      const pods = context.emulator.pods();
-      return pods.length === 1
-        ? `pod ${pods[0]!.id} (${pods[0]!.status}); tree: ${(await row.innerText()).replace(/\s+/g, ' ')}`
-        : `${pods.length} pods`;
+      const created = context.emulator.ledger().pods;
+      if (created.length !== 1) throw new Error(`${created.length} pods were created, not 1`);
+      const pod = created[0]!;
+      return `pod ${pod.id} (${pod.gpuTypeId}, ${pod.billing ? pod.status : 'already deleted'}); tree: ${(await row.innerText()).replace(/\s+/g, ' ')}`;
     });
 
     await step('the Runs tree shows the run with its ETA', async () => {
