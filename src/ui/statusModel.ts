@@ -25,9 +25,14 @@ export interface StatusView {
   background: StatusBackground;
 }
 
-/** `4h 12m`, `12m`, `45s`; rounds down like the seed's countdown. */
-function short(ms: number): string {
-  return formatDurationS(ms / 1000);
+/**
+ * `4h 12m`; under an hour `12m 05s`, so the countdown visibly moves every second when it
+ * matters; `45s`. Rounds down like the seed's countdown.
+ */
+export function short(ms: number): string {
+  const s = Math.max(0, Math.floor(ms / 1000));
+  if (s >= 3600 || s < 60) return formatDurationS(s);
+  return `${Math.floor(s / 60)}m ${String(s % 60).padStart(2, '0')}s`;
 }
 
 export function statusView(input: StatusInput): StatusView {

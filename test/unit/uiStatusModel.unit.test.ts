@@ -40,12 +40,22 @@ describe('status bar countdown (model)', function () {
 
   it('has no deadline for a kept pod and no ETA while the pace is unknown', function () {
     const kept = statusView({ runId: 'r', untilDeadlineMs: null, etaMs: 5 * MIN });
-    assert.equal(kept.text, '$(watch) following · ETA 5m');
+    assert.equal(kept.text, '$(watch) following · ETA 5m 00s');
     assert.equal(kept.background, 'none');
     assert.equal(
       statusView({ runId: 'r', untilDeadlineMs: 20 * MIN, etaMs: null }).text,
-      '$(watch) 20m left',
+      '$(watch) 20m 00s left',
     );
+  });
+
+  it('shows seconds in the last hour, so the countdown moves every second', function () {
+    const at = (ms: number): string =>
+      statusView({ runId: 'r', untilDeadlineMs: ms, etaMs: null }).text;
+    assert.equal(at(59 * MIN + 58_900), '$(watch) 59m 58s left');
+    assert.equal(at(59 * MIN + 57_100), '$(watch) 59m 57s left');
+    assert.equal(at(HOUR + 30_000), '$(watch) 1h 00m left');
+    assert.equal(at(61_000), '$(watch) 1m 01s left');
+    assert.equal(at(59_999), '$(watch) 59s left');
   });
 
   it('counts the ETA from now, not from the latest metric', function () {
