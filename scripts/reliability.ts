@@ -1,0 +1,314 @@
+/**
+ * `npm run reliability`: runs the reliability matrix (every
+ * test/integration/reliability.*.integration.test.ts, issue #7) with mocha's JSON reporter, sums
+ * what the cases recorded (test/helpers/reliability.ts: faults injected, pods created and leaked
+ * from the emulator's ledgers, verified results kept or lost), and writes docs/RELIABILITY.md:
+ * the safety model, the bounds on billed time when the client disappears at each step (from the
+ * production values of src/core/timing.ts), and the matrix's figures.
+ *
+ *   npm run reliability                  # run the matrix, write docs/RELIABILITY.md
+ *   npm run reliability -- --no-write    # run and print the figures only
+ *
+ * Needs what the integration tier needs (root, sshd, util-linux: see scripts/test.sh). Exits 1
+ * when a case failed, a pod leaked or a result was lost.
+ */
+import { spawnSync } from 'node:child_process';
+import * as fs from 'node:fs';
+import * as os from 'node:os';
+import * as path from 'node:path';
+import { PRODUCTION_TIMING } from '../src/core/timing';
+import type { ReliabilityRecord } from '../test/helpers/reliability';
+import { RELIABILITY_LOG_ENV } from '../test/helpers/reliability';
+
+const ROOT = path.join(__dirname, '..');
+const TESTS = path.join(ROOT, 'test', 'integration');
+const DOC = path.join(ROOT, 'docs', 'RELIABILITY.md');
+
+interface MochaTest {
+  title: string;
+  fullTitle: string;
+  file?: string;
+  duration?: number;
+  err?: { message?: string };
+}
+
+interface MochaReport {
+  stats: { tests: number; passes: number; failures: number; pending: number; duration: number };
+  passes: MochaTest[];
+  failures: MochaTest[];
+  pending: MochaTest[];
+}
+
+export interface Figures {
+  files: { file: string; cases: number; passed: number; failed: number; seconds: number }[];
+  cases: number;
+  passed: number;
+  failed: number;
+  pending: number;
+  seconds: number;
+  faults: number;
+  faultKinds: Map<string, number>;
+  podsCreated: number;
+  podsLeaked: number;
+  resultsVerified: number;
+  resultsLost: number;
+  failures: { title: string; message: string }[];
+}
+
+function matrixFiles(): string[] {
+  return fs
+    .readdirSync(TESTS)
+    .filter((f) => /^reliability\..+\.integration\.test\.ts$/.test(f))
+    .sort()
+    .map((f) => path.join('test', 'integration', f));
+}
+
+function run(files: string[]): { report: MochaReport; records: ReliabilityRecord[] } {
+  const tmp = fs.mkdtempSync(path.join(os.tmpdir(), 'reliability-'));
+  const log = path.join(tmp, 'records.jsonl');
+  const out = path.join(tmp, 'mocha.json');
+  try {
+    const ran = spawnSync(
+      'npx',
+      [
+        'mocha',
+        '--node-option',
+        'import=tsx',
+        '--timeout',
+        '240000',
+        '--reporter',
+        'json',
+        '--reporter-option',
+        `output=${out}`,
+        ...files,
+      ],
+      {
+        cwd: ROOT,
+        env: { ...process.env, [RELIABILITY_LOG_ENV]: log },
+        stdio: ['ignore', 'inherit', 'inherit'],
+      },
+    );
+    if (!fs.existsSync(out)) {
+      throw new Error(`mocha wrote no report (exit ${ran.status ?? ran.signal})`);
+    }
+    const report = JSON.parse(fs.readFileSync(out, 'utf8')) as MochaReport;
+    const records = fs.existsSync(log)
+      ? fs
+          .readFileSync(log, 'utf8')
+          .split('\n')
+          .filter((l) => l.trim() !== '')
+          .map((l) => JSON.parse(l) as ReliabilityRecord)
+      : [];
+    return { report, records };
+  } finally {
+    fs.rmSync(tmp, { recursive: true, force: true });
+  }
+}
+
+export function figuresOf(report: MochaReport, records: ReliabilityRecord[]): Figures {
+  const byFile = new Map<string, Figures['files'][number]>();
+  const fileOf = (t: MochaTest): string => path.relative(ROOT, t.file ?? '(unknown)');
+  const row = (t: MochaTest) => {
+    const file = fileOf(t);
+    let r = byFile.get(file);
+    if (!r) {
+      r = { file, cases: 0, passed: 0, failed: 0, seconds: 0 };
+      byFile.set(file, r);
+    }
+    return r;
+  };
+  for (const t of report.passes) {
+    const r = row(t);
+    r.cases++;
+    r.passed++;
+    r.seconds += (t.duration ?? 0) / 1000;
+  }
+  for (const t of report.failures) {
+    // Hook failures ("before all" hook) are failures too, but not cases of their own.
+    const r = row(t);
+    if (!/"(before|after) (all|each)" hook/.test(t.fullTitle)) r.cases++;
+    r.failed++;
+  }
+  const faultKinds = new Map<string, number>();
+  let faults = 0;
+  let podsCreated = 0;
+  let podsLeaked = 0;
+  let resultsVerified = 0;
+  let resultsLost = 0;
+  for (const rec of records) {
+    if (rec.type === 'fault') {
+      faults += rec.count;
+      faultKinds.set(rec.kind, (faultKinds.get(rec.kind) ?? 0) + rec.count);
+    } else if (rec.type === 'ledger') {
+      podsCreated += rec.podsCreated;
+      podsLeaked += rec.podsLeaked;
+    } else {
+      resultsVerified += rec.verified;
+      resultsLost += rec.lost;
+    }
+  }
+  const files = [...byFile.values()].sort((a, b) => (a.file < b.file ? -1 : 1));
+  return {
+    files,
+    cases: files.reduce((s, f) => s + f.cases, 0),
+    passed: report.stats.passes,
+    failed: report.stats.failures,
+    pending: report.stats.pending,
+    seconds: report.stats.duration / 1000,
+    faults,
+    faultKinds,
+    podsCreated,
+    podsLeaked,
+    resultsVerified,
+    resultsLost,
+    failures: report.failures.map((t) => ({
+      title: t.fullTitle,
+      message: (t.err?.message ?? '').split('\n')[0] ?? '',
+    })),
+  };
+}
+
+/** A duration in words: 15 min, 60 s, 5 min. */
+function dur(ms: number): string {
+  if (ms % 3_600_000 === 0) return `${ms / 3_600_000} h`;
+  if (ms % 60_000 === 0) return `${ms / 60_000} min`;
+  return `${ms / 1000} s`;
+}
+
+export function render(f: Figures, when: Date): string {
+  const t = PRODUCTION_TIMING;
+  const tick = dur(t.watchdogIntervalS * 1000);
+  const ttl = dur(t.leaseTtlMs);
+  const margin = dur(t.deadlineMarginMs);
+  const kinds = [...f.faultKinds.entries()]
+    .sort((a, b) => b[1] - a[1] || (a[0] < b[0] ? -1 : 1))
+    .map(([k, n]) => `\`${k}\` ${n}`)
+    .join(', ');
+  const lines = [
+    '# Reliability',
+    '',
+    '<!-- Written by `npm run reliability` (scripts/reliability.ts). Edit the script, not this file. -->',
+    '',
+    'Overbrainer never leaves a pod billing past the bounds below, never loses a verified result,',
+    'and never leaves `runs/` inconsistent, whatever the client, the network, Runpod or the pod',
+    'does. This page states the safety model, the bounds, and the figures of the test matrix that',
+    'checks them against the Runpod emulator (real pods running the real bootstrap, watchdog and',
+    'sshd). Rerun it with `npm run reliability` (root, as the integration tier).',
+    '',
+    '## Safety model: who deletes a pod, and when',
+    '',
+    '1. **The client, after a verified retrieval.** When the job ended, the client downloads the',
+    "   results and checks every file against the pod's SHA-256 manifest. Only then it writes the",
+    '   retrieved marker (`.pod/retrieved`) on the pod, then deletes the pod and looks until Runpod',
+    `   answers 404 (up to ${dur(t.deleteConfirmMs)}). A failed or unverified download deletes nothing: the`,
+    '   pod waits for `train attach` (or its retrieve grace).',
+    `2. **The lease.** While a client follows a job that makes progress (a metric within ${dur(t.stallMs)}),`,
+    `   it renews a lease file on the pod every ${dur(t.leaseRenewMs)}; a renewal holds the`,
+    `   \`max_hours\` deadline off for ${ttl}. A stalled job, or a client that is gone, stops renewing.`,
+    '   Only one client follows a run: the run lock (`runs/<id>/.lock`) is held by the follower; a',
+    '   second client is told who follows and changes nothing.',
+    `3. **The client guard.** A following client deletes the pod itself at the deadline + ${margin} when`,
+    `   no lease renewal succeeded within ${ttl} (the watchdog should have deleted it by then).`,
+    `4. **The watchdog** on the pod, every ${tick}, with the pod's own API key, deletes its pod by the`,
+    '   first rule that matches: the bootstrap failed; (kept: never); past the cost cap; past the',
+    `   deadline (\`max_hours\` after the create) with the lease stale (no renewal for ${ttl}); the`,
+    '   retrieved marker exists; the job ended `retrieve_grace_minutes` ago (default 60, at least',
+    '   1); no job `boot_grace_minutes` after the container started (default 30, at least 5). A pod',
+    "   whose watchdog cannot reach Runpod's API is refused by the client before any job starts and",
+    '   deleted by it.',
+    '5. **Never when kept.** A pod kept at creation (`--keep-pod`) or at runtime (Keep Pod) is',
+    '   deleted by nothing but `pod rm` (or Remove Pod). Released after its results were retrieved,',
+    "   it is deleted at once; released before, the watchdog's rules apply again.",
+    '',
+    'Ambiguous creates (answered 5xx, or never) are reconciled by listing the pods carrying the',
+    'run marker, so one run never has two billing pods; a pod is only recorded gone after',
+    `${t.goneLooks} looks ${dur(t.goneIntervalMs)} apart answer 404, and a 404 alone never triggers a delete.`,
+    '',
+    '## Bounds on billed time when the client disappears',
+    '',
+    'Production values (src/core/timing.ts). D = the deadline (create + `max_hours`), B = the boot',
+    `grace, R = the retrieve grace, T = the lease TTL (${ttl}), tick = the watchdog's interval (${tick}),`,
+    '"kill" = the moment the client vanished (SIGKILL, crash, laptop closed). The delete itself',
+    'takes one API call from the pod (seconds). `train attach` at any time ends the wait: it',
+    'finishes the run (follows, retrieves, verifies, deletes) or cleans up (deletes the pods of a',
+    'run whose job never started and fails it `interrupted before the job started`).',
+    '',
+    '| the client disappears…                          | the pod is deleted by           | at the latest                                    |',
+    '| ------------------------------------------------ | ------------------------------- | ------------------------------------------------ |',
+    '| before the first create                          | (no pod exists)                 | nothing bills                                    |',
+    '| right after a create was sent (no answer)        | its watchdog (no job)           | min(container start + B, D) + tick               |',
+    '| while waiting for SSH                            | its watchdog (no job)           | min(container start + B, D) + tick               |',
+    '| before the job starts (upload)                   | its watchdog (no job)           | min(container start + B, D) + tick               |',
+    '| mid-job                                          | its watchdog                    | min(max(D, kill + T), job end + R) + tick        |',
+    '| mid-download (job ended, results not verified)   | its watchdog                    | min(max(D, kill + T), job end + R) + tick        |',
+    '| after the retrieved marker, before the delete    | its watchdog (retrieved marker) | kill + tick                                      |',
+    '| mid-delete                                       | Runpod (delete sent) / watchdog | kill + tick                                      |',
+    '| any step, pod kept                               | nobody: `pod rm`                | never (kept pods bill until removed)             |',
+    '',
+    `With the defaults (B = 30 min, R = 60 min, tick = ${tick}) and \`max_hours = 6\`: a pod whose job`,
+    'never started bills at most ~31 min after its container started; a client killed mid-job',
+    `leaves the pod at most max(6 h after the create, ${ttl} after the kill) + ${tick}, or 61 min after the job`,
+    'ended, whichever comes first. A container that never starts (no watchdog runs) is deleted by',
+    `the client within its readiness limit (${dur(t.readyTimeoutMs)}); if the client is gone too, Runpod bills it until`,
+    '`train attach` or `pod rm` (which find it by its run marker).',
+    '',
+    '## The matrix',
+    '',
+    `Last run: ${when.toISOString().replace(/\.\d+Z$/, 'Z')}, ${f.seconds.toFixed(0)} s.`,
+    '',
+    '| figure                          | value |',
+    '| ------------------------------- | ----- |',
+    `| cases                           | ${f.cases} |`,
+    `| passed                          | ${f.passed} |`,
+    `| failed                          | ${f.failed} |`,
+    `| faults injected                 | ${f.faults} |`,
+    `| pods created (emulator ledgers) | ${f.podsCreated} |`,
+    `| pods leaked (still billing)     | ${f.podsLeaked} |`,
+    `| verified results checked        | ${f.resultsVerified} |`,
+    `| results lost                    | ${f.resultsLost} |`,
+    '',
+    `Faults by kind: ${kinds || '(none recorded)'}.`,
+    '',
+    '| file | cases | passed | failed |',
+    '| ---- | ----- | ------ | ------ |',
+    ...f.files.map((r) => `| ${r.file} | ${r.cases} | ${r.passed} | ${r.failed} |`),
+    '',
+  ];
+  if (f.failures.length > 0) {
+    lines.push('Failures:', '');
+    for (const x of f.failures) lines.push(`- ${x.title}: ${x.message}`);
+    lines.push('');
+  }
+  lines.push(
+    "Each case asserts on run.json, pod.json, the files on disk and the emulator's ledger; a case",
+    'records its figures through test/helpers/reliability.ts (`OVERBRAINER_RELIABILITY_LOG`). A',
+    'leaked pod is one still billing at the end of its case that was not kept on purpose.',
+    '',
+  );
+  return lines.join('\n');
+}
+
+function main(): number {
+  const write = !process.argv.includes('--no-write');
+  const files = matrixFiles();
+  if (files.length === 0) {
+    process.stderr.write('reliability: no test/integration/reliability.*.integration.test.ts\n');
+    return 1;
+  }
+  process.stderr.write(`reliability: running ${files.length} files: ${files.join(' ')}\n`);
+  const { report, records } = run(files);
+  const figures = figuresOf(report, records);
+  const summary =
+    `reliability: ${figures.cases} cases, ${figures.passed} passed, ${figures.failed} failed; ` +
+    `${figures.faults} faults injected; pods created ${figures.podsCreated}, leaked ${figures.podsLeaked}; ` +
+    `results verified ${figures.resultsVerified}, lost ${figures.resultsLost}; ${figures.seconds.toFixed(0)} s`;
+  process.stdout.write(`${summary}\n`);
+  if (write) {
+    fs.mkdirSync(path.dirname(DOC), { recursive: true });
+    fs.writeFileSync(DOC, render(figures, new Date()));
+    process.stdout.write(`reliability: wrote ${path.relative(ROOT, DOC)}\n`);
+  }
+  return figures.failed === 0 && figures.podsLeaked === 0 && figures.resultsLost === 0 ? 0 : 1;
+}
+
+if (require.main === module) process.exit(main());
