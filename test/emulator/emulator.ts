@@ -106,6 +106,12 @@ export interface EmulatorOptions {
    * container, so a job can fill it (ENOSPC). Its files are then not visible in `dirs.workspace`.
    */
   workspaceQuotaBytes?: number;
+  /**
+   * The network between clients and pods: given a pod's sshd port (each container start), the
+   * port to publish in `ssh.direct` instead, e.g. a TCP relay's that a test can cut. Not used for
+   * pods under an sshd fault.
+   */
+  sshRelay?: (podId: string, sshPort: number) => Promise<number>;
 }
 
 export interface RequestLogEntry {
@@ -461,6 +467,7 @@ class EmulatorServer {
   private closed = false;
   private readonly imageFiles: Record<string, string>;
   private readonly workspaceQuotaBytes: number | null;
+  private readonly sshRelay: ((podId: string, sshPort: number) => Promise<number>) | null;
 
   constructor(options: EmulatorOptions) {
     this.clock = options.clock ?? systemClock;
@@ -481,6 +488,7 @@ class EmulatorServer {
     this.restartOnExit = options.restartOnExit ?? true;
     this.imageFiles = options.imageFiles ?? {};
     this.workspaceQuotaBytes = options.workspaceQuotaBytes ?? null;
+    this.sshRelay = options.sshRelay ?? null;
     this.maxPageSize = Math.min(
       options.maxPodsPageSize ?? MAX_PODS_PAGE_LIMIT,
       MAX_PODS_PAGE_LIMIT,
@@ -1584,6 +1592,8 @@ class EmulatorServer {
     if (mode === 'closed' || mode === 'silent') {
       publishedPort = await freePort(this.reservedPorts);
       this.reservedPorts.add(publishedPort);
+    } else if (this.sshRelay !== null) {
+      publishedPort = await this.sshRelay(pod.id, sshPort);
     }
     if (this.stale(pod, gen)) {
       this.reservedPorts.delete(sshPort);

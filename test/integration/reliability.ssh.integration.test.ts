@@ -1,0 +1,286 @@
+/**
+ * Reliability matrix (issue #7), SSH faults: the connection to the pod cut mid-follow and
+ * mid-download (the client reconnects, resumes or retries, then verifies every file by SHA-256),
+ * the pod restarted on another port mid-job, and a host answering the pod's endpoint with another
+ * host key (refused before anything is sent: the fake host sees no authentication, no command).
+ * Each pod's SSH goes through a TCP relay the emulator publishes (`sshRelay`), which the test cuts.
+ * Cases run side by side, each with its own lab; asserts on run.json, pod.json, the files on disk
+ * and the emulator's ledger. Timings: production / 60.
+ */
+import assert from 'node:assert/strict';
+import { setTimeout as sleep } from 'node:timers/promises';
+import * as path from 'node:path';
+import { attach, train, type FlowResult } from '../../src/core/runs/flow';
+import { filesUnder, Lab, type LabOptions } from '../helpers/lifecycle';
+import { recordFault, recordLedger, recordResult } from '../helpers/reliability';
+import { startSshd, startTcpProxy, type Sshd, type TcpProxy } from '../helpers/sshd';
+
+interface Relayed {
+  lab: Lab;
+  /** Relays by pod id, the latest container start's last. */
+  relays: Map<string, TcpProxy[]>;
+  fake: Sshd | null;
+  close(): Promise<void>;
+}
+
+/**
+ * A lab whose pods are reached through TCP relays; with `fake`, every pod's endpoint leads to
+ * that sshd (another host key) instead.
+ */
+async function relayedLab(options: LabOptions, fake: Sshd | null = null): Promise<Relayed> {
+  const relays = new Map<string, TcpProxy[]>();
+  const lab = await Lab.start({
+    ...options,
+    emulator: {
+      ...options.emulator,
+      sshRelay: async (podId, sshPort) => {
+        const relay = await startTcpProxy(fake?.port ?? sshPort);
+        relays.set(podId, [...(relays.get(podId) ?? []), relay]);
+        return relay.port;
+      },
+    },
+  });
+  return {
+    lab,
+    relays,
+    fake,
+    close: async () => {
+      for (const list of relays.values()) for (const r of list) await r.close();
+      await fake?.stop();
+    },
+  };
+}
+
+const CASE_BOUND_MS = 100_000;
+
+interface Outcome {
+  result: FlowResult | null;
+  error: unknown;
+  runId: string | null;
+  elapsedMs: number;
+}
+
+async function trainBounded(lab: Lab, runId: { id: string | null }): Promise<Outcome> {
+  const started = Date.now();
+  let timer: NodeJS.Timeout | undefined;
+  try {
+    const result = await Promise.race([
+      lab.track(
+        train(lab.deps, lab.config, lab.workspace, {
+          onRun: (run) => {
+            runId.id = run.id;
+          },
+        }),
+      ),
+      new Promise<never>((_, reject) => {
+        timer = setTimeout(
+          () => reject(new Error(`train did not settle within ${CASE_BOUND_MS} ms`)),
+          CASE_BOUND_MS,
+        );
+      }),
+    ]);
+    return { result, error: null, runId: runId.id, elapsedMs: Date.now() - started };
+  } catch (error) {
+    return { result: null, error, runId: runId.id, elapsedMs: Date.now() - started };
+  } finally {
+    clearTimeout(timer);
+  }
+}
+
+/** The run succeeded and what the pod had under `output/` is exactly what is on disk. */
+function assertVerified(lab: Lab, id: string, onPod: Map<string, Buffer> | undefined): void {
+  assert.equal(lab.runJson(id).state, 'succeeded', lab.transcript());
+  assert.ok(onPod && onPod.size > 0, 'the pod had output files');
+  const local = filesUnder(path.join(lab.runDir(id), 'output'));
+  assert.deepEqual([...local.keys()], [...onPod.keys()]);
+  for (const [file, data] of onPod) assert.ok(local.get(file)?.equals(data), `${file} differs`);
+}
+
+function assertNothingBills(lab: Lab, id: string): void {
+  assert.deepEqual(
+    lab.billing().map((p) => p.id),
+    [],
+    'a pod was left billing',
+  );
+  const pods = lab.podsOfRun(id);
+  assert.equal(pods.length, 1, 'one pod for the run');
+  assert.equal(lab.podJson(id).state, 'deleted');
+}
+
+describe('reliability: SSH faults', function () {
+  this.timeout(300_000);
+  const labs: Relayed[] = [];
+
+  afterEach(async function () {
+    const failures: string[] = [];
+    for (const r of labs.splice(0)) {
+      recordLedger(this.currentTest?.fullTitle() ?? 'ssh', r.lab.emulator.ledger());
+      try {
+        const billing = await r.lab.close();
+        if (billing.length > 0) failures.push(`billing: ${billing.map((p) => p.id).join(', ')}`);
+      } catch (error) {
+        failures.push(String(error));
+      }
+      await r.close();
+    }
+    if (this.currentTest?.state === 'passed') assert.deepEqual(failures, []);
+  });
+
+  const together = async (scenarios: Promise<void>[]): Promise<void> => {
+    const settled = await Promise.allSettled(scenarios);
+    for (const outcome of settled) if (outcome.status === 'rejected') throw outcome.reason;
+  };
+
+  it('connection cut mid-follow and mid-download: reconnected, resumed, every file verified', async function () {
+    const ctx = this.test?.fullTitle() ?? 'ssh';
+    const midFollow = async (): Promise<void> => {
+      const r = await relayedLab({ steps: 40, stepSeconds: 0.1 });
+      labs.push(r);
+      const run = { id: null as string | null };
+      const onPod = r.lab.capturePodFilesOnDelete(() => run.id, 'output');
+      const flow = trainBounded(r.lab, run);
+      const id = await r.lab.jobRunning(() => run.id);
+      const before = r.lab.metrics(id);
+      for (const relay of r.relays.values()) for (const p of relay) p.cut();
+      recordFault(ctx, 'ssh.cut-mid-follow');
+      const o = await flow;
+      assert.equal(o.error, null, `${String(o.error)}\n${r.lab.transcript()}`);
+      assert.ok(before < 40, `the cut came mid-job (${before} metrics before it)`);
+      assertVerified(r.lab, id, onPod.get(String(r.lab.podJson(id).pod_id)));
+      // Every step's metric line made it to disk despite the cut.
+      const metrics = filesUnder(r.lab.runDir(id)).get('metrics.jsonl')!.toString('utf8');
+      const steps = new Set(
+        metrics
+          .trim()
+          .split('\n')
+          .map((l) => (JSON.parse(l) as { step?: number }).step)
+          .filter((s) => s !== undefined),
+      );
+      assert.ok(steps.size >= 40, `steps on disk: ${steps.size}`);
+      assertNothingBills(r.lab, id);
+      recordResult(ctx, { verified: 1, lost: 0 });
+    };
+    const midDownload = async (): Promise<void> => {
+      // 24 MB of output: the download takes long enough to be cut in the middle.
+      const r = await relayedLab({
+        command:
+          'python3 train.py --steps 3 --step-seconds 0.05 && head -c 24000000 /dev/urandom > output/blob.bin',
+      });
+      labs.push(r);
+      const run = { id: null as string | null };
+      const onPod = r.lab.capturePodFilesOnDelete(() => run.id, 'output');
+      let cutAtBytes = 0;
+      r.lab.bus.on((event) => {
+        if (event.type !== 'jobStatus' || event.status.kind !== 'exited' || cutAtBytes > 0) return;
+        cutAtBytes = -1;
+        const relays = [...r.relays.values()].flat();
+        const base = relays.reduce((n, p) => n + p.bytesDown(), 0);
+        const timer = setInterval(() => {
+          const now = relays.reduce((n, p) => n + p.bytesDown(), 0);
+          if (now - base < 6_000_000) return;
+          clearInterval(timer);
+          cutAtBytes = now - base;
+          for (const p of relays) p.cut();
+        }, 5);
+        setTimeout(() => clearInterval(timer), 60_000).unref();
+      });
+      const o = await trainBounded(r.lab, run);
+      const id = run.id!;
+      assert.equal(o.error, null, `${String(o.error)}\n${r.lab.transcript()}`);
+      assert.ok(cutAtBytes > 0, 'the download was cut');
+      recordFault(ctx, 'ssh.cut-mid-download');
+      assertVerified(r.lab, id, onPod.get(String(r.lab.podJson(id).pod_id)));
+      assert.equal(
+        filesUnder(path.join(r.lab.runDir(id), 'output')).get('blob.bin')?.length,
+        24_000_000,
+      );
+      assertNothingBills(r.lab, id);
+      recordResult(ctx, { verified: 1, lost: 0 });
+    };
+    await together([midFollow(), midDownload()]);
+  });
+
+  it('the pod restarts on another port mid-job: the client follows it there; a host with another key is refused before anything is sent', async function () {
+    const ctx = this.test?.fullTitle() ?? 'ssh';
+    const restarted = async (): Promise<void> => {
+      const r = await relayedLab({ steps: 60, stepSeconds: 0.1 });
+      labs.push(r);
+      const run = { id: null as string | null };
+      const flow = trainBounded(r.lab, run);
+      const attachErrors: string[] = [];
+      const id = await r.lab.jobRunning(() => run.id);
+      const podId = String(r.lab.podJson(id).pod_id);
+      const portBefore = (r.lab.podJson(id).ssh as { port: number }).port;
+      await r.lab.emulator.faults.podCrash(podId);
+      recordFault(ctx, 'ssh.port-changed-after-restart');
+      const o = await flow;
+      // The follow reconnects to the endpoint it had; once its tolerated failures are spent it
+      // stops following with a message (the job and pod are left to attach and the watchdog, as
+      // the original does). Attach reads the new endpoint from the API and finishes the run.
+      if (r.lab.runJson(id).state === 'running') {
+        assert.ok(o.error instanceof Error && o.error.message.length > 0, 'train said why');
+        // While the pod restarts it has no endpoint: attach says so; the user tries again.
+        for (let tries = 0; tries < 10 && r.lab.runJson(id).state === 'running'; tries++) {
+          await r.lab.track(attach(r.lab.deps, r.lab.config, id)).catch((error: unknown) => {
+            assert.ok(error instanceof Error && error.message.length > 0);
+            attachErrors.push(error.message);
+          });
+          if (r.lab.runJson(id).state === 'running') await sleep(2_000);
+        }
+      }
+      const runJson = r.lab.runJson(id);
+      // The restart killed the job (a container restart keeps the disk, not the processes): the
+      // client reached the pod on its new port and reports the job as stopped.
+      const relays = r.relays.get(podId) ?? [];
+      assert.ok(relays.length >= 2, 'the pod was published again after its restart');
+      const portAfter = relays[relays.length - 1]!.port;
+      assert.notEqual(portAfter, portBefore);
+      assert.ok(
+        ['failed', 'succeeded'].includes(String(runJson.state)),
+        `${String(runJson.state)} ${String(runJson.message)} ${attachErrors.join(' | ')}\n${r.lab.emulator.podLog(podId)}`,
+      );
+      if (runJson.state === 'failed') {
+        assert.match(String(runJson.message), /stopped without an exit code|exited with code/);
+      }
+      const podJson = r.lab.podJson(id);
+      assert.equal(podJson.state, 'deleted', r.lab.transcript());
+      assert.equal(
+        (podJson.ssh as { port: number } | null)?.port,
+        portAfter,
+        'pod.json has the new port',
+      );
+      assertNothingBills(r.lab, id);
+    };
+    const wrongHostKey = async (): Promise<void> => {
+      const fake = await startSshd({ extraConfig: ['LogLevel DEBUG1'] });
+      const r = await relayedLab({ steps: 3, timing: { readyTimeoutMs: 6_000 } }, fake);
+      labs.push(r);
+      const run = { id: null as string | null };
+      recordFault(ctx, 'ssh.wrong-host-key');
+      const o = await trainBounded(r.lab, run);
+      const id = run.id!;
+      assert.ok(o.error instanceof Error, 'the run did not start');
+      const runJson = r.lab.runJson(id);
+      assert.equal(runJson.state, 'failed');
+      assert.match(
+        String(runJson.message),
+        /presented another host key \(nothing was sent to it\)/,
+      );
+      // The fake host saw connections, key exchange at most, never an authentication or a command.
+      const log = fake.log();
+      assert.match(log, /Connection from 127\.0\.0\.1/, log);
+      assert.doesNotMatch(
+        log,
+        /userauth|Accepted |Failed (publickey|password)|Postponed|Starting session|session opened|exec request|subsystem request/i,
+        log,
+      );
+      assert.equal(r.lab.podJson(id).state, 'deleted');
+      assert.deepEqual(
+        r.lab.billing().map((p) => p.id),
+        [],
+      );
+      assert.equal(r.lab.clientKeyExists(id), false);
+    };
+    await together([restarted(), wrongHostKey()]);
+  });
+});
