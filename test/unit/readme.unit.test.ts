@@ -1,0 +1,103 @@
+import * as assert from 'node:assert/strict';
+import { existsSync, readFileSync } from 'node:fs';
+import * as path from 'node:path';
+import {
+  DEFAULT_ARTIFACTS,
+  DEFAULT_RUNPOD_BASE_URL,
+  DEFAULT_RUNPOD_IMAGE,
+  DEFAULT_RUNPOD_VENV,
+  ENV_API_KEY,
+  ENV_BASE_URL,
+  ENV_SSH_CLIENT,
+  KNOWN_KEYS,
+} from '../../src/core/config';
+import { PRODUCTION_TIMING } from '../../src/core/timing';
+
+/**
+ * The README's configuration reference and safety model cannot drift from the code: every key
+ * the parser knows has a row (and no row names a key it does not know), the defaults it quotes
+ * are the code's, and the bounds on spend quote the production timing.
+ */
+const ROOT = path.resolve(__dirname, '..', '..');
+const README = readFileSync(path.join(ROOT, 'README.md'), 'utf8');
+
+/** The markdown section under `heading` (up to the next heading of the same or a higher level). */
+function section(heading: string): string {
+  const start = README.indexOf(`\n${heading}\n`);
+  assert.ok(start >= 0, `README has "${heading}"`);
+  const level = /^#+/.exec(heading)?.[0] ?? '##';
+  const rest = README.slice(start + heading.length + 2);
+  const end = rest.search(new RegExp(`\\n#{1,${level.length}} `));
+  return end < 0 ? rest : rest.slice(0, end);
+}
+
+/** The first column of the section's tables: `key` of each row. */
+function tableKeys(text: string): string[] {
+  return [...text.matchAll(/^\| `([^`]+)` +\|/gm)].map((match) => match[1]!);
+}
+
+describe('README', function () {
+  it('the configuration reference has exactly the keys the parser knows', function () {
+    const tables: [string, readonly string[]][] = [
+      ['### `[project]`', KNOWN_KEYS.project],
+      ['### `[training]`', KNOWN_KEYS.training],
+      ['### `[targets.NAME]` with `kind = "runpod"` (a pod per run)', KNOWN_KEYS.runpod],
+      ['### `[targets.NAME]` with `kind = "local"` (this machine, no pod)', KNOWN_KEYS.local],
+    ];
+    for (const [heading, known] of tables) {
+      assert.deepEqual(tableKeys(section(heading)).sort(), [...known].sort(), heading);
+    }
+  });
+
+  it('names the environment-only settings and every VS Code setting of the manifest', function () {
+    const text = section('### Environment only, and VS Code settings');
+    const manifest = JSON.parse(readFileSync(path.join(ROOT, 'package.json'), 'utf8')) as {
+      contributes: { configuration: { properties: Record<string, { default: unknown }> } };
+    };
+    const settings = manifest.contributes.configuration.properties;
+    const expected = [ENV_API_KEY, ENV_BASE_URL, ...Object.keys(settings)].sort();
+    assert.deepEqual(tableKeys(text).sort(), expected);
+    for (const [name, { default: value }] of Object.entries(settings)) {
+      const row = text.split('\n').find((line) => line.startsWith(`| \`${name}\``)) ?? '';
+      assert.ok(row.includes(`\`${String(value)}\``), `${name}'s default ${String(value)}`);
+    }
+    assert.ok(README.includes(ENV_SSH_CLIENT));
+  });
+
+  it('quotes the code’s defaults', function () {
+    const runpod = section('### `[targets.NAME]` with `kind = "runpod"` (a pod per run)');
+    assert.ok(runpod.includes(`\`${DEFAULT_RUNPOD_IMAGE.slice(0, 70)}`), 'the default image');
+    assert.ok(runpod.includes(`\`${DEFAULT_RUNPOD_VENV}\``), 'the default venv');
+    const training = section('### `[training]`');
+    assert.ok(
+      training.includes(`\`[${DEFAULT_ARTIFACTS.map((a) => `"${a}"`).join(', ')}]\``),
+      'the default artifacts',
+    );
+    assert.ok(README.includes(`\`${DEFAULT_RUNPOD_BASE_URL}\``), 'the default base URL');
+  });
+
+  it('states the bounds on spend with the production timing', function () {
+    const safety = section('## Safety model: who deletes a pod, and when');
+    const minutes = (ms: number): string => `${ms / 60_000} min`;
+    assert.ok(safety.includes(`deadline + ${minutes(PRODUCTION_TIMING.deadlineMarginMs)}`));
+    assert.ok(safety.includes(`last lease renewal + ${minutes(PRODUCTION_TIMING.leaseTtlMs)}`));
+    assert.ok(safety.includes(`every ${minutes(PRODUCTION_TIMING.leaseRenewMs)}`));
+    assert.ok(safety.includes(`less than ${minutes(PRODUCTION_TIMING.stallMs)} old`));
+    assert.ok(safety.includes(`every ${PRODUCTION_TIMING.watchdogIntervalS} s`));
+    const worstMin =
+      (PRODUCTION_TIMING.leaseTtlMs + PRODUCTION_TIMING.watchdogIntervalS * 1000) / 60_000;
+    assert.ok(safety.includes(`\`max_hours\` + ${worstMin} min`), 'the worst case unfollowed');
+  });
+
+  it('shows images that exist and links to files that exist', function () {
+    const targets = [...README.matchAll(/\]\(((?:docs|examples|python)\/[^)#]+)\)/g)].map(
+      (match) => match[1]!,
+    );
+    assert.ok(targets.some((target) => target.startsWith('docs/images/')));
+    // docs/RELIABILITY.md and docs/BENCHMARKS.md are written by their own tasks.
+    const missing = targets.filter(
+      (target) => !existsSync(path.join(ROOT, target)) && !/^docs\/[A-Z]+\.md$/.test(target),
+    );
+    assert.deepEqual(missing, []);
+  });
+});
