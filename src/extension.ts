@@ -6,13 +6,13 @@ import { Controller } from './ui/controller';
 import { watchConfigDiagnostics } from './ui/diagnostics';
 import { registerCommands } from './ui/commands';
 import { Log } from './ui/log';
-import { PodsModel, podsFromRuns } from './ui/podsModel';
+import { PodsModel } from './ui/podsModel';
 import { Redactor } from './ui/redact';
-import { runsFolders, watchRunsFolders } from './ui/runsFolders';
+import { accountPodsSource, runsFolders, watchRunsFolders } from './ui/runsFolders';
 import { RunPanels } from './ui/runPanel';
 import { RunsModel } from './ui/runsModel';
 import { readRuns } from './ui/runsSource';
-import { errorText, podsTreeProvider, runsTreeProvider } from './ui/runsTree';
+import { bindPodsViewMessage, errorText, podsTreeProvider, runsTreeProvider } from './ui/runsTree';
 
 /**
  * The composition root: builds the models, wires them to the views and commands, and registers
@@ -26,12 +26,28 @@ export function activate(context: vscode.ExtensionContext): void {
   context.subscriptions.push(log);
 
   const apiKeys = new ApiKeyStore(context.secrets, redactor);
-  const runs = new RunsModel(() => readRuns(runsFolders()));
-  const pods = new PodsModel(async () => podsFromRuns(await readRuns(runsFolders())));
+  const runs = new RunsModel(() => readRuns(runsFolders()), { clock: systemClock });
+  // The account's pods, listed at most once a minute with the session's key (built lazily).
+  const late: { controller?: Controller } = {};
+  const pods = new PodsModel(
+    accountPodsSource((folder) => late.controller!.session(folder), systemClock),
+    { clock: systemClock },
+  );
   context.subscriptions.push(runs, pods);
   const bus = new EventBus();
   const controller = new Controller(bus, systemClock, log, apiKeys, runs, pods);
-  context.subscriptions.push(controller, watchConfigDiagnostics());
+  late.controller = controller;
+  context.subscriptions.push(
+    controller,
+    watchConfigDiagnostics(),
+    // The Runs view's ETA from the metrics; a pod seen deleted leaves the Pods view at once.
+    runs.observe(bus),
+    bus.on((event) => {
+      if (event.type === 'pod' && event.status.kind === 'deleted') {
+        pods.noteDeleted(event.status.podId);
+      }
+    }),
+  );
 
   // The run webview's panels (and their serializer, so panels come back after a reload).
   const runPanels = new RunPanels({
@@ -46,11 +62,13 @@ export function activate(context: vscode.ExtensionContext): void {
 
   const runsTree = runsTreeProvider(runs, systemClock, log);
   const podsTree = podsTreeProvider(pods, systemClock, log);
+  const podsView = vscode.window.createTreeView('overbrainer.pods', { treeDataProvider: podsTree });
   context.subscriptions.push(
     runsTree,
     podsTree,
     vscode.window.createTreeView('overbrainer.runs', { treeDataProvider: runsTree }),
-    vscode.window.createTreeView('overbrainer.pods', { treeDataProvider: podsTree }),
+    podsView,
+    bindPodsViewMessage(podsView, pods, systemClock),
     ...registerCommands({ log, apiKeys, runs, pods, controller, runPanels }),
     // Only models already shown are reloaded; a hidden view loads when it is first shown.
     watchRunsFolders(() => {

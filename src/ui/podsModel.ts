@@ -1,24 +1,65 @@
+import { systemClock, type Clock } from '../core/clock';
+import { EventBus } from '../core/events';
+import type { Pod } from '../core/runpod/api';
+import type { RunpodClient } from '../core/runpod/client';
+import { ApiError } from '../core/runpod/errors';
+import { listPods, type PodRow, type PodRowKind } from '../core/runpod/podAdmin';
+import type { RunStore } from '../core/runs/store';
+import { PRODUCTION_TIMING } from '../core/timing';
 import { LazyList } from './lazyList';
 import { escapeMarkdown, formatDurationS, formatUsd, type RunSummary } from './runsModel';
 
 /**
- * The Pods view's model, free of the `vscode` module. Today it lists the pods this workspace's
- * run records say may still exist (pod.json not `deleted`, plus each run's recorded strays) —
- * read from disk, no API call. The account-wide listing (`pod ls`: orphans without a local
- * record) replaces the loader once the core provides it; the view does not change.
+ * The Pods view's model, free of the `vscode` module: every pod of the Runpod account that
+ * carries a run marker (the core's `listPods`, as `pod ls` shows it), classified against the
+ * workspace's runs/ records, with strays and orphans flagged. The account is listed at most once
+ * per ACCOUNT_LIST_INTERVAL_MS (enforced here, with the injected clock): a refresh inside that
+ * interval classifies the cached list again against fresh records and says when it was fetched.
+ * Without an API key, or with Runpod unreachable, it falls back to the pods the local run records
+ * say may exist (`podsFromRuns`) plus a message item with the next action.
  */
 
-export type PodRole = 'running' | 'kept' | 'awaiting' | 'deleting' | 'stray' | 'orphan';
+/** The account's pod list is fetched at most once per this interval. */
+export const ACCOUNT_LIST_INTERVAL_MS = 60_000;
+
+/** Refreshes asked within this delay (a burst of lifecycle events) are one refresh. */
+export const PODS_REFRESH_DEBOUNCE_MS = 500;
+
+export type PodRole =
+  'running' | 'kept' | 'awaiting' | 'deleting' | 'stray' | 'orphan' | 'unreadable';
 
 export interface PodEntry {
   podId: string;
   role: PodRole;
   /** The run the pod belongs to, when known. */
   runId: string | null;
+  /** The run's directory when this workspace holds it (commands read it); null for an orphan without one. */
   runDir: string | null;
   gpuType: string | null;
   costPerHourUsd: number | null;
   deadlineUnixS: number | null;
+  /** What Runpod says (`RUNNING`…); null when the entry comes from the local records only. */
+  status?: string | null;
+  /** What overbrainer knows of it, in words (the `pod ls` note). */
+  note?: string | null;
+  /** Where the entry comes from: the account's list, or only the local records. */
+  source?: 'account' | 'records';
+}
+
+/** A row that is not a pod: why the list is incomplete, and what to do. */
+export interface PodsMessage {
+  kind: 'message';
+  severity: 'info' | 'warning' | 'error';
+  text: string;
+  detail: string;
+  /** The command a click runs (the next action), if any. */
+  command: { id: string; title: string } | null;
+}
+
+export type PodsItem = PodEntry | PodsMessage;
+
+export function isPodsMessage(item: PodsItem): item is PodsMessage {
+  return 'kind' in item && item.kind === 'message';
 }
 
 /** The pods the run records say may still exist and bill. */
@@ -60,6 +101,281 @@ export function podsFromRuns(runs: readonly RunSummary[]): PodEntry[] {
   return pods;
 }
 
+/** The role a `pod ls` row kind shows as (the menus key on `pod.<role>`). */
+export function roleOfKind(kind: PodRowKind): PodRole | null {
+  switch (kind) {
+    case 'in_progress':
+      return 'running';
+    case 'kept':
+      return 'kept';
+    case 'awaiting_retrieval':
+      return 'awaiting';
+    case 'stray':
+    case 'stray_beside_kept':
+      return 'stray';
+    case 'ended':
+    case 'not_in_runs':
+    case 'no_marker':
+      return 'orphan';
+    case 'unreadable':
+      return 'unreadable';
+    case 'gone':
+      return null;
+  }
+}
+
+/** How specific a row's knowledge is: a folder that holds the run beats one that does not. */
+function rowRank(kind: PodRowKind): number {
+  return kind === 'no_marker' ? 0 : kind === 'not_in_runs' ? 1 : 2;
+}
+
+/**
+ * Classifies the account's pods against the records of each runs folder with the core's
+ * `listPods` (the rules of `pod ls`), without calling the API again: the listing is the one
+ * given. Several folders: a pod takes the row of the folder that knows its run.
+ */
+export async function classifyAccountPods(
+  pods: readonly Pod[],
+  stores: readonly RunStore[],
+  clock: Clock,
+): Promise<PodRow[]> {
+  // `listPods` with `lookUpUnlisted: false` calls nothing but `listPods` on its client.
+  const client = { listPods: () => Promise.resolve([...pods]) } as unknown as RunpodClient;
+  // Its warnings about damaged records are the Runs view's to show, not the log's each minute.
+  const bus = new EventBus();
+  const best = new Map<string, PodRow>();
+  for (const store of stores) {
+    const rows = await listPods(
+      { store, client, bus, clock, timing: PRODUCTION_TIMING, version: '' },
+      { lookUpUnlisted: false },
+    );
+    for (const row of rows) {
+      const known = best.get(row.podId);
+      if (known === undefined || rowRank(row.kind) > rowRank(known.kind)) best.set(row.podId, row);
+    }
+  }
+  return [...best.values()];
+}
+
+/** The account's pods (one API call), and their rows against the local records. */
+export interface PodsSource {
+  /** Lists the account's pods: one API call. Throws when there is no key or Runpod fails. */
+  fetchAccountPods(): Promise<readonly Pod[]>;
+  /** Classifies a listing against the runs folders' records (no API call). */
+  classify(pods: readonly Pod[]): Promise<readonly PodRow[]>;
+  /** The runs of the workspace, as the Runs view reads them (for the run directories). */
+  localRuns(): Promise<readonly RunSummary[]>;
+}
+
+/** What the model knows of the account's listing, for the view's message. */
+export interface AccountListing {
+  /** When the account was last listed (successfully or not); null before the first call. */
+  fetchedAtMs: number | null;
+  /** Whether the shown pods come from that listing (false: from the local records only). */
+  fromAccount: boolean;
+  /** When the next call to the API is allowed. */
+  nextFetchAtMs: number | null;
+}
+
+/** A failed listing as the view's message row: the reason and the next action. */
+export function listingProblem(error: unknown): PodsMessage {
+  const needsKey =
+    (typeof error === 'object' &&
+      error !== null &&
+      (error as { needsKey?: unknown }).needsKey === true) ||
+    (error instanceof ApiError && error.kind === 'unauthorized');
+  if (needsKey) {
+    const refused = error instanceof ApiError;
+    return {
+      kind: 'message',
+      severity: 'warning',
+      text: refused ? 'Runpod refused the API key' : 'Set Runpod API Key',
+      detail: refused
+        ? 'Runpod answered 401: set a valid key to list the account’s pods. Shown below: the pods this workspace’s run records say may exist.'
+        : 'No Runpod API key is set: the account’s pods cannot be listed. Shown below: the pods this workspace’s run records say may exist.',
+      command: { id: 'overbrainer.setApiKey', title: 'Set Runpod API Key' },
+    };
+  }
+  const reason = error instanceof Error ? error.message : String(error);
+  return {
+    kind: 'message',
+    severity: 'error',
+    text: `Runpod unreachable: ${reason.split('\n')[0] ?? ''}`.slice(0, 200),
+    detail:
+      'The account’s pods could not be listed; shown below: the pods this workspace’s run records say may exist. Refresh to try again (at most once a minute), or check the overbrainer.runpod.baseUrl setting.',
+    command: { id: 'overbrainer.refreshPods', title: 'Refresh Pods' },
+  };
+}
+
+function entryOfRow(row: PodRow, runDirs: ReadonlyMap<string, string>): PodEntry | null {
+  const role = roleOfKind(row.kind);
+  if (role === null) return null;
+  return {
+    podId: row.podId,
+    role,
+    runId: row.runId,
+    runDir: row.runId === null ? null : (runDirs.get(row.runId) ?? null),
+    gpuType: row.gpu,
+    costPerHourUsd: row.costPerHourUsd,
+    deadlineUnixS: null,
+    status: row.status,
+    note: row.note,
+    source: 'account',
+  };
+}
+
+/**
+ * The pods, loaded lazily: the account's list (cached for ACCOUNT_LIST_INTERVAL_MS) classified
+ * against fresh records, or the records' own pods when the account cannot be listed. Refreshes
+ * are debounced (a burst of lifecycle events is one refresh); the first load is immediate.
+ */
+export class PodsModel extends LazyList<PodsItem> {
+  private cached: { pods: readonly Pod[]; atMs: number } | null = null;
+  private lastCallMs: number | null = null;
+  private lastError: unknown = null;
+  private readonly deletedIds = new Set<string>();
+  private pending: Promise<void> | null = null;
+  private readonly abort = new AbortController();
+  private readonly clock: Clock;
+  private fromAccount = false;
+
+  /**
+   * `source` is a PodsSource (account and records), or — as before the account listing — a
+   * plain loader of entries (no API call: the records only).
+   */
+  constructor(
+    source: PodsSource | (() => Promise<readonly PodsItem[]>),
+    options: { clock?: Clock; debounceMs?: number } = {},
+  ) {
+    const late: { model?: PodsModel } = {};
+    super(() => (typeof source === 'function' ? source() : late.model!.load(source)));
+    late.model = this;
+    this.clock = options.clock ?? systemClock;
+    this.debounceMs = options.debounceMs ?? PODS_REFRESH_DEBOUNCE_MS;
+  }
+
+  private readonly debounceMs: number;
+
+  /** When the account was listed, and whether the pods shown come from it. */
+  get listing(): AccountListing {
+    return {
+      fetchedAtMs: this.lastCallMs,
+      fromAccount: this.fromAccount,
+      nextFetchAtMs: this.lastCallMs === null ? null : this.lastCallMs + ACCOUNT_LIST_INTERVAL_MS,
+    };
+  }
+
+  /** A pod this window saw deleted: dropped from the cached listing at once. */
+  noteDeleted(podId: string): void {
+    this.deletedIds.add(podId);
+  }
+
+  /** Debounced; the first load runs at once. */
+  override refresh(): Promise<void> {
+    if (!this.isLoaded || this.debounceMs <= 0) return super.refresh();
+    if (this.pending !== null) return this.pending;
+    this.pending = this.clock.sleep(this.debounceMs, this.abort.signal).then(
+      () => {
+        this.pending = null;
+        return super.refresh();
+      },
+      () => {
+        this.pending = null;
+      },
+    );
+    return this.pending;
+  }
+
+  private async load(source: PodsSource): Promise<PodsItem[]> {
+    const nowMs = this.clock.nowMs();
+    const due = this.lastCallMs === null || nowMs - this.lastCallMs >= ACCOUNT_LIST_INTERVAL_MS;
+    if (due) {
+      try {
+        const pods = await source.fetchAccountPods();
+        this.lastCallMs = nowMs;
+        this.cached = { pods, atMs: nowMs };
+        this.deletedIds.clear();
+        this.lastError = null;
+      } catch (error) {
+        // No key: no call was made, so the next refresh may try again (the key may be set by then).
+        const needsKey =
+          typeof error === 'object' &&
+          error !== null &&
+          (error as { needsKey?: unknown }).needsKey === true;
+        if (!needsKey) this.lastCallMs = nowMs;
+        this.cached = null;
+        this.lastError = error;
+      }
+    }
+    const runs = await source.localRuns();
+    const runDirs = new Map(runs.map((run) => [run.id, run.dir]));
+    const recorded = podsFromRuns(runs).map((entry) => ({ ...entry, source: 'records' as const }));
+    if (this.cached === null) {
+      this.fromAccount = false;
+      const items: PodsItem[] = [];
+      if (this.lastError !== null) items.push(listingProblem(this.lastError));
+      return [...items, ...recorded];
+    }
+    this.fromAccount = true;
+    // Pods deleted since the listing: seen by this window, or recorded deleted by any process.
+    const deletedByRecords = new Set(
+      runs
+        .filter((run) => run.pod?.state === 'deleted' && run.pod.podId !== null)
+        .map((run) => run.pod!.podId!),
+    );
+    const listed = this.cached.pods.filter(
+      (pod) => !this.deletedIds.has(pod.id) && !deletedByRecords.has(pod.id),
+    );
+    const rows = await source.classify(listed);
+    const entries: PodEntry[] = [];
+    const shown = new Set<string>();
+    for (const row of rows) {
+      const entry = entryOfRow(row, runDirs);
+      if (entry === null) continue;
+      const record = recorded.find((r) => r.podId === entry.podId);
+      if (record !== undefined) entry.deadlineUnixS = record.deadlineUnixS;
+      entries.push(entry);
+      shown.add(entry.podId);
+    }
+    // Pods the records hold that the listing does not show: created since, or already gone.
+    const listedIds = new Set(this.cached.pods.map((pod) => pod.id));
+    for (const entry of recorded) {
+      if (shown.has(entry.podId) || this.deletedIds.has(entry.podId)) continue;
+      entries.push({
+        ...entry,
+        note: listedIds.has(entry.podId)
+          ? entry.note
+          : 'recorded by its run, not in the account’s last listing (created since, or gone)',
+      });
+      shown.add(entry.podId);
+    }
+    return entries.sort(comparePods);
+  }
+
+  override dispose(): void {
+    this.abort.abort();
+    super.dispose();
+  }
+}
+
+const ROLE_ORDER: Record<PodRole, number> = {
+  orphan: 0,
+  stray: 1,
+  unreadable: 2,
+  awaiting: 3,
+  kept: 4,
+  running: 5,
+  deleting: 6,
+};
+
+/** Those needing the user first (orphans, strays), then by run and pod. */
+export function comparePods(a: PodEntry, b: PodEntry): number {
+  if (a.role !== b.role) return ROLE_ORDER[a.role] - ROLE_ORDER[b.role];
+  const ka = `${a.runId ?? ''}\u0000${a.podId}`;
+  const kb = `${b.runId ?? ''}\u0000${b.podId}`;
+  return ka < kb ? -1 : ka > kb ? 1 : 0;
+}
+
 export interface PodItemView {
   id: string;
   label: string;
@@ -69,6 +385,8 @@ export interface PodItemView {
   colorId: string;
   /** `pod.<role>`: package.json menus key on it. */
   contextValue: string;
+  /** What a click runs (message rows: the next action). */
+  command?: { id: string; title: string } | null;
 }
 
 const ROLE: Record<PodRole, { iconId: string; colorId: string; label: string }> = {
@@ -81,24 +399,36 @@ const ROLE: Record<PodRole, { iconId: string; colorId: string; label: string }> 
   },
   deleting: { iconId: 'trash', colorId: 'descriptionForeground', label: 'deleting' },
   stray: { iconId: 'warning', colorId: 'list.warningForeground', label: 'stray' },
-  orphan: { iconId: 'question', colorId: 'list.errorForeground', label: 'orphan (no local run)' },
+  orphan: { iconId: 'question', colorId: 'list.errorForeground', label: 'orphan' },
+  unreadable: { iconId: 'error', colorId: 'list.errorForeground', label: 'run record unreadable' },
+};
+
+const ROLE_EXPLAINED: Partial<Record<PodRole, string>> = {
+  stray: 'A pod with this run’s marker that the run did not delete. It may be billing: remove it.',
+  orphan:
+    'Nothing deletes this pod on its own (its run ended, is not in this workspace, or it has no run marker). It may be billing: remove it.',
+  unreadable: 'Its run directory is here, but its run.json cannot be read: repair it first.',
 };
 
 export function presentPod(pod: PodEntry, nowUnixS: number): PodItemView {
   const role = ROLE[pod.role];
   const parts = [role.label];
   if (pod.runId !== null) parts.push(pod.runId);
+  if (pod.status !== undefined && pod.status !== null) parts.push(pod.status);
   if (pod.gpuType !== null) parts.push(pod.gpuType);
   if (pod.costPerHourUsd !== null) parts.push(`${formatUsd(pod.costPerHourUsd)}/h`);
   if (pod.deadlineUnixS !== null) {
     const leftS = pod.deadlineUnixS - nowUnixS;
     parts.push(leftS > 0 ? `${formatDurationS(leftS)} left` : 'deadline passed');
   }
+  const explained = ROLE_EXPLAINED[pod.role];
   const tooltip = [
     `**${escapeMarkdown(pod.podId)}** — ${escapeMarkdown(role.label)}`,
     ...(pod.runId === null ? [] : [`Run: ${escapeMarkdown(pod.runId)}`]),
-    ...(pod.role === 'stray'
-      ? ['A pod with this run’s marker that the run did not delete. It may be billing.']
+    ...(pod.note ? [`Note: ${escapeMarkdown(pod.note)}`] : []),
+    ...(explained === undefined ? [] : [explained]),
+    ...(pod.source === 'records'
+      ? ['From the local run records (the account’s list does not show it).']
       : []),
   ].join('  \n');
   return {
@@ -109,8 +439,54 @@ export function presentPod(pod: PodEntry, nowUnixS: number): PodItemView {
     iconId: role.iconId,
     colorId: role.colorId,
     contextValue: `pod.${pod.role}`,
+    command: null,
   };
 }
 
-/** The pods, loaded lazily (from the run records today, from `pod ls` later). */
-export class PodsModel extends LazyList<PodEntry> {}
+const MESSAGE_ICON: Record<PodsMessage['severity'], { iconId: string; colorId: string }> = {
+  info: { iconId: 'info', colorId: 'foreground' },
+  warning: { iconId: 'key', colorId: 'list.warningForeground' },
+  error: { iconId: 'cloud-offline', colorId: 'list.errorForeground' },
+};
+
+/** A pod row, or a message row whose click runs its next action. */
+export function presentPodsItem(item: PodsItem, nowUnixS: number): PodItemView {
+  if (!isPodsMessage(item)) return presentPod(item, nowUnixS);
+  const icon = MESSAGE_ICON[item.severity];
+  return {
+    id: `message:${item.text}`,
+    label: item.text,
+    description: item.command === null ? '' : item.command.title,
+    tooltip: [
+      escapeMarkdown(item.detail),
+      ...(item.command ? [`Click: ${item.command.title}`] : []),
+    ].join('  \n'),
+    iconId: icon.iconId,
+    colorId: icon.colorId,
+    contextValue: 'pods.message',
+    command: item.command,
+  };
+}
+
+/**
+ * The view's message line: when the account was listed (a refresh inside the minute reuses that
+ * listing), or that the pods shown come from the local records only.
+ */
+export function podsViewMessage(
+  listing: AccountListing,
+  nowMs: number,
+  formatTime: (ms: number) => string = (ms) => new Date(ms).toLocaleTimeString(),
+): string {
+  if (listing.fetchedAtMs === null)
+    return 'From the local run records (the account is not listed).';
+  if (!listing.fromAccount) {
+    return `From the local run records: the account could not be listed at ${formatTime(listing.fetchedAtMs)}.`;
+  }
+  const agoS = Math.max(0, Math.floor((nowMs - listing.fetchedAtMs) / 1000));
+  const next = listing.nextFetchAtMs;
+  const again =
+    next !== null && next > nowMs
+      ? `; listed again on a refresh after ${formatTime(next)}`
+      : '; a refresh lists it again';
+  return `Runpod account listed at ${formatTime(listing.fetchedAtMs)} (${agoS}s ago)${again}.`;
+}

@@ -1,7 +1,10 @@
 import * as vscode from 'vscode';
 import * as path from 'node:path';
 import type { Clock } from '../core/clock';
-import type { RunsFolder } from './runsSource';
+import { RunStore } from '../core/runs/store';
+import { classifyAccountPods, type PodsSource } from './podsModel';
+import { readRuns, type RunsFolder } from './runsSource';
+import type { WorkspaceSession } from './workspace';
 
 /** The setting naming the runs folder, relative to each workspace folder. */
 export const RUNS_FOLDER_SETTING = 'overbrainer.runsFolder';
@@ -91,5 +94,37 @@ export function watchRunsFolders(onChange: () => void, clock: Clock): vscode.Dis
       for (const watcher of watchers) watcher.dispose();
       watchers = [];
     },
+  };
+}
+
+/**
+ * The Pods view's source: the account's pods listed with a client of the first local workspace
+ * folder's session (its key and base URL), classified against every runs folder's records with
+ * the core's rules, and the runs as the Runs view reads them.
+ */
+export function accountPodsSource(
+  sessionOf: (folder: vscode.WorkspaceFolder) => Promise<WorkspaceSession>,
+  clock: Clock,
+): PodsSource {
+  const localFolders = (): vscode.WorkspaceFolder[] =>
+    (vscode.workspace.workspaceFolders ?? []).filter((folder) => folder.uri.scheme === 'file');
+  return {
+    fetchAccountPods: async () => {
+      const folder = localFolders()[0];
+      if (folder === undefined) throw new Error('no workspace folder is open');
+      const session = await sessionOf(folder);
+      try {
+        return await session.api().listPods();
+      } finally {
+        await session.close();
+      }
+    },
+    classify: (pods) =>
+      classifyAccountPods(
+        pods,
+        runsFolders().map((folder) => new RunStore(folder.dir, clock)),
+        clock,
+      ),
+    localRuns: () => readRuns(runsFolders()),
   };
 }

@@ -1,11 +1,16 @@
-import type { RunState } from '../core/events';
+import * as path from 'node:path';
+import { systemClock, type Clock } from '../core/clock';
+import type { Disposable } from '../core/disposable';
+import type { RunState, TrainMetric } from '../core/events';
+import { Pace } from '../core/train/pace';
+import { Emitter } from './emitter';
 import { LazyList } from './lazyList';
 
 /**
  * The Runs view's model: what the tree shows, free of the `vscode` module so it is unit-tested in
- * plain Node. The provider (runsTree.ts) only maps `presentRun()` to TreeItems. Today the loader
- * reads `runs/<id>/run.json` and `pod.json` from disk (runsSource.ts); the core's run store can
- * feed the same model later without the view changing.
+ * plain Node. The provider (runsTree.ts) only maps `presentRun()` / `presentRunChild()` to
+ * TreeItems. The loader (runsSource.ts) reads `runs/<id>/run.json` and `pod.json` through the
+ * core's record codecs, leniently: a damaged record becomes an item saying what is wrong.
  */
 
 /** The pod states of `pod.json` (spec §1.5), snake_case as stored. */
@@ -51,6 +56,10 @@ export interface PodSummary {
   keep: boolean;
   /** Pods of this run found by marker and not deleted by it (spec: `stray_pods`). */
   strayPodIds: readonly string[];
+  /** When the current pod was created (for the spend so far); absent in older summaries. */
+  createdUnixS?: number | null;
+  /** Who removed the pod, once deleted. */
+  deletedBy?: string | null;
 }
 
 /** One run directory as the tree sees it. */
@@ -68,6 +77,10 @@ export interface RunSummary {
   pod: PodSummary | null;
   /** Why the record could not be read (position only, never the file's content). */
   problem: string | null;
+  /** What to do about `problem` (the core's hint). */
+  problemHint?: string | null;
+  /** Which record `problem` is about: a damaged pod.json leaves the run's state readable. */
+  problemFile?: 'run.json' | 'pod.json' | null;
 }
 
 /**
@@ -121,11 +134,14 @@ const ICONS: Record<RunDisplayState, { iconId: string; colorId: string; label: s
   cancelled: { iconId: 'circle-slash', colorId: 'descriptionForeground', label: 'cancelled' },
   stopped: { iconId: 'debug-stop', colorId: 'charts.orange', label: 'stopped' },
   unreadable: {
-    iconId: 'warning',
-    colorId: 'problemsWarningIcon.foreground',
+    iconId: 'bracket-error',
+    colorId: 'list.errorForeground',
     label: 'unreadable',
   },
 };
+
+/** The icon of a run whose pod.json is damaged: the run's state is known, its pod is not. */
+const DAMAGED_POD_ICON = { iconId: 'bracket-error', colorId: 'list.errorForeground' };
 
 export function stateIcon(state: RunDisplayState): { iconId: string; colorId: string } {
   const { iconId, colorId } = ICONS[state];
@@ -155,17 +171,32 @@ function podStateLabel(state: PodRecordState): string {
   return state === 'awaiting_retrieval' ? 'awaiting retrieval' : state;
 }
 
+/** What this window knows live of a followed run (from its metric events), for the description. */
+export interface RunLive {
+  /** Time the job still needs from now at its current pace; null while unknown. */
+  etaMs: number | null;
+  step: number | null;
+  maxSteps: number | null;
+  loss: number | null;
+}
+
 /**
  * Maps a run to the tree's row. `nowUnixS` comes from the caller's clock, so the time left is
- * testable.
+ * testable; `live` is what the model saw of the run's metrics (the ETA).
  */
-export function presentRun(run: RunSummary, nowUnixS: number): RunItemView {
+export function presentRun(run: RunSummary, nowUnixS: number, live?: RunLive | null): RunItemView {
   const state = displayState(run);
-  const { iconId, colorId, label: stateLabel } = ICONS[state];
+  let { iconId, colorId } = ICONS[state];
+  const stateLabel = ICONS[state].label;
   const parts: string[] = [];
   if (state === 'unreadable') {
     parts.push(run.problem ?? 'run.json unreadable');
   } else {
+    if (run.problem !== null) {
+      // The run's state is known but its pod record is not: say so first, with an error colour.
+      ({ iconId, colorId } = DAMAGED_POD_ICON);
+      parts.push(run.problem);
+    }
     parts.push(stateLabel);
     if (run.target !== null) parts.push(run.target);
     const pod = run.pod;
@@ -181,12 +212,15 @@ export function presentRun(run: RunSummary, nowUnixS: number): RunItemView {
         parts.push(`about ${formatUsd(pod.estimatedSpendUsd)}`);
       }
     }
+    if (state === 'running' && live?.etaMs !== null && live?.etaMs !== undefined) {
+      parts.push(`ETA ${formatDurationS(live.etaMs / 1000)}`);
+    }
   }
   return {
     id: run.dir,
     label: run.id,
     description: parts.join(' · '),
-    tooltip: runTooltip(run, state),
+    tooltip: runTooltip(run, state, nowUnixS, live ?? null),
     iconId,
     colorId,
     contextValue: `run.${state}`,
@@ -198,7 +232,12 @@ export function escapeMarkdown(text: string): string {
   return text.replace(/[\\`*_{}[\]()#+\-.!|<>~]/g, (c) => `\\${c}`);
 }
 
-function runTooltip(run: RunSummary, state: RunDisplayState): string {
+function runTooltip(
+  run: RunSummary,
+  state: RunDisplayState,
+  nowUnixS: number,
+  live: RunLive | null,
+): string {
   const lines = [`**${escapeMarkdown(run.id)}** — ${escapeMarkdown(ICONS[state].label)}`];
   const row = (name: string, value: string | null | undefined): void => {
     if (value !== null && value !== undefined && value !== '') {
@@ -206,6 +245,7 @@ function runTooltip(run: RunSummary, state: RunDisplayState): string {
     }
   };
   row('Problem', run.problem);
+  row('Next', run.problemHint);
   row('Target', run.target);
   if (run.createdUnixS !== null) row('Created', new Date(run.createdUnixS * 1000).toISOString());
   row('Message', run.message);
@@ -217,14 +257,44 @@ function runTooltip(run: RunSummary, state: RunDisplayState): string {
     );
     row('GPU', pod.gpuType);
     if (pod.costPerHourUsd !== null) row('Rate', `${formatUsd(pod.costPerHourUsd)}/h`);
-    if (pod.deadlineUnixS !== null)
-      row('Deadline', new Date(pod.deadlineUnixS * 1000).toISOString());
+    const spentUsd = spendSoFarUsd(pod, nowUnixS);
+    if (spentUsd !== null) row('Spent so far', `about ${formatUsd(spentUsd)}`);
+    if (pod.deadlineUnixS !== null) {
+      const leftS = pod.deadlineUnixS - nowUnixS;
+      row(
+        'Deadline',
+        `${new Date(pod.deadlineUnixS * 1000).toISOString()} (${leftS > 0 ? `${formatDurationS(leftS)} left` : 'passed'})`,
+      );
+    } else if (pod.keep && podMayBill(pod)) {
+      row('Deadline', 'none: the pod is kept; only Remove Pod deletes it');
+    }
     if (pod.estimatedSpendUsd !== null) row('Estimated spend', formatUsd(pod.estimatedSpendUsd));
+    row('Deleted by', pod.deletedBy);
     if (pod.strayPodIds.length > 0) row('Stray pods', pod.strayPodIds.join(', '));
+  }
+  if (live !== null && state === 'running') {
+    if (live.step !== null) {
+      row('Step', live.maxSteps === null ? `${live.step}` : `${live.step} / ${live.maxSteps}`);
+    }
+    if (live.loss !== null) row('Loss', formatLoss(live.loss));
+    if (live.etaMs !== null) row('ETA', formatDurationS(live.etaMs / 1000));
   }
   row('Folder', run.dir);
   // Two trailing spaces: a Markdown line break, so each detail gets its own line.
   return lines.join('  \n');
+}
+
+/** Rate × uptime while the pod may bill; null when either is unknown. */
+export function spendSoFarUsd(pod: PodSummary, nowUnixS: number): number | null {
+  if (!podMayBill(pod) || pod.costPerHourUsd === null) return null;
+  const created = pod.createdUnixS ?? null;
+  if (created === null) return null;
+  return (pod.costPerHourUsd * Math.max(0, nowUnixS - created)) / 3600;
+}
+
+/** A loss as the tree shows it: four significant digits. */
+export function formatLoss(loss: number): string {
+  return Number.isFinite(loss) ? String(Number(loss.toPrecision(4))) : String(loss);
 }
 
 /** Newest first: by creation time, then by id (ids embed their creation time). */
@@ -235,13 +305,275 @@ export function compareRunsNewestFirst(a: RunSummary, b: RunSummary): number {
   return a.id < b.id ? 1 : a.id > b.id ? -1 : 0;
 }
 
-/** The runs, newest first, loaded lazily from the given loader (disk today, the run store later). */
+/** How often at most a followed run's row is redrawn for its metrics. */
+export const LIVE_REDRAW_MS = 1_000;
+
+interface LiveRun {
+  pace: Pace;
+  lastMetricMs: number;
+  step: number | null;
+  maxSteps: number | null;
+  loss: number | null;
+  redrawPending: boolean;
+}
+
+/**
+ * The runs, newest first, loaded lazily from the given loader (runsSource.ts). It also keeps the
+ * pace of the runs whose metrics this window sees (`noteMetric`, wired to the core's events), so
+ * a running run's row shows its ETA; such a row is redrawn at most once per LIVE_REDRAW_MS.
+ */
 export class RunsModel extends LazyList<RunSummary> {
-  constructor(loader: () => Promise<readonly RunSummary[]>) {
+  private readonly liveRuns = new Map<string, LiveRun>();
+  private readonly runChanged = new Emitter<RunSummary>();
+  private readonly abort = new AbortController();
+  private readonly clock: Clock;
+  /** Fires with a run whose live data (ETA, step) changed: only its row needs redrawing. */
+  readonly onDidChangeRun = this.runChanged.event;
+
+  constructor(loader: () => Promise<readonly RunSummary[]>, options: { clock?: Clock } = {}) {
     super(async () => [...(await loader())].sort(compareRunsNewestFirst));
+    this.clock = options.clock ?? systemClock;
   }
 
   find(dir: string): RunSummary | undefined {
     return this.all.find((run) => run.dir === dir);
+  }
+
+  findById(runId: string): RunSummary | undefined {
+    return this.all.find((run) => run.id === runId);
+  }
+
+  /** Takes a metric of run `runId` into its pace (the core's `metric` event). */
+  noteMetric(runId: string, metric: TrainMetric): void {
+    let live = this.liveRuns.get(runId);
+    if (live === undefined) {
+      live = {
+        pace: new Pace(),
+        lastMetricMs: 0,
+        step: null,
+        maxSteps: null,
+        loss: null,
+        redrawPending: false,
+      };
+      this.liveRuns.set(runId, live);
+    }
+    live.pace.add(metric);
+    live.lastMetricMs = this.clock.nowMs();
+    live.step = metric.step;
+    if (metric.maxSteps !== null && metric.maxSteps !== undefined) live.maxSteps = metric.maxSteps;
+    if (metric.loss !== null && metric.loss !== undefined) live.loss = metric.loss;
+    if (live.redrawPending) return;
+    live.redrawPending = true;
+    const entry = live;
+    this.clock.sleep(LIVE_REDRAW_MS, this.abort.signal).then(
+      () => {
+        entry.redrawPending = false;
+        const run = this.findById(runId);
+        if (run !== undefined) this.runChanged.fire(run);
+      },
+      () => undefined, // disposed
+    );
+  }
+
+  /** Forgets the live data of a run (it ended, or this window stopped following it). */
+  forgetLive(runId: string): void {
+    this.liveRuns.delete(runId);
+  }
+
+  /** What this window saw live of the run; null when it saw no metric of it. */
+  live(runId: string): RunLive | null {
+    const live = this.liveRuns.get(runId);
+    if (live === undefined) return null;
+    const paceEtaMs = live.pace.eta();
+    const sinceMs = Math.max(0, this.clock.nowMs() - live.lastMetricMs);
+    return {
+      etaMs: paceEtaMs === null ? null : Math.max(0, paceEtaMs - sinceMs),
+      step: live.step,
+      maxSteps: live.maxSteps,
+      loss: live.loss,
+    };
+  }
+
+  /** Follows the core's events: metrics feed the pace; a run's end forgets it. */
+  observe(events: {
+    on(listener: (event: import('../core/events').CoreEvent) => void): Disposable;
+  }): Disposable {
+    return events.on((event) => {
+      if (event.type === 'metric') this.noteMetric(event.runId, event.metric);
+      if (event.type === 'runState' && event.state !== 'running' && event.state !== 'preparing') {
+        this.forgetLive(event.runId);
+      }
+    });
+  }
+
+  override dispose(): void {
+    this.abort.abort();
+    this.runChanged.dispose();
+    super.dispose();
+  }
+}
+
+// ------------------------------------------------------------------ children (on expand)
+
+/** The metrics summary of a run: the last training log of `<run dir>/metrics.jsonl`. */
+export interface MetricsSummary {
+  step: number | null;
+  maxSteps: number | null;
+  epoch: number | null;
+  /** The last training loss (logs without one, e.g. evaluations, keep the previous). */
+  loss: number | null;
+  evalLoss: number | null;
+  learningRate: number | null;
+  /** The trainer wrote its `end` line. */
+  ended: boolean;
+  /** Lines skipped as malformed within what was read. */
+  skippedLines: number;
+  /** Only the file's tail was read (it is larger than the bound). */
+  partial: boolean;
+}
+
+interface ChildBase {
+  /** The run's directory, as commands read it (`dir`/`runDir` of a tree item). */
+  runDir: string;
+  run: RunSummary;
+}
+
+/** A child row of a run, read when the run is expanded. */
+export type RunChild =
+  | (ChildBase & { kind: 'pod' })
+  | (ChildBase & { kind: 'metrics'; metrics: MetricsSummary })
+  | (ChildBase & { kind: 'file'; path: string; name: string; isDir: boolean })
+  | (ChildBase & { kind: 'more'; parent: string; count: number })
+  | (ChildBase & { kind: 'problem'; text: string; hint: string | null; path: string | null });
+
+export type RunsNode = RunSummary | RunChild;
+
+export function isRunChild(node: RunsNode): node is RunChild {
+  return 'kind' in node && 'runDir' in node;
+}
+
+export interface ChildItemView extends RunItemView {
+  /** Whether it expands (a directory of the run's outputs). */
+  expandable: boolean;
+  /** The file a click opens (with `vscode.open`); null when a click does nothing. */
+  openPath: string | null;
+}
+
+/** The row of a run's child. */
+export function presentRunChild(child: RunChild, nowUnixS: number): ChildItemView {
+  const base = { expandable: false, openPath: null as string | null };
+  switch (child.kind) {
+    case 'pod': {
+      const pod = child.run.pod;
+      const parts: string[] = [];
+      let tooltip = '';
+      if (pod !== null) {
+        parts.push(podStateLabel(pod.state));
+        if (pod.gpuType !== null) parts.push(pod.gpuType);
+        if (pod.state !== 'deleted' && pod.costPerHourUsd !== null) {
+          parts.push(`${formatUsd(pod.costPerHourUsd)}/h`);
+        }
+        const spent = spendSoFarUsd(pod, nowUnixS);
+        if (spent !== null) parts.push(`about ${formatUsd(spent)} so far`);
+        if (pod.state === 'deleted' && pod.estimatedSpendUsd !== null) {
+          parts.push(`about ${formatUsd(pod.estimatedSpendUsd)}`);
+        }
+        if (pod.strayPodIds.length > 0) parts.push(`${pod.strayPodIds.length} stray`);
+        tooltip = [
+          `**Pod ${escapeMarkdown(pod.podId ?? '(none yet)')}** — ${escapeMarkdown(podStateLabel(pod.state))}`,
+          ...(pod.keep ? ['Kept: only Remove Pod deletes it.'] : []),
+          ...(pod.strayPodIds.length > 0
+            ? [
+                `Stray pods (may be billing): ${escapeMarkdown(pod.strayPodIds.join(', '))}`,
+                'Remove them with Remove Pod.',
+              ]
+            : []),
+        ].join('  \n');
+      }
+      return {
+        ...base,
+        id: `${child.runDir}#pod`,
+        label: pod?.podId === null || pod === null ? 'Pod (none yet)' : `Pod ${pod.podId}`,
+        description: parts.join(' · '),
+        tooltip,
+        iconId: pod?.state === 'deleted' ? 'vm-outline' : 'vm-running',
+        colorId:
+          pod?.state === 'deleted'
+            ? 'descriptionForeground'
+            : pod?.state === 'kept'
+              ? 'charts.purple'
+              : 'charts.blue',
+        contextValue: 'runChild.pod',
+        openPath: null,
+      };
+    }
+    case 'metrics': {
+      const m = child.metrics;
+      const parts: string[] = [];
+      if (m.step !== null) {
+        parts.push(m.maxSteps === null ? `step ${m.step}` : `step ${m.step}/${m.maxSteps}`);
+      }
+      if (m.loss !== null) parts.push(`loss ${formatLoss(m.loss)}`);
+      if (m.evalLoss !== null) parts.push(`eval ${formatLoss(m.evalLoss)}`);
+      if (m.ended) parts.push('ended');
+      if (parts.length === 0) parts.push('no training log yet');
+      const tips = [`**Metrics** — ${escapeMarkdown(parts.join(' · '))}`];
+      if (m.epoch !== null) tips.push(`Epoch: ${escapeMarkdown(String(m.epoch))}`);
+      if (m.learningRate !== null)
+        tips.push(`Learning rate: ${escapeMarkdown(String(m.learningRate))}`);
+      if (m.skippedLines > 0) tips.push(`${m.skippedLines} malformed line(s) skipped`);
+      if (m.partial) tips.push('Read from the end of a large metrics.jsonl.');
+      tips.push('Click to open metrics.jsonl.');
+      return {
+        ...base,
+        id: `${child.runDir}#metrics`,
+        label: 'Metrics',
+        description: parts.join(' · '),
+        tooltip: tips.join('  \n'),
+        iconId: 'graph-line',
+        colorId: 'charts.green',
+        contextValue: 'runChild.metrics',
+        openPath: path.join(child.runDir, 'metrics.jsonl'),
+      };
+    }
+    case 'file':
+      return {
+        ...base,
+        id: `${child.runDir}#file:${child.path}`,
+        label: child.name,
+        description: '',
+        tooltip: escapeMarkdown(child.path),
+        iconId: child.isDir ? 'folder' : 'file',
+        colorId: 'foreground',
+        contextValue: child.isDir ? 'runChild.folder' : 'runChild.file',
+        expandable: child.isDir,
+        openPath: child.isDir ? null : child.path,
+      };
+    case 'more':
+      return {
+        ...base,
+        id: `${child.runDir}#more:${child.parent}`,
+        label: `${child.count} more…`,
+        description: 'open the folder to see them all',
+        tooltip: escapeMarkdown(child.parent),
+        iconId: 'ellipsis',
+        colorId: 'descriptionForeground',
+        contextValue: 'runChild.more',
+      };
+    case 'problem':
+      return {
+        ...base,
+        id: `${child.runDir}#problem:${child.path ?? ''}`,
+        label: child.text,
+        description: child.hint ?? '',
+        tooltip: [
+          escapeMarkdown(child.text),
+          ...(child.hint ? [escapeMarkdown(child.hint)] : []),
+        ].join('  \n'),
+        iconId: 'error',
+        colorId: 'list.errorForeground',
+        contextValue: 'runChild.problem',
+        openPath: child.path,
+      };
   }
 }

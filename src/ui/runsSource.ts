@@ -1,21 +1,27 @@
-import { promises as fs } from 'node:fs';
+import { closeSync, fstatSync, openSync, promises as fs, readSync, type Dirent } from 'node:fs';
 import * as path from 'node:path';
-import type { RunState } from '../core/events';
+import { isAtomicTemp } from '../core/runs/atomic';
+import { RECORD_MAX_BYTES } from '../core/runs/codec';
+import { isRunsError } from '../core/runs/errors';
 import { isValidRunId } from '../core/runs/ids';
 import { lineColumn, scanJson } from '../core/runs/jsonPositions';
-import {
-  POD_RECORD_STATES,
-  RUN_STATES,
-  type PodRecordState,
-  type PodSummary,
-  type RunSummary,
-} from './runsModel';
+import { decodePodRecord, POD_FILE, type PodRecord } from '../core/runs/podRecord';
+import { decodeRunRecord, RUN_FILE } from '../core/runs/runRecord';
+import { LOCAL_ONLY } from '../core/runs/store';
+import { METRICS_FILE } from '../core/train/job';
+import { parseMetricLine } from '../core/train/metrics';
+import type { MetricsSummary, PodSummary, RunChild, RunSummary } from './runsModel';
 
 /**
- * Reads `runs/<id>/run.json` (+ `pod.json`) of a workspace folder, read-only, for the Runs view
- * until the core's run store feeds the model. Lenient on purpose: the view shows what it can and
- * marks a record it cannot read as unreadable (by position only — a record may hold anything and
- * its content is never echoed). Nothing here writes, locks or touches the network.
+ * Reads `runs/<id>/run.json` (+ `pod.json`) of the workspace folders for the Runs view, through
+ * the core's record codecs (the same schemas the run store saves and loads with), read-only:
+ * nothing here writes, locks or touches the network. Lenient on purpose: one damaged record
+ * becomes an item saying where it is damaged and what to do (the core's message and hint, by
+ * position only — a record may hold anything and its content is never echoed); it never hides
+ * the other runs. Reading is cheap: two small files per run, read synchronously (for files of a
+ * few KiB that is several times faster than the thread pool's four calls per file) in batches
+ * of READ_BATCH runs, yielding to the event loop between batches so the extension host never
+ * stalls; metrics and outputs are read only when a run is expanded.
  */
 
 export interface RunsFolder {
@@ -24,6 +30,15 @@ export interface RunsFolder {
   workspaceName: string;
 }
 
+/** How many run directories are read between two yields to the event loop. */
+export const READ_BATCH = 50;
+
+/** How much of the end of metrics.jsonl is read for the summary. */
+export const METRICS_TAIL_BYTES = 256 * 1024;
+
+/** How many entries of an output folder are listed before a "more…" row. */
+export const MAX_LISTED_ENTRIES = 200;
+
 /** Lists every run directory of the given folders. A missing runs folder is simply empty. */
 export async function readRuns(folders: readonly RunsFolder[]): Promise<RunSummary[]> {
   const all = await Promise.all(folders.map((folder) => readRunsFolder(folder)));
@@ -31,7 +46,7 @@ export async function readRuns(folders: readonly RunsFolder[]): Promise<RunSumma
 }
 
 async function readRunsFolder(folder: RunsFolder): Promise<RunSummary[]> {
-  let entries: import('node:fs').Dirent[];
+  let entries: Dirent[];
   try {
     entries = await fs.readdir(folder.dir, { withFileTypes: true });
   } catch (error) {
@@ -39,18 +54,36 @@ async function readRunsFolder(folder: RunsFolder): Promise<RunSummary[]> {
     throw error;
   }
   const dirs = entries.filter((entry) => entry.isDirectory() && isValidRunId(entry.name));
-  const runs = await Promise.all(
-    dirs.map((entry) => readRunDir(path.join(folder.dir, entry.name), entry.name, folder)),
-  );
-  return runs.filter((run): run is RunSummary => run !== null);
+  const runs: RunSummary[] = [];
+  for (let start = 0; start < dirs.length; start += READ_BATCH) {
+    if (start > 0) await yieldToEventLoop();
+    for (const entry of dirs.slice(start, start + READ_BATCH)) {
+      const run = readRunDirSync(path.join(folder.dir, entry.name), entry.name, folder);
+      if (run !== null) runs.push(run);
+    }
+  }
+  return runs;
+}
+
+function yieldToEventLoop(): Promise<void> {
+  return new Promise((resolve) => setImmediate(resolve));
+}
+
+interface Problem {
+  problem: string;
+  hint: string | null;
 }
 
 /** Null when the directory has no run.json (not a run, or one being created). */
-export async function readRunDir(
+export function readRunDir(
   dir: string,
   id: string,
   folder: RunsFolder,
 ): Promise<RunSummary | null> {
+  return Promise.resolve(readRunDirSync(dir, id, folder));
+}
+
+function readRunDirSync(dir: string, id: string, folder: RunsFolder): RunSummary | null {
   const base: RunSummary = {
     id,
     dir,
@@ -61,51 +94,87 @@ export async function readRunDir(
     message: null,
     pod: null,
     problem: null,
+    problemHint: null,
+    problemFile: null,
   };
-  const runText = await readOptional(path.join(dir, 'run.json'));
+  const runFile = path.join(dir, RUN_FILE);
+  const podFile = path.join(dir, POD_FILE);
+  const runText = readRecordText(runFile);
   if (runText === null) return null;
-  if (typeof runText !== 'string') return { ...base, problem: runText.problem };
-  const run = parseJsonObject(runText, 'run.json');
-  if (!run.ok) return { ...base, problem: run.problem };
-  const state = run.value.state;
-  if (typeof state !== 'string' || !(RUN_STATES as readonly string[]).includes(state)) {
-    return { ...base, problem: 'run.json has no known state' };
+  if (typeof runText !== 'string') return withProblem(base, runText, RUN_FILE);
+  let summary: RunSummary;
+  try {
+    const record = decodeRunRecord(runText, runFile);
+    if (record.id !== id) {
+      return withProblem(
+        base,
+        {
+          problem: 'run.json is the record of another run (line 1, column 1)',
+          hint: 'Rename the folder back to its run ID, or remove the copy.',
+        },
+        RUN_FILE,
+      );
+    }
+    summary = {
+      ...base,
+      state: record.state,
+      target: record.target,
+      createdUnixS: rfc3339ToUnixS(record.created),
+      message: record.message,
+    };
+  } catch (error) {
+    return withProblem(base, recordProblem(error, runFile, RUN_FILE), RUN_FILE);
   }
-  const summary: RunSummary = {
-    ...base,
-    state: state as RunState,
-    target: stringOrNull(run.value.target),
-    createdUnixS: rfc3339ToUnixS(run.value.created),
-    message: stringOrNull(run.value.message),
-  };
-  const podText = await readOptional(path.join(dir, 'pod.json'));
-  if (podText !== null && typeof podText !== 'string')
-    return { ...summary, problem: podText.problem };
-  if (podText !== null) {
-    const pod = parseJsonObject(podText, 'pod.json');
-    if (!pod.ok) return { ...summary, problem: pod.problem };
-    summary.pod = podSummary(pod.value);
+  const podText = readRecordText(podFile);
+  if (podText === null) return summary;
+  if (typeof podText !== 'string') return withProblem(summary, podText, POD_FILE);
+  try {
+    const pod = decodePodRecord(podText, podFile);
+    if (pod.runId !== id) {
+      return withProblem(
+        summary,
+        {
+          problem: 'pod.json is the pod record of another run (line 1, column 1)',
+          hint: 'Rename the folder back to its run ID, or remove the copy.',
+        },
+        POD_FILE,
+      );
+    }
+    summary.pod = podSummary(pod);
+  } catch (error) {
+    return withProblem(summary, recordProblem(error, podFile, POD_FILE), POD_FILE);
   }
   return summary;
 }
 
-function podSummary(record: Record<string, unknown>): PodSummary | null {
-  const state = record.state;
-  if (typeof state !== 'string' || !(POD_RECORD_STATES as readonly string[]).includes(state)) {
-    return null;
+function withProblem(
+  summary: RunSummary,
+  problem: Problem,
+  file: 'run.json' | 'pod.json',
+): RunSummary {
+  return { ...summary, problem: problem.problem, problemHint: problem.hint, problemFile: file };
+}
+
+/** The core's error for a damaged record, with the file's name instead of its whole path. */
+function recordProblem(error: unknown, file: string, name: string): Problem {
+  if (isRunsError(error)) {
+    return { problem: error.message.split(file).join(name), hint: error.hint };
   }
-  const strays = Array.isArray(record.stray_pods)
-    ? record.stray_pods.filter((id): id is string => typeof id === 'string')
-    : [];
+  return { problem: `${name} could not be read`, hint: 'Repair or restore the file.' };
+}
+
+export function podSummary(record: PodRecord): PodSummary {
   return {
-    podId: stringOrNull(record.pod_id),
-    state: state as PodRecordState,
-    gpuType: stringOrNull(record.gpu_type),
-    costPerHourUsd: numberOrNull(record.cost_per_hour),
-    deadlineUnixS: numberOrNull(record.deadline_unix) ?? rfc3339ToUnixS(record.deadline),
-    estimatedSpendUsd: numberOrNull(record.estimated_spend),
-    keep: record.keep === true,
-    strayPodIds: strays,
+    podId: record.podId,
+    state: record.state,
+    gpuType: record.gpuType,
+    costPerHourUsd: record.costPerHourUsd,
+    deadlineUnixS: record.deadlineUnixS,
+    estimatedSpendUsd: record.estimatedSpendUsd,
+    keep: record.keep,
+    strayPodIds: [...record.strayPods],
+    createdUnixS: record.createdUnixS,
+    deletedBy: record.deletedBy,
   };
 }
 
@@ -134,32 +203,237 @@ export function parseJsonObject(text: string, fileName: string): Parsed {
   return { ok: true, value: value as Record<string, unknown> };
 }
 
-function rfc3339ToUnixS(value: unknown): number | null {
-  if (typeof value !== 'string') return null;
+function rfc3339ToUnixS(value: string): number | null {
   const ms = Date.parse(value);
   return Number.isFinite(ms) ? Math.floor(ms / 1000) : null;
 }
 
-function stringOrNull(value: unknown): string | null {
-  return typeof value === 'string' ? value : null;
-}
-
-function numberOrNull(value: unknown): number | null {
-  return typeof value === 'number' && Number.isFinite(value) ? value : null;
-}
-
-/** The file's text, null when absent, or why it could not be read (one bad run must not hide the others). */
-async function readOptional(file: string): Promise<string | null | { problem: string }> {
+/**
+ * The text of a record file, null when absent, or why it cannot be read. Bounded like the run
+ * store's reads: anything but a small regular file is a problem, not a read.
+ */
+function readRecordText(file: string): string | null | Problem {
+  const name = path.basename(file);
+  let fd: number;
   try {
-    return await fs.readFile(file, 'utf8');
+    fd = openSync(file, 'r');
   } catch (error) {
     if (isNotFound(error)) return null;
-    const code = (error as NodeJS.ErrnoException).code ?? 'error';
-    return { problem: `${path.basename(file)} could not be read (${code})` };
+    return ioProblem(name, error);
   }
+  try {
+    const stat = fstatSync(fd);
+    if (!stat.isFile() || stat.size > RECORD_MAX_BYTES) {
+      return {
+        problem: `${name} is not a valid ${name === POD_FILE ? 'pod' : 'run'} record (line 1, column 1): it is not a small regular file`,
+        hint: 'Remove or restore it.',
+      };
+    }
+    // One byte more than its size: a file that grew meanwhile still ends up complete.
+    const buffer = Buffer.alloc(stat.size + 1);
+    let length = 0;
+    for (;;) {
+      const n = readSync(fd, buffer, length, buffer.length - length, length);
+      if (n === 0) break;
+      length += n;
+      if (length === buffer.length) {
+        return {
+          problem: `${name} changed while it was read`,
+          hint: 'Refresh the view.',
+        };
+      }
+    }
+    return buffer.toString('utf8', 0, length);
+  } catch (error) {
+    return ioProblem(name, error);
+  } finally {
+    try {
+      closeSync(fd);
+    } catch {
+      // Closing a descriptor only read from cannot lose anything.
+    }
+  }
+}
+
+function ioProblem(name: string, error: unknown): Problem {
+  const code = (error as NodeJS.ErrnoException | undefined)?.code ?? 'error';
+  return {
+    problem: `${name} could not be read (${code})`,
+    hint:
+      code === 'EACCES' || code === 'EPERM'
+        ? 'Check the permissions of the runs folder.'
+        : code === 'EISDIR'
+          ? 'Remove or restore it: it should be a file.'
+          : 'Check the runs folder, then refresh the view.',
+  };
 }
 
 function isNotFound(error: unknown): boolean {
   const code = (error as NodeJS.ErrnoException | undefined)?.code;
   return code === 'ENOENT' || code === 'ENOTDIR';
+}
+
+// ------------------------------------------------------------------ children (on expand)
+
+/**
+ * The children of an expanded run: its pod, its metrics summary (when metrics.jsonl exists),
+ * the record problem (with the file to open), then its files (outputs, logs), never the
+ * local-only ones (ssh keys, records, lock).
+ */
+export async function readRunChildren(run: RunSummary): Promise<RunChild[]> {
+  const base = { runDir: run.dir, run };
+  const children: RunChild[] = [];
+  if (run.problem !== null) {
+    const file = run.problemFile ?? RUN_FILE;
+    children.push({
+      ...base,
+      kind: 'problem',
+      text: run.problem,
+      hint: run.problemHint ?? null,
+      path: path.join(run.dir, file),
+    });
+  }
+  if (run.pod !== null) children.push({ ...base, kind: 'pod' });
+  const metrics = await readMetricsSummary(path.join(run.dir, METRICS_FILE));
+  if (metrics !== null) children.push({ ...base, kind: 'metrics', metrics });
+  children.push(...(await readDirChildren(run, run.dir)));
+  return children;
+}
+
+/** The entries of `dir` (a run directory or one of its folders): folders first, then files. */
+export async function readDirChildren(run: RunSummary, dir: string): Promise<RunChild[]> {
+  let entries: Dirent[];
+  try {
+    entries = await fs.readdir(dir, { withFileTypes: true });
+  } catch (error) {
+    if (isNotFound(error)) return [];
+    const code = (error as NodeJS.ErrnoException | undefined)?.code ?? 'error';
+    return [
+      {
+        runDir: run.dir,
+        run,
+        kind: 'problem',
+        text: `${path.basename(dir)} could not be listed (${code})`,
+        hint: 'Check its permissions, then refresh the view.',
+        path: null,
+      },
+    ];
+  }
+  const top = dir === run.dir;
+  const shown = entries
+    .filter((entry) => !isAtomicTemp(entry.name))
+    .filter((entry) => !(top && (LOCAL_ONLY.includes(entry.name) || entry.name === METRICS_FILE)))
+    .filter((entry) => entry.isDirectory() || entry.isFile())
+    .sort((a, b) =>
+      a.isDirectory() !== b.isDirectory()
+        ? a.isDirectory()
+          ? -1
+          : 1
+        : a.name < b.name
+          ? -1
+          : a.name > b.name
+            ? 1
+            : 0,
+    );
+  const children: RunChild[] = shown.slice(0, MAX_LISTED_ENTRIES).map((entry) => ({
+    runDir: run.dir,
+    run,
+    kind: 'file',
+    path: path.join(dir, entry.name),
+    name: entry.name,
+    isDir: entry.isDirectory(),
+  }));
+  if (shown.length > MAX_LISTED_ENTRIES) {
+    children.push({
+      runDir: run.dir,
+      run,
+      kind: 'more',
+      parent: dir,
+      count: shown.length - MAX_LISTED_ENTRIES,
+    });
+  }
+  return children;
+}
+
+/**
+ * The summary of metrics.jsonl from its last METRICS_TAIL_BYTES (a bounded read, whatever the
+ * file's size), parsed with the trainer protocol's parser; null when there is no such file.
+ */
+export async function readMetricsSummary(file: string): Promise<MetricsSummary | null> {
+  let handle: import('node:fs/promises').FileHandle;
+  try {
+    handle = await fs.open(file, 'r');
+  } catch {
+    return null;
+  }
+  let bytes: Buffer;
+  let partial: boolean;
+  try {
+    const stat = await handle.stat();
+    if (!stat.isFile()) return null;
+    const length = Math.min(stat.size, METRICS_TAIL_BYTES);
+    partial = stat.size > length;
+    bytes = Buffer.alloc(length);
+    const { bytesRead } = await handle.read(bytes, 0, length, stat.size - length);
+    bytes = bytes.subarray(0, bytesRead);
+  } catch {
+    return null;
+  } finally {
+    await handle.close().catch(() => undefined);
+  }
+  return summarizeMetrics(bytes, partial);
+}
+
+/** The summary of metrics lines; `partial` when `bytes` starts mid-file (its first line is cut). */
+export function summarizeMetrics(bytes: Uint8Array, partial: boolean): MetricsSummary {
+  const summary: MetricsSummary = {
+    step: null,
+    maxSteps: null,
+    epoch: null,
+    loss: null,
+    evalLoss: null,
+    learningRate: null,
+    ended: false,
+    skippedLines: 0,
+    partial,
+  };
+  let start = 0;
+  if (partial) {
+    const firstNewline = bytes.indexOf(0x0a);
+    start = firstNewline === -1 ? bytes.length : firstNewline + 1;
+  }
+  while (start < bytes.length) {
+    const end = bytes.indexOf(0x0a, start);
+    // A last line without its newline may still be being written: only a complete one counts.
+    if (end === -1) break;
+    let line = bytes.subarray(start, end);
+    if (line.length > 0 && line[line.length - 1] === 0x0d) line = line.subarray(0, -1);
+    start = end + 1;
+    const parsed = parseMetricLine(line);
+    switch (parsed.kind) {
+      case 'metric': {
+        const m = parsed.metric;
+        summary.step = m.step;
+        summary.maxSteps = m.maxSteps ?? summary.maxSteps;
+        summary.epoch = m.epoch ?? summary.epoch;
+        summary.loss = m.loss ?? summary.loss;
+        summary.evalLoss = m.evalLoss ?? summary.evalLoss;
+        summary.learningRate = m.learningRate ?? summary.learningRate;
+        break;
+      }
+      case 'begin':
+        if (parsed.maxSteps !== null) summary.maxSteps = parsed.maxSteps;
+        summary.ended = false;
+        break;
+      case 'end':
+        summary.ended = true;
+        break;
+      case 'skip':
+        if (parsed.reason !== 'blank') summary.skippedLines += 1;
+        break;
+      default:
+        break;
+    }
+  }
+  return summary;
 }

@@ -1,9 +1,21 @@
+import * as path from 'node:path';
 import * as vscode from 'vscode';
+import { RUN_FILE } from '../core/runs/runRecord';
 import { unixS, type Clock } from '../core/clock';
+import type { Disposable } from '../core/disposable';
 import type { LazyList } from './lazyList';
 import type { Log } from './log';
-import { presentPod, type PodEntry } from './podsModel';
-import { presentRun, type RunSummary } from './runsModel';
+import { podsViewMessage, presentPodsItem, type PodsItem, type PodsModel } from './podsModel';
+import {
+  isRunChild,
+  presentRun,
+  presentRunChild,
+  type RunChild,
+  type RunsModel,
+  type RunsNode,
+  type RunSummary,
+} from './runsModel';
+import { readDirChildren, readRunChildren } from './runsSource';
 
 /** A tree row without vscode types, as the models' `present*` functions build it. */
 export interface ItemView {
@@ -15,6 +27,23 @@ export interface ItemView {
   iconId: string;
   colorId: string;
   contextValue: string;
+  /** What a click runs, if anything. */
+  command?: { id: string; title: string } | null;
+}
+
+function treeItem(view: ItemView, collapsible: vscode.TreeItemCollapsibleState): vscode.TreeItem {
+  const item = new vscode.TreeItem(view.label, collapsible);
+  item.id = view.id;
+  item.description = view.description;
+  item.tooltip = new vscode.MarkdownString(view.tooltip);
+  item.iconPath = new vscode.ThemeIcon(view.iconId, new vscode.ThemeColor(view.colorId));
+  item.contextValue = view.contextValue;
+  if (view.command) item.command = { command: view.command.id, title: view.command.title };
+  return item;
+}
+
+function openCommand(file: string): vscode.Command {
+  return { command: 'vscode.open', title: 'Open', arguments: [vscode.Uri.file(file)] };
 }
 
 /**
@@ -37,14 +66,7 @@ export class ListTreeProvider<T> implements vscode.TreeDataProvider<T>, vscode.D
   }
 
   getTreeItem(element: T): vscode.TreeItem {
-    const view = this.present(element, unixS(this.clock));
-    const item = new vscode.TreeItem(view.label, vscode.TreeItemCollapsibleState.None);
-    item.id = view.id;
-    item.description = view.description;
-    item.tooltip = new vscode.MarkdownString(view.tooltip);
-    item.iconPath = new vscode.ThemeIcon(view.iconId, new vscode.ThemeColor(view.colorId));
-    item.contextValue = view.contextValue;
-    return item;
+    return treeItem(this.present(element, unixS(this.clock)), vscode.TreeItemCollapsibleState.None);
   }
 
   async getChildren(element?: T): Promise<T[]> {
@@ -66,22 +88,99 @@ export class ListTreeProvider<T> implements vscode.TreeDataProvider<T>, vscode.D
   }
 }
 
-export function runsTreeProvider(
-  model: LazyList<RunSummary>,
-  clock: Clock,
-  log: Log,
-): ListTreeProvider<RunSummary> {
-  return new ListTreeProvider(model, presentRun, 'runs', clock, log);
+/**
+ * The Runs view: one row per run (newest first), whose children — the pod, the metrics summary,
+ * the run's files — are read only when it is expanded. A followed run's row is redrawn alone
+ * when its ETA changes.
+ */
+export class RunsTreeProvider implements vscode.TreeDataProvider<RunsNode>, vscode.Disposable {
+  private readonly changed = new vscode.EventEmitter<RunsNode | undefined>();
+  readonly onDidChangeTreeData = this.changed.event;
+  private readonly subs: Disposable[];
+
+  constructor(
+    private readonly model: RunsModel,
+    private readonly clock: Clock,
+    private readonly log: Log,
+  ) {
+    this.subs = [
+      model.onDidChange(() => this.changed.fire(undefined)),
+      model.onDidChangeRun((run) => this.changed.fire(run)),
+    ];
+  }
+
+  getTreeItem(node: RunsNode): vscode.TreeItem {
+    const now = unixS(this.clock);
+    if (isRunChild(node)) {
+      const view = presentRunChild(node, now);
+      const item = treeItem(
+        view,
+        view.expandable
+          ? vscode.TreeItemCollapsibleState.Collapsed
+          : vscode.TreeItemCollapsibleState.None,
+      );
+      if (view.openPath !== null) {
+        item.command = openCommand(view.openPath);
+        item.resourceUri = vscode.Uri.file(view.openPath);
+      }
+      return item;
+    }
+    const view = presentRun(node, now, this.model.live(node.id));
+    const item = treeItem(view, vscode.TreeItemCollapsibleState.Collapsed);
+    // A run.json that cannot be read: a click opens it, to repair it.
+    if (node.state === null) item.command = openCommand(path.join(node.dir, RUN_FILE));
+    return item;
+  }
+
+  async getChildren(node?: RunsNode): Promise<RunsNode[]> {
+    try {
+      if (node === undefined) {
+        await this.model.ensureLoaded();
+        return [...this.model.all];
+      }
+      if (!isRunChild(node)) return await readRunChildren(node);
+      if (node.kind === 'file' && node.isDir) return await readDirChildren(node.run, node.path);
+      return [];
+    } catch (error) {
+      this.log.error(`Could not list runs: ${errorText(error)}. Refresh the view to retry.`);
+      return node === undefined ? [...this.model.all] : [];
+    }
+  }
+
+  dispose(): void {
+    for (const sub of this.subs) sub.dispose();
+    this.changed.dispose();
+  }
+}
+
+export function runsTreeProvider(model: RunsModel, clock: Clock, log: Log): RunsTreeProvider {
+  return new RunsTreeProvider(model, clock, log);
 }
 
 export function podsTreeProvider(
-  model: LazyList<PodEntry>,
+  model: LazyList<PodsItem>,
   clock: Clock,
   log: Log,
-): ListTreeProvider<PodEntry> {
-  return new ListTreeProvider(model, presentPod, 'pods', clock, log);
+): ListTreeProvider<PodsItem> {
+  return new ListTreeProvider(model, presentPodsItem, 'pods', clock, log);
+}
+
+/** Keeps the Pods view's message saying when the account was listed (or that it was not). */
+export function bindPodsViewMessage(
+  view: vscode.TreeView<PodsItem>,
+  model: PodsModel,
+  clock: Clock,
+): vscode.Disposable {
+  const update = (): void => {
+    if (model.isLoaded) view.message = podsViewMessage(model.listing, clock.nowMs());
+  };
+  const sub = model.onDidChange(update);
+  const visible = view.onDidChangeVisibility(update);
+  return { dispose: () => (sub.dispose(), visible.dispose()) };
 }
 
 export function errorText(error: unknown): string {
   return error instanceof Error ? error.message : String(error);
 }
+
+export type { RunChild, RunSummary };
