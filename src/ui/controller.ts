@@ -815,7 +815,9 @@ export class Controller implements vscode.Disposable {
       case 'Keep Pod':
         return this.keep(arg, true);
       case 'Open Run':
-        return this.showRun(arg);
+        // The command, so the run's panel (the webview) opens however it is registered.
+        await vscode.commands.executeCommand('overbrainer.showRun', arg);
+        return;
       case 'Attach':
         return this.attach(arg);
       case 'Remove Pod':

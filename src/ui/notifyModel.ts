@@ -21,12 +21,17 @@ export interface Notification {
 export function notificationFor(event: CoreEvent): Notification | null {
   if (event.type === 'warning') {
     const runId = event.runId;
+    // The core's words, said of a run when they do not name it (several runs may be followed).
+    const message =
+      runId === null || event.message.includes(runId)
+        ? event.message
+        : `Run ${runId}: ${event.message}`;
     switch (event.code) {
       case 'overrun':
         return {
           key: `overrun:${runId ?? ''}`,
           severity: 'warning',
-          message: event.message,
+          message,
           actions: ['Keep Pod', 'Open Run'],
           runId,
         };
@@ -36,7 +41,7 @@ export function notificationFor(event: CoreEvent): Notification | null {
         return {
           key: `strays:${runId ?? ''}:${event.message}`,
           severity: 'warning',
-          message: event.message,
+          message,
           actions: runId === null ? ['Show Pods'] : ['Remove Pod'],
           runId,
         };
@@ -44,7 +49,7 @@ export function notificationFor(event: CoreEvent): Notification | null {
         return {
           key: `awaiting:${runId ?? ''}`,
           severity: 'warning',
-          message: event.message,
+          message,
           actions: runId === null ? [] : ['Attach'],
           runId,
         };
@@ -52,7 +57,7 @@ export function notificationFor(event: CoreEvent): Notification | null {
         return {
           key: `warning:${runId ?? ''}:${event.code}:${event.message}`,
           severity: 'warning',
-          message: event.message,
+          message,
           actions: runId === null ? [] : ['Open Run'],
           runId,
         };
