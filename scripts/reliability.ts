@@ -306,6 +306,8 @@ function main(): number {
   if (write) {
     fs.mkdirSync(path.dirname(DOC), { recursive: true });
     fs.writeFileSync(DOC, render(figures, new Date()));
+    // The doc is checked by `npm run lint` (prettier --check): write it formatted.
+    spawnSync('npx', ['prettier', '--write', DOC], { cwd: ROOT, stdio: 'ignore' });
     process.stdout.write(`reliability: wrote ${path.relative(ROOT, DOC)}\n`);
   }
   return figures.failed === 0 && figures.podsLeaked === 0 && figures.resultsLost === 0 ? 0 : 1;

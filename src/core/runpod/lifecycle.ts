@@ -145,6 +145,44 @@ export async function watchLeased(
 }
 
 /**
+ * Runs `work` (the retrieval of an ended job's results) while renewing the pod's lease every
+ * `leaseRenewMs`, so a long download past `max_hours` is not cut by the watchdog's deadline rule
+ * while this client is there to finish it; once the client is gone the renewals stop and the
+ * bounds of a vanished client apply from its last renewal. A kept pod has no lease.
+ */
+export async function holdLeaseDuring<T>(
+  ctx: PodCtx,
+  executor: Executor,
+  run: RunRecord,
+  pod: PodRecord,
+  work: () => Promise<T>,
+): Promise<T> {
+  if (pod.keep || pod.deadlineUnixS === null) return work();
+  const stop = new AbortController();
+  const lease = `${run.remoteDir}/${LEASE_FILE}`;
+  const renewing = (async () => {
+    while (!stop.signal.aborted) {
+      try {
+        await executor.writeFileAtomic(lease, '');
+      } catch (error) {
+        log(ctx, 'debug', `cannot renew the lease of run ${run.id}: ${messageOf(error)}`);
+      }
+      try {
+        await ctx.clock.sleep(ctx.timing.leaseRenewMs, stop.signal);
+      } catch {
+        return;
+      }
+    }
+  })();
+  try {
+    return await work();
+  } finally {
+    stop.abort();
+    await renewing;
+  }
+}
+
+/**
  * Acts on what the watch found: past the deadline, deletes the pod and fails
  * the run; after a failed watch, fails the run when its pod is gone. Callers
  * must not abort it midway: it may be deleting the pod.

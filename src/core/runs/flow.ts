@@ -16,6 +16,7 @@ import { log, warn, type PodCtx } from '../runpod/context';
 import {
   endPod,
   failRun,
+  holdLeaseDuring,
   MAX_HOURS_REACHED,
   reconnect,
   setKeep,
@@ -460,14 +461,17 @@ async function collect(
   let verified = false;
   let problem: string | null = null;
   try {
-    const got = await retrieve({
-      executor,
-      remoteRunDir: run.remoteDir,
-      localRunDir: deps.store.runDir(run.id),
-      entries: [...artifacts],
-      excludes: ARTIFACT_EXCLUDES,
-      clock: deps.clock,
-    });
+    // The lease is renewed while the results download: the deadline never cuts a retrieval.
+    const got = await holdLeaseDuring(ctx, executor, run, pod, () =>
+      retrieve({
+        executor,
+        remoteRunDir: run.remoteDir,
+        localRunDir: deps.store.runDir(run.id),
+        entries: [...artifacts],
+        excludes: ARTIFACT_EXCLUDES,
+        clock: deps.clock,
+      }),
+    );
     verified = got.verified;
     if (!got.verified) {
       problem = `${got.mismatches.length} file(s) did not verify (${got.mismatches
