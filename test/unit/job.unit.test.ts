@@ -3,6 +3,7 @@ import { execFileSync, spawnSync } from 'node:child_process';
 import {
   cancelScript,
   jobScript,
+  jobStatus,
   launcherScript,
   parseJobStatus,
   shQuote,
@@ -11,7 +12,7 @@ import {
   wrapperScript,
 } from '../../src/core/train/job';
 import { pollCommand, streamCommand } from '../../src/core/train/follow';
-import type { Executor } from '../../src/core/exec/executor';
+import type { ExecResult, Executor } from '../../src/core/exec/executor';
 
 const SHELLS: { name: string; argv: string[] }[] = [
   { name: 'sh', argv: ['sh'] },
@@ -178,6 +179,46 @@ describe('parseJobStatus', () => {
       'sh: 1: syntax error',
     ]) {
       assert.equal(parseJobStatus(bad), null, bad);
+    }
+  });
+});
+
+describe('jobStatus', () => {
+  /** An executor whose every exec answers `result`. */
+  const answering = (result: Partial<ExecResult>): Executor =>
+    new Proxy({} as Executor, {
+      get: (_t, name) =>
+        name === 'exec'
+          ? () =>
+              Promise.resolve({
+                code: null,
+                signal: null,
+                stdout: Buffer.alloc(0),
+                stderr: Buffer.alloc(0),
+                ...result,
+              })
+          : () => {
+              throw new Error(`unexpected ${String(name)}`);
+            },
+    });
+
+  it('takes a whole answer whose session lost its exit status, not a cut or failed one', async () => {
+    const out = (text: string): Buffer => Buffer.from(text);
+    assert.deepEqual(await jobStatus(answering({ code: 0, stdout: out('running\n') }), '/r'), {
+      kind: 'running',
+    });
+    // sshd closed the session without an exit status: the line is whole, the answer stands.
+    assert.deepEqual(await jobStatus(answering({ stdout: out('exited 3\n') }), '/r'), {
+      kind: 'exited',
+      code: 3,
+    });
+    for (const bad of [
+      { stdout: out('runn') }, // cut short
+      { stdout: out('running\n'), signal: 'SIGKILL' },
+      { stdout: out('running\n'), code: 2 },
+      { stdout: out('running\n'), truncated: true },
+    ]) {
+      await assert.rejects(jobStatus(answering(bad), '/r'), /status script/, JSON.stringify(bad));
     }
   });
 });
