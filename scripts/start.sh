@@ -5,7 +5,8 @@
 # and prints the URL. Ctrl-C stops everything, emulated pods included.
 #
 # `npm start -- --check` runs the same demo unattended in Chromium and exits 0 when it worked.
-# Other arguments go to scripts/start.ts (--port N, --dir D, --timing-scale F, --boot-ms MS).
+# Other arguments go to scripts/start.ts (--port N, --dir D, --timing-scale F, --boot-ms MS,
+# --vsix FILE to run the packaged extension instead of the build).
 set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$ROOT"

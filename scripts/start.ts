@@ -18,11 +18,14 @@
  *   --timing-scale F   every production duration divided by F (default 10): the watchdog ticks
  *                      every 6 s instead of 60 s, the client polls 10× faster
  *   --boot-ms MS       emulated pod boot, create → RUNNING (default 3000)
+ *   --vsix FILE        install this .vsix (`npm run package`) into the demo's code-server instead
+ *                      of linking the build in dist/: the demo runs what users install
  */
-import { cpSync, mkdirSync, rmSync, writeFileSync } from 'node:fs';
+import { spawnSync } from 'node:child_process';
+import { cpSync, existsSync, mkdirSync, rmSync, writeFileSync } from 'node:fs';
 import * as path from 'node:path';
 import { startEmulator, type Emulator } from '../test/emulator/emulator';
-import { CodeServer, REPO_ROOT } from '../test/e2e/harness';
+import { CodeServer, codeServerEnv, NODE24, REPO_ROOT } from '../test/e2e/harness';
 import { runCheck } from './demoCheck';
 
 export interface DemoOptions {
@@ -31,10 +34,11 @@ export interface DemoOptions {
   dir: string;
   timingScale: number;
   bootMs: number;
+  vsix: string | null;
 }
 
 const USAGE =
-  'usage: npm start -- [--check] [--port N] [--dir D] [--timing-scale F] [--boot-ms MS]';
+  'usage: npm start -- [--check] [--port N] [--dir D] [--timing-scale F] [--boot-ms MS] [--vsix FILE]';
 
 export function parseDemoArgs(argv: readonly string[]): DemoOptions {
   const options: DemoOptions = {
@@ -43,6 +47,7 @@ export function parseDemoArgs(argv: readonly string[]): DemoOptions {
     dir: path.join(REPO_ROOT, '.demo'),
     timingScale: 10,
     bootMs: 3000,
+    vsix: null,
   };
   for (let i = 0; i < argv.length; i += 1) {
     const flag = argv[i];
@@ -75,6 +80,9 @@ export function parseDemoArgs(argv: readonly string[]): DemoOptions {
         break;
       case '--boot-ms':
         options.bootMs = number(0, 600_000);
+        break;
+      case '--vsix':
+        options.vsix = path.resolve(value());
         break;
       case '--help':
       case '-h':
@@ -114,6 +122,35 @@ export function prepareWorkspace(workspace: string, baseUrl: string): void {
       2,
     )}\n`,
   );
+}
+
+/** Installs `vsix` into a fresh extensions dir with code-server's own CLI; returns the dir. */
+function installVsix(vsix: string, dir: string): string {
+  if (!existsSync(vsix)) throw new Error(`${vsix} does not exist: run \`npm run package\` first`);
+  const extensionsDir = path.join(dir, 'extensions');
+  const entry = path.join(REPO_ROOT, 'test/e2e/vscode/node_modules/code-server/out/node/entry.js');
+  const home = path.join(dir, 'install');
+  const result = spawnSync(
+    NODE24,
+    [
+      entry,
+      '--extensions-dir',
+      extensionsDir,
+      '--user-data-dir',
+      path.join(home, 'user-data'),
+      '--config',
+      path.join(home, 'config.yaml'),
+      '--install-extension',
+      vsix,
+    ],
+    { encoding: 'utf8', env: codeServerEnv(home), timeout: 300_000 },
+  );
+  if (result.status !== 0) {
+    throw new Error(
+      `code-server --install-extension ${vsix} failed:\n${result.stdout}${result.stderr}`,
+    );
+  }
+  return extensionsDir;
 }
 
 function log(text: string): void {
@@ -182,8 +219,16 @@ async function main(): Promise<number> {
     log(
       `workspace: ${path.relative(process.cwd(), workspace) || workspace} (a copy of examples/tiny)`,
     );
+    let extensionsDir: string | undefined;
+    if (options.vsix !== null) {
+      extensionsDir = installVsix(options.vsix, options.dir);
+      log(
+        `extension: installed from ${path.relative(process.cwd(), options.vsix) || options.vsix}`,
+      );
+    }
     server = await CodeServer.start({
       workspace,
+      extensionsDir,
       port: options.port,
       env: {
         // The extension's fallback when no key is in its secret storage (src/ui/apiKey.ts).

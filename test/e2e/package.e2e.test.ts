@@ -21,7 +21,7 @@ const CODE_SERVER_ENTRY = path.join(
   'test/e2e/vscode/node_modules/code-server/out/node/entry.js',
 );
 
-/** What a .vsix may hold: the manifest, the docs, the bundles and what the build copies, media. */
+/** What a .vsix may hold: the manifest, README and CHANGELOG (with the README's screenshots), the bundles and what the build copies, media. */
 const ALLOWED = [
   /^\[Content_Types\]\.xml$/,
   /^extension\.vsixmanifest$/,
@@ -34,6 +34,7 @@ const ALLOWED = [
   /^extension\/dist\/python\/[a-z_]+\.py$/,
   /^extension\/media\/[a-z_-]+\.(svg|png)$/,
   /^extension\/media\/walkthrough\/[A-Za-z]+\.md$/,
+  /^extension\/docs\/images\/[a-z-]+\.png$/,
 ];
 
 /** Every media path the manifest refers to (icons, walkthrough pages) must ship. */
@@ -53,12 +54,20 @@ describe('npm run package: the .vsix', function () {
     names = zipEntryNames(vsix);
   });
 
-  it('holds only the manifest, README, bundles and media', function () {
+  it('holds only the manifest, README, CHANGELOG, bundles and media', function () {
+    // Named first so a failure says which rule broke: sources, tests, dependencies, source maps.
+    const forbidden = names.filter((name) =>
+      /^extension\/(src|test|node_modules|examples|scripts|bench|\.demo)\/|docs\/(?!images\/)|\.(map|ts|tsbuildinfo)$|(^|\/)\.(env|vscode)/.test(
+        name,
+      ),
+    );
+    assert.deepEqual(forbidden, [], 'sources, tests, dependencies or maps in the .vsix');
     const unexpected = names.filter((name) => !ALLOWED.some((pattern) => pattern.test(name)));
     assert.deepEqual(unexpected, [], 'files that must not ship');
     const required = [
       'extension/package.json',
       'extension/readme.md',
+      'extension/changelog.md',
       'extension/dist/extension.js',
       'extension/dist/cli.js',
       'extension/dist/webview.js',
@@ -81,7 +90,8 @@ describe('npm run package: the .vsix', function () {
       'files the installed extension needs',
     );
     const sizeKiB = statSync(vsix).size / 1024;
-    console.log(`      ${names.length} files, ${sizeKiB.toFixed(1)} KiB`);
+    console.log(`      ${names.length} files, ${sizeKiB.toFixed(1)} KiB:`);
+    for (const name of names) console.log(`        ${name}`);
     assert.ok(sizeKiB < 2048, `the .vsix is ${sizeKiB.toFixed(0)} KiB; expected < 2 MiB`);
   });
 
