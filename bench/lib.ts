@@ -15,6 +15,9 @@ export interface BenchOptions {
   quick: boolean;
   /** Repetitions (medians are taken over them). */
   runs: number;
+  /** Retrieval sizes when a loaded machine cannot move 1 GiB / 10,000 files in time. */
+  retrievalBigMiB?: number;
+  retrievalSmallFiles?: number;
 }
 
 export interface BenchRow {
@@ -36,6 +39,8 @@ export interface BenchReport {
   baseline: string;
   rows: BenchRow[];
   notes: string[];
+  /** What bounds the figures (and why a target is missed, when one is). */
+  bounds?: string;
   /** Raw figures for the JSON dump. */
   raw?: unknown;
 }

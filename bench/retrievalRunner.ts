@@ -24,8 +24,8 @@ interface RetrievalJson {
 }
 
 export async function retrievalBench(options: BenchOptions): Promise<BenchReport> {
-  const smallFiles = options.quick ? 200 : 10_000;
-  const bigMiB = options.quick ? 8 : 1024;
+  const smallFiles = options.retrievalSmallFiles ?? (options.quick ? 200 : 10_000);
+  const bigMiB = options.retrievalBigMiB ?? (options.quick ? 8 : 1024);
   const args = [
     '--import',
     'tsx',

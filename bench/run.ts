@@ -5,7 +5,7 @@
  *   npm run bench                 every benchmark, medians of --runs repetitions (default 3)
  *   npm run bench:quick           CI: tiny sizes, one repetition, checks they run; writes nothing
  *   npx tsx bench/run.ts [--quick] [--runs N] [--only latency,retrieval,…] [--no-write]
- *                        [--json FILE]
+ *                        [--json FILE] [--retrieval-big-mib N] [--retrieval-small N]
  *
  * The benchmarks: latency (1), retrieval (2), activation (3: bundle, runs tree, activation),
  * chart (4), cost (5: requests per hour of following), scale (6: 20 followed runs).
@@ -73,6 +73,11 @@ function render(
   out.push(
     `- Repetitions: ${options.runs} per figure (medians)${options.runs < 3 ? ' — reduced because the shared machine was loaded' : ''}.`,
   );
+  if (options.retrievalBigMiB !== undefined || options.retrievalSmallFiles !== undefined) {
+    out.push(
+      `- Retrieval sizes reduced for this run (the machine was too loaded to move the issue's sizes in time): ${options.retrievalSmallFiles ?? 10_000} small files, a ${options.retrievalBigMiB ?? 1024} MiB file, instead of 10,000 × 4 KiB and 1 GiB.`,
+    );
+  }
   out.push('');
   const verdicts: string[] = [];
   for (const outcome of outcomes) {
@@ -97,6 +102,10 @@ function render(
     out.push('');
     for (const note of report.notes) out.push(`- ${note}`);
     out.push('');
+    if (report.bounds) {
+      out.push(`What bounds it: ${report.bounds}`);
+      out.push('');
+    }
     for (const row of report.rows) {
       if (row.target !== '')
         verdicts.push(
@@ -116,7 +125,14 @@ async function main(): Promise<void> {
   const runs = quick ? 1 : Number(arg('--runs') ?? 3);
   const only = arg('--only')?.split(',');
   const write = !quick && !process.argv.includes('--no-write');
-  const options: BenchOptions = { quick, runs };
+  const big = arg('--retrieval-big-mib');
+  const small = arg('--retrieval-small');
+  const options: BenchOptions = {
+    quick,
+    runs,
+    ...(big ? { retrievalBigMiB: Number(big) } : {}),
+    ...(small ? { retrievalSmallFiles: Number(small) } : {}),
+  };
   for (const name of only ?? []) {
     if (!(name in BENCHES))
       throw new Error(`no benchmark "${name}" (${Object.keys(BENCHES).join(', ')})`);
