@@ -1,0 +1,56 @@
+/**
+ * Load (issue #7): 20 runs trained and followed at once from this one process for at least a
+ * simulated hour (production timing / 60: an hour in a minute), each against its own emulated
+ * pod whose real watchdog would delete it at max_hours unless the lease this process renews is
+ * fresh: every job runs on a quarter of a simulated hour past its max_hours. Asserts: every run succeeds with every metric, no lease ever grew stale while
+ * its job ran, no pod was deleted by a deadline, none is left billing, and this process's memory
+ * stays flat. Prints the figures (test/helpers/load.ts computes them; the benchmark reuses it).
+ *
+ * OVERBRAINER_LOAD_RUNS / OVERBRAINER_LOAD_HOURS change the size for a quick look.
+ */
+import assert from 'node:assert/strict';
+import { formatLoadFigures, runLoad } from '../helpers/load';
+import { recordFault, recordResult } from '../helpers/reliability';
+
+const RUNS = Number(process.env.OVERBRAINER_LOAD_RUNS ?? 20);
+const HOURS = Number(process.env.OVERBRAINER_LOAD_HOURS ?? 1);
+const SCALE = 60;
+
+describe('reliability: load', function () {
+  this.timeout(300_000); // the machine is shared; the run itself is about a minute and a half
+
+  it(`${RUNS} runs followed at once from one process for ${HOURS} simulated hour(s): leases held, no deadline missed, memory flat`, async function () {
+    const figures = await runLoad({
+      runs: RUNS,
+      simulatedHours: HOURS,
+      timingScale: SCALE,
+      log: (line) => console.log(`      ${line}`),
+    });
+    console.log(formatLoadFigures(figures).replace(/^/gm, '      '));
+    recordFault(this, 'load.runs_followed_at_once', RUNS);
+    recordResult(this, { verified: figures.succeeded, lost: RUNS - figures.succeeded });
+
+    assert.deepEqual(figures.problems, [], 'contract violations or secrets on disk');
+    assert.deepEqual(figures.failed, [], 'every run succeeds');
+    assert.equal(figures.succeeded, RUNS);
+    assert.ok(figures.metricsMin >= figures.metricsExpected, 'a run missed metrics');
+    assert.deepEqual(figures.metricsMissed, [], 'metrics written by a job but never published');
+    // Leases held: no pod's lease got older than its time to live while its job ran, and the
+    // watchdogs saw max_hours pass with the lease held (every job runs past max_hours).
+    assert.ok(figures.leaseSamples > RUNS, `lease samples: ${figures.leaseSamples}`);
+    assert.ok(
+      figures.leaseMaxAgeMs < figures.leaseTtlMs,
+      `a lease aged ${figures.leaseMaxAgeMs} ms (ttl ${figures.leaseTtlMs} ms)`,
+    );
+    assert.equal(figures.podsLeaseHeldPastDeadline, RUNS, 'every watchdog saw the lease held');
+    assert.equal(figures.deadlineDeletes, 0, 'a pod was deleted at its deadline');
+    assert.equal(figures.podsCreated, RUNS, 'one pod per run');
+    assert.equal(figures.podsLeaked, 0);
+    // Memory flat: the heap between the first and the last fifth of the jobs' run grows by less
+    // than 1 MiB per run followed (what an unbounded metric buffer would exceed many times over).
+    assert.ok(
+      figures.memory.heapGrowthMb < RUNS,
+      `heap grew ${figures.memory.heapGrowthMb} MB over the run`,
+    );
+  });
+});

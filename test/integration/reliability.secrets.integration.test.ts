@@ -1,0 +1,283 @@
+/**
+ * Secrets (issue #7): real runs — the CLI as a user runs it, and the core in this process as the
+ * extension runs it — against the Runpod emulator through a recording proxy, while every
+ * process's command line (/proc/<pid>/cmdline of the CLI, ssh, the pod's sshd, bootstrap,
+ * watchdog and job) is sampled. The account API key, the run's client private key and any
+ * private key appear in no process argument, no output or log (the CLI's, the pod's), no file
+ * under runs/ (but runs/<id>/ssh/id_ed25519 while its pod lives: spec §2, forgotten once the pod
+ * is deleted) or in the emulator's state (the pods' disks), no event on the bus, and the client's
+ * private key in no request the client sends to Runpod.
+ */
+import assert from 'node:assert/strict';
+import { spawn } from 'node:child_process';
+import * as fs from 'node:fs';
+import * as http from 'node:http';
+import type { AddressInfo } from 'node:net';
+import * as os from 'node:os';
+import * as path from 'node:path';
+import { train } from '../../src/core/runs/flow';
+import { startEmulator, type Emulator } from '../emulator/emulator';
+import { filesUnder, Lab, ROOT, tomlFor } from '../helpers/lifecycle';
+import { recordLedger, recordResult } from '../helpers/reliability';
+
+const CLI = path.join(ROOT, 'src', 'cli.ts');
+const TINY = path.join(ROOT, 'examples', 'tiny');
+const ARMOR = '-----BEGIN OPENSSH PRIVATE KEY-----';
+
+/** Recorded request bodies of a loopback proxy in front of the emulator. */
+interface Proxy {
+  baseUrl: string;
+  bodies: { method: string; url: string; body: string }[];
+  close(): Promise<void>;
+}
+
+async function recordingProxy(target: Emulator): Promise<Proxy> {
+  const bodies: Proxy['bodies'] = [];
+  const server = http.createServer((req, res) => {
+    const chunks: Buffer[] = [];
+    req.on('data', (c: Buffer) => chunks.push(c));
+    req.on('end', () => {
+      const body = Buffer.concat(chunks);
+      bodies.push({ method: req.method ?? '', url: req.url ?? '', body: body.toString('latin1') });
+      const forward = http.request(
+        {
+          host: '127.0.0.1',
+          port: target.port,
+          method: req.method,
+          path: req.url,
+          headers: { ...req.headers, host: `127.0.0.1:${target.port}` },
+        },
+        (answer) => {
+          res.writeHead(answer.statusCode ?? 502, answer.headers);
+          answer.pipe(res);
+        },
+      );
+      forward.on('error', () => res.destroy());
+      forward.end(body);
+    });
+  });
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  const port = (server.address() as AddressInfo).port;
+  return {
+    baseUrl: `http://127.0.0.1:${port}/v2`,
+    bodies,
+    close: () =>
+      new Promise<void>((resolve) => {
+        server.closeAllConnections();
+        server.close(() => resolve());
+      }),
+  };
+}
+
+/** Every process's command line now (pid: argv joined by spaces). */
+function cmdlines(): Map<number, string> {
+  const out = new Map<number, string>();
+  for (const entry of fs.readdirSync('/proc')) {
+    if (!/^\d+$/.test(entry)) continue;
+    try {
+      const raw = fs.readFileSync(`/proc/${entry}/cmdline`);
+      if (raw.length > 0) out.set(Number(entry), raw.toString('latin1').replace(/\0/g, ' '));
+    } catch {
+      // Gone meanwhile.
+    }
+  }
+  return out;
+}
+
+/**
+ * The needles that give a private key away: its armor, and each base64 line of its body (a line
+ * of 70 characters of key material is never anything else). Also the start of the key's whole
+ * armored text in base64, the form an account secret takes.
+ */
+function keyNeedles(armored: string): string[] {
+  const lines = armored
+    .split('\n')
+    .map((l) => l.trim())
+    .filter((l) => l.length >= 40 && !l.startsWith('-----'));
+  const b64 = Buffer.from(armored).toString('base64');
+  return [...lines, b64.slice(48, 120)];
+}
+
+/** Samples every process's command line until stopped; collects the ones holding a needle. */
+class CmdlineSampler {
+  samples = 0;
+  processesSeen = new Set<string>();
+  readonly hits: string[] = [];
+  private timer: NodeJS.Timeout;
+  constructor(private readonly needles: () => string[]) {
+    this.timer = setInterval(() => this.sample(), 50);
+  }
+  sample(): void {
+    this.samples++;
+    const needles = [ARMOR, ...this.needles()];
+    for (const [pid, line] of cmdlines()) {
+      this.processesSeen.add(line.split(' ')[0] ?? '');
+      for (const needle of needles) {
+        if (line.includes(needle)) this.hits.push(`pid ${pid}: ${line.slice(0, 60)}…`);
+      }
+    }
+  }
+  stop(): void {
+    clearInterval(this.timer);
+    this.sample();
+  }
+}
+
+/** Where the needles occur among `files` (relative path → content), except the paths allowed. */
+function leaksIn(
+  files: Map<string, Buffer>,
+  needles: string[],
+  allowed: (rel: string) => boolean = () => false,
+): string[] {
+  const found: string[] = [];
+  for (const [rel, data] of files) {
+    if (allowed(rel)) continue;
+    const text = data.toString('latin1');
+    for (const needle of needles) if (text.includes(needle)) found.push(rel);
+  }
+  return [...new Set(found)];
+}
+
+describe('reliability: secrets', function () {
+  this.timeout(150_000);
+
+  it('the CLI: no key in any process argument, output, log, runs/ file, pod disk or request body', async function () {
+    const emulator = await startEmulator({ bootDelaysMs: { provisioning: 100, starting: 100 } });
+    const proxy = await recordingProxy(emulator);
+    const tmp = fs.mkdtempSync(path.join(os.tmpdir(), 'secrets-it-'));
+    let clientKey: string | null = null;
+    let clientKeySeenWhileLive = false;
+    const sampler = new CmdlineSampler(() => [
+      emulator.apiKey,
+      ...(clientKey === null ? [] : keyNeedles(clientKey)),
+    ]);
+    try {
+      const ws = path.join(tmp, 'ws');
+      fs.mkdirSync(ws);
+      fs.copyFileSync(path.join(TINY, 'train.py'), path.join(ws, 'train.py'));
+      fs.cpSync(path.join(TINY, 'data'), path.join(ws, 'data'), { recursive: true });
+      fs.writeFileSync(
+        path.join(ws, 'overbrainer.toml'),
+        tomlFor({ steps: 30, stepSeconds: 0.1, retrieveGraceMinutes: 10 }),
+      );
+      const child = spawn(process.execPath, ['--import', 'tsx', CLI, '-C', ws, 'train'], {
+        cwd: ROOT,
+        env: {
+          HOME: '/nonexistent',
+          NO_COLOR: '1',
+          PATH: process.env.PATH ?? '/usr/bin:/bin',
+          OVERBRAINER_RUNPOD__API_KEY: emulator.apiKey,
+          OVERBRAINER_RUNPOD__BASE_URL: proxy.baseUrl,
+          OVERBRAINER_TIMING_SCALE: '8',
+        },
+        stdio: ['ignore', 'pipe', 'pipe'],
+      });
+      let stdout = '';
+      let stderr = '';
+      child.stdout.on('data', (c: Buffer) => (stdout += c.toString('latin1')));
+      child.stderr.on('data', (c: Buffer) => (stderr += c.toString('latin1')));
+      const done = new Promise<number | null>((resolve) => child.on('close', resolve));
+      // The client key, read as soon as it exists, joins the needles while the pod lives.
+      const runsDir = path.join(ws, 'runs');
+      const keyWatch = setInterval(() => {
+        if (!fs.existsSync(runsDir)) return;
+        for (const id of fs.readdirSync(runsDir)) {
+          const file = path.join(runsDir, id, 'ssh', 'id_ed25519');
+          if (!fs.existsSync(file)) continue;
+          clientKey ??= fs.readFileSync(file, 'utf8');
+          if (emulator.ledger().pods.some((p) => p.billing)) clientKeySeenWhileLive = true;
+        }
+      }, 20);
+      const code = await done;
+      clearInterval(keyWatch);
+      sampler.stop();
+      assert.equal(code, 0, stderr);
+      assert.ok(clientKey !== null, 'the run had a client key');
+      assert.ok(clientKeySeenWhileLive, 'the client key lived while its pod did');
+      const id = fs.readdirSync(runsDir)[0] ?? '';
+      const run = JSON.parse(fs.readFileSync(path.join(runsDir, id, 'run.json'), 'utf8')) as {
+        state: string;
+      };
+      assert.equal(run.state, 'succeeded');
+      recordLedger(this, emulator.ledger());
+      recordResult(this, { verified: 1, lost: 0 });
+
+      const keyParts = keyNeedles(clientKey);
+      const all = [emulator.apiKey, ARMOR, ...keyParts];
+      assert.ok(sampler.samples > 20, `${sampler.samples} samples of /proc/*/cmdline`);
+      for (const name of ['sshd', 'sh', 'python3']) {
+        assert.ok(
+          [...sampler.processesSeen].some((p) => p.includes(name)),
+          `the pod's ${name} was sampled: ${[...sampler.processesSeen].join(', ')}`,
+        );
+      }
+      assert.deepEqual(sampler.hits, [], 'a secret in a process argument');
+      for (const needle of all) {
+        assert.ok(!stdout.includes(needle) && !stderr.includes(needle), 'a secret in the output');
+      }
+      // runs/: the client key is forgotten with its pod; nothing else ever held a secret.
+      assert.equal(fs.existsSync(path.join(runsDir, id, 'ssh', 'id_ed25519')), false);
+      assert.deepEqual(leaksIn(filesUnder(ws), all), [], 'a secret in the workspace');
+      // The pods' disks and logs (bootstrap.log, watchdog.log, job.log, the emulator's log).
+      const podIds = emulator.ledger().pods.map((p) => p.id);
+      const logs = new Map(podIds.map((p) => [`log of ${p}`, Buffer.from(emulator.podLog(p))]));
+      assert.deepEqual(leaksIn(logs, all), [], "a secret in a pod's log");
+      const state = filesUnder(emulator.stateDir);
+      assert.ok(state.size > 0);
+      assert.deepEqual(leaksIn(state, all), [], "a secret on a pod's disk or the emulator's state");
+      // Requests: the account key only in the Authorization header, the client key never sent
+      // (only its public half, authorized on the pod).
+      assert.ok(proxy.bodies.some((b) => b.method === 'POST' && b.url.endsWith('/pods')));
+      const sent = new Map(
+        proxy.bodies.map((b, n) => [`${b.method} ${b.url} #${n}`, Buffer.from(b.body, 'latin1')]),
+      );
+      assert.deepEqual(
+        leaksIn(sent, [emulator.apiKey, ...keyParts]),
+        [],
+        'a secret in a request body',
+      );
+    } finally {
+      sampler.stop();
+      await proxy.close();
+      await emulator.close();
+      fs.rmSync(tmp, { recursive: true, force: true });
+    }
+  });
+
+  it('the core in process: no key in any event published on the bus or any process argument', async function () {
+    const lab = await Lab.start({ steps: 30, stepSeconds: 0.1 });
+    let clientKey: string | null = null;
+    const sampler = new CmdlineSampler(() => [
+      lab.emulator.apiKey,
+      ...(clientKey === null ? [] : keyNeedles(clientKey)),
+    ]);
+    let id: string | null = null;
+    try {
+      const keyWatch = lab.bus.on((event) => {
+        if (clientKey !== null || id === null) return;
+        const file = path.join(lab.runDir(id), 'ssh', 'id_ed25519');
+        if (event.type === 'pod' && fs.existsSync(file)) clientKey = fs.readFileSync(file, 'utf8');
+      });
+      const result = await lab.track(
+        train(lab.deps, lab.config, lab.workspace, { onRun: (run) => (id = run.id) }),
+      );
+      keyWatch.dispose();
+      sampler.stop();
+      assert.equal(result.run.state, 'succeeded');
+      assert.ok(clientKey !== null, 'the run had a client key');
+      recordLedger(this, lab.emulator.ledger());
+      recordResult(this, { verified: 1, lost: 0 });
+      const needles = [lab.emulator.apiKey, ARMOR, ...keyNeedles(clientKey)];
+      assert.ok(lab.events.length > 30, `${lab.events.length} events`);
+      const published = lab.events.map((e) => JSON.stringify(e.event));
+      for (const needle of needles) {
+        const hit = published.find((e) => e.includes(needle));
+        assert.equal(hit, undefined, 'a secret in an event on the bus');
+      }
+      assert.deepEqual(sampler.hits, [], 'a secret in a process argument');
+    } finally {
+      sampler.stop();
+      await lab.close(); // also: no secret in the workspace, no pod process left
+    }
+  });
+});
