@@ -65,6 +65,9 @@ export interface Chart {
 
 const MIN_WIDTH = 200;
 const MIN_HEIGHT = 160;
+/** Tick spacings of the step axis: 1, 2, 5, 10, 20, 50, … */
+const STEP_INCREMENTS: number[] = [];
+for (let power = 1; power <= 1e12; power *= 10) STEP_INCREMENTS.push(power, 2 * power, 5 * power);
 /** Room for the legend before it is first laid out. */
 const LEGEND_PX = 32;
 
@@ -129,7 +132,10 @@ export function create(container: HTMLElement, options: ChartOptions): Chart {
       grid: { stroke: grid, width: 1, show: side !== 1 },
       ticks: { stroke: grid, width: 1 },
     });
-    const axes: uPlot.Axis[] = [axis('x', 2, options.xLabel ?? 'step'), axis('loss', 3, 'loss')];
+    const xAxis = axis('x', 2, options.xLabel ?? 'step');
+    // Steps are whole numbers: no tick at 2.5.
+    xAxis.incrs = STEP_INCREMENTS;
+    const axes: uPlot.Axis[] = [xAxis, axis('loss', 3, 'loss')];
     if (hasLr) {
       const lrAxis = axis('lr', 1, 'learning rate');
       // Learning rates are small: exponent notation keeps the labels short.

@@ -176,10 +176,15 @@ describe('Overbrainer in the real VS Code (code-server + Chromium)', function ()
     await workbench.screenshot('runs followed');
   });
 
-  it('a command whose feature has not landed says so', async function () {
+  it('Compare Runs offers the runs to compare', async function () {
     await workbench.runCommand('Overbrainer: Compare Runs');
-    await workbench.waitForNotification('Overbrainer: Compare Runs is not available yet.');
-    await workbench.screenshot('compare not yet');
+    const input = workbench.page.locator(
+      '.quick-input-widget input[placeholder="Runs to compare (loss curves on one chart)"]',
+    );
+    await input.waitFor({ state: 'visible' });
+    await workbench.screenshot('compare runs');
+    await input.press('Escape');
+    await input.waitFor({ state: 'hidden' });
   });
 
   it('offers the getting-started walkthrough', async function () {
