@@ -408,4 +408,29 @@ describe('the pod cmd: bootstrap + watchdog (integration)', function () {
       pod.assertNoSecrets(path.join(pod.runDir, '.pod/bootstrap.log'));
     });
   }
+
+  it('fails after the keys are in place: sshd serves the verdict to the client, the watchdog deletes the pod only after OVERBRAINER_FAIL_GRACE', async function () {
+    const pod = newPod();
+    // The image's CUDA env script fails: job.env cannot be written (after host key and authorized_keys).
+    const badCuda = path.join(pod.root, 'bad_cuda_env.sh');
+    fs.writeFileSync(badCuda, 'exit 3\n');
+    const startedMs = Date.now();
+    await pod.start({ env: { OVERBRAINER_CUDA_ENV: badCuda, OVERBRAINER_FAIL_GRACE: '3' } });
+    const reason = `cannot write ${pod.etc}/job.env`;
+    await pod.waitFor(/sshd serves the verdict to the client; deleting in 3s unless it does/);
+    // sshd runs, with the pinned host key, and the client's key reads the verdict.
+    assert.ok(pod.sshdPid() !== null, 'sshd did not start');
+    assert.match(pod.out, /sshd started so the client can read the verdict/);
+    const verdict = await sshExec(pod, `cat ${pod.runDir}/.pod/watchdog`, pod.host.publicKey);
+    assert.equal(verdict.stdout, `failed bootstrap: ${reason}\n`);
+    assert.equal(await pod.waitExit(), 0);
+    const [del] = pod.stub!.requests;
+    assert.deepEqual(
+      pod.stub!.requests.map((r) => r.method),
+      ['DELETE'],
+    );
+    assert.ok(del!.atMs - startedMs >= 3_000, `deleted ${del!.atMs - startedMs} ms after start`);
+    assert.match(pod.out, /delete reason=bootstrap_failed/);
+    pod.assertNoSecrets(path.join(pod.runDir, '.pod/bootstrap.log'));
+  });
 });
