@@ -463,19 +463,23 @@ describe('reliability: API faults on every call of a run', function () {
   for (const c of cases) {
     it(c.title, async function () {
       const outcome = await outcomes.get(c)!;
+      let failure: unknown = null;
       try {
         for (const f of outcome.faults) recordFault(this, f.kind, f.count);
         await c.check(outcome);
         recordResult(this, { verified: 1, lost: 0 });
-      } finally {
-        recordLedger(this, outcome.lab.emulator.ledger());
-        const billing = await outcome.lab.close();
-        assert.deepEqual(
-          billing.map((p) => p.id),
-          [],
-          `pods still billing when the case ended: ${JSON.stringify(billing)}\n${outcome.lab.transcript()}`,
-        );
+      } catch (error) {
+        failure = error;
       }
+      recordLedger(this, outcome.lab.emulator.ledger());
+      const billing = await outcome.lab.close();
+      // The case's own failure first: a run left awaiting retrieval also leaves its pod billing.
+      if (failure !== null) throw failure;
+      assert.deepEqual(
+        billing.map((p) => p.id),
+        [],
+        `pods still billing when the case ended: ${JSON.stringify(billing)}\n${outcome.lab.transcript()}`,
+      );
     });
   }
 });
