@@ -158,6 +158,8 @@ export async function chartBench(options: BenchOptions): Promise<BenchReport> {
           verdict: below(appendP95, budgetMs, ms),
         },
       ],
+      bounds:
+        'uPlot redraws every point on each append (its path is rebuilt over all 200,000 x values, decimated per pixel column), and Chromium rasterizes the canvas in software here (--disable-gpu) on a CPU shared by many processes: a redraw that fits a frame on an idle core misses frames when the raster thread waits for a core.',
       notes: [
         `${runs} run(s) of each draw after a warm-up, alternating, medians; 900 × 400 px; Chromium with --disable-gpu (software raster), so the figures are CPU-bound.`,
         `Frame budget = the median requestAnimationFrame interval of the idle loop (${ms(budgetMs)}); median interval with the chart ${ms(median(ours.framesMs))}; the worst frame was ${ms(worst(idle))} idle and ${ms(worst(ours))} with the chart.`,

@@ -164,6 +164,8 @@ export async function costBench(options: BenchOptions): Promise<BenchReport> {
             : 'not measured',
         },
       ],
+      bounds:
+        'API: none while SSH works (the lease is renewed over SSH, the pod is looked up only after a failed watch). SSH: the job status poll every 2 s (1,800/h) is almost all of it; the metrics come down one long-lived stream, and the lease renewal adds 12/h.',
       notes: [
         `A ${ms(wallMs)} window at production timing ÷ ${FACTOR} = ${(productionHours * 60).toFixed(1)} min of production time, after the job ran and its first metric arrived (examples/tiny/train.py, 10 lines/s).`,
         `Client API requests by route: ${byRoute(client)}; the watchdog's: ${byRoute(watchdog)}.`,

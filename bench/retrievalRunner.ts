@@ -96,6 +96,8 @@ export async function retrievalBench(options: BenchOptions): Promise<BenchReport
     baseline:
       "OpenSSH `ssh pod 'find . -type f -exec sha256sum {} +'` then `ssh pod 'tar -C dir -cf - .' | tar -xf -` then `sha256sum -c`, same sshd, same files",
     rows,
+    bounds:
+      'the big file: SSH cipher and MAC throughput on one core (ssh2 in Node against OpenSSH’s ssh for the baseline), then SHA-256 (overlapped with the transfer in ours, a second pass over the files in the baseline); the small files: one SFTP open/read/close round trip per file (pipelined) against one tar stream.',
     notes: [
       `${options.runs} run(s) each, alternating baseline and ours; ours in a child process (its own peak RSS), SFTP with hashes computed while writing.`,
       ...phaseNotes.map((l) => l.slice(2)),
