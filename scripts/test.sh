@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # `npm test`: installs whatever is missing on a fresh Debian machine (run as root), then runs
-#   lint → typecheck → build → unit → integration → e2e
+#   lint → typecheck → build → unit → integration → e2e → benchmarks (quick mode)
 # failing fast, with a header per step and the time each took.
 #
 # `bash scripts/test.sh unit|integration|e2e` (npm run test:unit, …) runs one tier alone, after
@@ -155,6 +155,13 @@ run_e2e() {
   npx mocha --config .mocharc.e2e.json
 }
 
+# The benchmarks (issue 8) in quick mode: tiny sizes, one repetition, no timing assertion — only
+# that each still runs. `npm run bench` is the full run that writes docs/BENCHMARKS.md.
+run_bench_quick() {
+  step "benchmarks, quick mode (they still run)"
+  npx tsx bench/run.ts --quick
+}
+
 step "prerequisites ($TIER)"
 ensure_npm_deps
 case "$TIER" in
@@ -167,6 +174,7 @@ case "$TIER" in
     run_unit
     run_integration
     run_e2e
+    run_bench_quick
     ;;
   unit)
     run_unit
