@@ -8,6 +8,7 @@
  *
  *   npm run reliability                  # run the matrix, write docs/RELIABILITY.md
  *   npm run reliability -- --no-write    # run and print the figures only
+ *   npm run reliability -- crash api     # only the files whose name holds one of these words
  *
  * Needs what the integration tier needs (root, sshd, util-linux: see scripts/test.sh). Exits 1
  * when a case failed, a pod leaked or a result was lost.
@@ -290,7 +291,10 @@ export function render(f: Figures, when: Date): string {
 
 function main(): number {
   const write = !process.argv.includes('--no-write');
-  const files = matrixFiles();
+  const words = process.argv.slice(2).filter((a) => !a.startsWith('--'));
+  const files = matrixFiles().filter(
+    (f) => words.length === 0 || words.some((w) => path.basename(f).includes(w)),
+  );
   if (files.length === 0) {
     process.stderr.write('reliability: no test/integration/reliability.*.integration.test.ts\n');
     return 1;

@@ -17,8 +17,20 @@ import { LOCK_FILE } from '../../src/core/runs/lock';
 import { Lab, runCli, spawnLifecycleChild, startCli, type CliProcess } from '../helpers/lifecycle';
 import { recordFault, recordLedger, recordResult } from '../helpers/reliability';
 
-/** A job that runs ~15 s: long enough for a second client to try its luck. */
-const LONG = { steps: 150, stepSeconds: 0.1 };
+/**
+ * A job that reports 20 steps, then waits until the test lets it end (a `go` file in its run
+ * dir on the pod): the second client acts while it surely runs, however slow the machine.
+ */
+const GATED = {
+  command:
+    'python3 train.py --steps 20 --step-seconds 0.05 && while [ ! -e go ]; do sleep 0.2; done',
+};
+
+/** Lets the gated job of run `id` end. */
+function letEnd(lab: Lab, id: string): void {
+  const podId = String(lab.podJson(id).pod_id);
+  fs.writeFileSync(lab.podFile(podId, id, 'go'), '');
+}
 
 const sleep = (ms: number): Promise<void> => new Promise((resolve) => setTimeout(resolve, ms));
 
@@ -79,6 +91,7 @@ const CASES: [string, Scenario][] = [
       assert.match(second.stdout.trim(), new RegExp(`^train: run ${id} running`), 'and no end');
       assert.equal(lab.runJson(id).state, 'running', 'the refused client changed nothing');
       assert.equal(lockPid(lab, id), training.pid, 'the lock stays with the follower');
+      letEnd(lab, id);
       const done = await training.done;
       assert.equal(done.code, 0, done.stderr);
       assert.equal(lab.runJson(id).state, 'succeeded');
@@ -113,6 +126,15 @@ const CASES: [string, Scenario][] = [
           await sleep(20);
         }
       })();
+      // One of them follows (holds the lock) and the other gave up: then the job may end.
+      let exited = 0;
+      void a.done.then(() => exited++);
+      void b.done.then(() => exited++);
+      await until(
+        'one attach to follow and the other to give up',
+        () => exited >= 1 && [a.pid, b.pid].includes(lockPid(lab, id) ?? -1),
+      );
+      letEnd(lab, id);
       const [ra, rb] = await Promise.all([a.done, b.done]);
       finished = true;
       await watch;
@@ -189,7 +211,7 @@ describe('reliability: two clients on one run', function () {
     const suite = this.test?.parent?.fullTitle() ?? 'reliability';
     for (const [title, scenario] of CASES) {
       const work = (async () => {
-        const lab = await Lab.start(LONG);
+        const lab = await Lab.start(GATED);
         try {
           await scenario(lab, `${suite} ${title}`);
           recordLedger(`${suite} ${title}`, lab.emulator.ledger());
