@@ -89,7 +89,8 @@ function readRunDirSync(dir: string, id: string, folder: RunsFolder): RunSummary
     dir,
     workspaceName: folder.workspaceName,
     target: null,
-    createdUnixS: null,
+    // Until run.json says otherwise: the time its ID was made at, so a damaged run keeps its place.
+    createdUnixS: createdFromId(id),
     state: null,
     message: null,
     pod: null,
@@ -119,7 +120,7 @@ function readRunDirSync(dir: string, id: string, folder: RunsFolder): RunSummary
       ...base,
       state: record.state,
       target: record.target,
-      createdUnixS: rfc3339ToUnixS(record.created),
+      createdUnixS: rfc3339ToUnixS(record.created) ?? base.createdUnixS,
       message: record.message,
     };
   } catch (error) {
@@ -201,6 +202,15 @@ export function parseJsonObject(text: string, fileName: string): Parsed {
     return { ok: false, problem: `${fileName} is not a JSON object` };
   }
   return { ok: true, value: value as Record<string, unknown> };
+}
+
+/** The creation time a run ID (`<slug>_YYYYMMDD-HHMMSS[_n]`) carries; null for another name. */
+export function createdFromId(id: string): number | null {
+  const match = /_(\d{4})(\d{2})(\d{2})-(\d{2})(\d{2})(\d{2})(?:_\d+)?$/.exec(id);
+  if (match === null) return null;
+  const [, y, mo, d, h, mi, sec] = match.map(Number);
+  const ms = Date.UTC(y!, mo! - 1, d!, h!, mi!, sec!);
+  return Number.isFinite(ms) ? ms / 1000 : null;
 }
 
 function rfc3339ToUnixS(value: string): number | null {

@@ -6,6 +6,7 @@ import { newPodRecord, encodePodRecord } from '../../src/core/runs/podRecord';
 import { encodeRunRecord, type RunRecord } from '../../src/core/runs/runRecord';
 import { RunStore } from '../../src/core/runs/store';
 import {
+  createdFromId,
   MAX_LISTED_ENTRIES,
   METRICS_TAIL_BYTES,
   parseJsonObject,
@@ -176,6 +177,15 @@ describe('ui runs source (runs/*/run.json through the core codecs)', function ()
       /^run\.json (could not be read \(E[A-Z]+\)|is not a valid run record .*not a small regular file)$/,
     );
     assert.match(runs.get('linked')?.problem ?? '', /not a small regular file/);
+  });
+
+  it('keeps a damaged run in its place: its creation time from its ID', async function () {
+    write('tiny_20261202-100000', 'run.json', runRecord('tiny_20261202-100000'));
+    write('tiny_20261202-110000_2', 'run.json', '{');
+    const runs = await readRuns([folder()]);
+    const damaged = runs.find((r) => r.id === 'tiny_20261202-110000_2');
+    assert.equal(damaged?.createdUnixS, Date.parse('2026-12-02T11:00:00Z') / 1000);
+    assert.equal(createdFromId('not-a-run-id'), null);
   });
 
   it('locates a JSON syntax error by line and column', function () {
