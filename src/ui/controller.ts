@@ -901,8 +901,8 @@ export class Controller implements vscode.Disposable {
 
 const FORCE_CHOICE = 'Force: Delete Anyway';
 /** How often, and how long apart, activation looks again at a run whose lock is held. */
-const RESUME_LOOKS = 8;
-const RESUME_LOOK_MS = 2_500;
+const RESUME_LOOKS = 12;
+const RESUME_LOOK_MS = 5_000;
 
 /** What the forced `pod rm` deletes, for the second confirmation of a refusal of `kind`. */
 function forceDetail(kind: PodAdminErrorKind, runId: string): string {

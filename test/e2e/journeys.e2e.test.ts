@@ -27,7 +27,12 @@ interface Job {
   steps: number;
   stepSeconds: number;
   maxHours: number;
+  /** After training, the job waits until the test lets it end (see `letJobEnd`). */
+  gated?: boolean;
 }
+
+/** The file in the pod's /workspace that ends a gated job. */
+const GATE = 'ob-e2e-go';
 
 function toml(job: Job, gpuTypes = '["NVIDIA GeForce RTX 4090"]'): string {
   return `# The e2e journeys' project.
@@ -37,7 +42,7 @@ name = "tiny"
 [training]
 target = "pod"
 trainer = "command"
-command = "python3 train.py --steps ${job.steps} --step-seconds ${job.stepSeconds}"
+command = "python3 train.py --steps ${job.steps} --step-seconds ${job.stepSeconds}${job.gated ? ` && while [ ! -e /workspace/${GATE} ]; do sleep 0.2; done` : ''}"
 upload = ["train.py", "data"]
 
 [targets.pod]
@@ -109,6 +114,20 @@ describe('User journeys in the real VS Code against the Runpod emulator', functi
   const runRow = (id: string): Locator =>
     workbench.viewPane('Runs').locator('.monaco-list-row', { hasText: id }).first();
 
+  const podOf = (id: string): string =>
+    (
+      JSON.parse(fs.readFileSync(path.join(workspace.dir, 'runs', id, 'pod.json'), 'utf8')) as {
+        pod_id: string;
+      }
+    ).pod_id;
+
+  /** Ends a gated job: the gate file appears in its pod's /workspace. */
+  function letJobEnd(id: string): void {
+    const pod = emulator.pod(podOf(id));
+    assert.ok(pod, `the pod of ${id} exists`);
+    fs.writeFileSync(path.join(pod.dirs.workspace, GATE), '');
+  }
+
   /** Train from the palette with `button` of the confirmation; the new run's ID once in the tree. */
   async function train(button: 'Train' | 'Train and Keep Pod'): Promise<string> {
     const before = new Set(
@@ -172,7 +191,14 @@ describe('User journeys in the real VS Code against the Runpod emulator', functi
     server = await CodeServer.start({
       workspace: ws,
       extensionsDir,
-      env: { OVERBRAINER_TIMING_SCALE: TIMING_SCALE, OVERBRAINER_RUNPOD__API_KEY: emulator.apiKey },
+      env: {
+        OVERBRAINER_TIMING_SCALE: TIMING_SCALE,
+        OVERBRAINER_RUNPOD__API_KEY: emulator.apiKey,
+        // A browser reload drops the connection without ending the extension host: code-server
+        // keeps it for a reconnection (3 h by default), still following its runs. Desktop VS Code
+        // ends it on reload; 5 s here comes close, so the reloaded window can take the run over.
+        VSCODE_RECONNECTION_GRACE_TIME: '5000',
+      },
     });
     browser = await launchChromium();
     workbench = await Workbench.open(browser, server, this.test?.parent?.title ?? 'journeys');
@@ -227,7 +253,11 @@ describe('User journeys in the real VS Code against the Runpod emulator', functi
 
   it('counts down second to second; Keep Pod keeps a running run’s pod past its job; an SSH terminal reaches it; Remove Pod deletes it', async function () {
     // Under an hour to the deadline (the client's guard adds its margin): the countdown shows seconds.
-    fs.writeFileSync(configFile(), toml({ steps: 100, stepSeconds: 0.25, maxHours: 0.9 }));
+    // The job trains, then waits for the test: the UI may be slow, the job's end is not early.
+    fs.writeFileSync(
+      configFile(),
+      toml({ steps: 40, stepSeconds: 0.25, maxHours: 0.9, gated: true }),
+    );
     const id = await train('Train');
     const dialog = (train as { lastDialog?: string }).lastDialog ?? '';
     assert.match(dialog, /GPU types: NVIDIA GeForce RTX 4090/);
@@ -256,6 +286,7 @@ describe('User journeys in the real VS Code against the Runpod emulator', functi
     await workbench.runCommand('Overbrainer: Keep Pod');
     await pickQuick(workbench, 'Run to keep the pod of', id);
     await workbench.waitForNotification(new RegExp(`Pod \\S+ of ${id} kept`));
+    letJobEnd(id);
     const text = await eventually(
       'the run to end with its pod kept',
       async () => {
@@ -320,12 +351,17 @@ describe('User journeys in the real VS Code against the Runpod emulator', functi
       .first()
       .waitFor({ state: 'visible' });
     await workbench.screenshot('overrun');
+    // Toasts hide after a while: the notification center keeps every notification shown.
     await new Promise((resolve) => setTimeout(resolve, 4000));
+    await workbench.runCommand('Notifications: Show Notifications');
+    const center = workbench.page.locator('.notifications-center');
+    await center.waitFor({ state: 'visible' });
     assert.equal(
-      await workbench.notification(/past max_hours/).count(),
+      await center.locator('.notification-list-item', { hasText: /past max_hours/ }).count(),
       1,
       'the overrun is said once per run',
     );
+    await workbench.page.keyboard.press('Escape');
 
     const podId = JSON.parse(
       fs.readFileSync(path.join(workspace.dir, 'runs', id, 'pod.json'), 'utf8'),
@@ -347,7 +383,11 @@ describe('User journeys in the real VS Code against the Runpod emulator', functi
   });
 
   it('Reload Window mid-run: following resumes by itself and the run succeeds', async function () {
-    fs.writeFileSync(configFile(), toml({ steps: 160, stepSeconds: 0.25, maxHours: 1 }));
+    // Gated: the job ends only once the reloaded window follows it again.
+    fs.writeFileSync(
+      configFile(),
+      toml({ steps: 40, stepSeconds: 0.25, maxHours: 1, gated: true }),
+    );
     const id = await train('Train');
     await untilState(id, 'running');
     await countdown().waitFor({ state: 'visible' });
@@ -358,6 +398,7 @@ describe('User journeys in the real VS Code against the Runpod emulator', functi
     await workbench.page.locator('.monaco-workbench').waitFor({ state: 'visible' });
     await countdown().waitFor({ state: 'visible', timeout: 120_000 });
     await workbench.screenshot('following again after reload');
+    letJobEnd(id);
     await workbench.openViewContainer('Overbrainer');
     await untilState(id, 'succeeded');
     await workbench.waitForNotification(new RegExp(`Run ${id} succeeded`));
