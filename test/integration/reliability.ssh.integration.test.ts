@@ -200,7 +200,7 @@ describe('reliability: SSH faults', function () {
     await together([midFollow(), midDownload()]);
   });
 
-  it('the pod restarts on another port mid-job: the client follows it there; a host with another key is refused before anything is sent', async function () {
+  it('the pod restarts on another port mid-job: train stops with a message, attach reaches the new port; a host with another key is refused before anything is sent', async function () {
     const ctx = this.test?.fullTitle() ?? 'ssh';
     const restarted = async (): Promise<void> => {
       const r = await relayedLab({ steps: 60, stepSeconds: 0.1 });
