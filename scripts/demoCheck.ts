@@ -9,7 +9,7 @@
  * chart, status bar, notification) are copied into docs/images/ when
  * OVERBRAINER_UPDATE_SCREENSHOTS=1.
  */
-import { copyFileSync, existsSync, mkdirSync, readdirSync, readFileSync } from 'node:fs';
+import { copyFileSync, existsSync, mkdirSync, readdirSync, readFileSync, statSync } from 'node:fs';
 import * as path from 'node:path';
 import type { Browser, Locator } from 'playwright-core';
 import type { Emulator } from '../test/emulator/emulator';
@@ -76,12 +76,41 @@ export async function runCheck(context: CheckContext): Promise<boolean> {
       return path.relative(REPO_ROOT, file);
     };
 
-    await step('Overbrainer is in the activity bar', async () => {
+    await step('the extension activated', async () => {
       // The extension host scans extensions after the workbench shows: slow on a loaded machine.
       await opened
         .activityBarItem('Overbrainer')
         .first()
         .waitFor({ state: 'visible', timeout: EXTENSION_HOST_TIMEOUT_MS });
+      // The activity bar shows from the manifest before the extension host runs the extension;
+      // a command run before then is "not found". Its log's activation line says it is up.
+      const activated = await eventually(
+        'the activation line in the Overbrainer log',
+        async () => {
+          await opened.runCommand('Overbrainer: Show Logs');
+          const text = await opened.outputText().catch(() => '');
+          const line = /Overbrainer \S+ activated[^\n]*/.exec(text)?.[0];
+          if (line === undefined) {
+            await opened.dismissNotificationsMatching(/not found|resulted in an error/);
+            await page
+              .locator('.monaco-dialog-box')
+              .getByRole('button', { name: 'OK' })
+              .click({ timeout: 1_000 })
+              .catch(() => undefined);
+            await new Promise((resolve) => setTimeout(resolve, 3_000));
+          }
+          return line;
+        },
+        EXTENSION_HOST_TIMEOUT_MS,
+      );
+      // Hide the Output panel again: the run page gets the editor area's full height.
+      await page
+        .locator(
+          '.part.panel .title-actions [aria-label^="Hide Panel"], .part.panel .title-actions [aria-label^="Close Panel"]',
+        )
+        .first()
+        .click({ timeout: 5_000 })
+        .catch(() => page.keyboard.press('Control+J'));
       await opened.openViewContainer('Overbrainer');
       await opened.viewPane('Runs').waitFor({ state: 'visible' });
       // Wider than the default, so the Runs tree's rows show whole (and in the screenshots):
@@ -101,6 +130,7 @@ export async function runCheck(context: CheckContext): Promise<boolean> {
         await page.mouse.up();
         break;
       }
+      return activated;
     });
 
     await step('Train asks to confirm GPU types and max_hours', async () => {
@@ -283,6 +313,11 @@ export async function runCheck(context: CheckContext): Promise<boolean> {
       say('✗', error instanceof Error ? (error.stack ?? error.message) : String(error));
     }
     await workbench?.screenshot('failed').catch(() => undefined);
+    const hostLog = extensionHostErrors(context.server);
+    if (hostLog.length > 0) {
+      console.log('extension host log (errors and Overbrainer lines, last 20):');
+      for (const line of hostLog) console.log(`  ${line}`);
+    }
     if (workbench)
       console.log(`screenshots: ${path.relative(REPO_ROOT, workbench.screenshotsDir)}/`);
     return false;
@@ -324,4 +359,27 @@ function publishScreenshots(files: string[], say: (mark: string, text: string) =
   mkdirSync(README_IMAGES, { recursive: true });
   for (const file of files) copyFileSync(file, path.join(README_IMAGES, path.basename(file)));
   say('✓', `copied ${files.map((f) => path.basename(f)).join(', ')} into docs/images/`);
+}
+
+/**
+ * Error and Overbrainer lines of code-server's extension host logs (user-data/logs/<time>/
+ * exthost<n>/remoteexthost.log), when its user data sits next to its extensions dir (the linked
+ * build): why a command was "not found" (the extension failed to activate) is only there.
+ */
+function extensionHostErrors(server: CodeServer): string[] {
+  const logs = path.join(path.dirname(server.extensionsDir), 'user-data', 'logs');
+  const files: string[] = [];
+  const walk = (dir: string, depth: number): void => {
+    if (depth > 3 || !existsSync(dir)) return;
+    for (const name of readdirSync(dir)) {
+      const full = path.join(dir, name);
+      if (statSync(full).isDirectory()) walk(full, depth + 1);
+      else if (name === 'remoteexthost.log') files.push(full);
+    }
+  };
+  walk(logs, 0);
+  return files
+    .flatMap((file) => readFileSync(file, 'utf8').split('\n'))
+    .filter((line) => /\[error\]|overbrainer/i.test(line))
+    .slice(-20);
 }
