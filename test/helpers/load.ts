@@ -27,7 +27,7 @@ export interface LoadOptions {
   /** Production timing divided by this (60: an hour lasts a minute). */
   timingScale: number;
   /**
-   * Each run's max_hours, simulated (default 1.25 × simulatedHours: room for provisioning 20
+   * Each run's max_hours, simulated (default 1.5 × simulatedHours: room for provisioning 20
    * pods on a loaded machine, since the deadline counts from the create and provisioning is not
    * scaled). Each job runs on past it (see `pastDeadlineHoursSimulated`), kept only by the lease.
    */
@@ -36,6 +36,12 @@ export interface LoadOptions {
   pastDeadlineHoursSimulated?: number;
   /** Simulated minutes between two metrics of a job (default 1). */
   metricEveryMinutes?: number;
+  /**
+   * Real ms between two runs' starts (default 500): twenty SSH handshakes at once in ssh2's pure
+   * JavaScript crypto stall one event loop for seconds on a loaded 2-core machine. Once started,
+   * all are followed at once.
+   */
+  startSpacingMs?: number;
   /** Sampling period of memory and leases, real ms (default 500). */
   sampleMs?: number;
   /** Progress lines (default none). */
@@ -173,7 +179,7 @@ export async function runLoad(options: LoadOptions): Promise<LoadFigures> {
   const t0 = performance.now();
   const log = options.log ?? ((): void => undefined);
   const scale = options.timingScale;
-  const maxHoursSimulated = options.maxHoursSimulated ?? options.simulatedHours * 1.25;
+  const maxHoursSimulated = options.maxHoursSimulated ?? options.simulatedHours * 1.5;
   const everyMinutes = options.metricEveryMinutes ?? 1;
   const steps = Math.max(1, Math.round((options.simulatedHours * 60) / everyMinutes));
   const stepSeconds = (everyMinutes * 60) / scale;
@@ -197,6 +203,7 @@ export async function runLoad(options: LoadOptions): Promise<LoadFigures> {
     const ids: (string | null)[] = new Array<string | null>(options.runs).fill(null);
     const flows: Promise<FlowResult | Error>[] = [];
     for (let n = 0; n < options.runs; n++) {
+      if (n > 0) await new Promise((resolve) => setTimeout(resolve, options.startSpacingMs ?? 500));
       flows.push(
         lab.track(
           train(lab.deps, lab.config, lab.workspace, { onRun: (run) => (ids[n] = run.id) }).catch(
