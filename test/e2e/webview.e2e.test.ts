@@ -1,0 +1,284 @@
+import * as assert from 'node:assert/strict';
+import * as fs from 'node:fs';
+import * as path from 'node:path';
+import type { Browser, FrameLocator } from 'playwright-core';
+import { encodeRunRecord } from '../../src/core/runs/runRecord';
+import { startEmulator, type Emulator } from '../emulator/emulator';
+import {
+  CodeServer,
+  eventually,
+  extensionFolderName,
+  launchChromium,
+  REPO_ROOT,
+  tempDir,
+  UI_TIMEOUT_MS,
+  Workbench,
+} from './harness';
+
+/**
+ * The run webview in the real VS Code against the Runpod emulator: Train, Show Run, the chart
+ * gains points while the job trains, the header reaches succeeded; then the window reloads and
+ * the serializer brings the panel back with its points (from the run's retrieved metrics.jsonl).
+ * Timings: the production constants divided by OVERBRAINER_TIMING_SCALE.
+ */
+const TIMING_SCALE = '8';
+const STEPS = 60;
+/** A reload reloads the whole workbench and restarts the extension host. */
+const RELOAD_TIMEOUT_MS = 180_000;
+/** A finished run already in the workspace: charted from its metrics.jsonl, compared with the new one. */
+const OLD_RUN = 'tiny_20261201-100000';
+const OLD_STEPS = 40;
+
+function writeOldRun(ws: string): void {
+  const dir = path.join(ws, 'runs', OLD_RUN);
+  fs.mkdirSync(dir, { recursive: true });
+  fs.writeFileSync(
+    path.join(dir, 'run.json'),
+    encodeRunRecord({
+      id: OLD_RUN,
+      target: 'pod',
+      created: '2026-12-01T10:00:00Z',
+      remoteDir: `/workspace/overbrainer/runs/${OLD_RUN}`,
+      job: null,
+      state: 'succeeded',
+      message: null,
+    }),
+  );
+  const lines = [JSON.stringify({ event: 'begin', time: 1, max_steps: OLD_STEPS })];
+  for (let step = 1; step <= OLD_STEPS; step++) {
+    lines.push(
+      JSON.stringify({
+        event: 'log',
+        time: 1 + step,
+        step,
+        max_steps: OLD_STEPS,
+        loss: 3 / (1 + step / 4),
+        learning_rate: 0.3 * (1 - step / 50),
+      }),
+    );
+  }
+  lines.push('not json: a line the reader skips');
+  fs.writeFileSync(path.join(dir, 'metrics.jsonl'), `${lines.join('\n')}\n`);
+}
+
+function toml(): string {
+  return `[project]
+name = "tiny"
+
+[training]
+target = "pod"
+trainer = "command"
+command = "python3 train.py --steps ${STEPS} --step-seconds 1"
+upload = ["train.py", "data"]
+
+[targets.pod]
+kind = "runpod"
+gpu_types = ["NVIDIA GeForce RTX 4090"]
+max_hours = 1
+boot_grace_minutes = 5
+retrieve_grace_minutes = 10
+`;
+}
+
+/**
+ * A private copy of today's build as an installed extension. The harness links the live dist/,
+ * which every `npm run build` on the shared tree deletes and rewrites: an extension host that
+ * (re)starts meanwhile — as after Reload Window — finds no extension.js and never activates.
+ */
+function stagedExtensionsDir(parent: string): string {
+  const stage = path.join(parent, 'stage');
+  fs.mkdirSync(stage, { recursive: true });
+  fs.copyFileSync(path.join(REPO_ROOT, 'package.json'), path.join(stage, 'package.json'));
+  fs.cpSync(path.join(REPO_ROOT, 'dist'), path.join(stage, 'dist'), { recursive: true });
+  fs.cpSync(path.join(REPO_ROOT, 'media'), path.join(stage, 'media'), { recursive: true });
+  const extensions = path.join(parent, 'extensions');
+  fs.mkdirSync(extensions, { recursive: true });
+  fs.symlinkSync(stage, path.join(extensions, extensionFolderName()));
+  return extensions;
+}
+
+/** The run page: a webview is an iframe (the host frame) holding the page's iframe. */
+function runPage(workbench: Workbench): FrameLocator {
+  return workbench.page
+    .frameLocator('iframe.webview.ready:visible')
+    .frameLocator('iframe#active-frame');
+}
+
+async function chartPoints(page: FrameLocator): Promise<number> {
+  const value = await page.locator('#chart').getAttribute('data-points', { timeout: 5_000 });
+  return Number(value ?? '0');
+}
+
+describe('The run webview in the real VS Code', function () {
+  this.timeout(300_000);
+  let emulator: Emulator;
+  let workspace: ReturnType<typeof tempDir>;
+  let extensionCopy: ReturnType<typeof tempDir>;
+  let server: CodeServer;
+  let browser: Browser;
+  let workbench: Workbench;
+
+  before(async function () {
+    emulator = await startEmulator({ bootDelaysMs: { provisioning: 100, starting: 100 } });
+    workspace = tempDir('webview-ws');
+    const ws = workspace.dir;
+    const tiny = path.join(REPO_ROOT, 'examples', 'tiny');
+    fs.copyFileSync(path.join(tiny, 'train.py'), path.join(ws, 'train.py'));
+    fs.cpSync(path.join(tiny, 'data'), path.join(ws, 'data'), { recursive: true });
+    fs.writeFileSync(path.join(ws, 'overbrainer.toml'), toml());
+    writeOldRun(ws);
+    fs.mkdirSync(path.join(ws, '.vscode'));
+    fs.writeFileSync(
+      path.join(ws, '.vscode', 'settings.json'),
+      JSON.stringify({ 'overbrainer.runpod.baseUrl': emulator.baseUrl }, null, 2),
+    );
+    extensionCopy = tempDir('webview-ext');
+    server = await CodeServer.start({
+      workspace: ws,
+      extensionsDir: stagedExtensionsDir(extensionCopy.dir),
+      // The key reaches the extension through its environment (the Train test sets it by palette).
+      // SHELL: code-server resolves the login shell's environment at every extension host start;
+      // root's bash runs `pyenv init`, which on the loaded machine ran into VS Code's timeout and
+      // held the restart after a reload for over 2 minutes.
+      env: {
+        OVERBRAINER_TIMING_SCALE: TIMING_SCALE,
+        OVERBRAINER_RUNPOD__API_KEY: emulator.apiKey,
+        SHELL: '/bin/sh',
+      },
+    });
+    browser = await launchChromium();
+    workbench = await Workbench.open(browser, server, this.test?.parent?.title ?? 'webview');
+  });
+
+  afterEach(async function () {
+    if (this.currentTest?.state === 'failed')
+      await workbench?.screenshot('failed').catch(() => undefined);
+  });
+
+  after(async function () {
+    await workbench?.close().catch(() => undefined);
+    await browser?.close();
+    await server?.close();
+    const billing = emulator?.ledger().pods.filter((p) => p.billing) ?? [];
+    await emulator?.close();
+    workspace?.remove();
+    extensionCopy?.remove();
+    assert.deepEqual(
+      billing.map((p) => p.id),
+      [],
+      'a pod was left billing',
+    );
+  });
+
+  it('charts the loss live while the job trains, and shows the run succeeded', async function () {
+    await workbench.activityBarItem('Overbrainer').first().waitFor({ state: 'visible' });
+    await workbench.openViewContainer('Overbrainer');
+    await workbench.runCommand('Overbrainer: Train');
+    const dialog = workbench.page.locator('.monaco-dialog-box');
+    await dialog.waitFor({ state: 'visible' });
+    await dialog.getByRole('button', { name: 'Train', exact: true }).click();
+
+    const row = workbench
+      .viewPane('Runs')
+      .locator('.monaco-list-row', { hasText: 'tiny_' })
+      .filter({ hasNotText: OLD_RUN })
+      .first();
+    await row.waitFor({ state: 'visible', timeout: 120_000 });
+    const runId = /tiny_\d{8}-\d{6}(?:_\d+)?/.exec(await row.innerText())?.[0];
+    assert.ok(runId, 'the run id is in the tree');
+
+    // Show Run with no argument opens the live run (as the status bar item does); should the
+    // run not count as live yet, the command asks with a QuickPick.
+    await workbench.runCommand('Overbrainer: Show Run');
+    const quick = workbench.page.locator('.quick-input-widget input[placeholder="Run to show"]');
+    await eventually('the run panel to open', async () => {
+      if (await quick.isVisible().catch(() => false)) {
+        await quick.fill(runId);
+        await quick.press('Enter');
+      }
+      return (await workbench.page.locator('iframe.webview.ready').count()) > 0 ? true : undefined;
+    });
+    const page = runPage(workbench);
+    await page.locator('#run-title', { hasText: runId }).waitFor({ timeout: UI_TIMEOUT_MS });
+
+    // The chart gains points while the job trains: watch it until the header says succeeded,
+    // noting every point count seen while the job was still short of its last step.
+    const started = Date.now();
+    const seen: string[] = [];
+    const growing = new Set<number>();
+    let shot = false;
+    await eventually(
+      'the header to say succeeded',
+      async () => {
+        const n = await chartPoints(page);
+        const state = await page.locator('#run-state').innerText();
+        if (seen.at(-1)?.endsWith(`${n} ${state}`) !== true) {
+          seen.push(`${((Date.now() - started) / 1000).toFixed(1)}s ${n} ${state}`);
+        }
+        if (n > 0 && n < STEPS && state === 'running') {
+          growing.add(n);
+          if (!shot && growing.size >= 2) {
+            shot = true;
+            // The page draws on a canvas: uPlot is bundled and runs under the strict CSP.
+            await page.locator('#chart canvas').first().waitFor();
+            assert.match(
+              await page.locator('#step').innerText(),
+              new RegExp(`^step \\d+ / ${STEPS}$`),
+            );
+            assert.ok(
+              await page.locator('#actions button[data-action="cancel"]').isVisible(),
+              'Cancel Run is offered while running',
+            );
+            await workbench.screenshot('run chart while training');
+          }
+        }
+        return state === 'succeeded' ? true : undefined;
+      },
+      240_000,
+    );
+    console.log(`      chart points seen: ${seen.join(', ')}`);
+    assert.ok(
+      growing.size >= 2,
+      `the chart gained points while the job trained (seen: ${seen.join(', ')})`,
+    );
+    await eventually('every step on the chart', async () =>
+      (await chartPoints(page)) === STEPS ? true : undefined,
+    );
+    assert.equal(await page.locator('#actions button[data-action="cancel"]').isVisible(), false);
+    await page.locator('#actions button[data-action="openOutput"]').waitFor({ state: 'visible' });
+    await workbench.screenshot('run chart succeeded');
+  });
+
+  it('restores the panel with its points after a window reload', async function () {
+    await workbench.runCommand('Developer: Reload Window');
+    // The whole workbench loads again (≈10 MB of scripts) on a shared machine.
+    await workbench.page
+      .locator('.monaco-workbench')
+      .waitFor({ state: 'visible', timeout: RELOAD_TIMEOUT_MS });
+    const page = runPage(workbench);
+    await page.locator('#run-state', { hasText: 'succeeded' }).waitFor({ timeout: UI_TIMEOUT_MS });
+    await eventually('the restored chart to hold every step', async () =>
+      (await chartPoints(page)) === STEPS ? true : undefined,
+    );
+    await workbench.screenshot('run chart restored after reload');
+  });
+  it('compares runs: both loss curves on one chart', async function () {
+    await workbench.runCommand('Overbrainer: Compare Runs');
+    const widget = workbench.page.locator('.quick-input-widget');
+    const input = widget.locator('input[placeholder="Runs to compare (loss curves on one chart)"]');
+    await input.waitFor({ state: 'visible' });
+    await widget.locator('.quick-input-check-all').check();
+    await input.press('Enter');
+    await widget.waitFor({ state: 'hidden' });
+    const page = runPage(workbench);
+    await page.locator('#run-title', { hasText: /^Compare / }).waitFor({ timeout: UI_TIMEOUT_MS });
+    // The steps of both runs on one x axis: 1..60 of the new run covers the old run's 1..40.
+    await eventually('both runs on the chart', async () =>
+      (await chartPoints(page)) === Math.max(STEPS, OLD_STEPS) ? true : undefined,
+    );
+    const legend = await page.locator('#chart .u-legend').innerText();
+    assert.ok(legend.includes(OLD_RUN), legend);
+    assert.equal((legend.match(/tiny_\d{8}-\d{6}/g) ?? []).length, 2, legend);
+    await workbench.screenshot('compare runs');
+  });
+});
