@@ -32,7 +32,7 @@ export interface CheckContext {
 const RUN_TIMEOUT_MS = 240_000;
 
 /** The workbench shows before its extension host has loaded the extensions. */
-const EXTENSION_HOST_TIMEOUT_MS = 180_000;
+const EXTENSION_HOST_TIMEOUT_MS = 300_000;
 
 const README_IMAGES = path.join(REPO_ROOT, 'docs', 'images');
 
