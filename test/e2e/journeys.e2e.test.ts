@@ -95,7 +95,7 @@ const RUN_ID = /tiny_\d{8}-\d{6}(?:_\d+)?/;
 const STATE = /\b(preparing|running|succeeded|failed|cancelled|stopped)\b/;
 
 describe('User journeys in the real VS Code against the Runpod emulator', function () {
-  this.timeout(300_000);
+  this.timeout(420_000);
   let emulator: Emulator;
   let workspace: ReturnType<typeof tempDir>;
   let extensions: ReturnType<typeof tempDir>;
@@ -203,6 +203,17 @@ describe('User journeys in the real VS Code against the Runpod emulator', functi
     browser = await launchChromium();
     workbench = await Workbench.open(browser, server, this.test?.parent?.title ?? 'journeys');
     await workbench.activityBarItem('Overbrainer').first().waitFor({ state: 'visible' });
+    // The container shows from the manifest; the commands exist once the extension activated,
+    // which its log channel says (on a loaded machine the extension host starts minutes late).
+    await eventually(
+      'the extension to activate',
+      async () => {
+        await workbench.runCommand('Overbrainer: Show Logs');
+        return /Overbrainer \S+ activated/.test(await workbench.outputText()) ? true : undefined;
+      },
+      300_000,
+    );
+    await workbench.page.keyboard.press('Escape');
   });
 
   afterEach(async function () {
