@@ -1,0 +1,197 @@
+import * as assert from 'node:assert/strict';
+import * as fs from 'node:fs';
+import * as path from 'node:path';
+import type { Browser } from 'playwright-core';
+import { systemClock } from '../../src/core/clock';
+import { newPodRecord } from '../../src/core/runs/podRecord';
+import { RunStore } from '../../src/core/runs/store';
+import { startEmulator, type Emulator } from '../emulator/emulator';
+import { ApiClient } from '../emulator/testing';
+import { CodeServer, eventually, launchChromium, tempDir, Workbench } from './harness';
+
+/**
+ * The Runs and Pods trees in the real VS Code, on a runs/ folder prepared on disk (as the CLI or
+ * another window leaves it) and a pod started on the emulator's account by no run of this
+ * workspace: each run's row and description, a damaged record as an error item, a run written
+ * after activation appearing by the file watcher, expanding a run, and the orphan pod flagged.
+ */
+
+const HOST_KEY = 'ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIOMqqnkVzrm0SdG6UOoqKLsabgH5C9okWi0dh2l9GKJl';
+const OTHER_RUN = 'elsewhere_20260101-000000';
+
+/** A store whose clock is set per run, so IDs and creation times are what the test says. */
+function storeAt(runsDir: string, ms: number): RunStore {
+  return new RunStore(runsDir, { nowMs: () => ms, sleep: systemClock.sleep });
+}
+
+function prepareRuns(runsDir: string): Record<string, string> {
+  const t0 = Date.parse('2026-12-01T10:00:00Z');
+  const ids: Record<string, string> = {};
+  // Succeeded, its pod deleted with a spend estimate.
+  let store = storeAt(runsDir, t0);
+  const done = store.create({ project: 'tiny', target: 'pod', remoteDir: (id) => id });
+  done.state = 'succeeded';
+  store.saveRun(done);
+  const donePod = newPodRecord(done.id, false, 1, HOST_KEY);
+  donePod.beginAttempt('NVIDIA A40', t0, 2);
+  donePod.created({ id: 'donepod1', costPerHourUsd: 0.44 }, 'created', t0);
+  donePod.deleted('client', t0 + 3_600_000);
+  store.savePod(donePod);
+  fs.mkdirSync(path.join(store.runDir(done.id), 'output'));
+  fs.writeFileSync(path.join(store.runDir(done.id), 'output', 'model.txt'), 'weights\n');
+  fs.writeFileSync(
+    path.join(store.runDir(done.id), 'metrics.jsonl'),
+    '{"event":"begin","time":1,"max_steps":20}\n{"event":"log","time":2,"step":20,"max_steps":20,"loss":0.125}\n{"event":"end","time":3}\n',
+  );
+  ids.done = done.id;
+  // Failed, no pod (a local target).
+  store = storeAt(runsDir, t0 + 60_000);
+  const failed = store.create({ project: 'tiny', target: 'local', remoteDir: (id) => id });
+  failed.state = 'failed';
+  failed.message = 'the job exited with status 1';
+  store.saveRun(failed);
+  ids.failed = failed.id;
+  // A damaged run.json.
+  store = storeAt(runsDir, t0 + 120_000);
+  const broken = store.create({ project: 'tiny', target: 'pod', remoteDir: (id) => id });
+  fs.writeFileSync(
+    path.join(store.runDir(broken.id), 'run.json'),
+    '{\n  "id": "x",\n  "state": \n',
+  );
+  ids.broken = broken.id;
+  return ids;
+}
+
+describe('The Runs and Pods trees in the real VS Code', function () {
+  this.timeout(420_000);
+  let emulator: Emulator;
+  let workspace: ReturnType<typeof tempDir>;
+  let server: CodeServer;
+  let browser: Browser;
+  let workbench: Workbench;
+  let ids: Record<string, string>;
+  let orphanId: string;
+
+  before(async function () {
+    emulator = await startEmulator({ bootDelaysMs: { provisioning: 100, starting: 100 } });
+    const api = new ApiClient(emulator.baseUrl, emulator.apiKey);
+    // A pod of a run another checkout started: an orphan for this workspace.
+    const orphan = await api.post<{ id: string }>('/pods', {
+      name: `overbrainer-${OTHER_RUN}-1`,
+      image: 'runpod/pytorch:1.0.2-cu1281-torch280-ubuntu2404',
+      cloud: 'SECURE',
+      gpu: { id: 'NVIDIA GeForce RTX 4090', count: 1, minCudaVersion: '13.0' },
+      disk: 20,
+      ports: ['22/tcp'],
+      startSsh: false,
+      env: { OVERBRAINER_RUN_ID: OTHER_RUN },
+      cmd: ['sleep', '600'],
+    });
+    assert.equal(orphan.status, 201);
+    orphanId = orphan.body.id;
+    workspace = tempDir('trees-ws');
+    ids = prepareRuns(path.join(workspace.dir, 'runs'));
+    fs.writeFileSync(
+      path.join(workspace.dir, 'overbrainer.toml'),
+      '[project]\nname = "tiny"\n\n[targets.pod]\nkind = "runpod"\ngpu_types = ["NVIDIA GeForce RTX 4090"]\nmax_hours = 1\n',
+    );
+    fs.mkdirSync(path.join(workspace.dir, '.vscode'));
+    fs.writeFileSync(
+      path.join(workspace.dir, '.vscode', 'settings.json'),
+      JSON.stringify({ 'overbrainer.runpod.baseUrl': emulator.baseUrl }, null, 2),
+    );
+    server = await CodeServer.start({
+      workspace: workspace.dir,
+      env: { OVERBRAINER_RUNPOD__API_KEY: emulator.apiKey },
+    });
+    browser = await launchChromium();
+    workbench = await Workbench.open(browser, server, this.test?.parent?.title ?? 'trees');
+  });
+
+  afterEach(async function () {
+    if (this.currentTest?.state === 'failed')
+      await workbench?.screenshot('failed').catch(() => undefined);
+  });
+
+  after(async function () {
+    await workbench?.close().catch(() => undefined);
+    await browser?.close();
+    await server?.close();
+    await emulator?.close();
+    workspace?.remove();
+  });
+
+  it('shows the prepared runs newest first with their descriptions, a damaged record as an error item', async function () {
+    await workbench.openViewContainer('Overbrainer');
+    const runs = workbench.viewPane('Runs');
+    const rows = runs.locator('.monaco-list-row');
+    // On a loaded machine the views show from the manifest long before the extension activates.
+    await eventually(
+      'three runs in the tree',
+      async () => ((await rows.count()) === 3 ? true : undefined),
+      300_000,
+    );
+    const texts = await rows.allInnerTexts();
+    const flat = texts.map((t) => t.replace(/\s+/g, ' ').trim());
+    assert.match(
+      flat[0] ?? '',
+      new RegExp(`^${ids.broken}\\s*run\\.json is not a valid run record \\(line 4, column 1\\)`),
+    );
+    assert.match(flat[1] ?? '', new RegExp(`^${ids.failed}\\s*failed · local$`));
+    assert.match(flat[2] ?? '', new RegExp(`^${ids.done}\\s*succeeded · pod · about \\$0\\.44$`));
+    // Each state has its codicon: the damaged record an error one.
+    assert.equal(await rows.nth(0).locator('.codicon-bracket-error').count(), 1);
+    assert.equal(await rows.nth(1).locator('.codicon-error').count(), 1);
+    assert.equal(await rows.nth(2).locator('.codicon-pass').count(), 1);
+    await workbench.screenshot('runs tree');
+
+    // Expanding the succeeded run reads its pod, metrics and files.
+    await rows.nth(2).click();
+    await eventually('the run expanded', async () => ((await rows.count()) > 3 ? true : undefined));
+    const expanded = (await rows.allInnerTexts()).map((t) => t.replace(/\s+/g, ' ').trim());
+    assert.ok(
+      expanded.some((t) => /^Pod donepod1\s*deleted · NVIDIA A40 · about \$0\.44$/.test(t)),
+      expanded.join('\n'),
+    );
+    assert.ok(
+      expanded.some((t) => /^Metrics\s*step 20\/20 · loss 0\.125 · ended$/.test(t)),
+      expanded.join('\n'),
+    );
+    assert.ok(expanded.includes('output'), expanded.join('\n'));
+    await workbench.screenshot('run expanded');
+  });
+
+  it('shows a run written after activation (the CLI, another window) by its file watcher', async function () {
+    const store = storeAt(path.join(workspace.dir, 'runs'), Date.parse('2026-12-02T09:00:00Z'));
+    const run = store.create({ project: 'tiny', target: 'pod', remoteDir: (id) => id });
+    run.state = 'running';
+    store.saveRun(run);
+    const runs = workbench.viewPane('Runs');
+    const row = runs.locator('.monaco-list-row', { hasText: run.id }).first();
+    await row.waitFor({ state: 'visible' });
+    assert.match((await row.innerText()).replace(/\s+/g, ' '), /running · pod/);
+    // Its state changing on disk shows too.
+    run.state = 'cancelled';
+    store.saveRun(run);
+    await eventually('the cancelled state', async () =>
+      (await row.innerText()).includes('cancelled') ? true : undefined,
+    );
+    await workbench.screenshot('run from the CLI');
+  });
+
+  it('lists the account’s pod of another checkout in the Pods view, flagged orphan', async function () {
+    // The Pods view shares the Overbrainer container with the Runs view: it is already open.
+    const pods = workbench.viewPane('Pods');
+    const row = pods.locator('.monaco-list-row', { hasText: orphanId }).first();
+    await row.waitFor({ state: 'visible' });
+    const text = (await row.innerText()).replace(/\s+/g, ' ');
+    assert.match(text, new RegExp(`^${orphanId}\\s*orphan · ${OTHER_RUN} · RUNNING`));
+    assert.equal(await row.locator('.codicon-question').count(), 1);
+    // The view says when the account was listed.
+    await pods
+      .getByText(/Runpod account listed at/)
+      .first()
+      .waitFor({ state: 'visible' });
+    await workbench.screenshot('pods orphan');
+  });
+});
