@@ -26,7 +26,7 @@ import type { LedgerEntry } from '../emulator/ledger';
 import {
   Lab,
   filesUnder,
-  runCli,
+  startCli,
   spawnLifecycleChild,
   type LabOptions,
   type LifecycleChild,
@@ -409,7 +409,8 @@ async function scenario(c: Case, name: string): Promise<void> {
     assertLeft(k, c.step);
     const { lab, runId } = k;
     if (c.then === 'attach') {
-      const ran = await runCli(lab, ['train', 'attach', runId]);
+      // Scale 3, not 8: the attach's SSH connect limit (10 s / scale) must hold on a loaded machine.
+      const ran = await startCli(lab, ['train', 'attach', runId], {}, '3').done;
       const endMs = Date.now();
       assert.match(
         ran.stdout.trim(),
