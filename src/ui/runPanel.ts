@@ -304,6 +304,10 @@ export class RunPanels implements vscode.Disposable {
         break;
       case 'pod':
         this.podExtras.clear();
+        // A pod being provisioned is the live run's, before its job (and its metrics) start.
+        if (event.status.kind === 'creating' || event.status.kind === 'ready') {
+          this.liveRunId = runId;
+        }
         break;
       default:
         break;
