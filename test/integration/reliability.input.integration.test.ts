@@ -393,7 +393,8 @@ describe('reliability: hostile or broken input (a hostile job on a real emulated
       const got = tree(path.join(runDir, 'output'));
       assert.deepEqual(
         [...got.keys()].sort(),
-        ['-rf', 'back\\slash', 'model.txt', 'new\nline', 'n'.repeat(200), 'sub/'].sort(),
+        // sub/ held only a link: no folder for it.
+        ['-rf', 'back\\slash', 'model.txt', 'new\nline', 'n'.repeat(200)].sort(),
       );
       for (const name of got.keys()) {
         const stat = fs.lstatSync(path.join(runDir, 'output', name));

@@ -74,6 +74,8 @@ describe('runs: IDs', () => {
       'ä',
       'x'.repeat(65),
       'a\nb',
+      '-rf', // an argument, never an option
+      '--help',
     ]) {
       assert.equal(isValidRunId(id), false, JSON.stringify(id));
       assert.throws(

@@ -12,7 +12,8 @@ export const RUN_ID_MAX = 64;
 /** Longest project slug in an ID. */
 export const SLUG_MAX = 40;
 
-const VALID = /^[A-Za-z0-9_-]+$/;
+// No leading `-`: an ID is an argument of commands (the CLI's, the pod's shell's), never an option.
+const VALID = /^[A-Za-z0-9_][A-Za-z0-9_-]*$/;
 
 export function isValidRunId(id: string): boolean {
   return id.length > 0 && id.length <= RUN_ID_MAX && VALID.test(id);
@@ -25,7 +26,7 @@ export function validateRunId(id: string): string {
   throw new RunsError(
     'invalid_id',
     `${shown} is not a valid run ID`,
-    `Run IDs hold only letters, digits, - and _ (at most ${RUN_ID_MAX}); copy one from "runs ls" or the Runs view.`,
+    `Run IDs hold only letters, digits, - and _ (at most ${RUN_ID_MAX}, not starting with -); copy one from "runs ls" or the Runs view.`,
   );
 }
 
