@@ -101,7 +101,7 @@ export async function retrievalBench(options: BenchOptions): Promise<BenchReport
     notes: [
       `${options.runs} run(s) each, alternating baseline and ours; ours in a child process (its own peak RSS), SFTP with hashes computed while writing.`,
       ...phaseNotes.map((l) => l.slice(2)),
-      'Bounded memory: the 1 GiB file must not raise our peak RSS by more than 256 MiB over idle. Resume: the pod side keeps serving, every session is dropped halfway, the retrieval reconnects and continues from the verified prefix.',
+      'Bounded memory: the big file must not raise our peak RSS by more than 256 MiB over idle. Resume: the pod side keeps serving, every session is dropped halfway, the retrieval reconnects and continues from the verified prefix.',
     ],
     raw: json,
   };

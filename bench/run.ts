@@ -6,12 +6,14 @@
  *   npm run bench:quick           CI: tiny sizes, one repetition, checks they run; writes nothing
  *   npx tsx bench/run.ts [--quick] [--runs N] [--only latency,retrieval,…] [--no-write]
  *                        [--json FILE] [--retrieval-big-mib N] [--retrieval-small N]
+ *   npx tsx bench/run.ts --render a.json,b.json   docs/BENCHMARKS.md from --json dumps
  *
  * The benchmarks: latency (1), retrieval (2), activation (3: bundle, runs tree, activation),
  * chart (4), cost (5: requests per hour of following), scale (6: 20 followed runs).
  * A benchmark that throws is reported as failed and the runner exits 1 (after the others ran).
  */
-import { writeFileSync, mkdirSync } from 'node:fs';
+import { execFileSync } from 'node:child_process';
+import { mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { activationBench } from './activation.bench';
 import { chartBench } from './chart.bench';
@@ -57,6 +59,7 @@ function render(
   before: Machine,
   after: Machine,
   options: BenchOptions,
+  extra: string[] = [],
 ): string {
   const out: string[] = [];
   out.push('# Benchmarks');
@@ -70,6 +73,7 @@ function render(
   out.push('');
   out.push(`- Machine at the start: ${describeMachine(before)}`);
   out.push(`- Machine at the end: load average ${after.loadAverage.join(' / ')}, ${after.date}`);
+  out.push(...extra);
   out.push(
     `- Repetitions: ${options.runs} per figure (medians)${options.runs < 3 ? ' — reduced because the shared machine was loaded' : ''}.`,
   );
@@ -120,7 +124,58 @@ function render(
   return out.join('\n');
 }
 
+/** Formats the written report as `npm run lint` (prettier --check .) expects it. */
+function prettier(file: string): void {
+  execFileSync(join(ROOT, 'node_modules', '.bin', 'prettier'), ['--write', file], {
+    stdio: 'ignore',
+  });
+}
+
+/**
+ * `--render a.json,b.json`: writes docs/BENCHMARKS.md from the --json dumps of runs that each
+ * ran some of the benchmarks (the first dump's machine and options head the file).
+ */
+function renderSaved(files: string[]): void {
+  const dumps = files.map(
+    (file) =>
+      JSON.parse(readFileSync(file, 'utf8')) as {
+        before: Machine;
+        after: Machine;
+        options: BenchOptions;
+        outcomes: Outcome[];
+      },
+  );
+  const outcomes: Outcome[] = [];
+  for (const name of Object.keys(BENCHES)) {
+    const found = dumps.flatMap((d) => d.outcomes).filter((o) => o.name === name);
+    const best = found.find((o) => o.report !== null) ?? found[0];
+    if (best) outcomes.push(best);
+  }
+  const file = join(ROOT, 'docs', 'BENCHMARKS.md');
+  mkdirSync(join(ROOT, 'docs'), { recursive: true });
+  writeFileSync(
+    file,
+    render(
+      outcomes,
+      dumps[0]!.before,
+      dumps[dumps.length - 1]!.after,
+      dumps[0]!.options,
+      dumps.map(
+        (d) =>
+          `- Part run (${d.outcomes.map((o) => o.name).join(', ')}), side by side with the others: started with ${describeMachine(d.before)}`,
+      ),
+    ),
+  );
+  prettier(file);
+  console.log(`wrote ${file} from ${files.join(', ')}`);
+}
+
 async function main(): Promise<void> {
+  const saved = arg('--render');
+  if (saved) {
+    renderSaved(saved.split(','));
+    return;
+  }
   const quick = process.argv.includes('--quick');
   const runs = quick ? 1 : Number(arg('--runs') ?? 3);
   const only = arg('--only')?.split(',');
@@ -176,6 +231,7 @@ async function main(): Promise<void> {
     mkdirSync(join(ROOT, 'docs'), { recursive: true });
     const file = join(ROOT, 'docs', 'BENCHMARKS.md');
     writeFileSync(file, render(outcomes, before, after, options));
+    prettier(file);
     console.log(`\nwrote ${file}`);
   }
   if (outcomes.some((o) => o.report === null)) process.exitCode = 1;

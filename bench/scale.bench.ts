@@ -290,7 +290,7 @@ export async function scaleBench(options: BenchOptions): Promise<BenchReport> {
         ),
       ],
       bounds:
-        'the replay: 1 MiB reads back to back (ours) against one 1 MiB read per 2 s poll (baseline); steady CPU: per-chunk work — a stream delivers each line as it is written (10 small chunks/s per run), where a 2 s poll gets 20 lines in one read, so ours spends more CPU per line in exchange for ~2 s less latency; memory: the SSH connections (one per run), no per-metric state in the core.',
+        'the replay: 1 MiB reads back to back (ours) against one 1 MiB read per 2 s poll (baseline); steady CPU: per-chunk work — a stream delivers each line as it is written (10 small chunks/s per run), where a 2 s poll gets 20 lines in one read but starts a new SSH command each time; memory: the SSH connections (one per run), no per-metric state in the core.',
       notes: [
         `${rounds} round(s), alternating; each side in its own child process (its CPU and RSS only; the writer is the parent). One sshd plays the ${runs} pods, one SSH connection per run; production timing.`,
         `"Simulated hour": each run starts with an hour of logging already in its file (the attach case) and then logs live; per-hour CPU is the steady window's rate × 3,600 s. Heap growth over the window (ours): ${mib(m('ours', (r) => r.heapEndBytes - r.heapAfterCatchUpBytes))}; the core keeps no series (the UI does), so memory does not grow with the hour of metrics.`,
