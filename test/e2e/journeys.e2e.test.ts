@@ -92,7 +92,8 @@ async function stageBuiltExtension(extensionsDir: string): Promise<void> {
 }
 
 const RUN_ID = /tiny_\d{8}-\d{6}(?:_\d+)?/;
-const STATE = /\b(preparing|running|succeeded|failed|cancelled|stopped)\b/;
+// No leading \b: the row's text joins the label (ending in a digit) and the description.
+const STATE = /(?<![a-z])(preparing|running|succeeded|failed|cancelled|stopped)\b/;
 
 describe('User journeys in the real VS Code against the Runpod emulator', function () {
   this.timeout(420_000);
@@ -304,8 +305,12 @@ describe('User journeys in the real VS Code against the Runpod emulator', functi
     const text = await eventually(
       'the run to end with its pod kept',
       async () => {
+        // A kept run's row says `pod kept`; that its job succeeded is in run.json.
         const row = await runRow(id).innerText();
-        return /succeeded/.test(row) && /kept/.test(row) ? row : undefined;
+        const record = JSON.parse(
+          fs.readFileSync(path.join(workspace.dir, 'runs', id, 'run.json'), 'utf8'),
+        ) as { state?: string };
+        return record.state === 'succeeded' && /kept/.test(row) ? row : undefined;
       },
       180_000,
     );
