@@ -68,6 +68,15 @@ const KILL_WAIT_MS = 10_000;
 const PREAMBLE_MAX_BYTES = 64 * 1024;
 const PGID_MARKER = 'OVERBRAINER_PGID=';
 
+/**
+ * A channel's exit status, caught the moment the channel opens. ssh2 parses a whole socket read
+ * synchronously: for a quick command on a loaded machine the open confirmation, the output, the
+ * exit status and the close can arrive in one read, and an `exit` event emitted before `drive`
+ * attaches its listener (a microtask later) is lost — the command then read as "exit null"
+ * (output is kept: the stream buffers it). Seen with 20 runs followed at once.
+ */
+const earlyExits = new WeakMap<ClientChannel, { code: number | null; signal: string | null }>();
+
 /** Bytes asked together with a file's size: most small files come whole in that one read. */
 const PREFETCH_BYTES = 16 * 1024;
 
@@ -394,6 +403,12 @@ export class SshExecutor implements Executor {
                   ),
             );
           } else {
+            channel.once('exit', (code: number | null, signal?: string) => {
+              earlyExits.set(channel, {
+                code: typeof code === 'number' ? code : null,
+                signal: signal ? (signal.startsWith('SIG') ? signal : `SIG${signal}`) : null,
+              });
+            });
             resolve(channel);
           }
         });
@@ -419,8 +434,8 @@ export class SshExecutor implements Executor {
     let preamble: Buffer | undefined = Buffer.alloc(0);
     let pgid: number | undefined;
     let pgidWaiters: (() => void)[] = [];
-    let exitCode: number | null = null;
-    let exitSignal: string | null = null;
+    let exitCode: number | null = earlyExits.get(channel)?.code ?? null;
+    let exitSignal: string | null = earlyExits.get(channel)?.signal ?? null;
     let ended: 'aborted' | 'timeout' | undefined;
 
     const deliver = (chunk: Buffer): void => {
