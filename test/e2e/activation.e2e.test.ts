@@ -95,14 +95,44 @@ describe('Overbrainer in the real VS Code (code-server + Chromium)', function ()
     const writeRun = (id: string, created: string, run: object, pod?: object): void => {
       const dir = path.join(workspace.dir, 'runs', id);
       mkdirSync(dir, { recursive: true });
+      // Whole records, as the core writes them: the tree reads them with the core's codecs.
       writeFileSync(
         path.join(dir, 'run.json'),
-        JSON.stringify({ id, target: 'runpod', created, job: null, message: null, ...run }),
+        JSON.stringify({
+          id,
+          target: 'runpod',
+          created,
+          remote_dir: `/workspace/overbrainer/${id}`,
+          job: null,
+          message: null,
+          ...run,
+        }),
       );
       if (pod)
         writeFileSync(
           path.join(dir, 'pod.json'),
-          JSON.stringify({ version: 1, run_id: id, ...pod }),
+          JSON.stringify({
+            version: 1,
+            run_id: id,
+            keep: false,
+            deadline: null,
+            deadline_unix: null,
+            attempts: [],
+            pod_id: null,
+            gpu_type: null,
+            gpu_count: 1,
+            data_center_id: null,
+            cost_per_hour: null,
+            created_at: null,
+            created_unix: null,
+            ready_at: null,
+            ssh: null,
+            host_key: 'ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIOverbrainerTestHostKeyOnly',
+            deleted_at: null,
+            deleted_by: null,
+            estimated_spend: null,
+            ...pod,
+          }),
         );
     };
     writeRun(
@@ -111,7 +141,7 @@ describe('Overbrainer in the real VS Code (code-server + Chromium)', function ()
       { state: 'succeeded' },
       {
         state: 'deleted',
-        pod_id: 'pod-old',
+        pod_id: 'podold',
         estimated_spend: 0.6412,
       },
     );
@@ -121,7 +151,7 @@ describe('Overbrainer in the real VS Code (code-server + Chromium)', function ()
       { state: 'running' },
       {
         state: 'running',
-        pod_id: 'pod-live',
+        pod_id: 'podlive',
         gpu_type: 'NVIDIA RTX A5000',
         cost_per_hour: 0.29,
         deadline_unix: Math.floor(Date.now() / 1000) + 3 * 3600 + 600,
@@ -156,7 +186,7 @@ describe('Overbrainer in the real VS Code (code-server + Chromium)', function ()
       { state: 'running' },
       {
         state: 'kept',
-        pod_id: 'pod-kept',
+        pod_id: 'podkept',
         keep: true,
         deadline: null,
         deadline_unix: null,
@@ -171,8 +201,8 @@ describe('Overbrainer in the real VS Code (code-server + Chromium)', function ()
     const pods = workbench.viewPane('Pods');
     await pods.hover();
     await pods.locator('.actions .action-label[aria-label="Refresh Pods"]').click();
-    await pods.locator('.monaco-list-row', { hasText: 'pod-kept' }).waitFor();
-    await pods.locator('.monaco-list-row', { hasText: 'pod-live' }).waitFor();
+    await pods.locator('.monaco-list-row', { hasText: 'podkept' }).waitFor();
+    await pods.locator('.monaco-list-row', { hasText: 'podlive' }).waitFor();
     await workbench.screenshot('runs followed');
   });
 
