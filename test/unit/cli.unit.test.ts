@@ -444,7 +444,10 @@ describe('cli: whole command lines that never reach Runpod', () => {
       OVERBRAINER_RUNPOD__BASE_URL: 'http://api.example.com/v2',
     });
     assert.equal(plain.code, 2);
-    assert.match(plain.stderr[0] ?? '', /^OVERBRAINER_RUNPOD__BASE_URL uses plain http.*unencrypted/);
+    assert.match(
+      plain.stderr[0] ?? '',
+      /^OVERBRAINER_RUNPOD__BASE_URL uses plain http.*unencrypted/,
+    );
     const hook = await run(['runs', 'ls'], { OVERBRAINER_TIMING_SCALE: '0.5' });
     assert.equal(hook.code, 2);
     assert.match(hook.stderr[0] ?? '', /^OVERBRAINER_TIMING_SCALE: must be a number of at least 1/);
