@@ -98,9 +98,13 @@ describe('reliability: pod faults and provisioning gaps', function () {
       await l.emulator.faults.podDies(podId);
       recordFault(name, 'pod.dies');
       const o = await flow;
-      // Following fails (SSH refused: the pod's processes are gone) and train stops with a
-      // message; the run stays `running` (attach can tell more), nothing is deleted yet.
-      assert.ok(o.error instanceof Error && o.error.message.length > 0, String(o.error));
+      // Following fails (SSH refused: the pod's processes are gone) and train stops saying the
+      // pod stopped under its job and what to do; the run stays `running` (its disk may hold
+      // results: the original leaves the choice to the user), nothing is deleted yet.
+      assert.ok(o.error instanceof PodError, String(o.error));
+      assert.equal(o.error.kind, 'pod_stopped');
+      assert.match(o.error.message, /is EXITED: it stopped while its job ran.*still bills/);
+      assert.match(o.error.hint ?? '', /overbrainer train attach .*overbrainer pod rm .* --force/);
       assert.equal(l.runJson(id!).state, 'running');
       // The watchdog died with the pod: gpu billing stopped, the stopped pod's disk still bills.
       const stopped = l.ledgerOf(podId);

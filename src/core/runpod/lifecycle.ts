@@ -13,7 +13,7 @@ import type { PodRecord, SshEndpoint } from '../runs/podRecord';
 import type { RunRecord } from '../runs/runRecord';
 import { FollowError, MetricsFollower, type FollowResult } from '../train/follow';
 import { Pace } from '../train/pace';
-import { isDead } from './api';
+import { isDead, type Pod } from './api';
 import { log, warn, type PodCtx } from './context';
 import { alias, CLIENT_KEY, sshCommand, writeSshConfig } from './keys';
 import { goneBy, guardFires, overrun, pastDeadline, renewalDue } from './lease';
@@ -41,7 +41,8 @@ export const MAX_HOURS_REACHED = 'max_hours reached: the pod was deleted before 
 /** How the watch ended. */
 export type Watched =
   | { kind: 'ended'; result: FollowResult }
-  | { kind: 'failed'; error: unknown }
+  /** `offset`: the metrics file's byte offset after the last line published, to follow on from. */
+  | { kind: 'failed'; error: unknown; offset: number }
   /** The client's deadline passed with no lease held; nothing was deleted yet. */
   | { kind: 'deadline_passed' };
 
@@ -126,7 +127,7 @@ export async function watchLeased(
   try {
     const watched = follower.follow(stop.signal).then(
       (result): Watched => ({ kind: 'ended', result }),
-      (error: unknown): Watched => ({ kind: 'failed', error }),
+      (error: unknown): Watched => ({ kind: 'failed', error, offset: follower.offset }),
     );
     const guarded = holdLease().then((why): Watched | null =>
       why === 'deadline_passed' ? { kind: 'deadline_passed' } : null,
@@ -219,14 +220,26 @@ async function unreachable(
   error: unknown,
 ): Promise<unknown> {
   if (isAbortError(error)) return error;
-  let isGone: boolean;
+  let remote: Pod | null;
   try {
-    isGone = await gone(ctx, pod);
+    remote = await stillThere(ctx, pod);
   } catch (checkError) {
     log(ctx, 'warn', `cannot look the pod up: ${messageOf(checkError)}`);
     return error;
   }
-  if (!isGone) return error;
+  if (remote !== null && isDead(remote)) {
+    // Stopped under the job (a host failure, a stop from the console): the processes are gone,
+    // the disk and what the job wrote stay, and the stopped pod's disk still bills.
+    return new PodError(
+      'pod_stopped',
+      `pod ${remote.id} of run ${run.id} is ${remote.status}: it stopped while its job ran, so the job no longer runs; ` +
+        'its disk (with what the job wrote) is kept and still bills',
+      `Start it again in the Runpod console and attach with "overbrainer train attach ${run.id}" to retrieve what is there, ` +
+        `or remove it with "overbrainer pod rm ${run.id} --force".`,
+      { cause: error },
+    );
+  }
+  if (remote !== null) return error;
   // `pod rm --force` from another process deleted it and already failed the run: keep its words.
   const removedBy = freshRunMessage(ctx, run);
   if (pod.deletedBy === 'pod_rm' && removedBy !== null) {
@@ -279,16 +292,59 @@ function adoptDeleted(ctx: PodCtx, pod: PodRecord): void {
   }
 }
 
-/** Whether the run's pod no longer exists; if so, pod.json records it (nothing is deleted here). */
-async function gone(ctx: PodCtx, pod: PodRecord): Promise<boolean> {
+/**
+ * The run's pod as the API sees it, or null when it no longer exists; then pod.json records it
+ * gone (nothing is deleted here).
+ */
+async function stillThere(ctx: PodCtx, pod: PodRecord): Promise<Pod | null> {
   adoptDeleted(ctx, pod);
   const id = pod.podId;
-  if (id === null || pod.state === 'deleted') return true;
+  if (id === null || pod.state === 'deleted') return null;
   // A pod Runpod is deleting (TERMINATED) is gone once its 404 comes.
-  if ((await lookUpSettled(ctx, id)) !== null) return false;
+  const remote = await lookUpSettled(ctx, id);
+  if (remote !== null) return remote;
   markGone(ctx, pod, id, goneBy(pod, ctx.clock.nowMs()));
   await forgetKeys(ctx, pod.runId);
-  return true;
+  return null;
+}
+
+/**
+ * After a failed watch: when the API shows the pod running at another SSH endpoint than the one
+ * recorded (Runpod restarted its container, which publishes its port anew), connects there and
+ * returns the executor, so the follow goes on without the user attaching. While the pod restarts
+ * without an endpoint, looks again every `podPollMs` for up to `readyTimeoutMs`. Null when the
+ * pod did not move (gone, stopped, still at its endpoint, or no endpoint by then): the failure stands and
+ * {@link settleWatch} explains it.
+ */
+export async function followMoved(
+  ctx: PodCtx,
+  pod: PodRecord,
+  run: RunRecord,
+  signal?: AbortSignal,
+): Promise<SshExecutor | null> {
+  const id = pod.podId;
+  if (id === null || pod.state === 'deleted') return null;
+  // Never past the pod's deadline: nothing renews its lease meanwhile.
+  const deadlineMs = pod.deadlineUnixS === null ? Infinity : pod.deadlineUnixS * 1000;
+  const untilMs = Math.min(ctx.clock.nowMs() + ctx.timing.readyTimeoutMs, deadlineMs);
+  for (;;) {
+    // One look: a 404 is for settleWatch to confirm, not for this to wait out.
+    const remote = await ctx.client.getPod(id, { signal });
+    if (remote === null || isDead(remote)) return null;
+    const direct = remote.sshDirect;
+    if (direct !== null) {
+      if (direct.host === pod.ssh?.host && direct.port === pod.ssh.port) return null;
+      log(
+        ctx,
+        'info',
+        `pod ${id} of run ${run.id} restarted and answers on ${direct.host}:${direct.port} now: following it there`,
+      );
+      return reconnect(ctx, pod, run, signal);
+    }
+    if (ctx.clock.nowMs() >= untilMs) return null;
+    log(ctx, 'debug', `pod ${id} of run ${run.id} has no SSH endpoint (${remote.status}): waiting`);
+    await ctx.clock.sleep(ctx.timing.podPollMs, signal);
+  }
 }
 
 /** Saves the run `failed` with `message`, best effort, and tells the listeners. */

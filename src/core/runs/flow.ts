@@ -16,6 +16,7 @@ import { log, warn, type PodCtx } from '../runpod/context';
 import {
   endPod,
   failRun,
+  followMoved,
   holdLeaseDuring,
   MAX_HOURS_REACHED,
   reconnect,
@@ -416,21 +417,47 @@ async function followOnPod(
   artifacts: readonly string[],
   signal?: AbortSignal,
 ): Promise<FlowResult> {
-  const watched = await watchLeased(ctx, executor, run, pod, signal);
-  if (signal?.aborted && watched.kind !== 'deadline_passed') {
-    throw new FlowError(stopFollowingMessage(ctx, run, pod), null);
+  const moved: Executor[] = [];
+  try {
+    let current = executor;
+    let watched = await watchLeased(ctx, current, run, pod, signal);
+    // The pod restarted on a new port (Runpod publishes a restarted container anew): follow it
+    // there from where the metrics stopped, a bounded number of times.
+    for (let moves = 0; watched.kind === 'failed' && moves < MAX_ENDPOINT_MOVES; moves++) {
+      if (signal?.aborted) break;
+      const next = await followMoved(ctx, pod, run, signal).catch((error: unknown) => {
+        log(
+          ctx,
+          'debug',
+          `run ${run.id}: cannot follow its pod to a new endpoint: ${messageOf(error)}`,
+        );
+        return null;
+      });
+      if (next === null) break;
+      moved.push(next);
+      current = next;
+      watched = await watchLeased(ctx, current, run, pod, signal, watched.offset);
+    }
+    if (signal?.aborted && watched.kind !== 'deadline_passed') {
+      throw new FlowError(stopFollowingMessage(ctx, run, pod), null);
+    }
+    const result: FollowResult = await settleWatch(ctx, pod, run, watched);
+    return await collect(
+      ctx,
+      deps,
+      current,
+      run,
+      pod,
+      jobOutcome(result.status, result.metrics, run.id)!,
+      artifacts,
+    );
+  } finally {
+    for (const next of moved) next.dispose();
   }
-  const result: FollowResult = await settleWatch(ctx, pod, run, watched);
-  return collect(
-    ctx,
-    deps,
-    executor,
-    run,
-    pod,
-    jobOutcome(result.status, result.metrics, run.id)!,
-    artifacts,
-  );
 }
+
+/** How many times one follow goes after its pod to a new SSH endpoint before it gives up. */
+const MAX_ENDPOINT_MOVES = 3;
 
 /** What stopping the follow leaves running (spec §8, Ctrl-C once the job runs). */
 export function stopFollowingMessage(ctx: PodCtx, run: RunRecord, pod: PodRecord): string {
