@@ -370,6 +370,11 @@ export class Workbench {
       await this.page.keyboard.press('F1');
       await input.waitFor({ state: 'visible', timeout: 10_000 * SLOW }).catch(() => undefined);
     }
+    if (!(await input.isVisible())) {
+      throw new Error(
+        `the command palette did not open for "${title}": ${await this.focusReport()}`,
+      );
+    }
     await input.fill(`>${title}`);
     const row = this.page
       .locator('.quick-input-widget .monaco-list-row')
@@ -387,6 +392,27 @@ export class Workbench {
       }
     }
     await row.click();
+  }
+
+  /** What holds the keyboard focus, and which dialogs and toasts are shown (for an error). */
+  async focusReport(): Promise<string> {
+    // A string, not a function: the page's DOM types are not in this project's lib (no "dom").
+    return this.page.evaluate<string>(`(() => {
+      const describe = (el) => {
+        if (el === null) return 'nothing';
+        const parts = [];
+        for (let e = el; e !== null && parts.length < 6; e = e.parentElement) {
+          const cls = typeof e.className === 'string' ? e.className.split(/\\s+/).slice(0, 3) : [];
+          parts.push(e.tagName.toLowerCase() + cls.map((c) => (c ? '.' + c : '')).join(''));
+        }
+        return parts.join(' < ');
+      };
+      const texts = (selector) =>
+        [...document.querySelectorAll(selector)].map((d) => (d.textContent ?? '').slice(0, 120));
+      return 'focus on ' + describe(document.activeElement) + '; hasFocus ' + document.hasFocus() +
+        '; dialogs ' + JSON.stringify(texts('.monaco-dialog-box')) +
+        '; toasts ' + JSON.stringify(texts('.notification-toast'));
+    })()`);
   }
 
   /** A notification toast whose message contains `text`. */
