@@ -418,13 +418,17 @@ describe('reliability: hostile or broken input (a hostile job on a real emulated
   it('a result that keeps changing during the download is never taken: the pod waits, attach retrieves it once it settles', async function () {
     const lab = await Lab.start({ command: 'sh data/changing.sh', retrieveGraceMinutes: 10 });
     try {
-      // The job leaves a writer behind that rewrites output/live.bin until data/stop exists on the pod.
+      // The job leaves a writer behind that appends to output/live.bin without pause (starting it
+      // over every 4 MiB) until data/stop exists on the pod: the file never sits still. Without
+      // pause, because a writer that paused between whole-file rewrites let the pod's hash and the
+      // download read the same bytes at nearly the same instant about half the time (the torn file
+      // was taken); retrieval must notice that the file changed while it ran, whatever it read.
       fs.writeFileSync(
         path.join(lab.workspace, 'data', 'changing.sh'),
         String.raw`mkdir -p output
 printf '{"event":"log","step":1,"loss":1,"time":%s}\n' "$(date +%s)" >>"$OVERBRAINER_METRICS"
 echo stable >output/stable.txt
-setsid sh -c 'n=0; while [ ! -e data/stop ]; do n=$((n+1)); head -c 65536 /dev/urandom >output/live.tmp; mv output/live.tmp output/live.bin; sleep 0.05; done; echo "final $n" >output/live.bin' </dev/null >/dev/null 2>&1 &
+setsid sh -c 'n=0; while [ ! -e data/stop ]; do n=$((n+1)); head -c 4096 /dev/urandom >>output/live.bin; if [ $((n % 1024)) -eq 0 ]; then : >output/live.bin; fi; done; echo "final $n" >output/live.bin' </dev/null >/dev/null 2>&1 &
 sleep 0.5
 `,
       );
@@ -439,6 +443,10 @@ sleep 0.5
       const warning = lab.warnings().find((w) => w.code === 'awaiting_retrieval');
       assert.ok(warning, lab.transcript());
       assert.match(warning.message, /overbrainer train attach|overbrainer pod rm/);
+      assert.match(
+        String(result.run.message),
+        /still being written on the pod while they were retrieved \(output\/live\.bin\): none was taken/,
+      );
       assert.equal(
         fs.existsSync(path.join(runDir, 'output', 'live.bin')),
         false,

@@ -33,10 +33,13 @@ import { scaleTiming } from '../../src/core/timing';
 import {
   ManifestError,
   manifestScript,
+  parseListing,
   parseManifest,
   retrieve,
   RetrievalError,
   STAGING_DIR,
+  changedScript,
+  describeMismatches,
   type RetrieveOptions,
 } from '../../src/core/train/retrieval';
 import { startSshd, startTcpProxy, type Sshd } from '../helpers/sshd';
@@ -129,6 +132,33 @@ describe('manifest script under real shells', function () {
         new Map(entries.map((entry) => [entry.path, entry.sha256])),
         new Map([...files].map(([name, data]) => [name, sha256(data)])),
       );
+    });
+  }
+
+  for (const [label, shell, env] of shells) {
+    it(`says which files were written after hashing began, and not the ones written just before (${label})`, () => {
+      const run = join(dir, `run-changes-${label.replace(/\W+/g, '-')}`);
+      makeRun(run);
+      const marker = randomBytes(8).toString('hex');
+      const [cmd, args] = shell === 'busybox-sh' ? ['/bin/busybox', ['sh', '-c']] : [shell, ['-c']];
+      const sh = (script: string) =>
+        spawnSync(cmd, [...args, script], { env: env(), stdio: ['ignore', 'pipe', 'pipe'] });
+      // metrics.jsonl was written a moment ago, right before the retrieval: not a change.
+      writeFileSync(join(run, 'metrics.jsonl'), '{"event":"end"}\n');
+      const hashed = sh(manifestScript(run, ENTRIES, EXCLUDES, marker));
+      assert.equal(hashed.status, 0, hashed.stderr.toString());
+      // Written after the pod began hashing: a file still being written, and a new one.
+      writeFileSync(join(run, 'output', 'big.bin'), 'still writing');
+      writeFileSync(join(run, 'output', 'new.txt'), 'appeared');
+      const changed = sh(changedScript(run, ENTRIES, EXCLUDES, marker));
+      assert.equal(changed.status, 0, changed.stderr.toString());
+      assert.deepEqual(
+        parseListing(changed.stdout, { entries: ENTRIES, excludes: EXCLUDES }).sort(),
+        ['output/big.bin', 'output/new.txt'],
+      );
+      assert.equal(existsSync(join(run, STAGING_DIR)), false, 'the marker is removed');
+      // A second look finds no marker: exit 5, so a lost marker is never read as "nothing changed".
+      assert.equal(sh(changedScript(run, ENTRIES, EXCLUDES, marker)).status, 5);
     });
   }
 
@@ -387,7 +417,7 @@ describe('retrieve over SSH', function () {
       assert.equal(result.verified, false);
       assert.deepEqual(
         result.mismatches.map((m) => [m.file, m.reason]),
-        [['output/big.bin', 'hash']],
+        [['output/big.bin', 'changed']],
       );
       const localRunDir = base().localRunDir;
       assert.equal(existsSync(join(localRunDir, 'output')), false, 'nothing moved into place');
@@ -405,6 +435,58 @@ describe('retrieve over SSH', function () {
           .subarray(0, 7)
           .equals(Buffer.from('CHANGED')),
       );
+    } finally {
+      await pod.close();
+    }
+  });
+
+  it('a file rewritten while it is retrieved is not taken even when the hash and the download read the same bytes', async () => {
+    makeRun(remote);
+    const path = join(remote, 'output', 'big.bin');
+    writeFileSync(path, randomBytes(4 * 1024 * 1024));
+    // Before it hashes anything, the pod's job writes big.bin again with the very same bytes:
+    // the download and the hash agree, but the file was written during the retrieval (a
+    // writer still at work can be read identically, torn, by both).
+    const once = join(local, 'rewritten');
+    const pod = await podWithTools(sshd.root, {
+      sha256sum:
+        `#!/bin/sh\nif [ ! -e '${once}' ]; then : >'${once}'; ` +
+        `cp '${path}' '${once}.copy' && cat '${once}.copy' >'${path}'; fi\n` +
+        `exec /usr/bin/sha256sum "$@"\n`,
+    });
+    try {
+      const result = await retrieve(base({ executor: pod.executor }));
+      assert.equal(result.verified, false);
+      assert.deepEqual(
+        result.mismatches.map((m) => [m.file, m.reason]),
+        [['output/big.bin', 'changed']],
+      );
+      assert.match(
+        describeMismatches(result.mismatches),
+        /1 file\(s\) were still being written on the pod while they were retrieved \(output\/big\.bin\): none was taken/,
+      );
+      const localRunDir = base().localRunDir;
+      assert.equal(existsSync(join(localRunDir, 'output')), false, 'nothing moved into place');
+      assert.equal(existsSync(join(remote, STAGING_DIR)), false, 'the change marker is cleaned up');
+      // Once nothing writes it any more, it is taken.
+      const again = await retrieve(base({ executor: pod.executor }));
+      assert.equal(again.verified, true, JSON.stringify(again.mismatches));
+      assert.ok(readFileSync(join(localRunDir, 'output', 'big.bin')).equals(readFileSync(path)));
+      assert.equal(existsSync(join(remote, STAGING_DIR)), false);
+    } finally {
+      await pod.close();
+    }
+  });
+
+  it('a pod that cannot make the change marker (a full disk) still has its results verified by hash', async () => {
+    const files = makeRun(remote);
+    const pod = await podWithTools(sshd.root, {
+      touch: '#!/bin/sh\necho "No space left on device" >&2\nexit 1\n',
+    });
+    try {
+      const result = await retrieve(base({ executor: pod.executor }));
+      assert.equal(result.verified, true, JSON.stringify(result.mismatches));
+      assertRetrieved(base().localRunDir, files);
     } finally {
       await pod.close();
     }

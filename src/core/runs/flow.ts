@@ -40,7 +40,7 @@ import {
   type TrainerJob,
 } from '../train/job';
 import { jobOutcome, type JobOutcome } from '../train/outcome';
-import { retrieve } from '../train/retrieval';
+import { describeMismatches, retrieve } from '../train/retrieval';
 import type { PodRecord } from './podRecord';
 import type { RunRecord } from './runRecord';
 import { LOCAL_ONLY, noPodLeft, type RunStore } from './store';
@@ -501,10 +501,7 @@ async function collect(
     );
     verified = got.verified;
     if (!got.verified) {
-      problem = `${got.mismatches.length} file(s) did not verify (${got.mismatches
-        .slice(0, 3)
-        .map((m) => m.file)
-        .join(', ')})`;
+      problem = describeMismatches(got.mismatches);
     }
   } catch (error) {
     problem = messageOf(error);

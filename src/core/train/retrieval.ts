@@ -8,12 +8,16 @@
  * matches its manifest hash are the files moved into place. Nothing is ever
  * written through a symlink, and nothing outside the local run directory.
  * A dropped connection resumes: finished files are re-hashed locally and
- * kept, a partial file continues where it stopped.
+ * kept, a partial file continues where it stopped. A file still being written
+ * while it is retrieved is never taken, even when the hash and the download
+ * happened to read the same bytes: the pod marks when hashing starts and says
+ * at the end which files changed since (`find -newer`).
  */
 import { lstat, mkdir, readdir, rename, rm, unlink } from 'node:fs/promises';
+import { randomBytes } from 'node:crypto';
 import { join } from 'node:path';
 import { systemClock, type Clock } from '../clock';
-import { ExecError, type DownloadedFile, type Executor } from '../exec/executor';
+import { ExecError, type DownloadedFile, type ExecResult, type Executor } from '../exec/executor';
 import { excerpt } from '../exec/errors';
 import { listFiles, sha256File, unsafeRelativePath } from '../exec/localFiles';
 import { shQuote } from '../exec/shell';
@@ -29,6 +33,8 @@ export const MANIFEST_MAX_NAME_BYTES = 255;
 export const MANIFEST_MAX_BYTES = 64 * 1024 * 1024;
 /** Exit code of the manifest script when the run directory is missing. */
 const EXIT_NO_RUN_DIR = 3;
+/** Exit code of the change check when there is no change marker (it could not be made). */
+const EXIT_NO_MARKER = 5;
 
 export interface ManifestEntry {
   /** Relative path inside the run directory, without `./`. */
@@ -117,6 +123,7 @@ function findScript(
   excludeGlobs: readonly string[],
   action: (find: string) => string[],
   prelude: string[] = [],
+  postlude: string[] = [],
 ): string {
   const paths = normalizeEntries(entries);
   const prune =
@@ -131,8 +138,47 @@ function findScript(
     `  [ -e "$e" ] || [ -h "$e" ] || continue`,
     ...action(`find "$e" ${prune}-type f`).map((line) => `  ${line}`),
     `done`,
+    ...postlude,
     '',
   ].join('\n');
+}
+
+/**
+ * The change marker of one retrieval on the pod, relative to the run
+ * directory: inside the reserved staging name, which no entry can be or
+ * contain, so it is never walked nor retrieved.
+ */
+function changeMarkerPath(marker: string): string {
+  if (!/^[0-9a-f]{8,64}$/.test(marker)) {
+    throw new RetrievalError('manifest_failed', `the change marker ${display(marker)} is not hex`);
+  }
+  return `./${STAGING_DIR}/changes.${marker}`;
+}
+
+/**
+ * Makes the change marker `$m`, then waits until the clock, as `find -newer`
+ * sees it, has moved past the marker's mtime (a few ms where find compares
+ * nanoseconds, up to a second where it compares seconds, as busybox does):
+ * any write after this wait makes a file newer than the marker, any write
+ * before it leaves the file not newer, so a file last written just before the
+ * retrieval is not taken for a changing one. A marker that cannot be made
+ * (disk full) or a clock that does not move is removed: the check is skipped.
+ */
+function changeMarkerLines(marker: string): string[] {
+  return [
+    `m=${shQuote(changeMarkerPath(marker))}`,
+    `if mkdir -p ./${STAGING_DIR} 2>/dev/null && touch "$m" 2>/dev/null; then`,
+    `  if sleep 0.01 2>/dev/null; then d=0.01; n=400; else d=1; n=4; fi`,
+    `  i=0`,
+    `  while :; do`,
+    `    touch "$m.tick" 2>/dev/null || { rm -f "$m"; break; }`,
+    `    [ -z "$(find "$m.tick" -newer "$m" 2>/dev/null)" ] || break`,
+    `    i=$((i + 1)); [ "$i" -lt "$n" ] || { rm -f "$m"; break; }`,
+    `    sleep "$d"`,
+    `  done`,
+    `  rm -f "$m.tick"`,
+    `fi`,
+  ];
 }
 
 /**
@@ -142,12 +188,15 @@ function findScript(
  * batches without escaping names; elsewhere (busybox) each file is fed to
  * `sha256sum` on stdin, which is safe for any name. Exit 3: no run directory;
  * any other failure (an unreadable file, a vanished one) fails the script, so
- * an incomplete list is never taken for a complete one.
+ * an incomplete list is never taken for a complete one. With `changeMarker`
+ * (hex), the change marker is made before anything is hashed (see
+ * {@link changedScript}).
  */
 export function manifestScript(
   runDir: string,
   entries: readonly string[],
   excludeGlobs: readonly string[] = [],
+  changeMarker?: string,
 ): string {
   const perFile = `for f do h=$(sha256sum < "$f") || exit 1; printf "%s  %s\\0" "\${h%% *}" "$f"; done`;
   return findScript(
@@ -161,7 +210,37 @@ export function manifestScript(
       `  ${find} -exec sh -c ${shQuote(perFile)} sh {} + || exit 4`,
       `fi`,
     ],
-    [`if printf '' | sha256sum -z >/dev/null 2>&1; then z=1; else z=0; fi`],
+    [
+      ...(changeMarker === undefined ? [] : changeMarkerLines(changeMarker)),
+      `if printf '' | sha256sum -z >/dev/null 2>&1; then z=1; else z=0; fi`,
+    ],
+  );
+}
+
+/**
+ * The files of the same walk as {@link manifestScript} modified since its
+ * change marker was made (`./<path>\0` each), once the downloads and the
+ * hashing are over: a file listed here was still being written while it was
+ * retrieved, whatever bytes were read. Removes the marker. Exit 5: there is
+ * no marker (it could not be made); 4: the walk failed.
+ */
+export function changedScript(
+  runDir: string,
+  entries: readonly string[],
+  excludeGlobs: readonly string[],
+  changeMarker: string,
+): string {
+  return findScript(
+    runDir,
+    entries,
+    excludeGlobs,
+    (find) => [`${find} -newer "$m" -print0 || s=4`],
+    [
+      `m=${shQuote(changeMarkerPath(changeMarker))}`,
+      `[ -f "$m" ] || { echo "no change marker" >&2; exit ${EXIT_NO_MARKER}; }`,
+      `s=0`,
+    ],
+    [`rm -f "$m"`, `rmdir ./${STAGING_DIR} 2>/dev/null`, `exit "$s"`],
   );
 }
 
@@ -339,9 +418,39 @@ export function parseListing(buffer: Buffer, options: ParseManifestOptions): str
 
 export interface Mismatch {
   file: string;
-  reason: 'hash' | 'missing';
-  expectedSha256: string;
+  /**
+   * `changed`: the file was written on the pod while it was retrieved (a process there still
+   * writes it), whatever its hash; `hash`: the downloaded bytes are not the ones the pod hashed;
+   * `missing`: it vanished before it was downloaded.
+   */
+  reason: 'changed' | 'hash' | 'missing';
+  /** Absent for a file that appeared while retrieving (the manifest did not list it). */
+  expectedSha256?: string;
   actualSha256?: string;
+}
+
+/**
+ * What went wrong, for the run's message: files still being written first (with
+ * what to do about them), then files that did not verify; a few names each.
+ */
+export function describeMismatches(mismatches: readonly Mismatch[]): string {
+  const names = (list: readonly Mismatch[]): string =>
+    list
+      .slice(0, 3)
+      .map((m) => m.file)
+      .join(', ') + (list.length > 3 ? ', …' : '');
+  const changed = mismatches.filter((m) => m.reason === 'changed');
+  const other = mismatches.filter((m) => m.reason !== 'changed');
+  const parts: string[] = [];
+  if (changed.length > 0) {
+    parts.push(
+      `${changed.length} file(s) were still being written on the pod while they were retrieved ` +
+        `(${names(changed)}): none was taken; stop whatever still writes them (or let it finish), ` +
+        `then retrieve again`,
+    );
+  }
+  if (other.length > 0) parts.push(`${other.length} file(s) did not verify (${names(other)})`);
+  return parts.join('; ');
 }
 
 export interface RetrieveProgress {
@@ -418,10 +527,12 @@ export async function retrieve(options: RetrieveOptions): Promise<RetrieveResult
       }
     }
   };
-  const runScript = async (script: string, what: string): Promise<Buffer> => {
-    const result = await withRetries(() =>
-      executor.exec(script, { signal, maxOutputBytes: MANIFEST_MAX_BYTES }),
-    );
+  const execScript = (script: string, onTry?: () => void): Promise<ExecResult> =>
+    withRetries(() => {
+      onTry?.();
+      return executor.exec(script, { signal, maxOutputBytes: MANIFEST_MAX_BYTES });
+    });
+  const outputOf = (result: ExecResult, what: string): Buffer => {
     if (result.code === EXIT_NO_RUN_DIR) {
       throw new RetrievalError(
         'run_dir_missing',
@@ -439,12 +550,37 @@ export async function retrieve(options: RetrieveOptions): Promise<RetrieveResult
     }
     return result.stdout;
   };
+  const runScript = async (script: string, what: string): Promise<Buffer> =>
+    outputOf(await execScript(script), what);
+  // Made on the pod before it hashes anything; see changedScript.
+  const marker = randomBytes(8).toString('hex');
+  /** Files the pod says were written since the marker; none when it could not make one. */
+  const changedSince = async (): Promise<Set<string>> => {
+    let tries = 0;
+    const result = await execScript(
+      changedScript(remoteRunDir, entries, excludes, marker),
+      () => tries++,
+    );
+    if (result.code === EXIT_NO_MARKER) {
+      // A try that ran removed the marker: a later try that finds none cannot tell.
+      if (tries > 1) {
+        throw new RetrievalError(
+          'manifest_failed',
+          'the connection dropped while checking whether the results changed during the retrieval; retry the retrieval',
+        );
+      }
+      return new Set();
+    }
+    const out = outputOf(result, 'checking for changes in');
+    return new Set(parseListing(out, { entries, excludes }));
+  };
 
   options.onProgress?.({ phase: 'listing', filesDone: 0, filesTotal: 0, bytesDone: 0 });
   // The pod hashes while the files already travel; a refused manifest stops the transfer.
-  const manifestDone = runScript(manifestScript(remoteRunDir, entries, excludes), 'hashing').then(
-    (out) => parseManifest(out, { entries, excludes }),
-  );
+  const manifestDone = runScript(
+    manifestScript(remoteRunDir, entries, excludes, marker),
+    'hashing',
+  ).then((out) => parseManifest(out, { entries, excludes }));
   manifestDone.catch(() => stop.abort());
   let listed: string[];
   try {
@@ -572,6 +708,16 @@ export async function retrieve(options: RetrieveOptions): Promise<RetrieveResult
     await downloadAll(late);
   }
 
+  // Files written on the pod since hashing began: still being written, so whatever bytes
+  // were read (the hash and the download can read the same torn bytes), none is taken.
+  let changed: Set<string>;
+  try {
+    changed = await changedSince();
+  } catch (error) {
+    if (error instanceof ManifestError) await rm(staging, { recursive: true, force: true });
+    throw error;
+  }
+
   const mismatches: Mismatch[] = [];
   let bytes = 0;
   let reusedBytes = 0;
@@ -580,6 +726,17 @@ export async function retrieve(options: RetrieveOptions): Promise<RetrieveResult
     const want = expected.get(path);
     if (want === undefined) {
       // Listed, then gone before it was hashed: not a result.
+      if (!file.missing) await rm(join(doneDir, path), { force: true });
+      continue;
+    }
+    if (changed.has(path)) {
+      mismatches.push({
+        file: path,
+        reason: 'changed',
+        expectedSha256: want,
+        ...(file.missing ? {} : { actualSha256: file.sha256 }),
+      });
+      // Not kept: the next retrieval downloads it again.
       if (!file.missing) await rm(join(doneDir, path), { force: true });
       continue;
     }
@@ -603,8 +760,14 @@ export async function retrieve(options: RetrieveOptions): Promise<RetrieveResult
     }
   }
   for (const { path, sha256 } of manifest) {
-    if (!local.has(path))
-      mismatches.push({ file: path, reason: 'missing', expectedSha256: sha256 });
+    if (!local.has(path)) {
+      const reason = changed.has(path) ? 'changed' : 'missing';
+      mismatches.push({ file: path, reason, expectedSha256: sha256 });
+    }
+  }
+  // Appeared after the pod listed its files: something there still writes results.
+  for (const path of changed) {
+    if (!expected.has(path)) mismatches.push({ file: path, reason: 'changed' });
   }
 
   const verified = mismatches.length === 0;
