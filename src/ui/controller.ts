@@ -326,7 +326,8 @@ export class Controller implements vscode.Disposable {
       const followed = id !== null ? this.followed.get(id) : undefined;
       const kind = error instanceof PodError ? error.kind : null;
       const end =
-        id === null || (kind !== 'deadline_reached' && kind !== 'pod_gone')
+        id === null ||
+        (kind !== 'deadline_reached' && kind !== 'cost_cap_reached' && kind !== 'pod_gone')
           ? null
           : runEnd(id, 'failed', errorText(error), kind);
       if (end !== null) {

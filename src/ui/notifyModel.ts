@@ -1,5 +1,5 @@
 import type { CoreEvent, RunState } from '../core/events';
-import { MAX_HOURS_REACHED } from '../core/runpod/lifecycle';
+import { MAX_COST_REACHED, MAX_HOURS_REACHED } from '../core/runpod/lifecycle';
 
 /**
  * Which core events become notifications, free of `vscode`. Each decision carries its severity,
@@ -71,6 +71,13 @@ export function notificationFor(event: CoreEvent): Notification | null {
     // The client's guard deletes the pod at the deadline: said once, as the run's end.
     return deadlineReached(event.runId);
   }
+  if (
+    event.type === 'pod' &&
+    event.status.kind === 'deleting' &&
+    event.status.reason === 'cost_cap'
+  ) {
+    return costCapReached(event.runId);
+  }
   if (event.type === 'runState') {
     return runEnd(event.runId, event.state, event.message, null);
   }
@@ -78,12 +85,21 @@ export function notificationFor(event: CoreEvent): Notification | null {
 }
 
 /** Why a run ended, as the core says it: a PodError's kind when the flow threw one. */
-export type EndCause = 'deadline_reached' | 'pod_gone' | null;
+export type EndCause = 'deadline_reached' | 'cost_cap_reached' | 'pod_gone' | null;
 
 /** The cause of a run's end from its error (a PodError's `kind`) or, failing that, its message. */
 export function endCause(errorKind: unknown, message: string | null): EndCause {
-  if (errorKind === 'deadline_reached' || errorKind === 'pod_gone') return errorKind;
+  if (
+    errorKind === 'deadline_reached' ||
+    errorKind === 'cost_cap_reached' ||
+    errorKind === 'pod_gone'
+  ) {
+    return errorKind;
+  }
   if (message === null) return null;
+  if (message === MAX_COST_REACHED || message.startsWith('max_cost_usd reached')) {
+    return 'cost_cap_reached';
+  }
   if (message === MAX_HOURS_REACHED || message.startsWith('max_hours reached')) {
     return 'deadline_reached';
   }
@@ -96,6 +112,16 @@ function deadlineReached(runId: string): Notification {
     key: `end:${runId}`,
     severity: 'error',
     message: `Run ${runId}: deadline reached (max_hours): its pod was deleted before the job ended. Raise the target's max_hours, or keep the pod, for jobs this long.`,
+    actions: ['Open Run'],
+    runId,
+  };
+}
+
+function costCapReached(runId: string): Notification {
+  return {
+    key: `end:${runId}`,
+    severity: 'error',
+    message: `Run ${runId}: cost cap reached (max_cost_usd): its pod was deleted before the job ended. Raise the target's max_cost_usd, or remove it, for jobs this costly.`,
     actions: ['Open Run'],
     runId,
   };
@@ -126,6 +152,7 @@ export function runEnd(
   if (state === 'failed' || state === 'stopped') {
     const cause = endCause(errorKind, message);
     if (cause === 'deadline_reached') return deadlineReached(runId);
+    if (cause === 'cost_cap_reached') return costCapReached(runId);
     if (cause === 'pod_gone') return podGone(runId, message);
   }
   if (state === 'succeeded') {

@@ -10,7 +10,7 @@ import { spawn } from 'node:child_process';
 import * as fs from 'node:fs';
 import * as path from 'node:path';
 import type { CoreEvent } from '../../src/core/events';
-import { MAX_HOURS_REACHED } from '../../src/core/runpod/lifecycle';
+import { MAX_COST_REACHED, MAX_HOURS_REACHED } from '../../src/core/runpod/lifecycle';
 import { hostKeySecretName } from '../../src/core/runpod/context';
 import { PodError } from '../../src/core/runpod/podError';
 import { attach, cancel, FlowError, keepPod, train } from '../../src/core/runs/flow';
@@ -439,6 +439,61 @@ describe('lifecycle core against the Runpod emulator', function () {
       leaseTickMs: 500,
     },
   };
+
+  it("6b. max_cost_usd: the client's guard deletes the pod once its cap is spent, whatever the lease, when its watchdog could not", async () => {
+    // $0.004 at $0.69/h buys about 21 s; the job would take 100 s; max_hours is far.
+    const l = await lab({
+      command: 'sleep 100',
+      maxHours: 1,
+      targetExtra: 'max_cost_usd = 0.004\n',
+      timing: { leaseTickMs: 500, leaseRenewMs: 1_000 },
+    });
+    // Once the pod is ready its watchdog can no longer reach the API: only the client's guard is left.
+    l.bus.on((event) => {
+      if (event.type === 'pod' && event.status.kind === 'ready') {
+        void l.emulator.faults.add({
+          kind: 'request',
+          route: '*',
+          key: 'pod',
+          times: 'always',
+          effect: { type: 'status', status: 500 },
+        });
+      }
+    });
+    const run = runIdHolder();
+    await assert.rejects(
+      train(l.deps, l.config, l.workspace, { onRun: run.onRun }),
+      (error: unknown) => {
+        assert.ok(error instanceof PodError && error.kind === 'cost_cap_reached', String(error));
+        assert.equal(error.message, MAX_COST_REACHED);
+        return true;
+      },
+    );
+    const id = run.id!;
+    const runJson = l.runJson(id);
+    assert.equal(runJson.state, 'failed');
+    assert.equal(runJson.message, MAX_COST_REACHED);
+    const podJson = l.podJson(id);
+    const podId = String(podJson.pod_id);
+    assert.equal(podJson.state, 'deleted');
+    assert.equal(podJson.deleted_by, 'client');
+    const capAtS = Number(podJson.created_unix) + Math.floor((0.004 / 0.69) * 3600);
+    const entry = l.ledgerOf(podId);
+    assert.equal(entry.deletedBy, 'account');
+    assert.ok(
+      entry.deletedAtMs !== null &&
+        entry.deletedAtMs >= capAtS * 1000 - 1_000 &&
+        entry.deletedAtMs <= capAtS * 1000 + 5_000,
+      `deleted ${entry.deletedAtMs}, cap ${capAtS * 1000}`,
+    );
+    assert.ok(
+      Number(podJson.deadline_unix) * 1000 > entry.deletedAtMs + 60_000,
+      'long before max_hours',
+    );
+    assert.ok(l.podEvents(id).some((s) => s.kind === 'deleting' && s.reason === 'cost_cap'));
+    await assertKeysForgotten(l, id);
+    assertNothingBills(l);
+  });
 
   it("6. max_hours: the client's guard deletes a stalled job's pod its watchdog failed to; the watchdog deletes it when no client follows", async () => {
     const clientGuard = async (): Promise<void> => {

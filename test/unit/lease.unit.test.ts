@@ -1,11 +1,15 @@
 import assert from 'node:assert/strict';
 import {
+  costCapAtUnixS,
   goneBy,
+  limitPassed,
+  pastCostCap,
   guardFires,
   overrun,
   pastDeadline,
   renewalDue,
   untilDeadlineMs,
+  type CostCapView,
   type DeadlineView,
   type EtaSource,
 } from '../../src/core/runpod/lease';
@@ -20,9 +24,12 @@ const slowPace: EtaSource = { etaMs: () => ((7300 - 100) / (10 / 100)) * 1000 };
 const noPace: EtaSource = { etaMs: () => null };
 
 /** A pod whose watchdog deletes it `hours` after `nowMs` (the seed's `pod_due_in`). */
-function podDueIn(hours: number, keep: boolean, nowMs: number): DeadlineView {
+function podDueIn(hours: number, keep: boolean, nowMs: number): DeadlineView & CostCapView {
   return {
     keep,
+    maxCostUsd: null,
+    costPerHourUsd: 0.69,
+    createdUnixS: Math.floor(nowMs / 1000),
     deadlineUnixS: Math.floor((nowMs + hours * 3_600_000) / 1000),
     deadline: '2026-09-29T19:54:50Z',
   };
@@ -91,5 +98,30 @@ describe('lease and deadline rules (seed)', () => {
     assert.equal(pastDeadline(pod, NOW + 3_600_000), true);
     assert.equal(goneBy(pod, NOW + 3_600_000), 'watchdog');
     assert.equal(pastDeadline({ ...pod, keep: true }, NOW + 7_200_000), false);
+  });
+
+  it('the cost cap falls at creation + max_cost_usd / rate hours, and never for a kept or uncapped pod', () => {
+    // $1.38 at $0.69/h buys 2 h; max_hours 6.
+    const pod = { ...podDueIn(6, false, NOW), maxCostUsd: 1.38 };
+    const capAt = Math.floor(NOW / 1000) + 2 * 3600;
+    assert.equal(costCapAtUnixS(pod), capAt);
+    assert.equal(pastCostCap(pod, capAt * 1000 - 1000), false);
+    assert.equal(pastCostCap(pod, capAt * 1000), true);
+    assert.equal(costCapAtUnixS({ ...pod, keep: true }), null);
+    assert.equal(costCapAtUnixS({ ...pod, maxCostUsd: null }), null);
+    assert.equal(costCapAtUnixS({ ...pod, costPerHourUsd: null }), null);
+    assert.equal(costCapAtUnixS({ ...pod, createdUnixS: null }), null);
+    assert.equal(pastCostCap({ ...pod, keep: true }, NOW + 10 * 3_600_000), false);
+  });
+
+  it('a pod gone past a limit was ended by the limit that came first', () => {
+    const capped = { ...podDueIn(6, false, NOW), maxCostUsd: 1.38 }; // cap at 2 h, deadline 6 h
+    assert.equal(limitPassed(capped, NOW + 3_600_000), null);
+    assert.equal(limitPassed(capped, NOW + 3 * 3_600_000), 'cost_cap');
+    assert.equal(limitPassed(capped, NOW + 7 * 3_600_000), 'cost_cap');
+    assert.equal(goneBy(capped, NOW + 3 * 3_600_000), 'watchdog');
+    const late = { ...podDueIn(1, false, NOW), maxCostUsd: 1.38 }; // deadline 1 h, cap 2 h
+    assert.equal(limitPassed(late, NOW + 90 * MIN), 'deadline');
+    assert.equal(limitPassed(late, NOW + 3 * 3_600_000), 'deadline');
   });
 });

@@ -1,5 +1,5 @@
 import * as assert from 'node:assert/strict';
-import { MAX_HOURS_REACHED } from '../../src/core/runpod/lifecycle';
+import { MAX_COST_REACHED, MAX_HOURS_REACHED } from '../../src/core/runpod/lifecycle';
 import { endCause, notificationFor, OnceFilter, runEnd } from '../../src/ui/notifyModel';
 
 describe('notifications from core events (model)', function () {
@@ -75,6 +75,22 @@ describe('notifications from core events (model)', function () {
       }),
       null,
     );
+  });
+
+  it('cost cap reached: the guard deleting the pod and the failed run are one notification', function () {
+    const deleting = notificationFor({
+      type: 'pod',
+      runId: 'r',
+      status: { kind: 'deleting', podId: 'p1', reason: 'cost_cap' },
+    });
+    assert.equal(deleting?.severity, 'error');
+    assert.match(deleting!.message, /^Run r: cost cap reached \(max_cost_usd\)/);
+    assert.deepEqual(deleting?.actions, ['Open Run']);
+    const failed = runEnd('r', 'failed', MAX_COST_REACHED, null);
+    assert.equal(failed?.message, deleting?.message);
+    assert.equal(failed?.key, deleting?.key, 'said once');
+    assert.equal(endCause('cost_cap_reached', null), 'cost_cap_reached');
+    assert.equal(endCause(null, MAX_COST_REACHED), 'cost_cap_reached');
   });
 
   it('pod gone: from the PodError kind or the run message, keyed as the run end', function () {

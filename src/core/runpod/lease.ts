@@ -73,9 +73,54 @@ export function pastDeadline(pod: DeadlineView, nowMs: number): boolean {
   return !pod.keep && pod.deadlineUnixS !== null && Math.floor(nowMs / 1000) >= pod.deadlineUnixS;
 }
 
+/** What the cost cap needs of a pod record. */
+export interface CostCapView {
+  keep: boolean;
+  /** The run's cap; null when kept or unset. */
+  maxCostUsd: number | null;
+  costPerHourUsd: number | null;
+  createdUnixS: number | null;
+}
+
+/**
+ * When `max_cost_usd` is spent at the pod's rate (seconds since the epoch): its creation plus
+ * max_cost_usd / rate hours, the moment its watchdog deletes it (`.pod/cost_cap_at`, spec §8);
+ * null for a kept pod, one without a cap, or one whose rate or creation is unknown.
+ */
+export function costCapAtUnixS(pod: CostCapView): number | null {
+  if (pod.keep || pod.maxCostUsd === null) return null;
+  if (pod.costPerHourUsd === null || pod.createdUnixS === null) return null;
+  return pod.createdUnixS + Math.floor((pod.maxCostUsd / pod.costPerHourUsd) * 3600);
+}
+
+/**
+ * Whether the cost cap of `pod` is spent at `nowMs`: the client's guard deletes the pod then,
+ * whatever the lease (seed: `CostCapPassed`), should its watchdog not have.
+ */
+export function pastCostCap(pod: CostCapView, nowMs: number): boolean {
+  const capAtUnixS = costCapAtUnixS(pod);
+  return capAtUnixS !== null && Math.floor(nowMs / 1000) >= capAtUnixS;
+}
+
+/**
+ * Which limit ended a pod found gone (or due for deletion) at `nowMs`: the cost cap or
+ * `max_hours`, whichever came first; null when neither has passed.
+ */
+export function limitPassed(
+  pod: DeadlineView & CostCapView,
+  nowMs: number,
+): 'cost_cap' | 'deadline' | null {
+  const cost = pastCostCap(pod, nowMs);
+  const deadline = pastDeadline(pod, nowMs);
+  if (cost && deadline) {
+    return (costCapAtUnixS(pod) ?? 0) <= (pod.deadlineUnixS ?? 0) ? 'cost_cap' : 'deadline';
+  }
+  return cost ? 'cost_cap' : deadline ? 'deadline' : null;
+}
+
 /** Who deleted a pod found gone at `nowMs` without us deleting it. */
-export function goneBy(pod: DeadlineView, nowMs: number): 'watchdog' | 'unknown' {
-  return pastDeadline(pod, nowMs) ? 'watchdog' : 'unknown';
+export function goneBy(pod: DeadlineView & CostCapView, nowMs: number): 'watchdog' | 'unknown' {
+  return limitPassed(pod, nowMs) !== null ? 'watchdog' : 'unknown';
 }
 
 /**

@@ -16,7 +16,7 @@ import { Pace } from '../train/pace';
 import { isDead, type Pod } from './api';
 import { log, warn, type PodCtx } from './context';
 import { alias, CLIENT_KEY, sshCommand, writeSshConfig } from './keys';
-import { goneBy, guardFires, overrun, pastDeadline, renewalDue } from './lease';
+import { goneBy, guardFires, limitPassed, overrun, pastCostCap, renewalDue } from './lease';
 import { PodError } from './podError';
 import {
   KEEP_MARKER,
@@ -37,6 +37,36 @@ import {
 
 /** Why a run fails when its pod was deleted on `max_hours` (seed MAX_HOURS_REACHED). */
 export const MAX_HOURS_REACHED = 'max_hours reached: the pod was deleted before the job ended';
+/** Why a run fails when its pod was deleted on `max_cost_usd` (spec §8). */
+export const MAX_COST_REACHED = 'max_cost_usd reached: the pod was deleted before the job ended';
+
+/**
+ * The run's failure when a limit ended its pod at `nowMs` (the cost cap or `max_hours`, whichever
+ * came first), with the error the flow throws; null when neither passed.
+ */
+export function limitFailure(
+  pod: PodRecord,
+  nowMs: number,
+): { message: string; error: PodError } | null {
+  switch (limitPassed(pod, nowMs)) {
+    case 'cost_cap':
+      return {
+        message: MAX_COST_REACHED,
+        error: new PodError(
+          'cost_cap_reached',
+          MAX_COST_REACHED,
+          "Raise the target's max_cost_usd (or remove it) for jobs this costly.",
+        ),
+      };
+    case 'deadline':
+      return {
+        message: MAX_HOURS_REACHED,
+        error: new PodError('deadline_reached', MAX_HOURS_REACHED, "Raise the target's max_hours."),
+      };
+    case null:
+      return null;
+  }
+}
 
 /** How the watch ended. */
 export type Watched =
@@ -44,7 +74,9 @@ export type Watched =
   /** `offset`: the metrics file's byte offset after the last line published, to follow on from. */
   | { kind: 'failed'; error: unknown; offset: number }
   /** The client's deadline passed with no lease held; nothing was deleted yet. */
-  | { kind: 'deadline_passed' };
+  | { kind: 'deadline_passed' }
+  /** `max_cost_usd` is spent (whatever the lease); nothing was deleted yet. */
+  | { kind: 'cost_cap_passed' };
 
 /** Reads the keep flag another process (the CLI, another window) may have changed. */
 function syncKeep(ctx: PodCtx, pod: PodRecord): void {
@@ -102,9 +134,10 @@ export async function watchLeased(
   });
   const lease = `${run.remoteDir}/${LEASE_FILE}`;
   let renewedMs: number | null = null;
-  const holdLease = async (): Promise<'deadline_passed' | 'stopped'> => {
+  const holdLease = async (): Promise<'deadline_passed' | 'cost_cap_passed' | 'stopped'> => {
     while (!stop.signal.aborted) {
       syncKeep(ctx, pod);
+      if (pastCostCap(pod, ctx.clock.nowMs())) return 'cost_cap_passed';
       const nowMs = ctx.clock.nowMs();
       if (!pod.keep && renewalDue(ctx.timing, renewedMs, lastMetricMs, nowMs)) {
         try {
@@ -130,11 +163,11 @@ export async function watchLeased(
       (error: unknown): Watched => ({ kind: 'failed', error, offset: follower.offset }),
     );
     const guarded = holdLease().then((why): Watched | null =>
-      why === 'deadline_passed' ? { kind: 'deadline_passed' } : null,
+      why === 'stopped' ? null : { kind: why },
     );
     const first = await Promise.race([watched, guarded.then((w) => w ?? watched)]);
     stop.abort();
-    if (first.kind === 'deadline_passed') {
+    if (first.kind === 'deadline_passed' || first.kind === 'cost_cap_passed') {
       await watched; // let the follower wind down; it never touches the job
     }
     return first;
@@ -207,6 +240,15 @@ export async function settleWatch(
         MAX_HOURS_REACHED,
         "Raise the target's max_hours, or keep the pod, for jobs this long.",
       );
+    case 'cost_cap_passed':
+      await remove(ctx, pod, 'cost_cap', 'client');
+      if (pod.strayPods.length === 0) await forgetKeys(ctx, run.id);
+      failRun(ctx, run, MAX_COST_REACHED);
+      throw new PodError(
+        'cost_cap_reached',
+        MAX_COST_REACHED,
+        "Raise the target's max_cost_usd (or remove it) for jobs this costly.",
+      );
     case 'failed':
       throw await unreachable(ctx, pod, run, watched.error);
   }
@@ -252,9 +294,10 @@ async function unreachable(
       'The results on the pod are lost; train again (the runs/ folder keeps what was already copied).',
     );
   }
-  if (pastDeadline(pod, ctx.clock.nowMs())) {
-    failRun(ctx, run, MAX_HOURS_REACHED);
-    return new PodError('deadline_reached', MAX_HOURS_REACHED, "Raise the target's max_hours.");
+  const limit = limitFailure(pod, ctx.clock.nowMs());
+  if (limit !== null) {
+    failRun(ctx, run, limit.message);
+    return limit.error;
   }
   const message = `pod ${pod.podId ?? '(none)'} no longer exists`;
   failRun(ctx, run, message);

@@ -24,6 +24,8 @@ export type PodErrorKind =
   | 'cost_cap_unset'
   /** The client's guard deleted the pod at the deadline (or the watchdog did). */
   | 'deadline_reached'
+  /** The client's guard deleted the pod once max_cost_usd was spent (or the watchdog did). */
+  | 'cost_cap_reached'
   /** The pod no longer exists, for a reason we did not cause. */
   | 'pod_gone'
   /** The pod is stopped (EXITED): start it in Runpod's console or remove it. */

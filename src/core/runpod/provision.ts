@@ -18,6 +18,7 @@ import { createPodBody, inStock, isDead, secretReference, type GpuType, type Pod
 import { hostKeySecretName, log, warn, type PodCtx } from './context';
 import { ApiError } from './errors';
 import { alias, generateRunKeys, writeSshConfig, type RunKeys } from './keys';
+import { costCapAtUnixS } from './lease';
 import { asPodError, PodError, runMessageFor } from './podError';
 import {
   COST_CAP_FILE,
@@ -528,7 +529,7 @@ async function armCostCap(
     record.noteRate(pod?.costPerHourUsd);
   }
   const rate = record.costPerHourUsd;
-  const createdUnixS = record.createdUnixS;
+  const capAtUnixS = costCapAtUnixS(record);
   const unset = (why: string, cause?: unknown): PodError =>
     new PodError(
       'cost_cap_unset',
@@ -536,8 +537,7 @@ async function armCostCap(
       'Train again; to run without a cost cap, remove max_cost_usd from the target.',
       { cause },
     );
-  if (rate === null || createdUnixS === null) throw unset('Runpod reported no hourly rate');
-  const capAtUnixS = createdUnixS + Math.floor((maxCostUsd / rate) * 3600);
+  if (rate === null || capAtUnixS === null) throw unset('Runpod reported no hourly rate');
   try {
     await executor.writeFileAtomic(`${plan.run.remoteDir}/${COST_CAP_FILE}`, `${capAtUnixS}\n`);
   } catch (error) {

@@ -18,14 +18,13 @@ import {
   failRun,
   followMoved,
   holdLeaseDuring,
-  MAX_HOURS_REACHED,
+  limitFailure,
   reconnect,
   setKeep,
   settleWatch,
   watchLeased,
   type Ending,
 } from '../runpod/lifecycle';
-import { pastDeadline } from '../runpod/lease';
 import { PodError } from '../runpod/podError';
 import { startPod } from '../runpod/provision';
 import { forgetKeys, messageOf, noteStrays, remove, sweep } from '../runpod/remove';
@@ -438,7 +437,11 @@ async function followOnPod(
       current = next;
       watched = await watchLeased(ctx, current, run, pod, signal, watched.offset);
     }
-    if (signal?.aborted && watched.kind !== 'deadline_passed') {
+    if (
+      signal?.aborted &&
+      watched.kind !== 'deadline_passed' &&
+      watched.kind !== 'cost_cap_passed'
+    ) {
       throw new FlowError(stopFollowingMessage(ctx, run, pod), null);
     }
     const result: FollowResult = await settleWatch(ctx, pod, run, watched);
@@ -561,9 +564,8 @@ export async function attach(
         failRun(
           ctx,
           run,
-          pastDeadline(pod, ctx.clock.nowMs())
-            ? MAX_HOURS_REACHED
-            : `pod ${pod.podId ?? ''} no longer exists`,
+          limitFailure(pod, ctx.clock.nowMs())?.message ??
+            `pod ${pod.podId ?? ''} no longer exists`,
         );
       }
       return { run, pod, ending: 'deleted', summary: summaryLine(deps, run, pod) };
