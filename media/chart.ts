@@ -1,17 +1,24 @@
 import uPlot from 'uplot';
+import { decimateRange, Decimator, SeriesStore } from './decimate';
 
 /**
  * The run page's chart: uPlot (bundled, no CDN) behind a small pure API so it can be bundled and
  * measured alone (a headless benchmark draws 200,000 points and appends at 10 Hz). It knows
  * nothing of runs, messages or VS Code: the page hands it aligned columns and theme colours.
  *
+ * It keeps every point (media/decimate.ts) and hands uPlot only a few rows per pixel column (each
+ * column's first, last, smallest and largest value per series: the same pixels as all the points,
+ * spikes included), decimated again from the full data on a resize and on a zoom. Appends are
+ * drawn once per animation frame however many arrive in it.
+ *
  *   const chart = create(container, { series: [...] });
  *   chart.setData({ x: [...steps], ys: [[...loss], [...evalLoss], [...lr]] });
  *   chart.append({ x: [101, 102], ys: [[0.5, 0.49], [null, null], [1e-4, 1e-4]] });
  *   chart.dispose();
  *
- * After every draw the container carries `data-points="<n>"` (x values drawn) so tests can read
- * what is on screen without poking into the canvas.
+ * After every draw the container carries `data-points="<n>"` (x values the chart holds) and
+ * `data-rows="<n>"` (rows handed to uPlot after decimation) so tests can read what is on screen
+ * without poking into the canvas.
  */
 
 /** Which y axis a series is drawn against: losses on the left, the learning rate on the right. */
@@ -26,6 +33,11 @@ export interface ChartSeriesSpec {
   dash?: number[];
   /** Sparse series (eval loss): join the gaps and show the points. */
   sparse?: boolean;
+  /**
+   * Join the line across missing values without showing the points: compare mode, where a run
+   * has no value at another run's steps (else its line would break at every one of them).
+   */
+  joinGaps?: boolean;
 }
 
 export interface ChartOptions {
@@ -49,14 +61,15 @@ export interface ChartData {
 }
 
 export interface Chart {
-  /** Replaces everything drawn. */
+  /** Replaces all the data and draws at once (a zoom the new data still reaches is kept). */
   setData(data: ChartData): void;
   /**
-   * Adds points after the last one (x ascending; a first x equal to the last drawn one fills in
-   * that point's values); redraws once.
+   * Adds points after the last one (x ascending, else a RangeError and nothing is added; a first
+   * x equal to the last one fills in that point's values). Drawn at the next animation frame:
+   * appends within one frame draw once.
    */
   append(data: ChartData): void;
-  /** How many x values are drawn. */
+  /** How many x values the chart holds (drawn by the next frame). */
   points(): number;
   /** Redraws with the theme's current colours (after a theme change). */
   restyle(): void;
@@ -93,14 +106,37 @@ function check(data: ChartData, seriesCount: number): void {
   }
 }
 
+/** Pixel columns of a plot `widthCss` wide: device pixels, so a bucket is never wider than one. */
+function columnsFor(widthCss: number): number {
+  const ratio = typeof devicePixelRatio === 'number' && devicePixelRatio > 0 ? devicePixelRatio : 1;
+  return Math.max(1, Math.ceil(widthCss * ratio));
+}
+
+/** One callback per animation frame (a timer where there are no frames, e.g. outside a page). */
+const requestFrame = (callback: () => void): (() => void) => {
+  if (typeof requestAnimationFrame === 'function') {
+    const id = requestAnimationFrame(() => callback());
+    return () => cancelAnimationFrame(id);
+  }
+  const id = setTimeout(callback, 16);
+  return () => clearTimeout(id);
+};
+
 export function create(container: HTMLElement, options: ChartOptions): Chart {
   const count = options.series.length;
-  // uPlot keeps references to these arrays: appends push into them and redraw.
-  let x: number[] = [];
-  let ys: (number | null)[][] = options.series.map(() => []);
+  // Every point received; uPlot only ever gets the decimated rows (a few per pixel column).
+  const store = new SeriesStore(count);
+  const joins = (spec: ChartSeriesSpec): boolean => spec.sparse === true || spec.joinGaps === true;
+  const gaps = options.series.map((spec) => !joins(spec));
   let plot: uPlot | null = null;
   let observer: ResizeObserver | null = null;
   let disposed = false;
+  /** The x range the user zoomed to (a drag), or null for all of the data. */
+  let zoom: { min: number; max: number } | null = null;
+  /** Set while the chart itself hands uPlot data: the x scale changes then are not the user's. */
+  let applying = false;
+  let cancelFrame: (() => void) | null = null;
+  let zoomQueued = false;
 
   const size = (): { width: number; height: number } => {
     // The legend sits under the plot inside the container: leave it its room.
@@ -112,8 +148,92 @@ export function create(container: HTMLElement, options: ChartOptions): Chart {
     };
   };
 
-  const mark = (): void => {
-    container.dataset.points = String(x.length);
+  let columns = columnsFor(size().width);
+  const decimator = new Decimator(store, { columns, gaps });
+
+  const mark = (rows: number): void => {
+    container.dataset.points = String(store.length);
+    container.dataset.rows = String(rows);
+  };
+
+  /**
+   * Hands uPlot the rows to draw and draws now (batch: not in uPlot's microtask, so a caller's
+   * timing covers the draw): the whole data decimated, or the zoomed range decimated again from
+   * the full data (zooming in shows the points a coarser view merged). With `resized`, the plot
+   * takes that size and the data is decimated for its columns, in the same draw.
+   */
+  const draw = (resized?: { width: number; height: number }): void => {
+    cancelFrame?.();
+    cancelFrame = null;
+    if (!plot || disposed) return;
+    const target = plot;
+    if (resized) {
+      columns = columnsFor(resized.width);
+      decimator.setColumns(columns);
+    }
+    decimator.update();
+    const range = zoom;
+    // A zoom the data no longer reaches (after setData) is dropped.
+    const n = store.length;
+    if (
+      range &&
+      (n === 0 || range.max < (store.x[0] as number) || range.min > (store.x[n - 1] as number))
+    ) {
+      zoom = null;
+    }
+    const view = zoom
+      ? decimateRange(store, zoom.min, zoom.max, { columns, gaps })
+      : decimator.output();
+    const data = [view.x, ...view.ys] as uPlot.AlignedData;
+    applying = true;
+    try {
+      target.batch(() => {
+        if (resized) target.setSize(resized);
+        if (zoom) {
+          // Keep the user's x range; the y scales range again over the new rows.
+          target.setData(data, false);
+          target.setScale('x', { min: zoom.min, max: zoom.max });
+        } else {
+          target.setData(data, true);
+        }
+      });
+    } finally {
+      applying = false;
+    }
+    mark(view.x.length);
+  };
+
+  /** Appends draw at the next animation frame: however many arrive in a frame, one draw. */
+  const schedule = (): void => {
+    if (cancelFrame || disposed) return;
+    cancelFrame = requestFrame(() => {
+      cancelFrame = null;
+      draw();
+    });
+  };
+
+  /**
+   * The user zoomed (a drag) or zoomed out (a double click): decimate again for the new range
+   * from the full data, right after uPlot's own draw (a microtask: before the frame is shown).
+   */
+  const onScale = (u: uPlot, key: string): void => {
+    if (key !== 'x' || applying || disposed) return;
+    const { min, max } = u.scales.x ?? {};
+    if (min === undefined || max === undefined || min === null || max === null) return;
+    // What uPlot holds always spans the data (decimateRange keeps the first and last rows), so
+    // a range covering it is no zoom: a double click scales to it.
+    const drawn = u.data[0];
+    const all =
+      drawn.length === 0 ||
+      (min <= (drawn[0] as number) && max >= (drawn[drawn.length - 1] as number));
+    if (all && zoom === null) return;
+    zoom = all ? null : { min, max };
+    if (zoomQueued) return;
+    zoomQueued = true;
+    queueMicrotask(() => {
+      zoomQueued = false;
+      draw();
+    });
   };
 
   const build = (): uPlot => {
@@ -145,11 +265,11 @@ export function create(container: HTMLElement, options: ChartOptions): Chart {
     }
     const opts: uPlot.Options = {
       ...size(),
-      // Points are not drawn one by one on a dense chart; uPlot decimates per pixel column.
       pxAlign: 0,
       scales: { x: { time: false }, loss: { auto: true }, lr: { auto: true } },
       legend: { show: true, live: false },
       cursor: { drag: { x: true, y: false } },
+      hooks: { setScale: [onScale] },
       axes,
       series: [
         { label: options.xLabel ?? 'step' },
@@ -159,77 +279,80 @@ export function create(container: HTMLElement, options: ChartOptions): Chart {
           stroke: color(spec.color),
           width: 1.5,
           dash: spec.dash,
-          spanGaps: spec.sparse === true,
+          spanGaps: joins(spec),
           points: { show: spec.sparse === true, size: 5 },
         })),
       ],
     };
-    return new uPlot(opts, [x, ...ys] as uPlot.AlignedData, container);
+    const empty = [[], ...options.series.map(() => [])] as uPlot.AlignedData;
+    return new uPlot(opts, empty, container);
   };
 
   plot = build();
-  mark();
+  mark(0);
 
   if (options.autoResize !== false && typeof ResizeObserver !== 'undefined') {
     observer = new ResizeObserver(() => {
-      if (plot && !disposed) plot.setSize(size());
+      if (plot && !disposed) draw(size());
     });
     observer.observe(container);
   }
 
-  const redraw = (): void => {
-    if (!plot || disposed) return;
-    const target = plot;
-    // batch(): draw now, not in uPlot's microtask, so the caller's timing covers the draw.
-    target.batch(() => target.setData([x, ...ys] as uPlot.AlignedData, true));
-    mark();
+  /** The values of row `i` of `data`, one per series (null: none). */
+  const rowOf = (data: ChartData, i: number, into: (number | null)[]): (number | null)[] => {
+    for (let s = 0; s < count; s++) into[s] = (data.ys[s] as (number | null)[])[i] ?? null;
+    return into;
   };
 
   return {
     setData(data: ChartData): void {
       check(data, count);
-      x = data.x.slice();
-      ys = data.ys.map((column) => column.slice());
-      redraw();
+      store.load(data.x, data.ys);
+      decimator.rebuild();
+      draw();
     },
     append(data: ChartData): void {
       check(data, count);
       if (data.x.length === 0) return;
-      const last = x[x.length - 1];
-      const first = data.x[0];
-      if (last !== undefined && first !== undefined && first < last) {
+      const n = store.length;
+      const last = n > 0 ? (store.x[n - 1] as number) : undefined;
+      const first = data.x[0] as number;
+      if (last !== undefined && first < last) {
         throw new RangeError(`appended x ${first} is before the last drawn x ${last}`);
       }
-      // A first point at the last drawn x completes that point (an eval loss logged after the
+      for (let i = 1; i < data.x.length; i++) {
+        if ((data.x[i] as number) < (data.x[i - 1] as number)) {
+          throw new RangeError(
+            `appended x ${data.x[i]} is before the x ${data.x[i - 1]} it follows`,
+          );
+        }
+      }
+      const row: (number | null)[] = new Array<number | null>(count);
+      // A first point at the last x completes that point (an eval loss logged after the
       // training loss of the same step): its values fill in, the rest is appended.
       let from = 0;
       if (last !== undefined && first === last) {
-        for (let s = 0; s < count; s++) {
-          const value = (data.ys[s] as (number | null)[])[0] ?? null;
-          if (value !== null) (ys[s] as (number | null)[])[x.length - 1] = value;
-        }
+        if (store.fillLast(rowOf(data, 0, row))) decimator.rowChanged(n - 1);
         from = 1;
       }
-      for (let i = from; i < data.x.length; i++) x.push(data.x[i] as number);
-      for (let s = 0; s < count; s++) {
-        const column = ys[s] as (number | null)[];
-        const added = data.ys[s] as (number | null)[];
-        for (let i = from; i < added.length; i++) column.push(added[i] ?? null);
-      }
-      redraw();
+      for (let i = from; i < data.x.length; i++)
+        store.push(data.x[i] as number, rowOf(data, i, row));
+      schedule();
     },
     points(): number {
-      return x.length;
+      return store.length;
     },
     restyle(): void {
       if (disposed) return;
       plot?.destroy();
       plot = build();
-      mark();
+      draw();
     },
     dispose(): void {
       if (disposed) return;
       disposed = true;
+      cancelFrame?.();
+      cancelFrame = null;
       observer?.disconnect();
       plot?.destroy();
       plot = null;

@@ -97,10 +97,12 @@ function renderStatus(status: RunStatusView): void {
 
 function chartSeries(current: PageModel): ChartSeriesSpec[] {
   if (current.mode === 'run') return RUN_SERIES;
+  // Runs log at their own steps: a run's line joins across the other runs' steps.
   return [...current.runs.keys()].map((runId, i) => ({
     label: runId,
     color: PALETTE[i % PALETTE.length] as string,
     axis: 'loss',
+    joinGaps: true,
   }));
 }
 

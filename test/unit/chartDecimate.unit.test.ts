@@ -339,6 +339,21 @@ describe('Chart decimation (media/decimate.ts)', () => {
     decimator.rebuild();
     assert.deepEqual(copy(decimator.output()), fromScratch(store, 100).out);
     assertRowsOfData(decimator.output(), data);
+    // A whole table loaded at once (setData) holds what a push per row would.
+    for (const n of [20_000, 10]) {
+      const bigger = table(n, 4);
+      const loaded = new SeriesStore(3, 16);
+      loaded.load(bigger.x, bigger.ys);
+      const pushed = new SeriesStore(3);
+      fill(pushed, bigger);
+      assert.equal(loaded.length, n);
+      assert.deepEqual(fromScratch(loaded, 100).out, fromScratch(pushed, 100).out);
+      assertRowsOfData(fromScratch(loaded, 100).out, bigger);
+      // And appends after a load go on from its last row.
+      loaded.push(1e9, [1, 2, 3]);
+      assert.equal(loaded.x[n], 1e9);
+      assert.equal(loaded.y(2)[n], 3);
+    }
   });
 
   it('stores a missing or non-finite value as a gap', () => {
