@@ -9,7 +9,7 @@
  */
 import assert from 'node:assert/strict';
 import * as path from 'node:path';
-import { train, type FlowResult } from '../../src/core/runs/flow';
+import { attach, FlowError, train, type FlowResult } from '../../src/core/runs/flow';
 import { filesUnder, Lab, type LabOptions } from '../helpers/lifecycle';
 import { recordFault, recordLedger, recordResult } from '../helpers/reliability';
 import { startSshd, startTcpProxy, type Sshd, type TcpProxy } from '../helpers/sshd';
@@ -274,5 +274,49 @@ describe('reliability: SSH faults', function () {
       assert.equal(r.lab.clientKeyExists(id), false);
     };
     await together([restarted(), wrongHostKey()]);
+  });
+
+  it('attach finds the pod it cannot connect to deleted meanwhile (its watchdog at work): the pod is recorded gone, not an SSH error', async function () {
+    const r = await relayedLab({ steps: 300, stepSeconds: 0.1 });
+    labs.push(r);
+    const lab = r.lab;
+    const run = { id: null as string | null };
+    const stop = new AbortController();
+    const flow = lab.track(
+      train(lab.deps, lab.config, lab.workspace, {
+        onRun: (rec) => (run.id = rec.id),
+        signal: stop.signal,
+      }),
+    );
+    const id = await lab.jobRunning(() => run.id);
+    stop.abort();
+    await assert.rejects(flow, (error: unknown) => error instanceof FlowError);
+    const podId = String(lab.podJson(id).pod_id);
+    // The API still shows the pod RUNNING, but its SSH port no longer answers (a pod on its way
+    // out); it is gone by the time attach looks again.
+    for (const relay of r.relays.get(podId) ?? []) await relay.close();
+    recordFault(this.test?.fullTitle() ?? 'ssh', 'ssh.closed-while-pod-deleted');
+    lab.bus.on((event) => {
+      if (event.type === 'log' && /trying once more/.test(event.message)) {
+        void lab.emulator.faults.podVanishes(podId);
+      }
+    });
+    const attached = await lab.track(attach(lab.deps, lab.config, id));
+    assert.equal(attached.ending, 'deleted', lab.transcript());
+    assert.match(
+      lab.transcript(),
+      new RegExp(`connecting to pod ${podId} failed, trying once more`),
+    );
+    const runJson = lab.runJson(id);
+    assert.equal(runJson.state, 'failed');
+    assert.equal(runJson.message, `pod ${podId} no longer exists`);
+    const podJson = lab.podJson(id);
+    assert.equal(podJson.state, 'deleted');
+    assert.equal(podJson.deleted_by, 'unknown');
+    assert.equal(lab.clientKeyExists(id), false, 'its keys are forgotten');
+    assert.deepEqual(
+      lab.billing().map((p) => p.id),
+      [],
+    );
   });
 });

@@ -7,7 +7,7 @@
 import * as fs from 'node:fs';
 import * as path from 'node:path';
 import { isAbortError } from '../clock';
-import type { Executor } from '../exec/executor';
+import { ExecError, type Executor } from '../exec/executor';
 import { SshExecutor } from '../exec/ssh';
 import type { PodRecord, SshEndpoint } from '../runs/podRecord';
 import type { RunRecord } from '../runs/runRecord';
@@ -545,16 +545,56 @@ export async function reconnect(
       `Remove the pod with "overbrainer pod rm ${run.id}".`,
     );
   }
-  const executor = await SshExecutor.connect({
-    host: endpoint.host,
-    port: endpoint.port,
-    username: endpoint.user,
-    privateKey,
-    hostPublicKey: pod.hostKey,
-    clock: ctx.clock,
-    timing: ctx.timing,
-    signal,
-  });
+  const connect = (): Promise<SshExecutor> =>
+    SshExecutor.connect({
+      host: endpoint.host,
+      port: endpoint.port,
+      username: endpoint.user,
+      privateKey,
+      hostPublicKey: pod.hostKey,
+      clock: ctx.clock,
+      timing: ctx.timing,
+      signal,
+    });
+  let executor: SshExecutor;
+  try {
+    executor = await connect();
+  } catch (error) {
+    if (signal?.aborted || isAbortError(error)) throw error;
+    // A wrong host key or a refused key is not a pod on its way out: said at once.
+    if (
+      !(error instanceof ExecError) ||
+      (error.kind !== 'connection' && error.kind !== 'timeout')
+    ) {
+      throw error;
+    }
+    // The pod may have been deleted as we connected (its watchdog found the retrieved marker of
+    // a client that died before its own delete): a pod gone is recorded, not an SSH failure.
+    // Still there: one more try once its container had time to come up.
+    const again = await lookUpSettled(ctx, id, signal);
+    if (again === null) {
+      markGone(ctx, pod, id, goneBy(pod, ctx.clock.nowMs()));
+      await forgetKeys(ctx, run.id);
+      return null;
+    }
+    log(
+      ctx,
+      'debug',
+      `run ${run.id}: connecting to pod ${id} failed, trying once more: ${messageOf(error)}`,
+    );
+    await ctx.clock.sleep(ctx.timing.podPollMs, signal);
+    try {
+      executor = await connect();
+    } catch (retryError) {
+      if (signal?.aborted || isAbortError(retryError)) throw retryError;
+      if ((await lookUpSettled(ctx, id, signal)) === null) {
+        markGone(ctx, pod, id, goneBy(pod, ctx.clock.nowMs()));
+        await forgetKeys(ctx, run.id);
+        return null;
+      }
+      throw retryError;
+    }
+  }
   pod.ssh = endpoint;
   ctx.store.savePod(pod);
   return executor;
