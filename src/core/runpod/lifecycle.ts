@@ -339,7 +339,7 @@ function adoptDeleted(ctx: PodCtx, pod: PodRecord): void {
  * The run's pod as the API sees it, or null when it no longer exists; then pod.json records it
  * gone (nothing is deleted here).
  */
-async function stillThere(ctx: PodCtx, pod: PodRecord): Promise<Pod | null> {
+export async function stillThere(ctx: PodCtx, pod: PodRecord): Promise<Pod | null> {
   adoptDeleted(ctx, pod);
   const id = pod.podId;
   if (id === null || pod.state === 'deleted') return null;

@@ -22,6 +22,7 @@ import {
   reconnect,
   setKeep,
   settleWatch,
+  stillThere,
   watchLeased,
   type Ending,
 } from '../runpod/lifecycle';
@@ -325,10 +326,10 @@ function finishRecord(
   } else if (outcome.state === 'succeeded') {
     // Stays running: attach retrieves again.
     run.state = 'running';
-    run.message = `artifacts not retrieved: ${retrievalProblem ?? 'unknown'}`;
+    run.message = `${NOT_RETRIEVED}: ${retrievalProblem ?? 'unknown'}`;
   } else {
     run.state = outcome.state;
-    run.message = `${outcome.message ?? outcome.state}; artifacts not retrieved: ${retrievalProblem ?? 'unknown'}`;
+    run.message = `${outcome.message ?? outcome.state}; ${NOT_RETRIEVED}: ${retrievalProblem ?? 'unknown'}`;
   }
   deps.store.saveRun(run);
   publishState(deps, run);
@@ -478,6 +479,22 @@ export function stopFollowingMessage(ctx: PodCtx, run: RunRecord, pod: PodRecord
   );
 }
 
+const NOT_RETRIEVED = 'artifacts not retrieved';
+
+/**
+ * Whether the run's results were already retrieved and verified: it ended (succeeded, failed,
+ * cancelled, stopped) without `artifacts not retrieved` in its message, which is how
+ * {@link finishRecord} saves an ended run whose results did not come home (a successful one stays
+ * `running`).
+ */
+function alreadyRetrieved(run: RunRecord): boolean {
+  return (
+    run.state !== 'running' &&
+    run.state !== 'preparing' &&
+    !(run.message ?? '').includes(NOT_RETRIEVED)
+  );
+}
+
 /** Retrieves the results of an ended job, saves the run, ends the pod. */
 async function collect(
   ctx: PodCtx,
@@ -576,6 +593,13 @@ export async function attach(
         deps.bus.publish({ type: 'runWatched', runId });
         return await followOnPod(ctx, deps, executor, run, pod, artifactsOf(config), signal);
       }
+      if (alreadyRetrieved(run)) {
+        // Its client died after the results were verified here (before or while it ended the
+        // pod): nothing to fetch again, only the pod to end.
+        log(ctx, 'info', `run ${run.id} was already retrieved: ending its pod`);
+        const ending = await endPod(ctx, pod, executor, run, true);
+        return { run, pod, ending, summary: summaryLine(deps, run, pod) };
+      }
       // Ended while nobody followed: summarize from the pod's files, then collect.
       const follower = new MetricsFollower({
         executor,
@@ -585,7 +609,23 @@ export async function attach(
         clock: deps.clock,
         timing: deps.timing,
       });
-      const result = await follower.follow(signal);
+      let result: FollowResult;
+      try {
+        result = await follower.follow(signal);
+      } catch (error) {
+        // The pod may have been deleted since we connected (its retrieve grace, a limit, or
+        // `pod rm` elsewhere): then it is recorded gone, as when attach finds it gone.
+        if (signal?.aborted || (await stillThere(ctx, pod)) !== null) throw error;
+        if (run.state === 'running') {
+          failRun(
+            ctx,
+            run,
+            limitFailure(pod, ctx.clock.nowMs())?.message ??
+              `pod ${pod.podId ?? ''} no longer exists`,
+          );
+        }
+        return { run, pod, ending: 'deleted', summary: summaryLine(deps, run, pod) };
+      }
       const outcome =
         run.state === 'running' || run.state === 'preparing'
           ? jobOutcome(result.status, result.metrics, run.id)!
