@@ -285,7 +285,12 @@ export function create(container: HTMLElement, options: ChartOptions): Chart {
       ],
     };
     const empty = [[], ...options.series.map(() => [])] as uPlot.AlignedData;
-    return new uPlot(opts, empty, container);
+    // Initialized inside batch(): drawn now, not in a microtask that would draw everything again
+    // after the first setData.
+    return new uPlot(opts, empty, (u, init) => {
+      container.appendChild(u.root);
+      u.batch(() => init());
+    });
   };
 
   plot = build();
