@@ -58,6 +58,11 @@ export class SeriesStore {
     return this.columns[s] as Float64Array;
   }
 
+  /** Every series' column (valid up to `length`; replaced when they grow). */
+  get ys(): readonly Float64Array[] {
+    return this.columns;
+  }
+
   clear(): void {
     this.count = 0;
   }
@@ -84,12 +89,15 @@ export class SeriesStore {
       this.xs = new Float64Array(capacity);
       this.columns = this.columns.map(() => new Float64Array(capacity));
     }
-    const xs = this.xs;
-    for (let row = 0; row < n; row++) xs[row] = x[row] as number;
+    this.xs.set(x);
     for (let s = 0; s < this.seriesCount; s++) {
       const column = this.columns[s] as Float64Array;
       const values = ys[s] ?? [];
-      for (let row = 0; row < n; row++) column[row] = stored(values[row]);
+      // stored(), inlined: this loop runs once per point on the first draw, before the JIT.
+      for (let row = 0; row < n; row++) {
+        const value = values[row];
+        column[row] = typeof value === 'number' && value - value === 0 ? value : GAP;
+      }
     }
     this.count = n;
   }
@@ -161,8 +169,11 @@ interface Bucket {
   key: number;
   firstRow: number;
   lastRow: number;
-  /** SLOTS row indices per series. */
-  stats: Int32Array;
+  /**
+   * SLOTS row indices per series. A plain array: a typed array this size is allocated off the
+   * heap, and a chart holds thousands of buckets (allocating them dominated a cold first draw).
+   */
+  stats: number[];
   /** Where this bucket's rows start in the output. */
   outStart: number;
 }
@@ -172,7 +183,7 @@ function newBucket(key: number, row: number, seriesCount: number): Bucket {
     key,
     firstRow: row,
     lastRow: row,
-    stats: new Int32Array(SLOTS * seriesCount).fill(-1),
+    stats: new Array<number>(SLOTS * seriesCount).fill(-1),
     outStart: 0,
   };
 }
@@ -181,10 +192,12 @@ function newBucket(key: number, row: number, seriesCount: number): Bucket {
 function addRow(bucket: Bucket, row: number, store: SeriesStore): void {
   bucket.lastRow = row;
   const stats = bucket.stats;
-  for (let s = 0, o = 0; s < store.seriesCount; s++, o += SLOTS) {
-    const column = store.y(s);
+  const columns = store.ys;
+  for (let s = 0, o = 0; s < columns.length; s++, o += SLOTS) {
+    const column = columns[s] as Float64Array;
     const value = column[row] as number;
-    if (Number.isNaN(value)) {
+    // value !== value: NaN, a gap.
+    if (value !== value) {
       if ((stats[o + FIRST] as number) < 0) {
         if ((stats[o + LEAD] as number) < 0) stats[o + LEAD] = row;
       } else if ((stats[o + TRAIL] as number) < 0) stats[o + TRAIL] = row;
@@ -276,9 +289,11 @@ function mergePairs(buckets: Bucket[], store: SeriesStore): Bucket[] {
 /** Appends row `row` of the store to `out`. */
 function pushRow(out: Decimated, store: SeriesStore, row: number): void {
   out.x.push(store.x[row] as number);
-  for (let s = 0; s < store.seriesCount; s++) {
-    const value = store.y(s)[row] as number;
-    (out.ys[s] as (number | null)[]).push(Number.isNaN(value) ? null : value);
+  const columns = store.ys;
+  for (let s = 0; s < columns.length; s++) {
+    const value = (columns[s] as Float64Array)[row] as number;
+    // value !== value: NaN, a gap.
+    (out.ys[s] as (number | null)[]).push(value !== value ? null : value);
   }
 }
 
