@@ -1,11 +1,16 @@
-/* global document, window, performance, requestAnimationFrame, setTimeout */
+/* global document, window, performance, setTimeout */
 /**
  * The chart benchmark's page (bundled by esbuild for the browser, see chart.bench.ts): the real
- * chart module of the run page (media/chart.ts) and two baselines drawing the same data — uPlot
+ * chart module of the run page (media/chart.ts, decimating) and three baselines drawing the same
+ * data — the chart module as it was before it decimated (chartUndecimated.mjs, same API), uPlot
  * with its default options, and a naive Canvas2D polyline. Exposes `window.bench`.
  */
 import uPlot from 'uplot';
 import { create } from '../media/chart.ts';
+import { create as createUndecimated } from './chartUndecimated.mjs';
+
+/** The chart modules with the create()/setData()/append() API, by kind. */
+const CHARTS = { ours: create, undecimated: createUndecimated };
 
 const WIDTH = 900;
 const HEIGHT = 400;
@@ -42,8 +47,23 @@ function freshContainer() {
   return el;
 }
 
+// The page's own frame loop uses the browser's requestAnimationFrame; a chart's frame callbacks
+// (the decimating chart draws appends in them) go through a wrapper that times them, so each
+// append's main-thread work counts its draw wherever it runs.
+const ownFrame = window.requestAnimationFrame.bind(window);
+let chartFrameMs = 0;
+window.requestAnimationFrame = (callback) =>
+  ownFrame((now) => {
+    const t0 = performance.now();
+    try {
+      callback(now);
+    } finally {
+      chartFrameMs += performance.now() - t0;
+    }
+  });
+
 function nextFrame() {
-  return new Promise((resolve) => requestAnimationFrame(() => resolve(performance.now())));
+  return new Promise((resolve) => ownFrame(() => resolve(performance.now())));
 }
 
 /** Draws n points with `kind`; returns ms for the synchronous draw and to the next frame. */
@@ -53,8 +73,13 @@ async function render(kind, n) {
   await nextFrame();
   const start = performance.now();
   let dispose;
-  if (kind === 'ours') {
-    const chart = create(el, { series: SERIES, width: WIDTH, height: HEIGHT, autoResize: false });
+  if (CHARTS[kind]) {
+    const chart = CHARTS[kind](el, {
+      series: SERIES,
+      width: WIDTH,
+      height: HEIGHT,
+      autoResize: false,
+    });
     chart.setData(data);
     if (chart.points() !== n) throw new Error(`drew ${chart.points()} of ${n} points`);
     dispose = () => chart.dispose();
@@ -107,21 +132,24 @@ async function render(kind, n) {
   }
   const drawnMs = performance.now() - start;
   const framed = (await nextFrame()) - start;
+  // Rows handed to uPlot (the chart modules mark them; the decimating one fewer than points).
+  const rows = Number(el.dataset.rows ?? n);
   dispose();
-  return { drawnMs, framedMs: framed };
+  return { drawnMs, framedMs: framed, rows };
 }
 
 /**
  * Appends one point every 100 ms (10 Hz) for `seconds` to a chart already holding `n` points
  * (kind 'idle': no chart, the same frame loop — the machine's own noise); returns every frame
- * interval and each append's time.
+ * interval, each append call's time, each append's main-thread work (the call plus the chart's
+ * frame callbacks until the next append: the decimating chart draws at the next frame).
  */
 async function appendRun(kind, n, seconds) {
   const data = columns(n);
   const el = freshContainer();
   let chart = null;
-  if (kind === 'ours') {
-    chart = create(el, { series: SERIES, width: WIDTH, height: HEIGHT, autoResize: false });
+  if (CHARTS[kind]) {
+    chart = CHARTS[kind](el, { series: SERIES, width: WIDTH, height: HEIGHT, autoResize: false });
     chart.setData(data);
   }
   await nextFrame();
@@ -133,9 +161,10 @@ async function appendRun(kind, n, seconds) {
   const loop = (now) => {
     frames.push(now - last);
     last = now;
-    if (running) requestAnimationFrame(loop);
+    if (running) ownFrame(loop);
   };
-  requestAnimationFrame(loop);
+  ownFrame(loop);
+  const workAt = [];
   let step = n;
   const ticks = seconds * 10;
   const start = performance.now();
@@ -143,15 +172,20 @@ async function appendRun(kind, n, seconds) {
     const due = start + t * 100;
     await new Promise((resolve) => setTimeout(resolve, Math.max(0, due - performance.now())));
     step++;
+    workAt.push(chartFrameMs);
     const t0 = performance.now();
     if (chart) chart.append({ x: [step], ys: [[0.1], [null], [1e-5]] });
     appends.push(performance.now() - t0);
   }
   running = false;
+  // Appends draw at the next frame: let the last one be drawn before counting.
   await nextFrame();
+  await nextFrame();
+  workAt.push(chartFrameMs);
+  const workMs = appends.map((ms, t) => ms + workAt[t + 1] - workAt[t]);
   const points = chart ? chart.points() : 0;
   chart?.dispose();
-  return { framesMs: frames, appendsMs: appends, points };
+  return { framesMs: frames, appendsMs: appends, workMs, points };
 }
 
 window.bench = { render, appendRun };
