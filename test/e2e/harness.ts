@@ -360,38 +360,60 @@ export class Workbench {
     );
   }
 
-  /** Runs a command by its palette title ("Overbrainer: Set Runpod API Key") through F1. */
+  /**
+   * Runs a command by its palette title ("Overbrainer: Set Runpod API Key") through F1. Should
+   * the palette close before the command is picked (the focus moved: a terminal whose process
+   * ended closes its panel), it is opened again, at most three times; each time is logged with
+   * what held the focus.
+   */
   async runCommand(title: string): Promise<void> {
     const input = this.page.locator('.quick-input-widget .quick-input-box input');
-    // Focus the workbench first: F1 typed into a webview or a closed palette must still open it.
-    await this.page.locator('.monaco-workbench').click({ position: { x: 700, y: 5 } });
-    // A key press can be lost while the workbench is busy (first load, extension host start).
-    for (let attempt = 0; attempt < 3 && !(await input.isVisible()); attempt += 1) {
-      await this.page.keyboard.press('F1');
-      await input.waitFor({ state: 'visible', timeout: 10_000 * SLOW }).catch(() => undefined);
-    }
-    if (!(await input.isVisible())) {
-      throw new Error(
-        `the command palette did not open for "${title}": ${await this.focusReport()}`,
-      );
-    }
-    await input.fill(`>${title}`);
-    const row = this.page
-      .locator('.quick-input-widget .monaco-list-row')
-      .filter({ hasText: title })
-      .first();
-    await row.waitFor({ state: 'visible' });
-    // Pick the row whose label is exactly the title (a longer title may contain it).
     const rows = this.page.locator('.quick-input-widget .monaco-list-row');
-    const count = await rows.count();
-    for (let i = 0; i < count; i += 1) {
-      const label = (await rows.nth(i).getAttribute('aria-label')) ?? '';
-      if (label === title || label.startsWith(`${title},`) || label.startsWith(`${title} `)) {
-        await rows.nth(i).click();
+    // While the palette closes it is still shown, but inert (its close animation).
+    const closing = this.page.locator('.quick-input-widget[inert]');
+    const open = async (): Promise<boolean> =>
+      (await input.isVisible()) && (await closing.count()) === 0;
+    for (let opening = 1; ; opening += 1) {
+      // Focus the workbench first: F1 typed into a webview or a closed palette must still open it.
+      await this.page.locator('.monaco-workbench').click({ position: { x: 700, y: 5 } });
+      // A key press can be lost while the workbench is busy (first load, extension host start).
+      for (let attempt = 0; attempt < 3 && !(await open()); attempt += 1) {
+        await this.page.keyboard.press('F1');
+        await input.waitFor({ state: 'visible', timeout: 10_000 * SLOW }).catch(() => undefined);
+      }
+      if (!(await open())) {
+        throw new Error(
+          `the command palette did not open for "${title}": ${await this.focusReport()}`,
+        );
+      }
+      await input.fill(`>${title}`, { timeout: 10_000 * SLOW }).catch(() => undefined);
+      // The row, or the palette gone: then open it again.
+      const row = rows.filter({ hasText: title }).first();
+      const found = await eventually(`"${title}" in the command palette`, async () => {
+        if (await row.isVisible()) return true;
+        if (!(await open())) return false;
+        if ((await input.inputValue()) !== `>${title}`) await input.fill(`>${title}`);
+        return undefined;
+      });
+      if (found) {
+        // Pick the row whose label is exactly the title (a longer title may contain it).
+        const count = await rows.count();
+        for (let i = 0; i < count; i += 1) {
+          const label = (await rows.nth(i).getAttribute('aria-label')) ?? '';
+          if (label === title || label.startsWith(`${title},`) || label.startsWith(`${title} `)) {
+            await rows.nth(i).click();
+            return;
+          }
+        }
+        await row.click();
         return;
       }
+      const report = await this.focusReport();
+      if (opening >= 3) {
+        throw new Error(`the command palette closed ${opening} times before "${title}": ${report}`);
+      }
+      console.log(`      (the command palette closed before "${title}" was picked: ${report})`);
     }
-    await row.click();
   }
 
   /** What holds the keyboard focus, and which dialogs and toasts are shown (for an error). */
