@@ -262,15 +262,27 @@ describe('The run webview in the real VS Code', function () {
     );
     await workbench.screenshot('run chart restored after reload');
   });
-  // Skipped (2026-12-02): the multi-select QuickPick's check-all box was not found by this
-  // locator in code-server 4.139; Compare Runs is checked up to its picker in
-  // activation.e2e.test.ts. Issue #5 stays open for it.
-  it.skip('compares runs: both loss curves on one chart', async function () {
+  it('compares runs: both loss curves on one chart', async function () {
     await workbench.runCommand('Overbrainer: Compare Runs');
     const widget = workbench.page.locator('.quick-input-widget');
     const input = widget.locator('input[placeholder="Runs to compare (loss curves on one chart)"]');
     await input.waitFor({ state: 'visible' });
-    await widget.locator('.quick-input-check-all').check();
+    // A multi-select QuickPick (canPickMany): one checkbox per run, and in its header a
+    // "toggle all" box — VS Code's own Toggle widget (div.monaco-checkbox, role checkbox), not an
+    // <input type=checkbox>.
+    const rows = widget.locator('.monaco-list-row');
+    await eventually('both runs offered', async () =>
+      (await rows.count()) === 2 ? true : undefined,
+    );
+    const all = widget.locator('.quick-input-header .monaco-checkbox').first();
+    await all.click();
+    await eventually('both runs checked', async () => {
+      const checked = await rows
+        .locator('.monaco-checkbox[aria-checked="true"], input[type="checkbox"]:checked')
+        .count();
+      return checked === 2 ? true : undefined;
+    });
+    await workbench.screenshot('compare runs picked');
     await input.press('Enter');
     await widget.waitFor({ state: 'hidden' });
     const page = runPage(workbench);
