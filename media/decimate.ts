@@ -223,9 +223,67 @@ function addRow(bucket: Bucket, row: number, store: SeriesStore): void {
 
 /** Recomputes a bucket's summary from its rows (after a row in it changed). */
 function rescan(bucket: Bucket, store: SeriesStore): void {
-  const last = bucket.lastRow;
-  bucket.stats.fill(-1);
-  for (let row = bucket.firstRow; row <= last; row++) addRow(bucket, row, store);
+  const columns = store.ys;
+  for (let s = 0; s < columns.length; s++) {
+    summarize(columns[s] as Float64Array, bucket.firstRow, bucket.lastRow, bucket.stats, s * SLOTS);
+  }
+}
+
+/**
+ * Writes the summary of one series over rows [from, to] into `stats` at `o`: what addRow() row
+ * by row would leave (same slots, same tie rule), in one tight loop over the column (a whole
+ * table is scanned this way: series by series, bucket by bucket).
+ */
+function summarize(
+  column: Float64Array,
+  from: number,
+  to: number,
+  stats: number[],
+  o: number,
+): void {
+  let firstRow = -1;
+  let lastRow = -1;
+  let minRow = -1;
+  let maxRow = -1;
+  let lead = -1;
+  let trail = -1;
+  let inner = -1;
+  let min = Infinity;
+  let max = -Infinity;
+  for (let row = from; row <= to; row++) {
+    const value = column[row] as number;
+    if (value !== value) {
+      if (firstRow < 0) {
+        if (lead < 0) lead = row;
+      } else if (trail < 0) trail = row;
+      continue;
+    }
+    if (firstRow < 0) {
+      firstRow = minRow = maxRow = row;
+      min = max = value;
+    } else {
+      if (trail >= 0) {
+        if (inner < 0) inner = trail;
+        trail = -1;
+      }
+      if (value < min) {
+        min = value;
+        minRow = row;
+      }
+      if (value > max) {
+        max = value;
+        maxRow = row;
+      }
+    }
+    lastRow = row;
+  }
+  stats[o + FIRST] = firstRow;
+  stats[o + LAST] = lastRow;
+  stats[o + MIN] = minRow;
+  stats[o + MAX] = maxRow;
+  stats[o + LEAD] = lead;
+  stats[o + TRAIL] = trail;
+  stats[o + INNER] = inner;
 }
 
 const first = (...rows: number[]): number => {
@@ -347,14 +405,29 @@ function truncate(out: Decimated, length: number): void {
 function scan(store: SeriesStore, from: number, to: number, width: number): Bucket[] {
   const buckets: Bucket[] = [];
   const x = store.x;
-  let current: Bucket | undefined;
-  for (let row = from; row <= to; row++) {
+  // The buckets' row ranges from x alone: x ascends, so a bucket ends before the first row of a
+  // larger key (a binary search: a bucket holds many rows when there are many points).
+  let row = from;
+  while (row <= to) {
     const key = keyOf(x[row] as number, width);
-    if (current && current.key === key) addRow(current, row, store);
-    else {
-      current = newBucket(key, row, store.seriesCount);
-      addRow(current, row, store);
-      buckets.push(current);
+    let lo = row + 1;
+    let hi = to + 1;
+    while (lo < hi) {
+      const mid = (lo + hi) >>> 1;
+      if (keyOf(x[mid] as number, width) === key) lo = mid + 1;
+      else hi = mid;
+    }
+    const bucket = newBucket(key, row, store.seriesCount);
+    bucket.lastRow = lo - 1;
+    buckets.push(bucket);
+    row = lo;
+  }
+  // Then each series, bucket by bucket, in a tight loop over its column.
+  const columns = store.ys;
+  for (let s = 0; s < columns.length; s++) {
+    const column = columns[s] as Float64Array;
+    for (const bucket of buckets) {
+      summarize(column, bucket.firstRow, bucket.lastRow, bucket.stats, s * SLOTS);
     }
   }
   return buckets;
