@@ -2,6 +2,7 @@ import * as assert from 'node:assert/strict';
 import { mkdirSync, writeFileSync } from 'node:fs';
 import * as path from 'node:path';
 import type { Browser } from 'playwright-core';
+import { startEmulator, type Emulator } from '../emulator/emulator';
 import { CodeServer, eventually, launchChromium, tempDir, Workbench } from './harness';
 
 /**
@@ -11,6 +12,7 @@ import { CodeServer, eventually, launchChromium, tempDir, Workbench } from './ha
  */
 describe('Overbrainer in the real VS Code (code-server + Chromium)', function () {
   let workspace: ReturnType<typeof tempDir>;
+  let emulator: Emulator;
   let server: CodeServer;
   let browser: Browser;
   let workbench: Workbench;
@@ -19,6 +21,15 @@ describe('Overbrainer in the real VS Code (code-server + Chromium)', function ()
 
   before(async function () {
     workspace = tempDir('workspace');
+    // Runpod is the emulator, which refuses the made-up key (401) at once: the Pods view then
+    // shows the pods the run records name. Never api.runpod.io: without a network the account's
+    // listing waited ~20 s for its connection retries before the view showed anything.
+    emulator = await startEmulator();
+    mkdirSync(path.join(workspace.dir, '.vscode'));
+    writeFileSync(
+      path.join(workspace.dir, '.vscode', 'settings.json'),
+      JSON.stringify({ 'overbrainer.runpod.baseUrl': emulator.baseUrl }, null, 2),
+    );
     server = await CodeServer.start({ workspace: workspace.dir });
     browser = await launchChromium();
     workbench = await Workbench.open(browser, server, this.test?.parent?.title ?? 'activation');
@@ -33,6 +44,7 @@ describe('Overbrainer in the real VS Code (code-server + Chromium)', function ()
     await workbench?.close().catch(() => undefined);
     await browser?.close();
     await server?.close();
+    await emulator?.close();
     workspace?.remove();
   });
 

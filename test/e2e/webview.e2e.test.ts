@@ -23,6 +23,10 @@ import {
  */
 const TIMING_SCALE = '8';
 const STEPS = 60;
+/** Short steps: the job waits at its start until the panel is open (see GATE), so none is missed. */
+const STEP_SECONDS = 0.25;
+/** The file in the pod's /workspace that lets the job start training. */
+const GATE = 'ob-e2e-go';
 /** A reload reloads the whole workbench and restarts the extension host. */
 const RELOAD_TIMEOUT_MS = 180_000;
 /** A finished run already in the workspace: charted from its metrics.jsonl, compared with the new one. */
@@ -68,7 +72,7 @@ name = "tiny"
 [training]
 target = "pod"
 trainer = "command"
-command = "python3 train.py --steps ${STEPS} --step-seconds 1"
+command = "while [ ! -e /workspace/${GATE} ]; do sleep 0.2; done && python3 train.py --steps ${STEPS} --step-seconds ${STEP_SECONDS}"
 upload = ["train.py", "data"]
 
 [targets.pod]
@@ -200,6 +204,19 @@ describe('The run webview in the real VS Code', function () {
     });
     const page = runPage(workbench);
     await page.locator('#run-title', { hasText: runId }).waitFor({ timeout: UI_TIMEOUT_MS });
+    // The panel is open: the job may train now (it waited at its start, so that a short job's
+    // every step is seen arriving, however slow the machine was to open the panel).
+    await eventually("the run's pod", async () => {
+      const podFile = path.join(workspace.dir, 'runs', runId, 'pod.json');
+      if (!fs.existsSync(podFile)) return undefined;
+      const { pod_id: podId } = JSON.parse(fs.readFileSync(podFile, 'utf8')) as {
+        pod_id: string | null;
+      };
+      const pod = podId === null ? undefined : emulator.pod(podId);
+      if (pod === undefined) return undefined;
+      fs.writeFileSync(path.join(pod.dirs.workspace, GATE), '');
+      return true;
+    });
 
     // The chart gains points while the job trains: watch it until the header says succeeded,
     // noting every point count seen while the job was still short of its last step.
