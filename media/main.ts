@@ -122,11 +122,54 @@ function pointsIn(current: PageModel): number {
 }
 
 function renderChart(current: PageModel): void {
+  cancelRealign?.();
+  cancelRealign = null;
   chart?.dispose();
   chartElement.replaceChildren();
   chart = create(chartElement, { series: chartSeries(current) });
   chart.setData(chartData(current));
   byId('empty').hidden = pointsIn(current) > 0;
+}
+
+/** A pending re-alignment of every run on the compare chart (at most one per frame). */
+let cancelRealign: (() => void) | null = null;
+
+/** The last step of any run: the last x on the compare chart. */
+function lastStep(current: PageModel): number | undefined {
+  let last: number | undefined;
+  for (const columns of current.runs.values()) {
+    const step = columns.step[columns.step.length - 1];
+    if (step !== undefined && (last === undefined || step > last)) last = step;
+  }
+  return last;
+}
+
+/**
+ * Compare mode: a run's points at or past the chart's last x are appended as they are (the
+ * other runs have no value there: the same rows as aligning all the runs again); points of a
+ * run behind another need every run aligned again, done once per frame however many arrive.
+ * `lastX` is the chart's last x before `added` was merged into the model.
+ */
+function appendCompare(
+  current: PageModel,
+  runId: string,
+  added: SeriesColumns,
+  lastX: number | undefined,
+): void {
+  if (!chart || added.step.length === 0) return;
+  const first = added.step[0] as number;
+  if (cancelRealign === null && (lastX === undefined || first >= lastX)) {
+    const ids = [...current.runs.keys()];
+    const none = added.step.map(() => null);
+    chart.append({ x: added.step, ys: ids.map((id) => (id === runId ? added.loss : none)) });
+    return;
+  }
+  if (cancelRealign !== null) return; // The pending re-alignment reads the model: it has these.
+  const id = requestAnimationFrame(() => {
+    cancelRealign = null;
+    if (model?.mode === 'compare') chart?.setData(chartData(model));
+  });
+  cancelRealign = () => cancelAnimationFrame(id);
 }
 
 /** Appends `columns` to the run's kept copy; a first step equal to the last fills that point in. */
@@ -179,12 +222,13 @@ function handle(message: HostMessage): void {
       ) {
         return; // Out of order: the host sends a snapshot when a series starts over.
       }
+      const lastX = lastStep(model);
       mergeColumns(columns, message.columns);
       if (model.mode === 'run' && chart) {
         const { step, loss, evalLoss, learningRate } = message.columns;
         chart.append({ x: step, ys: [loss, evalLoss, learningRate] });
       } else {
-        chart?.setData(chartData(model));
+        appendCompare(model, message.runId, message.columns, lastX);
       }
       byId('empty').hidden = pointsIn(model) > 0;
       return;
