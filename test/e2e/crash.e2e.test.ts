@@ -1,0 +1,466 @@
+import * as assert from 'node:assert/strict';
+import { createHash } from 'node:crypto';
+import * as fs from 'node:fs';
+import * as path from 'node:path';
+import type { Browser, Locator } from 'playwright-core';
+import { startEmulator, type Emulator } from '../emulator/emulator';
+import {
+  CodeServer,
+  eventually,
+  extensionFolderName,
+  launchChromium,
+  REPO_ROOT,
+  tempDir,
+  Workbench,
+} from './harness';
+
+/**
+ * Issue #7: the process running the lifecycle dies by SIGKILL mid-job — in VS Code, the extension
+ * host. No deactivation runs, so the run's lock keeps a dead pid and nobody renews the pod's
+ * lease. code-server restarts its extension host by itself after a first crash; the new host must
+ * follow the run again (taking over the dead pid's lock), retrieve and verify its results, and
+ * delete its pod, with no user action. Timings: production divided by OVERBRAINER_TIMING_SCALE.
+ */
+const TIMING_SCALE = '8';
+/** The file in the pod's /workspace that ends the job (after training). */
+const GATE = 'ob-e2e-go';
+const STEPS = 60;
+
+function toml(): string {
+  return `[project]
+name = "tiny"
+
+[training]
+target = "pod"
+trainer = "command"
+command = "python3 train.py --steps ${STEPS} --step-seconds 0.25 && while [ ! -e /workspace/${GATE} ]; do sleep 0.2; done"
+upload = ["train.py", "data"]
+
+[targets.pod]
+kind = "runpod"
+gpu_types = ["NVIDIA GeForce RTX 4090"]
+max_hours = 1
+boot_grace_minutes = 5
+retrieve_grace_minutes = 10
+`;
+}
+
+const RUN_ID = /tiny_\d{8}-\d{6}(?:_\d+)?/;
+// No leading \b: the row's text joins the label (ending in a digit) and the description.
+const STATE = /(?<![a-z])(preparing|running|succeeded|failed|cancelled|stopped)\b/;
+
+/**
+ * A copy of today's build as an installed extension: a `npm run build` elsewhere empties dist/
+ * while it runs, and this test loads the extension twice (before and after the crash).
+ */
+async function stageBuiltExtension(extensionsDir: string): Promise<void> {
+  const dist = path.join(REPO_ROOT, 'dist', 'extension.js');
+  await eventually(
+    'a complete dist/extension.js (npm run build)',
+    async () => {
+      if (!fs.existsSync(dist)) return undefined;
+      const size = fs.statSync(dist).size;
+      await new Promise((resolve) => setTimeout(resolve, 1000));
+      return fs.existsSync(dist) && fs.statSync(dist).size === size && size > 0 ? true : undefined;
+    },
+    60_000,
+  );
+  const stage = path.join(extensionsDir, extensionFolderName());
+  fs.mkdirSync(stage, { recursive: true });
+  fs.copyFileSync(path.join(REPO_ROOT, 'package.json'), path.join(stage, 'package.json'));
+  for (const dir of ['dist', 'media']) {
+    fs.cpSync(path.join(REPO_ROOT, dir), path.join(stage, dir), { recursive: true });
+  }
+}
+
+interface Proc {
+  pid: number;
+  ppid: number;
+  state: string;
+  cmdline: string;
+}
+
+/** Every process of the machine from /proc (those that end while read are skipped). */
+function processes(): Proc[] {
+  const list: Proc[] = [];
+  for (const name of fs.readdirSync('/proc')) {
+    if (!/^\d+$/.test(name)) continue;
+    try {
+      const stat = fs.readFileSync(`/proc/${name}/stat`, 'utf8');
+      // "pid (comm) state ppid ...": comm may hold spaces and parentheses.
+      const rest = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
+      const cmdline = fs.readFileSync(`/proc/${name}/cmdline`, 'utf8').split('\0').join(' ');
+      list.push({ pid: Number(name), ppid: Number(rest[1]), state: rest[0] ?? '?', cmdline });
+    } catch {
+      // Ended meanwhile.
+    }
+  }
+  return list;
+}
+
+/** The live processes started by this test process (code-server and its children among them). */
+function descendantsOfThisTest(): Proc[] {
+  const all = processes();
+  const mine = new Set([process.pid]);
+  let grew = true;
+  while (grew) {
+    grew = false;
+    for (const p of all) {
+      if (!mine.has(p.pid) && mine.has(p.ppid)) {
+        mine.add(p.pid);
+        grew = true;
+      }
+    }
+  }
+  return all.filter((p) => p.pid !== process.pid && mine.has(p.pid) && p.state !== 'Z');
+}
+
+/**
+ * The extension host of this test's code-server: a descendant of this process (never another
+ * suite's) whose command line has `--type=extensionHost`.
+ */
+function extensionHosts(): Proc[] {
+  return descendantsOfThisTest().filter((p) => p.cmdline.includes('--type=extensionHost'));
+}
+
+/** Whether `pid` is gone or a zombie (dead, not yet reaped by its parent). */
+function dead(pid: number): boolean {
+  try {
+    const stat = fs.readFileSync(`/proc/${pid}/stat`, 'utf8');
+    return stat.slice(stat.lastIndexOf(')') + 2).startsWith('Z');
+  } catch {
+    return true;
+  }
+}
+
+/** The code-server's home dir (its cwd): the user data dir with the logs is inside it. */
+function codeServerHome(): string | null {
+  const server = descendantsOfThisTest().find((p) => p.cmdline.includes('code-server'));
+  if (!server) return null;
+  try {
+    return fs.readlinkSync(`/proc/${server.pid}/cwd`);
+  } catch {
+    return null;
+  }
+}
+
+/** Every file named `name` under `dir`. */
+function findFiles(dir: string, name: string): string[] {
+  const found: string[] = [];
+  const walk = (d: string): void => {
+    let entries: fs.Dirent[];
+    try {
+      entries = fs.readdirSync(d, { withFileTypes: true });
+    } catch {
+      return;
+    }
+    for (const e of entries) {
+      const p = path.join(d, e.name);
+      if (e.isDirectory()) walk(p);
+      else if (e.name === name) found.push(p);
+    }
+  };
+  walk(dir);
+  return found.sort();
+}
+
+/** The "Overbrainer" log channel's files of every extension host so far (for a failure). */
+function overbrainerLogs(): string {
+  const home = codeServerHome();
+  if (home === null) return '(code-server not found)';
+  const files = findFiles(path.join(home, 'user-data', 'logs'), 'Overbrainer.log');
+  if (files.length === 0) return '(no Overbrainer.log under its logs)';
+  return files
+    .map((f) => `--- ${path.relative(home, f)}\n${fs.readFileSync(f, 'utf8').trim()}`)
+    .join('\n');
+}
+
+/** SHA-256 of every file under `dir`, by path relative to it. */
+function hashes(dir: string): Record<string, string> {
+  const out: Record<string, string> = {};
+  const walk = (d: string): void => {
+    for (const e of fs.readdirSync(d, { withFileTypes: true })) {
+      const p = path.join(d, e.name);
+      if (e.isDirectory()) walk(p);
+      else
+        out[path.relative(dir, p)] = createHash('sha256').update(fs.readFileSync(p)).digest('hex');
+    }
+  };
+  walk(dir);
+  return out;
+}
+
+describe('SIGKILL of the extension host mid-run (issue #7)', function () {
+  this.timeout(400_000);
+  let emulator: Emulator;
+  let workspace: ReturnType<typeof tempDir>;
+  let extensions: ReturnType<typeof tempDir>;
+  let server: CodeServer;
+  let browser: Browser;
+  let workbench: Workbench;
+
+  const runDir = (id: string): string => path.join(workspace.dir, 'runs', id);
+  const readJson = <T>(file: string): T => JSON.parse(fs.readFileSync(file, 'utf8')) as T;
+  const billing = (): string[] =>
+    emulator
+      .ledger()
+      .pods.filter((p) => p.billing)
+      .map((p) => p.id);
+  const countdown = (): Locator =>
+    workbench.page.locator('.statusbar-item', { hasText: /\bleft\b|following/ }).first();
+  const runRow = (id: string): Locator =>
+    workbench.viewPane('Runs').locator('.monaco-list-row', { hasText: id }).first();
+
+  /** The run's lock file and whether its holder's process lives (for a failure's message). */
+  function lockState(id: string): string {
+    const file = path.join(runDir(id), '.lock');
+    if (!fs.existsSync(file)) return 'none';
+    const text = fs.readFileSync(file, 'utf8');
+    const ageS = (Date.now() - fs.statSync(file).mtimeMs) / 1000;
+    let pid = -1;
+    try {
+      pid = (JSON.parse(text) as { pid: number }).pid;
+    } catch {
+      // Unreadable: its text says enough.
+    }
+    return `${text.trim()} (pid ${pid} ${dead(pid) ? 'dead' : 'alive'}, heartbeat ${ageS.toFixed(0)} s ago)`;
+  }
+
+  /** What a failure needs: the lock, run.json, pod.json and the extension's log files. */
+  function evidence(id: string): string {
+    const read = (name: string): string => {
+      const file = path.join(runDir(id), name);
+      return fs.existsSync(file) ? fs.readFileSync(file, 'utf8').trim() : '(missing)';
+    };
+    return [
+      `lock: ${lockState(id)}`,
+      `run.json: ${read('run.json')}`,
+      `pod.json state: ${/"state":\s*"(\w+)"/.exec(read('pod.json'))?.[1] ?? '?'}`,
+      `extension hosts now: ${JSON.stringify(extensionHosts().map((p) => p.pid))}`,
+      `Overbrainer logs:\n${overbrainerLogs()}`,
+    ].join('\n');
+  }
+
+  /** Waits until the run's row in the Runs view says `state`; fails early on another end state. */
+  async function untilState(id: string, state: string, timeoutMs: number): Promise<string> {
+    let last = '';
+    return eventually(
+      `run ${id} ${state} in the Runs view`,
+      async () => {
+        last = await runRow(id).innerText();
+        const seen = STATE.exec(last)?.[1];
+        if (seen === state) return last;
+        if (seen !== undefined && !['preparing', 'running'].includes(seen)) {
+          throw new Error(`run ${id} is ${seen}: ${last}`);
+        }
+        return undefined;
+      },
+      timeoutMs,
+    ).catch((error: unknown) => {
+      throw new Error(`${String(error)}; its row said: ${JSON.stringify(last)}\n${evidence(id)}`);
+    });
+  }
+
+  /** The extension activated in the current extension host: its log says so. */
+  async function untilActivated(timeoutMs: number): Promise<void> {
+    await eventually(
+      'the extension to activate',
+      async () => {
+        // Before activation the command is not found: close that error dialog and try again.
+        const dialog = workbench.page.locator('.monaco-dialog-box');
+        if (await dialog.isVisible()) await dialog.getByRole('button').first().click();
+        await workbench.runCommand('Overbrainer: Show Logs');
+        return /Overbrainer \S+ activated/.test(await workbench.outputText()) ? true : undefined;
+      },
+      timeoutMs,
+    );
+    await workbench.page.keyboard.press('Escape');
+  }
+
+  before(async function () {
+    emulator = await startEmulator({ bootDelaysMs: { provisioning: 100, starting: 100 } });
+    workspace = tempDir('crash-ws');
+    const ws = workspace.dir;
+    const tiny = path.join(REPO_ROOT, 'examples', 'tiny');
+    fs.copyFileSync(path.join(tiny, 'train.py'), path.join(ws, 'train.py'));
+    fs.cpSync(path.join(tiny, 'data'), path.join(ws, 'data'), { recursive: true });
+    fs.writeFileSync(path.join(ws, 'overbrainer.toml'), toml());
+    fs.mkdirSync(path.join(ws, '.vscode'));
+    fs.writeFileSync(
+      path.join(ws, '.vscode', 'settings.json'),
+      JSON.stringify({ 'overbrainer.runpod.baseUrl': emulator.baseUrl }, null, 2),
+    );
+    extensions = tempDir('crash-ext');
+    const extensionsDir = path.join(extensions.dir, 'extensions');
+    await stageBuiltExtension(extensionsDir);
+    server = await CodeServer.start({
+      workspace: ws,
+      extensionsDir,
+      env: {
+        OVERBRAINER_TIMING_SCALE: TIMING_SCALE,
+        OVERBRAINER_RUNPOD__API_KEY: emulator.apiKey,
+      },
+    });
+    browser = await launchChromium();
+    workbench = await Workbench.open(browser, server, this.test?.parent?.title ?? 'crash');
+    await workbench.activityBarItem('Overbrainer').first().waitFor({ state: 'visible' });
+    await untilActivated(300_000);
+  });
+
+  afterEach(async function () {
+    if (this.currentTest?.state === 'failed')
+      await workbench?.screenshot('failed').catch(() => undefined);
+  });
+
+  after(async function () {
+    await workbench?.close().catch(() => undefined);
+    await browser?.close();
+    await server?.close();
+    const left = emulator ? billing() : [];
+    await emulator?.close();
+    workspace?.remove();
+    extensions?.remove();
+    assert.deepEqual(left, [], 'a pod was left billing');
+  });
+
+  it('the restarted extension host follows the run again by itself; the run succeeds, verified, its pod deleted by the client', async function () {
+    const started = Date.now();
+    await workbench.openViewContainer('Overbrainer');
+    await workbench.runCommand('Overbrainer: Train');
+    const dialog = workbench.page.locator('.monaco-dialog-box');
+    await dialog.waitFor({ state: 'visible' });
+    await dialog.getByRole('button', { name: 'Train', exact: true }).click();
+    await dialog.waitFor({ state: 'hidden' });
+    const id = await eventually('the new run on disk', async () =>
+      fs.existsSync(path.join(workspace.dir, 'runs'))
+        ? fs.readdirSync(path.join(workspace.dir, 'runs')).find((name) => RUN_ID.test(name))
+        : undefined,
+    );
+    await untilState(id, 'running', 180_000);
+    await countdown().waitFor({ state: 'visible' });
+
+    // Mid-job: run.json says running and the trainer has logged metrics on the pod.
+    const run = readJson<{ state: string; remote_dir: string }>(path.join(runDir(id), 'run.json'));
+    assert.equal(run.state, 'running');
+    const podId = readJson<{ pod_id: string }>(path.join(runDir(id), 'pod.json')).pod_id;
+    const pod = emulator.pod(podId);
+    assert.ok(pod, `the pod ${podId} of ${id} exists`);
+    assert.ok(run.remote_dir.startsWith('/workspace/'), run.remote_dir);
+    const remote = path.join(pod.dirs.workspace, path.relative('/workspace', run.remote_dir));
+    const metricLines = (): number => {
+      const file = path.join(remote, 'metrics.jsonl');
+      return fs.existsSync(file) ? fs.readFileSync(file, 'utf8').split('\n').length - 1 : 0;
+    };
+    await eventually('metrics logged by the job', async () =>
+      metricLines() >= 3 ? true : undefined,
+    );
+    assert.ok(
+      !fs.existsSync(path.join(remote, 'output', 'model.json')),
+      'the job is still training when the extension host is killed',
+    );
+
+    // The extension host of this code-server holds the run's lock.
+    const hosts = extensionHosts();
+    assert.equal(hosts.length, 1, `one extension host: ${JSON.stringify(hosts)}`);
+    const oldHost = hosts[0]!.pid;
+    const lock = (): { pid: number } | null =>
+      fs.existsSync(path.join(runDir(id), '.lock'))
+        ? readJson<{ pid: number }>(path.join(runDir(id), '.lock'))
+        : null;
+    assert.equal(lock()?.pid, oldHost, `the extension host holds the run: ${lockState(id)}`);
+    await workbench.screenshot('running before the kill');
+
+    // code-server says so in the status bar for 5 s (a first crash in 5 min restarts the host by
+    // itself), or, after 3 crashes, in an error toast with a restart button: watch both at once.
+    const restarting = workbench.page
+      .locator('.statusbar-item', { hasText: /extension host terminated unexpectedly/i })
+      .first();
+    const crashedToast = workbench.notification(/extension host terminated unexpectedly/i).first();
+    const said = Promise.race([
+      restarting.waitFor({ state: 'visible', timeout: 60_000 }).then(() => 'status' as const),
+      crashedToast.waitFor({ state: 'visible', timeout: 60_000 }).then(() => 'toast' as const),
+    ]);
+    said.catch(() => undefined);
+    const metricsAtKill = metricLines();
+    process.kill(oldHost, 'SIGKILL');
+    await eventually(`extension host ${oldHost} dead`, async () =>
+      dead(oldHost) ? true : undefined,
+    );
+    console.log(`      killed extension host ${oldHost} at ${metricsAtKill} metric lines`);
+
+    const how = await said.catch((error: unknown) => {
+      throw new Error(`code-server said nothing of the crash: ${String(error)}`);
+    });
+    const message = await (how === 'status' ? restarting : crashedToast).innerText();
+    await workbench.screenshot('extension host terminated');
+    console.log(`      code-server said (${how}): ${JSON.stringify(message.trim())}`);
+    if (how === 'toast') {
+      // Not a first crash: the only user action allowed is the toast's restart button.
+      await crashedToast.getByRole('button', { name: /restart/i }).click();
+    } else {
+      assert.match(message, /Restarting/);
+    }
+
+    // A new extension host, in this code-server, activates the extension again.
+    const newHost = await eventually('a new extension host', async () => {
+      const now = extensionHosts().filter((p) => p.pid !== oldHost);
+      return now.length === 1 ? now[0]!.pid : undefined;
+    });
+    await untilActivated(120_000);
+
+    // It follows the run again: the countdown is back, the lock is the new host's.
+    await countdown()
+      .waitFor({ state: 'visible', timeout: 90_000 })
+      .catch((error: unknown) => {
+        throw new Error(
+          `the new extension host does not follow ${id}: ${String(error)}\n${evidence(id)}`,
+        );
+      });
+    assert.equal(
+      lock()?.pid,
+      newHost,
+      `the new extension host took the run over: ${lockState(id)}`,
+    );
+    assert.equal(emulator.pod(podId)?.status, 'RUNNING', 'the pod lived through the crash');
+    await workbench.screenshot('following again after the crash');
+
+    // The job trained on without a follower; its results are on the pod: then it may end.
+    await eventually(
+      'the job to finish training',
+      // README.txt is the trainer's last file (after model.json).
+      async () => (fs.existsSync(path.join(remote, 'output', 'README.txt')) ? true : undefined),
+      120_000,
+    );
+    const onPod = hashes(path.join(remote, 'output'));
+    fs.writeFileSync(path.join(pod.dirs.workspace, GATE), '');
+
+    await untilState(id, 'succeeded', 120_000);
+    await workbench.waitForNotification(new RegExp(`Run ${id} succeeded`));
+    await countdown().waitFor({ state: 'detached' });
+    await workbench.screenshot('succeeded after the crash');
+
+    // Retrieved and verified: the same files, byte for byte, as the pod's output/.
+    const done = readJson<{ state: string; message: string | null }>(
+      path.join(runDir(id), 'run.json'),
+    );
+    assert.equal(done.state, 'succeeded');
+    assert.doesNotMatch(done.message ?? '', /not retrieved/);
+    assert.deepEqual(hashes(path.join(runDir(id), 'output')), onPod);
+    const model = readJson<{ step: number }>(path.join(runDir(id), 'output', 'model.json'));
+    assert.equal(model.step, STEPS, 'the model of the whole job, trained through the crash');
+
+    // The pod: deleted by the client (the account key), never by its watchdog; nothing bills.
+    const podRecord = readJson<{ state: string; deleted_by: string | null }>(
+      path.join(runDir(id), 'pod.json'),
+    );
+    assert.equal(podRecord.state, 'deleted');
+    assert.equal(podRecord.deleted_by, 'client');
+    const entry = emulator.ledger().pods.find((p) => p.id === podId);
+    assert.ok(entry, `${podId} in the ledger`);
+    assert.equal(entry.billing, false);
+    assert.equal(entry.deletedBy, 'account', 'deleted with the account key (the client)');
+    assert.deepEqual(billing(), []);
+    assert.ok(!fs.existsSync(path.join(runDir(id), '.lock')), 'the run is released');
+    console.log(`      the case took ${((Date.now() - started) / 1000).toFixed(1)} s`);
+  });
+});
