@@ -742,7 +742,10 @@ export class Controller implements vscode.Disposable {
         const folder = this.folderOfRun(run);
         if (!folder) continue;
         const session = await this.session(folder);
-        if (session.store.lockHolder(run.id) !== null) {
+        // A stale lock (its holder died: a killed extension host, a crashed CLI) is no holder:
+        // attach takes it over.
+        const holder = session.store.lockHolder(run.id);
+        if (holder !== null && holder.stale === null) {
           if (!told.has(run.id)) {
             this.log.info(`Run ${run.id} is followed by another process; not attaching for now.`);
             told.add(run.id);
