@@ -24,7 +24,7 @@ import {
 const TIMING_SCALE = '8';
 /** The file in the pod's /workspace that ends the job (after training). */
 const GATE = 'ob-e2e-go';
-const STEPS = 60;
+const STEPS = 80;
 
 function toml(): string {
   return `[project]
@@ -382,6 +382,7 @@ describe('SIGKILL of the extension host mid-run (issue #7)', function () {
     ]);
     said.catch(() => undefined);
     const metricsAtKill = metricLines();
+    const killedAtMs = Date.now();
     process.kill(oldHost, 'SIGKILL');
     await eventually(`extension host ${oldHost} dead`, async () =>
       dead(oldHost) ? true : undefined,
@@ -416,11 +417,19 @@ describe('SIGKILL of the extension host mid-run (issue #7)', function () {
           `the new extension host does not follow ${id}: ${String(error)}\n${evidence(id)}`,
         );
       });
-    assert.equal(
-      lock()?.pid,
-      newHost,
-      `the new extension host took the run over: ${lockState(id)}`,
+    const taken = lock() as { pid: number; acquired_at: string } | null;
+    assert.equal(taken?.pid, newHost, `the new extension host took the run over: ${lockState(id)}`);
+    // Ownerless from the kill to the takeover: well within the pod's lease (15 min / scale).
+    const ownerlessMs = Date.parse(taken.acquired_at) - killedAtMs;
+    const leaseTtlMs = (15 * 60_000) / Number(TIMING_SCALE);
+    console.log(`      the run had no owner for ${(ownerlessMs / 1000).toFixed(1)} s`);
+    assert.ok(ownerlessMs < leaseTtlMs, `ownerless ${ownerlessMs} ms < lease ${leaseTtlMs} ms`);
+    // Its log says so (the Overbrainer channel of the new host).
+    await workbench.runCommand('Overbrainer: Show Logs');
+    await eventually('the log to say the run is followed again', async () =>
+      (await workbench.outputText()).includes(`Following run ${id} again.`) ? true : undefined,
     );
+    await workbench.page.keyboard.press('Escape');
     assert.equal(emulator.pod(podId)?.status, 'RUNNING', 'the pod lived through the crash');
     await workbench.screenshot('following again after the crash');
 
