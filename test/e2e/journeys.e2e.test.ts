@@ -296,7 +296,7 @@ describe('User journeys in the real VS Code against the Runpod emulator', functi
     // The job trains, then waits for the test: the UI may be slow, the job's end is not early.
     fs.writeFileSync(
       configFile(),
-      toml({ steps: 40, stepSeconds: 0.25, maxHours: 0.9, gated: true }),
+      toml({ steps: 20, stepSeconds: 0.25, maxHours: 0.9, gated: true }),
     );
     const id = await train('Train');
     const dialog = (train as { lastDialog?: string }).lastDialog ?? '';
