@@ -8,7 +8,16 @@
  */
 import { createHash, randomBytes } from 'node:crypto';
 import { posix } from 'node:path';
-import { Client, type ClientChannel, type SFTPWrapper } from 'ssh2';
+import type { Client, ClientChannel, SFTPWrapper } from 'ssh2';
+
+/**
+ * ssh2, loaded on the first connection: activating the extension (no SSH before a run needs
+ * it) does not pay for evaluating it. A plain require, so esbuild still bundles it.
+ */
+function ssh2(): typeof import('ssh2') {
+  // eslint-disable-next-line @typescript-eslint/no-require-imports
+  return require('ssh2') as typeof import('ssh2');
+}
 import type { Clock } from '../clock';
 import type { Timing } from '../timing';
 import {
@@ -250,7 +259,7 @@ export class SshExecutor implements Executor {
 
   private openConnection(): Promise<Connection> {
     const { options } = this;
-    const client = new Client();
+    const client = new (ssh2().Client)();
     let presented: Buffer | undefined;
     let ready = false;
     let lastError: Error | undefined;

@@ -8,7 +8,17 @@
  * followed (the bearer key must not travel to another host), and the API key
  * never appears in an error, a log line or an enumerable field.
  */
-import { Agent, request, type Dispatcher } from 'undici';
+import type { Agent, Dispatcher } from 'undici';
+
+/**
+ * undici, loaded on the first request: activating the extension (which makes no API call) does
+ * not pay for evaluating it (~60 ms of the extension's load time). A plain require, so esbuild
+ * still bundles it.
+ */
+function undici(): typeof import('undici') {
+  // eslint-disable-next-line @typescript-eslint/no-require-imports
+  return require('undici') as typeof import('undici');
+}
 import type { z } from 'zod';
 import { abortError, type Clock } from '../clock';
 import type { Disposable } from '../disposable';
@@ -216,7 +226,9 @@ export class RunpodClient implements Disposable {
       this.dispatcher = options.dispatcher;
       this.ownAgent = null;
     } else {
-      this.ownAgent = new Agent({ connect: { timeout: options.timing.connectTimeoutMs } });
+      this.ownAgent = new (undici().Agent)({
+        connect: { timeout: options.timing.connectTimeoutMs },
+      });
       this.dispatcher = this.ownAgent;
     }
     this.log = options.log ?? (() => undefined);
@@ -668,7 +680,7 @@ export class RunpodClient implements Disposable {
         headers['content-type'] = 'application/json';
         body = JSON.stringify(spec.body);
       }
-      const response = await request(url, {
+      const response = await undici().request(url, {
         method: spec.method,
         headers,
         body,
