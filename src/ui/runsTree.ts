@@ -31,11 +31,14 @@ export interface ItemView {
   command?: { id: string; title: string } | null;
 }
 
+/**
+ * The row without its tooltip: VS Code asks for it (resolveTreeItem) when the row is hovered, so
+ * the first render of a long list does not build and send a Markdown tooltip per row.
+ */
 function treeItem(view: ItemView, collapsible: vscode.TreeItemCollapsibleState): vscode.TreeItem {
   const item = new vscode.TreeItem(view.label, collapsible);
   item.id = view.id;
   item.description = view.description;
-  item.tooltip = new vscode.MarkdownString(view.tooltip);
   item.iconPath = new vscode.ThemeIcon(view.iconId, new vscode.ThemeColor(view.colorId));
   item.contextValue = view.contextValue;
   if (view.command) item.command = { command: view.command.id, title: view.command.title };
@@ -67,6 +70,11 @@ export class ListTreeProvider<T> implements vscode.TreeDataProvider<T>, vscode.D
 
   getTreeItem(element: T): vscode.TreeItem {
     return treeItem(this.present(element, unixS(this.clock)), vscode.TreeItemCollapsibleState.None);
+  }
+
+  resolveTreeItem(item: vscode.TreeItem, element: T): vscode.TreeItem {
+    item.tooltip = new vscode.MarkdownString(this.present(element, unixS(this.clock)).tooltip);
+    return item;
   }
 
   async getChildren(element?: T): Promise<T[]> {
@@ -129,6 +137,15 @@ export class RunsTreeProvider implements vscode.TreeDataProvider<RunsNode>, vsco
     const item = treeItem(view, vscode.TreeItemCollapsibleState.Collapsed);
     // A run.json that cannot be read: a click opens it, to repair it.
     if (node.state === null) item.command = openCommand(path.join(node.dir, RUN_FILE));
+    return item;
+  }
+
+  resolveTreeItem(item: vscode.TreeItem, node: RunsNode): vscode.TreeItem {
+    const now = unixS(this.clock);
+    const view = isRunChild(node)
+      ? presentRunChild(node, now)
+      : presentRun(node, now, this.model.live(node.id));
+    item.tooltip = new vscode.MarkdownString(view.tooltip);
     return item;
   }
 
