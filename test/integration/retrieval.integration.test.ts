@@ -478,6 +478,25 @@ describe('retrieve over SSH', function () {
     }
   });
 
+  it('streams a big file through one exec channel (busybox tail and head on the pod), verified', async () => {
+    const files = makeRun(remote);
+    const log = join(local, 'tail.log');
+    const pod = await podWithTools(sshd.root, {
+      tail: `#!/bin/sh\necho "$*" >>'${log}'\nexec busybox tail "$@"\n`,
+      head: '#!/bin/sh\nexec busybox head "$@"\n',
+    });
+    try {
+      const result = await retrieve(base({ executor: pod.executor }));
+      assert.equal(result.verified, true, JSON.stringify(result.mismatches));
+      assertRetrieved(base().localRunDir, files);
+      // Only the file above the streaming size went through `tail`; the small ones over SFTP.
+      const calls = readFileSync(log, 'utf8').trim().split('\n');
+      assert.deepEqual(calls, [`-c +1 -- ${join(remote, 'output', 'big.bin')}`]);
+    } finally {
+      await pod.close();
+    }
+  });
+
   it('a pod that cannot make the change marker (a full disk) still has its results verified by hash', async () => {
     const files = makeRun(remote);
     const pod = await podWithTools(sshd.root, {

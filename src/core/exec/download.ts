@@ -23,6 +23,17 @@ export interface SourceFile {
   read(position: number, length: number, into?: Buffer): Promise<Buffer>;
   /** Bytes at offset 0 fetched ahead while the size was asked (saves a round trip). */
   readonly first?: Promise<Buffer>;
+  /**
+   * Hands `length` bytes from `position` to `write` in order, with backpressure, in one flow
+   * (faster than reads where the source has one); resolves with the bytes handed over, fewer
+   * when the file shrank. Absent: the file is read with {@link read}.
+   */
+  readonly stream?: (
+    position: number,
+    length: number,
+    write: (chunk: Buffer) => Promise<void>,
+    signal?: AbortSignal,
+  ) => Promise<number>;
   close(): Promise<void>;
 }
 
@@ -145,7 +156,24 @@ export async function downloadFiles(
       const sink = await FileSink.open(doneDirs, partDirs, file);
       try {
         if (sink.offset > size) await sink.restart();
-        await pump(opened, remotePath, sink, size, report);
+        if (opened.stream && sink.offset < size) {
+          try {
+            await opened.stream(
+              sink.offset,
+              size - sink.offset,
+              async (chunk) => {
+                checkStop();
+                await sink.write(chunk);
+                report(sink.offset);
+              },
+              signal,
+            );
+          } catch (error) {
+            throw error instanceof ExecError ? error : wrapError(error, `reading ${remotePath}`);
+          }
+        } else {
+          await pump(opened, remotePath, sink, size, report);
+        }
         const result = await sink.finish();
         options.onFile?.({ file, ...result });
       } finally {
