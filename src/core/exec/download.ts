@@ -10,6 +10,7 @@ import type { DownloadOptions } from './executor';
 import { ExecError } from './executor';
 import { abortedError } from './errors';
 import { assertSafeRelativePath, FileSink, listFiles, SafeDirs, writeWhole } from './localFiles';
+import type { TarHandler } from './tarReader';
 
 /** An open file on the source side. */
 export interface SourceFile {
@@ -40,6 +41,17 @@ export interface SourceFile {
 export interface ReadSource {
   /** The file at `path`, or undefined when it does not exist (or is no longer a regular file). */
   open(path: string): Promise<SourceFile | undefined>;
+  /**
+   * Sends whole files of `remoteDir` in one flow (a tar stream), each regular file handed to
+   * `handler` as it comes. Files it does not hand over (gone, no longer regular files, or a
+   * target that cannot do it) are fetched one by one afterwards. Absent: one by one only.
+   */
+  batch?(
+    remoteDir: string,
+    files: readonly string[],
+    handler: TarHandler,
+    signal?: AbortSignal,
+  ): Promise<void>;
 }
 
 export interface EngineLimits {
@@ -123,6 +135,101 @@ export async function downloadFiles(
     if (signal?.aborted) throw abortedError('the download', signal.reason);
     if (failure) throw failure;
   };
+
+  // Files with no partial first, in one flow where the source can (a tar stream: no round trip
+  // per file); whatever it did not hand over goes one by one below.
+  const done = new Set<string>();
+  const fresh = files.filter((file) => !partials.has(file));
+  if (source.batch && fresh.length > 1) {
+    const asked = new Set(fresh);
+    let open: FileSink | null = null;
+    const writes = new Limiter(limits.files);
+    const writing: Promise<void>[] = [];
+    try {
+      await source.batch(
+        remoteDir,
+        fresh,
+        {
+          file: async (name, size) => {
+            checkStop();
+            if (!asked.delete(name)) {
+              throw new ExecError(
+                'io',
+                `the target sent ${JSON.stringify(name)}, which was not asked for (or twice): nothing of it was written`,
+              );
+            }
+            if (size <= limits.chunkBytes) {
+              // Small: kept in memory and written in one piece, no partial (as one by one).
+              const parts: Buffer[] = [];
+              return {
+                write: async (chunk) => {
+                  checkStop();
+                  parts.push(Buffer.from(chunk));
+                },
+                // Written beside the stream (up to `writesInFlight` at once): the stream does
+                // not wait for each small file's open, write and close.
+                end: async () => {
+                  const data = Buffer.concat(parts);
+                  let started!: () => void;
+                  const slot = new Promise<void>((resolve) => (started = resolve));
+                  writing.push(
+                    writes.run(async () => {
+                      started();
+                      const result = await writeWhole(doneDirs, name, data);
+                      done.add(name);
+                      options.onProgress?.({
+                        file: name,
+                        bytesDone: result.bytes,
+                        bytesTotal: size,
+                      });
+                      options.onFile?.({ file: name, ...result });
+                    }),
+                  );
+                  await slot;
+                },
+              };
+            }
+            const sink = await FileSink.open(doneDirs, partDirs, name);
+            open = sink;
+            if (sink.offset > 0) await sink.restart();
+            return {
+              write: async (chunk) => {
+                checkStop();
+                await sink.write(chunk);
+                options.onProgress?.({ file: name, bytesDone: sink.offset, bytesTotal: size });
+              },
+              end: async () => {
+                open = null;
+                const result = await sink.finish();
+                done.add(name);
+                options.onFile?.({ file: name, ...result });
+              },
+            };
+          },
+        },
+        signal,
+      );
+    } catch (error) {
+      if (signal?.aborted) throw abortedError('the download', signal.reason);
+      if (error instanceof ExecError && (error.kind === 'connection' || error.kind === 'aborted')) {
+        throw error;
+      }
+      // Anything else (a stream the target could not make, or one we refuse): one by one.
+    } finally {
+      await (open as FileSink | null)?.close().catch(() => undefined);
+      // A local write that failed (a full disk) fails the download, as one by one.
+      for (const outcome of await Promise.allSettled(writing)) {
+        if (outcome.status === 'rejected') {
+          failure ??=
+            outcome.reason instanceof ExecError
+              ? outcome.reason
+              : wrapError(outcome.reason, 'writing a downloaded file');
+        }
+      }
+    }
+    if (failure) throw failure;
+  }
+  const queue = done.size === 0 ? files : files.filter((file) => !done.has(file));
 
   const transfer = async (file: string): Promise<void> => {
     const remotePath = posix.join(remoteDir, file);
@@ -279,8 +386,8 @@ export async function downloadFiles(
     });
 
   const worker = async (): Promise<void> => {
-    while (!failure && !signal?.aborted && next < files.length) {
-      const name = files[next++]!;
+    while (!failure && !signal?.aborted && next < queue.length) {
+      const name = queue[next++]!;
       try {
         await transfer(name);
       } catch (error) {

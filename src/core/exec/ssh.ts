@@ -35,6 +35,7 @@ import { downloadFiles, type EngineLimits, type ReadSource, type SourceFile } fr
 import { Capped } from './local';
 import { shQuote } from './shell';
 import { tarDirectory } from './tar';
+import { TarReader, type TarHandler } from './tarReader';
 
 export interface SshTarget {
   host: string;
@@ -97,6 +98,8 @@ const PREFETCH_BYTES = 16 * 1024;
 const STREAM_MIN_BYTES = 1024 * 1024;
 /** Exec channels streaming files at once (sshd allows 10 sessions per connection). */
 const STREAMS_AT_ONCE = 4;
+/** Bytes of quoted names per `tar` command (well inside SSH's packet limit). */
+const TAR_COMMAND_BYTES = 32 * 1024;
 
 /** SFTP status codes (draft-ietf-secsh-filexfer-02). */
 const SFTP_NO_SUCH_FILE = 2;
@@ -961,6 +964,8 @@ export class SshExecutor implements Executor {
               limiter: new Slots(tuning.streams ?? STREAMS_AT_ONCE),
               run: (path, position, length, write, signal) =>
                 this.streamRange(path, position, length, write, signal ?? options.signal),
+              batch: (dir, names, handler, signal) =>
+                this.tarFiles(dir, names, handler, signal ?? options.signal),
             },
       ),
       remoteDir,
@@ -1016,6 +1021,57 @@ export class SshExecutor implements Executor {
     return streamed;
   }
 
+  /**
+   * Sends `names` (relative to `dir`) as tar streams (`tar -cf - -- names…`, GNU or busybox),
+   * a few thousand names per command, two commands at once, each entry handed to `handler` as
+   * it arrives (the reader refuses a damaged stream; the caller refuses names it did not ask
+   * for). Files tar could not send (gone, unreadable) are simply not handed over.
+   */
+  private async tarFiles(
+    dir: string,
+    names: readonly string[],
+    handler: TarHandler,
+    signal?: AbortSignal,
+  ): Promise<void> {
+    const groups: string[][] = [];
+    let group: string[] = [];
+    let bytes = 0;
+    for (const name of names) {
+      const quoted = shQuote(name).length + 1;
+      if (group.length > 0 && bytes + quoted > TAR_COMMAND_BYTES) {
+        groups.push(group);
+        group = [];
+        bytes = 0;
+      }
+      group.push(name);
+      bytes += quoted;
+    }
+    if (group.length > 0) groups.push(group);
+    let next = 0;
+    const worker = async (): Promise<void> => {
+      while (next < groups.length) {
+        const list = groups[next++]!;
+        const reader = new TarReader(handler);
+        const result = await this.run(
+          `cd -- ${shQuote(dir)} && exec tar -cf - -- ${list.map(shQuote).join(' ')}`,
+          {
+            signal,
+            maxOutputBytes: 64 * 1024,
+            what: 'the results stream',
+            onStdoutAsync: (chunk) => reader.push(chunk),
+          },
+        );
+        if (!reader.atBoundary) {
+          throw new ExecError(
+            'io',
+            `the results stream from ${this.where} ended inside a file (tar exit ${result.code ?? result.signal}): ${excerpt(result.stderr)}`,
+          );
+        }
+      }
+    };
+    await Promise.all([worker(), worker()]);
+  }
+
   dispose(): void {
     if (this.disposed) return;
     this.disposed = true;
@@ -1053,8 +1109,13 @@ class SftpSource implements ReadSource {
         write: (chunk: Buffer) => Promise<void>,
         signal?: AbortSignal,
       ) => Promise<number>;
+      batch: NonNullable<ReadSource['batch']>;
     } | null,
-  ) {}
+  ) {
+    if (streaming) this.batch = streaming.batch;
+  }
+
+  readonly batch?: ReadSource['batch'];
 
   async open(path: string): Promise<SourceFile | undefined> {
     // Handles still being closed count too: the server caps open handles.
