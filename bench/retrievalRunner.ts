@@ -97,9 +97,9 @@ export async function retrievalBench(options: BenchOptions): Promise<BenchReport
       "OpenSSH `ssh pod 'find . -type f -exec sha256sum {} +'` then `ssh pod 'tar -C dir -cf - .' | tar -xf -` then `sha256sum -c`, same sshd, same files",
     rows,
     bounds:
-      'the big file: SSH cipher and MAC throughput on one core (ssh2 in Node against OpenSSH’s ssh for the baseline), then SHA-256 (overlapped with the transfer in ours, a second pass over the files in the baseline); the small files: one SFTP open/read/close round trip per file (pipelined) against one tar stream.',
+      'both sides now move the files as tar streams over one SSH connection; the big file: SSH decryption on one core (ssh2 in Node against OpenSSH’s ssh), then SHA-256 (overlapped with the transfer in ours, a second pass over the files in the baseline) while the pod hashes it too; the small files: creating 10,000 local files (both sides), ours writing them beside the stream.',
     notes: [
-      `${options.runs} run(s) each, alternating baseline and ours; ours in a child process (its own peak RSS), SFTP with hashes computed while writing.`,
+      `${options.runs} run(s) each, alternating baseline and ours; ours in a child process (its own peak RSS): fresh files in tar streams, a partial file resumed through an exec stream, hashes computed while writing.`,
       ...phaseNotes.map((l) => l.slice(2)),
       'Bounded memory: the big file must not raise our peak RSS by more than 256 MiB over idle. Resume: the pod side keeps serving, every session is dropped halfway, the retrieval reconnects and continues from the verified prefix.',
     ],
