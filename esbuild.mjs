@@ -1,5 +1,6 @@
 // Builds everything the extension ships into dist/:
 //   dist/extension.js  the extension host bundle (CommonJS, Node 20, `vscode` left to the host)
+//   dist/vendor-*.js   ssh2 and undici, required by the extension on first use
 //   dist/cli.js        the CLI on the same core (`#!/usr/bin/env node`)
 //   dist/webview.js    the run page (browser IIFE; cannot reach `vscode` or Node)
 //   dist/*.css         the page's styles and uPlot's
@@ -115,13 +116,35 @@ const nodeBundle = {
   mainFields: ['module', 'main'],
 };
 
+/**
+ * ssh2 and undici (more than half of the extension's code) are bundled on their own, into
+ * dist/vendor-ssh2.js and dist/vendor-undici.js, which the extension requires on its first SSH
+ * connection or API request (src/core/exec/ssh.ts, src/core/runpod/client.ts): VS Code then
+ * compiles and runs neither while the extension activates. The CLI keeps one bundle.
+ */
+const VENDORED = ['ssh2', 'undici'];
+const vendorPlugin = {
+  name: 'vendor',
+  setup(build) {
+    build.onResolve({ filter: /^(ssh2|undici)$/ }, (args) => ({
+      path: `./vendor-${args.path}.js`,
+      external: true,
+    }));
+  },
+};
+
 const builds = [
   {
     ...nodeBundle,
     entryPoints: { extension: path.join(root, 'src/extension.ts') },
     outdir: dist,
-    plugins: [assetsPlugin],
+    plugins: [assetsPlugin, vendorPlugin],
   },
+  ...VENDORED.map((name) => ({
+    ...nodeBundle,
+    stdin: { contents: `module.exports = require(${JSON.stringify(name)});`, resolveDir: root },
+    outfile: path.join(dist, `vendor-${name}.js`),
+  })),
   {
     ...nodeBundle,
     entryPoints: { cli: path.join(root, 'src/cli.ts') },

@@ -28,7 +28,7 @@ const ALLOWED = [
   /^extension\/package\.json$/,
   /^extension\/(readme|changelog)\.md$/,
   /^extension\/LICENSE(\.txt|\.md)?$/,
-  /^extension\/dist\/[a-z]+\.js$/,
+  /^extension\/dist\/[a-z0-9-]+\.js$/,
   /^extension\/dist\/[A-Za-z.]+\.css$/,
   /^extension\/dist\/scripts\/[a-z_]+\.sh$/,
   /^extension\/dist\/python\/[a-z_]+\.py$/,
@@ -69,6 +69,9 @@ describe('npm run package: the .vsix', function () {
       'extension/readme.md',
       'extension/changelog.md',
       'extension/dist/extension.js',
+      // ssh2 and undici, which the extension requires on first use (esbuild.mjs).
+      'extension/dist/vendor-ssh2.js',
+      'extension/dist/vendor-undici.js',
       'extension/dist/cli.js',
       'extension/dist/webview.js',
       'extension/dist/main.css',
