@@ -427,6 +427,21 @@ describe('lifecycle core against the Runpod emulator', function () {
     await together([badSecret(), claimed(), refused()]);
   });
 
+  /** Once the pod is ready, every API call made with the pod's key answers 500. */
+  const cutWatchdogOffOnceReady = (l: Lab): void => {
+    l.bus.on((event) => {
+      if (event.type === 'pod' && event.status.kind === 'ready') {
+        void l.emulator.faults.add({
+          kind: 'request',
+          route: '*',
+          key: 'pod',
+          times: 'always',
+          effect: { type: 'status', status: 500 },
+        });
+      }
+    });
+  };
+
   /** A job that stalls (no metric ever) on a pod whose max_hours ends 18 s after its create. */
   const SHORT_DEADLINE: LabOptions = {
     command: 'sleep 100',
@@ -449,17 +464,7 @@ describe('lifecycle core against the Runpod emulator', function () {
       timing: { leaseTickMs: 500, leaseRenewMs: 1_000 },
     });
     // Once the pod is ready its watchdog can no longer reach the API: only the client's guard is left.
-    l.bus.on((event) => {
-      if (event.type === 'pod' && event.status.kind === 'ready') {
-        void l.emulator.faults.add({
-          kind: 'request',
-          route: '*',
-          key: 'pod',
-          times: 'always',
-          effect: { type: 'status', status: 500 },
-        });
-      }
-    });
+    cutWatchdogOffOnceReady(l);
     const run = runIdHolder();
     await assert.rejects(
       train(l.deps, l.config, l.workspace, { onRun: run.onRun }),
@@ -499,17 +504,7 @@ describe('lifecycle core against the Runpod emulator', function () {
     const clientGuard = async (): Promise<void> => {
       const l = await lab(SHORT_DEADLINE);
       // Once the pod is ready its watchdog can no longer reach the API: only the client's guard is left.
-      l.bus.on((event) => {
-        if (event.type === 'pod' && event.status.kind === 'ready') {
-          void l.emulator.faults.add({
-            kind: 'request',
-            route: '*',
-            key: 'pod',
-            times: 'always',
-            effect: { type: 'status', status: 500 },
-          });
-        }
-      });
+      cutWatchdogOffOnceReady(l);
       const run = runIdHolder();
       await assert.rejects(
         train(l.deps, l.config, l.workspace, { onRun: run.onRun }),

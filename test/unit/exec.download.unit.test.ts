@@ -3,7 +3,7 @@ import { existsSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { downloadFiles, type ReadSource, type SourceFile } from '../../src/core/exec/download';
-import { ExecError } from '../../src/core/exec/executor';
+import { ExecError, type DownloadOptions } from '../../src/core/exec/executor';
 import type { TarHandler } from '../../src/core/exec/tarReader';
 
 const LIMITS = { files: 4, chunkBytes: 8, windowPerFile: 2, readsInFlight: 4 };
@@ -44,6 +44,17 @@ describe('downloadFiles with a batch source', function () {
   beforeEach(() => (dir = mkdtempSync(join(tmpdir(), 'ob-dl-'))));
   afterEach(() => rmSync(dir, { recursive: true, force: true }));
   const files = { 'output/a.txt': 'alpha', 'output/b.txt': 'a longer bravo file', 'm.jsonl': '{}' };
+  /** Downloads every file of `files` from `src` into <dir>/out. */
+  const fetchAll = (src: ReadSource, options: DownloadOptions = {}): Promise<void> =>
+    downloadFiles(
+      src,
+      '/remote',
+      join(dir, 'out'),
+      Object.keys(files),
+      options,
+      LIMITS,
+      (e) => new ExecError('io', String(e)),
+    );
 
   it('takes every file the batch hands over, and fetches the others one by one', async () => {
     // The batch sends two of the three (the third was gone when it ran, say).
@@ -52,17 +63,7 @@ describe('downloadFiles with a batch source', function () {
       ['m.jsonl', '{}'],
     ]);
     const seen: string[] = [];
-    await downloadFiles(
-      src,
-      '/remote',
-      join(dir, 'out'),
-      Object.keys(files),
-      {
-        onFile: (f) => seen.push(f.file),
-      },
-      LIMITS,
-      (error) => new ExecError('io', String(error)),
-    );
+    await fetchAll(src, { onFile: (f) => seen.push(f.file) });
     for (const [name, data] of Object.entries(files)) {
       assert.equal(readFileSync(join(dir, 'out', name), 'utf8'), data);
     }
@@ -75,15 +76,7 @@ describe('downloadFiles with a batch source', function () {
       ['../escape.txt', 'evil'],
       ['output/a.txt', 'alpha'],
     ]);
-    await downloadFiles(
-      src,
-      '/remote',
-      join(dir, 'out'),
-      Object.keys(files),
-      {},
-      LIMITS,
-      (e) => new ExecError('io', String(e)),
-    );
+    await fetchAll(src);
     assert.equal(existsSync(join(dir, 'escape.txt')), false);
     assert.equal(existsSync(join(dir, 'out', 'escape.txt')), false);
     assert.deepEqual(src.opened.sort(), Object.keys(files).sort());
@@ -97,15 +90,7 @@ describe('downloadFiles with a batch source', function () {
       ['output/a.txt', 'alpha'],
       ['output/a.txt', 'other'],
     ]);
-    await downloadFiles(
-      src,
-      '/remote',
-      join(dir, 'out'),
-      Object.keys(files),
-      {},
-      LIMITS,
-      (e) => new ExecError('io', String(e)),
-    );
+    await fetchAll(src);
     assert.equal(readFileSync(join(dir, 'out', 'output/a.txt'), 'utf8'), 'alpha');
   });
 });

@@ -339,12 +339,16 @@ function adoptDeleted(ctx: PodCtx, pod: PodRecord): void {
  * The run's pod as the API sees it, or null when it no longer exists; then pod.json records it
  * gone (nothing is deleted here).
  */
-export async function stillThere(ctx: PodCtx, pod: PodRecord): Promise<Pod | null> {
+export async function stillThere(
+  ctx: PodCtx,
+  pod: PodRecord,
+  signal?: AbortSignal,
+): Promise<Pod | null> {
   adoptDeleted(ctx, pod);
   const id = pod.podId;
   if (id === null || pod.state === 'deleted') return null;
   // A pod Runpod is deleting (TERMINATED) is gone once its 404 comes.
-  const remote = await lookUpSettled(ctx, id);
+  const remote = await lookUpSettled(ctx, id, signal);
   if (remote !== null) return remote;
   markGone(ctx, pod, id, goneBy(pod, ctx.clock.nowMs()));
   await forgetKeys(ctx, pod.runId);
@@ -571,12 +575,7 @@ export async function reconnect(
     // The pod may have been deleted as we connected (its watchdog found the retrieved marker of
     // a client that died before its own delete): a pod gone is recorded, not an SSH failure.
     // Still there: one more try once its container had time to come up.
-    const again = await lookUpSettled(ctx, id, signal);
-    if (again === null) {
-      markGone(ctx, pod, id, goneBy(pod, ctx.clock.nowMs()));
-      await forgetKeys(ctx, run.id);
-      return null;
-    }
+    if ((await stillThere(ctx, pod, signal)) === null) return null;
     log(
       ctx,
       'debug',
@@ -587,11 +586,7 @@ export async function reconnect(
       executor = await connect();
     } catch (retryError) {
       if (signal?.aborted || isAbortError(retryError)) throw retryError;
-      if ((await lookUpSettled(ctx, id, signal)) === null) {
-        markGone(ctx, pod, id, goneBy(pod, ctx.clock.nowMs()));
-        await forgetKeys(ctx, run.id);
-        return null;
-      }
+      if ((await stillThere(ctx, pod, signal)) === null) return null;
       throw retryError;
     }
   }

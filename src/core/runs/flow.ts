@@ -576,17 +576,7 @@ export async function attach(
     }
     const ctx = podCtx(deps);
     const executor = await reconnect(ctx, pod, run, signal);
-    if (executor === null) {
-      if (run.state === 'running') {
-        failRun(
-          ctx,
-          run,
-          limitFailure(pod, ctx.clock.nowMs())?.message ??
-            `pod ${pod.podId ?? ''} no longer exists`,
-        );
-      }
-      return { run, pod, ending: 'deleted', summary: summaryLine(deps, run, pod) };
-    }
+    if (executor === null) return podGone(ctx, deps, run, pod);
     try {
       const status = await jobStatus(executor, run.remoteDir);
       if (status.kind === 'running') {
@@ -616,15 +606,7 @@ export async function attach(
         // The pod may have been deleted since we connected (its retrieve grace, a limit, or
         // `pod rm` elsewhere): then it is recorded gone, as when attach finds it gone.
         if (signal?.aborted || (await stillThere(ctx, pod)) !== null) throw error;
-        if (run.state === 'running') {
-          failRun(
-            ctx,
-            run,
-            limitFailure(pod, ctx.clock.nowMs())?.message ??
-              `pod ${pod.podId ?? ''} no longer exists`,
-          );
-        }
-        return { run, pod, ending: 'deleted', summary: summaryLine(deps, run, pod) };
+        return podGone(ctx, deps, run, pod);
       }
       const outcome =
         run.state === 'running' || run.state === 'preparing'
@@ -637,6 +619,21 @@ export async function attach(
   } finally {
     lock.dispose();
   }
+}
+
+/**
+ * The run's pod turned out gone (recorded in pod.json by the look that found it): a run still
+ * `running` fails with the limit that ended it, or because its pod no longer exists.
+ */
+function podGone(ctx: PodCtx, deps: FlowDeps, run: RunRecord, pod: PodRecord): FlowResult {
+  if (run.state === 'running') {
+    failRun(
+      ctx,
+      run,
+      limitFailure(pod, ctx.clock.nowMs())?.message ?? `pod ${pod.podId ?? ''} no longer exists`,
+    );
+  }
+  return { run, pod, ending: 'deleted', summary: summaryLine(deps, run, pod) };
 }
 
 /**
