@@ -434,6 +434,17 @@ describe('cli: whole command lines that never reach Runpod', () => {
     assert.equal(invalid.code, 2);
     assert.match(invalid.stderr.join('\n'), /overbrainer\.toml:8:1: .*gpu_type.*\. /);
     assert.equal(fs.existsSync(path.join(tmp, 'runs')), false);
+    fs.writeFileSync(
+      path.join(tmp, 'overbrainer.toml'),
+      Buffer.concat([Buffer.from('[training]\n# na'), Buffer.from([0xef, 0x76, 0x65, 0x0a])]),
+    );
+    const latin1 = await run(['train']);
+    assert.equal(latin1.code, 2);
+    assert.match(
+      latin1.stderr.join('\n'),
+      /overbrainer\.toml:2:5: overbrainer\.toml is not UTF-8: byte 0xEF/,
+    );
+    assert.equal(fs.existsSync(path.join(tmp, 'runs')), false);
   });
 
   it('refuses a bad API setting or test hook with exit 2', async () => {

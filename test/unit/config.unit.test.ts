@@ -963,6 +963,34 @@ describe('config: loadConfig', () => {
     }
   });
 
+  it('refuses a file that is not UTF-8 at its first bad byte, and changes nothing', () => {
+    // Latin-1 "é" (0xE9) in a comment on line 3, column 6: a silent U+FFFD would hide it.
+    const bytes = Buffer.concat([
+      Buffer.from('[training]\ntrainer = "command"\n# caf'),
+      Buffer.from([0xe9]),
+      Buffer.from(' ok\ncommand = "python train.py"\n'),
+    ]);
+    fs.writeFileSync(path.join(dir, 'overbrainer.toml'), bytes);
+    const result = loadConfig(dir, {});
+    assert.equal(result.ok, false);
+    if (result.ok) return;
+    assert.equal(result.errors.length, 1);
+    const [error] = result.errors;
+    assert.deepEqual([error?.line, error?.column], [3, 6]);
+    assert.match(error?.message ?? '', /not UTF-8.*byte 0xE9 at line 3, column 6/);
+    assert.match(error?.hint ?? '', /Save overbrainer\.toml as UTF-8/);
+    assert.deepEqual(fs.readFileSync(path.join(dir, 'overbrainer.toml')), bytes);
+    // A valid two-byte character before the bad byte counts as one column.
+    fs.writeFileSync(
+      path.join(dir, 'overbrainer.toml'),
+      Buffer.concat([Buffer.from('# café '), Buffer.from([0xff, 0x0a])]),
+    );
+    const second = loadConfig(dir, {});
+    assert.ok(!second.ok);
+    assert.deepEqual([second.errors[0]?.line, second.errors[0]?.column], [1, 8]);
+    assert.match(second.errors[0]?.message ?? '', /byte 0xFF/);
+  });
+
   it('the template needs only its Axolotl YAML', () => {
     fs.writeFileSync(path.join(dir, 'overbrainer.toml'), configTemplate());
     assert.equal(loadConfig(dir, {}).ok, false);

@@ -30,7 +30,10 @@ export function loadConfig(workspaceDir: string, env: Env = process.env): Loaded
   const file = path.join(workspaceDir, CONFIG_FILE);
   let text: string;
   try {
-    text = fs.readFileSync(file, 'utf8');
+    const decoded = decodeUtf8(fs.readFileSync(file));
+    if (!decoded.ok)
+      return { ok: false, env: merged, errors: [{ file, key: '', ...decoded.error }] };
+    text = decoded.text;
   } catch (error) {
     const code = (error as NodeJS.ErrnoException).code;
     return {
@@ -108,6 +111,51 @@ export function loadConfig(workspaceDir: string, env: Env = process.env): Loaded
     return { ok: false, errors, env: merged };
   }
   return { ...result, env: merged };
+}
+
+/**
+ * Decodes `bytes` as UTF-8 (a leading BOM dropped), refusing the first byte that is not valid
+ * UTF-8 instead of replacing it with U+FFFD: a Latin-1 file would otherwise be read as something
+ * its author never wrote. The error names the byte, its line and its column (1-based, counted in
+ * characters of the valid text before it).
+ */
+export function decodeUtf8(
+  bytes: Uint8Array,
+):
+  | { ok: true; text: string }
+  | { ok: false; error: { line: number; column: number; message: string; hint: string } } {
+  try {
+    return { ok: true, text: new TextDecoder('utf-8', { fatal: true }).decode(bytes) };
+  } catch {
+    // Walk the lossy decoding: the first U+FFFD that the bytes do not spell out (EF BF BD) is
+    // where the first bad sequence starts.
+    const lossy = new TextDecoder('utf-8', { ignoreBOM: true }).decode(bytes);
+    let offset = 0;
+    let line = 1;
+    let column = 1;
+    for (const char of lossy) {
+      const spelled =
+        bytes[offset] === 0xef && bytes[offset + 1] === 0xbf && bytes[offset + 2] === 0xbd;
+      if (char === '\uFFFD' && !spelled) break;
+      offset += Buffer.byteLength(char);
+      if (char === '\n') {
+        line += 1;
+        column = 1;
+      } else if (char !== '\uFEFF' || offset > 3) {
+        column += 1;
+      }
+    }
+    const byte = (bytes[offset] ?? 0).toString(16).toUpperCase().padStart(2, '0');
+    return {
+      ok: false,
+      error: {
+        line,
+        column,
+        message: `${CONFIG_FILE} is not UTF-8: byte 0x${byte} at line ${line}, column ${column} is not valid UTF-8`,
+        hint: `Save ${CONFIG_FILE} as UTF-8 (most editors: "Save with Encoding" → UTF-8) and retype that character.`,
+      },
+    };
+  }
 }
 
 const LOOPBACK_HOSTS = new Set(['localhost', '[::1]', '::1']);
