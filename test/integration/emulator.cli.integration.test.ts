@@ -23,11 +23,18 @@ interface Running {
   exited: Promise<{ code: number | null; signal: NodeJS.Signals | null }>;
 }
 
-async function runCli(args: string[]): Promise<Running> {
+/** Starts the emulator's CLI with node itself, or as a user does: `npm run emulator -- …`. */
+async function runCli(args: string[], via: 'node' | 'npm' = 'node'): Promise<Running> {
   const t0 = performance.now();
-  const child = spawn(process.execPath, ['--import', 'tsx', CLI, ...args], {
-    stdio: ['ignore', 'pipe', 'pipe'],
-  });
+  const child =
+    via === 'node'
+      ? spawn(process.execPath, ['--import', 'tsx', CLI, ...args], {
+          stdio: ['ignore', 'pipe', 'pipe'],
+        })
+      : spawn('npm', ['run', '--silent', 'emulator', '--', ...args], {
+          cwd: join(__dirname, '..', '..'),
+          stdio: ['ignore', 'pipe', 'pipe'],
+        });
   let stdout = '';
   let stderr = '';
   child.stdout?.on('data', (d: Buffer) => (stdout += d.toString()));
@@ -103,6 +110,37 @@ describe('Runpod emulator: the CLI', function () {
       rmSync(stateDir, { recursive: true, force: true });
     }
   });
+
+  for (const signal of ['SIGTERM', 'SIGINT'] as const) {
+    it(`npm run emulator stops with its pods on ${signal} sent to npm`, async () => {
+      const cli = await runCli(['--boot-ms', '100'], 'npm');
+      children.push(cli.child);
+      const api = new ApiClient(cli.baseUrl, cli.apiKey);
+      const r = await api.post<PodBody>('/pods', {
+        name: 'npm-run',
+        image: 'x',
+        gpu: { id: 'NVIDIA GeForce RTX 4090' },
+        cmd: ['sleep', 'infinity'],
+      });
+      assert.equal(r.status, 201);
+      const snapshot = snapshotPod(await podNamespace(cli.baseUrl, r.body.id));
+      cli.child.kill(signal);
+      const exited = await cli.exited;
+      assert.ok(
+        exited.code === 0 || exited.signal === signal,
+        `npm ended with ${JSON.stringify(exited)}`,
+      );
+      await waitFor('the emulator gone from the port', async () => {
+        try {
+          await fetch(`${cli.baseUrl.replace(/\/v2$/, '')}/_emulator/pods`);
+          return undefined;
+        } catch {
+          return true;
+        }
+      });
+      assertPodGone(snapshot);
+    });
+  }
 
   it('leaves no pod process behind when the emulator itself is SIGKILLed', async () => {
     // A SIGKILLed emulator cannot remove its state dir: the test owns it.
