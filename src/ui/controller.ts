@@ -8,7 +8,7 @@ import type { GpuType } from '../core/runpod/api';
 import { ApiError } from '../core/runpod/errors';
 import { alias } from '../core/runpod/keys';
 import { PodError } from '../core/runpod/podError';
-import { untilDeadlineMs } from '../core/runpod/lease';
+import type { DeadlineView } from '../core/runpod/lease';
 import {
   listPods,
   PodAdminError,
@@ -30,7 +30,7 @@ import {
 } from './notifyModel';
 import { runsFolderName } from './runsFolders';
 import type { RunsModel, RunSummary } from './runsModel';
-import { etaFromNow, statusView } from './statusModel';
+import { etaFromNow, statusForPod } from './statusModel';
 import { errorText } from './runsTree';
 import { trainConfirmation } from './trainConfirm';
 import { SetupError, timingFromEnv, WorkspaceSession } from './workspace';
@@ -860,18 +860,13 @@ export class Controller implements vscode.Disposable {
       return;
     }
     const now = this.clock.nowMs();
-    let until: number | null = null;
+    let pod: DeadlineView | null = null;
     try {
-      const pod = f.session.store.loadPod(f.runId);
-      if (pod) until = untilDeadlineMs(f.session.options.timing, pod, now);
+      pod = f.session.store.loadPod(f.runId);
     } catch {
       // A pod record mid-write: keep the countdown without a deadline this second.
     }
-    const view = statusView({
-      runId: f.runId,
-      untilDeadlineMs: until,
-      etaMs: etaFromNow(f.pace.eta(), now - f.lastMetricMs),
-    });
+    const view = statusForPod(f.runId, pod, now, etaFromNow(f.pace.eta(), now - f.lastMetricMs));
     this.statusItem.text = view.text;
     this.statusItem.tooltip = view.tooltip;
     this.statusItem.backgroundColor =

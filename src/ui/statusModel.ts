@@ -1,8 +1,9 @@
+import type { DeadlineView } from '../core/runpod/lease';
 import { formatDurationS } from './runsModel';
 
 /**
  * The status bar's countdown for the followed run, free of `vscode`: the text and the background
- * from the client's deadline and the pace's ETA. Computed every second from what is already known
+ * from the watchdog's deadline (the one the run view shows) and the pace's ETA. Computed every second from what is already known
  * (the pod record's deadline, the latest metrics), never from an API call.
  */
 
@@ -11,8 +12,10 @@ export const LAST_STRETCH_MS = 15 * 60_000;
 
 export interface StatusInput {
   runId: string;
-  /** Time left until the client's deadline (lease.untilDeadlineMs); null for a kept pod or none yet. */
+  /** Time left until the watchdog's deadline (create + max_hours); null for a kept pod or none yet. */
   untilDeadlineMs: number | null;
+  /** That deadline as RFC 3339, for the tooltip. */
+  deadline?: string | null;
   /** Time the job still needs, counted from now; null while the pace is unknown. */
   etaMs: number | null;
 }
@@ -40,7 +43,12 @@ export function statusView(input: StatusInput): StatusView {
   const tips: string[] = [`Overbrainer run ${input.runId}`];
   if (input.untilDeadlineMs !== null) {
     parts.push(`${short(input.untilDeadlineMs)} left`);
-    tips.push(`${short(input.untilDeadlineMs)} until the pod's deadline (max_hours)`);
+    const at = input.deadline ? `, ${input.deadline}` : '';
+    tips.push(`${short(input.untilDeadlineMs)} until the watchdog's deadline (max_hours${at})`);
+    tips.push(
+      "At 0 the pod's watchdog deletes the pod, unless this client is still renewing its lease " +
+        '(it does while the job makes progress, 15 minutes at a time).',
+    );
   } else {
     parts.push('following');
   }
@@ -52,10 +60,12 @@ export function statusView(input: StatusInput): StatusView {
   if (input.untilDeadlineMs !== null) {
     if (input.untilDeadlineMs <= LAST_STRETCH_MS) {
       background = 'error';
-      tips.push('less than 15 minutes before the deadline: the pod is deleted then');
+      tips.push('less than 15 minutes before the deadline');
     } else if (input.etaMs !== null && input.etaMs > input.untilDeadlineMs) {
       background = 'warning';
-      tips.push('the job would end after the deadline: Keep Pod, or expect it to be cut short');
+      tips.push(
+        'the job would end after the deadline: it is cut short there unless this client keeps following it',
+      );
     }
   }
   tips.push('Click to show the run.');
@@ -68,4 +78,21 @@ export function statusView(input: StatusInput): StatusView {
 export function etaFromNow(paceEtaMs: number | null, sinceMetricMs: number): number | null {
   if (paceEtaMs === null) return null;
   return Math.max(0, paceEtaMs - Math.max(0, sinceMetricMs));
+}
+
+/**
+ * The view for a followed run whose pod record is `pod` at `nowMs`: the countdown runs to the
+ * watchdog's deadline itself, whole seconds, as the run view counts it.
+ */
+export function statusForPod(
+  runId: string,
+  pod: DeadlineView | null,
+  nowMs: number,
+  etaMs: number | null,
+): StatusView {
+  const untilDeadlineMs =
+    pod === null || pod.keep || pod.deadlineUnixS === null
+      ? null
+      : Math.max(0, pod.deadlineUnixS - Math.floor(nowMs / 1000)) * 1000;
+  return statusView({ runId, untilDeadlineMs, deadline: pod?.deadline ?? null, etaMs });
 }

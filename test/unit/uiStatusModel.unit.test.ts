@@ -1,5 +1,6 @@
 import * as assert from 'node:assert/strict';
-import { etaFromNow, LAST_STRETCH_MS, statusView } from '../../src/ui/statusModel';
+import { PRODUCTION_TIMING } from '../../src/core/timing';
+import { etaFromNow, LAST_STRETCH_MS, statusForPod, statusView } from '../../src/ui/statusModel';
 
 const MIN = 60_000;
 const HOUR = 60 * MIN;
@@ -63,5 +64,28 @@ describe('status bar countdown (model)', function () {
     assert.equal(etaFromNow(10_000, 4_000), 6_000);
     assert.equal(etaFromNow(10_000, 60_000), 0);
     assert.equal(etaFromNow(10_000, -5), 10_000);
+  });
+
+  it('counts down to the deadline the watchdog enforces (create + max_hours), not the client guard', function () {
+    const nowMs = Date.UTC(2026, 11, 3, 12, 0, 0);
+    const pod = {
+      keep: false,
+      deadlineUnixS: nowMs / 1000 + 3600,
+      deadline: '2026-12-03T13:00:00Z',
+    };
+    // The run view says "1h until the deadline" for this pod: the status bar must agree.
+    const view = statusForPod('r', pod, nowMs, null);
+    assert.equal(view.text, '$(watch) 1h 00m left');
+    assert.match(
+      view.tooltip,
+      /1h 00m until the watchdog's deadline \(max_hours, 2026-12-03T13:00:00Z\)/,
+    );
+    assert.match(view.tooltip, /At 0 the pod's watchdog deletes the pod/);
+    assert.doesNotMatch(view.tooltip, /Keep Pod/);
+    assert.ok(PRODUCTION_TIMING.deadlineMarginMs > 0, 'the guard margin this must not add');
+    const late = statusForPod('r', pod, nowMs, 2 * HOUR);
+    assert.equal(late.background, 'warning');
+    assert.doesNotMatch(late.tooltip, /Keep Pod/);
+    assert.equal(statusForPod('r', { ...pod, keep: true }, nowMs, null).text, '$(watch) following');
   });
 });
