@@ -1,5 +1,5 @@
 /**
- * A local Runpod: the API v2 calls of ../shared/runpod/NOTES.md on 127.0.0.1, with the shapes,
+ * A local Runpod: the Runpod API v2 calls the client makes, on 127.0.0.1, with the shapes,
  * status codes and problem+json errors of openapi-v2.json (plus ./extensions.ts), bearer keys
  * (the account key and one pod-scoped key per pod), and pods that are real: each runs its `cmd`
  * in its own PID and mount namespaces (./container.ts), gets Runpod's env, an sshd_config as an

@@ -1,9 +1,9 @@
 /**
  * THE ONE PLACE where the emulator departs from the stored OpenAPI document.
  *
- * `openapi-v2.json` (a copy of ../shared/runpod/openapi-v2.json, Runpod's "Frontdoor v2.9.0",
+ * `openapi-v2.json` (a verbatim copy of Runpod's own OpenAPI document, "Frontdoor v2.9.0",
  * August 2026) is the authority for every shape and status code. The live API has moved on since
- * (see ../shared/runpod/NOTES.md, "Newer than the stored document"), and the project depends on
+ * (Runpod's changelog: pod `cmd`, account secrets, paged pod lists), and the project depends on
  * three of those newer parts. Each is declared below as a patch to the document, so the emulator's
  * own request validation and the tests' request/response validation read ONE contract: nothing
  * outside this file may accept or return anything the patched document does not describe.

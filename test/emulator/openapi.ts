@@ -16,7 +16,7 @@ import { applyLiveApiExtensions, type Json, type JsonObject } from './extensions
 export type HttpMethod = 'GET' | 'POST' | 'PUT' | 'PATCH' | 'DELETE';
 const METHODS: readonly HttpMethod[] = ['GET', 'POST', 'PUT', 'PATCH', 'DELETE'];
 
-/** The document this contract was built from (a copy of ../shared/runpod/openapi-v2.json). */
+/** The document this contract was built from (a verbatim copy of Runpod's own OpenAPI document for API v2). */
 export const OPENAPI_PATH = join(__dirname, 'openapi-v2.json');
 
 export interface OperationMatch {

@@ -34,8 +34,8 @@ import { FakeClock } from '../helpers/fakeClock';
 // ---------------------------------------------------------------------------
 
 function openapiPath(): string {
-  const inRepo = path.join(__dirname, '..', 'emulator', 'openapi-v2.json');
-  return fs.existsSync(inRepo) ? inRepo : '/work/shared/runpod/openapi-v2.json';
+  // The repository's copy: a missing file must fail this suite, not send it elsewhere.
+  return path.join(__dirname, '..', 'emulator', 'openapi-v2.json');
 }
 // eslint-disable-next-line @typescript-eslint/no-explicit-any -- the OpenAPI document is walked dynamically
 const DOC: any = JSON.parse(fs.readFileSync(openapiPath(), 'utf8'));
