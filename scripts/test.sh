@@ -8,8 +8,10 @@
 #
 # What gets installed, only when missing:
 #   - npm packages: `npm ci` when node_modules is absent or differs from package-lock.json;
-#   - Debian packages (apt-get update once, then install -y): openssh-server, chromium, busybox,
-#     dash, curl, python3, and for code-server's native modules libkrb5-dev, g++, make;
+#   - Debian packages (apt-get update once, then install -y), per tier: unit needs busybox, dash,
+#     python3, openssh-client; integration adds openssh-server and curl; e2e needs all of those
+#     (its journeys train on real emulated pods) plus chromium, and libkrb5-dev, g++, make for
+#     code-server's native modules;
 #   - Node 24 and code-server for the e2e tier (scripts/ensure-code-server.sh, test/e2e/vscode/).
 set -euo pipefail
 
@@ -110,8 +112,15 @@ ensure_npm_deps() {
   fi
 }
 
+# The unit tier runs the pod scripts and the job launcher under dash and busybox sh, busybox tar,
+# ssh-keygen and the Python trainer plugins: a fresh machine has none of them for sure.
+ensure_unit_deps() {
+  ensure_debian busybox:busybox dash:dash python3:python3 ssh-keygen:openssh-client
+}
+
 ensure_integration_deps() {
-  ensure_debian sshd:openssh-server busybox:busybox dash:dash curl:curl python3:python3
+  ensure_unit_deps
+  ensure_debian sshd:openssh-server curl:curl
   # sshd refuses to start without its privilege-separation directory.
   mkdir -p /run/sshd 2>/dev/null || true
 }
@@ -177,6 +186,7 @@ case "$TIER" in
     run_bench_quick
     ;;
   unit)
+    ensure_unit_deps
     run_unit
     ;;
   integration)
@@ -184,6 +194,8 @@ case "$TIER" in
     run_integration
     ;;
   e2e)
+    # The journeys train on the emulator's real pods: sshd, curl and python3 run inside them.
+    ensure_integration_deps
     ensure_e2e_deps
     run_build
     run_e2e
