@@ -12,7 +12,9 @@
 #     python3, openssh-client; integration adds openssh-server and curl; e2e needs all of those
 #     (its journeys train on real emulated pods) plus chromium, and libkrb5-dev, g++, make for
 #     code-server's native modules;
-#   - Node 24 and code-server for the e2e tier (scripts/ensure-code-server.sh, test/e2e/vscode/).
+#   - Node 24 and code-server for the e2e tier (scripts/ensure-code-server.sh), once per machine into
+#     ~/.cache/overbrainer-test/code-server-<pins>/ (or $OVERBRAINER_TEST_CACHE), linked from
+#     test/e2e/vscode/; later clones reuse it.
 set -euo pipefail
 
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
