@@ -36,6 +36,7 @@ describe('Runpod base URL', () => {
     ['http://localhost:3000/v2', 'http://localhost:3000/v2'],
     ['http://[::1]:3000/v2', 'http://[::1]:3000/v2'],
     ['HTTPS://API.RUNPOD.IO/v2', 'https://api.runpod.io/v2'],
+    ['https://proxy.internal/runpod/v2/', 'https://proxy.internal/runpod/v2'],
   ];
   for (const [raw, normalised] of accepted) {
     it(`accepts ${raw}`, () => assert.equal(validateBaseUrl(raw), normalised));
@@ -55,6 +56,12 @@ describe('Runpod base URL', () => {
     'https://api.runpod.io/v2#frag',
     'api.runpod.io/v2',
     '',
+    // Not an API v2 root: every route would 404, and a 404 must never read as "pod gone".
+    'https://api.runpod.io',
+    'https://api.runpod.io/',
+    'https://api.runpod.io/v1',
+    'http://127.0.0.1:8080/v2/pods',
+    'http://127.0.0.1:8080/graphql',
   ];
   for (const raw of refused) {
     it(`refuses ${JSON.stringify(raw)}, naming OVERBRAINER_RUNPOD__BASE_URL`, () => {

@@ -825,6 +825,9 @@ describe('config: runpodSettings', () => {
       'https://u:p@x/v2',
       'https://x/v2?a=1',
       'http://127.0.0.1.evil.com/',
+      'https://x/',
+      'http://127.0.0.1:4321',
+      'http://127.0.0.1:4321/v1',
     ]) {
       const result = runpodSettings({ OVERBRAINER_RUNPOD__BASE_URL: url });
       assert.equal(result.ok, false, url);

@@ -221,6 +221,15 @@ export function runpodSettings(
         errors.push(
           envError(ENV_BASE_URL, `${ENV_BASE_URL} must not hold a query or fragment`, hint),
         );
+      } else if (!/^(\/[^/]+)*\/v2\/*$/.test(url.pathname)) {
+        // Every route of another base answers 404, which must never read as "pod gone".
+        errors.push(
+          envError(
+            ENV_BASE_URL,
+            `${ENV_BASE_URL} is not a Runpod API v2 root: its path ${url.pathname} must end in /v2`,
+            `Give the API's v2 root, e.g. ${DEFAULT_RUNPOD_BASE_URL} (the emulator prints its own: http://127.0.0.1:PORT/v2).`,
+          ),
+        );
       } else if (
         url.protocol === 'https:' ||
         (url.protocol === 'http:' && isLoopback(url.hostname))

@@ -143,6 +143,11 @@ export function validateBaseUrl(raw: string): string {
   }
   if (url.username || url.password) throw bad('must not hold credentials');
   if (url.search || url.hash) throw bad('must not have a query or fragment');
+  if (!API_V2_ROOT.test(url.pathname)) {
+    throw bad(
+      `is not an API v2 root (its path is ${url.pathname}; it must end in /v2, as ${DEFAULT_BASE_URL} does)`,
+    );
+  }
   if (url.protocol === 'http:') {
     if (!isLoopbackHost(url.hostname)) throw bad('uses http on a host that is not loopback');
   } else if (url.protocol !== 'https:') {
@@ -150,6 +155,12 @@ export function validateBaseUrl(raw: string): string {
   }
   return url.href.replace(/\/+$/, '');
 }
+
+/**
+ * The path of an API v2 root: it ends in `/v2` (a proxy may put a prefix before it). Any other
+ * base would answer 404 to every route, and a 404 would then read as "pod gone".
+ */
+export const API_V2_ROOT = /^(\/[^/]+)*\/v2\/*$/;
 
 function isLoopbackHost(hostname: string): boolean {
   if (hostname === 'localhost' || hostname === '[::1]') return true;
