@@ -13,7 +13,7 @@
  */
 import * as fs from 'node:fs';
 import * as path from 'node:path';
-import { systemClock, type Clock } from '../core/clock';
+import { isAbortError, systemClock, type Clock } from '../core/clock';
 import {
   CONFIG_FILE,
   formatConfigError,
@@ -75,6 +75,12 @@ class ConfigProblem extends Error {
     super(lines.join('\n'));
     this.name = 'ConfigProblem';
   }
+}
+
+/** A read-only command whose API did not answer in time: nothing changed anywhere. */
+class ReadOnlyTimeout extends Error {
+  readonly hint =
+    'Check the network and OVERBRAINER_RUNPOD__BASE_URL (unset: the public API), then run it again. Running pods are not affected: their watchdogs keep their own deadlines.';
 }
 
 /** The hidden test hook: every production duration divided by OVERBRAINER_TIMING_SCALE. */
@@ -412,7 +418,7 @@ class Session {
   private async podLs(): Promise<number> {
     this.config(false);
     const client = this.api(true)!;
-    const rows = await listPods(this.podCtx(client));
+    const rows = await this.readOnly(client, (signal) => listPods(this.podCtx(client), { signal }));
     if (rows.length === 0) {
       this.io.stdout('pod: no overbrainer pod on this Runpod account');
       return EXIT_OK;
@@ -443,11 +449,9 @@ class Session {
   ): Promise<number> {
     this.config(false);
     const client = this.api(true)!;
-    const gpus = await client.listGpuTypes({
-      count: 1,
-      cloud: 'SECURE',
-      includeAvailability: true,
-    });
+    const gpus = await this.readOnly(client, (signal) =>
+      client.listGpuTypes({ count: 1, cloud: 'SECURE', includeAvailability: true, signal }),
+    );
     const matching = filterGpus(gpus, { minVramGb, maxPricePerHourUsd, inStockOnly });
     if (matching.length === 0) {
       this.io.stdout('pod: no GPU type matches');
@@ -455,6 +459,34 @@ class Session {
     }
     for (const line of gpusTable(matching)) this.io.stdout(line);
     return EXIT_OK;
+  }
+
+  /**
+   * Runs the API calls of a read-only command within `readOnlyLimitMs` (retries included): a
+   * listing fails then, naming the base URL, instead of waiting out every retry.
+   */
+  private async readOnly<T>(
+    client: RunpodClient,
+    calls: (signal: AbortSignal) => Promise<T>,
+  ): Promise<T> {
+    const limitMs = this.timingOf().readOnlyLimitMs;
+    const limit = new AbortController();
+    const done = new AbortController();
+    void this.clock.sleep(limitMs, done.signal).then(
+      () => limit.abort(),
+      () => undefined,
+    );
+    try {
+      return await calls(limit.signal);
+    } catch (error) {
+      if (!limit.signal.aborted) throw error;
+      throw new ReadOnlyTimeout(
+        `the Runpod API at ${client.baseUrl} did not answer within ${Math.round(limitMs / 1000)} s` +
+          (isAbortError(error) ? '' : ` (${messageOf(error)})`),
+      );
+    } finally {
+      done.abort();
+    }
   }
 
   /** Warns about the pods nothing will delete, from one list of the account. Never deletes. */

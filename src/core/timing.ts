@@ -43,6 +43,12 @@ export interface Timing {
   retryMaxMs: number;
   retryAfterCapMs: number;
   retries: number;
+  /**
+   * The whole of a read-only command's API calls (`pod ls`, `pod gpus`), retries included: past
+   * it the command fails naming the base URL. Nothing depends on a listing, so it never waits
+   * out the retries that the lifecycle's calls get.
+   */
+  readOnlyLimitMs: number;
   /** The pod's watchdog (whole seconds: passed in its env). */
   watchdogIntervalS: number;
   watchdogProbeTries: number;
@@ -75,6 +81,7 @@ export const PRODUCTION_TIMING: Readonly<Timing> = Object.freeze({
   retryMaxMs: 60_000,
   retryAfterCapMs: 600_000,
   retries: 5,
+  readOnlyLimitMs: 10_000,
   watchdogIntervalS: 60,
   watchdogProbeTries: 5,
   watchdogProbeWaitS: 10,

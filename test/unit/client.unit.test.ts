@@ -751,6 +751,7 @@ describe('RunpodClient: retries of idempotent calls', () => {
     assert.equal(error.status, undefined);
     assert.equal(runMessage(error), error.message);
     assert.match(error.message, /could not reach the Runpod API/);
+    assert.ok(error.message.includes(`at ${client.baseUrl}: `), error.message);
   });
 
   it('retries a refused connection, then gives a transport error', async () => {

@@ -575,7 +575,10 @@ export class RunpodClient implements Disposable {
   /** The answer when it is a 2xx; otherwise the classified error of a non-create call. */
   private expectOk(outcome: Outcome, redactor: Redactor): Answer {
     if (outcome instanceof TransportFailure) {
-      throw new ApiError('transport', `could not reach the Runpod API: ${outcome.reason}`);
+      throw new ApiError(
+        'transport',
+        `could not reach the Runpod API at ${this.baseUrl}: ${outcome.reason}`,
+      );
     }
     if (outcome.status >= 200 && outcome.status < 300) return outcome;
     throw this.callError(outcome, redactor);
