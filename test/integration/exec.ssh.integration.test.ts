@@ -7,6 +7,7 @@
  */
 import assert from 'node:assert/strict';
 import {
+  appendFileSync,
   existsSync,
   lstatSync,
   mkdirSync,
@@ -170,7 +171,9 @@ describe('SshExecutor against a real sshd', function () {
         { signal: controller.signal, onStdout: (chunk) => (received += chunk.toString()) },
       );
       await waitFor(() => received === '{"step":1}\n');
-      writeFileSync(log, '{"step":1}\n{"step":2}\n');
+      // Appended, as a trainer writes: rewriting the file truncates it first, and a tail that
+      // looks in between reads it again from the start (the flake CI once met).
+      appendFileSync(log, '{"step":2}\n');
       await waitFor(() => received === '{"step":1}\n{"step":2}\n');
       const [tailPid, sleepPid] = readFileSync(pids, 'utf8').trim().split(' ').map(Number);
       assert.ok(processAlive(tailPid!) && processAlive(sleepPid!));
