@@ -286,9 +286,13 @@ describe('pods', () => {
     }
   });
 
-  it('have ASCII alphanumeric IDs', () => {
-    assert.equal(isPodId('7h9k2m4n6p'), true);
-    for (const id of ['', 'a-b', 'a_b', 'a/b', 'é', 'a b', '..']) assert.equal(isPodId(id), false);
+  it('have any non-empty ID without control characters, except the dot segments', () => {
+    for (const id of ['7h9k2m4n6p', 'a-b', 'a_b', 'a/b', 'é', 'a b', 'x'.repeat(256)]) {
+      assert.equal(isPodId(id), true, id);
+    }
+    for (const id of ['', '.', '..', 'a\nb', 'a\u0000', 'x'.repeat(257)]) {
+      assert.equal(isPodId(id), false, JSON.stringify(id));
+    }
   });
 
   it('are created with the fixed parts of every overbrainer pod', () => {

@@ -286,7 +286,7 @@ describe('runs: pod.json', () => {
         15,
         /"host_key"/,
       ],
-      [valid.replace('"pod_id": null', `"pod_id": "../${MARKER}"`), 9, 13, /"pod_id"/],
+      [valid.replace('"pod_id": null', `"pod_id": "\\u0007${MARKER}"`), 9, 13, /"pod_id"/],
       [valid.replace('  "gpu_count": 1,\n', ''), 1, 1, /"gpu_count" is missing/],
       [valid.replace('"version": 1', '"version": 2'), 2, 14, /"version"/],
     ];
@@ -316,7 +316,7 @@ describe('runs: pod.json', () => {
 
   it('refuses to save what pod.json must never hold', () => {
     const record = newPodRecord(RUN, false, 1, 'ssh-ed25519 AAAAhost');
-    record.podId = 'a/b';
+    record.podId = 'a\nb';
     assert.throws(() => store.savePod(record), RangeError);
     record.podId = null;
     record.hostKey = 'ssh-ed25519 AAAA\nevil ssh-ed25519 BBBB';

@@ -129,7 +129,7 @@ describe('ui runs source (runs/*/run.json through the core codecs)', function ()
     write('badpod', 'run.json', runRecord('badpod'));
     write('badpod', 'pod.json', '{"pod_id": "rpa_LEAKED",');
     write('podschema', 'run.json', runRecord('podschema'));
-    write('podschema', 'pod.json', podRecord('podschema').replace('"abc123"', '"no/such id"'));
+    write('podschema', 'pod.json', podRecord('podschema').replace('"abc123"', '"no\\u0007id"'));
     const runs = new Map((await readRuns([folder()])).map((r) => [r.id, r]));
     assert.equal(runs.size, 7, 'every damaged run is an item; none hides the others');
 

@@ -8,6 +8,7 @@
  */
 import { z } from 'zod';
 import { lineColumn, scanJson } from '../runs/jsonPositions';
+import { isPodId } from '../runs/podRecord';
 
 export { ApiError, isApiError, runMessage, RunpodConfigError } from './errors';
 export type { ApiErrorKind, ApiErrorOptions } from './errors';
@@ -41,7 +42,7 @@ export interface SshDirect {
  * read; the rest (which may hold a host key) is never kept in memory.
  */
 export interface Pod {
-  /** ASCII letters and digits only (validated), so it is safe in paths and URLs. */
+  /** As Runpod gave it: any string but the empty one, a dot segment or control characters (`isPodId`); in URL paths it goes encoded. */
   id: string;
   name: string;
   status: PodStatus;
@@ -59,12 +60,8 @@ export interface Pod {
 /** The env key carrying a pod's run marker. */
 export const RUN_MARKER_ENV = 'OVERBRAINER_RUN_ID';
 
-const POD_ID = /^[A-Za-z0-9]+$/;
-
-/** Whether `id` can be a Runpod pod ID (ASCII alphanumeric, non-empty). */
-export function isPodId(id: string): boolean {
-  return POD_ID.test(id);
-}
+/** Whether `id` can be a Runpod pod ID: the rule pod.json keeps, so a pod listed is a pod recorded. */
+export { isPodId };
 
 /** A pod that will never run again: EXITED, ERROR or TERMINATED. */
 export function isDead(pod: Pick<Pod, 'status'>): boolean {
@@ -79,7 +76,7 @@ const SshDirectWire = z.object({
 
 export const PodSchema = z
   .object({
-    id: z.string().regex(POD_ID),
+    id: z.string().refine(isPodId, 'not a pod ID: empty, a dot segment, or control characters'),
     name: z.string(),
     status: z.string(),
     cost: z.number().nullish(),

@@ -301,7 +301,7 @@ export class RunpodClient implements Disposable {
    */
   async getPod(id: string, options: CallOptions = {}): Promise<Pod | null> {
     checkPodId(id);
-    const answer = await this.okOr404('GET', `/pods/${id}`, options.signal);
+    const answer = await this.okOr404('GET', `/pods/${encodeURIComponent(id)}`, options.signal);
     if (answer === null) return null;
     return this.decode(answer, PodSchema, `GET /pods/${id}`);
   }
@@ -330,7 +330,7 @@ export class RunpodClient implements Disposable {
    */
   async deletePod(id: string, options: CallOptions = {}): Promise<boolean> {
     checkPodId(id);
-    const answer = await this.okOr404('DELETE', `/pods/${id}`, options.signal);
+    const answer = await this.okOr404('DELETE', `/pods/${encodeURIComponent(id)}`, options.signal);
     return answer !== null;
   }
 
@@ -346,7 +346,7 @@ export class RunpodClient implements Disposable {
     }
     const outcome = await this.call({
       method: 'POST',
-      path: `/pods/${id}/action`,
+      path: `/pods/${encodeURIComponent(id)}/action`,
       body: { action },
       idempotent: false,
       signal: options.signal,
@@ -833,9 +833,13 @@ function nextCursor(pagination: Pagination, path: string): string | null {
 }
 
 function checkPodId(id: string): void {
-  // Pod IDs go into the URL path: only ASCII letters and digits are accepted.
-  if (!isPodId(id))
-    throw new ApiError('rejected', 'not a Runpod pod ID (ASCII letters and digits)');
+  // Pod IDs go into the URL path, encoded; these could not be a segment of their own.
+  if (!isPodId(id)) {
+    throw new ApiError(
+      'rejected',
+      'not a Runpod pod ID (empty, a dot segment, or control characters)',
+    );
+  }
 }
 
 async function readBody(

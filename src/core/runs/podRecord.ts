@@ -114,8 +114,16 @@ export interface CreatedPod {
   costPerHourUsd?: number | null;
 }
 
-/** Runpod pod IDs are ASCII alphanumeric. */
-export const POD_ID = /^[A-Za-z0-9]{1,64}$/;
+/**
+ * What can be a Runpod pod ID. Runpod's document types it as any string; the ones it hands out are
+ * alphanumeric, but one of another shape must never break a list, a sweep, or the record of a pod
+ * that bills. Refused: the empty string, control characters (they would forge log lines), the dot
+ * segments (a URL path that resolves elsewhere), and anything over 256 characters. In a URL path
+ * an ID is one encoded segment.
+ */
+export function isPodId(id: string): boolean {
+  return /^[^\p{Cc}]{1,256}$/u.test(id) && id !== '.' && id !== '..';
+}
 /** A public host key as pod.json holds it: type and key, no comment. */
 export const HOST_KEY = /^ssh-ed25519 [A-Za-z0-9+/]+={0,2}$/;
 
@@ -335,7 +343,7 @@ export function publicKeyFields(line: string): string {
 
 const nullableString = z.string().nullable();
 const unix = z.number().int().min(0).nullable();
-const podId = z.string().regex(POD_ID);
+const podId = z.string().refine(isPodId, 'not a Runpod pod ID');
 
 const attemptSchema = z.looseObject({
   name: z.string(),
@@ -427,7 +435,7 @@ export function decodePodRecord(text: string, file: string): PodRecord {
 /** Throws a RangeError for a record pod.json must never hold (a bad pod ID or host key). */
 export function encodePodRecord(record: PodRecord): string {
   for (const id of [record.podId, ...record.strayPods, ...record.attempts.map((a) => a.podId)]) {
-    if (id !== null && id !== undefined && !POD_ID.test(id)) {
+    if (id !== null && id !== undefined && !isPodId(id)) {
       throw new RangeError(
         `run ${record.runId}: ${JSON.stringify(id.slice(0, 70))} is not a Runpod pod ID`,
       );
