@@ -17,6 +17,7 @@ import { createPodBody, type CreatePodBody, type Pod } from '../../src/core/runp
 import {
   CLIENT_VERSION,
   MAX_PAGES,
+  rateLimitResetMs,
   RunpodClient,
   type RunpodLogLevel,
 } from '../../src/core/runpod/client';
@@ -937,6 +938,24 @@ describe('RunpodClient: createPod is never sent twice blindly', () => {
     assert.equal(created.id, '7h9k2m4n6p');
     assert.deepEqual(clock.backoffs, [3000, 6000]);
     assert.equal(server.hits.length, 3);
+  });
+
+  it('a 429 without Retry-After waits as its RateLimit headers say (both drafts), creating once', async () => {
+    const answers: Record<string, string>[] = [
+      { ratelimit: '"default";r=0;t=7', 'ratelimit-policy': '"default";q=100;w=60' },
+      { ratelimit: 'limit=100, remaining=0, reset=4' },
+      { 'ratelimit-limit': '100', 'ratelimit-remaining': '0', 'ratelimit-reset': '5' },
+    ];
+    let n = 0;
+    const server = await startServer((_hit, res) =>
+      n < answers.length ? problem(res, 429, 'slow down', {}, answers[n++]) : json(res, 201, pod()),
+    );
+    const { client, clock } = makeClient(server);
+    const created = await drive(clock, client.createPod(body()));
+    assert.equal(created.id, '7h9k2m4n6p');
+    assert.deepEqual(clock.backoffs, [7000, 4000, 5000]);
+    assert.equal(server.hits.length, 4);
+    assert.deepEqual(rateLimitResetMs({ ratelimit: '"a";r=5;t=9' }), undefined, 'quota left');
   });
 
   it('429 after every retry is rate_limited, with the wait Runpod asked for', async () => {

@@ -657,8 +657,8 @@ export class RunpodClient implements Disposable {
   /** Backoff: Runpod's `Retry-After` wins (capped); else base × 2^attempt up to the max, jittered ×0.5–1. */
   private retryWaitMs(attempt: number, outcome: Outcome): number {
     if (!(outcome instanceof TransportFailure)) {
-      const asked = retryAfterMs(outcome.headers['retry-after'], this.clock.nowMs());
-      if (asked !== undefined) return Math.min(asked, this.timing.retryAfterCapMs);
+      const asked = this.answerRetryAfterMs(outcome);
+      if (asked !== undefined) return asked;
     }
     const exponential = Math.min(this.timing.retryMaxMs, this.timing.retryBaseMs * 2 ** attempt);
     return Math.round(exponential * (0.5 + 0.5 * this.random()));
@@ -768,8 +768,11 @@ export class RunpodClient implements Disposable {
     return new ApiError('server', said, options);
   }
 
+  /** The wait an answer asks for: `Retry-After`, else (on a 429) its RateLimit headers; capped. */
   private answerRetryAfterMs(answer: Answer): number | undefined {
-    const asked = retryAfterMs(answer.headers['retry-after'], this.clock.nowMs());
+    const asked =
+      retryAfterMs(answer.headers['retry-after'], this.clock.nowMs()) ??
+      (answer.status === 429 ? rateLimitResetMs(answer.headers) : undefined);
     return asked === undefined ? undefined : Math.min(asked, this.timing.retryAfterCapMs);
   }
 }
@@ -820,6 +823,41 @@ export function retryAfterMs(
   const atMs = Date.parse(value);
   if (Number.isNaN(atMs)) return undefined;
   return Math.max(0, atMs - nowMs);
+}
+
+/**
+ * The wait until a spent quota resets, from the IETF RateLimit headers in either draft form:
+ * `RateLimit: "policy";r=0;t=7` (with `RateLimit-Policy`), `RateLimit: limit=100, remaining=0,
+ * reset=4`, or `RateLimit-Remaining: 0` with `RateLimit-Reset: 5` (delta-seconds). Undefined while
+ * quota is left, or when absent or unreadable. Not capped here.
+ */
+export function rateLimitResetMs(
+  headers: Record<string, string | string[] | undefined>,
+): number | undefined {
+  const one = (name: string): string | undefined => {
+    const value = headers[name];
+    return (Array.isArray(value) ? value.join(', ') : value)?.trim() || undefined;
+  };
+  const seconds = (raw: string | undefined): number | undefined =>
+    raw !== undefined && /^\d+$/.test(raw) ? Number(raw) * 1000 : undefined;
+  const combined = one('ratelimit');
+  if (combined !== undefined) {
+    // Structured-field items, one per policy: the longest wait among those with none left.
+    const spent = combined
+      .split(',')
+      .map((item) => Object.fromEntries(item.split(';').map((p) => p.trim().split('=', 2))))
+      .filter((params: Record<string, string>) => params.r === '0' && params.t !== undefined)
+      .map((params: Record<string, string>) => seconds(params.t))
+      .filter((ms): ms is number => ms !== undefined);
+    if (spent.length > 0) return Math.max(...spent);
+    const fields = Object.fromEntries(
+      combined.split(',').map((part) => part.trim().split('=', 2) as [string, string]),
+    );
+    if (fields.remaining === '0') return seconds(fields.reset);
+    return undefined;
+  }
+  if (one('ratelimit-remaining') === '0') return seconds(one('ratelimit-reset'));
+  return undefined;
 }
 
 function nextCursor(pagination: Pagination, path: string): string | null {
