@@ -386,12 +386,12 @@ class Session {
   private async keep(runId: string, keep: boolean): Promise<number> {
     this.store.runDir(runId);
     const client = this.api(true);
-    const pod = await keepPod(this.deps(client), runId, keep);
+    const pod = await keepPod(this.deps(client), runId, keep, keep ? null : this.config(false));
     this.io.stdout(
       keep
         ? `pod: ${pod.podId ?? ''} kept: \`${sshCommand(runId)}\`; remove it with \`overbrainer pod rm ${runId}\`; nothing deletes it automatically`
         : pod.state === 'deleted'
-          ? `pod: ${pod.podId ?? ''} released and deleted: the results of run ${runId} were already retrieved`
+          ? `pod: ${pod.podId ?? ''} released and deleted: the results of run ${runId} are retrieved`
           : `pod: ${pod.podId ?? ''} released: its watchdog's deadline and graces apply again`,
     );
     return EXIT_OK;

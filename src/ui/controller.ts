@@ -458,11 +458,16 @@ export class Controller implements vscode.Disposable {
     if (!folder) return;
     const session = await this.session(folder);
     try {
-      const pod = await keepPod(session.deps(true), run.id, keep);
+      const pod = await keepPod(
+        session.deps(true),
+        run.id,
+        keep,
+        keep ? null : session.configOrNull(),
+      );
       const text = keep
         ? `Pod ${pod.podId ?? ''} of ${run.id} kept: nothing deletes it automatically. Remove it with "Overbrainer: Remove Pod".`
         : pod.state === 'deleted'
-          ? `Pod ${pod.podId ?? ''} of ${run.id} released and deleted: its results were already retrieved.`
+          ? `Pod ${pod.podId ?? ''} of ${run.id} released and deleted: its results are retrieved.`
           : `Pod ${pod.podId ?? ''} of ${run.id} released: its deadline applies again.`;
       this.log.info(text);
       void vscode.window.showInformationMessage(text);

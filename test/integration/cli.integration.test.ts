@@ -501,7 +501,7 @@ describe('overbrainer CLI against the Runpod emulator', function () {
     assert.equal(released.code, 0, released.stderr);
     assert.equal(
       released.stdout.trim(),
-      `pod: ${podId} released and deleted: the results of run ${id} were already retrieved`,
+      `pod: ${podId} released and deleted: the results of run ${id} are retrieved`,
     );
     const pod = podJson(id);
     assert.equal(pod.keep, false);

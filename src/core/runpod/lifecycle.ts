@@ -139,7 +139,8 @@ export async function watchLeased(
       syncKeep(ctx, pod);
       if (pastCostCap(pod, ctx.clock.nowMs())) return 'cost_cap_passed';
       const nowMs = ctx.clock.nowMs();
-      if (!pod.keep && renewalDue(ctx.timing, renewedMs, lastMetricMs, nowMs)) {
+      // Renewed while kept too (the watchdog ignores it then): a release finds the lease held.
+      if (renewalDue(ctx.timing, renewedMs, lastMetricMs, nowMs)) {
         try {
           await executor.writeFileAtomic(lease, '');
           renewedMs = nowMs;
@@ -191,7 +192,8 @@ export async function holdLeaseDuring<T>(
   pod: PodRecord,
   work: () => Promise<T>,
 ): Promise<T> {
-  if (pod.keep || pod.deadlineUnixS === null) return work();
+  // Held while kept too: a release during the download finds the lease fresh.
+  if (pod.deadlineUnixS === null) return work();
   const stop = new AbortController();
   const lease = `${run.remoteDir}/${LEASE_FILE}`;
   const renewing = (async () => {
@@ -611,6 +613,11 @@ export async function setKeep(
   if (keep) {
     await executor.writeFileAtomic(marker, '');
   } else {
+    // A fresh lease first: once the marker is gone the watchdog applies max_hours at its next
+    // tick, and past the deadline a stale lease would have it delete a followed job (or ended
+    // results nobody has retrieved) before anyone could renew it.
+    if (pod.deadlineUnixS !== null)
+      await executor.writeFileAtomic(`${run.remoteDir}/${LEASE_FILE}`, '');
     await executor.exec(`rm -f '${marker.replace(/'/g, `'\\''`)}'`);
   }
   pod.keep = keep;

@@ -737,8 +737,18 @@ export async function cancel(
   }
 }
 
-/** Keeps (or releases) the pod of a run at runtime. */
-export async function keepPod(deps: FlowDeps, runId: string, keep: boolean): Promise<PodRecord> {
+/**
+ * Keeps (or releases) the pod of a run at runtime. A release whose job already ended while
+ * nobody followed collects the run here (retrieves and verifies its results, then deletes the
+ * pod, as attach would): left to its watchdog, a pod past its deadline would be deleted with
+ * results nobody brought home. `config` gives the artifacts to bring back (the defaults without).
+ */
+export async function keepPod(
+  deps: FlowDeps,
+  runId: string,
+  keep: boolean,
+  config: OverbrainerConfig | null = null,
+): Promise<PodRecord> {
   const run = deps.store.loadRun(runId);
   const pod = deps.store.loadPod(runId);
   if (pod === null || pod.podId === null || pod.state === 'deleted') {
@@ -762,10 +772,24 @@ export async function keepPod(deps: FlowDeps, runId: string, keep: boolean): Pro
   const executor = await reconnect(ctx, pod, run);
   if (executor === null)
     throw new FlowError(`pod ${pod.podId} of run ${runId} no longer exists`, null);
+  let ended: boolean;
   try {
     await setKeep(ctx, pod, run, executor, keep);
+    ended =
+      !keep &&
+      // setKeep deletes a released pod whose results were already retrieved.
+      (pod.state as PodRecord['state']) !== 'deleted' &&
+      (await jobStatus(executor, run.remoteDir)).kind !== 'running' &&
+      deps.store.lockHolder(runId) === null;
   } finally {
     executor.dispose();
   }
-  return pod;
+  if (!ended) return pod;
+  log(
+    ctx,
+    'info',
+    `the job of run ${runId} has ended: retrieving its results, then deleting the pod`,
+  );
+  const collected = await attach(deps, config, runId);
+  return collected.pod ?? pod;
 }

@@ -1,0 +1,137 @@
+/**
+ * Reliability matrix: keep and release while the deadline has passed. A kept pod's watchdog
+ * ignores max_hours; once the keep marker goes, the deadline rule applies at its next tick (1 s
+ * here), so a release must leave the pod with a fresh lease first, and a followed job must keep
+ * it fresh. A released pod whose job ended while nobody followed is collected by the release
+ * itself (results retrieved and verified, then the pod deleted) instead of being left to a
+ * watchdog that would delete it, results and all. Each scenario has its own lab (the emulator's
+ * real pods run the real bootstrap and watchdog). Timings: production / 60; max_hours 18 s.
+ */
+import assert from 'node:assert/strict';
+import * as fs from 'node:fs';
+import * as path from 'node:path';
+import { LEASE_FILE } from '../../src/core/runpod/podScripts';
+import { FlowError, keepPod, train } from '../../src/core/runs/flow';
+import { Lab, type LabOptions } from '../helpers/lifecycle';
+import { recordLedger, recordResult } from '../helpers/reliability';
+
+describe('reliability: keep and release past the deadline', function () {
+  this.timeout(180_000);
+  const labs: Lab[] = [];
+
+  async function lab(options: LabOptions): Promise<Lab> {
+    const started = await Lab.start(options);
+    labs.push(started);
+    return started;
+  }
+
+  afterEach(async function () {
+    const failures: string[] = [];
+    for (const done of labs.splice(0)) {
+      recordLedger(this.currentTest?.fullTitle() ?? 'release', done.emulator.ledger());
+      try {
+        const billing = await done.close();
+        if (billing.length > 0) failures.push(`billing: ${billing.map((p) => p.id).join(', ')}`);
+      } catch (error) {
+        failures.push(String(error));
+      }
+    }
+    if (this.currentTest?.state === 'passed') assert.deepEqual(failures, []);
+  });
+
+  const runIdHolder = (): { id: string | null; onRun: (run: { id: string }) => void } => {
+    const holder = {
+      id: null as string | null,
+      onRun: (run: { id: string }) => {
+        holder.id = run.id;
+      },
+    };
+    return holder;
+  };
+
+  /** When the pod's lease file was last written (ms since the epoch); 0 when there is none. */
+  const leaseWrittenMs = (l: Lab, podId: string, runId: string): number => {
+    try {
+      return fs.statSync(l.podFile(podId, runId, LEASE_FILE)).mtimeMs;
+    } catch {
+      return 0;
+    }
+  };
+
+  /** Waits (on the clock the watchdog reads) until the pod's max_hours deadline is `afterMs` behind. */
+  const pastDeadline = async (l: Lab, runId: string, afterMs: number): Promise<void> => {
+    const deadlineMs = Number(l.podJson(runId).deadline_unix) * 1000;
+    assert.ok(deadlineMs > 0, 'the pod has a deadline');
+    await l.waitFor('the deadline to pass', () => Date.now() > deadlineMs + afterMs, 120_000);
+  };
+
+  it('released past its deadline while a client follows: the lease is fresh before the keep marker goes, the job runs on, its results come home', async function () {
+    // 18 s of max_hours, a 50 s job: the release comes after the deadline and a lease TTL (15 s).
+    const l = await lab({ steps: 500, stepSeconds: 0.1, maxHours: 0.005 });
+    const run = runIdHolder();
+    const training = l.track(train(l.deps, l.config, l.workspace, { onRun: run.onRun }));
+    const id = await l.jobRunning(() => run.id);
+    const podId = String(l.podJson(id).pod_id);
+    await keepPod(l.otherDeps(), id, true);
+    await pastDeadline(l, id, l.timing.leaseTtlMs + 1_000);
+    assert.equal(l.ledgerOf(podId).billing, true, 'a kept pod outlives its deadline');
+    // The follower keeps the lease fresh while the pod is kept, so a release finds it held.
+    assert.ok(
+      Date.now() - leaseWrittenMs(l, podId, id) < l.timing.leaseTtlMs,
+      'the follower renews the lease of a kept pod',
+    );
+    const releasedAtMs = Date.now();
+    const released = await keepPod(l.otherDeps('the CLI'), id, false);
+    assert.equal(released.keep, false);
+    assert.ok(
+      leaseWrittenMs(l, podId, id) >= releasedAtMs - 1_000,
+      'the release wrote a fresh lease',
+    );
+    const result = await training;
+    assert.equal(result.run.state, 'succeeded', l.transcript());
+    assert.equal(result.ending, 'deleted');
+    assert.equal(l.podJson(id).deleted_by, 'client');
+    assert.equal(l.ledgerOf(podId).deletedBy, 'account', 'the client deleted it, not the watchdog');
+    const model = path.join(l.runDir(id), 'output', 'model.json');
+    assert.ok(fs.existsSync(model), 'the results are home');
+    recordResult(this, { verified: 1, lost: fs.existsSync(model) ? 0 : 1 });
+    assert.deepEqual(
+      l.billing().map((p) => p.id),
+      [],
+    );
+  });
+
+  it('released past its deadline after its job ended while nobody followed: the release retrieves the results and deletes the pod', async function () {
+    const l = await lab({ steps: 60, stepSeconds: 0.1, maxHours: 0.005 });
+    const run = runIdHolder();
+    const stop = new AbortController();
+    const training = l.track(
+      train(l.deps, l.config, l.workspace, { onRun: run.onRun, signal: stop.signal }),
+    );
+    const id = await l.jobRunning(() => run.id);
+    const podId = String(l.podJson(id).pod_id);
+    await keepPod(l.otherDeps(), id, true);
+    stop.abort();
+    await assert.rejects(training, (error: unknown) => {
+      assert.ok(error instanceof FlowError && /^stopped following/.test(error.message));
+      return true;
+    });
+    // The 6 s job ends on the kept pod with nobody following; the deadline and a lease TTL pass.
+    await pastDeadline(l, id, l.timing.leaseTtlMs + 1_000);
+    assert.ok(fs.existsSync(l.podFile(podId, id, 'exit_code')), 'the job ended');
+    assert.equal(l.ledgerOf(podId).billing, true);
+    const released = await keepPod(l.otherDeps('the CLI'), id, false, l.config);
+    assert.equal(released.state, 'deleted', l.transcript());
+    assert.equal(l.runJson(id).state, 'succeeded', l.transcript());
+    const model = path.join(l.runDir(id), 'output', 'model.json');
+    recordResult(this, { verified: 1, lost: fs.existsSync(model) ? 0 : 1 });
+    assert.ok(fs.existsSync(model), 'the results are home');
+    assert.equal(l.podJson(id).deleted_by, 'client');
+    assert.equal(l.ledgerOf(podId).deletedBy, 'account', 'the client deleted it, not the watchdog');
+    assert.equal(l.clientKeyExists(id), false, 'the client key is forgotten');
+    assert.deepEqual(
+      l.billing().map((p) => p.id),
+      [],
+    );
+  });
+});
