@@ -457,6 +457,8 @@ class EmulatorServer {
   private readonly violations: string[] = [];
   private readonly reservedPorts = new Set<number>();
   private readonly hanging = new Set<ServerResponse>();
+  /** Pods a fault keeps out of the next N pod lists (see `unlistedFor`). */
+  private readonly unlisted = new Map<string, number>();
   private readonly launches = new Set<Promise<void>>();
   private readonly sockets = new Set<Socket>();
   private readonly closing = new AbortController();
@@ -892,6 +894,9 @@ class EmulatorServer {
 
     const reply = await this.handle(operationId, match.pathParams, query.values, body, caller);
     if (hit && hit.applied && reply.status < 300) {
+      const made = isObject(reply.body) ? reply.body.id : undefined;
+      if (hit.unlistedFor !== undefined && typeof made === 'string')
+        this.unlisted.set(made, hit.unlistedFor);
       this.applyEffect(hit, req, res, entry, finish, operationId);
       return;
     }
@@ -1129,8 +1134,18 @@ class EmulatorServer {
   }
 
   private listPods(query: Record<string, unknown>): Reply {
+    const firstPage = typeof query.cursor !== 'string';
     const all = [...this.podsById.values()]
       .filter((p) => !p.deleted)
+      .filter((p) => {
+        const hidden = this.unlisted.get(p.id);
+        if (hidden === undefined) return true;
+        if (firstPage) {
+          if (hidden <= 1) this.unlisted.delete(p.id);
+          else this.unlisted.set(p.id, hidden - 1);
+        }
+        return false;
+      })
       .sort((a, b) => a.createdAtMs - b.createdAtMs || a.id.localeCompare(b.id));
     const limit = Math.min(
       typeof query.limit === 'number' ? query.limit : this.maxPageSize,

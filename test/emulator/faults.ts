@@ -66,6 +66,11 @@ export const faultSchema = z.discriminatedUnion('kind', [
       nth: positiveInt.optional(),
       times: z.union([positiveInt, z.literal('always')]).optional(),
       applied: z.boolean().optional(),
+      /**
+       * With `applied` on `createPod`: the pod it made is left out of the next N pod lists (the
+       * first page of each), as Runpod may list a new pod late.
+       */
+      unlistedFor: positiveInt.optional(),
       effect: effectSchema,
     })
     .strict(),
@@ -140,6 +145,7 @@ export interface FaultHit {
   faultId: string;
   effect: FaultEffect;
   applied: boolean;
+  unlistedFor?: number;
 }
 
 interface RuleState {
@@ -219,6 +225,7 @@ export class FaultBook {
       if (inWindow && !hit) {
         rule.hits++;
         hit = { faultId: rule.id, effect: f.effect, applied: f.applied === true };
+        if (f.unlistedFor !== undefined) hit.unlistedFor = f.unlistedFor;
       }
     }
     this.rules = this.rules.filter((r) => {
