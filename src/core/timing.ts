@@ -28,6 +28,11 @@ export interface Timing {
   /** Waits before the two pod-list looks that reconcile an ambiguous create. */
   reconcileFirstWaitMs: number;
   reconcileSecondWaitMs: number;
+  /**
+   * How long a reconcile keeps retrying a pod list that fails (never sending the create again
+   * meanwhile) before it gives the run up as unconfirmed.
+   */
+  reconcileListLimitMs: number;
   /** How long a delete is confirmed for (GET until 404), and how often. */
   deleteConfirmMs: number;
   deletePollMs: number;
@@ -70,6 +75,7 @@ export const PRODUCTION_TIMING: Readonly<Timing> = Object.freeze({
   preflightTimeoutMs: 3 * MINUTE_MS,
   reconcileFirstWaitMs: 5_000,
   reconcileSecondWaitMs: 15_000,
+  reconcileListLimitMs: 10 * MINUTE_MS,
   deleteConfirmMs: 60_000,
   deletePollMs: 5_000,
   statusPollMs: 2_000,

@@ -235,7 +235,7 @@ export async function settleWatch(
     case 'deadline_passed':
       await remove(ctx, pod, 'deadline', 'client');
       // No pod is left: the host-key secret (a private key in the account) goes with the client key.
-      if (pod.strayPods.length === 0) await forgetKeys(ctx, run.id);
+      if (!pod.mayHaveOtherPods()) await forgetKeys(ctx, run.id);
       failRun(ctx, run, MAX_HOURS_REACHED);
       throw new PodError(
         'deadline_reached',
@@ -244,7 +244,7 @@ export async function settleWatch(
       );
     case 'cost_cap_passed':
       await remove(ctx, pod, 'cost_cap', 'client');
-      if (pod.strayPods.length === 0) await forgetKeys(ctx, run.id);
+      if (!pod.mayHaveOtherPods()) await forgetKeys(ctx, run.id);
       failRun(ctx, run, MAX_COST_REACHED);
       throw new PodError(
         'cost_cap_reached',
@@ -449,7 +449,7 @@ export async function endPod(
   }
   await remove(ctx, pod, 'retrieved', 'client');
   noteStrays(ctx, pod, await sweep(ctx, run.id, null));
-  if (pod.strayPods.length === 0) await forgetKeys(ctx, run.id);
+  if (!pod.mayHaveOtherPods()) await forgetKeys(ctx, run.id);
   return 'deleted';
 }
 
@@ -635,7 +635,7 @@ export async function setKeep(
       );
       await remove(ctx, pod, 'retrieved', 'client');
       noteStrays(ctx, pod, await sweep(ctx, run.id, null));
-      if (pod.strayPods.length === 0) await forgetKeys(ctx, run.id);
+      if (!pod.mayHaveOtherPods()) await forgetKeys(ctx, run.id);
       return;
     }
     pod.state = 'awaiting_retrieval';

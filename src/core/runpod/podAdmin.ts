@@ -8,7 +8,7 @@
  * Nothing here deletes a pod because it "looks gone", and nothing deletes a pod
  * without `pod rm`: `listPods` only looks and records what it confirmed.
  */
-import { isAbortError } from '../clock';
+import { isAbortError, rfc3339 } from '../clock';
 import type { RunState } from '../events';
 import { isRunsError } from '../runs/errors';
 import { isValidRunId } from '../runs/ids';
@@ -312,7 +312,7 @@ function recordGone(ctx: PodCtx, runId: string, podId: string): boolean {
     pod.deleted(goneBy(pod, nowMs), nowMs);
     return true;
   });
-  return record !== null && record.strayPods.length === 0;
+  return record !== null && !record.mayHaveOtherPods();
 }
 
 /**
@@ -638,6 +638,16 @@ async function removeMarked(
     note(error);
     return;
   }
+  // Listed: a create that went unanswered is unconfirmed no more (its pod, if any, is below).
+  editPodRecord(ctx, runId, (record) => {
+    if (!record.unconfirmedCreate) return false;
+    record.unconfirmedCreate = false;
+    if (record.podId === null && record.state === 'creating') {
+      record.state = 'deleted';
+      record.deletedAt = rfc3339(ctx.clock.nowMs());
+    }
+    return true;
+  });
   for (const pod of pods) {
     if (pod.runMarker !== runId || tried.has(pod.id)) continue;
     tried.add(pod.id);

@@ -110,10 +110,11 @@ export async function startPod(
  * terminal state: `deleted`, its time now, `pod_id` null when no pod was ever adopted. Left
  * `creating` with no pod, readers could not tell a create in flight from a walk that ended. A
  * record still `deleting` (a delete not confirmed) or holding a live pod is left as it is: it
- * says a pod may bill.
+ * says a pod may bill, and so is one whose create went unanswered while the run's pods could
+ * not be listed (`unconfirmed_create`): a pod nothing names may exist.
  */
 function settleNoPod(ctx: PodCtx, record: PodRecord): void {
-  if (record.podId !== null || record.state !== 'creating') return;
+  if (record.podId !== null || record.state !== 'creating' || record.unconfirmedCreate) return;
   record.state = 'deleted';
   record.deletedAt = rfc3339(ctx.clock.nowMs());
   try {
@@ -168,45 +169,56 @@ async function provision(
   signal?: AbortSignal,
 ): Promise<Provisioned> {
   const gpuTypes = await resolveGpuTypes(ctx, plan.target, signal);
-  const unavailable: string[] = [];
-  let notReady = 0;
-  let lastNotReady = '';
-  let ambiguousOnly = true;
   try {
-    for (const gpuType of gpuTypes) {
-      signal?.throwIfAborted();
-      const created = await createOne(ctx, plan, record, gpuType, signal);
-      if (created === 'unavailable') {
-        unavailable.push(gpuType);
-        ambiguousOnly = false;
-        continue;
-      }
-      if (created === 'unanswered') continue;
-      ambiguousOnly = false;
-      try {
-        return await becomeReady(ctx, plan, record, created, signal);
-      } catch (error) {
-        if (!(error instanceof NotReady) || signal?.aborted) throw error;
-        notReady++;
-        lastNotReady = error.message;
-        record.endAttempt('not_ready', error.message);
-        ctx.store.savePod(record);
-        log(ctx, 'warn', `pod ${created.id} (${gpuType}) is not ready: ${error.message}`);
-        // A pod whose deletion cannot be confirmed stops the walk: never a second billing pod.
-        // The next type's pod authorizes the same client key: it must outlive this delete.
-        await remove(ctx, record, 'not_ready', 'client', signal, { keepClientKey: true });
-        record.forgetPod();
-        ctx.store.savePod(record);
-      }
-    }
+    return await walk(ctx, plan, record, gpuTypes, signal);
   } catch (error) {
+    // Whatever ends the walk (no capacity, an error, Ctrl-C): a create that went unanswered may
+    // have made a pod Runpod lists late, so the run's pods are looked up once more and deleted.
     if (record.attempts.some((a) => a.result === 'ambiguous')) {
       noteStrays(ctx, record, await sweep(ctx, plan.run.id, record.podId, undefined));
     }
     throw error;
   }
+}
+
+async function walk(
+  ctx: PodCtx,
+  plan: PodPlan,
+  record: PodRecord,
+  gpuTypes: readonly string[],
+  signal?: AbortSignal,
+): Promise<Provisioned> {
+  const unavailable: string[] = [];
+  let notReady = 0;
+  let lastNotReady = '';
+  let ambiguousOnly = true;
+  for (const gpuType of gpuTypes) {
+    signal?.throwIfAborted();
+    const created = await createOne(ctx, plan, record, gpuType, signal);
+    if (created === 'unavailable') {
+      unavailable.push(gpuType);
+      ambiguousOnly = false;
+      continue;
+    }
+    if (created === 'unanswered') continue;
+    ambiguousOnly = false;
+    try {
+      return await becomeReady(ctx, plan, record, created, signal);
+    } catch (error) {
+      if (!(error instanceof NotReady) || signal?.aborted) throw error;
+      notReady++;
+      lastNotReady = error.message;
+      record.endAttempt('not_ready', error.message);
+      ctx.store.savePod(record);
+      log(ctx, 'warn', `pod ${created.id} (${gpuType}) is not ready: ${error.message}`);
+      // A pod whose deletion cannot be confirmed stops the walk: never a second billing pod.
+      // The next type's pod authorizes the same client key: it must outlive this delete.
+      await remove(ctx, record, 'not_ready', 'client', signal, { keepClientKey: true });
+      record.forgetPod();
+      ctx.store.savePod(record);
+    }
+  }
   if (ambiguousOnly && record.attempts.length > 0) {
-    noteStrays(ctx, record, await sweep(ctx, plan.run.id, null, undefined));
     throw new PodError(
       'unanswered',
       'Runpod did not answer any create call, and no pod of this run was found',
@@ -422,7 +434,9 @@ function adoptPod(ctx: PodCtx, record: PodRecord, pod: Pod, result: 'created' | 
  * After an unanswered create: waits, then looks for the attempt's pod by the
  * run marker and its unique name (twice, the second time after a longer wait).
  * Other pods of the run found then are duplicates: deleted, unconfirmed ones
- * noted as strays. After an abort the waits are skipped but the list is read once.
+ * noted as strays. A list that fails is no look: it is retried, and the create
+ * never sent again meanwhile, until `reconcileListLimitMs` gives the run up.
+ * After an abort the waits are skipped and the list is read once.
  */
 async function reconcile(
   ctx: PodCtx,
@@ -430,25 +444,38 @@ async function reconcile(
   name: string,
   signal?: AbortSignal,
 ): Promise<Pod | null> {
-  const waits = [ctx.timing.reconcileFirstWaitMs, ctx.timing.reconcileSecondWaitMs];
-  for (const waitMs of waits) {
-    if (!signal?.aborted) {
-      await ctx.clock.sleep(waitMs, signal).catch((error: unknown) => {
-        if (!isAbortError(error)) throw error;
-      });
-    }
-    let listed: Pod[];
-    try {
-      listed = await ctx.client.listPods({ runMarker: record.runId });
-    } catch (error) {
-      log(ctx, 'warn', `cannot list pods to reconcile ${name}: ${messageOf(error)}`);
-      if (signal?.aborted) return null;
-      continue;
+  const pause = async (waitMs: number): Promise<void> => {
+    if (signal?.aborted) return;
+    await ctx.clock.sleep(waitMs, signal).catch((error: unknown) => {
+      if (!isAbortError(error)) throw error;
+    });
+  };
+  const giveUpAtMs = ctx.clock.nowMs() + ctx.timing.reconcileListLimitMs;
+  for (const waitMs of [ctx.timing.reconcileFirstWaitMs, ctx.timing.reconcileSecondWaitMs]) {
+    await pause(waitMs);
+    let listed: Pod[] | null = null;
+    while (listed === null) {
+      try {
+        listed = await ctx.client.listPods({ runMarker: record.runId });
+      } catch (error) {
+        log(ctx, 'warn', `cannot list pods to reconcile ${name}: ${messageOf(error)}`);
+        // The exit path sweeps again, and records what it cannot list.
+        if (signal?.aborted) return null;
+        if (ctx.clock.nowMs() >= giveUpAtMs) {
+          throw new PodError(
+            'unanswered',
+            `Runpod did not answer the create of ${name}, and the pods of run ${record.runId} could not be listed for ${minutes(ctx.timing.reconcileListLimitMs)}: a pod of it may exist`,
+            `Check "overbrainer pod ls" (or the Pods view) once Runpod answers, and remove it with "overbrainer pod rm ${record.runId}"; its watchdog deletes it after boot_grace_minutes without a job.`,
+            { cause: error },
+          );
+        }
+        await pause(ctx.timing.reconcileSecondWaitMs);
+      }
     }
     const mine = listed.find((pod) => pod.name === name && pod.runMarker === record.runId);
     if (mine) {
       const stray = await sweep(ctx, record.runId, mine.id);
-      if (stray.length > 0) noteStrays(ctx, record, stray);
+      if (stray === null || stray.length > 0) noteStrays(ctx, record, stray);
       return mine;
     }
     if (signal?.aborted) return null;

@@ -210,7 +210,7 @@ export function markGone(
   const uptimeMs = pod.uptimeMs(nowMs);
   pod.deleted(by, nowMs);
   ctx.store.savePod(pod);
-  if (pod.strayPods.length === 0 && !options.keepClientKey) {
+  if (!pod.mayHaveOtherPods() && !options.keepClientKey) {
     forgetClientKey(ctx.store.sshDir(pod.runId));
   }
   ctx.bus.publish({
@@ -222,20 +222,21 @@ export function markGone(
 
 /**
  * Deletes every pod carrying the run marker `runId` except `keepPodId`, each
- * confirmed; returns the IDs whose deletion could not be confirmed (strays).
+ * confirmed; returns the IDs whose deletion could not be confirmed (strays), or
+ * null when the pods could not be listed (nothing is known: never "no stray").
  */
 export async function sweep(
   ctx: PodCtx,
   runId: string,
   keepPodId: string | null,
   signal?: AbortSignal,
-): Promise<string[]> {
+): Promise<string[] | null> {
   let listed: Pod[];
   try {
     listed = await ctx.client.listPods({ runMarker: runId, signal });
   } catch (error) {
     log(ctx, 'warn', `cannot list the pods of run ${runId} to sweep strays: ${messageOf(error)}`);
-    return [];
+    return null;
   }
   const stray: string[] = [];
   for (const other of listed) {
@@ -265,9 +266,26 @@ export async function sweep(
   return stray;
 }
 
-/** Records `stray` in pod.json (replacing the list) and warns about them. */
-export function noteStrays(ctx: PodCtx, pod: PodRecord, stray: readonly string[]): void {
+/**
+ * Records what a sweep found in pod.json: the strays (replacing the list), warned about. A sweep
+ * that could not list (`null`) changes nothing known, except after a create that went unanswered:
+ * then a pod of the run may exist that nothing names, and the record says so until a sweep lists.
+ */
+export function noteStrays(ctx: PodCtx, pod: PodRecord, stray: readonly string[] | null): void {
+  if (stray === null) {
+    if (!pod.attempts.some((a) => a.result === 'ambiguous') || pod.unconfirmedCreate) return;
+    pod.unconfirmedCreate = true;
+    ctx.store.savePod(pod);
+    ctx.bus.publish({
+      type: 'warning',
+      runId: pod.runId,
+      code: 'strays',
+      message: `run ${pod.runId} may have a pod Runpod has not listed (a create went unanswered and its pods could not be listed): check "overbrainer pod ls" and remove it with "overbrainer pod rm ${pod.runId}"; its watchdog deletes it after boot_grace_minutes without a job`,
+    });
+    return;
+  }
   pod.setStrayPods(stray);
+  pod.unconfirmedCreate = false;
   ctx.store.savePod(pod);
   if (stray.length > 0) {
     ctx.bus.publish({

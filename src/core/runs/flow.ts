@@ -664,7 +664,7 @@ async function abandonStart(
   // A create that was sent but never answered: Runpod may list its pod a little late.
   if (createInFlight) await deps.clock.sleep(ctx.timing.reconcileFirstWaitMs);
   noteStrays(ctx, pod, await sweep(ctx, run.id, pod.podId));
-  if (pod.podId === null && pod.state === 'creating') {
+  if (pod.podId === null && pod.state === 'creating' && !pod.unconfirmedCreate) {
     pod.state = 'deleted';
     pod.deletedAt = rfc3339(deps.clock.nowMs());
     ctx.store.savePod(pod);

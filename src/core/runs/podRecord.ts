@@ -157,6 +157,11 @@ export class PodRecord {
   estimatedSpendUsd: number | null = null;
   /** Other pods of the run whose deletion could not be confirmed. */
   strayPods: string[] = [];
+  /**
+   * A create went unanswered and the run's pods could not be listed since: a pod of the run
+   * that this record does not name may exist (Runpod may list it late).
+   */
+  unconfirmedCreate = false;
   /** The run's cost cap; null when kept or unset. */
   maxCostUsd: number | null = null;
   networkVolumeId: string | null = null;
@@ -273,6 +278,11 @@ export class PodRecord {
     this.strayPods = [...new Set(ids)];
   }
 
+  /** Whether a pod of the run other than `podId` may exist: a stray, or an unconfirmed create. */
+  mayHaveOtherPods(): boolean {
+    return this.strayPods.length > 0 || this.unconfirmedCreate;
+  }
+
   /**
    * One line for `runs ls`: `pod running k3x9abc $0.53/h`, `pod deleted about
    * $0.64`, `pod kept k3x9abc`, `pod awaiting retrieval k3x9abc`…
@@ -386,6 +396,7 @@ const podSchema = z.looseObject({
   estimated_spend: z.number().min(0).nullable(),
   // Newer fields: absent from records of older versions.
   stray_pods: z.array(podId).optional(),
+  unconfirmed_create: z.boolean().optional(),
   max_cost_usd: z.number().gt(0).nullable().optional(),
   network_volume_id: nullableString.optional(),
   max_volume_gb: z.number().int().min(1).nullable().optional(),
@@ -424,6 +435,7 @@ export function decodePodRecord(text: string, file: string): PodRecord {
   record.deletedBy = raw.deleted_by;
   record.estimatedSpendUsd = raw.estimated_spend;
   record.strayPods = raw.stray_pods ?? [];
+  record.unconfirmedCreate = raw.unconfirmed_create ?? false;
   record.maxCostUsd = raw.max_cost_usd ?? null;
   record.networkVolumeId = raw.network_volume_id ?? null;
   record.maxVolumeGb = raw.max_volume_gb ?? null;
@@ -483,6 +495,7 @@ export function encodePodRecord(record: PodRecord): string {
       deleted_by: record.deletedBy,
       estimated_spend: record.estimatedSpendUsd,
       stray_pods: record.strayPods,
+      unconfirmed_create: record.unconfirmedCreate ? true : undefined,
       max_cost_usd: record.maxCostUsd,
       network_volume_id: record.networkVolumeId,
       max_volume_gb: record.maxVolumeGb,

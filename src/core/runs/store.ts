@@ -316,5 +316,5 @@ export function noPodLeft(
     return false;
   }
   if (record === null) return true;
-  return record.strayPods.length === 0 && (record.podId === null || record.state === 'deleted');
+  return !record.mayHaveOtherPods() && (record.podId === null || record.state === 'deleted');
 }

@@ -1,0 +1,184 @@
+/**
+ * Reliability matrix: creates whose answer never came. A create that got no usable answer may
+ * have made a pod that Runpod lists late, so the run's pods are looked up by their run marker
+ * (never by a second create) until the list answers, and once more on every way out of the GPU
+ * walk: no pod of the run is left billing and pod.json never says `deleted` while one may exist.
+ * Each scenario has its own lab (the emulator's real pods run the real bootstrap and watchdog).
+ * Timings: production / 60.
+ */
+import assert from 'node:assert/strict';
+import { removePods } from '../../src/core/runpod/podAdmin';
+import { PodError } from '../../src/core/runpod/podError';
+import { train, type FlowResult } from '../../src/core/runs/flow';
+import { GPU, Lab, type LabOptions } from '../helpers/lifecycle';
+import { recordFault, recordLedger } from '../helpers/reliability';
+
+interface Outcome {
+  result: FlowResult | null;
+  error: unknown;
+  runId: string | null;
+}
+
+describe('reliability: creates that went unanswered', function () {
+  this.timeout(180_000);
+  const labs: Lab[] = [];
+
+  async function lab(options: LabOptions): Promise<Lab> {
+    const started = await Lab.start(options);
+    labs.push(started);
+    return started;
+  }
+
+  afterEach(async function () {
+    const failures: string[] = [];
+    for (const done of labs.splice(0)) {
+      recordLedger(this.currentTest?.fullTitle() ?? 'create', done.emulator.ledger());
+      try {
+        const billing = await done.close();
+        if (billing.length > 0) failures.push(`billing: ${billing.map((p) => p.id).join(', ')}`);
+      } catch (error) {
+        failures.push(String(error));
+      }
+    }
+    if (this.currentTest?.state === 'passed') assert.deepEqual(failures, []);
+  });
+
+  async function run(l: Lab): Promise<Outcome> {
+    let runId: string | null = null;
+    try {
+      const result = await train(l.deps, l.config, l.workspace, {
+        onRun: (r) => {
+          runId = r.id;
+        },
+      });
+      return { result, error: null, runId };
+    } catch (error) {
+      return { result: null, error, runId };
+    }
+  }
+
+  const creates = (l: Lab) => l.emulator.requests().filter((r) => r.route === 'createPod');
+  const attempts = (l: Lab, id: string): string[] =>
+    (l.podJson(id).attempts as { result: string }[]).map((a) => a.result);
+
+  it('a create answered 500 while the pod lists fail too: the list is retried until it answers, the create is never sent again, the pod is adopted', async function () {
+    const l = await lab({ steps: 3 });
+    await l.emulator.faults.createThenFail(500);
+    // Two whole list calls (each with its retries) fail: the two looks a reconcile takes.
+    await l.emulator.faults.add({
+      kind: 'request',
+      route: 'listPods',
+      key: 'account',
+      times: 2 * (l.timing.retries + 1) + 1,
+      effect: { type: 'status', status: 500 },
+    });
+    recordFault(this, 'api.createPod.created-500');
+    recordFault(this, 'api.listPods.500', 2 * (l.timing.retries + 1) + 1);
+    const o = await run(l);
+    assert.equal(o.error, null, `${String(o.error)}\n${l.transcript()}`);
+    const id = o.runId!;
+    assert.equal(o.result?.run.state, 'succeeded', l.transcript());
+    assert.equal(creates(l).length, 1, 'the create was never sent again');
+    assert.deepEqual(attempts(l, id), ['adopted']);
+    assert.equal(l.podsOfRun(id).length, 1, 'one pod was ever made');
+    assert.deepEqual(
+      l.billing().map((p) => p.id),
+      [],
+    );
+  });
+
+  it('creates that went unanswered and are listed late, then no capacity anywhere: the walk looks again before it gives up and deletes them; pod.json says deleted only then', async function () {
+    const l = await lab({ steps: 3, gpuTypes: [GPU.rtx4090, GPU.a5000] });
+    await l.emulator.faults.setStock(GPU.a5000, 0);
+    // Both creates of the first type make a pod, answer 500, and the pod stays off the next two
+    // lists: the reconcile of each (two looks) cannot see it.
+    await l.emulator.faults.add({
+      kind: 'request',
+      route: 'createPod',
+      gpuId: GPU.rtx4090,
+      applied: true,
+      unlistedFor: 2,
+      times: 2,
+      effect: { type: 'status', status: 500 },
+    });
+    recordFault(this, 'api.createPod.created-500-listed-late', 2);
+    recordFault(this, 'pod.no-capacity');
+    const o = await run(l);
+    assert.ok(o.error instanceof PodError && o.error.kind === 'no_capacity', String(o.error));
+    const id = o.runId!;
+    assert.deepEqual(attempts(l, id), ['ambiguous', 'ambiguous', 'unavailable']);
+    const made = l.podsOfRun(id);
+    assert.equal(made.length, 2, 'both unanswered creates made a pod');
+    assert.deepEqual(
+      l.billing().map((p) => p.id),
+      [],
+      'no pod of the run is left billing when train returns',
+    );
+    for (const pod of made) assert.equal(pod.deletedBy, 'account', 'deleted by the client');
+    const podJson = l.podJson(id);
+    assert.equal(podJson.state, 'deleted');
+    assert.deepEqual(podJson.stray_pods, []);
+    assert.equal(l.runJson(id).state, 'failed');
+    assert.equal(l.clientKeyExists(id), false, 'the client key is forgotten');
+  });
+
+  it('a create that went unanswered while the pod lists keep failing: no second create, pod.json says a pod may exist (never deleted), the keys stay; pod rm finds and deletes it once Runpod lists', async function () {
+    const l = await lab({ steps: 3, timing: { reconcileListLimitMs: 1_500 } });
+    // The first create makes a pod, answers 500, and the pod stays off the next two lists; the
+    // second create answers 503 and makes nothing; from the third list on, every list fails.
+    await l.emulator.faults.add({
+      kind: 'request',
+      route: 'createPod',
+      applied: true,
+      unlistedFor: 2,
+      effect: { type: 'status', status: 500 },
+    });
+    await l.emulator.faults.add({
+      kind: 'request',
+      route: 'createPod',
+      nth: 2,
+      effect: { type: 'status', status: 503 },
+    });
+    await l.emulator.faults.add({
+      kind: 'request',
+      route: 'listPods',
+      key: 'account',
+      nth: 3,
+      times: 'always',
+      effect: { type: 'status', status: 500 },
+    });
+    recordFault(this, 'api.createPod.created-500-listed-late');
+    recordFault(this, 'api.createPod.503');
+    recordFault(this, 'api.listPods.500-always');
+    const o = await run(l);
+    assert.ok(o.error instanceof PodError && o.error.kind === 'unanswered', String(o.error));
+    assert.match(o.error.message, /could not be listed/);
+    const id = o.runId!;
+    assert.equal(creates(l).length, 2, 'two creates, none while the lists failed');
+    assert.deepEqual(attempts(l, id), ['ambiguous', 'ambiguous']);
+    const [made] = l.podsOfRun(id);
+    assert.ok(made?.billing, 'the first create made a pod that bills');
+    const podJson = l.podJson(id);
+    assert.notEqual(podJson.state, 'deleted', 'pod.json never says deleted while a pod may exist');
+    assert.equal(podJson.unconfirmed_create, true);
+    assert.equal(l.runJson(id).state, 'failed');
+    assert.ok(l.clientKeyExists(id), 'the keys stay while a pod may exist');
+    assert.ok(
+      l.warnings().some((w) => w.code === 'strays' && w.message.includes('pod rm')),
+      l.transcript(),
+    );
+    // Runpod answers again: pod rm finds the pod by its run marker and deletes it.
+    l.emulator.faults.clear();
+    const removal = await removePods({ ...l.deps, client: l.client }, id);
+    assert.equal(removal.error, null, String(removal.error));
+    assert.deepEqual(
+      removal.removed.map((p) => p.podId),
+      [made.id],
+    );
+    assert.equal(l.ledgerOf(made.id).billing, false);
+    const after = l.podJson(id);
+    assert.equal(after.state, 'deleted');
+    assert.equal(after.unconfirmed_create, undefined);
+    assert.equal(l.clientKeyExists(id), false, 'the keys go with the last pod');
+  });
+});
