@@ -92,13 +92,18 @@ export async function startPod(
       log(ctx, 'warn', `cannot record run ${run.id} as failed: ${messageOf(saveError)}`);
     }
     ctx.bus.publish({ type: 'runState', runId: run.id, state: 'failed', message: run.message });
-    if (noPodLeft(ctx.store, run.id)) {
+    // pod.json may be stale (a write that failed): the record in memory knows the pod too, and
+    // the keys stay while either says a pod of the run may exist.
+    const podInMemory =
+      record !== null && record.podId !== null && record.state !== 'deleted' ? record.podId : null;
+    const otherInMemory = record !== null && record.mayHaveOtherPods();
+    if (podInMemory === null && !otherInMemory && noPodLeft(ctx.store, run.id)) {
       await forgetKeys(ctx, run.id);
     } else {
       log(
         ctx,
         'warn',
-        `run ${run.id} may have a pod left: check "overbrainer pod ls" and remove it with "overbrainer pod rm ${run.id}"`,
+        `run ${run.id} may have a pod left${podInMemory === null ? '' : ` (pod ${podInMemory})`}: check "overbrainer pod ls" and remove it with "overbrainer pod rm ${run.id}"`,
       );
     }
     throw error;
@@ -415,8 +420,18 @@ function adoptPod(ctx: PodCtx, record: PodRecord, pod: Pod, result: 'created' | 
     result,
     ctx.clock.nowMs(),
   );
-  // If this save fails the caller's failure path deletes the pod (its ID is in memory).
-  ctx.store.savePod(record);
+  // The pod bills from now on: if its record cannot be saved, the failure path of startPod
+  // deletes it by the ID held in memory, and the error names it.
+  try {
+    ctx.store.savePod(record);
+  } catch (error) {
+    throw new PodError(
+      'runs',
+      `pod ${pod.id} was created but its record cannot be saved (${messageOf(error)}), so the client deletes it`,
+      `Free the disk or fix the permissions of the runs folder, then train again. If a warning says pod ${pod.id} may still exist, remove it in Runpod's console or with "overbrainer pod rm ${record.runId}".`,
+      { cause: error },
+    );
+  }
   ctx.bus.publish({
     type: 'pod',
     runId: record.runId,

@@ -131,7 +131,8 @@ export async function remove(
     status: { kind: 'deleting', podId: id, reason },
   });
   pod.state = 'deleting';
-  ctx.store.savePod(pod);
+  // A record that cannot be written never stops a delete: the pod's ID is in memory.
+  trySave(ctx, pod, `as deleting pod ${id}`);
   let lookedGone = false;
   try {
     lookedGone = (await ctx.client.getPod(id, { signal })) === null;
@@ -209,7 +210,7 @@ export function markGone(
   const nowMs = ctx.clock.nowMs();
   const uptimeMs = pod.uptimeMs(nowMs);
   pod.deleted(by, nowMs);
-  ctx.store.savePod(pod);
+  trySave(ctx, pod, `that pod ${id} is deleted`);
   if (!pod.mayHaveOtherPods() && !options.keepClientKey) {
     forgetClientKey(ctx.store.sshDir(pod.runId));
   }
@@ -311,6 +312,15 @@ export async function forgetKeys(ctx: PodCtx, runId: string): Promise<void> {
     if (secret) await ctx.client.deleteSecret(secret.id);
   } catch (error) {
     log(ctx, 'debug', `cannot remove the host-key secret of run ${runId}: ${messageOf(error)}`);
+  }
+}
+
+/** Saves pod.json; a failure is logged (naming what could not be recorded), never thrown. */
+function trySave(ctx: PodCtx, pod: PodRecord, what: string): void {
+  try {
+    ctx.store.savePod(pod);
+  } catch (error) {
+    log(ctx, 'warn', `cannot record ${what} (run ${pod.runId}): ${messageOf(error)}`);
   }
 }
 

@@ -1,0 +1,129 @@
+/**
+ * Reliability matrix: the pod's record cannot be written after a create was answered. The client
+ * still knows the pod's ID in memory: it deletes the pod (a write that failed never makes it
+ * forget a pod that bills), keeps the run's keys until that delete is confirmed, and its message
+ * names the pod. The fault is real: pod.json's path becomes a directory at the moment the record
+ * first holds a pod ID, so every later write of it fails in the store's own atomic rename.
+ * Timings: production / 60.
+ */
+import assert from 'node:assert/strict';
+import * as fs from 'node:fs';
+import * as path from 'node:path';
+import { PodError } from '../../src/core/runpod/podError';
+import type { PodRecord } from '../../src/core/runs/podRecord';
+import { train } from '../../src/core/runs/flow';
+import { Lab } from '../helpers/lifecycle';
+import { recordFault, recordLedger } from '../helpers/reliability';
+
+describe('reliability: pod.json cannot be saved after a create was answered', function () {
+  this.timeout(180_000);
+  const labs: Lab[] = [];
+
+  afterEach(async function () {
+    const failures: string[] = [];
+    for (const done of labs.splice(0)) {
+      recordLedger(this.currentTest?.fullTitle() ?? 'lease', done.emulator.ledger());
+      try {
+        const billing = await done.close();
+        if (billing.length > 0) failures.push(`billing: ${billing.map((p) => p.id).join(', ')}`);
+      } catch (error) {
+        failures.push(String(error));
+      }
+    }
+    if (this.currentTest?.state === 'passed') assert.deepEqual(failures, []);
+  });
+
+  /** From the first save of a record that holds a pod ID on, pod.json cannot be written. */
+  function breakPodJsonOnceCreated(l: Lab): { brokenFor: () => string | null } {
+    const store = l.store;
+    const save = store.savePod.bind(store);
+    let brokenFor: string | null = null;
+    store.savePod = (record: PodRecord): void => {
+      if (brokenFor === null && record.podId !== null) {
+        const file = path.join(store.runDir(record.runId), 'pod.json');
+        fs.rmSync(file, { force: true });
+        fs.mkdirSync(file);
+        brokenFor = record.runId;
+      }
+      save(record);
+    };
+    return { brokenFor: () => brokenFor };
+  }
+
+  it('pod.json cannot be written once the create is answered: the pod is deleted before train returns, the error names it, the keys go only after the delete is confirmed', async function () {
+    const l = await Lab.start({ steps: 3 });
+    labs.push(l);
+    const fault = breakPodJsonOnceCreated(l);
+    recordFault(this, 'disk.pod-json.unwritable-after-create');
+    let runId: string | null = null;
+    let error: unknown = null;
+    try {
+      await train(l.deps, l.config, l.workspace, {
+        onRun: (r) => {
+          runId = r.id;
+        },
+      });
+    } catch (caught) {
+      error = caught;
+    }
+    assert.ok(runId !== null);
+    assert.equal(fault.brokenFor(), runId, 'the fault was applied');
+    const made = l.podsOfRun(runId);
+    assert.equal(made.length, 1, 'one pod was made');
+    const podId = made[0]!.id;
+    assert.deepEqual(
+      l.billing().map((p) => p.id),
+      [],
+      `no pod is left billing when train returns\n${l.transcript()}`,
+    );
+    assert.ok(error instanceof PodError, `train failed with a PodError: ${String(error)}`);
+    assert.match(error.message, new RegExp(`pod ${podId}`), 'the message names the pod');
+    assert.equal(made[0]!.deletedBy, 'account', 'deleted by the client');
+    assert.equal(l.runJson(runId).state, 'failed');
+    assert.equal(l.clientKeyExists(runId), false, 'keys forgotten once the delete was confirmed');
+  });
+
+  it('pod.json cannot be written once the create is answered and the delete is not confirmed: the keys stay, the warning and the error name the pod', async function () {
+    const l = await Lab.start({ steps: 3 });
+    labs.push(l);
+    const fault = breakPodJsonOnceCreated(l);
+    // One whole delete call of the client (with its retries) fails: the pod still shows.
+    await l.emulator.faults.add({
+      kind: 'request',
+      route: 'deletePod',
+      key: 'account',
+      times: l.timing.retries + 1,
+      effect: { type: 'status', status: 500 },
+    });
+    recordFault(this, 'disk.pod-json.unwritable-after-create');
+    recordFault(this, 'api.deletePod.500', l.timing.retries + 1);
+    let runId: string | null = null;
+    let error: unknown = null;
+    try {
+      await train(l.deps, l.config, l.workspace, {
+        onRun: (r) => {
+          runId = r.id;
+        },
+      });
+    } catch (caught) {
+      error = caught;
+    }
+    assert.ok(runId !== null);
+    assert.equal(fault.brokenFor(), runId, 'the fault was applied');
+    const made = l.podsOfRun(runId);
+    assert.equal(made.length, 1, 'one pod was made');
+    const podId = made[0]!.id;
+    assert.ok(error instanceof PodError, `train failed with a PodError: ${String(error)}`);
+    assert.match(error.message, new RegExp(`pod ${podId}`), 'the message names the pod');
+    assert.equal(l.runJson(runId).state, 'failed');
+    assert.ok(
+      l.logs().some((line) => line.startsWith('warn: ') && line.includes(`(pod ${podId})`)),
+      `a warning names the pod that may be left\n${l.logs().join('\n')}`,
+    );
+    assert.equal(l.clientKeyExists(runId), true, 'the client key stays: the pod may exist');
+    assert.equal(await l.hostKeySecretExists(runId), true, 'the host-key secret stays');
+    // The user removes it in Runpod's console (the record cannot name it).
+    const deleted = await l.api.delete(`/pods/${podId}`);
+    assert.ok(deleted.status < 300, `console delete answered ${deleted.status}`);
+  });
+});
