@@ -486,8 +486,11 @@ async function removeChecked(
   try {
     run = ctx.store.loadRun(runId);
   } catch (error) {
-    if (!isRunsError(error, 'not_found')) throw error;
-    if (!force) {
+    if (!isRunsError(error, 'not_found')) {
+      // A damaged run.json never blocks a forced removal either.
+      if (!force) throw error;
+      log(ctx, 'warn', `${messageOf(error)}: looking for the pods of run ${runId} by their marker`);
+    } else if (!force) {
       return new PodAdminError(
         'not_in_runs',
         `run ${runId} is not in this project's runs/: its pods may belong to another checkout; if none owns it, pass --force`,
@@ -512,7 +515,14 @@ async function removeChecked(
   const state: RunState | null = run?.state ?? null;
   const runInProgress = state === 'preparing' || state === 'running';
   const inProgress = runInProgress || follower !== null;
-  const record = run === null ? null : ctx.store.loadPod(runId);
+  let record: PodRecord | null = null;
+  try {
+    record = run === null ? null : ctx.store.loadPod(runId);
+  } catch (error) {
+    // A damaged pod.json never blocks removal: forced, the run's pods are found by their marker.
+    if (!force) throw error;
+    log(ctx, 'warn', `${messageOf(error)}: looking for the pods of run ${runId} by their marker`);
+  }
   if (!force && starting(state, record)) {
     return new PodAdminError(
       'still_starting',
@@ -603,8 +613,8 @@ async function removeStrays(
   let strays: string[];
   try {
     strays = ctx.store.loadPod(runId)?.strayPods ?? [];
-  } catch (error) {
-    note(error);
+  } catch {
+    // Unreadable (reported above): every stray carries the run marker, which removeMarked sweeps.
     return;
   }
   for (const id of strays) {

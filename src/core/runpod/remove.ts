@@ -3,8 +3,10 @@
  * `look_up`, `look_again`, `look_up_all`, `remove`, `mark_gone`, `sweep`).
  * Nothing here ever deletes a pod on the ground that it "looks gone".
  */
+import * as path from 'node:path';
 import type { DeleteReason } from '../events';
 import type { DeletedBy, PodRecord } from '../runs/podRecord';
+import { SSH_DIR } from '../runs/store';
 import { forgetClientKey } from './keys';
 import type { Pod } from './api';
 import { hostKeySecretName, log, type PodCtx } from './context';
@@ -304,8 +306,10 @@ export function noteStrays(ctx: PodCtx, pod: PodRecord, stray: readonly string[]
  * failure is logged and retried by the next sweep.
  */
 export async function forgetKeys(ctx: PodCtx, runId: string): Promise<void> {
-  if (!forgetClientKey(ctx.store.sshDir(runId))) {
-    log(ctx, 'warn', `cannot remove the private key of run ${runId} in ${ctx.store.sshDir(runId)}`);
+  // Never creates the directory (sshDir would): a run without keys is left as it is.
+  const sshDir = path.join(ctx.store.runDir(runId), SSH_DIR);
+  if (!forgetClientKey(sshDir)) {
+    log(ctx, 'warn', `cannot remove the private key of run ${runId} in ${sshDir}`);
   }
   try {
     const secret = await ctx.client.findSecret(hostKeySecretName(runId));

@@ -1,0 +1,75 @@
+/**
+ * Reliability matrix: damaged records never block removal. With run.json or pod.json damaged
+ * (hand-edited, truncated by a full disk), `pod rm RUN_ID --force` finds the run's pods through
+ * the API by their run marker and deletes them; without --force it refuses and deletes nothing.
+ * Each scenario has its own lab (the emulator's real pods run the real bootstrap and watchdog).
+ * Timings: production / 60.
+ */
+import assert from 'node:assert/strict';
+import * as fs from 'node:fs';
+import * as path from 'node:path';
+import { removePods } from '../../src/core/runpod/podAdmin';
+import { FlowError, train } from '../../src/core/runs/flow';
+import { Lab } from '../helpers/lifecycle';
+import { recordFault, recordLedger } from '../helpers/reliability';
+
+describe('reliability: damaged records and pod rm', function () {
+  this.timeout(180_000);
+  const labs: Lab[] = [];
+
+  afterEach(async function () {
+    const failures: string[] = [];
+    for (const done of labs.splice(0)) {
+      recordLedger(this.currentTest?.fullTitle() ?? 'records', done.emulator.ledger());
+      try {
+        const billing = await done.close();
+        if (billing.length > 0) failures.push(`billing: ${billing.map((p) => p.id).join(', ')}`);
+      } catch (error) {
+        failures.push(String(error));
+      }
+    }
+    if (this.currentTest?.state === 'passed') assert.deepEqual(failures, []);
+  });
+
+  /** A run whose job runs on its pod with nobody following it; returns its ID and pod ID. */
+  async function leftRunning(l: Lab): Promise<{ id: string; podId: string }> {
+    let runId: string | null = null;
+    const stop = new AbortController();
+    const training = l.track(
+      train(l.deps, l.config, l.workspace, {
+        onRun: (r) => {
+          runId = r.id;
+        },
+        signal: stop.signal,
+      }),
+    );
+    const id = await l.jobRunning(() => runId);
+    stop.abort();
+    await assert.rejects(training, (error: unknown) => error instanceof FlowError);
+    return { id, podId: String(l.podJson(id).pod_id) };
+  }
+
+  for (const file of ['pod.json', 'run.json'] as const) {
+    it(`a damaged ${file}: pod rm refuses without --force and deletes nothing; with --force it finds the run's pod by its marker and deletes it`, async function () {
+      const l = await Lab.start({ steps: 2_000, stepSeconds: 0.05 });
+      labs.push(l);
+      const { id, podId } = await leftRunning(l);
+      fs.writeFileSync(path.join(l.runDir(id), file), '{"version": 1, "run_id": ');
+      recordFault(this, `disk.${file}.damaged`);
+      const ctx = { ...l.deps, client: l.client };
+      const refused = await removePods(ctx, id);
+      assert.ok(refused.error instanceof Error, String(refused.error));
+      assert.match(refused.error.message, new RegExp(file.replace('.', '\\.')));
+      assert.deepEqual(refused.removed, []);
+      assert.equal(l.ledgerOf(podId).billing, true, 'nothing deleted without --force');
+      const removal = await removePods(ctx, id, { force: true });
+      assert.equal(removal.error, null, String(removal.error));
+      assert.deepEqual(
+        removal.removed.map((p) => p.podId),
+        [podId],
+      );
+      assert.equal(l.ledgerOf(podId).billing, false);
+      assert.equal(l.ledgerOf(podId).deletedBy, 'account');
+    });
+  }
+});
