@@ -470,8 +470,10 @@ describe('overbrainer CLI against the Runpod emulator', function () {
   });
 
   it('train keep at runtime keeps the pod after the run; train release after the retrieval deletes it', async () => {
+    // Long enough (30 s) for a second CLI to start and keep the pod while the job runs, even on
+    // a loaded machine (a CLI start can take seconds there).
     const medium = {
-      OVERBRAINER_TRAINING__COMMAND: 'python3 train.py --steps 120 --step-seconds 0.1',
+      OVERBRAINER_TRAINING__COMMAND: 'python3 train.py --steps 300 --step-seconds 0.1',
     };
     const training = start(['train'], medium);
     await waitFor('the job to run', training, () =>
