@@ -29,7 +29,14 @@ import { CLIENT_VERSION, RunpodClient } from '../core/runpod/client';
 import type { PodCtx } from '../core/runpod/context';
 import { RunpodConfigError } from '../core/runpod/errors';
 import { sshCommand } from '../core/runpod/keys';
-import { listPods, orphanWarnings, podTable, removePods } from '../core/runpod/podAdmin';
+import {
+  listPods,
+  orphanWarnings,
+  podTable,
+  removePods,
+  sweepHostKeySecrets,
+  type PodRow,
+} from '../core/runpod/podAdmin';
 import { PodError } from '../core/runpod/podError';
 import { messageOf } from '../core/runpod/remove';
 import {
@@ -494,8 +501,24 @@ class Session {
     try {
       const rows = await listPods(this.podCtx(client), { lookUpUnlisted: false });
       for (const warning of orphanWarnings(rows)) this.io.stderr(`warning: ${warning}`);
+      await this.sweepSecrets(client, rows);
     } catch (error) {
       this.io.stderr(`warning: cannot look for leftover pods: ${messageOf(error)}`);
+    }
+  }
+
+  /** Deletes the host-key secrets (and client keys) that ended runs left behind. */
+  private async sweepSecrets(client: RunpodClient, rows: readonly PodRow[]): Promise<void> {
+    try {
+      const swept = await sweepHostKeySecrets(this.podCtx(client), rows);
+      if (swept.length > 0)
+        this.io.stderr(
+          `train: deleted the host-key secrets left by ended runs ${swept.join(', ')}`,
+        );
+    } catch (error) {
+      this.io.stderr(
+        `warning: cannot sweep the host-key secrets of ended runs: ${messageOf(error)}`,
+      );
     }
   }
 

@@ -15,6 +15,7 @@ import {
   removePodById,
   removePods,
   strayWarning,
+  sweepHostKeySecrets,
   type PodAdminErrorKind,
 } from '../core/runpod/podAdmin';
 import { attach, cancel, keepPod, train, type FlowResult } from '../core/runs/flow';
@@ -225,6 +226,12 @@ export class Controller implements vscode.Disposable {
         const stray = strayWarning(rows);
         if (stray !== null)
           this.notify({ type: 'warning', runId: null, code: 'strays', message: stray });
+        const swept = await sweepHostKeySecrets(session.podCtx(), rows).catch((error: unknown) => {
+          this.log.warn(`Cannot sweep the host-key secrets of ended runs: ${errorText(error)}`);
+          return [];
+        });
+        if (swept.length > 0)
+          this.log.info(`Deleted the host-key secrets left by ended runs ${swept.join(', ')}`);
       } catch (error) {
         if (keyProblem(error)) {
           await this.showError('Cannot train', error);

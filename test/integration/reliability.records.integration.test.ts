@@ -8,7 +8,8 @@
 import assert from 'node:assert/strict';
 import * as fs from 'node:fs';
 import * as path from 'node:path';
-import { removePods } from '../../src/core/runpod/podAdmin';
+import { hostKeySecretName } from '../../src/core/runpod/context';
+import { listPods, removePods, sweepHostKeySecrets } from '../../src/core/runpod/podAdmin';
 import { FlowError, train } from '../../src/core/runs/flow';
 import { Lab } from '../helpers/lifecycle';
 import { recordFault, recordLedger } from '../helpers/reliability';
@@ -72,4 +73,34 @@ describe('reliability: damaged records and pod rm', function () {
       assert.equal(l.ledgerOf(podId).deletedBy, 'account');
     });
   }
+
+  it("host-key secrets left by ended runs are swept at train's start, with their client keys; a running run's and another checkout's stay", async function () {
+    const l = await Lab.start({ steps: 200, stepSeconds: 0.05 });
+    labs.push(l);
+    const ctx = { ...l.deps, client: l.client };
+    // A run that ended with its pod deleted, whose client died before it forgot its keys.
+    const ended = await train(l.deps, l.config, l.workspace, {});
+    const endedId = ended.run.id;
+    assert.equal(await l.hostKeySecretExists(endedId), false);
+    await l.client.createSecret(hostKeySecretName(endedId), 'bGVmdG92ZXI=');
+    const clientKey = path.join(l.runDir(endedId), 'ssh', 'id_ed25519');
+    fs.mkdirSync(path.dirname(clientKey), { recursive: true });
+    fs.writeFileSync(clientKey, 'leftover private key\n', { mode: 0o600 });
+    // A run left running on its pod (nobody follows), and a run of another checkout.
+    const { id: runningId } = await leftRunning(l);
+    const foreignId = 'other_20260101-000000';
+    await l.client.createSecret(hostKeySecretName(foreignId), 'Zm9yZWlnbg==');
+    recordFault(this, 'keys.host-key-secret-left-behind');
+    const rows = await listPods(ctx, { lookUpUnlisted: false });
+    const swept = await sweepHostKeySecrets(ctx, rows);
+    assert.deepEqual(swept, [endedId]);
+    assert.equal(await l.hostKeySecretExists(endedId), false, "the ended run's secret is gone");
+    assert.equal(fs.existsSync(clientKey), false, 'its client key too');
+    assert.equal(await l.hostKeySecretExists(runningId), true, "a running run's secret stays");
+    assert.ok(l.clientKeyExists(runningId));
+    assert.equal(await l.hostKeySecretExists(foreignId), true, "another checkout's secret stays");
+    // The running run goes on untouched: remove its pod to end the case.
+    const removal = await removePods(ctx, runningId, { force: true });
+    assert.equal(removal.error, null, String(removal.error));
+  });
 });

@@ -37,6 +37,8 @@ export function warn(
 }
 
 /** The account secret holding a run's pod host key (spec §4.1). */
+export const HOST_KEY_SECRET_PREFIX = 'overbrainer_host_key_';
+
 export function hostKeySecretName(runId: string): string {
-  return `overbrainer_host_key_${runId}`;
+  return `${HOST_KEY_SECRET_PREFIX}${runId}`;
 }
