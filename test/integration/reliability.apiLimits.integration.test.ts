@@ -148,16 +148,62 @@ describe('reliability: Runpod API limits and answers as its document describes',
       [429, 201],
       'the refused create was sent again only after Runpod refused it unprocessed',
     );
-    assert.deepEqual(
-      calls(l, 'deletePod')
-        .filter((r) => r.key === 'account')
-        .map((r) => r.status),
-      [429, 204],
-      "the client's delete was refused once, then sent again after Retry-After",
-    );
+    // The client's delete is refused once and sent again after Retry-After; the watchdog, told the
+    // results are retrieved, may delete the pod in between (the second delete then answers 404).
+    const deletes = calls(l, 'deletePod').filter((r) => r.key === 'account');
+    assert.equal(deletes[0]?.status, 429);
+    assert.equal(deletes.length, 2, JSON.stringify(deletes));
     const made = l.podsOfRun(id);
     assert.equal(made.length, 1, 'one pod was ever made');
-    assert.equal(made[0]?.deletedBy, 'account');
+    assert.ok(['account', 'pod'].includes(String(made[0]?.deletedBy)), String(made[0]?.deletedBy));
+    assert.deepEqual(
+      l.billing().map((p) => p.id),
+      [],
+    );
     assert.equal(l.podJson(id).state, 'deleted');
+  });
+
+  it('the API unreachable for the delete after retrieval: the delete keeps being tried with a countdown warning that names the API and what the watchdog does meanwhile; no pod is left billing, pod.json says deleted once the API answers', async function () {
+    const l = await lab({ steps: 3 });
+    // Two whole delete calls (each with all its retries) lose their connection, as when the API
+    // cannot be reached; the third answers.
+    const lost = 2 * (l.timing.retries + 1);
+    await l.emulator.faults.add({
+      kind: 'request',
+      route: 'deletePod',
+      key: 'account',
+      times: lost,
+      effect: { type: 'drop' },
+    });
+    recordFault(this, 'api.deletePod.unreachable', lost);
+    const o = await run(l);
+    assert.equal(o.error, null, `${String(o.error)}\n${l.transcript()}`);
+    const id = o.runId!;
+    assert.equal(o.result?.run.state, 'succeeded', l.transcript());
+    const made = l.podsOfRun(id);
+    assert.equal(made.length, 1);
+    // The results are retrieved: the watchdog may delete the pod first, as the warning says.
+    assert.ok(['account', 'pod'].includes(String(made[0]?.deletedBy)), String(made[0]?.deletedBy));
+    assert.deepEqual(
+      l.billing().map((p) => p.id),
+      [],
+    );
+    assert.equal(l.podJson(id).state, 'deleted');
+    const countdown = l.events
+      .map((e) => e.event)
+      .filter(
+        (e): e is Extract<typeof e, { type: 'warning' }> =>
+          e.type === 'warning' && e.code === 'api_unreachable',
+      );
+    assert.equal(countdown.length, 2, 'one warning per failed delete');
+    for (const warning of countdown) {
+      assert.equal(warning.runId, id);
+      assert.ok(warning.message.includes(l.deps.client!.baseUrl), warning.message);
+      assert.match(warning.message, /trying again in \d+ s/);
+      assert.match(
+        warning.message,
+        /the results are retrieved: the pod's watchdog deletes it by itself within \d+ s/,
+      );
+    }
   });
 });
