@@ -53,6 +53,16 @@ export function notificationFor(event: CoreEvent): Notification | null {
           actions: runId === null ? [] : ['Attach'],
           runId,
         };
+      case 'api_unreachable':
+        // Repeated with a countdown while the core keeps trying: shown once per run (each line
+        // stays in the output channel).
+        return {
+          key: `api_unreachable:${runId ?? ''}`,
+          severity: 'warning',
+          message,
+          actions: runId === null ? [] : ['Open Run'],
+          runId,
+        };
       default:
         return {
           key: `warning:${runId ?? ''}:${event.code}:${event.message}`,

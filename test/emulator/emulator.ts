@@ -438,6 +438,8 @@ export async function startEmulator(options: EmulatorOptions = {}): Promise<Emul
 
 class EmulatorServer {
   private readonly clock: Clock;
+  /** A spent quota window (a `quotaSpent` fault): account calls before its reset answer 429. */
+  private quota: { window: 'minute' | 'hour' | 'day'; resetAtMs: number } | null = null;
   private readonly contract = OpenApiContract.load();
   private readonly ledgerBook: Ledger;
   private readonly faultBook = new FaultBook();
@@ -814,6 +816,19 @@ class EmulatorServer {
       );
       return;
     }
+    if (caller.kind === 'account' && this.quota !== null) {
+      const leftMs = this.quota.resetAtMs - this.clock.nowMs();
+      if (leftMs > 0) {
+        const reply = problem(429, `rate limit exceeded for the ${this.quota.window} window`);
+        reply.headers = {
+          'retry-after': String(Math.ceil(leftMs / 1000)),
+          ...this.quotaHeaders(),
+        };
+        finish(reply, operationId);
+        return;
+      }
+      this.quota = null;
+    }
 
     // The body, parsed (validated further down).
     const declared = this.contract.hasRequestBody(operationId);
@@ -874,7 +889,7 @@ class EmulatorServer {
       action,
     });
     if (hit) entry.faultId = hit.faultId;
-    if (hit && !hit.applied) {
+    if (hit && !hit.applied && hit.effect.type !== 'quotaSpent') {
       this.applyEffect(hit, req, res, entry, finish, operationId);
       return;
     }
@@ -893,6 +908,15 @@ class EmulatorServer {
     }
 
     const reply = await this.handle(operationId, match.pathParams, query.values, body, caller);
+    if (hit && hit.effect.type === 'quotaSpent' && reply.status < 300) {
+      this.quota = {
+        window: hit.effect.window ?? 'minute',
+        resetAtMs: this.clock.nowMs() + hit.effect.resetS * 1000,
+      };
+      reply.headers = { ...reply.headers, ...this.quotaHeaders() };
+      finish(reply, operationId);
+      return;
+    }
     if (hit && hit.applied && reply.status < 300) {
       const made = isObject(reply.body) ? reply.body.id : undefined;
       if (hit.unlistedFor !== undefined && typeof made === 'string')
@@ -901,6 +925,22 @@ class EmulatorServer {
       return;
     }
     finish(reply, operationId);
+  }
+
+  /** `RateLimit` and `RateLimit-Policy` as Runpod's document shows them, for the spent quota. */
+  private quotaHeaders(): Record<string, string> {
+    if (this.quota === null) return {};
+    const t = Math.max(0, Math.ceil((this.quota.resetAtMs - this.clock.nowMs()) / 1000));
+    const windows = { minute: [60, 60], hour: [3000, 3600], day: [50000, 86400] } as const;
+    const members = (Object.keys(windows) as (keyof typeof windows)[]).map((w) =>
+      w === this.quota?.window
+        ? `"${w}";r=0;t=${t}`
+        : `"${w}";r=${windows[w][0] - 1};t=${windows[w][1]}`,
+    );
+    const policy = (Object.keys(windows) as (keyof typeof windows)[]).map(
+      (w) => `"${w}";q=${windows[w][0]};w=${windows[w][1]}`,
+    );
+    return { ratelimit: members.join(', '), 'ratelimit-policy': policy.join(', ') };
   }
 
   private applyEffect(

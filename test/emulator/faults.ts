@@ -46,6 +46,19 @@ const effectSchema = z.discriminatedUnion('type', [
       retryAfterS: z.number().int().nonnegative().optional(),
     })
     .strict(),
+  z
+    .object({
+      /**
+       * The call takes effect and answers as usual (a 2xx), but its `RateLimit` header says the
+       * account's `window` is spent (`r=0`) until `resetS` seconds from now, as Runpod's headers on
+       * every answer do; every call of the account key that arrives before the reset is answered
+       * 429 (with `Retry-After` and the same headers), as Runpod's quota would.
+       */
+      type: z.literal('quotaSpent'),
+      resetS: z.number().int().positive(),
+      window: z.enum(['minute', 'hour', 'day']).optional(),
+    })
+    .strict(),
   /** Destroy the connection without an answer. */
   z.object({ type: z.literal('drop') }).strict(),
   /** Never answer (until the client gives up or the emulator closes). */

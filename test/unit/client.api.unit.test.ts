@@ -17,7 +17,7 @@ import { retryAfterMs, userAgentFor, validateBaseUrl } from '../../src/core/runp
 import { lineColumn, scanJson } from '../../src/core/runs/jsonPositions';
 import {
   ApiError,
-  isCapacity400,
+  isPlacement400,
   isRunpod404,
   oneLine,
   Redactor,
@@ -160,18 +160,25 @@ describe("Runpod's 404 and capacity", () => {
     assert.equal(isRunpod404('[{"title":"x"}]'), false);
   });
 
-  it("reads capacity from a 400's detail only", () => {
+  it("reads a create's 400 as 'could not be placed' from Runpod's problem form, not its words", () => {
+    // The document's own example, and the field's phrase: both move the walk on.
     assert.equal(
-      isCapacity400(
-        '{"title":"Bad Request","status":400,"detail":"There are no longer any instances available with the requested specifications. Please refresh and try again."}',
+      isPlacement400(
+        '{"title":"Bad Request","status":400,"detail":"request could not be processed"}',
       ),
       true,
     );
     assert.equal(
-      isCapacity400('{"title":"no longer any instances available","status":400}'),
-      false,
+      isPlacement400(
+        '{"title":"Bad Request","status":400,"detail":"There are no longer any instances available with the requested specifications. Please refresh and try again."}',
+      ),
+      true,
     );
-    assert.equal(isCapacity400('no longer any instances available'), false);
+    assert.equal(isPlacement400('{"detail":"Keine Instanzen mehr verfügbar"}'), true);
+    // Not Runpod's document: a proxy's page or a bare phrase proves nothing about capacity.
+    assert.equal(isPlacement400('no longer any instances available'), false);
+    assert.equal(isPlacement400('<html>400 Bad Request</html>'), false);
+    assert.equal(isPlacement400('{"message":"bad"}'), false);
   });
 });
 

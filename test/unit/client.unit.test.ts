@@ -556,10 +556,11 @@ describe('RunpodClient: list pagination', () => {
 
 describe('RunpodClient: error classification (non-create calls keep Runpod text)', () => {
   const cases: [number, string, ApiErrorKind][] = [
+    // Capacity is a create's answer only: a list's 400 is our request's fault.
     [
       400,
       'There are no longer any instances available with the requested specifications.',
-      'capacity',
+      'rejected',
     ],
     [400, 'cpu and gpu are mutually exclusive', 'rejected'],
     [402, 'insufficient balance', 'no_credits'],
@@ -846,7 +847,10 @@ describe('RunpodClient: createPod is never sent twice blindly', () => {
       'capacity',
       CREATE_MESSAGES.capacity,
     ],
-    [400, 'SERVER-TEXT cannot combine', 'rejected', CREATE_MESSAGES.rejected],
+    // The document: a 400 to a create is "this GPU and data center could not be placed", whatever
+    // its detail says (capacity has no machine-readable code): try the next candidate.
+    [400, 'SERVER-TEXT cannot combine', 'capacity', CREATE_MESSAGES.capacity],
+    [400, 'request could not be processed', 'capacity', CREATE_MESSAGES.capacity],
     [402, 'SERVER-TEXT balance', 'no_credits', CREATE_MESSAGES.noCredits],
     [403, 'SERVER-TEXT denied', 'forbidden', CREATE_MESSAGES.forbidden],
     [404, 'SERVER-TEXT template not found', 'rejected', CREATE_MESSAGES.rejected],
@@ -871,6 +875,26 @@ describe('RunpodClient: createPod is never sent twice blindly', () => {
       assert.deepEqual(clock.backoffs, []);
     });
   }
+
+  it("a 400 that is not Runpod's problem document (a proxy page) is rejected, not capacity", async () => {
+    const server = await startServer((_hit, res) => {
+      res.writeHead(400, { 'content-type': 'text/html' });
+      res.end('<html>Bad Request</html>');
+    });
+    const { client } = makeClient(server);
+    const error = await apiError(client.createPod(body()), 'rejected');
+    assert.equal(error.message, CREATE_MESSAGES.rejected);
+    assert.equal(server.hits.length, 1);
+  });
+
+  it('a 5xx with Retry-After is still never re-sent (ambiguous: reconcile first)', async () => {
+    const server = await startServer((_hit, res) =>
+      problem(res, 503, 'busy', {}, { 'retry-after': '3', ratelimit: '"minute";r=0;t=3' }),
+    );
+    const { client, clock } = makeClient(server);
+    await drive(clock, apiError(client.createPod(body()), 'ambiguous'));
+    assert.equal(server.hits.length, 1);
+  });
 
   it('401 on create is the fixed key hint', async () => {
     const server = await startServer((_hit, res) => problem(res, 401, 'bad'));
@@ -988,6 +1012,60 @@ describe('RunpodClient: createPod is never sent twice blindly', () => {
     assert.equal(error.aborted, true);
     const early = await rejection(client.createPod(body(), { signal: AbortSignal.abort() }));
     assert.ok(isAbortError(early));
+    assert.equal(server.hits.length, 1);
+  });
+});
+
+describe('RunpodClient: a quota spent in a 2xx answer is waited out before the next call', () => {
+  // Runpod sends RateLimit (remaining r, seconds to reset t, per window) on every answer, not only
+  // on 429: when a window is spent, the next call waits for its reset instead of drawing a 429.
+  const SPENT = { ratelimit: '"minute";r=0;t=12, "hour";r=2800;t=1812' };
+  const POLICY = { 'ratelimit-policy': '"minute";q=60;w=60, "hour";q=3000;w=3600' };
+
+  it('a GET after a 200 whose minute window is spent waits 12 s, then is sent once', async () => {
+    const server = await startServer((_hit, res) =>
+      json(res, 200, pod(), server.hits.length === 1 ? { ...SPENT, ...POLICY } : {}),
+    );
+    const { client, clock } = makeClient(server);
+    await client.getPod('7h9k2m4n6p');
+    assert.deepEqual(clock.backoffs, []);
+    const second = client.getPod('7h9k2m4n6p');
+    await waitFor(() => clock.pendingBackoff() !== undefined, 'the quota wait');
+    assert.equal(server.hits.length, 1, 'nothing sent before the reset');
+    await drive(clock, second);
+    assert.deepEqual(clock.backoffs, [12_000]);
+    assert.equal(server.hits.length, 2);
+    // The reset passed: the next call goes at once.
+    await client.getPod('7h9k2m4n6p');
+    assert.deepEqual(clock.backoffs, [12_000]);
+  });
+
+  it('a create after a spent quota waits, and is sent exactly once', async () => {
+    const server = await startServer((hit, res) =>
+      hit.method === 'GET'
+        ? json(res, 200, { pods: [] }, { ratelimit: 'limit=60, remaining=0, reset=5' })
+        : json(res, 201, pod()),
+    );
+    const { client, clock } = makeClient(server);
+    await client.listPods();
+    const created = await drive(clock, client.createPod(body()));
+    assert.equal(created.id, '7h9k2m4n6p');
+    assert.deepEqual(clock.backoffs, [5000]);
+    assert.equal(server.hits.filter((h) => h.method === 'POST').length, 1);
+  });
+
+  it('the wait is capped and aborts with the call', async () => {
+    const server = await startServer((_hit, res) =>
+      json(res, 200, pod(), { ratelimit: '"day";r=0;t=45012' }),
+    );
+    const { client, clock } = makeClient(server);
+    await client.getPod('7h9k2m4n6p');
+    const controller = new AbortController();
+    const second = client.getPod('7h9k2m4n6p', { signal: controller.signal });
+    await waitFor(() => clock.pendingBackoff() !== undefined, 'the quota wait');
+    assert.equal(clock.pendingBackoff()?.ms, fakeTiming().retryAfterCapMs);
+    controller.abort();
+    assert.ok(isAbortError(await rejection(second)));
     assert.equal(server.hits.length, 1);
   });
 });

@@ -32,6 +32,19 @@ describe('notifications from core events (model)', function () {
     );
   });
 
+  it('the API unreachable: one notification per run however the countdown changes; the log keeps each line', function () {
+    const at = (s: number) =>
+      notificationFor({
+        type: 'warning',
+        runId: 'r',
+        code: 'api_unreachable',
+        message: `the Runpod API at https://x/v2 cannot be reached: trying again in ${s} s`,
+      });
+    assert.equal(at(60)?.key, at(12)?.key);
+    assert.equal(at(60)?.severity, 'warning');
+    assert.deepEqual(at(60)?.actions, ['Open Run']);
+  });
+
   it('a finished run: success offers its output, failure is an error, preparing is silent', function () {
     const ok = notificationFor({ type: 'runState', runId: 'r', state: 'succeeded', message: null });
     assert.equal(ok?.severity, 'info');

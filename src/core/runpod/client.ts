@@ -56,7 +56,7 @@ import {
   ApiError,
   BASE_URL_VARIABLE,
   CREATE_MESSAGES,
-  isCapacity400,
+  isPlacement400,
   isRunpod404,
   oneLine,
   Redactor,
@@ -216,6 +216,8 @@ export class RunpodClient implements Disposable {
   private readonly ownAgent: Agent | null;
   private readonly log: RunpodLog;
   private readonly random: () => number;
+  /** When the spent window of the account's quota resets (clock ms); 0 while quota is left. */
+  private quotaResetAtMs = 0;
 
   constructor(options: RunpodClientOptions) {
     this.baseUrl = validateBaseUrl(options.baseUrl);
@@ -639,7 +641,9 @@ export class RunpodClient implements Disposable {
    */
   private async call(spec: CallSpec): Promise<Outcome> {
     for (let attempt = 0; ; attempt++) {
+      await this.waitForQuota(spec);
       const outcome = await this.send(spec);
+      this.noteQuota(outcome);
       if (attempt >= this.timing.retries || !retryable(outcome, spec.idempotent)) return outcome;
       const waitMs = this.retryWaitMs(attempt, outcome);
       const what =
@@ -652,6 +656,30 @@ export class RunpodClient implements Disposable {
       );
       await this.clock.sleep(waitMs, spec.signal);
     }
+  }
+
+  /**
+   * Before any call (every call goes through {@link call}, the create too): while a window of the
+   * account's quota is spent, as the last answer's RateLimit headers said, wait for its reset
+   * rather than draw a 429. Nothing has been sent yet, so an abort here is a plain AbortError.
+   */
+  private async waitForQuota(spec: CallSpec): Promise<void> {
+    const waitMs = this.quotaResetAtMs - this.clock.nowMs();
+    if (waitMs <= 0) return;
+    this.log(
+      'info',
+      `Runpod's rate limit is spent: ${spec.method} ${spec.path} waits ${(waitMs / 1000).toFixed(1)} s for the reset`,
+    );
+    await this.clock.sleep(waitMs, spec.signal);
+  }
+
+  /** Keeps when the quota resets, if an answer (of any status, 2xx too) says a window is spent. */
+  private noteQuota(outcome: Outcome): void {
+    if (outcome instanceof TransportFailure) return;
+    const resetMs = rateLimitResetMs(outcome.headers);
+    if (resetMs === undefined) return;
+    const atMs = this.clock.nowMs() + Math.min(resetMs, this.timing.retryAfterCapMs);
+    this.quotaResetAtMs = Math.max(this.quotaResetAtMs, atMs);
   }
 
   /** Backoff: Runpod's `Retry-After` wins (capped); else base × 2^attempt up to the max, jittered ×0.5–1. */
@@ -749,8 +777,6 @@ export class RunpodClient implements Disposable {
       );
     }
     if (status === 401) return new ApiError('unauthorized', UNAUTHORIZED_HINT, options);
-    if (status === 400 && isCapacity400(answer.body))
-      return new ApiError('capacity', said, options);
     if (status === 402) return new ApiError('no_credits', said, options);
     if (status === 403) return new ApiError('forbidden', said, options);
     if (status === 404 && !isRunpod404(answer.body)) {
@@ -786,7 +812,7 @@ function createError(answer: Answer, retryAfterMs: number | undefined): ApiError
   const options = { status, retryAfterMs };
   if (status >= 300 && status < 400)
     return new ApiError('redirect', CREATE_MESSAGES.redirect, options);
-  if (status === 400 && isCapacity400(answer.body)) {
+  if (status === 400 && isPlacement400(answer.body)) {
     return new ApiError('capacity', CREATE_MESSAGES.capacity, options);
   }
   if (status === 401) return new ApiError('unauthorized', UNAUTHORIZED_HINT, options);

@@ -10,7 +10,8 @@ export const BASE_URL_VARIABLE = 'OVERBRAINER_RUNPOD__BASE_URL';
 
 /**
  * What went wrong with a Runpod API call, as the lifecycle decides on it:
- * - `capacity`: 400 whose detail says no instances are left (try the next GPU type);
+ * - `capacity`: a create's 400 in Runpod's problem form: this GPU type could not be placed
+ *   (no capacity, or a rule of the request; try the next GPU type);
  * - `forbidden`: 403, the key or the GPU type is not allowed (try the next type);
  * - `unauthorized`: 401, the key is refused (stop: the user must set another key);
  * - `no_credits`: 402, balance too low (stop);
@@ -273,11 +274,15 @@ export function isRunpod404(body: string): boolean {
   return record.status === 404 || 'title' in record || 'detail' in record;
 }
 
-/** The text Runpod uses in a 400's `detail` when a GPU type has no capacity left. */
-export const CAPACITY_DETAIL = 'no longer any instances available';
-
-/** Whether a 400's body says the GPU type has no capacity left. */
-export function isCapacity400(body: string): boolean {
-  const problem = problemFields(body);
-  return problem?.detail?.toLowerCase().includes(CAPACITY_DETAIL) ?? false;
+/**
+ * Whether a create's 400 is Runpod's "this GPU and data center could not be placed": Runpod's API
+ * document says a 400 to a create covers both a broken cross-field rule and no capacity, that
+ * capacity has no machine-readable code (only a human-readable `detail`, whose words may change),
+ * and that the caller should try its next candidate. So any 400 that is Runpod's own problem
+ * document (`title`, `status` or `detail`) moves the walk on; a 400 that is not (a proxy's page)
+ * proves nothing about capacity and stays `rejected`. A rule our request breaks fails the same way
+ * on every type, so the walk then ends having tried them all, never with a pod.
+ */
+export function isPlacement400(body: string): boolean {
+  return problemFields(body) !== null;
 }

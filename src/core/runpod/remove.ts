@@ -9,7 +9,7 @@ import type { DeletedBy, PodRecord } from '../runs/podRecord';
 import { SSH_DIR } from '../runs/store';
 import { forgetClientKey } from './keys';
 import type { Pod } from './api';
-import { hostKeySecretName, log, type PodCtx } from './context';
+import { hostKeySecretName, log, warn, type PodCtx } from './context';
 import { ApiError } from './errors';
 import { PodError } from './podError';
 
@@ -141,14 +141,57 @@ export async function remove(
   } catch (error) {
     log(ctx, 'debug', `cannot look at pod ${id} before deleting it: ${messageOf(error)}`);
   }
-  let deleteSaidGone: boolean;
-  try {
-    deleteSaidGone = !(await ctx.client.deletePod(id, { signal }));
-  } catch (error) {
-    throw notDeleted(id, pod.runId, `the delete failed: ${messageOf(error)}`, error);
-  }
+  const deleteSaidGone = !(await deleteWhileUnreachable(ctx, pod, id, reason, signal));
   await confirmGone(ctx, id, pod.runId, signal);
   markGone(ctx, pod, id, lookedGone && deleteSaidGone ? 'watchdog' : by, options);
+}
+
+/** Failures that say nothing about the pod, only that the API cannot answer now. */
+const UNREACHABLE_KINDS: readonly string[] = ['transport', 'server', 'rate_limited'];
+
+/**
+ * Sends the delete of pod `id`; while the API cannot be reached (no answer, 5xx, 429 after the
+ * client's own retries) it keeps trying, every `retryMaxMs`, until the pod's deadline (when its
+ * watchdog deletes it by itself; at least `reconcileListLimitMs`), and before each wait publishes
+ * an `api_unreachable` warning with the countdown to the next try and what the watchdog does
+ * meanwhile (after a retrieval it deletes the pod at its next check; else at the deadline). Any other failure, or the limit, is `not_deleted`. Resolves deletePod's answer.
+ */
+async function deleteWhileUnreachable(
+  ctx: PodCtx,
+  pod: PodRecord,
+  id: string,
+  reason: DeleteReason,
+  signal: AbortSignal | undefined,
+): Promise<boolean> {
+  const deadlineMs = pod.deadlineUnixS === null ? null : pod.deadlineUnixS * 1000;
+  const untilMs = Math.max(
+    ctx.clock.nowMs() + ctx.timing.reconcileListLimitMs,
+    deadlineMs ?? Number.NEGATIVE_INFINITY,
+  );
+  for (;;) {
+    try {
+      return await ctx.client.deletePod(id, { signal });
+    } catch (error) {
+      const unreachable = error instanceof ApiError && UNREACHABLE_KINDS.includes(error.kind);
+      if (signal?.aborted || !unreachable || ctx.clock.nowMs() >= untilMs) {
+        throw notDeleted(id, pod.runId, `the delete failed: ${messageOf(error)}`, error);
+      }
+      const waitMs = Math.min(ctx.timing.retryMaxMs, untilMs - ctx.clock.nowMs());
+      const watchdog =
+        reason === 'retrieved'
+          ? `the results are retrieved: the pod's watchdog deletes it by itself within ${ctx.timing.watchdogIntervalS} s`
+          : pod.deadline === null
+            ? 'the pod is kept: nothing deletes it but "overbrainer pod rm"'
+            : `the pod's watchdog deletes it by itself at its deadline (${pod.deadline}) even if the API never answers`;
+      warn(
+        ctx,
+        pod.runId,
+        'api_unreachable',
+        `the Runpod API at ${ctx.client.baseUrl} cannot be reached (${messageOf(error)}): pod ${id} is not deleted yet, trying again in ${Math.max(1, Math.round(waitMs / 1000))} s (until ${new Date(untilMs).toISOString()}); meanwhile ${watchdog}`,
+      );
+      await ctx.clock.sleep(waitMs, signal);
+    }
+  }
 }
 
 export interface GoneOptions {

@@ -1,0 +1,209 @@
+/**
+ * Reliability matrix: Runpod's API answering as its own document allows. A create's 400 in
+ * Runpod's problem form means "this GPU type could not be placed" whatever its words, so the walk
+ * moves to the next type; a spent quota in the RateLimit headers of a 2xx answer is waited out
+ * before the next call, and a 429 with Retry-After is honoured on the create and the delete
+ * without a second pod. Each scenario has its own lab (the emulator's real pods run the real
+ * bootstrap and watchdog). Timings: production / 60 (Runpod's Retry-After and reset seconds are
+ * Runpod's own, never scaled).
+ */
+import assert from 'node:assert/strict';
+import { PodError } from '../../src/core/runpod/podError';
+import { train, type FlowResult } from '../../src/core/runs/flow';
+import { GPU, Lab, type LabOptions } from '../helpers/lifecycle';
+import { recordFault, recordLedger } from '../helpers/reliability';
+
+interface Outcome {
+  result: FlowResult | null;
+  error: unknown;
+  runId: string | null;
+}
+
+/** The example of Runpod's document for a 400: no word of capacity in it. */
+const DOCUMENT_400_DETAIL = 'request could not be processed';
+
+describe('reliability: Runpod API limits and answers as its document describes', function () {
+  this.timeout(180_000);
+  const labs: Lab[] = [];
+
+  async function lab(options: LabOptions): Promise<Lab> {
+    const started = await Lab.start(options);
+    labs.push(started);
+    return started;
+  }
+
+  afterEach(async function () {
+    const failures: string[] = [];
+    for (const done of labs.splice(0)) {
+      recordLedger(this.currentTest?.fullTitle() ?? 'apiLimits', done.emulator.ledger());
+      try {
+        const billing = await done.close();
+        if (billing.length > 0) failures.push(`billing: ${billing.map((p) => p.id).join(', ')}`);
+      } catch (error) {
+        failures.push(String(error));
+      }
+    }
+    if (this.currentTest?.state === 'passed') assert.deepEqual(failures, []);
+  });
+
+  async function run(l: Lab): Promise<Outcome> {
+    let runId: string | null = null;
+    try {
+      const result = await train(l.deps, l.config, l.workspace, {
+        onRun: (r) => {
+          runId = r.id;
+        },
+      });
+      return { result, error: null, runId };
+    } catch (error) {
+      return { result: null, error, runId };
+    }
+  }
+
+  const calls = (l: Lab, route: string) => l.emulator.requests().filter((r) => r.route === route);
+  const attempts = (l: Lab, id: string): string[] =>
+    (l.podJson(id).attempts as { result: string }[]).map((a) => a.result);
+
+  it("a create answered 400 with the document's own example (no word of capacity) moves the walk to the next GPU type; the run succeeds there", async function () {
+    const l = await lab({ steps: 3, gpuTypes: [GPU.rtx4090, GPU.a100] });
+    await l.emulator.faults.add({
+      kind: 'request',
+      route: 'createPod',
+      gpuId: GPU.rtx4090,
+      times: 'always',
+      effect: { type: 'status', status: 400, detail: DOCUMENT_400_DETAIL },
+    });
+    recordFault(this, 'api.createPod.400-problem');
+    const o = await run(l);
+    assert.equal(o.error, null, `${String(o.error)}\n${l.transcript()}`);
+    const id = o.runId!;
+    assert.equal(o.result?.run.state, 'succeeded', l.transcript());
+    assert.deepEqual(attempts(l, id), ['unavailable', 'created']);
+    assert.equal(calls(l, 'createPod').length, 2, 'one create per GPU type');
+    const made = l.podsOfRun(id);
+    assert.equal(made.length, 1);
+    assert.deepEqual(
+      l.billing().map((p) => p.id),
+      [],
+    );
+  });
+
+  it('every GPU type answered 400 in problem form: each is tried once, no pod is made, the run ends no_capacity', async function () {
+    const l = await lab({ steps: 3, gpuTypes: [GPU.rtx4090, GPU.a100] });
+    await l.emulator.faults.add({
+      kind: 'request',
+      route: 'createPod',
+      times: 'always',
+      effect: { type: 'status', status: 400, detail: DOCUMENT_400_DETAIL },
+    });
+    recordFault(this, 'api.createPod.400-problem', 2);
+    const o = await run(l);
+    assert.ok(o.error instanceof PodError && o.error.kind === 'no_capacity', String(o.error));
+    const id = o.runId!;
+    assert.deepEqual(attempts(l, id), ['unavailable', 'unavailable']);
+    assert.equal(calls(l, 'createPod').length, 2);
+    assert.equal(l.podsOfRun(id).length, 0);
+    assert.equal(l.runJson(id).state, 'failed');
+  });
+
+  it("a create whose 201 says the quota is spent: the run's next calls wait for the reset and never draw a 429; one pod, the run succeeds", async function () {
+    const l = await lab({ steps: 3 });
+    await l.emulator.faults.add({
+      kind: 'request',
+      route: 'createPod',
+      effect: { type: 'quotaSpent', resetS: 2 },
+    });
+    recordFault(this, 'api.quota-spent');
+    const o = await run(l);
+    assert.equal(o.error, null, `${String(o.error)}\n${l.transcript()}`);
+    const id = o.runId!;
+    assert.equal(o.result?.run.state, 'succeeded', l.transcript());
+    const refused = l.emulator
+      .requests()
+      .filter((r) => r.key === 'account' && r.status === 429)
+      .map((r) => `${r.method} ${r.path}`);
+    assert.deepEqual(refused, [], 'no call was sent into the spent quota');
+    assert.equal(calls(l, 'createPod').length, 1);
+    assert.equal(l.podsOfRun(id).length, 1);
+  });
+
+  it('429 with Retry-After on the create and on the delete: each is honoured, one pod is made and it is deleted', async function () {
+    const l = await lab({ steps: 3 });
+    await l.emulator.faults.rateLimit('createPod', 1);
+    // The client's delete (the account key), not the watchdog's own.
+    await l.emulator.faults.add({
+      kind: 'request',
+      route: 'deletePod',
+      key: 'account',
+      effect: { type: 'status', status: 429, retryAfterS: 1 },
+    });
+    recordFault(this, 'api.createPod.429');
+    recordFault(this, 'api.deletePod.429');
+    const o = await run(l);
+    assert.equal(o.error, null, `${String(o.error)}\n${l.transcript()}`);
+    const id = o.runId!;
+    assert.equal(o.result?.run.state, 'succeeded', l.transcript());
+    assert.deepEqual(
+      calls(l, 'createPod').map((r) => r.status),
+      [429, 201],
+      'the refused create was sent again only after Runpod refused it unprocessed',
+    );
+    // The client's delete is refused once and sent again after Retry-After; the watchdog, told the
+    // results are retrieved, may delete the pod in between (the second delete then answers 404).
+    const deletes = calls(l, 'deletePod').filter((r) => r.key === 'account');
+    assert.equal(deletes[0]?.status, 429);
+    assert.equal(deletes.length, 2, JSON.stringify(deletes));
+    const made = l.podsOfRun(id);
+    assert.equal(made.length, 1, 'one pod was ever made');
+    assert.ok(['account', 'pod'].includes(String(made[0]?.deletedBy)), String(made[0]?.deletedBy));
+    assert.deepEqual(
+      l.billing().map((p) => p.id),
+      [],
+    );
+    assert.equal(l.podJson(id).state, 'deleted');
+  });
+
+  it('the API unreachable for the delete after retrieval: the delete keeps being tried with a countdown warning that names the API and what the watchdog does meanwhile; no pod is left billing, pod.json says deleted once the API answers', async function () {
+    const l = await lab({ steps: 3 });
+    // Two whole delete calls (each with all its retries) lose their connection, as when the API
+    // cannot be reached; the third answers.
+    const lost = 2 * (l.timing.retries + 1);
+    await l.emulator.faults.add({
+      kind: 'request',
+      route: 'deletePod',
+      key: 'account',
+      times: lost,
+      effect: { type: 'drop' },
+    });
+    recordFault(this, 'api.deletePod.unreachable', lost);
+    const o = await run(l);
+    assert.equal(o.error, null, `${String(o.error)}\n${l.transcript()}`);
+    const id = o.runId!;
+    assert.equal(o.result?.run.state, 'succeeded', l.transcript());
+    const made = l.podsOfRun(id);
+    assert.equal(made.length, 1);
+    // The results are retrieved: the watchdog may delete the pod first, as the warning says.
+    assert.ok(['account', 'pod'].includes(String(made[0]?.deletedBy)), String(made[0]?.deletedBy));
+    assert.deepEqual(
+      l.billing().map((p) => p.id),
+      [],
+    );
+    assert.equal(l.podJson(id).state, 'deleted');
+    const countdown = l.events
+      .map((e) => e.event)
+      .filter(
+        (e): e is Extract<typeof e, { type: 'warning' }> =>
+          e.type === 'warning' && e.code === 'api_unreachable',
+      );
+    assert.equal(countdown.length, 2, 'one warning per failed delete');
+    for (const warning of countdown) {
+      assert.equal(warning.runId, id);
+      assert.ok(warning.message.includes(l.deps.client!.baseUrl), warning.message);
+      assert.match(warning.message, /trying again in \d+ s/);
+      assert.match(
+        warning.message,
+        /the results are retrieved: the pod's watchdog deletes it by itself within \d+ s/,
+      );
+    }
+  });
+});
