@@ -44,6 +44,7 @@ import {
   cancel,
   FlowError,
   keepPod,
+  recoverAbandoned,
   summaryLine,
   train,
   type FlowDeps,
@@ -333,7 +334,10 @@ class Session {
       (Object.keys(config.targets).length === 1 ? Object.keys(config.targets)[0] : undefined);
     const target = name === undefined ? undefined : config.targets[name];
     const client = this.api(target?.kind === 'runpod');
-    if (target?.kind === 'runpod' && client) await this.warnOrphans(client);
+    if (target?.kind === 'runpod' && client) {
+      await this.warnOrphans(client);
+      await this.recoverAbandoned(client, config);
+    }
     this.interrupts = new Interrupts(this.io, this.renderer, (jobStarted) =>
       jobStarted
         ? 'stopping to follow the run; its job and pod keep running'
@@ -504,6 +508,21 @@ class Session {
       await this.sweepSecrets(client, rows);
     } catch (error) {
       this.io.stderr(`warning: cannot look for leftover pods: ${messageOf(error)}`);
+    }
+  }
+
+  /** Settles the runs left `preparing` by a client that died before their job started. */
+  private async recoverAbandoned(client: RunpodClient, config: OverbrainerConfig): Promise<void> {
+    for (const left of await recoverAbandoned(this.deps(client), config)) {
+      if (left.error === null) {
+        this.io.stderr(
+          `train: run ${left.runId} was left starting by a client that stopped; ${left.result?.summary ?? ''}`,
+        );
+      } else {
+        this.io.stderr(
+          `warning: run ${left.runId} was left starting by a client that stopped and cannot be cleaned up: ${messageOf(left.error)}; retry with \`overbrainer train attach ${left.runId}\``,
+        );
+      }
     }
   }
 

@@ -738,7 +738,11 @@ export class Controller implements vscode.Disposable {
    */
   async resumeFollowing(): Promise<void> {
     await this.runs.ensureLoaded().catch(() => undefined);
-    let pending = this.runs.all.filter((r) => r.state === 'running' && !this.followed.has(r.id));
+    // A run left `preparing` by a client that died before its job started is attached too:
+    // attach deletes its pods and fails it (`interrupted before the job started`).
+    let pending = this.runs.all.filter(
+      (r) => (r.state === 'running' || r.state === 'preparing') && !this.followed.has(r.id),
+    );
     const told = new Set<string>();
     for (let look = 0; look < RESUME_LOOKS && pending.length > 0; look++) {
       if (look > 0) {

@@ -10,11 +10,11 @@ import * as fs from 'node:fs';
 import * as path from 'node:path';
 import { hostKeySecretName } from '../../src/core/runpod/context';
 import { listPods, removePods, sweepHostKeySecrets } from '../../src/core/runpod/podAdmin';
-import { FlowError, train } from '../../src/core/runs/flow';
-import { Lab } from '../helpers/lifecycle';
+import { FlowError, recoverAbandoned, train } from '../../src/core/runs/flow';
+import { Lab, spawnLifecycleChild } from '../helpers/lifecycle';
 import { recordFault, recordLedger } from '../helpers/reliability';
 
-describe('reliability: damaged records and pod rm', function () {
+describe('reliability: records left behind (damaged, abandoned, secrets)', function () {
   this.timeout(180_000);
   const labs: Lab[] = [];
 
@@ -102,5 +102,43 @@ describe('reliability: damaged records and pod rm', function () {
     // The running run goes on untouched: remove its pod to end the case.
     const removal = await removePods(ctx, runningId, { force: true });
     assert.equal(removal.error, null, String(removal.error));
+  });
+
+  it('a run left preparing by a client killed while its pod booted is found at the next start: its pod deleted, the run failed with the reason, its keys forgotten; a run another live client starts is left alone', async function () {
+    const l = await Lab.start({ steps: 3 });
+    labs.push(l);
+    const child = spawnLifecycleChild(l);
+    await l.waitFor(
+      'the pod to be created',
+      () => child.events.some((e) => e.type === 'pod' && e.status.kind === 'created'),
+      90_000,
+    );
+    await child.kill();
+    recordFault(this, 'client.sigkill-while-preparing');
+    const id = l.onlyRunId();
+    const podId = String(l.podJson(id).pod_id);
+    assert.equal(l.runJson(id).state, 'preparing');
+    assert.equal(l.ledgerOf(podId).billing, true);
+    // A second run that a live client (this process: its lock is held) is starting.
+    const live = l.store.create({ project: 'tiny', target: 'pod', remoteDir: (i) => `/w/${i}` });
+    const lock = l.store.lock(live.id, 'a live client')!;
+    try {
+      const recovered = await recoverAbandoned(l.deps, l.config);
+      assert.deepEqual(
+        recovered.map((r) => [r.runId, r.error]),
+        [[id, null]],
+      );
+    } finally {
+      lock.dispose();
+    }
+    const run = l.runJson(id);
+    assert.equal(run.state, 'failed');
+    assert.equal(run.message, 'interrupted before the job started');
+    assert.equal(l.podJson(id).state, 'deleted');
+    assert.equal(l.ledgerOf(podId).billing, false);
+    assert.equal(l.ledgerOf(podId).deletedBy, 'account');
+    assert.equal(l.clientKeyExists(id), false);
+    assert.equal(await l.hostKeySecretExists(id), false);
+    assert.equal(l.runJson(live.id).state, 'preparing', "a live client's run is not touched");
   });
 });

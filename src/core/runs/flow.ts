@@ -793,3 +793,49 @@ export async function keepPod(
   const collected = await attach(deps, config, runId);
   return collected.pod ?? pod;
 }
+
+/** A run {@link recoverAbandoned} found left `preparing`, and what became of it. */
+export interface Recovered {
+  runId: string;
+  result: FlowResult | null;
+  /** Why it could not be settled (it stays `preparing`; attach retries). */
+  error: unknown;
+}
+
+/**
+ * Finds the runs left `preparing` by a client that died before their job started (a window
+ * closed, a CLI killed: no live client holds their lock) and settles each at the next start of
+ * the CLI or the extension, as attach does: the pods carrying its marker are deleted, the keys
+ * forgotten, and the run fails `interrupted before the job started` (a run that never recorded a
+ * pod fails so at once). None is left `preparing` silently; one that cannot be settled is
+ * returned with its error.
+ */
+export async function recoverAbandoned(
+  deps: FlowDeps,
+  config: OverbrainerConfig | null,
+): Promise<Recovered[]> {
+  const recovered: Recovered[] = [];
+  for (const run of deps.store.list().runs) {
+    if (run.state !== 'preparing') continue;
+    const holder = deps.store.lockHolder(run.id);
+    if (holder !== null && holder.stale === null) continue;
+    try {
+      if (deps.store.loadPod(run.id) === null) {
+        run.state = 'failed';
+        run.message = 'interrupted before the job started';
+        deps.store.saveRun(run);
+        publishState(deps, run);
+        recovered.push({
+          runId: run.id,
+          result: { run, pod: null, ending: null, summary: summaryLine(deps, run, null) },
+          error: null,
+        });
+        continue;
+      }
+      recovered.push({ runId: run.id, result: await attach(deps, config, run.id), error: null });
+    } catch (error) {
+      recovered.push({ runId: run.id, result: null, error });
+    }
+  }
+  return recovered;
+}
