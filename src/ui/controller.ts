@@ -24,6 +24,7 @@ import type { ApiKeyStore } from './apiKey';
 import type { Log } from './log';
 import {
   notificationFor,
+  followLost,
   OnceFilter,
   runEnd,
   type Notification,
@@ -310,6 +311,26 @@ export class Controller implements vscode.Disposable {
     this.updateStatus();
   }
 
+  /**
+   * The notification for a follow that stopped on `error` while its run is still `running` on a
+   * pod (a lost connection, not a failed run); null when the run did end.
+   */
+  private followLost(session: WorkspaceSession, runId: string, error: unknown) {
+    try {
+      const run = session.store.loadRun(runId);
+      const pod = session.store.loadPod(runId);
+      if (run.state !== 'running' || pod === null || pod.state === 'deleted') return null;
+      return followLost(
+        runId,
+        errorText(error),
+        pod.keep ? null : pod.deadlineUnixS,
+        this.clock.nowMs(),
+      );
+    } catch {
+      return null;
+    }
+  }
+
   /** Waits for a flow to end; reports its end or its error, and stops tracking its run. */
   private async finish(
     flow: Promise<FlowResult>,
@@ -342,7 +363,13 @@ export class Controller implements vscode.Disposable {
         this.log.error(this.log.redact(end.message));
         this.show(end);
       } else if (!(followed?.abort.signal.aborted ?? false)) {
-        await this.showError('Run failed', error);
+        const lost = id === null ? null : this.followLost(session, id, error);
+        if (lost !== null) {
+          this.log.warn(this.log.redact(lost.message));
+          this.show(lost);
+        } else {
+          await this.showError('Run failed', error);
+        }
       } else if (followed?.quiet === true) {
         this.log.info(`Stopped following ${id ?? ''}: ${errorText(error)}`);
       } else if (error instanceof PodError && error.kind === 'interrupted') {

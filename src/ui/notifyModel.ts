@@ -195,6 +195,33 @@ export function runEnd(
   return null;
 }
 
+/**
+ * Following a run stopped on an error while its run is still `running` (the connection was lost,
+ * the pod could not be reached): the run did not fail, so this is no "Run failed". It says the
+ * job goes on, what the pod's watchdog does while nobody follows (`deadlineUnixS`: the pod's
+ * max_hours deadline, null for a kept pod), and offers Attach.
+ */
+export function followLost(
+  runId: string,
+  reason: string,
+  deadlineUnixS: number | null,
+  nowMs: number,
+): Notification {
+  const watchdog =
+    deadlineUnixS === null
+      ? 'its pod is kept: nothing deletes it until you remove it'
+      : deadlineUnixS * 1000 <= nowMs
+        ? "its deadline has passed: the pod's watchdog deletes it once the lease runs out (15 min at most) unless you attach"
+        : `if nobody follows, the pod's watchdog deletes it at its deadline, ${new Date(deadlineUnixS * 1000).toISOString().replace(/\.\d+Z$/, 'Z')}, or once its retrieve grace passes after the job ends`;
+  return {
+    key: `lost:${runId}:${reason}`,
+    severity: 'warning',
+    message: `Lost the connection to run ${runId} (${reason}). The run goes on on its pod: Attach to follow it again; ${watchdog}.`,
+    actions: ['Attach'],
+    runId,
+  };
+}
+
 /** Remembers which notifications were shown, so each key is shown once. */
 export class OnceFilter {
   private readonly shown = new Set<string>();

@@ -1,6 +1,12 @@
 import * as assert from 'node:assert/strict';
 import { MAX_COST_REACHED, MAX_HOURS_REACHED } from '../../src/core/runpod/lifecycle';
-import { endCause, notificationFor, OnceFilter, runEnd } from '../../src/ui/notifyModel';
+import {
+  endCause,
+  followLost,
+  notificationFor,
+  OnceFilter,
+  runEnd,
+} from '../../src/ui/notifyModel';
 
 describe('notifications from core events (model)', function () {
   it('an overrun offers Keep Pod and Open Run, keyed once per run', function () {
@@ -122,5 +128,26 @@ describe('notifications from core events (model)', function () {
     assert.equal(endCause(null, MAX_HOURS_REACHED), 'deadline_reached');
     // A succeeded run stays a success whatever its message says.
     assert.deepEqual(runEnd('r', 'succeeded', null, null)?.actions, ['Open Output']);
+  });
+
+  it('a connection lost while following is no "Run failed": the run goes on, Attach is offered, and what the watchdog does', function () {
+    const nowMs = Date.parse('2026-12-04T10:00:00Z');
+    const deadlineUnixS = Date.parse('2026-12-04T11:00:00Z') / 1000;
+    const lost = followLost(
+      'r1',
+      'cannot connect to root@127.0.0.1:2222 over SSH',
+      deadlineUnixS,
+      nowMs,
+    );
+    assert.equal(lost.severity, 'warning');
+    assert.deepEqual(lost.actions, ['Attach']);
+    assert.doesNotMatch(lost.message, /failed/i);
+    assert.match(lost.message, /^Lost the connection to run r1 \(cannot connect/);
+    assert.match(lost.message, /goes on on its pod/);
+    assert.match(lost.message, /watchdog deletes it at its deadline, 2026-12-04T11:00:00Z/);
+    const past = followLost('r1', 'x', deadlineUnixS, deadlineUnixS * 1000 + 1);
+    assert.match(past.message, /deadline has passed/);
+    const kept = followLost('r1', 'x', null, nowMs);
+    assert.match(kept.message, /kept: nothing deletes it until you remove it/);
   });
 });
