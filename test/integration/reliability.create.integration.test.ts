@@ -7,6 +7,9 @@
  * Timings: production / 60.
  */
 import assert from 'node:assert/strict';
+import { randomBytes } from 'node:crypto';
+import { existsSync, writeFileSync } from 'node:fs';
+import path from 'node:path';
 import { removePods } from '../../src/core/runpod/podAdmin';
 import { PodError } from '../../src/core/runpod/podError';
 import { train, type FlowResult } from '../../src/core/runs/flow';
@@ -180,5 +183,71 @@ describe('reliability: creates that went unanswered', function () {
     assert.equal(after.state, 'deleted');
     assert.equal(after.unconfirmed_create, undefined);
     assert.equal(l.clientKeyExists(id), false, 'the keys go with the last pod');
+  });
+});
+
+describe('reliability: Ctrl-C while the job is being started', function () {
+  this.timeout(180_000);
+  const labs: Lab[] = [];
+
+  afterEach(async function () {
+    const failures: string[] = [];
+    for (const done of labs.splice(0)) {
+      recordLedger(this.currentTest?.fullTitle() ?? 'interrupt', done.emulator.ledger());
+      try {
+        const billing = await done.close();
+        if (billing.length > 0) failures.push(`billing: ${billing.map((p) => p.id).join(', ')}`);
+      } catch (error) {
+        failures.push(String(error));
+      }
+    }
+    if (this.currentTest?.state === 'passed') assert.deepEqual(failures, []);
+  });
+
+  it('Ctrl-C during the upload: the job is never started, the pod is deleted, the run failed "interrupted before the job started" (one outcome, no unfollowed job)', async function () {
+    const l = await Lab.start({ steps: 3 });
+    labs.push(l);
+    // A large upload keeps the upload running long enough to be interrupted in the middle.
+    writeFileSync(path.join(l.workspace, 'data', 'big.bin'), randomBytes(48 * 1024 * 1024));
+    recordFault(this, 'client.interrupt.upload');
+    let runId: string | null = null;
+    let podId: string | null = null;
+    const stop = new AbortController();
+    l.bus.on((event) => {
+      if (event.type === 'pod' && event.status.kind === 'ready') podId = event.status.podId;
+    });
+    const training = l.track(
+      train(l.deps, l.config, l.workspace, {
+        onRun: (r) => {
+          runId = r.id;
+        },
+        signal: stop.signal,
+      }),
+    );
+    // The upload is under way once tar -x on the pod has begun writing the large file.
+    await l.waitFor('the upload to begin', () => {
+      if (podId === null || runId === null) return false;
+      const pod = l.emulator.pod(podId);
+      if (pod === undefined) return false;
+      return existsSync(path.join(pod.dirs.workspace, 'overbrainer', runId, 'data', 'big.bin'));
+    });
+    stop.abort();
+    const error = await training.then(
+      () => null,
+      (caught: unknown) => caught,
+    );
+    const id = runId!;
+    assert.ok(error instanceof PodError && error.kind === 'interrupted', `${String(error)}`);
+    const run = l.runJson(id);
+    assert.equal(run.state, 'failed', l.transcript());
+    assert.equal(run.message, 'interrupted before the job started');
+    assert.equal(run.job ?? null, null, 'no job was started');
+    assert.equal(l.metrics(id), 0, 'no job ran');
+    assert.equal(l.podJson(id).state, 'deleted');
+    assert.equal(l.ledgerOf(podId!).deletedBy, 'account', 'the client deleted the pod');
+    assert.deepEqual(
+      l.billing().map((p) => p.id),
+      [],
+    );
   });
 });

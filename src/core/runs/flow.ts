@@ -349,13 +349,20 @@ async function trainOnPod(
   const executor = provisioned.executor;
   try {
     // Shielded from the abort: once the upload starts the job is started or the pod deleted.
+    // A Ctrl-C or Cancel that lands before the job is recorded running has one outcome: no
+    // job is left running (one started meanwhile is cancelled), the pod is deleted and the run
+    // fails "interrupted before the job started". Never a job nobody follows.
     try {
-      if (options.signal?.aborted)
-        throw new PodError('interrupted', 'interrupted before the job started');
+      throwIfInterrupted(options.signal);
       await executor.upload(deps.store.runDir(run.id), run.remoteDir, { exclude: LOCAL_ONLY });
+      throwIfInterrupted(options.signal);
       const trainer = job.trainer === 'axolotl' ? { ...job, venv: target.venv } : job;
       const script = jobScript(trainer, { runDir: run.remoteDir, jobEnvFile: POD_JOB_ENV });
       const { pid } = await startJob(executor, { runDir: run.remoteDir, script });
+      if (options.signal?.aborted) {
+        await cancelJob(executor, run.remoteDir).catch(() => undefined);
+        throwIfInterrupted(options.signal);
+      }
       run.job = { dir: run.remoteDir, pid, container: null };
       run.state = 'running';
       try {
@@ -390,6 +397,16 @@ async function trainOnPod(
     return await followOnPod(ctx, deps, executor, run, pod, artifactsOf(config), options.signal);
   } finally {
     executor.dispose();
+  }
+}
+
+function throwIfInterrupted(signal: AbortSignal | undefined): void {
+  if (signal?.aborted) {
+    throw new PodError(
+      'interrupted',
+      'interrupted before the job started',
+      'Start the run again when you are ready.',
+    );
   }
 }
 
