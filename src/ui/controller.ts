@@ -23,6 +23,7 @@ import { Pace } from '../core/train/pace';
 import type { ApiKeyStore } from './apiKey';
 import type { Log } from './log';
 import {
+  cancelPrompt,
   notificationFor,
   followLost,
   OnceFilter,
@@ -363,8 +364,13 @@ export class Controller implements vscode.Disposable {
         this.log.error(this.log.redact(end.message));
         this.show(end);
       } else if (!(followed?.abort.signal.aborted ?? false)) {
-        const lost = id === null ? null : this.followLost(session, id, error);
-        if (lost !== null) {
+        // A pod found EXITED or TERMINATED is named so (its error says which); the job no longer
+        // runs there, so it is no lost connection either.
+        const stopped = kind === 'pod_stopped';
+        const lost = id === null || stopped ? null : this.followLost(session, id, error);
+        if (stopped) {
+          await this.showError(`The pod of ${id ?? 'the run'} stopped`, error);
+        } else if (lost !== null) {
           this.log.warn(this.log.redact(lost.message));
           this.show(lost);
         } else {
@@ -438,7 +444,7 @@ export class Controller implements vscode.Disposable {
     );
     if (!run) return;
     const ok = await vscode.window.showWarningMessage(
-      `Cancel run ${run.id}? Its job is stopped, what it wrote is retrieved, and its pod is deleted.`,
+      cancelPrompt(run.id, run.pod),
       { modal: true },
       'Cancel Run',
     );

@@ -233,3 +233,17 @@ export class OnceFilter {
     return true;
   }
 }
+
+/**
+ * The confirmation Cancel Run asks. A kept pod is not deleted by a cancel (the job stops, what it
+ * wrote comes home, the pod stays until it is removed): the question must not say it is.
+ */
+export function cancelPrompt(runId: string, pod: { keep: boolean; state: string } | null): string {
+  const ends =
+    pod === null || pod.state === 'deleted'
+      ? ''
+      : pod.keep
+        ? ' Its pod is kept: it stays, and bills, until you remove it.'
+        : ' Its pod is deleted.';
+  return `Cancel run ${runId}? Its job is stopped and what it wrote is retrieved.${ends}`;
+}

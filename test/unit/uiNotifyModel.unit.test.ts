@@ -1,6 +1,7 @@
 import * as assert from 'node:assert/strict';
 import { MAX_COST_REACHED, MAX_HOURS_REACHED } from '../../src/core/runpod/lifecycle';
 import {
+  cancelPrompt,
   endCause,
   followLost,
   notificationFor,
@@ -149,5 +150,14 @@ describe('notifications from core events (model)', function () {
     assert.match(past.message, /deadline has passed/);
     const kept = followLost('r1', 'x', null, nowMs);
     assert.match(kept.message, /kept: nothing deletes it until you remove it/);
+  });
+
+  it("Cancel Run's question never says a kept pod is deleted", function () {
+    assert.equal(
+      cancelPrompt('r1', { keep: true, state: 'running' }),
+      'Cancel run r1? Its job is stopped and what it wrote is retrieved. Its pod is kept: it stays, and bills, until you remove it.',
+    );
+    assert.match(cancelPrompt('r1', { keep: false, state: 'running' }), /Its pod is deleted\.$/);
+    assert.doesNotMatch(cancelPrompt('r1', null), /pod/);
   });
 });
