@@ -606,7 +606,10 @@ describe('overbrainer CLI against the Runpod emulator', function () {
         assert.ok(ran.stderr.includes(`the Runpod API at ${url}`), said);
         assert.match(ran.stderr, /within 10 s/, said);
         assert.match(ran.stderr, /^hint: .*OVERBRAINER_RUNPOD__BASE_URL/m, said);
-        assert.ok(tookMs < 20_000, said);
+        // "within 10 s" above says the CLI's own limit ended it (its retries alone end on the
+        // transport error); a CLI start under load takes seconds, so the wall time bounds it
+        // loosely: without the limit a silent API takes minutes (30 s per try, 5 retries).
+        assert.ok(tookMs < 45_000, said);
       }
     } finally {
       silent.close();

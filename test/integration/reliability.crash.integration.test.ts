@@ -134,7 +134,9 @@ function faultsFor(step: Step): Fault[] {
       // The client's delete (account key) is never answered nor applied.
       return [{ kind: 'request', route: 'deletePod', key: 'account', effect: { type: 'hang' } }];
     case 'mid-delete':
-      // The client's delete is applied but never answered.
+      // The client's delete is applied but never answered. Until the kill the watchdog's own
+      // deletes fail: once the retrieved marker is on the pod it deletes at its next tick, and on
+      // a loaded machine it could beat the client's delete (the run would end before the kill).
       return [
         {
           kind: 'request',
@@ -142,6 +144,20 @@ function faultsFor(step: Step): Fault[] {
           key: 'account',
           applied: true,
           effect: { type: 'hang' },
+        },
+        {
+          kind: 'request',
+          route: 'deletePod',
+          key: 'pod',
+          times: 'always',
+          effect: { type: 'status', status: 503 },
+        },
+        {
+          kind: 'request',
+          route: 'podAction',
+          key: 'pod',
+          times: 'always',
+          effect: { type: 'status', status: 503 },
         },
       ];
     default:
