@@ -17,7 +17,8 @@ commands:
   train release RUN_ID    release a kept pod: its deadline and graces apply again
   runs ls                 list this project's runs (no API call)
   pod ls                  list the account's overbrainer pods, matched with runs/
-  pod rm RUN_ID [--force] delete a run's pods (a run in progress needs --force)
+  pod rm RUN_ID [--force] delete a run's pods (a run in progress needs --force);
+                          or POD_ID: one pod that pod ls lists (a stray, an orphan)
   pod gpus [--min-vram GB] [--max-price P] [--in-stock]
                           list Secure-cloud GPU types, cheapest first
 

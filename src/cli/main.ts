@@ -33,7 +33,7 @@ import {
   listPods,
   orphanWarnings,
   podTable,
-  removePods,
+  removeRunOrPod,
   sweepHostKeySecrets,
   type PodRow,
 } from '../core/runpod/podAdmin';
@@ -443,7 +443,7 @@ class Session {
     const client = this.api(true)!;
     // Every delete is shielded: Ctrl-C is only noted.
     this.interrupts = new Interrupts(this.io, this.renderer, null);
-    const removal = await removePods(this.podCtx(client), runId, { force });
+    const removal = await removeRunOrPod(this.podCtx(client), runId, { force });
     if (removal.removed.length === 0 && removal.error === null) {
       this.io.stdout(`pod: no pod for run ${runId}`);
     }

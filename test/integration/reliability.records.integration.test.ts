@@ -9,9 +9,14 @@ import assert from 'node:assert/strict';
 import * as fs from 'node:fs';
 import * as path from 'node:path';
 import { hostKeySecretName } from '../../src/core/runpod/context';
-import { listPods, removePods, sweepHostKeySecrets } from '../../src/core/runpod/podAdmin';
+import {
+  listPods,
+  removePods,
+  removeRunOrPod,
+  sweepHostKeySecrets,
+} from '../../src/core/runpod/podAdmin';
 import { FlowError, recoverAbandoned, train } from '../../src/core/runs/flow';
-import { Lab, spawnLifecycleChild } from '../helpers/lifecycle';
+import { GPU, Lab, spawnLifecycleChild } from '../helpers/lifecycle';
 import { recordFault, recordLedger } from '../helpers/reliability';
 
 describe('reliability: records left behind (damaged, abandoned, secrets)', function () {
@@ -140,5 +145,44 @@ describe('reliability: records left behind (damaged, abandoned, secrets)', funct
     assert.equal(l.clientKeyExists(id), false);
     assert.equal(await l.hostKeySecretExists(id), false);
     assert.equal(l.runJson(live.id).state, 'preparing', "a live client's run is not touched");
+  });
+
+  it('pod rm POD_ID removes a pod pod ls lists that no run owns; the pod a run trains on is refused without --force, naming the run', async function () {
+    const l = await Lab.start({ steps: 2_000, stepSeconds: 0.05 });
+    labs.push(l);
+    const ctx = { ...l.deps, client: l.client };
+    const orphan = await l.api.post<{ id: string }>('/pods', {
+      name: 'overbrainer-leftover',
+      image: 'runpod/pytorch:latest',
+      cloud: 'SECURE',
+      gpu: { id: GPU.a5000, count: 1 },
+      cmd: ['sleep', 'infinity'],
+    });
+    assert.equal(orphan.status, 201);
+    const orphanId = orphan.body.id;
+    recordFault(this, 'pod.orphan-without-marker');
+    const removed = await removeRunOrPod(ctx, orphanId);
+    assert.equal(removed.error, null, String(removed.error));
+    assert.deepEqual(
+      removed.removed.map((p) => p.podId),
+      [orphanId],
+    );
+    assert.equal(l.ledgerOf(orphanId).billing, false);
+    const { id, podId } = await leftRunning(l);
+    const refused = await removeRunOrPod(ctx, podId);
+    assert.ok(refused.error instanceof Error, String(refused.error));
+    assert.match(refused.error.message, new RegExp(`pod ${podId} is the pod of run ${id}`));
+    assert.deepEqual(refused.removed, []);
+    assert.equal(l.ledgerOf(podId).billing, true, 'nothing deleted without --force');
+    const forced = await removeRunOrPod(ctx, podId, { force: true });
+    assert.equal(forced.error, null, String(forced.error));
+    assert.deepEqual(
+      forced.removed.map((p) => p.podId),
+      [podId],
+    );
+    assert.equal(l.ledgerOf(podId).billing, false);
+    assert.equal(l.runJson(id).state, 'failed', 'the run records that pod rm deleted its pod');
+    const none = await removeRunOrPod(ctx, 'nosuchpod0000');
+    assert.ok(none.error instanceof Error && /not in this project's runs/.test(none.error.message));
   });
 });

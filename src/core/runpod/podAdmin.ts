@@ -8,6 +8,7 @@
  * Nothing here deletes a pod because it "looks gone", and nothing deletes a pod
  * without `pod rm`: `listPods` only looks and records what it confirmed.
  */
+import * as fs from 'node:fs';
 import * as path from 'node:path';
 import { isAbortError, rfc3339 } from '../clock';
 import type { RunState } from '../events';
@@ -760,4 +761,63 @@ export async function sweepHostKeySecrets(ctx: PodCtx, rows: readonly PodRow[]):
     swept.push(runId);
   }
   return swept;
+}
+
+/**
+ * `pod rm ID` for an ID that names no run of runs/: when Runpod lists a pod with that ID (as
+ * `pod ls` shows it), that one pod is deleted, confirmed gone, after the same refusals as
+ * `pod rm RUN_ID`: a stray, a pod of an ended run, of a run not in runs/ or without a marker goes
+ * at once; the pod a run trains on, or a kept or awaiting pod, is its run's: without `force` that
+ * is refused naming the run, with it the run's own `pod rm RUN_ID --force` does it (its records
+ * follow). Otherwise the ID is taken as a run's ({@link removePods}). Never throws.
+ */
+export async function removeRunOrPod(
+  ctx: PodCtx,
+  id: string,
+  options: RemoveOptions = {},
+): Promise<Removal> {
+  let isRun: boolean;
+  try {
+    isRun = fs.existsSync(ctx.store.runDir(id));
+  } catch {
+    // Not an ID runs/ can hold (it would leave runs/): refused there, without an API call.
+    isRun = true;
+  }
+  if (isRun) return removePods(ctx, id, options);
+  let rows: PodRow[];
+  try {
+    rows = await listPods(ctx, { lookUpUnlisted: false });
+  } catch (error) {
+    return { runId: id, removed: [], error };
+  }
+  const row = rows.find((r) => r.podId === id && r.status !== 'GONE');
+  if (row === undefined) return removePods(ctx, id, options);
+  const runId = row.runId;
+  if (runId !== null && !isOrphan(row.kind) && row.kind !== 'stray') {
+    if (!options.force) {
+      return {
+        runId,
+        removed: [],
+        error: new PodAdminError(
+          'run_still_running',
+          `pod ${id} is the pod of run ${runId} (${row.note || row.kind}): nothing was deleted`,
+          `Remove it with "overbrainer pod rm ${runId}", or pass --force.`,
+        ),
+      };
+    }
+    return removePods(ctx, runId, { force: true });
+  }
+  try {
+    const removed = await removePodById(ctx, id);
+    if (runId !== null && isValidRunId(runId)) {
+      editPodRecord(ctx, runId, (record) => {
+        if (!record.strayPods.includes(id)) return false;
+        record.setStrayPods(record.strayPods.filter((stray) => stray !== id));
+        return true;
+      });
+    }
+    return { runId: runId ?? id, removed: [removed], error: null };
+  } catch (error) {
+    return { runId: runId ?? id, removed: [], error };
+  }
 }
