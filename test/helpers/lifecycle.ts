@@ -23,6 +23,7 @@ import { scaleTiming, type Timing } from '../../src/core/timing';
 import { startEmulator, type Emulator, type EmulatorOptions } from '../emulator/emulator';
 import type { LedgerEntry } from '../emulator/ledger';
 import { ApiClient } from '../emulator/testing';
+import { recordLedger } from './reliability';
 
 export const ROOT = path.join(__dirname, '..', '..');
 const TINY = path.join(ROOT, 'examples', 'tiny');
@@ -611,4 +612,32 @@ export function runCli(
   env: Record<string, string> = {},
 ): Promise<CliRan> {
   return startCli(lab, args, env).done;
+}
+
+/**
+ * The labs of one `describe` of the reliability matrix: call it in the describe's body; it
+ * returns `lab(options)`, which starts a lab and hands it to an afterEach that records the
+ * emulator's ledger for the matrix's figures, closes the lab, and fails a passed test whose lab
+ * left a pod billing.
+ */
+export function matrixLabs(): (options?: LabOptions) => Promise<Lab> {
+  const labs: Lab[] = [];
+  afterEach(async function () {
+    const failures: string[] = [];
+    for (const done of labs.splice(0)) {
+      recordLedger(this.currentTest?.fullTitle() ?? 'matrix', done.emulator.ledger());
+      try {
+        const billing = await done.close();
+        if (billing.length > 0) failures.push(`billing: ${billing.map((p) => p.id).join(', ')}`);
+      } catch (error) {
+        failures.push(String(error));
+      }
+    }
+    if (this.currentTest?.state === 'passed') assert.deepEqual(failures, []);
+  });
+  return async (options: LabOptions = {}) => {
+    const started = await Lab.start(options);
+    labs.push(started);
+    return started;
+  };
 }

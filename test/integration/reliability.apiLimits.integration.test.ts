@@ -10,8 +10,8 @@
 import assert from 'node:assert/strict';
 import { PodError } from '../../src/core/runpod/podError';
 import { train, type FlowResult } from '../../src/core/runs/flow';
-import { GPU, Lab, type LabOptions } from '../helpers/lifecycle';
-import { recordFault, recordLedger } from '../helpers/reliability';
+import { GPU, Lab, matrixLabs } from '../helpers/lifecycle';
+import { recordFault } from '../helpers/reliability';
 
 interface Outcome {
   result: FlowResult | null;
@@ -24,27 +24,7 @@ const DOCUMENT_400_DETAIL = 'request could not be processed';
 
 describe('reliability: Runpod API limits and answers as its document describes', function () {
   this.timeout(180_000);
-  const labs: Lab[] = [];
-
-  async function lab(options: LabOptions): Promise<Lab> {
-    const started = await Lab.start(options);
-    labs.push(started);
-    return started;
-  }
-
-  afterEach(async function () {
-    const failures: string[] = [];
-    for (const done of labs.splice(0)) {
-      recordLedger(this.currentTest?.fullTitle() ?? 'apiLimits', done.emulator.ledger());
-      try {
-        const billing = await done.close();
-        if (billing.length > 0) failures.push(`billing: ${billing.map((p) => p.id).join(', ')}`);
-      } catch (error) {
-        failures.push(String(error));
-      }
-    }
-    if (this.currentTest?.state === 'passed') assert.deepEqual(failures, []);
-  });
+  const lab = matrixLabs();
 
   async function run(l: Lab): Promise<Outcome> {
     let runId: string | null = null;

@@ -13,8 +13,8 @@ import path from 'node:path';
 import { removePods } from '../../src/core/runpod/podAdmin';
 import { PodError } from '../../src/core/runpod/podError';
 import { train, type FlowResult } from '../../src/core/runs/flow';
-import { GPU, Lab, type LabOptions } from '../helpers/lifecycle';
-import { recordFault, recordLedger } from '../helpers/reliability';
+import { GPU, Lab, matrixLabs } from '../helpers/lifecycle';
+import { recordFault } from '../helpers/reliability';
 
 interface Outcome {
   result: FlowResult | null;
@@ -24,27 +24,7 @@ interface Outcome {
 
 describe('reliability: creates that went unanswered', function () {
   this.timeout(180_000);
-  const labs: Lab[] = [];
-
-  async function lab(options: LabOptions): Promise<Lab> {
-    const started = await Lab.start(options);
-    labs.push(started);
-    return started;
-  }
-
-  afterEach(async function () {
-    const failures: string[] = [];
-    for (const done of labs.splice(0)) {
-      recordLedger(this.currentTest?.fullTitle() ?? 'create', done.emulator.ledger());
-      try {
-        const billing = await done.close();
-        if (billing.length > 0) failures.push(`billing: ${billing.map((p) => p.id).join(', ')}`);
-      } catch (error) {
-        failures.push(String(error));
-      }
-    }
-    if (this.currentTest?.state === 'passed') assert.deepEqual(failures, []);
-  });
+  const lab = matrixLabs();
 
   async function run(l: Lab): Promise<Outcome> {
     let runId: string | null = null;
@@ -188,25 +168,10 @@ describe('reliability: creates that went unanswered', function () {
 
 describe('reliability: Ctrl-C while the job is being started', function () {
   this.timeout(180_000);
-  const labs: Lab[] = [];
-
-  afterEach(async function () {
-    const failures: string[] = [];
-    for (const done of labs.splice(0)) {
-      recordLedger(this.currentTest?.fullTitle() ?? 'interrupt', done.emulator.ledger());
-      try {
-        const billing = await done.close();
-        if (billing.length > 0) failures.push(`billing: ${billing.map((p) => p.id).join(', ')}`);
-      } catch (error) {
-        failures.push(String(error));
-      }
-    }
-    if (this.currentTest?.state === 'passed') assert.deepEqual(failures, []);
-  });
+  const lab = matrixLabs();
 
   it('Ctrl-C during the upload: the job is never started, the pod is deleted, the run failed "interrupted before the job started" (one outcome, no unfollowed job)', async function () {
-    const l = await Lab.start({ steps: 3 });
-    labs.push(l);
+    const l = await lab({ steps: 3 });
     // A large upload keeps the upload running long enough to be interrupted in the middle.
     writeFileSync(path.join(l.workspace, 'data', 'big.bin'), randomBytes(48 * 1024 * 1024));
     recordFault(this, 'client.interrupt.upload');

@@ -12,26 +12,12 @@ import * as path from 'node:path';
 import { PodError } from '../../src/core/runpod/podError';
 import type { PodRecord } from '../../src/core/runs/podRecord';
 import { train } from '../../src/core/runs/flow';
-import { Lab } from '../helpers/lifecycle';
-import { recordFault, recordLedger } from '../helpers/reliability';
+import { Lab, matrixLabs } from '../helpers/lifecycle';
+import { recordFault } from '../helpers/reliability';
 
 describe('reliability: pod.json cannot be saved after a create was answered', function () {
   this.timeout(180_000);
-  const labs: Lab[] = [];
-
-  afterEach(async function () {
-    const failures: string[] = [];
-    for (const done of labs.splice(0)) {
-      recordLedger(this.currentTest?.fullTitle() ?? 'lease', done.emulator.ledger());
-      try {
-        const billing = await done.close();
-        if (billing.length > 0) failures.push(`billing: ${billing.map((p) => p.id).join(', ')}`);
-      } catch (error) {
-        failures.push(String(error));
-      }
-    }
-    if (this.currentTest?.state === 'passed') assert.deepEqual(failures, []);
-  });
+  const lab = matrixLabs();
 
   /** From the first save of a record that holds a pod ID on, pod.json cannot be written. */
   function breakPodJsonOnceCreated(l: Lab): { brokenFor: () => string | null } {
@@ -51,8 +37,7 @@ describe('reliability: pod.json cannot be saved after a create was answered', fu
   }
 
   it('pod.json cannot be written once the create is answered: the pod is deleted before train returns, the error names it, the keys go only after the delete is confirmed', async function () {
-    const l = await Lab.start({ steps: 3 });
-    labs.push(l);
+    const l = await lab({ steps: 3 });
     const fault = breakPodJsonOnceCreated(l);
     recordFault(this, 'disk.pod-json.unwritable-after-create');
     let runId: string | null = null;
@@ -85,8 +70,7 @@ describe('reliability: pod.json cannot be saved after a create was answered', fu
 
   it('pod.json cannot be written once the create is answered and the delete is not confirmed: the keys stay, the warning and the error name the pod', async function () {
     // max_hours 18 s: the client keeps trying a failing delete until the pod's deadline.
-    const l = await Lab.start({ steps: 3, maxHours: 0.005 });
-    labs.push(l);
+    const l = await lab({ steps: 3, maxHours: 0.005 });
     const fault = breakPodJsonOnceCreated(l);
     // Every delete call of the client fails: the pod still shows.
     await l.emulator.faults.add({

@@ -14,8 +14,8 @@ import { removePods } from '../../src/core/runpod/podAdmin';
 import { MAX_COST_REACHED } from '../../src/core/runpod/lifecycle';
 import { PodError } from '../../src/core/runpod/podError';
 import { attach, train, type FlowResult } from '../../src/core/runs/flow';
-import { GPU, Lab, type LabOptions } from '../helpers/lifecycle';
-import { recordFault, recordLedger, recordResult } from '../helpers/reliability';
+import { GPU, Lab, matrixLabs } from '../helpers/lifecycle';
+import { recordFault, recordResult } from '../helpers/reliability';
 
 type Attempt = { result: string; gpu_type: string; detail?: string; pod_id?: string };
 
@@ -27,27 +27,7 @@ interface Outcome {
 
 describe('reliability: pod faults and provisioning gaps', function () {
   this.timeout(300_000);
-  const labs: Lab[] = [];
-
-  async function lab(options: LabOptions = {}): Promise<Lab> {
-    const started = await Lab.start(options);
-    labs.push(started);
-    return started;
-  }
-
-  afterEach(async function () {
-    const failures: string[] = [];
-    for (const done of labs.splice(0)) {
-      recordLedger(this.currentTest?.fullTitle() ?? 'pod', done.emulator.ledger());
-      try {
-        const billing = await done.close();
-        if (billing.length > 0) failures.push(`billing: ${billing.map((p) => p.id).join(', ')}`);
-      } catch (error) {
-        failures.push(String(error));
-      }
-    }
-    if (this.currentTest?.state === 'passed') assert.deepEqual(failures, []);
-  });
+  const lab = matrixLabs();
 
   const together = async (scenarios: Promise<void>[]): Promise<void> => {
     const settled = await Promise.allSettled(scenarios);

@@ -16,26 +16,12 @@ import {
   sweepHostKeySecrets,
 } from '../../src/core/runpod/podAdmin';
 import { FlowError, recoverAbandoned, train } from '../../src/core/runs/flow';
-import { GPU, Lab, spawnLifecycleChild } from '../helpers/lifecycle';
-import { recordFault, recordLedger } from '../helpers/reliability';
+import { GPU, Lab, spawnLifecycleChild, matrixLabs } from '../helpers/lifecycle';
+import { recordFault } from '../helpers/reliability';
 
 describe('reliability: records left behind (damaged, abandoned, secrets)', function () {
   this.timeout(180_000);
-  const labs: Lab[] = [];
-
-  afterEach(async function () {
-    const failures: string[] = [];
-    for (const done of labs.splice(0)) {
-      recordLedger(this.currentTest?.fullTitle() ?? 'records', done.emulator.ledger());
-      try {
-        const billing = await done.close();
-        if (billing.length > 0) failures.push(`billing: ${billing.map((p) => p.id).join(', ')}`);
-      } catch (error) {
-        failures.push(String(error));
-      }
-    }
-    if (this.currentTest?.state === 'passed') assert.deepEqual(failures, []);
-  });
+  const lab = matrixLabs();
 
   /** A run whose job runs on its pod with nobody following it; returns its ID and pod ID. */
   async function leftRunning(l: Lab): Promise<{ id: string; podId: string }> {
@@ -57,8 +43,7 @@ describe('reliability: records left behind (damaged, abandoned, secrets)', funct
 
   for (const file of ['pod.json', 'run.json'] as const) {
     it(`a damaged ${file}: pod rm refuses without --force and deletes nothing; with --force it finds the run's pod by its marker and deletes it`, async function () {
-      const l = await Lab.start({ steps: 2_000, stepSeconds: 0.05 });
-      labs.push(l);
+      const l = await lab({ steps: 2_000, stepSeconds: 0.05 });
       const { id, podId } = await leftRunning(l);
       fs.writeFileSync(path.join(l.runDir(id), file), '{"version": 1, "run_id": ');
       recordFault(this, `disk.${file}.damaged`);
@@ -80,8 +65,7 @@ describe('reliability: records left behind (damaged, abandoned, secrets)', funct
   }
 
   it("host-key secrets left by ended runs are swept at train's start, with their client keys; a running run's and another checkout's stay", async function () {
-    const l = await Lab.start({ steps: 200, stepSeconds: 0.05 });
-    labs.push(l);
+    const l = await lab({ steps: 200, stepSeconds: 0.05 });
     const ctx = { ...l.deps, client: l.client };
     // A run that ended with its pod deleted, whose client died before it forgot its keys.
     const ended = await train(l.deps, l.config, l.workspace, {});
@@ -110,8 +94,7 @@ describe('reliability: records left behind (damaged, abandoned, secrets)', funct
   });
 
   it('a run left preparing by a client killed while its pod booted is found at the next start: its pod deleted, the run failed with the reason, its keys forgotten; a run another live client starts is left alone', async function () {
-    const l = await Lab.start({ steps: 3 });
-    labs.push(l);
+    const l = await lab({ steps: 3 });
     const child = spawnLifecycleChild(l);
     await l.waitFor(
       'the pod to be created',
@@ -148,8 +131,7 @@ describe('reliability: records left behind (damaged, abandoned, secrets)', funct
   });
 
   it('pod rm POD_ID removes a pod pod ls lists that no run owns; the pod a run trains on is refused without --force, naming the run', async function () {
-    const l = await Lab.start({ steps: 2_000, stepSeconds: 0.05 });
-    labs.push(l);
+    const l = await lab({ steps: 2_000, stepSeconds: 0.05 });
     const ctx = { ...l.deps, client: l.client };
     const orphan = await l.api.post<{ id: string }>('/pods', {
       name: 'overbrainer-leftover',

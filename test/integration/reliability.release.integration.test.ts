@@ -12,32 +12,12 @@ import * as fs from 'node:fs';
 import * as path from 'node:path';
 import { LEASE_FILE } from '../../src/core/runpod/podScripts';
 import { FlowError, keepPod, train } from '../../src/core/runs/flow';
-import { Lab, type LabOptions } from '../helpers/lifecycle';
-import { recordLedger, recordResult } from '../helpers/reliability';
+import { Lab, matrixLabs } from '../helpers/lifecycle';
+import { recordResult } from '../helpers/reliability';
 
 describe('reliability: keep and release past the deadline', function () {
   this.timeout(180_000);
-  const labs: Lab[] = [];
-
-  async function lab(options: LabOptions): Promise<Lab> {
-    const started = await Lab.start(options);
-    labs.push(started);
-    return started;
-  }
-
-  afterEach(async function () {
-    const failures: string[] = [];
-    for (const done of labs.splice(0)) {
-      recordLedger(this.currentTest?.fullTitle() ?? 'release', done.emulator.ledger());
-      try {
-        const billing = await done.close();
-        if (billing.length > 0) failures.push(`billing: ${billing.map((p) => p.id).join(', ')}`);
-      } catch (error) {
-        failures.push(String(error));
-      }
-    }
-    if (this.currentTest?.state === 'passed') assert.deepEqual(failures, []);
-  });
+  const lab = matrixLabs();
 
   const runIdHolder = (): { id: string | null; onRun: (run: { id: string }) => void } => {
     const holder = {
