@@ -2,8 +2,8 @@
  * Runpod API v2 shapes as this project uses them: the create body it sends and
  * the answers it reads, parsed with zod. Parsing is tolerant — unknown fields
  * are dropped, unknown status strings kept as they are — but strict about the
- * fields the lifecycle acts on. The authority is
- * ../shared/runpod/openapi-v2.json ("Frontdoor v2.9.0"); the live API's
+ * fields the lifecycle acts on. The authority is Runpod's OpenAPI document
+ * (test/emulator/openapi-v2.json, "Frontdoor v2.9.0"); the live API's
  * additions it lacks are gathered in the EXTENSIONS section below.
  */
 import { z } from 'zod';
@@ -164,7 +164,7 @@ export const CreatePodBodySchema = z.strictObject({
   // command run after the image's entrypoint, as an array of strings. The
   // stored document (v2.9.0) has only the older `args` string and closes
   // `CreatePodRequest` with `unevaluatedProperties: false`; the live API
-  // accepts `cmd` since late 2026 (../shared/runpod/NOTES.md), and so does the
+  // accepts `cmd` since late 2026 (Runpod's API notes), and so does the
   // emulator. If Runpod ever refuses it, the create fails with a 422
   // (`rejected`) before any pod exists — never silently without the bootstrap.
   cmd: z.array(z.string()).min(1),
@@ -396,8 +396,8 @@ export function podTemplates(wire: z.infer<typeof TemplateWire>[]): Template[] {
 // EXTENSIONS: the live API's account secrets (absent from openapi-v2.json)
 // ---------------------------------------------------------------------------
 //
-// `/v2/account/secrets` is newer than the stored document
-// (../shared/runpod/NOTES.md). Shapes as Runpod's reference documents them:
+// `/v2/account/secrets` is newer than the stored document (Runpod's API
+// reference has it). Shapes as Runpod's reference documents them:
 //   GET    /account/secrets[?name=N]  → {secrets: [Secret]}
 //   POST   /account/secrets {name, value[, description]} → 201 Secret; 409 when the name exists
 //   PATCH  /account/secrets/{id} {value[, description]} → 200 Secret
