@@ -58,6 +58,17 @@ export interface Timing {
   watchdogIntervalS: number;
   watchdogProbeTries: number;
   watchdogProbeWaitS: number;
+  /**
+   * Snapshots (whole seconds, passed to the watchdog too). The deadline's snapshot request is
+   * written this long before the deadline when nobody holds the lease (watchdog
+   * OVERBRAINER_SNAPSHOT_LEAD), and the cost cap's `snapshot_at` is at least this long before
+   * `cost_cap_at`.
+   */
+  snapshotLeadS: number;
+  /** How long the watchdog waits for a snapshot it requested before its deadline delete (OVERBRAINER_SNAPSHOT_WAIT). */
+  snapshotWaitS: number;
+  /** How often a following client samples the run's disk use (the disk policy). */
+  diskPollMs: number;
 }
 
 const MINUTE_MS = 60_000;
@@ -91,6 +102,9 @@ export const PRODUCTION_TIMING: Readonly<Timing> = Object.freeze({
   watchdogIntervalS: 60,
   watchdogProbeTries: 5,
   watchdogProbeWaitS: 10,
+  snapshotLeadS: 900,
+  snapshotWaitS: 900,
+  diskPollMs: 60_000,
 });
 
 /** Keys that are counts, not durations: never scaled. */

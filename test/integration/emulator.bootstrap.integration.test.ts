@@ -66,6 +66,8 @@ describe('Runpod emulator: the real bootstrap and watchdog', function () {
         watchdogIntervalS: 1,
         watchdogProbeTries: 3,
         watchdogProbeWaitS: 1,
+        snapshotLeadS: 900,
+        snapshotWaitS: 900,
         leaseTtlMs: 900_000,
         preflightTimeoutMs: 60_000,
       },

@@ -237,6 +237,8 @@ describe('podScripts', function () {
         OVERBRAINER_PROBE_WAIT: '10',
         OVERBRAINER_LEASE_TTL: '900',
         OVERBRAINER_FAIL_GRACE: '180',
+        OVERBRAINER_SNAPSHOT_LEAD: '900',
+        OVERBRAINER_SNAPSHOT_WAIT: '900',
       });
     });
 

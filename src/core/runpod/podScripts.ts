@@ -29,6 +29,10 @@ export const BOOTSTRAP_LOG = '.pod/bootstrap.log';
 export const BOOTSTRAP_FAILED = '.pod/bootstrap_failed';
 /** Unix seconds after which the watchdog deletes the pod (`max_cost_usd`), written by the client. */
 export const COST_CAP_FILE = '.pod/cost_cap_at';
+/** Unix seconds at which the watchdog requests a snapshot with reason `cost` (before {@link COST_CAP_FILE}). */
+export const SNAPSHOT_AT_FILE = '.pod/snapshot_at';
+/** The network volume's size in GB, written by the client (and rewritten when it grows) for the watchdog's disk rule. */
+export const VOLUME_GB_FILE = '.pod/volume_gb';
 /** The run dir's claim: holds the `OVERBRAINER_CLAIM` value (the pod's host public key) and a newline. */
 export const CLAIM_FILE = '.claim';
 /** Where the bootstrap puts the files of a run dir whose claim it refused. */
@@ -143,6 +147,8 @@ export interface PodEnvParams {
     | 'watchdogIntervalS'
     | 'watchdogProbeTries'
     | 'watchdogProbeWaitS'
+    | 'snapshotLeadS'
+    | 'snapshotWaitS'
     | 'leaseTtlMs'
     | 'preflightTimeoutMs'
   >;
@@ -264,6 +270,8 @@ export function podEnv(p: PodEnvParams): Record<string, string> {
   // After a failed bootstrap that started sshd, the watchdog leaves the client its preflight
   // limit to read the verdict and delete the pod itself (so the run is refused at once).
   env.OVERBRAINER_FAIL_GRACE = String(Math.max(1, Math.ceil(p.timing.preflightTimeoutMs / 1000)));
+  env.OVERBRAINER_SNAPSHOT_LEAD = wholeSeconds('timing.snapshotLeadS', p.timing.snapshotLeadS, 0);
+  env.OVERBRAINER_SNAPSHOT_WAIT = wholeSeconds('timing.snapshotWaitS', p.timing.snapshotWaitS, 0);
   if (Object.keys(env).length > POD_ENV_MAX_VARS) {
     throw new PodScriptError(`the pod env has more than ${POD_ENV_MAX_VARS} variables`);
   }

@@ -11,12 +11,29 @@
  *   cancelling written by cancel before it signals the group
  *   cancelled  written by cancel once the group is gone
  *   metrics.jsonl  the trainer protocol's lines ($OVERBRAINER_METRICS)
+ *   snapshot.request  a snapshot is asked for ($OVERBRAINER_SNAPSHOT): one line, its reason
+ *              (requested | deadline | cost | disk), written temp + mv by the client or the
+ *              pod's watchdog; an existing request is never replaced. A trainer that honours
+ *              it saves a checkpoint at its next step end, writes snapshot.json and exits 0.
+ *   snapshot.json  {checkpoint, step, time, reason} written temp + mv by the trainer once its
+ *              snapshot's checkpoint is saved; `checkpoint` is relative to the run directory
+ *              (`output/checkpoint-12`). With it the run ends `stopped`, not `succeeded`.
+ *   resume/checkpoint-N/  a resumed run's starting checkpoint ($OVERBRAINER_RESUME_FROM, absolute)
  */
 import type { Executor } from '../exec/executor';
 import type { JobStatus } from '../events';
 
 export const METRICS_FILE = 'metrics.jsonl';
 export const JOB_LOG = 'job.log';
+/** The snapshot request the trainer looks for at each step end (its path is $OVERBRAINER_SNAPSHOT). */
+export const SNAPSHOT_REQUEST = 'snapshot.request';
+/** What a trainer writes once the snapshot's checkpoint is saved. */
+export const SNAPSHOT_JSON = 'snapshot.json';
+/** Where a resumed run's starting checkpoint is uploaded, under its run directory. */
+export const RESUME_DIR = 'resume';
+/** The env variable naming the absolute path of a resumed run's starting checkpoint. */
+export const RESUME_ENV = 'OVERBRAINER_RESUME_FROM';
+export const SNAPSHOT_REASONS = ['requested', 'deadline', 'cost', 'disk'] as const;
 /** The pod's job environment, written by the bootstrap (absent on the local target). */
 export const POD_JOB_ENV = '/etc/overbrainer/job.env';
 /** How long cancel waits after SIGTERM, and again after SIGKILL (spec §6: ≤ 10 s each). */
@@ -111,17 +128,19 @@ export interface LaunchSpec {
 
 /**
  * The wrapper the detached `sh -c` runs: records its PID (= the group), runs
- * the job in a subshell with OVERBRAINER_METRICS exported, records the exit
+ * the job in a subshell with OVERBRAINER_METRICS and OVERBRAINER_SNAPSHOT exported, records the exit
  * status, exits with it. A signal that kills the wrapper leaves no exit_code:
  * the status is then `cancelled` (markers) or `lost`.
  */
 export function wrapperScript(runDir: string, script: string): string {
   const metrics = shQuote(remotePath(runDir, METRICS_FILE));
+  const snapshot = shQuote(remotePath(runDir, SNAPSHOT_REQUEST));
   return [
     'echo $$ > job.pid.tmp && mv -f job.pid.tmp job.pid',
     '(',
     `OVERBRAINER_METRICS=${metrics}`,
-    'export OVERBRAINER_METRICS',
+    `OVERBRAINER_SNAPSHOT=${snapshot}`,
+    'export OVERBRAINER_METRICS OVERBRAINER_SNAPSHOT',
     script,
     ')',
     'code=$?',
