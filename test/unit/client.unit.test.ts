@@ -1329,6 +1329,11 @@ describe('RunpodClient: catalog, volumes, templates', () => {
     assert.deepEqual(JSON.parse(server.hits[3]?.body ?? ''), { size: 80 });
     await apiError(client.resizeNetworkVolume('agv6w2qcg7', 5), 'rejected');
     assert.equal(server.hits.length, 4);
+    assert.equal((await client.updateNetworkVolume('agv6w2qcg7', { size: 120 })).sizeGb, 120);
+    assert.deepEqual(JSON.parse(server.hits[4]?.body ?? ''), { size: 120 });
+    await apiError(client.updateNetworkVolume('agv6w2qcg7', {}), 'rejected');
+    await apiError(client.updateNetworkVolume('agv6w2qcg7', { size: 5000 }), 'rejected');
+    assert.equal(server.hits.length, 5);
   });
 
   it('lists pod templates: serverless ones dropped, duplicates once', async () => {

@@ -409,20 +409,36 @@ export class RunpodClient implements Disposable {
     return this.decode(answer, NetworkVolumeSchema, `GET ${path}`);
   }
 
-  /** Grows the network volume `id` to `sizeGb` (`PATCH {size}`; Runpod refuses to shrink). */
-  async resizeNetworkVolume(
+  /**
+   * Changes the network volume `id` (`PATCH /network-volumes/{id}`, Runpod's
+   * `UpdateNetworkVolumeRequest`: only the fields given; `size` in GB, 10 to 4096, may only grow,
+   * a smaller size is refused with 400). Returns the volume as Runpod answers it. Never retried
+   * (a lost answer may have changed it: look it up with {@link getNetworkVolume}).
+   */
+  async updateNetworkVolume(
     id: string,
-    sizeGb: number,
+    update: { size?: number; name?: string },
     options: CallOptions = {},
   ): Promise<NetworkVolume> {
-    if (!Number.isInteger(sizeGb) || sizeGb < 10 || sizeGb > 4096) {
-      throw new ApiError('rejected', `a network volume is 10 to 4096 GB, not ${sizeGb}`);
+    const body: { size?: number; name?: string } = {};
+    if (update.size !== undefined) {
+      if (!Number.isInteger(update.size) || update.size < 10 || update.size > 4096) {
+        throw new ApiError('rejected', `a network volume is 10 to 4096 GB, not ${update.size}`);
+      }
+      body.size = update.size;
+    }
+    if (update.name !== undefined) {
+      if (update.name === '') throw new ApiError('rejected', 'a network volume needs a name');
+      body.name = update.name;
+    }
+    if (Object.keys(body).length === 0) {
+      throw new ApiError('rejected', 'a network volume update needs a size or a name');
     }
     const path = `/network-volumes/${encodeURIComponent(id)}`;
     const outcome = await this.call({
       method: 'PATCH',
       path,
-      body: { size: sizeGb },
+      body,
       idempotent: false,
       signal: options.signal,
       redactor: this.#redactor,
@@ -432,6 +448,15 @@ export class RunpodClient implements Disposable {
       NetworkVolumeSchema,
       `PATCH ${path}`,
     );
+  }
+
+  /** Grows the network volume `id` to `sizeGb` (`PATCH {size}`; Runpod refuses to shrink). */
+  resizeNetworkVolume(
+    id: string,
+    sizeGb: number,
+    options: CallOptions = {},
+  ): Promise<NetworkVolume> {
+    return this.updateNetworkVolume(id, { size: sizeGb }, options);
   }
 
   /** The account's pod templates: serverless ones dropped, each ID once. */
