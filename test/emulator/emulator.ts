@@ -37,6 +37,7 @@ import {
   type CatalogSpec,
   type CloudType,
   type GpuTypeSpec,
+  type NetworkVolumeSpec,
 } from './catalog';
 import {
   Container,
@@ -106,6 +107,13 @@ export interface EmulatorOptions {
    * container, so a job can fill it (ENOSPC). Its files are then not visible in `dirs.workspace`.
    */
   workspaceQuotaBytes?: number;
+  /**
+   * Network volumes with a real quota: each is a tmpfs on the host of 94 % of its size (Runpod's
+   * quota refuses writes before the nominal size) at `bytesPerGb` bytes per GB of it, so a job
+   * can fill it; `PATCH /v2/network-volumes/{id}` raises it (remount) under the running pods.
+   * Unset: a volume is a plain directory.
+   */
+  volumeQuota?: { bytesPerGb: number };
   /**
    * The network between clients and pods: given a pod's sshd port (each container start), the
    * port to publish in `ssh.direct` instead, e.g. a TCP relay's that a test can cut. Not used for
@@ -325,6 +333,8 @@ const IMPLEMENTED = new Set<string>([
   'listGpuTypes',
   'listDataCenters',
   'listNetworkVolumes',
+  'getNetworkVolume',
+  'updateNetworkVolume',
   'listTemplates',
   'listSecrets',
   'createSecret',
@@ -471,6 +481,9 @@ class EmulatorServer {
   private closed = false;
   private readonly imageFiles: Record<string, string>;
   private readonly workspaceQuotaBytes: number | null;
+  private readonly volumeQuota: { bytesPerGb: number } | null;
+  /** Host directories of quota volumes mounted (tmpfs), unmounted by `close()`. */
+  private readonly mountedVolumes = new Set<string>();
   private readonly sshRelay: ((podId: string, sshPort: number) => Promise<number>) | null;
 
   constructor(options: EmulatorOptions) {
@@ -492,6 +505,7 @@ class EmulatorServer {
     this.restartOnExit = options.restartOnExit ?? true;
     this.imageFiles = options.imageFiles ?? {};
     this.workspaceQuotaBytes = options.workspaceQuotaBytes ?? null;
+    this.volumeQuota = options.volumeQuota ?? null;
     this.sshRelay = options.sshRelay ?? null;
     this.maxPageSize = Math.min(
       options.maxPodsPageSize ?? MAX_PODS_PAGE_LIMIT,
@@ -1095,16 +1109,16 @@ class EmulatorServer {
       case 'listNetworkVolumes':
         return {
           status: 200,
-          body: {
-            networkVolumes: this.catalog.networkVolumes.map((v) => ({
-              id: v.id,
-              name: v.name,
-              size: v.sizeGb,
-              dataCenter: v.dataCenterId,
-              type: v.type,
-            })),
-          },
+          body: { networkVolumes: this.catalog.networkVolumes.map((v) => volumeJson(v)) },
         };
+      case 'getNetworkVolume': {
+        const volume = this.catalog.networkVolumes.find((v) => v.id === params.id);
+        return volume
+          ? { status: 200, body: volumeJson(volume) }
+          : problem(404, 'network volume not found');
+      }
+      case 'updateNetworkVolume':
+        return this.updateNetworkVolume(params.id ?? '', body as { size?: number; name?: string });
       case 'listTemplates':
         return { status: 200, body: { templates: this.catalog.templates } };
       case 'listSecrets': {
@@ -1439,6 +1453,10 @@ class EmulatorServer {
       }
       candidates = [volume.dataCenterId];
       networkMountTarget = network;
+      const source = join(this.stateDir, 'volumes', volume.id);
+      mkdirSync(source, { recursive: true, mode: 0o755 });
+      const quota = this.mountVolumeQuota(volume.id, source);
+      if (quota !== null) return problem(500, quota);
     }
     const versions = type.cudaVersions
       .filter((v) => (allowedCuda.length > 0 ? allowedCuda.includes(v) : true))
@@ -1966,6 +1984,70 @@ class EmulatorServer {
   /** Process exit: SIGKILL every container now (no awaiting possible). */
   killAllNow(): void {
     for (const pod of this.podsById.values()) pod.container?.killNow();
+    this.unmountVolumes();
+  }
+
+  /** `PATCH /v2/network-volumes/{id}`: a new name, or a size that only grows (400 otherwise). */
+  private updateNetworkVolume(id: string, body: { size?: number; name?: string }): Reply {
+    const volume = this.catalog.networkVolumes.find((v) => v.id === id);
+    if (!volume) return problem(404, 'network volume not found');
+    if (body.size !== undefined && body.size < volume.sizeGb) {
+      return problem(
+        400,
+        `network volume storage cannot be reduced: it is ${volume.sizeGb} GB, ${body.size} GB asked`,
+      );
+    }
+    if (body.size !== undefined && body.size !== volume.sizeGb) {
+      const source = join(this.stateDir, 'volumes', volume.id);
+      if (this.mountedVolumes.has(source)) {
+        const raised = spawnSync(
+          'mount',
+          ['-o', `remount,size=${this.volumeQuotaBytes(body.size)}`, source],
+          { stdio: ['ignore', 'ignore', 'pipe'] },
+        );
+        if (raised.status !== 0) {
+          return problem(500, `cannot grow the volume: ${String(raised.stderr).trim()}`);
+        }
+      }
+      volume.sizeGb = body.size;
+    }
+    if (body.name !== undefined) volume.name = body.name;
+    return { status: 200, body: volumeJson(volume) };
+  }
+
+  private volumeQuotaBytes(sizeGb: number): number {
+    return Math.floor(sizeGb * (this.volumeQuota?.bytesPerGb ?? 0) * 0.94);
+  }
+
+  /** With `volumeQuota`, makes the volume's host directory a tmpfs of its quota: null, or why not. */
+  private mountVolumeQuota(volumeId: string, source: string): string | null {
+    if (this.volumeQuota === null || this.mountedVolumes.has(source)) return null;
+    const volume = this.catalog.networkVolumes.find((v) => v.id === volumeId);
+    if (!volume) return `network volume '${volumeId}' not found`;
+    const mounted = spawnSync(
+      'mount',
+      [
+        '-t',
+        'tmpfs',
+        '-o',
+        `size=${this.volumeQuotaBytes(volume.sizeGb)},mode=0755,nosuid,nodev`,
+        'tmpfs',
+        source,
+      ],
+      { stdio: ['ignore', 'ignore', 'pipe'] },
+    );
+    if (mounted.status !== 0) {
+      return `cannot mount the quota of network volume '${volumeId}': ${String(mounted.stderr).trim()}`;
+    }
+    this.mountedVolumes.add(source);
+    return null;
+  }
+
+  private unmountVolumes(): void {
+    for (const source of this.mountedVolumes) {
+      spawnSync('umount', ['-l', source], { stdio: 'ignore' });
+    }
+    this.mountedVolumes.clear();
   }
 
   async close(): Promise<void> {
@@ -1993,6 +2075,7 @@ class EmulatorServer {
       this.server.closeAllConnections();
     });
     live.delete(this);
+    this.unmountVolumes();
     if (this.ownsStateDir) rmSync(this.stateDir, { recursive: true, force: true });
   }
 }
@@ -2019,6 +2102,10 @@ interface CreatePodBody {
   templateId?: string;
   /** LIVE API EXTENSION (see ./extensions.ts). */
   cmd?: string[];
+}
+
+function volumeJson(v: NetworkVolumeSpec): JsonObject {
+  return { id: v.id, name: v.name, size: v.sizeGb, dataCenter: v.dataCenterId, type: v.type };
 }
 
 function round6(value: number): number {

@@ -23,6 +23,8 @@ export const ROUTES = [
   'listGpuTypes',
   'listDataCenters',
   'listNetworkVolumes',
+  'getNetworkVolume',
+  'updateNetworkVolume',
   'listTemplates',
   'listSecrets',
   'createSecret',
