@@ -69,6 +69,12 @@ export interface Timing {
   snapshotWaitS: number;
   /** How often a following client samples the run's disk use (the disk policy). */
   diskPollMs: number;
+  /**
+   * Not a time: bytes in one GB of a network volume's size (Runpod counts decimal GB), so the
+   * disk policy turns the API's size into the bytes `du` counts. Never scaled; tests shrink it
+   * to fill a small volume.
+   */
+  volumeGbBytes: number;
 }
 
 const MINUTE_MS = 60_000;
@@ -105,14 +111,16 @@ export const PRODUCTION_TIMING: Readonly<Timing> = Object.freeze({
   snapshotLeadS: 900,
   snapshotWaitS: 900,
   diskPollMs: 60_000,
+  volumeGbBytes: 1_000_000_000,
 });
 
-/** Keys that are counts, not durations: never scaled. */
+/** Keys that are counts or sizes, not durations: never scaled. */
 const COUNTS = new Set<keyof Timing>([
   'goneLooks',
   'watchFailuresTolerated',
   'retries',
   'watchdogProbeTries',
+  'volumeGbBytes',
 ]);
 
 /**

@@ -15,6 +15,7 @@ import { FollowError, MetricsFollower, type FollowResult } from '../train/follow
 import { Pace } from '../train/pace';
 import { isDead, type Pod } from './api';
 import { log, warn, type PodCtx } from './context';
+import { watchDisk } from './diskWatch';
 import { alias, CLIENT_KEY, sshCommand, writeSshConfig } from './keys';
 import { goneBy, guardFires, limitPassed, overrun, pastCostCap, renewalDue } from './lease';
 import { PodError } from './podError';
@@ -158,6 +159,8 @@ export async function watchLeased(
     }
     return 'stopped';
   };
+  // The disk policy samples alongside the lease holder, for as long as the watch lasts.
+  const disk = watchDisk(ctx, executor, run, pod, stop.signal);
   try {
     const watched = follower.follow(stop.signal).then(
       (result): Watched => ({ kind: 'ended', result }),
@@ -174,6 +177,7 @@ export async function watchLeased(
     return first;
   } finally {
     stop.abort();
+    await disk;
     subscription.dispose();
     signal?.removeEventListener('abort', onAbort);
   }
