@@ -159,8 +159,9 @@ export async function watchLeased(
     }
     return 'stopped';
   };
-  // The disk policy samples alongside the lease holder, for as long as the watch lasts.
-  const disk = watchDisk(ctx, executor, run, pod, stop.signal);
+  // The disk policy samples alongside the lease holder until the watch ends (`stop`). It never
+  // rejects, and nothing waits for a sample in flight on a connection that may be gone.
+  void watchDisk(ctx, executor, run, pod, stop.signal);
   try {
     const watched = follower.follow(stop.signal).then(
       (result): Watched => ({ kind: 'ended', result }),
@@ -177,7 +178,6 @@ export async function watchLeased(
     return first;
   } finally {
     stop.abort();
-    await disk;
     subscription.dispose();
     signal?.removeEventListener('abort', onAbort);
   }
