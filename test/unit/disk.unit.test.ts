@@ -151,6 +151,22 @@ describe('disk policy', () => {
     assert.deepEqual(kinds(policy.decide(vol(50, 93), 50)), []);
   });
 
+  it('a growth seen in the API right after its PATCH is confirmed at once', () => {
+    const policy = new DiskPolicy({ sizeGb: 50, maxGb: 500 });
+    assert.deepEqual(kinds(policy.decide(vol(50, 92))), ['warn 90', 'grow']);
+    assert.deepEqual(policy.seen(50), []);
+    assert.equal(policy.awaitedGb, 100);
+    assert.deepEqual(policy.seen(100), [
+      { kind: 'grown', sizeGb: 100, text: 'the network volume is 100 GB now' },
+    ]);
+    assert.equal(policy.awaitedGb, null);
+    assert.deepEqual(policy.seen(100), []);
+    // 46 GB of the 94 usable: nothing to do, and no failure two samples later.
+    assert.deepEqual(kinds(policy.decide(vol(100, 49))), []);
+    assert.deepEqual(kinds(policy.decide(vol(100, 49))), []);
+    assert.equal(new DiskPolicy(null).seen(100).length, 0);
+  });
+
   it('a growth Runpod refuses asks for the snapshot at once', () => {
     const policy = new DiskPolicy({ sizeGb: 50, maxGb: 500 });
     policy.decide(vol(50, 95));

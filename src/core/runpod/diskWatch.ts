@@ -74,6 +74,20 @@ export async function watchDisk(
             'warn',
             `run ${run.id}: growing network volume ${volumeId!} got no clear answer (${messageOf(error)}); looking it up at the next samples`,
           );
+          return;
+        }
+        // Seen at once when Runpod shows it already: the watchdog gets the size without waiting
+        // for the next sample (else the next two samples look again).
+        try {
+          const now = await ctx.client.getNetworkVolume(volumeId!, { signal });
+          if (now !== null) for (const next of current.seen(now.sizeGb)) await act(current, next);
+        } catch (error) {
+          if (isAbortError(error) || signal.aborted) throw error;
+          log(
+            ctx,
+            'debug',
+            `run ${run.id}: cannot look network volume ${volumeId!} up: ${messageOf(error)}`,
+          );
         }
         return;
       case 'snapshot': {

@@ -119,21 +119,11 @@ export class DiskPolicy {
    * looked up (while a growth is awaited), else null.
    */
   decide(sample: DiskSample, apiSizeGb: number | null = null): DiskAction[] {
-    const actions: DiskAction[] = [];
+    const actions: DiskAction[] = apiSizeGb === null ? [] : this.seen(apiSizeGb);
     const volume = this.volume;
     if (volume !== null) {
-      if (apiSizeGb !== null && apiSizeGb > volume.sizeGb) {
-        volume.sizeGb = apiSizeGb;
-        actions.push({
-          kind: 'grown',
-          sizeGb: apiSizeGb,
-          text: `the network volume is ${apiSizeGb} GB now`,
-        });
-      }
       if (this.pending !== null) {
-        if (volume.sizeGb >= this.pending.toGb) {
-          this.pending = null;
-        } else if (++this.pending.samples >= DISK_POLICY.confirmSamples) {
+        if (++this.pending.samples >= DISK_POLICY.confirmSamples) {
           const toGb = this.pending.toGb;
           this.pending = null;
           return [...actions, ...this.fail(`its growth to ${toGb} GB was not seen in the API`)];
@@ -193,6 +183,21 @@ export class DiskPolicy {
       return [...actions, ...this.fail(`${why}, and it cannot grow: ${cannot}`)];
     }
     return [...actions, ...this.fail(why)];
+  }
+
+  /**
+   * The volume's size as the API shows it (looked up right after a growth's PATCH, or with a
+   * sample): a larger size is taken up (`grown`: hand it on), and confirms an awaited growth
+   * it reaches.
+   */
+  seen(apiSizeGb: number): DiskAction[] {
+    const volume = this.volume;
+    if (volume === null || !(apiSizeGb > volume.sizeGb)) return [];
+    volume.sizeGb = apiSizeGb;
+    if (this.pending !== null && apiSizeGb >= this.pending.toGb) this.pending = null;
+    return [
+      { kind: 'grown', sizeGb: apiSizeGb, text: `the network volume is ${apiSizeGb} GB now` },
+    ];
   }
 
   /** The growth was refused outright (Runpod said no): stop the job with a snapshot. */
