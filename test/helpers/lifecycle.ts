@@ -55,6 +55,10 @@ export function labTiming(overrides: Partial<Timing> = {}): Timing {
     deletePollMs: 100,
     retryBaseMs: 50,
     retryMaxMs: 500,
+    // Production samples the disk once per 30 status polls (60 s against 2 s); with the status
+    // poll kept at 300 ms here, the disk's 1 s would be one per 3 and load a 20-run lab with SSH
+    // commands production never sends. The disk tests set their own.
+    diskPollMs: 10_000,
     ...overrides,
   });
 }
