@@ -42,6 +42,7 @@ import { messageOf } from '../core/runpod/remove';
 import {
   attach,
   cancel,
+  stop,
   FlowError,
   keepPod,
   recoverAbandoned,
@@ -207,10 +208,12 @@ class Session {
     this.timing = timingFrom(this.io.env);
     switch (command.kind) {
       case 'train':
-        return this.train(command.target, command.keepPod);
+        return this.train(command.target, command.keepPod, command.resumeFrom);
       case 'attach':
       case 'cancel':
         return this.attachOrCancel(command.kind, command.runId);
+      case 'stop':
+        return this.stopRun(command.runId);
       case 'keep':
       case 'release':
         return this.keep(command.runId, command.kind === 'keep');
@@ -326,7 +329,12 @@ class Session {
 
   // --------------------------------------------------------------- commands
 
-  private async train(targetName: string | null, keepPodFlag: boolean): Promise<number> {
+  private async train(
+    targetName: string | null,
+    keepPodFlag: boolean,
+    resumeFrom: string | null,
+  ): Promise<number> {
+    if (resumeFrom !== null) this.store.runDir(resumeFrom); // refused first if it would leave runs/
     const config = this.config(true)!;
     const name =
       targetName ??
@@ -347,6 +355,7 @@ class Session {
     const result = await train(this.deps(client), config, this.dir, {
       target: targetName ?? undefined,
       keepPod: keepPodFlag,
+      resumeFrom: resumeFrom ?? undefined,
       signal: this.interrupts.signal,
       onRun: (run) => {
         this.runId = run.id;
@@ -392,6 +401,32 @@ class Session {
     return result.run.state === 'cancelled' || result.run.state === 'running'
       ? EXIT_OK
       : EXIT_FAILED;
+  }
+
+  /** `train stop`: a snapshot is asked for; success is the run ending `stopped`. */
+  private async stopRun(runId: string): Promise<number> {
+    this.store.runDir(runId);
+    const config = this.config(false);
+    const client = this.api(this.hasPodRecord(runId));
+    this.runId = runId;
+    this.interrupts = new Interrupts(
+      this.io,
+      this.renderer,
+      () => 'stopping to follow the run; the snapshot asked for is still saved and its job stops',
+    );
+    this.interrupts.jobStarted = true;
+    const { result } = await stop(this.deps(client), config, runId, this.interrupts.signal);
+    this.renderer.flush();
+    if (result === null) {
+      this.io.stdout(
+        `train: run ${runId} asked for a snapshot; the client following it brings the snapshot home`,
+      );
+      this.summaryPrinted = true;
+      return EXIT_OK;
+    }
+    this.io.stdout(result.summary);
+    this.summaryPrinted = true;
+    return result.run.state === 'stopped' ? EXIT_OK : EXIT_FAILED;
   }
 
   private async keep(runId: string, keep: boolean): Promise<number> {

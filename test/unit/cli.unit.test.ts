@@ -34,18 +34,25 @@ describe('cli: the command line', () => {
   it('parses every command', () => {
     assert.deepEqual(parseArgs(['train']), {
       dir: null,
-      command: { kind: 'train', target: null, keepPod: false },
+      command: { kind: 'train', target: null, keepPod: false, resumeFrom: null },
     });
     assert.deepEqual(parseArgs(['-C', 'ws', 'train', '--target', 'pod', '--keep-pod']), {
       dir: 'ws',
-      command: { kind: 'train', target: 'pod', keepPod: true },
+      command: { kind: 'train', target: 'pod', keepPod: true, resumeFrom: null },
     });
     assert.deepEqual(parseArgs(['train', '--target=here']).command, {
       kind: 'train',
       target: 'here',
       keepPod: false,
+      resumeFrom: null,
     });
-    for (const kind of ['attach', 'cancel', 'keep', 'release'] as const) {
+    assert.deepEqual(parseArgs(['train', '--resume-from', 'tiny_20261204-060000']).command, {
+      kind: 'train',
+      target: null,
+      keepPod: false,
+      resumeFrom: 'tiny_20261204-060000',
+    });
+    for (const kind of ['attach', 'cancel', 'stop', 'keep', 'release'] as const) {
       assert.deepEqual(parseArgs(['train', kind, 'r1']).command, { kind, runId: 'r1' });
     }
     assert.deepEqual(parseArgs(['runs', 'ls']).command, { kind: 'runs_ls' });

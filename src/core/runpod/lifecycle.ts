@@ -6,17 +6,27 @@
  */
 import * as fs from 'node:fs';
 import * as path from 'node:path';
-import { isAbortError } from '../clock';
+import { isAbortError, rfc3339 } from '../clock';
 import { ExecError, type Executor } from '../exec/executor';
 import { SshExecutor } from '../exec/ssh';
 import type { PodRecord, SshEndpoint } from '../runs/podRecord';
 import type { RunRecord } from '../runs/runRecord';
 import { FollowError, MetricsFollower, type FollowResult } from '../train/follow';
 import { Pace } from '../train/pace';
+import { requestSnapshot } from '../train/snapshot';
 import { isDead, type Pod } from './api';
 import { log, warn, type PodCtx } from './context';
 import { alias, CLIENT_KEY, sshCommand, writeSshConfig } from './keys';
-import { goneBy, guardFires, limitPassed, overrun, pastCostCap, renewalDue } from './lease';
+import {
+  costCapAtUnixS,
+  goneBy,
+  guardFires,
+  limitPassed,
+  overrun,
+  pastCostCap,
+  renewalDue,
+  snapshotAtUnixS,
+} from './lease';
 import { PodError } from './podError';
 import {
   KEEP_MARKER,
@@ -134,10 +144,14 @@ export async function watchLeased(
   });
   const lease = `${run.remoteDir}/${LEASE_FILE}`;
   let renewedMs: number | null = null;
+  let costSnapshotAsked = false;
   const holdLease = async (): Promise<'deadline_passed' | 'cost_cap_passed' | 'stopped'> => {
     while (!stop.signal.aborted) {
       syncKeep(ctx, pod);
       if (pastCostCap(pod, ctx.clock.nowMs())) return 'cost_cap_passed';
+      if (!costSnapshotAsked && snapshotDue(ctx, pod)) {
+        costSnapshotAsked = await askCostSnapshot(ctx, executor, run, pod);
+      }
       const nowMs = ctx.clock.nowMs();
       // Renewed while kept too (the watchdog ignores it then): a release finds the lease held.
       if (renewalDue(ctx.timing, renewedMs, lastMetricMs, nowMs)) {
@@ -176,6 +190,39 @@ export async function watchLeased(
     stop.abort();
     subscription.dispose();
     signal?.removeEventListener('abort', onAbort);
+  }
+}
+
+function snapshotDue(ctx: PodCtx, pod: PodRecord): boolean {
+  const atUnixS = snapshotAtUnixS(pod, ctx.timing.snapshotLeadS);
+  return atUnixS !== null && Math.floor(ctx.clock.nowMs() / 1000) >= atUnixS;
+}
+
+/**
+ * At the cost cap's snapshot moment (the watchdog asks too, should this client not): asks the
+ * job for a snapshot with reason `cost` and says so. True once asked (or the job had ended).
+ */
+async function askCostSnapshot(
+  ctx: PodCtx,
+  executor: Executor,
+  run: RunRecord,
+  pod: PodRecord,
+): Promise<boolean> {
+  try {
+    const asked = await requestSnapshot(executor, run.remoteDir, 'cost');
+    if (asked.kind !== 'ended') {
+      const capAtUnixS = costCapAtUnixS(pod) ?? 0;
+      warn(
+        ctx,
+        run.id,
+        'cost_snapshot',
+        `max_cost_usd $${pod.maxCostUsd ?? 0} is nearly spent: the job of run ${run.id} was asked to save a snapshot and stop; the pod is deleted at ${rfc3339(capAtUnixS * 1000)} whatever happens`,
+      );
+    }
+    return true;
+  } catch (error) {
+    log(ctx, 'debug', `cannot ask run ${run.id} for its cost snapshot: ${messageOf(error)}`);
+    return false;
   }
 }
 

@@ -18,10 +18,11 @@ import { createPodBody, inStock, isDead, secretReference, type GpuType, type Pod
 import { hostKeySecretName, log, warn, type PodCtx } from './context';
 import { ApiError } from './errors';
 import { alias, generateRunKeys, writeSshConfig, type RunKeys } from './keys';
-import { costCapAtUnixS } from './lease';
+import { costCapAtUnixS, snapshotAtUnixS } from './lease';
 import { asPodError, PodError, runMessageFor } from './podError';
 import {
   COST_CAP_FILE,
+  SNAPSHOT_AT_FILE,
   parseWatchdogVerdict,
   podCmd,
   podEnv,
@@ -579,17 +580,26 @@ async function armCostCap(
       'Train again; to run without a cost cap, remove max_cost_usd from the target.',
       { cause },
     );
-  if (rate === null || capAtUnixS === null) throw unset('Runpod reported no hourly rate');
-  try {
-    await executor.writeFileAtomic(`${plan.run.remoteDir}/${COST_CAP_FILE}`, `${capAtUnixS}\n`);
-  } catch (error) {
-    if (signal?.aborted) throw error;
-    throw unset(`writing ${COST_CAP_FILE} failed: ${messageOf(error)}`, error);
+  const snapshotAt = snapshotAtUnixS(record, ctx.timing.snapshotLeadS);
+  if (rate === null || capAtUnixS === null || snapshotAt === null) {
+    throw unset('Runpod reported no hourly rate');
+  }
+  // The snapshot moment first: a watchdog that sees the cap sees when to ask for the snapshot.
+  for (const [file, unixS] of [
+    [SNAPSHOT_AT_FILE, snapshotAt],
+    [COST_CAP_FILE, capAtUnixS],
+  ] as const) {
+    try {
+      await executor.writeFileAtomic(`${plan.run.remoteDir}/${file}`, `${unixS}\n`);
+    } catch (error) {
+      if (signal?.aborted) throw error;
+      throw unset(`writing ${file} failed: ${messageOf(error)}`, error);
+    }
   }
   log(
     ctx,
     'info',
-    `max_cost_usd armed: the watchdog deletes the pod at ${rfc3339(capAtUnixS * 1000)}`,
+    `max_cost_usd armed: the job is asked for a snapshot at ${rfc3339(snapshotAt * 1000)} and the watchdog deletes the pod at ${rfc3339(capAtUnixS * 1000)}`,
   );
   const leftMs = capAtUnixS * 1000 - ctx.clock.nowMs();
   if (leftMs < COST_CAP_SHORT_MS) {
