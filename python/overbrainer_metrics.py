@@ -322,8 +322,9 @@ class OverbrainerMetricsCallback(_CallbackBase):
         self._distributed = distributed
         self._eval_batches = 0
         self._eval_written_at = None
-        # The reason of the request acted on, once one was seen; snapshot.json is written once.
+        # The reason of the request acted on, once one is seen at a step end.
         self.snapshot_reason = None
+        # The snapshot's checkpoint directory, once saved (snapshot.json names it).
         self.snapshot = None
 
     def _dist(self):
@@ -424,6 +425,13 @@ class OverbrainerMetricsCallback(_CallbackBase):
         return control
 
     def on_train_end(self, args, state, control, **kwargs):
+        if self.snapshot_reason is not None and self.snapshot is None:
+            # Stopped early without the checkpoint: exiting 0 would read as a finished run.
+            raise RuntimeError(
+                "overbrainer_metrics: training stopped for a snapshot (%s) but the trainer saved no "
+                "checkpoint (on_save never came): use a Trainer that saves when control.should_save "
+                "is set" % self.snapshot_reason
+            )
         # A stopped run's metrics end with its snapshot line, not with `end`.
         if self._is_writer(state) and self.snapshot_reason is None:
             self.writer.end()

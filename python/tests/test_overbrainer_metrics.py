@@ -496,6 +496,17 @@ class SnapshotTest(unittest.TestCase):
         self.assertEqual(self.read_snapshot()["reason"], "disk")
         self.assertEqual(self.read_snapshot()["step"], 3)
 
+    def test_a_stop_without_the_checkpoint_saved_fails_rather_than_ending_as_finished(self):
+        callback = self.callback()
+        control = Control()
+        request(self.request, "cost\n")
+        callback.on_step_end(self.args, State(global_step=4, max_steps=10), control)
+        with self.assertRaises(RuntimeError) as raised:
+            callback.on_train_end(self.args, State(global_step=4, max_steps=10), control)
+        self.assertIn("saved no checkpoint", str(raised.exception))
+        self.assertFalse(os.path.exists(self.snapshot))
+        self.assertFalse(os.path.exists(self.metrics))
+
     def test_a_checkpoint_outside_the_run_directory_is_refused_with_the_fix(self):
         elsewhere = os.path.join(self.tmp.name, "elsewhere", "checkpoint-3")
         with self.assertRaises(ValueError) as raised:

@@ -24,6 +24,9 @@ class TinyTrainTest(unittest.TestCase):
         self.tmp = tempfile.TemporaryDirectory()
         self.metrics = os.path.join(self.tmp.name, "metrics.jsonl")
         self.env = dict(os.environ, OVERBRAINER_METRICS=self.metrics)
+        # Not a snapshot or a resume unless a test says so, even when the suite runs inside a job.
+        self.env.pop("OVERBRAINER_SNAPSHOT", None)
+        self.env.pop("OVERBRAINER_RESUME_FROM", None)
 
     def tearDown(self):
         self.tmp.cleanup()
