@@ -867,6 +867,22 @@ export async function stop(
   runId: string,
   signal?: AbortSignal,
 ): Promise<StopResult> {
+  const request = await requestStop(deps, runId, signal);
+  const holder = deps.store.lockHolder(runId);
+  if (holder !== null && holder.stale === null) return { request, result: null };
+  return { request, result: await attach(deps, config, runId, signal) };
+}
+
+/**
+ * The first half of {@link stop}: asks the running job of `runId` for a snapshot and says so,
+ * without following it (a front end that follows the run already, or attaches after, brings the
+ * snapshot home).
+ */
+export async function requestStop(
+  deps: FlowDeps,
+  runId: string,
+  signal?: AbortSignal,
+): Promise<RequestResult> {
   const run = deps.store.loadRun(runId);
   if (run.job === null) {
     throw new FlowError(
@@ -902,9 +918,7 @@ export async function stop(
         ? `the job of run ${runId} was already asked for a snapshot (${request.reason})`
         : `asked the job of run ${runId} for a snapshot: it saves a checkpoint at its next step end and stops (a trainer that does not honour snapshot requests runs on: cancel it instead)`;
   deps.bus.publish({ type: 'log', level: 'info', message: said });
-  const holder = deps.store.lockHolder(runId);
-  if (holder !== null && holder.stale === null) return { request, result: null };
-  return { request, result: await attach(deps, config, runId, signal) };
+  return request;
 }
 
 /**
