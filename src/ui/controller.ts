@@ -933,6 +933,8 @@ export class Controller implements vscode.Disposable {
         return this.removePod(arg);
       case 'Open Output':
         return this.openOutput(run);
+      case 'Resume Run':
+        return this.resume(arg);
     }
   }
 

@@ -8,7 +8,7 @@ import { MAX_COST_REACHED, MAX_HOURS_REACHED } from '../core/runpod/lifecycle';
  */
 
 export type NotifyAction =
-  'Keep Pod' | 'Open Run' | 'Attach' | 'Remove Pod' | 'Open Output' | 'Show Pods';
+  'Keep Pod' | 'Open Run' | 'Attach' | 'Remove Pod' | 'Open Output' | 'Show Pods' | 'Resume Run';
 
 export interface Notification {
   key: string;
@@ -171,6 +171,20 @@ export function runEnd(
       severity: 'info',
       message: `Run ${runId} succeeded${tail}`,
       actions: ['Open Output'],
+      runId,
+    };
+  }
+  if (
+    state === 'stopped' &&
+    message?.startsWith('stopped at step ') &&
+    !message.includes('artifacts not retrieved')
+  ) {
+    // Stopped with its snapshot home, as asked (or before a limit): nothing is lost.
+    return {
+      key: `end:${runId}`,
+      severity: 'info',
+      message: `Run ${runId} ${message}`,
+      actions: ['Resume Run', 'Open Run'],
       runId,
     };
   }

@@ -113,6 +113,26 @@ describe('notifications from core events (model)', function () {
     assert.equal(endCause(null, MAX_COST_REACHED), 'cost_cap_reached');
   });
 
+  it('a run stopped with its snapshot home is news, not an error: Resume Run is offered', function () {
+    const stopped = runEnd(
+      'r',
+      'stopped',
+      'stopped at step 7 (cost); snapshot output/checkpoint-7',
+      null,
+    );
+    assert.equal(stopped?.severity, 'info');
+    assert.equal(stopped?.message, 'Run r stopped at step 7 (cost); snapshot output/checkpoint-7');
+    assert.deepEqual(stopped?.actions, ['Resume Run', 'Open Run']);
+    // Stopped without a snapshot said (not retrieved): still an error.
+    const unretrieved = runEnd(
+      'r',
+      'stopped',
+      'stopped at step 7 (cost); snapshot output/checkpoint-7; artifacts not retrieved: x',
+      null,
+    );
+    assert.equal(unretrieved?.severity, 'error');
+  });
+
   it('pod gone: from the PodError kind or the run message, keyed as the run end', function () {
     const byKind = runEnd('r', 'failed', 'pod p1 no longer exists', 'pod_gone');
     assert.match(byKind!.message, /^Run r: pod gone \(pod p1 no longer exists\)/);
