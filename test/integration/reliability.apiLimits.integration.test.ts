@@ -123,11 +123,22 @@ describe('reliability: Runpod API limits and answers as its document describes',
     assert.equal(o.error, null, `${String(o.error)}\n${l.transcript()}`);
     const id = o.runId!;
     assert.equal(o.result?.run.state, 'succeeded', l.transcript());
+    const creates = calls(l, 'createPod');
     assert.deepEqual(
-      calls(l, 'createPod').map((r) => r.status),
+      creates.map((r) => r.status),
       [429, 201],
       'the refused create was sent again only after Runpod refused it unprocessed',
     );
+    // Between the 429 and the second create, after Retry-After, the run's pods were listed by
+    // its marker (the reconcile of an ambiguous create), and none of the attempt was found.
+    const looked = calls(l, 'listPods').filter(
+      (r) => r.key === 'account' && r.seq > creates[0]!.seq && r.seq < creates[1]!.seq,
+    );
+    assert.ok(
+      looked.length > 0,
+      'the pods of the run were listed before the create was sent again',
+    );
+    assert.ok(looked[0]!.atMs - creates[0]!.atMs >= 900, 'the list waited for Retry-After');
     // The client's delete is refused once and sent again after Retry-After; the watchdog, told the
     // results are retrieved, may delete the pod in between (the second delete then answers 404).
     const deletes = calls(l, 'deletePod').filter((r) => r.key === 'account');
@@ -136,6 +147,35 @@ describe('reliability: Runpod API limits and answers as its document describes',
     const made = l.podsOfRun(id);
     assert.equal(made.length, 1, 'one pod was ever made');
     assert.ok(['account', 'pod'].includes(String(made[0]?.deletedBy)), String(made[0]?.deletedBy));
+    assert.deepEqual(
+      l.billing().map((p) => p.id),
+      [],
+    );
+    assert.equal(l.podJson(id).state, 'deleted');
+  });
+
+  it('a create Runpod carried out but answered 429: after Retry-After the attempt is looked for by run marker and name and adopted; the create is never sent again, one pod is ever made', async function () {
+    const l = await lab({ steps: 3 });
+    // The gateway refused the answer, not the work: the pod exists although the create said 429.
+    await l.emulator.faults.add({
+      kind: 'request',
+      route: 'createPod',
+      applied: true,
+      effect: { type: 'status', status: 429, retryAfterS: 1 },
+    });
+    recordFault(this, 'api.createPod.429-applied');
+    const o = await run(l);
+    assert.equal(o.error, null, `${String(o.error)}\n${l.transcript()}`);
+    const id = o.runId!;
+    assert.equal(o.result?.run.state, 'succeeded', l.transcript());
+    assert.deepEqual(
+      calls(l, 'createPod').map((r) => r.status),
+      [429],
+      'a create answered 429 is reconciled before it is sent again',
+    );
+    assert.deepEqual(attempts(l, id), ['adopted']);
+    const made = l.podsOfRun(id);
+    assert.equal(made.length, 1, 'one pod was ever made');
     assert.deepEqual(
       l.billing().map((p) => p.id),
       [],
