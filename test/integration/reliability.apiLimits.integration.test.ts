@@ -8,10 +8,13 @@
  * Runpod's own, never scaled).
  */
 import assert from 'node:assert/strict';
+import { removeRunOrPod } from '../../src/core/runpod/podAdmin';
 import { PodError } from '../../src/core/runpod/podError';
 import { train, type FlowResult } from '../../src/core/runs/flow';
+import { FollowError } from '../../src/core/train/follow';
 import { GPU, Lab, matrixLabs } from '../helpers/lifecycle';
 import { recordFault } from '../helpers/reliability';
+import { startTcpProxy, type TcpProxy } from '../helpers/sshd';
 
 interface Outcome {
   result: FlowResult | null;
@@ -224,6 +227,75 @@ describe('reliability: Runpod API limits and answers as its document describes',
         warning.message,
         /the results are retrieved: the pod's watchdog deletes it by itself within \d+ s/,
       );
+    }
+  });
+
+  it("the API unreachable while a follow lost its pod's SSH: a countdown warning names the API, how long the client keeps looking and that the job keeps running until the watchdog deletes the pod; once the API answers the pod is found running, nothing is deleted and the run stays running", async function () {
+    const relays: TcpProxy[] = [];
+    try {
+      const l = await lab({
+        steps: 2000,
+        stepSeconds: 0.05,
+        emulator: {
+          // The pod's SSH goes through a relay the test closes, as when its host drops off.
+          sshRelay: async (_podId, sshPort) => {
+            const relay = await startTcpProxy(sshPort);
+            relays.push(relay);
+            return relay.port;
+          },
+        },
+      });
+      let runId: string | null = null;
+      const flow = l.track(
+        train(l.deps, l.config, l.workspace, {
+          onRun: (r) => {
+            runId = r.id;
+          },
+        }),
+      );
+      const settled = flow.then(
+        () => null,
+        (error: unknown) => error,
+      );
+      const id = await l.jobRunning(() => runId);
+      const podId = String(l.podJson(id).pod_id);
+      const deadline = String(l.podJson(id).deadline);
+      await l.emulator.faults.unreachable(600_000, 'refuse');
+      for (const relay of relays) await relay.close();
+      recordFault(this, 'api.unreachable-while-following');
+      recordFault(this, 'ssh.lost-mid-follow');
+      const countdown = (): Extract<(typeof l.events)[number]['event'], { type: 'warning' }>[] =>
+        l.warnings().filter((w) => w.code === 'api_unreachable');
+      // Two warnings: the client keeps looking, and says so each time, until the API answers.
+      await l.waitFor('the countdown to repeat', () => countdown().length >= 2);
+      await l.emulator.faults.reachable();
+      const error = await settled;
+      assert.ok(error instanceof FollowError, `${String(error)}\n${l.transcript()}`);
+      for (const warning of countdown()) {
+        assert.equal(warning.runId, id);
+        assert.ok(warning.message.includes(l.deps.client!.baseUrl), warning.message);
+        assert.ok(warning.message.includes(podId), warning.message);
+        assert.match(warning.message, /trying again in \d+ s \(until \d{4}-\d\d-\d\dT/);
+        assert.ok(
+          warning.message.includes(
+            `the job keeps running; the pod's watchdog deletes it at ${deadline}`,
+          ),
+          warning.message,
+        );
+        assert.match(warning.message, /unless a client renews its lease/);
+      }
+      // Lost, not failed: the job goes on and its pod was not deleted.
+      assert.equal(l.runJson(id).state, 'running');
+      assert.equal(l.ledgerOf(podId).deletedAtMs, null, 'the pod was not deleted');
+      assert.notEqual(l.podJson(id).state, 'deleted');
+      // The test's own cleanup: the run's pod removed as a user would.
+      await removeRunOrPod({ ...l.deps, client: l.deps.client! }, id, { force: true });
+      assert.deepEqual(
+        l.billing().map((p) => p.id),
+        [],
+      );
+    } finally {
+      for (const relay of relays) await relay.close();
     }
   });
 });

@@ -28,7 +28,16 @@ import {
   VERDICT_READ_MAX_BYTES,
   WATCHDOG_VERDICT,
 } from './podScripts';
-import { forgetKeys, lookUp, messageOf, noteStrays, remove, sweep } from './remove';
+import {
+  forgetKeys,
+  isUnreachable,
+  lookUp,
+  messageOf,
+  noteStrays,
+  remove,
+  sweep,
+  warnUnreachable,
+} from './remove';
 
 /** Ambiguous create calls tried per GPU type before moving on. */
 const AMBIGUOUS_TRIES_PER_TYPE = 2;
@@ -400,7 +409,7 @@ async function createOne(
             'warn',
             `create of ${attempt.name} answered 429 (rate limited): waiting ${(waitMs / 1000).toFixed(1)} s as Runpod asked, then looking for it by its run marker before creating again`,
           );
-          const adopted = await reconcile(ctx, record, attempt.name, signal, waitMs);
+          const adopted = await reconcile(ctx, plan, record, attempt.name, signal, waitMs);
           if (adopted) {
             adoptPod(ctx, record, adopted, 'adopted');
             return adopted;
@@ -426,7 +435,7 @@ async function createOne(
             'warn',
             `create of ${attempt.name} went unanswered: looking for it by its run marker`,
           );
-          const adopted = await reconcile(ctx, record, attempt.name, signal);
+          const adopted = await reconcile(ctx, plan, record, attempt.name, signal);
           if (adopted) {
             adoptPod(ctx, record, adopted, 'adopted');
             return adopted;
@@ -492,6 +501,7 @@ function adoptPod(ctx: PodCtx, record: PodRecord, pod: Pod, result: 'created' | 
  */
 async function reconcile(
   ctx: PodCtx,
+  plan: PodPlan,
   record: PodRecord,
   name: string,
   signal?: AbortSignal,
@@ -511,10 +521,23 @@ async function reconcile(
       try {
         listed = await ctx.client.listPods({ runMarker: record.runId });
       } catch (error) {
-        log(ctx, 'warn', `cannot list pods to reconcile ${name}: ${messageOf(error)}`);
         // The exit path sweeps again, and records what it cannot list.
         if (signal?.aborted) return null;
-        if (ctx.clock.nowMs() >= giveUpAtMs) {
+        const nowMs = ctx.clock.nowMs();
+        if (isUnreachable(error) && nowMs < giveUpAtMs) {
+          warnUnreachable(
+            ctx,
+            record.runId,
+            error,
+            `the create of ${name} got no clear answer and the pods of run ${record.runId} cannot be listed, so it is not sent again`,
+            Math.min(ctx.timing.reconcileSecondWaitMs, giveUpAtMs - nowMs),
+            giveUpAtMs,
+            `a pod that create may have made is deleted by its own watchdog after boot_grace_minutes (${minutes(plan.target.bootGraceS * 1000)}) without a job`,
+          );
+        } else {
+          log(ctx, 'warn', `cannot list pods to reconcile ${name}: ${messageOf(error)}`);
+        }
+        if (nowMs >= giveUpAtMs) {
           throw new PodError(
             'unanswered',
             `Runpod did not answer the create of ${name}, and the pods of run ${record.runId} could not be listed for ${minutes(ctx.timing.reconcileListLimitMs)}: a pod of it may exist`,
@@ -522,7 +545,7 @@ async function reconcile(
             { cause: error },
           );
         }
-        await pause(ctx.timing.reconcileSecondWaitMs);
+        await pause(Math.min(ctx.timing.reconcileSecondWaitMs, giveUpAtMs - nowMs));
       }
     }
     const mine = listed.find((pod) => pod.name === name && pod.runMarker === record.runId);
