@@ -1,5 +1,5 @@
 import type { CoreEvent, RunState } from '../core/events';
-import { MAX_COST_REACHED, MAX_HOURS_REACHED } from '../core/runpod/lifecycle';
+import { followLostWords, MAX_COST_REACHED, MAX_HOURS_REACHED } from '../core/runpod/lifecycle';
 
 /**
  * Which core events become notifications, free of `vscode`. Each decision carries its severity,
@@ -207,16 +207,10 @@ export function followLost(
   deadlineUnixS: number | null,
   nowMs: number,
 ): Notification {
-  const watchdog =
-    deadlineUnixS === null
-      ? 'its pod is kept: nothing deletes it until you remove it'
-      : deadlineUnixS * 1000 <= nowMs
-        ? "its deadline has passed: the pod's watchdog deletes it once the lease runs out (15 min at most) unless you attach"
-        : `if nobody follows, the pod's watchdog deletes it at its deadline, ${new Date(deadlineUnixS * 1000).toISOString().replace(/\.\d+Z$/, 'Z')}, or once its retrieve grace passes after the job ends`;
   return {
     key: `lost:${runId}:${reason}`,
     severity: 'warning',
-    message: `Lost the connection to run ${runId} (${reason}). The run goes on on its pod: Attach to follow it again; ${watchdog}.`,
+    message: followLostWords(runId, reason, deadlineUnixS, nowMs, 'Attach to follow it again'),
     actions: ['Attach'],
     runId,
   };

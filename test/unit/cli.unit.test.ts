@@ -498,6 +498,53 @@ describe('cli: whole command lines that never reach Runpod', () => {
     assert.deepEqual(empty.stdout, [`runs: no run in ${path.join(tmp, 'runs')}`]);
   });
 
+  it('a connection lost while following is no failed run: the CLI says the run goes on, how to attach and what the watchdog does, as VS Code does', async () => {
+    const nowMs = Date.now();
+    const store = new RunStore(path.join(tmp, 'runs'), new FakeClock(nowMs));
+    const record = store.create({ project: 'tiny', target: 'pod', remoteDir: (id) => `/w/${id}` });
+    const pod = newPodRecord(record.id, false, 1, HOST_KEY);
+    pod.beginAttempt('NVIDIA A40', nowMs, 6);
+    pod.created({ id: 'k3x9abc', costPerHourUsd: 0.53 }, 'created', nowMs);
+    pod.state = 'running';
+    store.savePod(pod);
+    record.state = 'running';
+    record.job = { dir: record.remoteDir, pid: 4242, container: null };
+    store.saveRun(record);
+    // The API cannot be reached (nothing listens on port 9): attach cannot follow the run.
+    const lost = await run(['train', 'attach', record.id], {
+      OVERBRAINER_RUNPOD__BASE_URL: 'http://127.0.0.1:9/v2',
+      OVERBRAINER_TIMING_SCALE: '600',
+    });
+    assert.equal(lost.code, 1);
+    const said = lost.stderr.join('\n');
+    assert.doesNotMatch(said, /^error:/m, said);
+    assert.match(
+      said,
+      new RegExp(
+        `^lost: Lost the connection to run ${record.id} \\(could not reach the Runpod API at http://127\\.0\\.0\\.1:9/v2`,
+        'm',
+      ),
+    );
+    assert.ok(
+      said.includes(
+        `The run goes on on its pod: follow it again with \`overbrainer train attach ${record.id}\`; if nobody follows, the pod's watchdog deletes it at its deadline, ${String(pod.deadline)}`,
+      ),
+      said,
+    );
+    assert.equal(store.loadRun(record.id).state, 'running', 'the run was not failed');
+    // Kept: nothing deletes it.
+    pod.keep = true;
+    store.savePod(pod);
+    const kept = await run(['train', 'attach', record.id], {
+      OVERBRAINER_RUNPOD__BASE_URL: 'http://127.0.0.1:9/v2',
+      OVERBRAINER_TIMING_SCALE: '600',
+    });
+    assert.match(
+      kept.stderr.join('\n'),
+      /its pod is kept: nothing deletes it until you remove it\.$/m,
+    );
+  });
+
   it('pod rm of an ID that would leave runs/ fails without a call (exit 1)', async () => {
     const bad = await run(['pod', 'rm', '../../etc'], {
       OVERBRAINER_RUNPOD__BASE_URL: 'http://127.0.0.1:9/v2',
