@@ -54,7 +54,14 @@ import {
 import { noPodLeft, RunStore } from '../core/runs/store';
 import { PRODUCTION_TIMING, scaleTiming, type Timing } from '../core/timing';
 import { parseArgs, USAGE, UsageError, type Command } from './args';
-import { filterGpus, gpusTable, removedLine, runsTable, type RunLine } from './format';
+import {
+  filterGpus,
+  gpusTable,
+  podStatusWords,
+  removedLine,
+  runsTable,
+  type RunLine,
+} from './format';
 import { CliRenderer } from './render';
 
 /** What the CLI talks to: injected so the unit tests run it in-process. */
@@ -573,7 +580,7 @@ class Session {
       const hint = hintOf(error);
       if (hint) this.io.stderr(`hint: ${hint}`);
     }
-    this.printSummary();
+    this.printSummary(error instanceof PodError ? error.podStatus : null);
     return EXIT_FAILED;
   }
 
@@ -586,7 +593,7 @@ class Session {
   private followLost(error: unknown): string | null {
     if (this.runId === null || isAbortError(error)) return null;
     if (error instanceof ConfigProblem || error instanceof RunpodConfigError) return null;
-    if (error instanceof PodError && error.kind !== 'api' && error.kind !== 'exec') return null;
+    if (error instanceof PodError && error.kind !== 'api') return null;
     try {
       const run = this.store.loadRun(this.runId);
       const pod = this.store.loadPod(this.runId);
@@ -605,12 +612,17 @@ class Session {
   }
 
   /** The run's final line from its records, once, when the command got that far. */
-  private printSummary(): void {
+  private printSummary(podStatus: string | null = null): void {
     if (this.runId === null || this.summaryPrinted) return;
     try {
       const run = this.store.loadRun(this.runId);
       const pod = this.store.loadPod(this.runId);
-      this.io.stdout(summaryLine({ store: this.store }, run, pod));
+      let line = summaryLine({ store: this.store }, run, pod);
+      // pod.json says what the client last recorded (`running`); Runpod just said otherwise.
+      if (pod?.podId && podStatus !== null && pod.state !== 'deleted') {
+        line = line.replace(pod.summary(), podStatusWords(pod.podId, podStatus));
+      }
+      this.io.stdout(line);
       this.summaryPrinted = true;
     } catch {
       // No readable record: the error above says enough.

@@ -316,7 +316,7 @@ async function unreachable(
         'its disk (with what the job wrote) is kept and still bills',
       `Start it again in the Runpod console and attach with "overbrainer train attach ${run.id}" to retrieve what is there, ` +
         `or remove it with "overbrainer pod rm ${run.id} --force".`,
-      { cause: error },
+      { cause: error, podStatus: remote.status },
     );
   }
   if (remote !== null) return error;
@@ -593,6 +593,7 @@ export async function reconnect(
       'no_endpoint',
       `pod ${id} of run ${run.id} is TERMINATED: Runpod is deleting it`,
       'Attach again in a minute to record it deleted.',
+      { podStatus: remote.status },
     );
   }
   if (isDead(remote)) {
@@ -600,6 +601,7 @@ export async function reconnect(
       'pod_stopped',
       `pod ${id} of run ${run.id} is ${remote.status}`,
       `Start it again in the Runpod console and attach, or remove it with "overbrainer pod rm ${run.id}".`,
+      { podStatus: remote.status },
     );
   }
   if (remote.sshDirect === null) {
