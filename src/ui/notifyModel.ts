@@ -241,3 +241,24 @@ export function cancelPrompt(runId: string, pod: { keep: boolean; state: string 
         : ' Its pod is deleted.';
   return `Cancel run ${runId}? Its job is stopped and what it wrote is retrieved.${ends}`;
 }
+
+/** How Cancel Run asks: its question, whether it blocks the window (modal), the button. */
+export interface CancelQuestion {
+  message: string;
+  modal: boolean;
+  action: 'Cancel Run';
+}
+
+/**
+ * Cancel Run's question. A cancel that deletes the run's pod asks in a modal dialog; a kept pod's
+ * is not deleted (the job stops, what it wrote comes home, the pod stays until removed), so it
+ * gets no modal dialog: the question is a notification, and the job is stopped only when its
+ * button is pressed (left unanswered, nothing happens).
+ */
+export function cancelQuestion(
+  runId: string,
+  pod: { keep: boolean; state: string } | null,
+): CancelQuestion {
+  const keptPod = pod !== null && pod.keep && pod.state !== 'deleted';
+  return { message: cancelPrompt(runId, pod), modal: !keptPod, action: 'Cancel Run' };
+}
