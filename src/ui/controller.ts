@@ -23,7 +23,7 @@ import { Pace } from '../core/train/pace';
 import type { ApiKeyStore } from './apiKey';
 import type { Log } from './log';
 import {
-  cancelPrompt,
+  cancelQuestion,
   notificationFor,
   followLost,
   OnceFilter,
@@ -448,12 +448,13 @@ export class Controller implements vscode.Disposable {
       'cancel',
     );
     if (!run) return;
+    const question = cancelQuestion(run.id, run.pod);
     const ok = await vscode.window.showWarningMessage(
-      cancelPrompt(run.id, run.pod),
-      { modal: true },
-      'Cancel Run',
+      question.message,
+      { modal: question.modal },
+      question.action,
     );
-    if (ok !== 'Cancel Run') return;
+    if (ok !== question.action) return;
     // A follow of this window holds the lock: stop it first, the cancel takes over.
     const followed = this.followed.get(run.id);
     if (followed) {

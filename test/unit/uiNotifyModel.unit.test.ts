@@ -2,6 +2,7 @@ import * as assert from 'node:assert/strict';
 import { MAX_COST_REACHED, MAX_HOURS_REACHED } from '../../src/core/runpod/lifecycle';
 import {
   cancelPrompt,
+  cancelQuestion,
   endCause,
   followLost,
   notificationFor,
@@ -179,5 +180,14 @@ describe('notifications from core events (model)', function () {
     );
     assert.match(cancelPrompt('r1', { keep: false, state: 'running' }), /Its pod is deleted\.$/);
     assert.doesNotMatch(cancelPrompt('r1', null), /pod/);
+  });
+
+  it("a kept pod's Cancel Run gets no modal dialog (its pod stays: nothing is deleted), only a question it can leave unanswered; a cancel that deletes the pod stays modal", function () {
+    const kept = cancelQuestion('r1', { keep: true, state: 'running' });
+    assert.equal(kept.modal, false);
+    assert.equal(kept.message, cancelPrompt('r1', { keep: true, state: 'running' }));
+    assert.equal(kept.action, 'Cancel Run', 'the job is stopped only when asked');
+    assert.equal(cancelQuestion('r1', { keep: false, state: 'running' }).modal, true);
+    assert.equal(cancelQuestion('r1', null).modal, true);
   });
 });
