@@ -12,7 +12,7 @@ import * as fs from 'node:fs';
 import * as os from 'node:os';
 import * as path from 'node:path';
 import { FlowError, stop, train } from '../../src/core/runs/flow';
-import { Lab, matrixLabs, ROOT } from '../helpers/lifecycle';
+import { Lab, matrixLabs, ROOT, runIdHolder } from '../helpers/lifecycle';
 import { recordFault, recordResult } from '../helpers/reliability';
 
 interface Model {
@@ -64,16 +64,6 @@ function lossSteps(l: Lab, id: string): number[] {
 describe('reliability: snapshots, stop and resume', function () {
   this.timeout(240_000);
   const lab = matrixLabs();
-
-  const runIdHolder = (): { id: string | null; onRun: (run: { id: string }) => void } => {
-    const holder = {
-      id: null as string | null,
-      onRun: (run: { id: string }) => {
-        holder.id = run.id;
-      },
-    };
-    return holder;
-  };
 
   /** Asserts a stopped run: its snapshot recorded, its checkpoint home, its pod deleted. */
   const assertStopped = (l: Lab, id: string, reason: string): { step: number; dir: string } => {
