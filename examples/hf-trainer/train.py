@@ -12,6 +12,15 @@ callback writes nothing, so the script also runs on its own.
 
 The model and its tokenizer are saved to output/, which Overbrainer retrieves
 and checks by SHA-256 before the pod is deleted.
+
+Stop and resume: when Overbrainer asks for a snapshot ($OVERBRAINER_SNAPSHOT:
+`train stop`, the cost cap, the deadline, a full disk), the callback has the
+Trainer save output/checkpoints/checkpoint-<step> (model, optimizer, scheduler,
+random generators, trainer state) at the end of the current step and stop; it
+writes snapshot.json, and this script exits 0 without saving a final model. A
+run resumed from it gets that checkpoint in $OVERBRAINER_RESUME_FROM, which
+goes to trainer.train(resume_from_checkpoint=...): the Trainer continues at the
+next step, to the same number of steps.
 """
 
 import argparse
@@ -26,7 +35,7 @@ for candidate in (os.path.join(HERE, "plugin"), os.path.join(HERE, "..", "..", "
         sys.path.insert(0, candidate)
         break
 
-from overbrainer_metrics import OverbrainerMetricsCallback  # noqa: E402
+from overbrainer_metrics import OverbrainerMetricsCallback, resume_checkpoint  # noqa: E402
 
 
 def read_texts(path):
@@ -96,7 +105,13 @@ def main(argv=None):
         data_collator=DataCollatorForLanguageModeling(tokenizer, mlm=False),
         callbacks=[OverbrainerMetricsCallback()],
     )
-    trainer.train()
+    # None on a fresh run; a resumed run's checkpoint (saved by the Trainer when it stopped).
+    trainer.train(resume_from_checkpoint=resume_checkpoint())
+    (metrics,) = [c for c in trainer.callback_handler.callbacks if isinstance(c, OverbrainerMetricsCallback)]
+    if metrics.snapshot is not None:
+        # Stopped with a snapshot: the checkpoint is what Overbrainer brings home, not a final model.
+        print("stopped at step %d; snapshot in %s" % (trainer.state.global_step, metrics.snapshot), flush=True)
+        return 0
     trainer.save_model(args.output)
     tokenizer.save_pretrained(args.output)
     print("eval:", trainer.evaluate(), flush=True)

@@ -12,7 +12,16 @@ steps, writes output/model.json and output/README.txt, and exits 0.
 
 --step-seconds slows each step down (0 for tests), so a demo run lasts long
 enough to watch. On SIGTERM (Overbrainer's cancel) it stops after the current
-step, saves output/checkpoint-<step>/model.json and exits with 143.
+step, saves output/checkpoint-<step>/ and exits with 143.
+
+Snapshots: when the file named by $OVERBRAINER_SNAPSHOT exists at a step end
+(its one line is the reason: requested, deadline, cost or disk), it saves
+output/checkpoint-<step>/, writes snapshot.json next to that file, appends a
+"snapshot" metrics line and exits 0. A checkpoint holds model.json and
+trainer_state.json (the random generator's state and the shuffle order left),
+so a run started with $OVERBRAINER_RESUME_FROM (or --resume-from) set to it
+continues at the next step and ends with the same model, float for float, as
+a run never stopped.
 """
 
 import argparse
@@ -26,6 +35,15 @@ import sys
 import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
+
+SNAPSHOT_REASONS = ("requested", "deadline", "cost", "disk")
+# What a checkpoint holds beyond model.json: what a resume needs to continue exactly.
+STATE_FILE = "trainer_state.json"
+STATE_VERSION = 1
+
+
+class ResumeError(Exception):
+    """A checkpoint this script cannot continue from."""
 
 
 class Metrics(object):
@@ -75,8 +93,22 @@ def gradient(weights, bias, batch):
     return grad_w, grad_b
 
 
-def save(directory, weights, bias, step, train_loss, eval_loss):
+def write_json(path, value):
+    """Writes a JSON file whole: a temp file renamed over the name."""
+    temp = "%s.%d.tmp" % (path, os.getpid())
+    with open(temp, "w", encoding="utf-8") as out:
+        json.dump(value, out, indent=2)
+        out.write("\n")
+        out.flush()
+        os.fsync(out.fileno())
+    os.replace(temp, path)
+
+
+def save(directory, weights, bias, step, train_loss, eval_loss, state=None):
+    """Writes model.json (and, for a checkpoint, trainer_state.json) in ``directory``."""
     os.makedirs(directory, exist_ok=True)
+    if state is not None:
+        write_json(os.path.join(directory, STATE_FILE), state)
     model = {
         "kind": "linear_regression",
         "weights": weights,
@@ -86,11 +118,66 @@ def save(directory, weights, bias, step, train_loss, eval_loss):
         "eval_loss": finite(eval_loss),
     }
     path = os.path.join(directory, "model.json")
-    with open(path + ".tmp", "w", encoding="utf-8") as out:
-        json.dump(model, out, indent=2)
-        out.write("\n")
-    os.replace(path + ".tmp", path)
+    write_json(path, model)
     return path
+
+
+def trainer_state(args, step, rng, order, train_loss, eval_loss):
+    """All a resume needs besides the weights: the generator's state and the shuffle order left."""
+    version, internal, gauss = rng.getstate()
+    return {
+        "version": STATE_VERSION,
+        "step": step,
+        "max_steps": args.steps,
+        "seed": args.seed,
+        "batch_size": args.batch_size,
+        "lr": args.lr,
+        "rng": [version, list(internal), gauss],
+        "order": list(order),
+        "train_loss": train_loss,
+        "eval_loss": eval_loss,
+    }
+
+
+def load_checkpoint(directory, rows):
+    """weights, bias, step, rng state, order, train_loss, eval_loss and the saved state, or ResumeError."""
+    if not os.path.isdir(directory):
+        raise ResumeError("it is not a directory")
+    try:
+        with open(os.path.join(directory, "model.json"), encoding="utf-8") as source:
+            model = json.load(source)
+        with open(os.path.join(directory, STATE_FILE), encoding="utf-8") as source:
+            state = json.load(source)
+    except (OSError, ValueError) as error:
+        raise ResumeError("%s (a checkpoint holds model.json and %s)" % (error, STATE_FILE))
+    try:
+        weights = [float(w) for w in model["weights"]]
+        bias = float(model["bias"])
+        step = int(state["step"])
+        version, internal, gauss = state["rng"]
+        rng_state = (int(version), tuple(int(v) for v in internal), gauss)
+        order = [int(i) for i in state["order"]]
+    except (KeyError, TypeError, ValueError) as error:
+        raise ResumeError("%s in it is malformed (%s)" % (STATE_FILE, error))
+    if state.get("version") != STATE_VERSION or int(model.get("step", -1)) != step or step < 0:
+        raise ResumeError("its model.json and %s do not belong together" % STATE_FILE)
+    if any(i < 0 or i >= rows for i in order):
+        raise ResumeError("its shuffle order does not fit this data (%d rows)" % rows)
+    return weights, bias, step, rng_state, order, state.get("train_loss"), state.get("eval_loss"), state
+
+
+def snapshot_request(path):
+    """The reason of the snapshot request at ``path``, or None when there is none."""
+    if not path:
+        return None
+    try:
+        with open(path, "rb") as source:
+            word = source.read(256).decode("utf-8", "replace").strip()
+    except (FileNotFoundError, NotADirectoryError):
+        return None
+    except OSError:
+        return "requested" if os.path.lexists(path) else None  # there, but unreadable
+    return word if word in SNAPSHOT_REASONS else "requested"
 
 
 def main(argv=None):
@@ -104,6 +191,12 @@ def main(argv=None):
     parser.add_argument("--output", default="output", help="output directory (default ./output)")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--exit-code", type=int, default=0, help="exit with this code (tests)")
+    parser.add_argument(
+        "--resume-from",
+        default=os.environ.get("OVERBRAINER_RESUME_FROM") or None,
+        metavar="DIR",
+        help="continue from this checkpoint (default $OVERBRAINER_RESUME_FROM)",
+    )
     args = parser.parse_args(argv)
     if args.steps < 1 or args.batch_size < 1 or args.eval_every < 1 or args.step_seconds < 0:
         parser.error("--steps, --batch-size and --eval-every must be >= 1, --step-seconds >= 0")
@@ -118,16 +211,48 @@ def main(argv=None):
     train = load(os.path.join(args.data, "train.csv"))
     evaluation = load(os.path.join(args.data, "eval.csv"))
     metrics = Metrics(os.environ.get("OVERBRAINER_METRICS"))
+    request_path = os.environ.get("OVERBRAINER_SNAPSHOT") or None
     rng = random.Random(args.seed)
     weights = [0.0] * len(train[0][0])
     bias = 0.0
     order = []
     train_loss = eval_loss = None
+    start = 0
+    if args.resume_from:
+        try:
+            weights, bias, start, rng_state, order, train_loss, eval_loss, saved = load_checkpoint(
+                args.resume_from, len(train)
+            )
+        except ResumeError as error:
+            print(
+                "train.py: cannot resume from %s: %s; run it from a checkpoint this script saved, or "
+                "without --resume-from / $OVERBRAINER_RESUME_FROM to start over" % (args.resume_from, error),
+                file=sys.stderr,
+                flush=True,
+            )
+            return 2
+        rng.setstate(rng_state)
+        for name in ("max_steps", "seed", "batch_size", "lr"):
+            now = args.steps if name == "max_steps" else getattr(args, name)
+            if saved.get(name) != now:
+                print(
+                    "train.py: the checkpoint was trained with %s %s, this run has %s: "
+                    "it continues, but not as the first run would have" % (name, saved.get(name), now),
+                    file=sys.stderr,
+                    flush=True,
+                )
+
+    def snapshot_due(step):
+        # At the last step the training is complete: it ends as usual, whatever is asked.
+        return snapshot_request(request_path) if step < args.steps else None
 
     metrics.write({"event": "begin", "max_steps": args.steps})
+    if args.resume_from:
+        print("resuming from %s at step %d" % (args.resume_from, start + 1), flush=True)
     print("training %d steps on %d rows" % (args.steps, len(train)), flush=True)
-    step = 0
-    for step in range(1, args.steps + 1):
+    step = start
+    reason = None
+    for step in range(start + 1, args.steps + 1):
         if len(order) < args.batch_size:
             order = list(range(len(train)))
             rng.shuffle(order)
@@ -165,23 +290,40 @@ def main(argv=None):
             print("step %d eval_loss %.4f" % (step, eval_loss), flush=True)
         if stop["requested"]:
             break
-        # Sleep in slices so SIGTERM is acted on within 50 ms.
+        # The step has ended: a snapshot request is honoured now, or while waiting for the
+        # next step. Sleep in slices so SIGTERM and a request are acted on within 50 ms.
+        reason = snapshot_due(step)
         deadline = time.monotonic() + args.step_seconds
-        while not stop["requested"] and step < args.steps:
+        while reason is None and not stop["requested"] and step < args.steps:
             left = deadline - time.monotonic()
             if left <= 0:
                 break
             time.sleep(min(left, 0.05))
-        if stop["requested"]:
+            reason = snapshot_due(step)
+        if stop["requested"] or reason is not None:
             break
 
     if stop["requested"]:
         path = save(
-            os.path.join(args.output, "checkpoint-%d" % step), weights, bias, step, train_loss, eval_loss
+            os.path.join(args.output, "checkpoint-%d" % step),
+            weights,
+            bias,
+            step,
+            train_loss,
+            eval_loss,
+            trainer_state(args, step, rng, order, train_loss, eval_loss),
         )
         print("terminated at step %d; checkpoint saved to %s" % (step, path), file=sys.stderr, flush=True)
         return 143
 
+    if reason is not None:
+        state = trainer_state(args, step, rng, order, train_loss, eval_loss)
+        return snapshot(args, metrics, request_path, reason, step, weights, bias, train_loss, eval_loss, state)
+
+    if eval_loss is None:  # resumed from a checkpoint already at the last step
+        eval_loss = mse(weights, bias, evaluation)
+    if train_loss is None:
+        train_loss = mse(weights, bias, train)
     path = save(args.output, weights, bias, step, train_loss, eval_loss)
     with open(os.path.join(args.output, "README.txt"), "w", encoding="utf-8") as out:
         out.write(
@@ -194,6 +336,29 @@ def main(argv=None):
     print("done: eval_loss %.4f; model in %s" % (eval_loss, path), flush=True)
     return args.exit_code
 
+
+def snapshot(args, metrics, request_path, reason, step, weights, bias, train_loss, eval_loss, state):
+    """Saves the checkpoint, then snapshot.json naming it (relative to the run directory, the
+    request's directory), then the metrics line; the run ends `stopped` with it."""
+    run_dir = os.path.dirname(os.path.abspath(request_path))
+    directory = os.path.join(args.output, "checkpoint-%d" % step)
+    checkpoint = os.path.relpath(os.path.realpath(directory), os.path.realpath(run_dir)).replace(os.sep, "/")
+    if checkpoint == os.curdir or checkpoint.split("/")[0] == os.pardir:
+        print(
+            "train.py: --output %s is outside the run directory %s, so Overbrainer cannot bring the "
+            "snapshot home: use a relative --output" % (args.output, run_dir),
+            file=sys.stderr,
+            flush=True,
+        )
+        return 1
+    save(directory, weights, bias, step, train_loss, eval_loss, state)
+    write_json(
+        os.path.join(run_dir, "snapshot.json"),
+        {"checkpoint": checkpoint, "step": step, "time": time.time(), "reason": reason},
+    )
+    metrics.write({"event": "snapshot", "step": step, "checkpoint": checkpoint, "reason": reason})
+    print("snapshot (%s) at step %d saved in %s; stopping" % (reason, step, checkpoint), flush=True)
+    return 0
 
 if __name__ == "__main__":
     sys.exit(main())

@@ -2,6 +2,7 @@
 
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -23,6 +24,9 @@ class TinyTrainTest(unittest.TestCase):
         self.tmp = tempfile.TemporaryDirectory()
         self.metrics = os.path.join(self.tmp.name, "metrics.jsonl")
         self.env = dict(os.environ, OVERBRAINER_METRICS=self.metrics)
+        # Not a snapshot or a resume unless a test says so, even when the suite runs inside a job.
+        self.env.pop("OVERBRAINER_SNAPSHOT", None)
+        self.env.pop("OVERBRAINER_RESUME_FROM", None)
 
     def tearDown(self):
         self.tmp.cleanup()
@@ -109,6 +113,231 @@ class TinyTrainTest(unittest.TestCase):
         checkpoint = os.path.join(self.tmp.name, "output", "checkpoint-%d" % step, "model.json")
         self.assertTrue(os.path.exists(checkpoint))
         self.assertFalse(os.path.exists(os.path.join(self.tmp.name, "output", "model.json")))
+
+
+
+def request_snapshot(run_dir, reason):
+    """Writes snapshot.request as the client does: a temp file linked to the name, never replacing one."""
+    temp = os.path.join(run_dir, ".snapshot.request.test.tmp")
+    with open(temp, "w", encoding="utf-8") as out:
+        out.write(reason + "\n")
+    os.link(temp, os.path.join(run_dir, "snapshot.request"))
+    os.remove(temp)
+
+
+def train_lines(lines):
+    """step -> what the chart shows of a step (the time aside)."""
+    return [
+        dict((key, value) for key, value in line.items() if key != "time")
+        for line in lines
+        if line["event"] == "log"
+    ]
+
+
+class TinySnapshotTest(unittest.TestCase):
+    """Stop with a snapshot, then resume: the same final model as a run never stopped."""
+
+    STEPS = 2000  # at --step-seconds 0.01, a 20 s window for the request to arrive before the end
+
+    def setUp(self):
+        self.tmp = tempfile.TemporaryDirectory()
+
+    def tearDown(self):
+        self.tmp.cleanup()
+
+    def run_dir(self, name):
+        path = os.path.join(self.tmp.name, name)
+        os.makedirs(path)
+        return path
+
+    def env(self, run_dir, **extra):
+        env = dict(os.environ, OVERBRAINER_METRICS=os.path.join(run_dir, "metrics.jsonl"))
+        env["OVERBRAINER_SNAPSHOT"] = os.path.join(run_dir, "snapshot.request")
+        env.pop("OVERBRAINER_RESUME_FROM", None)
+        env.update(extra)
+        return env
+
+    def run_train(self, run_dir, args, **extra):
+        return subprocess.run(
+            [sys.executable, TRAIN] + args,
+            cwd=run_dir,
+            env=self.env(run_dir, **extra),
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
+
+    def model(self, run_dir, *parts):
+        with open(os.path.join(run_dir, "output", *(parts + ("model.json",))), encoding="utf-8") as source:
+            return json.load(source)
+
+    def uninterrupted(self, steps):
+        run_dir = self.run_dir("whole")
+        done = self.run_train(run_dir, ["--steps", str(steps), "--step-seconds", "0"])
+        self.assertEqual(done.returncode, 0, done.stderr)
+        return run_dir
+
+    def resume(self, stopped_dir, step, steps, option=False):
+        """A new run with the stopped run's checkpoint uploaded to resume/checkpoint-<step>/."""
+        run_dir = self.run_dir("resumed")
+        checkpoint = os.path.join(run_dir, "resume", "checkpoint-%d" % step)
+        shutil.copytree(os.path.join(stopped_dir, "output", "checkpoint-%d" % step), checkpoint)
+        args = ["--steps", str(steps), "--step-seconds", "0"]
+        if option:
+            done = self.run_train(run_dir, args + ["--resume-from", checkpoint])
+        else:
+            done = self.run_train(run_dir, args, OVERBRAINER_RESUME_FROM=checkpoint)
+        self.assertEqual(done.returncode, 0, done.stderr)
+        self.assertIn("resuming from %s at step %d" % (checkpoint, step + 1), done.stdout)
+        return run_dir
+
+    def assert_stopped(self, run_dir, reason, done):
+        """The stopped run's snapshot.json, checkpoint and metrics; returns its step."""
+        self.assertEqual(done.returncode, 0, done.stderr)
+        with open(os.path.join(run_dir, "snapshot.json"), encoding="utf-8") as source:
+            snapshot = json.load(source)
+        step = snapshot["step"]
+        checkpoint = "output/checkpoint-%d" % step
+        self.assertEqual(
+            snapshot, {"checkpoint": checkpoint, "step": step, "time": snapshot["time"], "reason": reason}
+        )
+        self.assertTrue(os.path.isdir(os.path.join(run_dir, "output", "checkpoint-%d" % step)))
+        self.assertEqual(self.model(run_dir, "checkpoint-%d" % step)["step"], step)
+        self.assertFalse(os.path.exists(os.path.join(run_dir, "output", "model.json")))
+        # Nothing but the checkpoint (no temp file) next to it.
+        self.assertEqual(
+            sorted(os.listdir(run_dir)), ["metrics.jsonl", "output", "snapshot.json", "snapshot.request"]
+        )
+        self.assertIn("snapshot (%s) at step %d" % (reason, step), done.stdout)
+        lines = read_lines(os.path.join(run_dir, "metrics.jsonl"))
+        self.assertEqual(
+            lines[-1],
+            {"event": "snapshot", "time": lines[-1]["time"], "step": step, "checkpoint": checkpoint, "reason": reason},
+        )
+        self.assertNotIn("end", [line["event"] for line in lines])
+        self.assertEqual(sorted(set(line["step"] for line in train_lines(lines))), list(range(1, step + 1)))
+        return step
+
+    def assert_continues(self, whole_dir, stopped_dir, resumed_dir, step, steps):
+        # The same final model, float for float, as the run that never stopped.
+        self.assertEqual(self.model(resumed_dir), self.model(whole_dir))
+        self.assertEqual(self.model(resumed_dir)["step"], steps)
+        with open(os.path.join(resumed_dir, "output", "README.txt"), encoding="utf-8") as one, open(
+            os.path.join(whole_dir, "output", "README.txt"), encoding="utf-8"
+        ) as other:
+            self.assertEqual(one.read(), other.read())
+        # The resumed run's metrics continue the curve: begin with the same max_steps, then
+        # step + 1 onwards; both runs' lines together are the uninterrupted run's.
+        resumed = read_lines(os.path.join(resumed_dir, "metrics.jsonl"))
+        self.assertEqual(resumed[0]["event"], "begin")
+        self.assertEqual(resumed[0]["max_steps"], steps)
+        self.assertEqual(resumed[-1]["event"], "end")
+        self.assertEqual(train_lines(resumed)[0]["step"], step + 1)
+        stopped = read_lines(os.path.join(stopped_dir, "metrics.jsonl"))
+        whole = read_lines(os.path.join(whole_dir, "metrics.jsonl"))
+        self.assertEqual(train_lines(stopped) + train_lines(resumed), train_lines(whole))
+
+    def test_a_request_stops_it_at_a_step_end_and_a_resumed_run_ends_as_if_never_stopped(self):
+        steps, k = self.STEPS, 5
+        stopped_dir = self.run_dir("stopped")
+        metrics = os.path.join(stopped_dir, "metrics.jsonl")
+        process = subprocess.Popen(
+            [sys.executable, TRAIN, "--steps", str(steps), "--step-seconds", "0.01"],
+            cwd=stopped_dir,
+            env=self.env(stopped_dir),
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        try:
+            # Waits for k steps' lines (the file's state), then asks, as `train stop` does.
+            while process.poll() is None:
+                if os.path.exists(metrics) and sum(1 for line in read_lines(metrics) if "loss" in line) >= k:
+                    break
+                time.sleep(0.01)
+            request_snapshot(stopped_dir, "requested")
+            stdout, stderr = process.communicate(timeout=60)
+        finally:
+            if process.poll() is None:
+                process.kill()
+                process.wait()
+        done = subprocess.CompletedProcess(process.args, process.returncode, stdout, stderr)
+        step = self.assert_stopped(stopped_dir, "requested", done)
+        self.assertGreaterEqual(step, k)
+        self.assertLess(step, steps)
+        resumed_dir = self.resume(stopped_dir, step, steps)
+        self.assert_continues(self.uninterrupted(steps), stopped_dir, resumed_dir, step, steps)
+
+    def test_a_request_before_the_first_step_ends_stops_at_step_one_and_resume_from_works_too(self):
+        steps = 30
+        stopped_dir = self.run_dir("stopped")
+        request_snapshot(stopped_dir, "cost")
+        done = self.run_train(stopped_dir, ["--steps", str(steps), "--step-seconds", "0"])
+        self.assertEqual(self.assert_stopped(stopped_dir, "cost", done), 1)
+        resumed_dir = self.resume(stopped_dir, 1, steps, option=True)
+        self.assert_continues(self.uninterrupted(steps), stopped_dir, resumed_dir, 1, steps)
+
+    def test_an_unknown_reason_reads_as_requested(self):
+        stopped_dir = self.run_dir("stopped")
+        request_snapshot(stopped_dir, "because")
+        done = self.run_train(stopped_dir, ["--steps", "10", "--step-seconds", "0"])
+        self.assert_stopped(stopped_dir, "requested", done)
+
+    def test_a_request_at_the_last_step_lets_it_finish(self):
+        run_dir = self.run_dir("last")
+        request_snapshot(run_dir, "deadline")
+        done = self.run_train(run_dir, ["--steps", "1", "--step-seconds", "0"])
+        self.assertEqual(done.returncode, 0, done.stderr)
+        self.assertFalse(os.path.exists(os.path.join(run_dir, "snapshot.json")))
+        self.assertEqual(self.model(run_dir)["step"], 1)
+        self.assertEqual(read_lines(os.path.join(run_dir, "metrics.jsonl"))[-1]["event"], "end")
+
+    def test_a_cancelled_run_s_checkpoint_resumes_too(self):
+        # SIGTERM's checkpoint (exit 143, as before) holds the same state as a snapshot's.
+        steps = 2000
+        stopped_dir = self.run_dir("stopped")
+        metrics = os.path.join(stopped_dir, "metrics.jsonl")
+        process = subprocess.Popen(
+            [sys.executable, TRAIN, "--steps", str(steps), "--step-seconds", "0.01"],
+            cwd=stopped_dir,
+            env=self.env(stopped_dir),
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        try:
+            while process.poll() is None:
+                if os.path.exists(metrics) and any(line.get("step", 0) >= 3 for line in read_lines(metrics)):
+                    break
+                time.sleep(0.01)
+            process.send_signal(signal.SIGTERM)
+            _, stderr = process.communicate(timeout=60)
+        finally:
+            if process.poll() is None:
+                process.kill()
+                process.wait()
+        self.assertEqual(process.returncode, 143, stderr)
+        (name,) = os.listdir(os.path.join(stopped_dir, "output"))
+        step = int(name[len("checkpoint-"):])
+        resumed_dir = self.resume(stopped_dir, step, steps)
+        whole_dir = self.uninterrupted(steps)
+        self.assertEqual(self.model(resumed_dir), self.model(whole_dir))
+
+    def test_a_checkpoint_it_cannot_resume_from_fails_the_job_with_the_reason(self):
+        run_dir = self.run_dir("broken")
+        missing = os.path.join(run_dir, "resume", "checkpoint-9")
+        done = self.run_train(run_dir, ["--steps", "10"], OVERBRAINER_RESUME_FROM=missing)
+        self.assertEqual(done.returncode, 2)
+        self.assertIn("cannot resume from %s" % missing, done.stderr)
+        os.makedirs(missing)
+        with open(os.path.join(missing, "model.json"), "w", encoding="utf-8") as out:
+            out.write('{"kind": "linear_regression", "weights": [0, 0, 0], "bias": 0, "step": 9}\n')
+        done = self.run_train(run_dir, ["--steps", "10"], OVERBRAINER_RESUME_FROM=missing)
+        self.assertEqual(done.returncode, 2)
+        self.assertIn("trainer_state.json", done.stderr)
+        # Nothing trained from scratch instead.
+        self.assertFalse(os.path.exists(os.path.join(run_dir, "output")))
+        self.assertFalse(os.path.exists(os.path.join(run_dir, "metrics.jsonl")))
 
 
 if __name__ == "__main__":

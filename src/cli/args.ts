@@ -9,9 +9,12 @@ export const USAGE = `usage: overbrainer [-C DIR] <command> [options]
 Trains on Runpod GPU pods (or on this machine) and never leaves a pod billing by mistake.
 
 commands:
-  train [--target NAME] [--keep-pod]
-                          start a run on its target and follow it to its end
+  train [--target NAME] [--keep-pod] [--resume-from RUN_ID]
+                          start a run on its target and follow it to its end;
+                          --resume-from starts from a stopped run's snapshot
   train attach RUN_ID     follow a run again; retrieve its results and end its pod
+  train stop RUN_ID       stop a run's job with a snapshot (a checkpoint to resume
+                          from), retrieve it and the results, end its pod
   train cancel RUN_ID     cancel a run's job, retrieve what it wrote, end its pod
   train keep RUN_ID       keep a run's pod once its job ends (only pod rm deletes it)
   train release RUN_ID    release a kept pod: its deadline and graces apply again
@@ -38,8 +41,8 @@ cancelled run or an error, 2 a usage or configuration error.
 
 export type Command =
   | { kind: 'help' }
-  | { kind: 'train'; target: string | null; keepPod: boolean }
-  | { kind: 'attach' | 'cancel' | 'keep' | 'release'; runId: string }
+  | { kind: 'train'; target: string | null; keepPod: boolean; resumeFrom: string | null }
+  | { kind: 'attach' | 'cancel' | 'stop' | 'keep' | 'release'; runId: string }
   | { kind: 'runs_ls' }
   | { kind: 'pod_ls' }
   | { kind: 'pod_rm'; runId: string; force: boolean }
@@ -161,27 +164,35 @@ export function parseArgs(argv: readonly string[]): Parsed {
   if (group === undefined) throw new UsageError('no command given');
   if (group === 'help') return { dir, command: { kind: 'help' } };
   if (group === 'train') {
-    if (sub === 'attach' || sub === 'cancel' || sub === 'keep' || sub === 'release') {
+    if (
+      sub === 'attach' ||
+      sub === 'cancel' ||
+      sub === 'stop' ||
+      sub === 'keep' ||
+      sub === 'release'
+    ) {
       const { positional } = options(more, {}, `train ${sub}`);
       return { dir, command: { kind: sub, runId: one(positional, `train ${sub}`, 'a RUN_ID') } };
     }
     const { positional, values } = options(
       sub === undefined ? [] : [sub, ...more],
-      { '--target': true, '--keep-pod': false },
+      { '--target': true, '--keep-pod': false, '--resume-from': true },
       'train',
     );
     if (positional.length > 0) {
       throw new UsageError(
-        `train has no subcommand ${positional[0] ?? ''} (attach, cancel, keep, release)`,
+        `train has no subcommand ${positional[0] ?? ''} (attach, stop, cancel, keep, release)`,
       );
     }
     const target = values.get('--target');
+    const resumeFrom = values.get('--resume-from');
     return {
       dir,
       command: {
         kind: 'train',
         target: typeof target === 'string' ? target : null,
         keepPod: values.has('--keep-pod'),
+        resumeFrom: typeof resumeFrom === 'string' ? resumeFrom : null,
       },
     };
   }

@@ -89,6 +89,22 @@ export function podLine(status: PodStatusEvent): string {
   }
 }
 
+/**
+ * A run's pod as Runpod last showed it when that is not what pod.json recorded (it stopped under
+ * the job): Runpod's own status named, and what it means for the bill.
+ */
+export function podStatusWords(podId: string, status: string): string {
+  switch (status) {
+    case 'TERMINATED':
+      return `pod ${podId} TERMINATED in Runpod (being deleted: it bills no more)`;
+    case 'EXITED':
+    case 'ERROR':
+      return `pod ${podId} ${status} in Runpod (stopped: the job no longer runs, its disk still bills)`;
+    default:
+      return `pod ${podId} ${status} in Runpod`;
+  }
+}
+
 /** A job status in words, after `train: job `. */
 export function jobStatusWords(status: JobStatus): string {
   switch (status.kind) {

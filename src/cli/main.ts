@@ -29,6 +29,7 @@ import { CLIENT_VERSION, RunpodClient } from '../core/runpod/client';
 import type { PodCtx } from '../core/runpod/context';
 import { RunpodConfigError } from '../core/runpod/errors';
 import { sshCommand } from '../core/runpod/keys';
+import { followLostWords } from '../core/runpod/lifecycle';
 import {
   listPods,
   orphanWarnings,
@@ -42,6 +43,7 @@ import { messageOf } from '../core/runpod/remove';
 import {
   attach,
   cancel,
+  stop,
   FlowError,
   keepPod,
   recoverAbandoned,
@@ -53,7 +55,14 @@ import {
 import { noPodLeft, RunStore } from '../core/runs/store';
 import { PRODUCTION_TIMING, scaleTiming, type Timing } from '../core/timing';
 import { parseArgs, USAGE, UsageError, type Command } from './args';
-import { filterGpus, gpusTable, removedLine, runsTable, type RunLine } from './format';
+import {
+  filterGpus,
+  gpusTable,
+  podStatusWords,
+  removedLine,
+  runsTable,
+  type RunLine,
+} from './format';
 import { CliRenderer } from './render';
 
 /** What the CLI talks to: injected so the unit tests run it in-process. */
@@ -207,10 +216,12 @@ class Session {
     this.timing = timingFrom(this.io.env);
     switch (command.kind) {
       case 'train':
-        return this.train(command.target, command.keepPod);
+        return this.train(command.target, command.keepPod, command.resumeFrom);
       case 'attach':
       case 'cancel':
         return this.attachOrCancel(command.kind, command.runId);
+      case 'stop':
+        return this.stopRun(command.runId);
       case 'keep':
       case 'release':
         return this.keep(command.runId, command.kind === 'keep');
@@ -326,7 +337,12 @@ class Session {
 
   // --------------------------------------------------------------- commands
 
-  private async train(targetName: string | null, keepPodFlag: boolean): Promise<number> {
+  private async train(
+    targetName: string | null,
+    keepPodFlag: boolean,
+    resumeFrom: string | null,
+  ): Promise<number> {
+    if (resumeFrom !== null) this.store.runDir(resumeFrom); // refused first if it would leave runs/
     const config = this.config(true)!;
     const name =
       targetName ??
@@ -347,6 +363,7 @@ class Session {
     const result = await train(this.deps(client), config, this.dir, {
       target: targetName ?? undefined,
       keepPod: keepPodFlag,
+      resumeFrom: resumeFrom ?? undefined,
       signal: this.interrupts.signal,
       onRun: (run) => {
         this.runId = run.id;
@@ -392,6 +409,32 @@ class Session {
     return result.run.state === 'cancelled' || result.run.state === 'running'
       ? EXIT_OK
       : EXIT_FAILED;
+  }
+
+  /** `train stop`: a snapshot is asked for; success is the run ending `stopped`. */
+  private async stopRun(runId: string): Promise<number> {
+    this.store.runDir(runId);
+    const config = this.config(false);
+    const client = this.api(this.hasPodRecord(runId));
+    this.runId = runId;
+    this.interrupts = new Interrupts(
+      this.io,
+      this.renderer,
+      () => 'stopping to follow the run; the snapshot asked for is still saved and its job stops',
+    );
+    this.interrupts.jobStarted = true;
+    const { result } = await stop(this.deps(client), config, runId, this.interrupts.signal);
+    this.renderer.flush();
+    if (result === null) {
+      this.io.stdout(
+        `train: run ${runId} asked for a snapshot; the client following it brings the snapshot home`,
+      );
+      this.summaryPrinted = true;
+      return EXIT_OK;
+    }
+    this.io.stdout(result.summary);
+    this.summaryPrinted = true;
+    return result.run.state === 'stopped' ? EXIT_OK : EXIT_FAILED;
   }
 
   private async keep(runId: string, keep: boolean): Promise<number> {
@@ -565,22 +608,56 @@ class Session {
     } else if (interrupted && error instanceof FlowError && error.hint === null) {
       // The flow's stop-following message: what keeps running and how to reach it.
       this.io.stderr(`interrupted: ${error.message}`);
+    } else if (!interrupted && this.followLost(error) !== null) {
+      this.io.stderr(`lost: ${this.followLost(error)!}`);
     } else {
       this.io.stderr(`error: ${messageOf(error)}`);
       const hint = hintOf(error);
       if (hint) this.io.stderr(`hint: ${hint}`);
     }
-    this.printSummary();
+    this.printSummary(error instanceof PodError ? error.podStatus : null);
     return EXIT_FAILED;
   }
 
+  /**
+   * When the command stopped on `error` while its run is still `running` on a pod that is not
+   * deleted (a connection lost, the API out of reach: not a failed run), what VS Code says too:
+   * the run goes on, how to follow it again, what the pod's watchdog does meanwhile. Null
+   * otherwise, and for a pod found stopped (EXITED, TERMINATED), whose error names its state.
+   */
+  private followLost(error: unknown): string | null {
+    if (this.runId === null || isAbortError(error)) return null;
+    if (error instanceof ConfigProblem || error instanceof RunpodConfigError) return null;
+    if (error instanceof PodError && error.kind !== 'api') return null;
+    try {
+      const run = this.store.loadRun(this.runId);
+      const pod = this.store.loadPod(this.runId);
+      if (run.state !== 'running' || run.job === null) return null;
+      if (pod === null || pod.podId === null || pod.state === 'deleted') return null;
+      return followLostWords(
+        run.id,
+        messageOf(error),
+        pod.keep ? null : pod.deadlineUnixS,
+        this.clock.nowMs(),
+        `follow it again with \`overbrainer train attach ${run.id}\``,
+      );
+    } catch {
+      return null;
+    }
+  }
+
   /** The run's final line from its records, once, when the command got that far. */
-  private printSummary(): void {
+  private printSummary(podStatus: string | null = null): void {
     if (this.runId === null || this.summaryPrinted) return;
     try {
       const run = this.store.loadRun(this.runId);
       const pod = this.store.loadPod(this.runId);
-      this.io.stdout(summaryLine({ store: this.store }, run, pod));
+      let line = summaryLine({ store: this.store }, run, pod);
+      // pod.json says what the client last recorded (`running`); Runpod just said otherwise.
+      if (pod?.podId && podStatus !== null && pod.state !== 'deleted') {
+        line = line.replace(pod.summary(), podStatusWords(pod.podId, podStatus));
+      }
+      this.io.stdout(line);
       this.summaryPrinted = true;
     } catch {
       // No readable record: the error above says enough.

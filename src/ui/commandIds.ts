@@ -6,6 +6,8 @@ export const COMMAND_TITLES = {
   'overbrainer.train': 'Train',
   'overbrainer.attach': 'Attach to Run',
   'overbrainer.cancel': 'Cancel Run',
+  'overbrainer.stopRun': 'Stop and Snapshot',
+  'overbrainer.resumeRun': 'Resume Run',
   'overbrainer.keepPod': 'Keep Pod',
   'overbrainer.releasePod': 'Release Pod',
   'overbrainer.removePod': 'Remove Pod',

@@ -30,6 +30,8 @@ export function registerCommands(deps: CommandDeps): vscode.Disposable[] {
     'overbrainer.train': () => c.train(),
     'overbrainer.attach': (arg) => c.attach(arg),
     'overbrainer.cancel': (arg) => c.cancel(arg),
+    'overbrainer.stopRun': (arg) => c.stopRun(arg),
+    'overbrainer.resumeRun': (arg) => c.resume(arg),
     'overbrainer.keepPod': (arg) => c.keep(arg, true),
     'overbrainer.releasePod': (arg) => c.keep(arg, false),
     'overbrainer.removePod': (arg) => c.removePod(arg),

@@ -18,12 +18,12 @@ import {
   sweepHostKeySecrets,
   type PodAdminErrorKind,
 } from '../core/runpod/podAdmin';
-import { attach, cancel, keepPod, train, type FlowResult } from '../core/runs/flow';
+import { attach, cancel, keepPod, requestStop, train, type FlowResult } from '../core/runs/flow';
 import { Pace } from '../core/train/pace';
 import type { ApiKeyStore } from './apiKey';
 import type { Log } from './log';
 import {
-  cancelPrompt,
+  cancelQuestion,
   notificationFor,
   followLost,
   OnceFilter,
@@ -32,7 +32,7 @@ import {
   type NotifyAction,
 } from './notifyModel';
 import { runsFolderName } from './runsFolders';
-import type { RunsModel, RunSummary } from './runsModel';
+import { resumable, type RunsModel, type RunSummary } from './runsModel';
 import { etaFromNow, statusForPod } from './statusModel';
 import { errorText } from './runsTree';
 import { trainConfirmation } from './trainConfirm';
@@ -170,8 +170,9 @@ export class Controller implements vscode.Disposable {
 
   // ----------------------------------------------------------------- commands
 
-  async train(): Promise<void> {
-    const folder = await this.pickFolder();
+  /** Train (or, with `resume`, a new run that continues from that run's snapshot). */
+  async train(resume?: RunSummary): Promise<void> {
+    const folder = resume ? this.folderOfRun(resume) : await this.pickFolder();
     if (!folder) {
       void vscode.window.showErrorMessage(
         'Overbrainer: open a folder with an overbrainer.toml first.',
@@ -212,6 +213,9 @@ export class Controller implements vscode.Disposable {
         this.log.warn(`Cannot read the GPU catalog for the rate: ${errorText(error)}`);
       }
       const confirm = trainConfirmation(targetName, target, catalog, this.clock.nowMs());
+      if (resume?.snapshot) {
+        confirm.message = `Resume ${resume.id} from step ${resume.snapshot.step} on "${targetName}"?`;
+      }
       const choice = await vscode.window.showInformationMessage(
         confirm.message,
         { modal: true, detail: confirm.detail },
@@ -257,6 +261,7 @@ export class Controller implements vscode.Disposable {
     const flow = train(deps, config, session.dir, {
       target: targetName,
       keepPod: keep,
+      resumeFrom: resume?.id,
       signal: abort.signal,
       onRun: (run) => {
         runId = run.id;
@@ -443,12 +448,13 @@ export class Controller implements vscode.Disposable {
       'cancel',
     );
     if (!run) return;
+    const question = cancelQuestion(run.id, run.pod);
     const ok = await vscode.window.showWarningMessage(
-      cancelPrompt(run.id, run.pod),
-      { modal: true },
-      'Cancel Run',
+      question.message,
+      { modal: question.modal },
+      question.action,
     );
-    if (ok !== 'Cancel Run') return;
+    if (ok !== question.action) return;
     // A follow of this window holds the lock: stop it first, the cancel takes over.
     const followed = this.followed.get(run.id);
     if (followed) {
@@ -480,6 +486,57 @@ export class Controller implements vscode.Disposable {
       await session.close();
       this.refreshViews();
     }
+  }
+
+  /**
+   * Stop and Snapshot: asks the running job for a snapshot (it saves a checkpoint at its next
+   * step end and exits). The follow of this window, or one started now when nobody follows,
+   * brings the checkpoint home and ends the pod; the run ends `stopped`.
+   */
+  async stopRun(arg: unknown): Promise<void> {
+    const run = await this.pickRun(arg, (r) => r.state === 'running', 'stop with a snapshot');
+    if (!run) return;
+    const folder = this.folderOfRun(run);
+    if (!folder) return;
+    const session = await this.session(folder);
+    let followedElsewhere: boolean;
+    try {
+      const request = await vscode.window.withProgress(
+        {
+          location: vscode.ProgressLocation.Notification,
+          title: `Overbrainer: asking ${run.id} for a snapshot`,
+        },
+        () => requestStop(session.deps(run.pod !== null), run.id),
+      );
+      const holder = session.store.lockHolder(run.id);
+      followedElsewhere = !this.followed.has(run.id) && holder !== null && holder.stale === null;
+      const text =
+        request.kind === 'ended'
+          ? `Run ${run.id}: its job had already ended; its results are brought home.`
+          : `Run ${run.id} saves a snapshot at its next step end and stops${followedElsewhere ? '; the client following it brings the checkpoint home' : ''}.`;
+      this.log.info(text);
+      void vscode.window.showInformationMessage(`Overbrainer: ${text}`);
+    } catch (error) {
+      await this.showError(`Cannot stop ${run.id}`, error);
+      await session.close();
+      return;
+    }
+    await session.close();
+    // Nobody follows it: follow it here to its end, as Attach does.
+    if (!this.followed.has(run.id) && !followedElsewhere) await this.attach(run, true);
+  }
+
+  /** Resume Run: a new run on the same target that continues from this run's snapshot. */
+  async resume(arg: unknown): Promise<void> {
+    const run = await this.pickRun(arg, resumable, 'resume');
+    if (!run) return;
+    if (!resumable(run)) {
+      void vscode.window.showErrorMessage(
+        `Overbrainer: run ${run.id} has no snapshot to resume from (only a run stopped with a snapshot has one).`,
+      );
+      return;
+    }
+    await this.train(run);
   }
 
   private async waitUntracked(runId: string): Promise<void> {
@@ -877,6 +934,8 @@ export class Controller implements vscode.Disposable {
         return this.removePod(arg);
       case 'Open Output':
         return this.openOutput(run);
+      case 'Resume Run':
+        return this.resume(arg);
     }
   }
 

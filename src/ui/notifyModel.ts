@@ -1,5 +1,5 @@
 import type { CoreEvent, RunState } from '../core/events';
-import { MAX_COST_REACHED, MAX_HOURS_REACHED } from '../core/runpod/lifecycle';
+import { followLostWords, MAX_COST_REACHED, MAX_HOURS_REACHED } from '../core/runpod/lifecycle';
 
 /**
  * Which core events become notifications, free of `vscode`. Each decision carries its severity,
@@ -8,7 +8,7 @@ import { MAX_COST_REACHED, MAX_HOURS_REACHED } from '../core/runpod/lifecycle';
  */
 
 export type NotifyAction =
-  'Keep Pod' | 'Open Run' | 'Attach' | 'Remove Pod' | 'Open Output' | 'Show Pods';
+  'Keep Pod' | 'Open Run' | 'Attach' | 'Remove Pod' | 'Open Output' | 'Show Pods' | 'Resume Run';
 
 export interface Notification {
   key: string;
@@ -174,6 +174,20 @@ export function runEnd(
       runId,
     };
   }
+  if (
+    state === 'stopped' &&
+    message?.startsWith('stopped at step ') &&
+    !message.includes('artifacts not retrieved')
+  ) {
+    // Stopped with its snapshot home, as asked (or before a limit): nothing is lost.
+    return {
+      key: `end:${runId}`,
+      severity: 'info',
+      message: `Run ${runId} ${message}`,
+      actions: ['Resume Run', 'Open Run'],
+      runId,
+    };
+  }
   if (state === 'failed' || state === 'stopped') {
     return {
       key: `end:${runId}`,
@@ -207,16 +221,10 @@ export function followLost(
   deadlineUnixS: number | null,
   nowMs: number,
 ): Notification {
-  const watchdog =
-    deadlineUnixS === null
-      ? 'its pod is kept: nothing deletes it until you remove it'
-      : deadlineUnixS * 1000 <= nowMs
-        ? "its deadline has passed: the pod's watchdog deletes it once the lease runs out (15 min at most) unless you attach"
-        : `if nobody follows, the pod's watchdog deletes it at its deadline, ${new Date(deadlineUnixS * 1000).toISOString().replace(/\.\d+Z$/, 'Z')}, or once its retrieve grace passes after the job ends`;
   return {
     key: `lost:${runId}:${reason}`,
     severity: 'warning',
-    message: `Lost the connection to run ${runId} (${reason}). The run goes on on its pod: Attach to follow it again; ${watchdog}.`,
+    message: followLostWords(runId, reason, deadlineUnixS, nowMs, 'Attach to follow it again'),
     actions: ['Attach'],
     runId,
   };
@@ -246,4 +254,25 @@ export function cancelPrompt(runId: string, pod: { keep: boolean; state: string 
         ? ' Its pod is kept: it stays, and bills, until you remove it.'
         : ' Its pod is deleted.';
   return `Cancel run ${runId}? Its job is stopped and what it wrote is retrieved.${ends}`;
+}
+
+/** How Cancel Run asks: its question, whether it blocks the window (modal), the button. */
+export interface CancelQuestion {
+  message: string;
+  modal: boolean;
+  action: 'Cancel Run';
+}
+
+/**
+ * Cancel Run's question. A cancel that deletes the run's pod asks in a modal dialog; a kept pod's
+ * is not deleted (the job stops, what it wrote comes home, the pod stays until removed), so it
+ * gets no modal dialog: the question is a notification, and the job is stopped only when its
+ * button is pressed (left unanswered, nothing happens).
+ */
+export function cancelQuestion(
+  runId: string,
+  pod: { keep: boolean; state: string } | null,
+): CancelQuestion {
+  const keptPod = pod !== null && pod.keep && pod.state !== 'deleted';
+  return { message: cancelPrompt(runId, pod), modal: !keptPod, action: 'Cancel Run' };
 }

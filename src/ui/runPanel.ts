@@ -42,6 +42,8 @@ const STATUS_INTERVAL_MS = 1000;
 const MAX_POD_FILE_BYTES = 1024 * 1024;
 
 const COMMAND_OF: Record<Exclude<RunAction, 'openOutput'>, string> = {
+  stop: 'overbrainer.stopRun',
+  resume: 'overbrainer.resumeRun',
   cancel: 'overbrainer.cancel',
   keep: 'overbrainer.keepPod',
   release: 'overbrainer.releasePod',
@@ -71,6 +73,8 @@ interface RunEntry {
   overrunMessage: string | null;
   /** Metric events arrived since the last run state: this window follows the run. */
   followed: boolean;
+  /** The read of the earlier run's points, for a resumed run (once). */
+  earlier: Promise<void> | null;
 }
 
 interface PodExtras {
@@ -92,7 +96,11 @@ export class RunPanels implements vscode.Disposable {
       deps.bus.on((event) => this.onEvent(event)),
       deps.runs.onDidChange(() => {
         this.podExtras.clear();
-        for (const panel of this.panels) panel.sendStatus();
+        for (const panel of this.panels) {
+          // A run created after its panel opened is known now: a resumed one gets its start.
+          for (const dir of panel.dirs) void this.loadEarlier(dir);
+          panel.sendStatus();
+        }
       }),
       vscode.window.registerWebviewPanelSerializer(RUN_VIEW_TYPE, {
         deserializeWebviewPanel: (panel, state) => this.restore(panel, state),
@@ -220,6 +228,7 @@ export class RunPanels implements vscode.Disposable {
         loading: null,
         overrunMessage: null,
         followed: false,
+        earlier: null,
       };
       this.entries.set(runId, entry);
     }
@@ -231,6 +240,10 @@ export class RunPanels implements vscode.Disposable {
    * (finished, or followed elsewhere) is read from its metrics.jsonl once.
    */
   load(dir: string): Promise<void> {
+    return Promise.all([this.loadOwn(dir), this.loadEarlier(dir)]).then(() => undefined);
+  }
+
+  private loadOwn(dir: string): Promise<void> {
     const runId = path.basename(dir);
     const entry = this.entry(runId);
     if (entry.loading !== null) return entry.loading;
@@ -250,6 +263,31 @@ export class RunPanels implements vscode.Disposable {
       }
     })();
     return entry.loading;
+  }
+
+  /**
+   * A resumed run's chart continues the earlier curve: the points of the run it resumed from, up
+   * to that run's snapshot, go before its own (read once; the panels get a new snapshot).
+   */
+  private loadEarlier(dir: string): Promise<void> {
+    const run = this.run(dir);
+    if (!run?.resumedFrom) return Promise.resolve();
+    const entry = this.entry(run.id);
+    if (entry.earlier !== null) return entry.earlier;
+    const from = run.resumedFrom;
+    const upToStep =
+      this.deps.runs.all.find((r) => r.id === from)?.snapshot?.step ?? Number.POSITIVE_INFINITY;
+    entry.earlier = (async () => {
+      try {
+        const read = await readMetricsFile(path.join(path.dirname(dir), from, METRICS_FILE));
+        if (read === null) return;
+        entry.series.prefix(read.metrics.filter((metric) => metric.step <= upToStep));
+        for (const panel of this.panels) panel.seriesChanged(run.id);
+      } catch (error) {
+        this.deps.log.warn(`${run.id}: could not read the metrics of ${from}: ${errorText(error)}`);
+      }
+    })();
+    return entry.earlier;
   }
 
   podExtrasOf(run: RunSummary): PodExtras {
@@ -556,10 +594,12 @@ export function pageHtml(webview: vscode.Webview, extensionUri: vscode.Uri): str
 </section>
 <p id="run-message" class="message" hidden></p>
 <nav id="actions" class="actions" hidden>
+  <button type="button" data-action="stop" title="Save a checkpoint at the next step end, stop, and bring it home">Stop and Snapshot</button>
   <button type="button" data-action="cancel">Cancel Run</button>
   <button type="button" data-action="keep">Keep Pod</button>
   <button type="button" data-action="release">Release Pod</button>
   <button type="button" data-action="remove" class="danger">Remove Pod</button>
+  <button type="button" data-action="resume" title="A new run that continues from this run's snapshot">Resume Run</button>
   <button type="button" data-action="openOutput">Open Output</button>
 </nav>
 <div id="chart" class="chart" data-points="0"></div>

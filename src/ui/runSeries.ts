@@ -2,7 +2,7 @@ import type { Clock } from '../core/clock';
 import type { TrainMetric } from '../core/events';
 import { overrun } from '../core/runpod/lease';
 import { Pace, projectSpendUsd } from '../core/train/pace';
-import { displayState, formatDurationS, formatUsd, type RunSummary } from './runsModel';
+import { displayState, formatDurationS, formatUsd, resumable, type RunSummary } from './runsModel';
 import { etaFromNow } from './statusModel';
 import type { RunAction, RunStatusView, SeriesColumns } from './webviewProtocol';
 
@@ -99,6 +99,30 @@ export class RunSeries {
     }
     this.revision++;
     return change;
+  }
+
+  /**
+   * Puts the points of the run this one resumed from (up to its snapshot's step) before this
+   * run's own, so the chart continues the earlier curve; only steps below this run's first are
+   * taken, so calling it twice changes nothing. The pace (and so the ETA) stays this run's own.
+   * Pages get a new snapshot.
+   */
+  prefix(earlier: readonly TrainMetric[]): void {
+    const first = this.data.step[0];
+    const before = new RunSeries(this.runId);
+    for (const metric of earlier) {
+      if (first === undefined || metric.step < first) before.add(metric, 0);
+    }
+    if (before.length === 0) return;
+    const { step, loss, evalLoss, learningRate } = before.data;
+    this.data.step.unshift(...step);
+    this.data.loss.unshift(...loss);
+    this.data.evalLoss.unshift(...evalLoss);
+    this.data.learningRate.unshift(...learningRate);
+    this.latestStep ??= before.latestStep;
+    this.maxSteps ??= before.maxSteps;
+    this.generation++;
+    this.revision++;
   }
 
   private truncate(length: number): void {
@@ -221,10 +245,12 @@ export function runActions(run: RunSummary, hasOutput: boolean): RunAction[] {
   const actions: RunAction[] = [];
   const pod = run.pod;
   const podAlive = pod !== null && pod.state !== 'deleted';
+  if (run.state === 'running') actions.push('stop');
   if (isLive(run)) actions.push('cancel');
   if (podAlive && !pod.keep) actions.push('keep');
   if (podAlive && pod.keep) actions.push('release');
   if (podAlive) actions.push('remove');
+  if (resumable(run)) actions.push('resume');
   if (hasOutput) actions.push('openOutput');
   return actions;
 }

@@ -2,6 +2,7 @@ import * as path from 'node:path';
 import { systemClock, type Clock } from '../core/clock';
 import type { Disposable } from '../core/disposable';
 import type { RunState, TrainMetric } from '../core/events';
+import type { RunSnapshot } from '../core/runs/runRecord';
 import { Pace } from '../core/train/pace';
 import { Emitter } from './emitter';
 import { LazyList } from './lazyList';
@@ -81,6 +82,19 @@ export interface RunSummary {
   problemHint?: string | null;
   /** Which record `problem` is about: a damaged pod.json leaves the run's state readable. */
   problemFile?: 'run.json' | 'pod.json' | null;
+  /** The snapshot the run saved (a stopped run's, or one kept by a run that failed after it). */
+  snapshot?: RunSnapshot | null;
+  /** The run this one resumed from. */
+  resumedFrom?: string | null;
+}
+
+/** Whether Resume Run applies: an ended run with a snapshot. */
+export function resumable(run: RunSummary): boolean {
+  return (
+    run.snapshot !== null &&
+    run.snapshot !== undefined &&
+    (run.state === 'stopped' || run.state === 'failed' || run.state === 'cancelled')
+  );
 }
 
 /**
@@ -223,7 +237,8 @@ export function presentRun(run: RunSummary, nowUnixS: number, live?: RunLive | n
     tooltip: runTooltip(run, state, nowUnixS, live ?? null),
     iconId,
     colorId,
-    contextValue: `run.${state}`,
+    // `.snapshot`: Resume Run applies (package.json menus key on it).
+    contextValue: `run.${state}${resumable(run) ? '.snapshot' : ''}`,
   };
 }
 
@@ -249,6 +264,13 @@ function runTooltip(
   row('Target', run.target);
   if (run.createdUnixS !== null) row('Created', new Date(run.createdUnixS * 1000).toISOString());
   row('Message', run.message);
+  if (run.snapshot) {
+    row(
+      'Snapshot',
+      `step ${run.snapshot.step} (${run.snapshot.reason}), ${run.snapshot.checkpoint}${resumable(run) ? ': Resume Run continues from it' : ''}`,
+    );
+  }
+  row('Resumed from', run.resumedFrom);
   const pod = run.pod;
   if (pod !== null) {
     row(

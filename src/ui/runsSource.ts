@@ -122,6 +122,8 @@ function readRunDirSync(dir: string, id: string, folder: RunsFolder): RunSummary
       target: record.target,
       createdUnixS: rfc3339ToUnixS(record.created) ?? base.createdUnixS,
       message: record.message,
+      snapshot: record.snapshot ?? null,
+      resumedFrom: record.resumedFrom ?? null,
     };
   } catch (error) {
     return withProblem(base, recordProblem(error, runFile, RUN_FILE), RUN_FILE);

@@ -11,7 +11,15 @@
  */
 
 /** The buttons of the page. Each maps to an existing command with `{ dir: <run dir> }`. */
-export const RUN_ACTIONS = ['cancel', 'keep', 'release', 'remove', 'openOutput'] as const;
+export const RUN_ACTIONS = [
+  'stop',
+  'cancel',
+  'keep',
+  'release',
+  'remove',
+  'resume',
+  'openOutput',
+] as const;
 export type RunAction = (typeof RUN_ACTIONS)[number];
 
 /** A run's points, as aligned columns: one entry per step, null where a value is missing. */

@@ -18,7 +18,8 @@ import {
  * code-server for all of them: Pick GPU Types rewrites overbrainer.toml keeping its comments; the
  * status bar counts down second to second; Keep Pod on a running run keeps the pod past the job,
  * an SSH terminal reaches it, Remove Pod deletes it; an overrun warns once and the countdown turns
- * to the warning background; Cancel Run cancels mid-job and deletes the pod; Reload Window mid-run
+ * to the warning background; Cancel Run cancels mid-job and deletes the pod; Stop and Snapshot
+ * stops a run with its checkpoint home and Resume Run continues it; Reload Window mid-run
  * resumes following by itself. Timings: production divided by OVERBRAINER_TIMING_SCALE.
  */
 const TIMING_SCALE = '8';
@@ -430,6 +431,63 @@ describe('User journeys in the real VS Code against the Runpod emulator', functi
     ) as { state: string };
     assert.equal(pod.state, 'deleted');
     await countdown().waitFor({ state: 'detached' });
+  });
+
+  it('Stop and Snapshot stops a run with its checkpoint home; Resume Run continues it to its last step', async function () {
+    const steps = 400;
+    fs.writeFileSync(configFile(), toml({ steps, stepSeconds: 0.05, maxHours: 1 }));
+    const id = await train('Train');
+    await untilState(id, 'running');
+    await workbench.runCommand('Overbrainer: Stop and Snapshot');
+    await pickQuick(workbench, 'Run to stop with a snapshot', id);
+    await workbench.waitForNotification(new RegExp(`Run ${id} saves a snapshot`));
+    await untilState(id, 'stopped', 120_000);
+    const ended = await workbench.waitForNotification(new RegExp(`Run ${id} stopped at step \\d+`));
+    const actions = await ended.locator('.monaco-button').allInnerTexts();
+    assert.deepEqual(
+      actions.map((a) => a.trim()),
+      ['Resume Run', 'Open Run'],
+    );
+    await workbench.screenshot('stopped with a snapshot');
+    const runDir = path.join(workspace.dir, 'runs', id);
+    const stopped = JSON.parse(fs.readFileSync(path.join(runDir, 'run.json'), 'utf8')) as {
+      snapshot: { checkpoint: string; step: number; reason: string };
+    };
+    assert.equal(stopped.snapshot.reason, 'requested');
+    assert.ok(stopped.snapshot.step < steps, `stopped at ${stopped.snapshot.step}`);
+    assert.ok(fs.existsSync(path.join(runDir, stopped.snapshot.checkpoint, 'model.json')));
+    await eventually('the stopped run’s pod deleted', async () =>
+      billing().includes(podOf(id)) ? undefined : true,
+    );
+
+    const before = new Set(fs.readdirSync(path.join(workspace.dir, 'runs')));
+    await ended.getByRole('button', { name: 'Resume Run', exact: true }).click();
+    const dialog = workbench.page.locator('.monaco-dialog-box');
+    await dialog.waitFor({ state: 'visible' });
+    assert.match(
+      await dialog.innerText(),
+      new RegExp(`Resume ${id} from step ${stopped.snapshot.step}`),
+    );
+    await dialog.getByRole('button', { name: 'Train', exact: true }).click();
+    const next = await eventually('the resumed run on disk', async () =>
+      fs
+        .readdirSync(path.join(workspace.dir, 'runs'))
+        .find((name) => RUN_ID.test(name) && !before.has(name)),
+    );
+    await untilState(next, 'succeeded');
+    const nextDir = path.join(workspace.dir, 'runs', next);
+    const resumed = JSON.parse(fs.readFileSync(path.join(nextDir, 'run.json'), 'utf8')) as {
+      resumed_from: string;
+    };
+    assert.equal(resumed.resumed_from, id);
+    const model = JSON.parse(
+      fs.readFileSync(path.join(nextDir, 'output', 'model.json'), 'utf8'),
+    ) as { step: number };
+    assert.equal(model.step, steps, 'the resumed run reached the last step');
+    await workbench.screenshot('resumed and succeeded');
+    await eventually('the resumed run’s pod deleted', async () =>
+      billing().includes(podOf(next)) ? undefined : true,
+    );
   });
 
   it('Reload Window mid-run: following resumes by itself and the run succeeds', async function () {

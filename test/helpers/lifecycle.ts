@@ -645,3 +645,14 @@ export function matrixLabs(): (options?: LabOptions) => Promise<Lab> {
     return started;
   };
 }
+
+/** Holds the ID of the run a flow creates (pass `onRun` to train()); null until it exists. */
+export function runIdHolder(): { id: string | null; onRun: (run: { id: string }) => void } {
+  const holder = {
+    id: null as string | null,
+    onRun: (run: { id: string }) => {
+      holder.id = run.id;
+    },
+  };
+  return holder;
+}

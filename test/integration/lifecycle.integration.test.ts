@@ -14,7 +14,7 @@ import { MAX_COST_REACHED, MAX_HOURS_REACHED } from '../../src/core/runpod/lifec
 import { hostKeySecretName } from '../../src/core/runpod/context';
 import { PodError } from '../../src/core/runpod/podError';
 import { attach, cancel, FlowError, keepPod, train } from '../../src/core/runs/flow';
-import { filesUnder, GPU, Lab, ROOT, type LabOptions } from '../helpers/lifecycle';
+import { filesUnder, GPU, Lab, ROOT, type LabOptions, runIdHolder } from '../helpers/lifecycle';
 
 type Attempt = { result: string; gpu_type: string; detail?: string; pod_id?: string };
 
@@ -43,15 +43,6 @@ describe('lifecycle core against the Runpod emulator', function () {
   });
 
   const attemptsOf = (l: Lab, id: string): Attempt[] => l.podJson(id).attempts as Attempt[];
-  const runIdHolder = (): { id: string | null; onRun: (run: { id: string }) => void } => {
-    const holder = {
-      id: null as string | null,
-      onRun: (run: { id: string }) => {
-        holder.id = run.id;
-      },
-    };
-    return holder;
-  };
   /** Every billing pod of the lab must be gone; its ledger says so. */
   const assertNothingBills = (l: Lab): void => {
     assert.deepEqual(

@@ -232,7 +232,8 @@ cases.push(
     },
   },
   {
-    title: 'createPod and getPod: 429 with Retry-After → waited out as asked, run succeeds',
+    title:
+      'createPod and getPod: 429 with Retry-After → waited out as asked, the create reconciled by run marker before it is sent again; run succeeds',
     options: { steps: 3, timing: API_TIMING },
     arm: async (lab) => {
       await lab.emulator.faults.rateLimit('createPod', 2, 1);
@@ -261,8 +262,16 @@ cases.push(
         creates[1]!.atMs - creates[0]!.atMs >= 1_900,
         `${creates[1]!.atMs - creates[0]!.atMs} ms`,
       );
+      // Not re-sent by the client's retries: waited out, then reconciled by run marker first.
       assert.ok(
-        o.lab.logs().some((l) => /POST \/pods answered 429: retry 1\/\d+ in 2\.0 s/.test(l)),
+        o.lab
+          .logs()
+          .some((l) =>
+            /create of \S+ answered 429 \(rate limited\): waiting 2\.0 s as Runpod asked, then looking for it by its run marker before creating again/.test(
+              l,
+            ),
+          ),
+        o.lab.transcript(),
       );
     },
   },

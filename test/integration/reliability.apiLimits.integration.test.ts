@@ -8,10 +8,13 @@
  * Runpod's own, never scaled).
  */
 import assert from 'node:assert/strict';
+import { removeRunOrPod } from '../../src/core/runpod/podAdmin';
 import { PodError } from '../../src/core/runpod/podError';
 import { train, type FlowResult } from '../../src/core/runs/flow';
+import { FollowError } from '../../src/core/train/follow';
 import { GPU, Lab, matrixLabs } from '../helpers/lifecycle';
 import { recordFault } from '../helpers/reliability';
+import { startTcpProxy, type TcpProxy } from '../helpers/sshd';
 
 interface Outcome {
   result: FlowResult | null;
@@ -123,11 +126,22 @@ describe('reliability: Runpod API limits and answers as its document describes',
     assert.equal(o.error, null, `${String(o.error)}\n${l.transcript()}`);
     const id = o.runId!;
     assert.equal(o.result?.run.state, 'succeeded', l.transcript());
+    const creates = calls(l, 'createPod');
     assert.deepEqual(
-      calls(l, 'createPod').map((r) => r.status),
+      creates.map((r) => r.status),
       [429, 201],
       'the refused create was sent again only after Runpod refused it unprocessed',
     );
+    // Between the 429 and the second create, after Retry-After, the run's pods were listed by
+    // its marker (the reconcile of an ambiguous create), and none of the attempt was found.
+    const looked = calls(l, 'listPods').filter(
+      (r) => r.key === 'account' && r.seq > creates[0]!.seq && r.seq < creates[1]!.seq,
+    );
+    assert.ok(
+      looked.length > 0,
+      'the pods of the run were listed before the create was sent again',
+    );
+    assert.ok(looked[0]!.atMs - creates[0]!.atMs >= 900, 'the list waited for Retry-After');
     // The client's delete is refused once and sent again after Retry-After; the watchdog, told the
     // results are retrieved, may delete the pod in between (the second delete then answers 404).
     const deletes = calls(l, 'deletePod').filter((r) => r.key === 'account');
@@ -136,6 +150,35 @@ describe('reliability: Runpod API limits and answers as its document describes',
     const made = l.podsOfRun(id);
     assert.equal(made.length, 1, 'one pod was ever made');
     assert.ok(['account', 'pod'].includes(String(made[0]?.deletedBy)), String(made[0]?.deletedBy));
+    assert.deepEqual(
+      l.billing().map((p) => p.id),
+      [],
+    );
+    assert.equal(l.podJson(id).state, 'deleted');
+  });
+
+  it('a create Runpod carried out but answered 429: after Retry-After the attempt is looked for by run marker and name and adopted; the create is never sent again, one pod is ever made', async function () {
+    const l = await lab({ steps: 3 });
+    // The gateway refused the answer, not the work: the pod exists although the create said 429.
+    await l.emulator.faults.add({
+      kind: 'request',
+      route: 'createPod',
+      applied: true,
+      effect: { type: 'status', status: 429, retryAfterS: 1 },
+    });
+    recordFault(this, 'api.createPod.429-applied');
+    const o = await run(l);
+    assert.equal(o.error, null, `${String(o.error)}\n${l.transcript()}`);
+    const id = o.runId!;
+    assert.equal(o.result?.run.state, 'succeeded', l.transcript());
+    assert.deepEqual(
+      calls(l, 'createPod').map((r) => r.status),
+      [429],
+      'a create answered 429 is reconciled before it is sent again',
+    );
+    assert.deepEqual(attempts(l, id), ['adopted']);
+    const made = l.podsOfRun(id);
+    assert.equal(made.length, 1, 'one pod was ever made');
     assert.deepEqual(
       l.billing().map((p) => p.id),
       [],
@@ -184,6 +227,75 @@ describe('reliability: Runpod API limits and answers as its document describes',
         warning.message,
         /the results are retrieved: the pod's watchdog deletes it by itself within \d+ s/,
       );
+    }
+  });
+
+  it("the API unreachable while a follow lost its pod's SSH: a countdown warning names the API, how long the client keeps looking and that the job keeps running until the watchdog deletes the pod; once the API answers the pod is found running, nothing is deleted and the run stays running", async function () {
+    const relays: TcpProxy[] = [];
+    try {
+      const l = await lab({
+        steps: 2000,
+        stepSeconds: 0.05,
+        emulator: {
+          // The pod's SSH goes through a relay the test closes, as when its host drops off.
+          sshRelay: async (_podId, sshPort) => {
+            const relay = await startTcpProxy(sshPort);
+            relays.push(relay);
+            return relay.port;
+          },
+        },
+      });
+      let runId: string | null = null;
+      const flow = l.track(
+        train(l.deps, l.config, l.workspace, {
+          onRun: (r) => {
+            runId = r.id;
+          },
+        }),
+      );
+      const settled = flow.then(
+        () => null,
+        (error: unknown) => error,
+      );
+      const id = await l.jobRunning(() => runId);
+      const podId = String(l.podJson(id).pod_id);
+      const deadline = String(l.podJson(id).deadline);
+      await l.emulator.faults.unreachable(600_000, 'refuse');
+      for (const relay of relays) await relay.close();
+      recordFault(this, 'api.unreachable-while-following');
+      recordFault(this, 'ssh.lost-mid-follow');
+      const countdown = (): Extract<(typeof l.events)[number]['event'], { type: 'warning' }>[] =>
+        l.warnings().filter((w) => w.code === 'api_unreachable');
+      // Two warnings: the client keeps looking, and says so each time, until the API answers.
+      await l.waitFor('the countdown to repeat', () => countdown().length >= 2);
+      await l.emulator.faults.reachable();
+      const error = await settled;
+      assert.ok(error instanceof FollowError, `${String(error)}\n${l.transcript()}`);
+      for (const warning of countdown()) {
+        assert.equal(warning.runId, id);
+        assert.ok(warning.message.includes(l.deps.client!.baseUrl), warning.message);
+        assert.ok(warning.message.includes(podId), warning.message);
+        assert.match(warning.message, /trying again in \d+ s \(until \d{4}-\d\d-\d\dT/);
+        assert.ok(
+          warning.message.includes(
+            `the job keeps running; the pod's watchdog deletes it at ${deadline}`,
+          ),
+          warning.message,
+        );
+        assert.match(warning.message, /unless a client renews its lease/);
+      }
+      // Lost, not failed: the job goes on and its pod was not deleted.
+      assert.equal(l.runJson(id).state, 'running');
+      assert.equal(l.ledgerOf(podId).deletedAtMs, null, 'the pod was not deleted');
+      assert.notEqual(l.podJson(id).state, 'deleted');
+      // The test's own cleanup: the run's pod removed as a user would.
+      await removeRunOrPod({ ...l.deps, client: l.deps.client! }, id, { force: true });
+      assert.deepEqual(
+        l.billing().map((p) => p.id),
+        [],
+      );
+    } finally {
+      for (const relay of relays) await relay.close();
     }
   });
 });

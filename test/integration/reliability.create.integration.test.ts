@@ -70,6 +70,48 @@ describe('reliability: creates that went unanswered', function () {
     );
   });
 
+  it("the pod lists cannot be reached while an unanswered create is reconciled: a countdown warning names the API, says the create is not sent again, how long the client keeps listing and what the pod's watchdog does meanwhile; the pod is adopted once Runpod lists", async function () {
+    const l = await lab({ steps: 3 });
+    await l.emulator.faults.createThenFail(500);
+    // Two whole list calls (each with all its retries) lose their connection.
+    const lost = 2 * (l.timing.retries + 1);
+    await l.emulator.faults.add({
+      kind: 'request',
+      route: 'listPods',
+      key: 'account',
+      times: lost,
+      effect: { type: 'drop' },
+    });
+    recordFault(this, 'api.createPod.created-500');
+    recordFault(this, 'api.listPods.unreachable', lost);
+    const o = await run(l);
+    assert.equal(o.error, null, `${String(o.error)}\n${l.transcript()}`);
+    const id = o.runId!;
+    assert.equal(o.result?.run.state, 'succeeded', l.transcript());
+    assert.equal(creates(l).length, 1, 'the create was never sent again');
+    assert.deepEqual(attempts(l, id), ['adopted']);
+    assert.equal(l.podsOfRun(id).length, 1, 'one pod was ever made');
+    const countdown = l.warnings().filter((w) => w.code === 'api_unreachable');
+    assert.equal(countdown.length, 2, `one warning per failed list\n${l.transcript()}`);
+    for (const warning of countdown) {
+      assert.equal(warning.runId, id);
+      assert.ok(warning.message.includes(l.deps.client!.baseUrl), warning.message);
+      assert.match(
+        warning.message,
+        /the create of \S+ got no clear answer .* so it is not sent again/,
+      );
+      assert.match(warning.message, /trying again in \d+ s \(until \d{4}-\d\d-\d\dT/);
+      assert.match(
+        warning.message,
+        /meanwhile a pod that create may have made is deleted by its own watchdog after boot_grace_minutes \(\d+ (s|min)\) without a job/,
+      );
+    }
+    assert.deepEqual(
+      l.billing().map((p) => p.id),
+      [],
+    );
+  });
+
   it('creates that went unanswered and are listed late, then no capacity anywhere: the walk looks again before it gives up and deletes them; pod.json says deleted only then', async function () {
     const l = await lab({ steps: 3, gpuTypes: [GPU.rtx4090, GPU.a5000] });
     await l.emulator.faults.setStock(GPU.a5000, 0);

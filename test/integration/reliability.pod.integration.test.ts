@@ -242,7 +242,11 @@ describe('reliability: pod faults and provisioning gaps', function () {
     };
     const costCap = async (): Promise<void> => {
       // $0.004 at $0.69/h buys about 21 s; the job would take 60 s.
-      const l = await lab({ steps: 300, stepSeconds: 0.2, targetExtra: 'max_cost_usd = 0.004\n' });
+      // A trainer that does not honour snapshot requests (its request path unset): the cap deletes it.
+      const l = await lab({
+        command: 'OVERBRAINER_SNAPSHOT= python3 train.py --steps 300 --step-seconds 0.2',
+        targetExtra: 'max_cost_usd = 0.004\n',
+      });
       let id: string | null = null;
       let capFile = '';
       l.bus.on((event) => {

@@ -12,22 +12,12 @@ import * as fs from 'node:fs';
 import * as path from 'node:path';
 import { LEASE_FILE } from '../../src/core/runpod/podScripts';
 import { FlowError, keepPod, train } from '../../src/core/runs/flow';
-import { Lab, matrixLabs } from '../helpers/lifecycle';
+import { Lab, matrixLabs, runIdHolder } from '../helpers/lifecycle';
 import { recordResult } from '../helpers/reliability';
 
 describe('reliability: keep and release past the deadline', function () {
   this.timeout(180_000);
   const lab = matrixLabs();
-
-  const runIdHolder = (): { id: string | null; onRun: (run: { id: string }) => void } => {
-    const holder = {
-      id: null as string | null,
-      onRun: (run: { id: string }) => {
-        holder.id = run.id;
-      },
-    };
-    return holder;
-  };
 
   /** When the pod's lease file was last written (ms since the epoch); 0 when there is none. */
   const leaseWrittenMs = (l: Lab, podId: string, runId: string): number => {

@@ -649,4 +649,31 @@ describe('retrieve with the local executor', function () {
       rmSync(dir, { recursive: true, force: true });
     }
   });
+
+  it("brings a stopped run's snapshot checkpoint home (`!output/checkpoint-20`) and still leaves out the other checkpoints", async () => {
+    const dir = mkdtempSync(join(tmpdir(), 'ob-retrieve-keep-'));
+    const executor = new LocalExecutor();
+    try {
+      const files = makeRun(join(dir, 'remote'));
+      const result = await retrieve({
+        executor,
+        remoteRunDir: join(dir, 'remote'),
+        localRunDir: join(dir, 'local'),
+        entries: ENTRIES,
+        excludes: [...EXCLUDES, '!output/checkpoint-20'],
+      });
+      assert.equal(result.verified, true);
+      assert.equal(
+        readFileSync(join(dir, 'local', 'output', 'checkpoint-20', 'optimizer.pt'), 'utf8'),
+        'skip me',
+      );
+      assert.equal(existsSync(join(dir, 'local', 'output', 'sub', 'checkpoint-5')), false);
+      for (const [name, content] of files) {
+        assert.deepEqual(readFileSync(join(dir, 'local', name)), content, name);
+      }
+    } finally {
+      executor.dispose();
+      rmSync(dir, { recursive: true, force: true });
+    }
+  });
 });

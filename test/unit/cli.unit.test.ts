@@ -6,6 +6,7 @@
  */
 import assert from 'node:assert/strict';
 import * as fs from 'node:fs';
+import * as http from 'node:http';
 import * as os from 'node:os';
 import * as path from 'node:path';
 import { parseArgs, UsageError } from '../../src/cli/args';
@@ -34,18 +35,25 @@ describe('cli: the command line', () => {
   it('parses every command', () => {
     assert.deepEqual(parseArgs(['train']), {
       dir: null,
-      command: { kind: 'train', target: null, keepPod: false },
+      command: { kind: 'train', target: null, keepPod: false, resumeFrom: null },
     });
     assert.deepEqual(parseArgs(['-C', 'ws', 'train', '--target', 'pod', '--keep-pod']), {
       dir: 'ws',
-      command: { kind: 'train', target: 'pod', keepPod: true },
+      command: { kind: 'train', target: 'pod', keepPod: true, resumeFrom: null },
     });
     assert.deepEqual(parseArgs(['train', '--target=here']).command, {
       kind: 'train',
       target: 'here',
       keepPod: false,
+      resumeFrom: null,
     });
-    for (const kind of ['attach', 'cancel', 'keep', 'release'] as const) {
+    assert.deepEqual(parseArgs(['train', '--resume-from', 'tiny_20261204-060000']).command, {
+      kind: 'train',
+      target: null,
+      keepPod: false,
+      resumeFrom: 'tiny_20261204-060000',
+    });
+    for (const kind of ['attach', 'cancel', 'stop', 'keep', 'release'] as const) {
       assert.deepEqual(parseArgs(['train', kind, 'r1']).command, { kind, runId: 'r1' });
     }
     assert.deepEqual(parseArgs(['runs', 'ls']).command, { kind: 'runs_ls' });
@@ -496,6 +504,109 @@ describe('cli: whole command lines that never reach Runpod', () => {
     assert.match(listed.stderr[0] ?? '', /^warning: skipping run tiny_damaged: /);
     const empty = await run(['runs', 'ls']);
     assert.deepEqual(empty.stdout, [`runs: no run in ${path.join(tmp, 'runs')}`]);
+  });
+
+  it('a connection lost while following is no failed run: the CLI says the run goes on, how to attach and what the watchdog does, as VS Code does', async () => {
+    const nowMs = Date.now();
+    const store = new RunStore(path.join(tmp, 'runs'), new FakeClock(nowMs));
+    const record = store.create({ project: 'tiny', target: 'pod', remoteDir: (id) => `/w/${id}` });
+    const pod = newPodRecord(record.id, false, 1, HOST_KEY);
+    pod.beginAttempt('NVIDIA A40', nowMs, 6);
+    pod.created({ id: 'k3x9abc', costPerHourUsd: 0.53 }, 'created', nowMs);
+    pod.state = 'running';
+    store.savePod(pod);
+    record.state = 'running';
+    record.job = { dir: record.remoteDir, pid: 4242, container: null };
+    store.saveRun(record);
+    // The API cannot be reached (nothing listens on port 9): attach cannot follow the run.
+    const lost = await run(['train', 'attach', record.id], {
+      OVERBRAINER_RUNPOD__BASE_URL: 'http://127.0.0.1:9/v2',
+      OVERBRAINER_TIMING_SCALE: '600',
+    });
+    assert.equal(lost.code, 1);
+    const said = lost.stderr.join('\n');
+    assert.doesNotMatch(said, /^error:/m, said);
+    assert.match(
+      said,
+      new RegExp(
+        `^lost: Lost the connection to run ${record.id} \\(could not reach the Runpod API at http://127\\.0\\.0\\.1:9/v2`,
+        'm',
+      ),
+    );
+    assert.ok(
+      said.includes(
+        `The run goes on on its pod: follow it again with \`overbrainer train attach ${record.id}\`; if nobody follows, the pod's watchdog deletes it at its deadline, ${String(pod.deadline)}`,
+      ),
+      said,
+    );
+    assert.equal(store.loadRun(record.id).state, 'running', 'the run was not failed');
+    // Kept: nothing deletes it.
+    pod.keep = true;
+    store.savePod(pod);
+    const kept = await run(['train', 'attach', record.id], {
+      OVERBRAINER_RUNPOD__BASE_URL: 'http://127.0.0.1:9/v2',
+      OVERBRAINER_TIMING_SCALE: '600',
+    });
+    assert.match(
+      kept.stderr.join('\n'),
+      /its pod is kept: nothing deletes it until you remove it\.$/m,
+    );
+  });
+
+  it('a pod Runpod shows EXITED under a followed run is named so by every line, the final one too: no "pod running", no "lost"', async () => {
+    const doc = JSON.parse(
+      fs.readFileSync(path.join(__dirname, '..', 'emulator', 'openapi-v2.json'), 'utf8'),
+    ) as {
+      paths: Record<string, { get: { responses: Record<string, { content: unknown }> } }>;
+    };
+    const example = (
+      doc.paths['/v2/pods/{id}']!.get.responses['200']!.content as {
+        'application/json': { examples: { pod: { value: Record<string, unknown> } } };
+      }
+    )['application/json'].examples.pod.value;
+    const server = http.createServer((_req, res) => {
+      res.writeHead(200, { 'content-type': 'application/json' });
+      res.end(
+        JSON.stringify({
+          ...example,
+          id: 'k3x9abc',
+          status: 'EXITED',
+          publicIp: null,
+          portMappings: null,
+        }),
+      );
+    });
+    await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', () => resolve()));
+    try {
+      const port = (server.address() as { port: number }).port;
+      const nowMs = Date.now();
+      const store = new RunStore(path.join(tmp, 'runs'), new FakeClock(nowMs));
+      const record = store.create({
+        project: 'tiny',
+        target: 'pod',
+        remoteDir: (id) => `/w/${id}`,
+      });
+      const pod = newPodRecord(record.id, false, 1, HOST_KEY);
+      pod.beginAttempt('NVIDIA A40', nowMs, 6);
+      pod.created({ id: 'k3x9abc', costPerHourUsd: 0.53 }, 'created', nowMs);
+      pod.state = 'running';
+      store.savePod(pod);
+      record.state = 'running';
+      record.job = { dir: record.remoteDir, pid: 4242, container: null };
+      store.saveRun(record);
+      const stopped = await run(['train', 'attach', record.id], {
+        OVERBRAINER_RUNPOD__BASE_URL: `http://127.0.0.1:${port}/v2`,
+        OVERBRAINER_TIMING_SCALE: '600',
+      });
+      assert.equal(stopped.code, 1);
+      const said = [...stopped.stderr, ...stopped.stdout].join('\n');
+      assert.match(said, /pod k3x9abc of run \S+ is EXITED/, said);
+      assert.doesNotMatch(said, /^lost:/m, said);
+      assert.doesNotMatch(said, /pod running/, said);
+      assert.match(stopped.stdout.at(-1) ?? '', /pod k3x9abc EXITED in Runpod/, said);
+    } finally {
+      await new Promise<void>((resolve) => server.close(() => resolve()));
+    }
   });
 
   it('pod rm of an ID that would leave runs/ fails without a call (exit 1)', async () => {

@@ -950,21 +950,19 @@ describe('RunpodClient: createPod is never sent twice blindly', () => {
     await apiError(client.createPod(body()), 'ambiguous');
   });
 
-  it('only 429 is retried, honouring Retry-After', async () => {
-    let n = 0;
+  it('a 429 is never re-sent by the client: rate_limited with the wait Runpod asked for (its caller reconciles first)', async () => {
     const server = await startServer((_hit, res) =>
-      ++n < 3
-        ? problem(res, 429, 'slow down', {}, { 'retry-after': String(n * 3) })
-        : json(res, 201, pod()),
+      problem(res, 429, 'slow down', {}, { 'retry-after': '3' }),
     );
     const { client, clock } = makeClient(server);
-    const created = await drive(clock, client.createPod(body()));
-    assert.equal(created.id, '7h9k2m4n6p');
-    assert.deepEqual(clock.backoffs, [3000, 6000]);
-    assert.equal(server.hits.length, 3);
+    const error = await drive(clock, apiError(client.createPod(body()), 'rate_limited'));
+    assert.equal(error.message, CREATE_MESSAGES.rateLimited);
+    assert.equal(error.retryAfterMs, 3000);
+    assert.deepEqual(clock.backoffs, []);
+    assert.equal(server.hits.length, 1);
   });
 
-  it('a 429 without Retry-After waits as its RateLimit headers say (both drafts), creating once', async () => {
+  it('a 429 without Retry-After carries the wait its RateLimit headers say (both drafts), and the next call waits for it', async () => {
     const answers: Record<string, string>[] = [
       { ratelimit: '"default";r=0;t=7', 'ratelimit-policy': '"default";q=100;w=60' },
       { ratelimit: 'limit=100, remaining=0, reset=4' },
@@ -975,22 +973,18 @@ describe('RunpodClient: createPod is never sent twice blindly', () => {
       n < answers.length ? problem(res, 429, 'slow down', {}, answers[n++]) : json(res, 201, pod()),
     );
     const { client, clock } = makeClient(server);
+    const waits: (number | undefined)[] = [];
+    for (let i = 0; i < answers.length; i++) {
+      const error = await drive(clock, apiError(client.createPod(body()), 'rate_limited'));
+      waits.push(error.retryAfterMs);
+    }
+    assert.deepEqual(waits, [7000, 4000, 5000]);
     const created = await drive(clock, client.createPod(body()));
     assert.equal(created.id, '7h9k2m4n6p');
+    // Each create after a spent quota waited for its reset before it was sent.
     assert.deepEqual(clock.backoffs, [7000, 4000, 5000]);
     assert.equal(server.hits.length, 4);
     assert.deepEqual(rateLimitResetMs({ ratelimit: '"a";r=5;t=9' }), undefined, 'quota left');
-  });
-
-  it('429 after every retry is rate_limited, with the wait Runpod asked for', async () => {
-    const server = await startServer((_hit, res) =>
-      problem(res, 429, 'slow down', {}, { 'retry-after': '2' }),
-    );
-    const { client, clock } = makeClient(server);
-    const error = await drive(clock, apiError(client.createPod(body()), 'rate_limited'));
-    assert.equal(error.message, CREATE_MESSAGES.rateLimited);
-    assert.equal(error.retryAfterMs, 2000);
-    assert.equal(server.hits.length, 6);
   });
 
   it('refuses a body with a field the API does not know, without sending it', async () => {

@@ -52,7 +52,11 @@ function producedContextValues(): Set<string> {
     pod: null,
     problem: null,
   };
-  for (const state of RUN_STATES) values.add(presentRun({ ...base, state }, 0).contextValue);
+  const snapshot = { checkpoint: 'output/checkpoint-3', step: 3, reason: 'requested' as const };
+  for (const state of RUN_STATES) {
+    values.add(presentRun({ ...base, state }, 0).contextValue);
+    values.add(presentRun({ ...base, state, snapshot }, 0).contextValue);
+  }
   values.add(presentRun({ ...base, state: null }, 0).contextValue);
   const pod = {
     podId: 'p',

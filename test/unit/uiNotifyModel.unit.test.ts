@@ -2,6 +2,7 @@ import * as assert from 'node:assert/strict';
 import { MAX_COST_REACHED, MAX_HOURS_REACHED } from '../../src/core/runpod/lifecycle';
 import {
   cancelPrompt,
+  cancelQuestion,
   endCause,
   followLost,
   notificationFor,
@@ -113,6 +114,26 @@ describe('notifications from core events (model)', function () {
     assert.equal(endCause(null, MAX_COST_REACHED), 'cost_cap_reached');
   });
 
+  it('a run stopped with its snapshot home is news, not an error: Resume Run is offered', function () {
+    const stopped = runEnd(
+      'r',
+      'stopped',
+      'stopped at step 7 (cost); snapshot output/checkpoint-7',
+      null,
+    );
+    assert.equal(stopped?.severity, 'info');
+    assert.equal(stopped?.message, 'Run r stopped at step 7 (cost); snapshot output/checkpoint-7');
+    assert.deepEqual(stopped?.actions, ['Resume Run', 'Open Run']);
+    // Stopped without a snapshot said (not retrieved): still an error.
+    const unretrieved = runEnd(
+      'r',
+      'stopped',
+      'stopped at step 7 (cost); snapshot output/checkpoint-7; artifacts not retrieved: x',
+      null,
+    );
+    assert.equal(unretrieved?.severity, 'error');
+  });
+
   it('pod gone: from the PodError kind or the run message, keyed as the run end', function () {
     const byKind = runEnd('r', 'failed', 'pod p1 no longer exists', 'pod_gone');
     assert.match(byKind!.message, /^Run r: pod gone \(pod p1 no longer exists\)/);
@@ -159,5 +180,14 @@ describe('notifications from core events (model)', function () {
     );
     assert.match(cancelPrompt('r1', { keep: false, state: 'running' }), /Its pod is deleted\.$/);
     assert.doesNotMatch(cancelPrompt('r1', null), /pod/);
+  });
+
+  it("a kept pod's Cancel Run gets no modal dialog (its pod stays: nothing is deleted), only a question it can leave unanswered; a cancel that deletes the pod stays modal", function () {
+    const kept = cancelQuestion('r1', { keep: true, state: 'running' });
+    assert.equal(kept.modal, false);
+    assert.equal(kept.message, cancelPrompt('r1', { keep: true, state: 'running' }));
+    assert.equal(kept.action, 'Cancel Run', 'the job is stopped only when asked');
+    assert.equal(cancelQuestion('r1', { keep: false, state: 'running' }).modal, true);
+    assert.equal(cancelQuestion('r1', null).modal, true);
   });
 });

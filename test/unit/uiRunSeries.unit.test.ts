@@ -131,6 +131,22 @@ describe('run webview series (model)', function () {
       assert.deepEqual(series.snapshot().columns.step, [1, 2, 3, 4, 5]);
     });
 
+    it("continues a resumed run's curve: the earlier run's points go first, once, and pages get a snapshot", function () {
+      const series = new RunSeries('r');
+      for (let s = 8; s <= 9; s++) series.add(log(s, { time: 100 + s }), 0);
+      const { cursor } = series.snapshot();
+      series.prefix([1, 2, 3, 4, 5, 6, 7, 8].map((s) => log(s, { loss: 10 + s })));
+      assert.deepEqual(series.pending(cursor), { kind: 'snapshot' });
+      const { columns } = series.snapshot();
+      assert.deepEqual(columns.step, [1, 2, 3, 4, 5, 6, 7, 8, 9]);
+      assert.equal(columns.loss[0], 11, "the earlier run's loss");
+      assert.equal(columns.loss[7], 1 / 8, "this run's own step 8 is kept");
+      series.prefix([1, 2].map((s) => log(s)));
+      assert.deepEqual(series.snapshot().columns.step, [1, 2, 3, 4, 5, 6, 7, 8, 9]);
+      // The ETA is this run's own pace: 1 step/s from its own two points.
+      assert.equal(series.etaMs(0), 91_000);
+    });
+
     it('gives the ETA from now: the pace from the trainer clock, minus the time since the last metric', function () {
       const series = new RunSeries('r');
       assert.equal(series.etaMs(0), null);
@@ -212,7 +228,7 @@ describe('run webview series (model)', function () {
         '$1.38 so far at $0.69/h · about $3.42 at the ETA · max_cost_usd $20.00',
       );
       assert.equal(view.overrun, null);
-      assert.deepEqual(view.actions, ['cancel', 'keep', 'remove']);
+      assert.deepEqual(view.actions, ['stop', 'cancel', 'keep', 'remove']);
     });
 
     it('counts the ETA and the spend down as the clock moves', async function () {
@@ -273,6 +289,19 @@ describe('run webview series (model)', function () {
       assert.equal(view.deadlineText, 'no deadline (pod kept)');
       assert.deepEqual(runActions(r, false), ['release', 'remove']);
       assert.deepEqual(runActions(run({ pod: null, state: 'preparing' }), false), ['cancel']);
+    });
+
+    it('a running run offers Stop and Snapshot; an ended one with a snapshot offers Resume Run', function () {
+      assert.deepEqual(runActions(run({ pod: pod(), state: 'running' }), false), [
+        'stop',
+        'cancel',
+        'keep',
+        'remove',
+      ]);
+      const snapshot = { checkpoint: 'output/checkpoint-7', step: 7, reason: 'requested' as const };
+      const stopped = run({ state: 'stopped', snapshot, pod: pod({ state: 'deleted' }) });
+      assert.deepEqual(runActions(stopped, true), ['resume', 'openOutput']);
+      assert.deepEqual(runActions({ ...stopped, snapshot: null }, true), ['openOutput']);
     });
   });
 

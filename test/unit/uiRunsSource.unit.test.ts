@@ -93,6 +93,8 @@ describe('ui runs source (runs/*/run.json through the core codecs)', function ()
       problem: null,
       problemHint: null,
       problemFile: null,
+      snapshot: null,
+      resumedFrom: null,
       pod: {
         podId: 'abc123',
         state: 'running',

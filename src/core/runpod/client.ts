@@ -190,7 +190,10 @@ interface CallSpec {
   path: string;
   query?: Record<string, string>;
   body?: unknown;
-  /** GET and DELETE: retried on transport errors, 408, 429, 5xx. Others: on 429 only. */
+  /**
+   * GET and DELETE: retried on transport errors, 408, 429, 5xx. Others: on 429 only, except the
+   * create (never retried: its caller reconciles first).
+   */
   idempotent: boolean;
   /** The pod create: its failures are ambiguous and its messages fixed. */
   create?: boolean;
@@ -263,8 +266,10 @@ export class RunpodClient implements Disposable {
   // -------------------------------------------------------------------------
 
   /**
-   * Creates a pod (`POST /pods` → 201 Pod). Sent once: only a 429 is retried.
-   * Anything that leaves it open whether the pod exists — a transport error,
+   * Creates a pod (`POST /pods` → 201 Pod). Sent once, never retried here: a 429 is the
+   * `rate_limited` ApiError with the wait Runpod asked for, and the caller reconciles by run
+   * marker and attempt name after that wait before it creates again (a gateway may answer 429
+   * for a create it carried out). Anything that leaves it open whether the pod exists — a transport error,
    * a timeout, a 408, a 5xx, an unreadable 2xx, an abort in flight — is an
    * `ambiguous` ApiError: look for the attempt's name and run marker in the
    * pod list before anything else. Other failures carry fixed messages chosen
@@ -669,7 +674,8 @@ export class RunpodClient implements Disposable {
       await this.waitForQuota(spec);
       const outcome = await this.send(spec);
       this.noteQuota(outcome);
-      if (attempt >= this.timing.retries || !retryable(outcome, spec.idempotent)) return outcome;
+      if (attempt >= this.timing.retries || spec.create === true) return outcome;
+      if (!retryable(outcome, spec.idempotent)) return outcome;
       const waitMs = this.retryWaitMs(attempt, outcome);
       const what =
         outcome instanceof TransportFailure ? outcome.reason : `answered ${outcome.status}`;

@@ -118,7 +118,7 @@ export const CREATE_MESSAGES = {
   forbidden: 'Runpod refused the request (403): the API key or this GPU type is not allowed',
   noCredits: 'Runpod refused the request (402): the account balance is too low',
   rejected: 'Runpod rejected the create request as invalid: invalid request, please report',
-  rateLimited: 'Runpod kept answering 429 (rate limited) to the create request',
+  rateLimited: 'Runpod answered 429 (rate limited) to the create request',
   timeout408: 'the create request timed out at Runpod (408): the pod may exist',
   server: 'Runpod failed to answer the create request (server error): the pod may exist',
   transport: 'the create request got no answer: the pod may exist',

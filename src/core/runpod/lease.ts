@@ -94,6 +94,18 @@ export function costCapAtUnixS(pod: CostCapView): number | null {
 }
 
 /**
+ * When the cost cap's snapshot is asked for (`.pod/snapshot_at`, spec §8): the earlier of 95 %
+ * of the cap's time and `leadS` before it, so the job has time to save and the client to bring
+ * the checkpoint home before the pod is deleted; null where there is no cap.
+ */
+export function snapshotAtUnixS(pod: CostCapView, leadS: number): number | null {
+  const capAtUnixS = costCapAtUnixS(pod);
+  if (capAtUnixS === null || pod.createdUnixS === null) return null;
+  const span = capAtUnixS - pod.createdUnixS;
+  return Math.min(pod.createdUnixS + Math.floor(span * 0.95), capAtUnixS - leadS);
+}
+
+/**
  * Whether the cost cap of `pod` is spent at `nowMs`: the client's guard deletes the pod then,
  * whatever the lease (seed: `CostCapPassed`), should its watchdog not have.
  */

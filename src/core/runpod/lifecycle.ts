@@ -6,18 +6,28 @@
  */
 import * as fs from 'node:fs';
 import * as path from 'node:path';
-import { isAbortError } from '../clock';
+import { isAbortError, rfc3339 } from '../clock';
 import { ExecError, type Executor } from '../exec/executor';
 import { SshExecutor } from '../exec/ssh';
 import type { PodRecord, SshEndpoint } from '../runs/podRecord';
 import type { RunRecord } from '../runs/runRecord';
 import { FollowError, MetricsFollower, type FollowResult } from '../train/follow';
 import { Pace } from '../train/pace';
+import { requestSnapshot } from '../train/snapshot';
 import { isDead, type Pod } from './api';
 import { log, warn, type PodCtx } from './context';
 import { watchDisk } from './diskWatch';
 import { alias, CLIENT_KEY, sshCommand, writeSshConfig } from './keys';
-import { goneBy, guardFires, limitPassed, overrun, pastCostCap, renewalDue } from './lease';
+import {
+  costCapAtUnixS,
+  goneBy,
+  guardFires,
+  limitPassed,
+  overrun,
+  pastCostCap,
+  renewalDue,
+  snapshotAtUnixS,
+} from './lease';
 import { PodError } from './podError';
 import {
   KEEP_MARKER,
@@ -28,12 +38,14 @@ import {
 } from './podScripts';
 import {
   forgetKeys,
+  isUnreachable,
   lookUpSettled,
   markGone,
   messageOf,
   noteStrays,
   remove,
   sweep,
+  warnUnreachable,
 } from './remove';
 
 /** Why a run fails when its pod was deleted on `max_hours` (seed MAX_HOURS_REACHED). */
@@ -72,8 +84,11 @@ export function limitFailure(
 /** How the watch ended. */
 export type Watched =
   | { kind: 'ended'; result: FollowResult }
-  /** `offset`: the metrics file's byte offset after the last line published, to follow on from. */
-  | { kind: 'failed'; error: unknown; offset: number }
+  /**
+   * `offset`: the metrics file's byte offset after the last line published, to follow on from.
+   * `signal`: the watch's own, so that settling the failure stops looking when the user stops.
+   */
+  | { kind: 'failed'; error: unknown; offset: number; signal?: AbortSignal | undefined }
   /** The client's deadline passed with no lease held; nothing was deleted yet. */
   | { kind: 'deadline_passed' }
   /** `max_cost_usd` is spent (whatever the lease); nothing was deleted yet. */
@@ -135,10 +150,14 @@ export async function watchLeased(
   });
   const lease = `${run.remoteDir}/${LEASE_FILE}`;
   let renewedMs: number | null = null;
+  let costSnapshotAsked = false;
   const holdLease = async (): Promise<'deadline_passed' | 'cost_cap_passed' | 'stopped'> => {
     while (!stop.signal.aborted) {
       syncKeep(ctx, pod);
       if (pastCostCap(pod, ctx.clock.nowMs())) return 'cost_cap_passed';
+      if (!costSnapshotAsked && snapshotDue(ctx, pod)) {
+        costSnapshotAsked = await askCostSnapshot(ctx, executor, run, pod);
+      }
       const nowMs = ctx.clock.nowMs();
       // Renewed while kept too (the watchdog ignores it then): a release finds the lease held.
       if (renewalDue(ctx.timing, renewedMs, lastMetricMs, nowMs)) {
@@ -165,7 +184,7 @@ export async function watchLeased(
   try {
     const watched = follower.follow(stop.signal).then(
       (result): Watched => ({ kind: 'ended', result }),
-      (error: unknown): Watched => ({ kind: 'failed', error, offset: follower.offset }),
+      (error: unknown): Watched => ({ kind: 'failed', error, offset: follower.offset, signal }),
     );
     const guarded = holdLease().then((why): Watched | null =>
       why === 'stopped' ? null : { kind: why },
@@ -180,6 +199,39 @@ export async function watchLeased(
     stop.abort();
     subscription.dispose();
     signal?.removeEventListener('abort', onAbort);
+  }
+}
+
+function snapshotDue(ctx: PodCtx, pod: PodRecord): boolean {
+  const atUnixS = snapshotAtUnixS(pod, ctx.timing.snapshotLeadS);
+  return atUnixS !== null && Math.floor(ctx.clock.nowMs() / 1000) >= atUnixS;
+}
+
+/**
+ * At the cost cap's snapshot moment (the watchdog asks too, should this client not): asks the
+ * job for a snapshot with reason `cost` and says so. True once asked (or the job had ended).
+ */
+async function askCostSnapshot(
+  ctx: PodCtx,
+  executor: Executor,
+  run: RunRecord,
+  pod: PodRecord,
+): Promise<boolean> {
+  try {
+    const asked = await requestSnapshot(executor, run.remoteDir, 'cost');
+    if (asked.kind !== 'ended') {
+      const capAtUnixS = costCapAtUnixS(pod) ?? 0;
+      warn(
+        ctx,
+        run.id,
+        'cost_snapshot',
+        `max_cost_usd $${pod.maxCostUsd ?? 0} is nearly spent: the job of run ${run.id} was asked to save a snapshot and stop; the pod is deleted at ${rfc3339(capAtUnixS * 1000)} whatever happens`,
+      );
+    }
+    return true;
+  } catch (error) {
+    log(ctx, 'debug', `cannot ask run ${run.id} for its cost snapshot: ${messageOf(error)}`);
+    return false;
   }
 }
 
@@ -256,24 +308,55 @@ export async function settleWatch(
         "Raise the target's max_cost_usd (or remove it) for jobs this costly.",
       );
     case 'failed':
-      throw await unreachable(ctx, pod, run, watched.error);
+      throw await unreachable(ctx, pod, run, watched.error, watched.signal);
   }
 }
 
-/** The watch failed with `error`: when the pod is gone, the run fails with that reason instead. */
+/**
+ * The watch failed with `error`: when the pod is gone, the run fails with that reason instead.
+ * While the API cannot be reached to tell, it is looked up again every `retryMaxMs` for
+ * `reconcileListLimitMs`, each wait announced by the `api_unreachable` countdown, which says
+ * what the pod's watchdog does meanwhile; past that (or on a stop) the follow is lost, not failed.
+ */
 async function unreachable(
   ctx: PodCtx,
   pod: PodRecord,
   run: RunRecord,
   error: unknown,
+  signal?: AbortSignal,
 ): Promise<unknown> {
   if (isAbortError(error)) return error;
+  const startMs = ctx.clock.nowMs();
+  const untilMs = startMs + ctx.timing.reconcileListLimitMs;
+  // The lease was renewed last before the follow failed: it runs out by then at the latest.
+  const leaseEndMs = startMs + ctx.timing.leaseTtlMs;
   let remote: Pod | null;
-  try {
-    remote = await stillThere(ctx, pod);
-  } catch (checkError) {
-    log(ctx, 'warn', `cannot look the pod up: ${messageOf(checkError)}`);
-    return error;
+  for (;;) {
+    try {
+      remote = await stillThere(ctx, pod, signal);
+      break;
+    } catch (checkError) {
+      const nowMs = ctx.clock.nowMs();
+      if (signal?.aborted || !isUnreachable(checkError) || nowMs >= untilMs) {
+        log(ctx, 'warn', `cannot look the pod up: ${messageOf(checkError)}`);
+        return error;
+      }
+      const waitMs = Math.min(ctx.timing.retryMaxMs, untilMs - nowMs);
+      warnUnreachable(
+        ctx,
+        run.id,
+        checkError,
+        `the connection to pod ${pod.podId ?? '(none)'} of run ${run.id} is lost and the pod cannot be looked up`,
+        waitMs,
+        untilMs,
+        whileNobodyFollows(pod, run, leaseEndMs),
+      );
+      try {
+        await ctx.clock.sleep(waitMs, signal);
+      } catch {
+        return error;
+      }
+    }
   }
   if (remote !== null && isDead(remote)) {
     // Stopped under the job (a host failure, a stop from the console): the processes are gone,
@@ -284,7 +367,7 @@ async function unreachable(
         'its disk (with what the job wrote) is kept and still bills',
       `Start it again in the Runpod console and attach with "overbrainer train attach ${run.id}" to retrieve what is there, ` +
         `or remove it with "overbrainer pod rm ${run.id} --force".`,
-      { cause: error },
+      { cause: error, podStatus: remote.status },
     );
   }
   if (remote !== null) return error;
@@ -312,6 +395,45 @@ async function unreachable(
     message,
     'The results on the pod are lost; train again (the runs/ folder keeps what was already copied).',
   );
+}
+
+/**
+ * What becomes of a running job's pod while no client follows it: a kept pod stays; otherwise
+ * its watchdog deletes it at its deadline, or when the lease renewed last runs out (by
+ * `leaseEndMs`) if that is later, unless a client attaches and renews the lease.
+ */
+export function whileNobodyFollows(pod: PodRecord, run: RunRecord, leaseEndMs: number): string {
+  if (pod.keep || pod.deadlineUnixS === null) {
+    return `the job keeps running on its kept pod: nothing deletes it but "overbrainer pod rm ${run.id}"`;
+  }
+  const deadlineMs = pod.deadlineUnixS * 1000;
+  const when =
+    leaseEndMs > deadlineMs
+      ? `${rfc3339(leaseEndMs)} (when the lease this client renewed last runs out; its deadline has passed)`
+      : `${rfc3339(deadlineMs)} (its deadline)`;
+  return `the job keeps running; the pod's watchdog deletes it at ${when} unless a client renews its lease ("overbrainer train attach ${run.id}" follows it again)`;
+}
+
+/**
+ * The words VS Code and the CLI both say when following a run stopped on an error while the run
+ * is still `running` on its pod (a lost connection, not a failed run): the job goes on, `attach`
+ * says how to follow it again, and what the pod's watchdog does while nobody follows
+ * (`deadlineUnixS`: the pod's max_hours deadline, null for a kept pod).
+ */
+export function followLostWords(
+  runId: string,
+  reason: string,
+  deadlineUnixS: number | null,
+  nowMs: number,
+  attach: string,
+): string {
+  const watchdog =
+    deadlineUnixS === null
+      ? 'its pod is kept: nothing deletes it until you remove it'
+      : deadlineUnixS * 1000 <= nowMs
+        ? "its deadline has passed: the pod's watchdog deletes it once the lease runs out (15 min at most) unless you attach"
+        : `if nobody follows, the pod's watchdog deletes it at its deadline, ${rfc3339(deadlineUnixS * 1000)}, or once its retrieve grace passes after the job ends`;
+  return `Lost the connection to run ${runId} (${reason}). The run goes on on its pod: ${attach}; ${watchdog}.`;
 }
 
 /** The message of the run as saved on disk when it is already failed there, else null. */
@@ -522,6 +644,7 @@ export async function reconnect(
       'no_endpoint',
       `pod ${id} of run ${run.id} is TERMINATED: Runpod is deleting it`,
       'Attach again in a minute to record it deleted.',
+      { podStatus: remote.status },
     );
   }
   if (isDead(remote)) {
@@ -529,6 +652,7 @@ export async function reconnect(
       'pod_stopped',
       `pod ${id} of run ${run.id} is ${remote.status}`,
       `Start it again in the Runpod console and attach, or remove it with "overbrainer pod rm ${run.id}".`,
+      { podStatus: remote.status },
     );
   }
   if (remote.sshDirect === null) {

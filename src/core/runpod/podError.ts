@@ -47,11 +47,18 @@ export class PodError extends Error {
     message: string,
     /** The next action, in a sentence. */
     readonly hint: string | null = null,
-    options?: { cause?: unknown },
+    options?: { cause?: unknown; podStatus?: string },
   ) {
     super(message, options);
     this.name = 'PodError';
+    this.podStatus = options?.podStatus ?? null;
   }
+
+  /**
+   * Runpod's status of the run's pod when the error is about it (`pod_stopped`: EXITED, ERROR;
+   * `no_endpoint`: TERMINATED), so that what is said after the error names it too.
+   */
+  readonly podStatus: string | null;
 
   static api(error: ApiError): PodError {
     return new PodError('api', error.message, null, { cause: error });

@@ -18,17 +18,27 @@ import { createPodBody, inStock, isDead, secretReference, type GpuType, type Pod
 import { hostKeySecretName, log, warn, type PodCtx } from './context';
 import { ApiError } from './errors';
 import { alias, generateRunKeys, writeSshConfig, type RunKeys } from './keys';
-import { costCapAtUnixS } from './lease';
+import { costCapAtUnixS, snapshotAtUnixS } from './lease';
 import { asPodError, PodError, runMessageFor } from './podError';
 import {
   COST_CAP_FILE,
+  SNAPSHOT_AT_FILE,
   parseWatchdogVerdict,
   podCmd,
   podEnv,
   VERDICT_READ_MAX_BYTES,
   WATCHDOG_VERDICT,
 } from './podScripts';
-import { forgetKeys, lookUp, messageOf, noteStrays, remove, sweep } from './remove';
+import {
+  forgetKeys,
+  isUnreachable,
+  lookUp,
+  messageOf,
+  noteStrays,
+  remove,
+  sweep,
+  warnUnreachable,
+} from './remove';
 
 /** Ambiguous create calls tried per GPU type before moving on. */
 const AMBIGUOUS_TRIES_PER_TYPE = 2;
@@ -317,6 +327,8 @@ async function createOne(
   signal?: AbortSignal,
 ): Promise<Pod | 'unavailable' | 'unanswered'> {
   const { target, run } = plan;
+  // Creates answered 429 so far: each is reconciled like an unanswered one, never re-sent blindly.
+  let limited = 0;
   for (let tries = 0; tries < AMBIGUOUS_TRIES_PER_TYPE; tries++) {
     signal?.throwIfAborted();
     const attempt = record.beginAttempt(gpuType, ctx.clock.nowMs(), target.maxHours);
@@ -381,6 +393,41 @@ async function createOne(
             'Add funds in the Runpod console, then train again.',
             { cause: error },
           );
+        case 'rate_limited': {
+          // Runpod's document says a 429 was not processed, but a gateway may answer it for a
+          // create it carried out: after the wait Runpod asked for, the attempt's pod is looked
+          // for by run marker and name (as after an unanswered create), and only when none is
+          // listed is the create sent again, as a new attempt.
+          record.endAttempt('ambiguous', 'Runpod answered 429 (rate limited): the pod may exist');
+          ctx.store.savePod(record);
+          const waitMs = Math.max(
+            error.retryAfterMs ??
+              Math.min(ctx.timing.retryMaxMs, ctx.timing.retryBaseMs * 2 ** limited),
+            ctx.timing.reconcileFirstWaitMs,
+          );
+          log(
+            ctx,
+            'warn',
+            `create of ${attempt.name} answered 429 (rate limited): waiting ${(waitMs / 1000).toFixed(1)} s as Runpod asked, then looking for it by its run marker before creating again`,
+          );
+          const adopted = await reconcile(ctx, plan, record, attempt.name, signal, waitMs);
+          if (adopted) {
+            adoptPod(ctx, record, adopted, 'adopted');
+            return adopted;
+          }
+          signal?.throwIfAborted();
+          if (++limited > ctx.timing.retries) {
+            throw new PodError(
+              'api',
+              `Runpod answered 429 (rate limited) to ${limited} create requests in a row, and no pod of run ${run.id} was found by its marker`,
+              'Wait a few minutes (another client may be using the same API key heavily), then train again.',
+              { cause: error },
+            );
+          }
+          // Not an unanswered try of this GPU type: the account was throttled, the type was not.
+          tries--;
+          continue;
+        }
         case 'ambiguous': {
           record.endAttempt('ambiguous', 'no usable answer: the pod may exist');
           ctx.store.savePod(record);
@@ -389,7 +436,7 @@ async function createOne(
             'warn',
             `create of ${attempt.name} went unanswered: looking for it by its run marker`,
           );
-          const adopted = await reconcile(ctx, record, attempt.name, signal);
+          const adopted = await reconcile(ctx, plan, record, attempt.name, signal);
           if (adopted) {
             adoptPod(ctx, record, adopted, 'adopted');
             return adopted;
@@ -446,8 +493,8 @@ function adoptPod(ctx: PodCtx, record: PodRecord, pod: Pod, result: 'created' | 
 }
 
 /**
- * After an unanswered create: waits, then looks for the attempt's pod by the
- * run marker and its unique name (twice, the second time after a longer wait).
+ * After an unanswered create (or one answered 429, whose first wait is Runpod's Retry-After):
+ * waits, then looks for the attempt's pod by the run marker and its unique name (twice, the second time after a longer wait).
  * Other pods of the run found then are duplicates: deleted, unconfirmed ones
  * noted as strays. A list that fails is no look: it is retried, and the create
  * never sent again meanwhile, until `reconcileListLimitMs` gives the run up.
@@ -455,9 +502,11 @@ function adoptPod(ctx: PodCtx, record: PodRecord, pod: Pod, result: 'created' | 
  */
 async function reconcile(
   ctx: PodCtx,
+  plan: PodPlan,
   record: PodRecord,
   name: string,
   signal?: AbortSignal,
+  firstWaitMs = ctx.timing.reconcileFirstWaitMs,
 ): Promise<Pod | null> {
   const pause = async (waitMs: number): Promise<void> => {
     if (signal?.aborted) return;
@@ -466,17 +515,30 @@ async function reconcile(
     });
   };
   const giveUpAtMs = ctx.clock.nowMs() + ctx.timing.reconcileListLimitMs;
-  for (const waitMs of [ctx.timing.reconcileFirstWaitMs, ctx.timing.reconcileSecondWaitMs]) {
+  for (const waitMs of [firstWaitMs, ctx.timing.reconcileSecondWaitMs]) {
     await pause(waitMs);
     let listed: Pod[] | null = null;
     while (listed === null) {
       try {
         listed = await ctx.client.listPods({ runMarker: record.runId });
       } catch (error) {
-        log(ctx, 'warn', `cannot list pods to reconcile ${name}: ${messageOf(error)}`);
         // The exit path sweeps again, and records what it cannot list.
         if (signal?.aborted) return null;
-        if (ctx.clock.nowMs() >= giveUpAtMs) {
+        const nowMs = ctx.clock.nowMs();
+        if (isUnreachable(error) && nowMs < giveUpAtMs) {
+          warnUnreachable(
+            ctx,
+            record.runId,
+            error,
+            `the create of ${name} got no clear answer and the pods of run ${record.runId} cannot be listed, so it is not sent again`,
+            Math.min(ctx.timing.reconcileSecondWaitMs, giveUpAtMs - nowMs),
+            giveUpAtMs,
+            `a pod that create may have made is deleted by its own watchdog after boot_grace_minutes (${minutes(plan.target.bootGraceS * 1000)}) without a job`,
+          );
+        } else {
+          log(ctx, 'warn', `cannot list pods to reconcile ${name}: ${messageOf(error)}`);
+        }
+        if (nowMs >= giveUpAtMs) {
           throw new PodError(
             'unanswered',
             `Runpod did not answer the create of ${name}, and the pods of run ${record.runId} could not be listed for ${minutes(ctx.timing.reconcileListLimitMs)}: a pod of it may exist`,
@@ -484,7 +546,7 @@ async function reconcile(
             { cause: error },
           );
         }
-        await pause(ctx.timing.reconcileSecondWaitMs);
+        await pause(Math.min(ctx.timing.reconcileSecondWaitMs, giveUpAtMs - nowMs));
       }
     }
     const mine = listed.find((pod) => pod.name === name && pod.runMarker === record.runId);
@@ -579,17 +641,26 @@ async function armCostCap(
       'Train again; to run without a cost cap, remove max_cost_usd from the target.',
       { cause },
     );
-  if (rate === null || capAtUnixS === null) throw unset('Runpod reported no hourly rate');
-  try {
-    await executor.writeFileAtomic(`${plan.run.remoteDir}/${COST_CAP_FILE}`, `${capAtUnixS}\n`);
-  } catch (error) {
-    if (signal?.aborted) throw error;
-    throw unset(`writing ${COST_CAP_FILE} failed: ${messageOf(error)}`, error);
+  const snapshotAt = snapshotAtUnixS(record, ctx.timing.snapshotLeadS);
+  if (rate === null || capAtUnixS === null || snapshotAt === null) {
+    throw unset('Runpod reported no hourly rate');
+  }
+  // The snapshot moment first: a watchdog that sees the cap sees when to ask for the snapshot.
+  for (const [file, unixS] of [
+    [SNAPSHOT_AT_FILE, snapshotAt],
+    [COST_CAP_FILE, capAtUnixS],
+  ] as const) {
+    try {
+      await executor.writeFileAtomic(`${plan.run.remoteDir}/${file}`, `${unixS}\n`);
+    } catch (error) {
+      if (signal?.aborted) throw error;
+      throw unset(`writing ${file} failed: ${messageOf(error)}`, error);
+    }
   }
   log(
     ctx,
     'info',
-    `max_cost_usd armed: the watchdog deletes the pod at ${rfc3339(capAtUnixS * 1000)}`,
+    `max_cost_usd armed: the job is asked for a snapshot at ${rfc3339(snapshotAt * 1000)} and the watchdog deletes the pod at ${rfc3339(capAtUnixS * 1000)}`,
   );
   const leftMs = capAtUnixS * 1000 - ctx.clock.nowMs();
   if (leftMs < COST_CAP_SHORT_MS) {

@@ -149,6 +149,34 @@ export async function remove(
 /** Failures that say nothing about the pod, only that the API cannot answer now. */
 const UNREACHABLE_KINDS: readonly string[] = ['transport', 'server', 'rate_limited'];
 
+/** Whether `error` only says the API cannot answer now (no answer, 5xx, 429 after the retries). */
+export function isUnreachable(error: unknown): boolean {
+  return error instanceof ApiError && UNREACHABLE_KINDS.includes(error.kind);
+}
+
+/**
+ * The one `api_unreachable` warning of every lifecycle path that keeps trying while the API
+ * cannot be reached (the delete, the follow, the reconcile of a create), repeated before each
+ * wait: the API's base URL and the failure, `what` waits on it, the countdown to the next try
+ * and when the client stops trying, and `meanwhile`, what the pod's watchdog does without it.
+ */
+export function warnUnreachable(
+  ctx: PodCtx,
+  runId: string,
+  error: unknown,
+  what: string,
+  waitMs: number,
+  untilMs: number,
+  meanwhile: string,
+): void {
+  warn(
+    ctx,
+    runId,
+    'api_unreachable',
+    `the Runpod API at ${ctx.client.baseUrl} cannot be reached (${messageOf(error)}): ${what}, trying again in ${Math.max(1, Math.round(waitMs / 1000))} s (until ${new Date(untilMs).toISOString()}); meanwhile ${meanwhile}`,
+  );
+}
+
 /**
  * Sends the delete of pod `id`; while the API cannot be reached (no answer, 5xx, 429 after the
  * client's own retries) it keeps trying, every `retryMaxMs`, until the pod's deadline (when its
@@ -172,8 +200,7 @@ async function deleteWhileUnreachable(
     try {
       return await ctx.client.deletePod(id, { signal });
     } catch (error) {
-      const unreachable = error instanceof ApiError && UNREACHABLE_KINDS.includes(error.kind);
-      if (signal?.aborted || !unreachable || ctx.clock.nowMs() >= untilMs) {
+      if (signal?.aborted || !isUnreachable(error) || ctx.clock.nowMs() >= untilMs) {
         throw notDeleted(id, pod.runId, `the delete failed: ${messageOf(error)}`, error);
       }
       const waitMs = Math.min(ctx.timing.retryMaxMs, untilMs - ctx.clock.nowMs());
@@ -183,11 +210,14 @@ async function deleteWhileUnreachable(
           : pod.deadline === null
             ? 'the pod is kept: nothing deletes it but "overbrainer pod rm"'
             : `the pod's watchdog deletes it by itself at its deadline (${pod.deadline}) even if the API never answers`;
-      warn(
+      warnUnreachable(
         ctx,
         pod.runId,
-        'api_unreachable',
-        `the Runpod API at ${ctx.client.baseUrl} cannot be reached (${messageOf(error)}): pod ${id} is not deleted yet, trying again in ${Math.max(1, Math.round(waitMs / 1000))} s (until ${new Date(untilMs).toISOString()}); meanwhile ${watchdog}`,
+        error,
+        `pod ${id} is not deleted yet`,
+        waitMs,
+        untilMs,
+        watchdog,
       );
       await ctx.clock.sleep(waitMs, signal);
     }

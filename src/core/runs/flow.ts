@@ -36,10 +36,14 @@ import {
   jobScript,
   jobStatus,
   POD_JOB_ENV,
+  RESUME_DIR,
+  RESUME_ENV,
+  SNAPSHOT_JSON,
   startJob,
   type TrainerJob,
 } from '../train/job';
-import { jobOutcome, type JobOutcome } from '../train/outcome';
+import { jobOutcome, withSnapshot, type JobOutcome } from '../train/outcome';
+import { readSnapshot, requestSnapshot, type RequestResult } from '../train/snapshot';
 import { describeMismatches, retrieve } from '../train/retrieval';
 import type { PodRecord } from './podRecord';
 import type { RunRecord } from './runRecord';
@@ -215,6 +219,71 @@ export interface TrainOptions {
   signal?: AbortSignal;
   /** Called once the run exists (its ID is known). */
   onRun?: (run: RunRecord) => void;
+  /** A stopped (or failed) run whose snapshot this run starts from (`--resume-from`). */
+  resumeFrom?: string;
+}
+
+/** Where a resumed run starts: the earlier run's snapshot, checked before anything is created. */
+interface ResumeSource {
+  runId: string;
+  step: number;
+  /** The snapshot's checkpoint directory, as it came home under runs/<earlier run>/. */
+  localDir: string;
+}
+
+function resumeSource(deps: FlowDeps, runId: string): ResumeSource {
+  const earlier = deps.store.loadRun(runId);
+  if (earlier.state === 'running' || earlier.state === 'preparing') {
+    throw new FlowError(
+      `run ${runId} is still ${earlier.state}: it has no snapshot to resume from yet`,
+      `Stop it first with \`overbrainer train stop ${runId}\` (VS Code: Stop and Snapshot), then resume.`,
+    );
+  }
+  const snapshot = earlier.snapshot;
+  if (!snapshot) {
+    throw new FlowError(
+      `run ${runId} ended ${earlier.state} without a snapshot: there is no checkpoint to resume from`,
+      'Runs that were stopped (`overbrainer train stop`, Stop and Snapshot, or a limit the watchdog saw coming) have one; start this one afresh.',
+    );
+  }
+  const localDir = path.join(deps.store.runDir(runId), snapshot.checkpoint);
+  if (!fs.existsSync(localDir) || !fs.statSync(localDir).isDirectory()) {
+    throw new FlowError(
+      `the snapshot of run ${runId} (${snapshot.checkpoint}, step ${snapshot.step}) is not in runs/${runId}/: its results were not brought home`,
+      `Bring them home with \`overbrainer train attach ${runId}\` while its pod still exists.`,
+    );
+  }
+  return { runId, step: snapshot.step, localDir };
+}
+
+/**
+ * Puts the earlier run's checkpoint into the new run's directory (`resume/checkpoint-N/`, uploaded
+ * with it) and returns the job's env naming it where the job runs. An Axolotl config gets
+ * `resume_from_checkpoint` too.
+ */
+function placeResume(
+  deps: FlowDeps,
+  run: RunRecord,
+  source: ResumeSource,
+  job: TrainerJob,
+): Record<string, string> {
+  const name = `checkpoint-${source.step}`;
+  const runDir = deps.store.runDir(run.id);
+  fs.cpSync(source.localDir, path.join(runDir, RESUME_DIR, name), {
+    recursive: true,
+    dereference: false,
+    verbatimSymlinks: true,
+  });
+  const remote = `${run.remoteDir}/${RESUME_DIR}/${name}`;
+  if (job.trainer === 'axolotl') {
+    fs.appendFileSync(
+      path.join(runDir, job.config),
+      `\n# Added by Overbrainer: this run resumes run ${source.runId} from step ${source.step}.\nresume_from_checkpoint: ${JSON.stringify(remote)}\n`,
+    );
+  }
+  run.resumedFrom = source.runId;
+  deps.store.saveRun(run);
+  return { [RESUME_ENV]: remote };
 }
 
 /** Starts a run on its target and follows it to its end (spec §5–§8). */
@@ -238,6 +307,7 @@ export async function train(
     );
   }
   const ctx = target.kind === 'runpod' ? podCtx(deps) : null;
+  const resume = options.resumeFrom === undefined ? null : resumeSource(deps, options.resumeFrom);
   const run = deps.store.create({
     project: config.projectName,
     target: target.name,
@@ -249,8 +319,10 @@ export async function train(
     options.onRun?.(run);
     publishState(deps, run);
     let job: TrainerJob;
+    let env: Record<string, string> = {};
     try {
       job = prepare(config, workspaceDir, deps.store.runDir(run.id));
+      if (resume !== null) env = placeResume(deps, run, resume, job);
     } catch (error) {
       run.state = 'failed';
       run.message = messageOf(error);
@@ -258,8 +330,8 @@ export async function train(
       publishState(deps, run);
       throw error;
     }
-    if (target.kind === 'local') return await trainLocal(deps, run, job, options.signal);
-    return await trainOnPod(ctx!, deps, target, run, job, options, config);
+    if (target.kind === 'local') return await trainLocal(deps, run, job, env, options.signal);
+    return await trainOnPod(ctx!, deps, target, run, job, env, options, config);
   } finally {
     lock.dispose();
   }
@@ -269,12 +341,13 @@ async function trainLocal(
   deps: FlowDeps,
   run: RunRecord,
   job: TrainerJob,
+  env: Record<string, string>,
   signal?: AbortSignal,
 ): Promise<FlowResult> {
   const executor = new LocalExecutor({ clock: deps.clock });
   try {
     const script = jobScript(job, { runDir: run.remoteDir, jobEnvFile: null });
-    const { pid } = await startJob(executor, { runDir: run.remoteDir, script, signal });
+    const { pid } = await startJob(executor, { runDir: run.remoteDir, script, env, signal });
     run.job = { dir: run.remoteDir, pid, container: null };
     run.state = 'running';
     deps.store.saveRun(run);
@@ -300,7 +373,10 @@ async function followLocal(
     timing: deps.timing,
   });
   const result = await follower.follow(signal);
-  const outcome = jobOutcome(result.status, result.metrics, run.id)!;
+  const outcome = withSnapshot(
+    jobOutcome(result.status, result.metrics, run.id)!,
+    await readSnapshot(executor, run.remoteDir),
+  );
   finishRecord(deps, run, outcome, true, null);
   return { run, pod: null, ending: null, summary: summaryLine(deps, run, null) };
 }
@@ -313,6 +389,7 @@ function finishRecord(
   retrieved: boolean,
   retrievalProblem: string | null,
 ): void {
+  if (outcome.snapshot !== undefined) run.snapshot = outcome.snapshot;
   if (retrieved) {
     const output = path.join(deps.store.runDir(run.id), 'output');
     const empty = !fs.existsSync(output) || fs.readdirSync(output).length === 0;
@@ -341,6 +418,7 @@ async function trainOnPod(
   target: RunpodTargetConfig,
   run: RunRecord,
   job: TrainerJob,
+  env: Record<string, string>,
   options: TrainOptions,
   config: OverbrainerConfig,
 ): Promise<FlowResult> {
@@ -358,7 +436,7 @@ async function trainOnPod(
       throwIfInterrupted(options.signal);
       const trainer = job.trainer === 'axolotl' ? { ...job, venv: target.venv } : job;
       const script = jobScript(trainer, { runDir: run.remoteDir, jobEnvFile: POD_JOB_ENV });
-      const { pid } = await startJob(executor, { runDir: run.remoteDir, script });
+      const { pid } = await startJob(executor, { runDir: run.remoteDir, script, env });
       if (options.signal?.aborted) {
         await cancelJob(executor, run.remoteDir).catch(() => undefined);
         throwIfInterrupted(options.signal);
@@ -512,6 +590,17 @@ function alreadyRetrieved(run: RunRecord): boolean {
   );
 }
 
+/**
+ * The outcome an ended run was recorded with before its results came home: its message without
+ * the `artifacts not retrieved: …` that {@link finishRecord} added (a retrieval that now
+ * succeeds must not keep saying so).
+ */
+function recordedOutcome(run: RunRecord): JobOutcome {
+  const before = (run.message ?? '').split(`; ${NOT_RETRIEVED}: `)[0]!;
+  const message = before === '' || before === run.state ? null : before;
+  return { state: run.state as JobOutcome['state'], message };
+}
+
 /** Retrieves the results of an ended job, saves the run, ends the pod. */
 async function collect(
   ctx: PodCtx,
@@ -525,14 +614,18 @@ async function collect(
   let verified = false;
   let problem: string | null = null;
   try {
+    // A job that stopped for a snapshot: its checkpoint comes home with the results (the other
+    // checkpoints stay excluded). Not knowing whether there is one is not knowing what to fetch.
+    outcome = withSnapshot(outcome, await readSnapshot(executor, run.remoteDir));
+    const kept = outcome.snapshot?.checkpoint;
     // The lease is renewed while the results download: the deadline never cuts a retrieval.
     const got = await holdLeaseDuring(ctx, executor, run, pod, () =>
       retrieve({
         executor,
         remoteRunDir: run.remoteDir,
         localRunDir: deps.store.runDir(run.id),
-        entries: [...artifacts],
-        excludes: ARTIFACT_EXCLUDES,
+        entries: kept === undefined ? [...artifacts] : [...artifacts, SNAPSHOT_JSON, kept],
+        excludes: kept === undefined ? ARTIFACT_EXCLUDES : [...ARTIFACT_EXCLUDES, `!${kept}`],
         clock: deps.clock,
       }),
     );
@@ -628,7 +721,7 @@ export async function attach(
       const outcome =
         run.state === 'running' || run.state === 'preparing'
           ? jobOutcome(result.status, result.metrics, run.id)!
-          : { state: run.state as JobOutcome['state'], message: run.message };
+          : recordedOutcome(run);
       return await collect(ctx, deps, executor, run, pod, outcome, artifactsOf(config));
     } finally {
       executor.dispose();
@@ -752,6 +845,80 @@ export async function cancel(
   } finally {
     lock?.dispose();
   }
+}
+
+/** What {@link stop} did: the request, and the run's end when this client followed it there. */
+export interface StopResult {
+  request: RequestResult;
+  /** Null when another client follows the run: that one brings the snapshot home. */
+  result: FlowResult | null;
+}
+
+/**
+ * Stops a running job with a snapshot (spec §9 `train stop`): asks the job for one
+ * (`snapshot.request`, reason `requested`); the trainer saves a checkpoint at its next step end
+ * and exits. When no other client follows the run, this one follows it to that end, brings the
+ * checkpoint and the results home verified and ends the pod (as attach does); the run is recorded
+ * `stopped` with the snapshot's step. A job that already ended is collected the same way.
+ */
+export async function stop(
+  deps: FlowDeps,
+  config: OverbrainerConfig | null,
+  runId: string,
+  signal?: AbortSignal,
+): Promise<StopResult> {
+  const request = await requestStop(deps, runId, signal);
+  const holder = deps.store.lockHolder(runId);
+  if (holder !== null && holder.stale === null) return { request, result: null };
+  return { request, result: await attach(deps, config, runId, signal) };
+}
+
+/**
+ * The first half of {@link stop}: asks the running job of `runId` for a snapshot and says so,
+ * without following it (a front end that follows the run already, or attaches after, brings the
+ * snapshot home).
+ */
+export async function requestStop(
+  deps: FlowDeps,
+  runId: string,
+  signal?: AbortSignal,
+): Promise<RequestResult> {
+  const run = deps.store.loadRun(runId);
+  if (run.job === null) {
+    throw new FlowError(
+      `run ${runId} has not started: there is no job to stop`,
+      run.state === 'preparing'
+        ? 'Wait until its job runs, or cancel it.'
+        : 'Only a running job can be stopped.',
+    );
+  }
+  if (run.state !== 'running') {
+    throw new FlowError(`run ${runId} already ended: ${run.state}`, null);
+  }
+  const pod = deps.store.loadPod(runId);
+  let executor: Executor | null;
+  if (pod === null) {
+    executor = new LocalExecutor({ clock: deps.clock });
+  } else {
+    executor = await reconnect(podCtx(deps), pod, run, signal);
+    if (executor === null) {
+      throw new FlowError(`run ${runId}: no pod left, nothing to stop`, null);
+    }
+  }
+  let request: RequestResult;
+  try {
+    request = await requestSnapshot(executor, run.remoteDir, 'requested', { signal });
+  } finally {
+    executor.dispose();
+  }
+  const said =
+    request.kind === 'ended'
+      ? `the job of run ${runId} had already ended`
+      : request.kind === 'already_requested'
+        ? `the job of run ${runId} was already asked for a snapshot (${request.reason})`
+        : `asked the job of run ${runId} for a snapshot: it saves a checkpoint at its next step end and stops (a trainer that does not honour snapshot requests runs on: cancel it instead)`;
+  deps.bus.publish({ type: 'log', level: 'info', message: said });
+  return request;
 }
 
 /**

@@ -8,7 +8,8 @@
  *    "loss"?,"eval_loss"?,"learning_rate"?,"grad_norm"?}        (non-finite → null)
  *   {"event":"end","time":T}
  * and the newer, optional `{"event":"stage",...}` / `{"event":"eval",...}`
- * (evaluation progress). A line written by a trainer is untrusted input: the
+ * (evaluation progress) and `{"event":"snapshot","time","step","checkpoint","reason"}` (the job
+ * saved a snapshot and stops; `snapshot.json` is the record of it). A line written by a trainer is untrusted input: the
  * parser never throws and never lets a malformed line take the follower down;
  * it says why a line was skipped so the follower can warn once.
  */
@@ -39,6 +40,7 @@ export type ParsedLine =
   | { kind: 'begin'; time: number | null; maxSteps: number | null }
   | { kind: 'end'; time: number | null }
   | { kind: 'stage'; time: number | null; stage: string | null }
+  | { kind: 'snapshot'; time: number | null; step: number | null }
   | {
       kind: 'eval';
       time: number | null;
@@ -101,6 +103,8 @@ export function parseMetricLine(bytes: Uint8Array): ParsedLine {
         time: time(line.time),
         stage: typeof line.stage === 'string' ? line.stage.slice(0, 200) : null,
       };
+    case 'snapshot':
+      return { kind: 'snapshot', time: time(line.time), step: nonNegativeInt(line.step) };
     case 'eval':
       return {
         kind: 'eval',

@@ -5,11 +5,19 @@
  * cancelled; `Lost` (no exit code, group gone) failed.
  */
 import type { JobStatus, RunState } from '../events';
+import type { RunSnapshot } from '../runs/runRecord';
 
 export interface JobOutcome {
-  state: Extract<RunState, 'succeeded' | 'failed' | 'cancelled'>;
-  /** The failure reason saved in run.json; null on success or cancel. */
+  state: Extract<RunState, 'succeeded' | 'failed' | 'cancelled' | 'stopped'>;
+  /** The failure reason saved in run.json (or where a stopped run's snapshot is); null on success or cancel. */
   message: string | null;
+  /** The snapshot the job saved (snapshot.json), whatever its end: a resume starts from it. */
+  snapshot?: RunSnapshot;
+}
+
+/** What a stopped run's message says: where it stopped and why, and where its checkpoint is. */
+export function stoppedMessage(snapshot: RunSnapshot): string {
+  return `stopped at step ${snapshot.step} (${snapshot.reason}); snapshot ${snapshot.checkpoint}`;
 }
 
 /** The original's words, kept at the start of the message so it stays recognisable. */
@@ -28,6 +36,27 @@ export function pluginNotLoadedMessage(runId: string): string {
     'for a Hugging Face Trainer, pass `callbacks=[OverbrainerMetricsCallback()]`; ' +
     `for your own loop, append the protocol's JSON lines (see runs/${runId}/job.log)`
   );
+}
+
+/**
+ * An ended job's outcome once its `snapshot.json` was read: a job that exited 0 after saving a
+ * snapshot is `stopped`; any other end keeps its state and the snapshot (a resume can start from
+ * it). A snapshot read as an Error (a malformed snapshot.json) fails a job that exited 0.
+ */
+export function withSnapshot(
+  outcome: JobOutcome,
+  snapshot: RunSnapshot | Error | null,
+): JobOutcome {
+  if (snapshot === null) return outcome;
+  if (snapshot instanceof Error) {
+    return outcome.state === 'succeeded'
+      ? { state: 'failed', message: `the job stopped for a snapshot, but ${snapshot.message}` }
+      : outcome;
+  }
+  if (outcome.state === 'succeeded') {
+    return { state: 'stopped', message: stoppedMessage(snapshot), snapshot };
+  }
+  return { ...outcome, snapshot };
 }
 
 /** The outcome of a job in `status` that wrote `metricCount` metric lines; null while it runs. */

@@ -116,6 +116,20 @@ function normalizeEntries(entries: readonly string[]): string[] {
   );
 }
 
+/**
+ * Excludes are name globs left out at any depth (`checkpoint-*`); one that starts with `!` is a
+ * path kept all the same, as in a .gitignore (`!output/checkpoint-12`: a stopped run's snapshot).
+ */
+function splitExcludes(excludes: readonly string[]): { globs: string[]; kept: string[] } {
+  const globs: string[] = [];
+  const kept: string[] = [];
+  for (const exclude of excludes) {
+    if (exclude.startsWith('!')) kept.push(normalizeEntry(exclude.slice(1)));
+    else globs.push(exclude);
+  }
+  return { globs, kept };
+}
+
 /** The common frame of the pod-side scripts: cd, then `find` per existing entry. */
 function findScript(
   runDir: string,
@@ -126,10 +140,12 @@ function findScript(
   postlude: string[] = [],
 ): string {
   const paths = normalizeEntries(entries);
+  const { globs, kept } = splitExcludes(excludeGlobs);
+  const keep = kept.map((path) => ` ! -path ${shQuote(`./${path}`)}`).join('');
   const prune =
-    excludeGlobs.length === 0
+    globs.length === 0
       ? ''
-      : `\\( ${excludeGlobs.map((glob) => `-name ${shQuote(glob)}`).join(' -o ')} \\) -prune -o `;
+      : `\\( \\( ${globs.map((glob) => `-name ${shQuote(glob)}`).join(' -o ')} \\)${keep} \\) -prune -o `;
   return [
     `cd -- ${shQuote(runDir)} 2>/dev/null || { echo "no run directory ${runDir.replace(/["`$\\]/g, '')}" >&2; exit ${EXIT_NO_RUN_DIR}; }`,
     ...prelude,
@@ -282,7 +298,10 @@ function globRegExp(glob: string): RegExp {
 export interface ParseManifestOptions {
   /** The requested entries: every name must be one of them or lie below one. */
   entries: readonly string[];
-  /** Exclude globs: no name may have a segment matching one. */
+  /**
+   * Exclude globs: no name may have a segment matching one, except under a path kept with `!`
+   * (see {@link RetrieveOptions.excludes}).
+   */
   excludes?: readonly string[];
   maxEntries?: number;
   maxPathBytes?: number;
@@ -299,6 +318,7 @@ const RECORD = /^([0-9a-f]{64})( [ *])/;
 class NameChecker {
   private readonly entries: string[];
   private readonly excludes: RegExp[];
+  private readonly kept: string[];
   private readonly maxEntries: number;
   private readonly maxPathBytes: number;
   private readonly decoder = new TextDecoder('utf-8', { fatal: true });
@@ -307,7 +327,9 @@ class NameChecker {
 
   constructor(options: ParseManifestOptions) {
     this.entries = normalizeEntries(options.entries);
-    this.excludes = (options.excludes ?? []).map(globRegExp);
+    const { globs, kept } = splitExcludes(options.excludes ?? []);
+    this.excludes = globs.map(globRegExp);
+    this.kept = kept;
     this.maxEntries = options.maxEntries ?? MANIFEST_MAX_ENTRIES;
     this.maxPathBytes = options.maxPathBytes ?? MANIFEST_MAX_PATH_BYTES;
   }
@@ -334,6 +356,7 @@ class NameChecker {
       throw new ManifestError('too_long', name, `is longer than ${this.maxPathBytes} bytes`);
     }
     const segments = path.split('/');
+    const kept = this.kept.some((keep) => path === keep || path.startsWith(`${keep}/`));
     for (const segment of segments) {
       if (segment === '..') throw new ManifestError('traversal', name, 'climbs out with `..`');
       if (segment === '' || segment === '.') {
@@ -346,7 +369,7 @@ class NameChecker {
           `has a name longer than ${MANIFEST_MAX_NAME_BYTES} bytes`,
         );
       }
-      if (this.excludes.some((glob) => glob.test(segment))) {
+      if (!kept && this.excludes.some((glob) => glob.test(segment))) {
         throw new ManifestError(
           'excluded',
           name,
@@ -468,7 +491,10 @@ export interface RetrieveOptions {
   localRunDir: string;
   /** What comes back (`output/`, `metrics.jsonl`, `job.log`). */
   entries: readonly string[];
-  /** Names left out at any depth (`checkpoint-*`). */
+  /**
+   * Names left out at any depth (`checkpoint-*`); one starting with `!` is a path brought back
+   * all the same (`!output/checkpoint-12`, a stopped run's snapshot).
+   */
   excludes?: readonly string[];
   signal?: AbortSignal;
   onProgress?: (progress: RetrieveProgress) => void;

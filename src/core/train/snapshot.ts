@@ -104,3 +104,29 @@ export function parseSnapshotJson(text: string): RunSnapshot {
   }
   return { checkpoint, step: parsed.data.step, reason: parseReason(parsed.data.reason ?? '') };
 }
+
+/**
+ * The job's `snapshot.json` on `executor`: null when there is none, an Error (not thrown) when it
+ * cannot be used. Throws ExecError when the target cannot be reached.
+ */
+export async function readSnapshot(
+  executor: Executor,
+  runDir: string,
+  options: { signal?: AbortSignal } = {},
+): Promise<RunSnapshot | Error | null> {
+  const result = await executor.exec(
+    `cd ${shQuote(runDir)} 2>/dev/null || exit 3\n[ -f ${SNAPSHOT_JSON} ] || exit 4\ncat ${SNAPSHOT_JSON}`,
+    { signal: options.signal, timeoutMs: 30_000, maxOutputBytes: 64 * 1024 },
+  );
+  if (result.code === 3 || result.code === 4) return null;
+  if (result.code !== 0 || result.truncated) {
+    return new Error(
+      `${SNAPSHOT_JSON} could not be read (${result.truncated ? 'larger than 64 KiB' : `exit ${result.code ?? result.signal}`})`,
+    );
+  }
+  try {
+    return parseSnapshotJson(result.stdout.toString('utf8'));
+  } catch (error) {
+    return error instanceof Error ? error : new Error(String(error));
+  }
+}
