@@ -5,7 +5,7 @@
  * is a tmpfs quota it remounts larger), the watchdog gets the new size in `.pod/volume_gb`, and
  * the job goes on to its end. Without a volume (the pod's run directory on a small tmpfs), or
  * when the growth is not seen in the API, the job is asked for a snapshot with reason `disk`,
- * honours it as the snapshot protocol says and ends. Warnings at 85 and 90 % arrive as events.
+ * honours it as the snapshot protocol says, and the run ends `stopped` with its checkpoint home. Warnings at 85 and 90 % arrive as events.
  * Timings: production / 60, disk samples every 250 ms, 1 GB of a volume = 1 MiB.
  */
 import assert from 'node:assert/strict';
@@ -83,6 +83,28 @@ describe('disk policy: a followed run whose disk fills', function () {
       .filter((w) => w.code === code)
       .map((w) => w.message);
 
+  /**
+   * The run ended `stopped` with the job's snapshot (reason disk) as run.json records it, and the
+   * snapshot's checkpoint came home.
+   */
+  const stoppedWithDiskSnapshot = (l: Lab, id: string): void => {
+    const done = fs.readFileSync(path.join(l.runDir(id), 'output', 'done'), 'utf8');
+    const step = Number(/^snapshot disk at step (\d+)$/m.exec(done)?.[1]);
+    assert.ok(step > 0, done);
+    const runJson = l.runJson(id);
+    assert.equal(runJson.state, 'stopped', l.transcript());
+    assert.deepEqual(runJson.snapshot, {
+      checkpoint: `output/checkpoint-${step}`,
+      step,
+      reason: 'disk',
+    });
+    assert.equal(
+      fs.readFileSync(path.join(l.runDir(id), 'output', `checkpoint-${step}`, 'step'), 'utf8'),
+      `${step}\n`,
+    );
+    assert.equal(l.podJson(id).state, 'deleted');
+  };
+
   const nothingBills = (l: Lab): void =>
     assert.deepEqual(
       l.billing().map((p) => p.id),
@@ -142,6 +164,7 @@ describe('disk policy: a followed run whose disk fills', function () {
     assert.equal(o.error, null, `${String(o.error)}\n${l.transcript()}`);
     const id = o.runId!;
     assert.equal(l.runJson(id).state, 'succeeded', l.transcript());
+    assert.equal(l.runJson(id).snapshot ?? null, null);
     assert.equal(
       fs.readFileSync(path.join(l.runDir(id), 'output', 'done'), 'utf8').trim(),
       'finished 120 steps',
@@ -172,7 +195,7 @@ describe('disk policy: a followed run whose disk fills', function () {
     recordResult(this, { verified: 1, lost: 0 });
   });
 
-  it('a job fills its pod disk (no network volume) to 92 %: it is asked for a snapshot with reason disk, saves it and ends; warnings at 85 and 90 %', async function () {
+  it('a job fills its pod disk (no network volume) to 92 %: it is asked for a snapshot with reason disk, saves it and ends stopped with the checkpoint home; warnings at 85 and 90 %', async function () {
     const l = await start({
       command: 'sh data/fill.sh 200 512 0.3',
       emulator: { workspaceQuotaBytes: 24 * MIB },
@@ -181,11 +204,7 @@ describe('disk policy: a followed run whose disk fills', function () {
     const o = await run(l);
     const id = o.runId!;
     assert.equal(o.error, null, `${String(o.error)}\n${l.transcript()}`);
-    assert.notEqual(l.runJson(id).state, 'failed', l.transcript());
-    assert.match(
-      fs.readFileSync(path.join(l.runDir(id), 'output', 'done'), 'utf8'),
-      /^snapshot disk at step \d+$/m,
-    );
+    stoppedWithDiskSnapshot(l, id);
     const full = diskWarnings(l, 'disk_full');
     assert.ok(
       full.some((m) => / 85 % full/.test(m)),
@@ -200,12 +219,11 @@ describe('disk policy: a followed run whose disk fills', function () {
       /disk is about to fill: it is 9\d % full .*reason disk/,
     );
     assert.equal(l.emulator.requests().filter((r) => r.route === 'updateNetworkVolume').length, 0);
-    assert.equal(l.podJson(id).state, 'deleted');
     nothingBills(l);
     recordResult(this, { verified: 1, lost: 0 });
   });
 
-  it('a growth Runpod does not carry out (PATCH answers 500, the API keeps 50 GB) counts as failed after two samples: snapshot with reason disk', async function () {
+  it('a growth Runpod does not carry out (PATCH answers 500, the API keeps 50 GB) counts as failed after two samples: snapshot with reason disk, the run stopped with it home', async function () {
     const l = await start({
       command: 'sh data/fill.sh 200 512 0.3',
       targetExtra: volumeTarget(200),
@@ -222,10 +240,7 @@ describe('disk policy: a followed run whose disk fills', function () {
     const o = await run(l);
     const id = o.runId!;
     assert.equal(o.error, null, `${String(o.error)}\n${l.transcript()}`);
-    assert.match(
-      fs.readFileSync(path.join(l.runDir(id), 'output', 'done'), 'utf8'),
-      /^snapshot disk at step \d+$/m,
-    );
+    stoppedWithDiskSnapshot(l, id);
     assert.match(
       diskWarnings(l, 'disk_snapshot').join('\n'),
       /growth to 100 GB was not seen in the API/,
