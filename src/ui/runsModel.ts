@@ -25,17 +25,6 @@ export type PodRecordState =
   | 'deleting'
   | 'deleted';
 
-export const POD_RECORD_STATES: readonly PodRecordState[] = [
-  'creating',
-  'provisioning',
-  'ready',
-  'running',
-  'awaiting_retrieval',
-  'kept',
-  'deleting',
-  'deleted',
-];
-
 export const RUN_STATES: readonly RunState[] = [
   'preparing',
   'running',
@@ -156,11 +145,6 @@ const ICONS: Record<RunDisplayState, { iconId: string; colorId: string; label: s
 
 /** The icon of a run whose pod.json is damaged: the run's state is known, its pod is not. */
 const DAMAGED_POD_ICON = { iconId: 'bracket-error', colorId: 'list.errorForeground' };
-
-export function stateIcon(state: RunDisplayState): { iconId: string; colorId: string } {
-  const { iconId, colorId } = ICONS[state];
-  return { iconId, colorId };
-}
 
 /** `3h 05m`, `12m`, `45s`: a duration for the description line. */
 export function formatDurationS(totalS: number): string {

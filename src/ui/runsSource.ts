@@ -75,14 +75,6 @@ interface Problem {
 }
 
 /** Null when the directory has no run.json (not a run, or one being created). */
-export function readRunDir(
-  dir: string,
-  id: string,
-  folder: RunsFolder,
-): Promise<RunSummary | null> {
-  return Promise.resolve(readRunDirSync(dir, id, folder));
-}
-
 function readRunDirSync(dir: string, id: string, folder: RunsFolder): RunSummary | null {
   const base: RunSummary = {
     id,

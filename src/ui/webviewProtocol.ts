@@ -217,11 +217,6 @@ export function parsePageMessage(value: unknown): PageMessage | null {
   }
 }
 
-/** Kept for callers of the first contract: true when `value` is a valid host message. */
-export function isHostMessage(value: unknown): value is HostMessage {
-  return parseHostMessage(value) !== null;
-}
-
 /** What the serializer stores for a panel (`getState`/`setState`): which runs it shows. */
 export interface PanelState {
   mode: 'run' | 'compare';
