@@ -203,6 +203,8 @@ const SCENARIOS: Scenario[] = [
               OVERBRAINER_DEADLINE: String(nowS() - 5),
               OVERBRAINER_LEASE_TTL: '3',
               OVERBRAINER_BOOT_GRACE: '1',
+              // No wait for the deadline's snapshot (watchdog.snapshot.integration.test.ts).
+              OVERBRAINER_SNAPSHOT_WAIT: '0',
             },
             files: { '.pod/lease': '' },
           },
@@ -250,7 +252,11 @@ const SCENARIOS: Scenario[] = [
           },
           {
             job: 'live',
-            env: { OVERBRAINER_DEADLINE: String(nowS() - 1), OVERBRAINER_LEASE_TTL: '5' },
+            env: {
+              OVERBRAINER_DEADLINE: String(nowS() - 1),
+              OVERBRAINER_LEASE_TTL: '5',
+              OVERBRAINER_SNAPSHOT_WAIT: '0',
+            },
             files: { '.pod/retrieved': '', '.pod/lease': '' },
           },
         ],
@@ -304,7 +310,7 @@ const SCENARIOS: Scenario[] = [
         [
           {
             job: 'live',
-            env: { OVERBRAINER_DEADLINE: String(nowS() - 1) },
+            env: { OVERBRAINER_DEADLINE: String(nowS() - 1), OVERBRAINER_SNAPSHOT_WAIT: '0' },
             files: { '.pod/keep': '' },
           },
         ],
