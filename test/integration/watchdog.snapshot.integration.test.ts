@@ -17,6 +17,9 @@ import * as fs from 'node:fs';
 import * as os from 'node:os';
 import * as path from 'node:path';
 
+import { train } from '../../src/core/runs/flow';
+import { matrixLabs } from '../helpers/lifecycle';
+import { recordFault, recordResult } from '../helpers/reliability';
 import {
   SHELLS,
   cleanupWatchdogRuns,
@@ -493,4 +496,44 @@ describe('watchdog.sh snapshot requests (integration)', function () {
       }
     });
   }
+});
+
+describe('watchdog.sh snapshot requests on an emulator pod (integration)', function () {
+  this.timeout(120_000);
+  const lab = matrixLabs();
+
+  it('a job filling its pod disk quota while a client follows: the watchdog asks for a `disk` snapshot (>= 97 %), the job reads the request', async function () {
+    if (!IS_ROOT) this.skip();
+    const quotaBytes = 16 * 1024 * 1024;
+    // About 15869 KiB of 16384: with the run dir's other files at least 97 % of the quota, and
+    // room left for the request and the job's own writes. The job waits (bounded) for the request.
+    const l = await lab({
+      command:
+        'python3 train.py --steps 3 --step-seconds 0.05 && head -c 16250000 /dev/zero > output/fill.bin' +
+        ' && i=0 && while [ ! -e snapshot.request ] && [ $i -lt 300 ]; do sleep 0.2; i=$((i+1)); done;' +
+        ' df -P . > output/df.txt; cp snapshot.request output/reason.txt',
+      emulator: { workspaceQuotaBytes: quotaBytes },
+    });
+    recordFault(this, 'pod.disk-nearly-full');
+    let runId: string | null = null;
+    await l.track(train(l.deps, l.config, l.workspace, { onRun: (r) => (runId = r.id) }));
+    const id = runId!;
+    const runJson = l.runJson(id);
+    const dir = path.join(l.runDir(id), 'output');
+    const df = fs.existsSync(path.join(dir, 'df.txt'))
+      ? fs.readFileSync(path.join(dir, 'df.txt'), 'utf8')
+      : '';
+    assert.equal(runJson.state, 'succeeded', `${String(runJson.message)}\n${df}`);
+    assert.equal(fs.readFileSync(path.join(dir, 'reason.txt'), 'utf8'), 'disk\n');
+    const podId = String(l.podJson(id).pod_id);
+    const podLog = l.emulator.podLog(podId);
+    assert.match(podLog, /disk (9[7-9]|100)% used: \S+ \(df\)/);
+    assert.match(podLog, /snapshot requested reason=disk/);
+    assert.equal(l.podJson(id).state, 'deleted');
+    assert.deepEqual(
+      l.billing().map((p) => p.id),
+      [],
+    );
+    recordResult(this, { verified: 1, lost: 0 });
+  });
 });
