@@ -39,8 +39,9 @@
 #   job.pid            the job started (its process group id; written by the job wrapper)
 #   exit_code, cancelled   the job ended (as does its process group being gone)
 #   snapshot.request   a snapshot is requested: one line, its reason (requested, deadline, cost
-#                      or disk), written by the client or by this watchdog as a temp file then
-#                      `ln` (which fails when the name exists: a request is never replaced)
+#                      or disk), written by the client or by this watchdog as a temp file
+#                      (this watchdog's: .snapshot.request.<pid>.wd.tmp) then `ln` (which fails
+#                      when the name exists: a request is never replaced)
 #   snapshot.json      the trainer saved its snapshot (it then stops and the job ends)
 #   .pod/lease         touched (temp + mv) by the client while it follows the job: its mtime,
 #                      on the pod's clock, is the lease
