@@ -17,7 +17,7 @@ import * as fs from 'node:fs';
 import * as os from 'node:os';
 import * as path from 'node:path';
 
-import { train } from '../../src/core/runs/flow';
+import { FlowError, attach, train } from '../../src/core/runs/flow';
 import { matrixLabs } from '../helpers/lifecycle';
 import { recordFault, recordResult } from '../helpers/reliability';
 import {
@@ -534,6 +534,59 @@ describe('watchdog.sh snapshot requests on an emulator pod (integration)', funct
       l.billing().map((p) => p.id),
       [],
     );
+    recordResult(this, { verified: 1, lost: 0 });
+  });
+
+  it('max_hours with nobody following: the watchdog asks for a `deadline` snapshot, the trainer saves and stops, the pod stays past its deadline until train attach brings the snapshot home', async function () {
+    // max_hours 0.008 h (28.8 s); the job would take 60 s. The lease lapses 15 s (the TTL / 60)
+    // after the client stops following; the lead is 15 s, the retrieve grace 10 min.
+    const l = await lab({
+      steps: 600,
+      stepSeconds: 0.1,
+      maxHours: 0.008,
+      retrieveGraceMinutes: 10,
+    });
+    recordFault(this, 'max_hours, nobody following');
+    let runId: string | null = null;
+    const quit = new AbortController();
+    const training = l.track(
+      train(l.deps, l.config, l.workspace, {
+        onRun: (r) => (runId = r.id),
+        signal: quit.signal,
+      }),
+    );
+    const id = await l.jobRunning(() => runId);
+    quit.abort();
+    await assert.rejects(training, (error: unknown) => {
+      assert.ok(error instanceof FlowError && /^stopped following/.test(error.message));
+      return true;
+    });
+    const podId = String(l.podJson(id).pod_id);
+    const deadlineMs = Number(l.podJson(id).deadline_unix) * 1000;
+    await l.waitFor(
+      'the watchdog to hold the pod for the snapshot past its deadline',
+      () =>
+        /the job ended with a snapshot: kept for its retrieval until/.test(
+          l.emulator.podLog(podId),
+        ),
+      90_000,
+    );
+    const podLog = l.emulator.podLog(podId);
+    assert.match(podLog, /snapshot requested reason=deadline/);
+    assert.ok(Date.now() >= deadlineMs);
+    assert.equal(l.ledgerOf(podId).billing, true, 'the pod waits for its retrieval');
+
+    const attached = await attach(l.otherDeps('the CLI'), l.config, id);
+    assert.equal(attached.run.state, 'stopped', l.transcript());
+    const runJson = l.runJson(id);
+    const snapshot = runJson.snapshot as { checkpoint: string; step: number; reason: string };
+    assert.equal(snapshot.reason, 'deadline');
+    assert.ok(snapshot.step > 0 && snapshot.step < 600, String(snapshot.step));
+    const checkpoint = path.join(l.runDir(id), snapshot.checkpoint, 'model.json');
+    const saved = JSON.parse(fs.readFileSync(checkpoint, 'utf8')) as { step: number };
+    assert.equal(saved.step, snapshot.step, 'the checkpoint is home');
+    assert.equal(l.podJson(id).state, 'deleted');
+    assert.equal(l.ledgerOf(podId).billing, false);
     recordResult(this, { verified: 1, lost: 0 });
   });
 });
