@@ -443,6 +443,8 @@ describe('lifecycle core against the Runpod emulator', function () {
       deadlineMarginMs: 2_000,
       leaseRenewMs: 1_000,
       leaseTickMs: 500,
+      // `sleep` never honours the watchdog's deadline snapshot request: no wait for it here.
+      snapshotWaitS: 0,
     },
   };
 

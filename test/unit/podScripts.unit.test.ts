@@ -18,6 +18,8 @@ import {
   PodScriptError,
   REFUSED_RUN_DIR,
   RETRIEVED_MARKER,
+  SNAPSHOT_AT_FILE,
+  VOLUME_GB_FILE,
   WATCHDOG_LOG,
   WATCHDOG_PATH,
   WATCHDOG_USER_AGENT_PREFIX,
@@ -30,6 +32,7 @@ import {
   type PodEnvParams,
 } from '../../src/core/runpod/podScripts';
 import { PRODUCTION_TIMING, scaleTiming } from '../../src/core/timing';
+import { SNAPSHOT_JSON, SNAPSHOT_REQUEST } from '../../src/core/train/job';
 
 const SHELLS: [string, string[]][] = [
   ['sh', ['sh', '-n']],
@@ -101,6 +104,24 @@ describe('podScripts', function () {
       assert.equal(PRODUCTION_TIMING.watchdogProbeWaitS, 10);
     });
 
+    it('has the snapshot defaults: lead and wait as the timing object, disk at 92 % and 97 %', function () {
+      const w = watchdogScript();
+      for (const fragment of [
+        `"\${OVERBRAINER_SNAPSHOT_LEAD:-}" ${PRODUCTION_TIMING.snapshotLeadS})`,
+        `"\${OVERBRAINER_SNAPSHOT_WAIT:-}" ${PRODUCTION_TIMING.snapshotWaitS})`,
+        '"${OVERBRAINER_DISK_ACT:-}" 92)',
+        '"${OVERBRAINER_DISK_BACKSTOP:-}" 97)',
+        '${OVERBRAINER_VOLUME_DIR:-}',
+      ]) {
+        assert.ok(w.includes(fragment), fragment);
+      }
+      // What the create call's env gives it, by the names it reads.
+      const env = podEnv(params({ volumeDir: '/workspace/data' }));
+      assert.equal(env.OVERBRAINER_SNAPSHOT_LEAD, String(PRODUCTION_TIMING.snapshotLeadS));
+      assert.equal(env.OVERBRAINER_SNAPSHOT_WAIT, String(PRODUCTION_TIMING.snapshotWaitS));
+      assert.equal(env.OVERBRAINER_VOLUME_DIR, '/workspace/data');
+    });
+
     it('uses the files the client writes and reads, by the exported names', function () {
       const w = watchdogScript();
       for (const file of [
@@ -111,6 +132,10 @@ describe('podScripts', function () {
         WATCHDOG_VERDICT,
         COST_CAP_FILE,
         BOOTSTRAP_FAILED,
+        SNAPSHOT_AT_FILE,
+        VOLUME_GB_FILE,
+        SNAPSHOT_REQUEST,
+        SNAPSHOT_JSON,
       ]) {
         assert.ok(w.includes(`$WD_RUN/${file}"`), file);
       }

@@ -28,10 +28,21 @@
 #   OVERBRAINER_BOOT_FAILED_SSH    1: ... and it started sshd so the client can read the verdict
 #   OVERBRAINER_FAIL_GRACE         180: then wait this long for the client's own delete (it reads
 #                                  the verdict within its preflight limit) before deleting
+#   OVERBRAINER_SNAPSHOT_LEAD      900: the deadline's snapshot is requested this long before it
+#   OVERBRAINER_SNAPSHOT_WAIT      900: the deadline delete waits this long for the snapshot
+#                                  requested for it, while the job runs
+#   OVERBRAINER_VOLUME_DIR         where the network volume is mounted, when there is one
+#   OVERBRAINER_DISK_ACT           92: disk use (%) that requests a snapshot while the lease is stale
+#   OVERBRAINER_DISK_BACKSTOP      97: disk use (%) that requests one whatever the lease
 #
-# Files in the run dir (all but the verdict and the log are written by others):
+# Files in the run dir (all but the verdict, the log and a snapshot request are written by others):
 #   job.pid            the job started (its process group id; written by the job wrapper)
 #   exit_code, cancelled   the job ended (as does its process group being gone)
+#   snapshot.request   a snapshot is requested: one line, its reason (requested, deadline, cost
+#                      or disk), written by the client or by this watchdog as a temp file
+#                      (this watchdog's: .snapshot.request.<pid>.wd.tmp) then `ln` (which fails
+#                      when the name exists: a request is never replaced)
+#   snapshot.json      the trainer saved its snapshot (it then stops and the job ends)
 #   .pod/lease         touched (temp + mv) by the client while it follows the job: its mtime,
 #                      on the pod's clock, is the lease
 #   .pod/retrieved     the client verified the results: delete at once
@@ -39,26 +50,44 @@
 #                      ("Keep Pod" while the job runs or awaits retrieval) and removes it to
 #                      release the pod. While it exists the pod counts as kept (as with
 #                      OVERBRAINER_KEEP_POD=1), except after a failed bootstrap.
+#   .pod/snapshot_at   unix s; once past it a `cost` snapshot is requested (before cost_cap_at)
 #   .pod/cost_cap_at   unix s; once past it the pod is deleted (max_cost_usd)
+#   .pod/volume_gb     the network volume's size in GB (10^9 bytes), rewritten by the client
+#                      when it grows the volume
 #   .pod/bootstrap_failed  the bootstrap's failure reason (one line)
 #   .pod/watchdog      the verdict, written atomically, one line: "ready", "failed missing_key",
 #                      "failed no_curl", "failed unreachable", "failed http_<code>",
 #                      "failed bootstrap: <reason>"
 #   .pod/watchdog.log  this log: "<UTC ts> <msg>" lines, also on stdout (the pod's logs)
 #
+# Snapshot requests, every tick before the delete rules, while a job runs (started, not ended)
+# and no snapshot.json exists (never after a failed bootstrap); the first that matches is written
+# (log "snapshot requested reason=<r>"), unless a request exists already (it is kept):
+#   a. not kept, past .pod/snapshot_at                             -> cost
+#   b. not kept, past the deadline - SNAPSHOT_LEAD, lease stale    -> deadline
+#   c. disk use >= DISK_BACKSTOP, or >= DISK_ACT while the lease is stale (kept or not;
+#      a following client runs the finer disk policy itself)      -> disk
+#      Disk use: with OVERBRAINER_VOLUME_DIR and a size in .pod/volume_gb, `du -sk` of the
+#      volume dir against 94 % of that size (Runpod's quota refuses writes before the nominal
+#      size); otherwise `df -P` of the run dir, the larger of used/size and used/(used+available).
+#
 # Delete rules, first match wins, once per tick:
 #   1. the bootstrap failed                        -> bootstrap_failed (even a kept pod; after
 #                                                     OVERBRAINER_FAIL_GRACE when sshd serves
 #                                                     the verdict, else at once)
 #   2. kept (env or .pod/keep) and a job started   -> never deleted
-#   3. past .pod/cost_cap_at                       -> cost_cap
-#   4. past the deadline and the lease stale       -> deadline
+#   3. past .pod/cost_cap_at                       -> cost_cap (whatever the job does)
+#   4. past the deadline and the lease stale       -> deadline; held while the job runs within
+#                                                     SNAPSHOT_WAIT of the deadline's snapshot
+#                                                     request (b, or a request pending then);
+#                                                     once a snapshot ended the job, held until
+#                                                     the deadline + retrieve grace (5 and 6
+#                                                     still apply)
 #   5. the retrieved marker exists                 -> retrieved
 #   6. the job ended >= retrieve grace ago         -> abandoned
 #   7. no job >= boot grace after start            -> never_started
 # Delete: DELETE /pods/<id> (200/202/204/404 done), else POST /pods/<id>/action terminate, else
 # stop (logged: the volume keeps billing), else `runpodctl pod delete`; all failed: next tick.
-# Not in this version: the original's snapshot requests (snapshot_at, disk) before a delete.
 
 wd_now() { date +%s; }
 
@@ -214,6 +243,153 @@ wd_delete() {
   wd_log "delete failed, retrying in ${WD_INTERVAL}s"
 }
 
+# The first whole number on the first line of "$1", or nothing.
+wd_read_num() {
+  wd_raw=
+  [ -f "$1" ] && read -r wd_raw <"$1" 2>/dev/null
+  wd_num "$wd_raw" ""
+}
+
+# Disk use: sets wd_use and wd_cap (the same unit; compare wd_use * 100 with wd_cap * percent)
+# and wd_where, or leaves wd_cap empty when it cannot be measured.
+wd_disk() {
+  wd_use=
+  wd_cap=
+  wd_where=
+  wd_gb=
+  [ -n "$WD_VOLUME_DIR" ] && wd_gb=$(wd_read_num "$WD_VOLUME_GB")
+  if [ -n "$wd_gb" ] && [ "$wd_gb" -gt 0 ]; then
+    # du -sk against 94 % of the volume's GB (10^9 bytes) in KiB: gb * 10^9 * 94 / (100 * 1024).
+    wd_du=$(du -sk "$WD_VOLUME_DIR" 2>/dev/null | tail -n 1)
+    wd_use=$(wd_num "${wd_du%%[!0-9]*}" "")
+    [ -n "$wd_use" ] || return 0
+    wd_cap=$((wd_gb * 1000000000 * 94 / 102400))
+    wd_where="volume $WD_VOLUME_DIR (du, 94% of ${wd_gb} GB)"
+    return 0
+  fi
+  # df -P: "<fs> <size> <used> <available> <n>% <mount>"; the fs name or the mount point may
+  # hold blanks, so the numbers are the first three numeric fields before a "<n>%" one.
+  wd_df=$(df -P "$WD_RUN" 2>/dev/null | tail -n 1)
+  set -f
+  # shellcheck disable=SC2086
+  set -- $wd_df
+  set +f
+  while [ $# -ge 4 ]; do
+    case $2$3$4 in
+      '' | *[!0-9]*) ;;
+      *)
+        case $5 in
+          *%)
+            wd_size=$(wd_num "$2" "")
+            wd_use=$(wd_num "$3" "")
+            wd_free=$(wd_num "$4" "")
+            # What a writer can fill: the size, or less on a filesystem that reserves blocks.
+            wd_cap=$wd_size
+            if [ $((wd_use + wd_free)) -lt "$wd_cap" ]; then wd_cap=$((wd_use + wd_free)); fi
+            [ "$wd_cap" -gt 0 ] || wd_cap=
+            wd_where="$WD_RUN (df)"
+            return 0
+            ;;
+        esac
+        ;;
+    esac
+    shift
+  done
+  wd_use=
+  return 0
+}
+
+# Writes the snapshot request "$1" as the client does (temp file, then ln: never replaces one).
+wd_request() {
+  wd_tmp="$WD_RUN/.snapshot.request.$$.wd.tmp"
+  if printf '%s\n' "$1" >"$wd_tmp" 2>/dev/null && ln "$wd_tmp" "$WD_REQUEST" 2>/dev/null; then
+    rm -f "$wd_tmp" 2>/dev/null
+    wd_req_noted=1
+    wd_log "snapshot requested reason=$1"
+    return 0
+  fi
+  rm -f "$wd_tmp" 2>/dev/null
+  [ -f "$WD_REQUEST" ] && return 0
+  [ "$wd_req_failed" = 1 ] || wd_log "cannot write $WD_REQUEST (reason=$1): retrying next tick"
+  wd_req_failed=1
+  return 1
+}
+
+# The snapshot requests (a, b, c of the header), before the delete rules.
+wd_snapshot() {
+  [ "$WD_BOOT_FAILED" = 1 ] && return 0
+  [ "$wd_started" = 1 ] && [ "$wd_ended" = 0 ] || return 0
+  [ -f "$WD_SNAPSHOT_JSON" ] && return 0
+  wd_reason=
+  wd_for_deadline=0
+  # a. cost: past .pod/snapshot_at.
+  wd_snap_at=$(wd_read_num "$WD_SNAPSHOT_AT")
+  if [ -n "$wd_snap_at" ] && [ "$wd_t" -ge "$wd_snap_at" ]; then
+    if [ "$wd_kept" = 1 ]; then
+      [ "$wd_kept_cost_noted" = 1 ] || wd_log "no snapshot for reason=cost: the pod is kept"
+      wd_kept_cost_noted=1
+    else
+      wd_reason=cost
+    fi
+  fi
+  # b. deadline: its lead reached and nobody renews the lease.
+  if [ -n "$WD_DEADLINE" ] && [ $((wd_t + WD_SNAPSHOT_LEAD)) -ge "$WD_DEADLINE" ] && [ "$wd_fresh" = 0 ]; then
+    if [ "$wd_kept" = 1 ]; then
+      [ "$wd_kept_deadline_noted" = 1 ] || wd_log "no snapshot for reason=deadline: the pod is kept"
+      wd_kept_deadline_noted=1
+    else
+      wd_for_deadline=1
+      [ -n "$wd_reason" ] || wd_reason=deadline
+    fi
+  fi
+  if [ -f "$WD_REQUEST" ]; then
+    if [ "$wd_req_noted" = 0 ]; then
+      wd_raw=
+      read -r wd_raw <"$WD_REQUEST" 2>/dev/null
+      case $wd_raw in requested | deadline | cost | disk) ;; *) wd_raw=requested ;; esac
+      wd_log "snapshot already requested reason=$wd_raw: kept"
+      wd_req_noted=1
+    fi
+  else
+    # c. disk, only measured while no request exists.
+    if [ -z "$wd_reason" ]; then
+      wd_disk
+      if [ -n "$wd_cap" ]; then
+        wd_pct=$((wd_use * 100 / wd_cap))
+        if [ $((wd_use * 100)) -ge $((wd_cap * WD_DISK_BACKSTOP)) ]; then
+          wd_reason=disk
+        elif [ $((wd_use * 100)) -ge $((wd_cap * WD_DISK_ACT)) ]; then
+          if [ "$wd_fresh" = 0 ]; then
+            wd_reason=disk
+          elif [ "$wd_disk_noted" != 1 ]; then
+            wd_log "disk ${wd_pct}% used: $wd_where; the following client acts on it (backstop at ${WD_DISK_BACKSTOP}%)"
+            wd_disk_noted=1
+          fi
+        else
+          wd_disk_noted=0
+        fi
+        [ "$wd_reason" = disk ] && wd_log "disk ${wd_pct}% used: $wd_where"
+      elif [ "$wd_disk_failed" != 1 ]; then
+        wd_log "cannot measure the disk use of ${WD_VOLUME_DIR:-$WD_RUN}: no disk rule this tick"
+        wd_disk_failed=1
+      fi
+    fi
+    [ -n "$wd_reason" ] || return 0
+    wd_request "$wd_reason" || return 0
+  fi
+  # The deadline delete waits for the snapshot asked for then (written now or pending).
+  if [ "$wd_for_deadline" = 1 ] && [ -z "$wd_snap_deadline_at" ]; then
+    wd_snap_deadline_at=$wd_t
+  fi
+  return 0
+}
+
+# Logs "$2" once while the deadline is held for the reason "$1".
+wd_hold() {
+  [ "$wd_held" = "$1" ] || wd_log "$2"
+  wd_held=$1
+}
+
 wd_tick() {
   wd_t=$(wd_now)
   case $wd_t in '' | *[!0-9]*) wd_t=0 ;; esac
@@ -268,6 +444,8 @@ wd_tick() {
     wd_log "keep marker removed: the pod is released"
   fi
 
+  wd_snapshot
+
   # 1. bootstrap failed: delete, even a kept pod; when sshd serves the verdict, once the client
   # had its preflight limit to read it and delete the pod itself.
   if [ "$WD_BOOT_FAILED" = 1 ]; then
@@ -293,17 +471,28 @@ wd_tick() {
       return
     fi
   fi
-  # 4. deadline, unless the client holds the lease.
+  # 4. deadline, unless the client holds the lease, the job is saving the snapshot asked for
+  # the deadline, or a snapshot ended the job (then it waits for its retrieval).
   if [ -n "$WD_DEADLINE" ] && [ "$wd_t" -ge "$WD_DEADLINE" ]; then
-    if [ "$wd_fresh" = 0 ]; then
-      wd_held=0
+    if [ "$wd_fresh" = 1 ]; then
+      wd_hold "lease" "deadline passed, lease held by the client"
+    elif [ "$wd_ended" = 1 ] && [ -f "$WD_SNAPSHOT_JSON" ]; then
+      if [ "$wd_t" -ge $((WD_DEADLINE + WD_RETRIEVE_GRACE)) ]; then
+        wd_held=
+        wd_delete deadline
+        return
+      fi
+      wd_hold "snapshot_taken" "deadline passed, the job ended with a snapshot: kept for its retrieval until $((WD_DEADLINE + WD_RETRIEVE_GRACE))"
+    elif [ "$wd_ended" = 0 ] && [ -n "$wd_snap_deadline_at" ] &&
+      [ $((wd_t - wd_snap_deadline_at)) -lt "$WD_SNAPSHOT_WAIT" ]; then
+      wd_hold "snapshot_wait" "deadline passed, waiting for the snapshot until $((wd_snap_deadline_at + WD_SNAPSHOT_WAIT))"
+    else
+      wd_held=
       wd_delete deadline
       return
     fi
-    [ "$wd_held" = 1 ] || wd_log "deadline passed, lease held by the client"
-    wd_held=1
   else
-    wd_held=0
+    wd_held=
   fi
   # 5. retrieved: at once.
   if [ -f "$WD_RETRIEVED" ]; then
@@ -352,6 +541,12 @@ if [ -n "${OVERBRAINER_DEADLINE:-}" ]; then
     wd_deadline_note=" (OVERBRAINER_DEADLINE unreadable: treated as passed)"
   fi
 fi
+WD_SNAPSHOT_LEAD=$(wd_num "${OVERBRAINER_SNAPSHOT_LEAD:-}" 900)
+WD_SNAPSHOT_WAIT=$(wd_num "${OVERBRAINER_SNAPSHOT_WAIT:-}" 900)
+WD_DISK_ACT=$(wd_num "${OVERBRAINER_DISK_ACT:-}" 92)
+WD_DISK_BACKSTOP=$(wd_num "${OVERBRAINER_DISK_BACKSTOP:-}" 97)
+WD_VOLUME_DIR=${OVERBRAINER_VOLUME_DIR:-}
+WD_VOLUME_DIR=${WD_VOLUME_DIR%/}
 WD_API=${OVERBRAINER_API_URL:-https://api.runpod.io/v2}
 WD_API=${WD_API%/}
 WD_VERSION=${OVERBRAINER_VERSION:-unknown}
@@ -379,18 +574,29 @@ WD_LEASE="$WD_RUN/.pod/lease"
 WD_RETRIEVED="$WD_RUN/.pod/retrieved"
 WD_KEEP_MARKER="$WD_RUN/.pod/keep"
 WD_COST_CAP="$WD_RUN/.pod/cost_cap_at"
+WD_SNAPSHOT_AT="$WD_RUN/.pod/snapshot_at"
+WD_VOLUME_GB="$WD_RUN/.pod/volume_gb"
+WD_REQUEST="$WD_RUN/snapshot.request"
+WD_SNAPSHOT_JSON="$WD_RUN/snapshot.json"
 
 wd_sleeper=
 wd_seen_job=0
 wd_seen_pid=
 wd_ended_at=
-wd_held=0
+wd_held=
 wd_keep_marker=0
+wd_snap_deadline_at=
+wd_req_noted=0
+wd_req_failed=0
+wd_kept_cost_noted=0
+wd_kept_deadline_noted=0
+wd_disk_noted=0
+wd_disk_failed=0
 trap wd_stop TERM INT
 
 WD_START=$(wd_now)
 case $WD_START in '' | *[!0-9]*) WD_START=0 ;; esac
-wd_log "start $WD_UA pod=${wd_pod:-none} run_dir=$WD_RUN interval=${WD_INTERVAL}s deadline=${WD_DEADLINE:-none}$wd_deadline_note keep=$WD_KEEP lease_ttl=${WD_LEASE_TTL}s boot_grace=${WD_BOOT_GRACE}s retrieve_grace=${WD_RETRIEVE_GRACE}s api=$WD_API"
+wd_log "start $WD_UA pod=${wd_pod:-none} run_dir=$WD_RUN interval=${WD_INTERVAL}s deadline=${WD_DEADLINE:-none}$wd_deadline_note keep=$WD_KEEP lease_ttl=${WD_LEASE_TTL}s boot_grace=${WD_BOOT_GRACE}s retrieve_grace=${WD_RETRIEVE_GRACE}s snapshot_lead=${WD_SNAPSHOT_LEAD}s snapshot_wait=${WD_SNAPSHOT_WAIT}s disk=${WD_DISK_ACT}%/${WD_DISK_BACKSTOP}%${WD_VOLUME_DIR:+ volume=$WD_VOLUME_DIR} api=$WD_API"
 
 if [ "$WD_BOOT_FAILED" = 1 ]; then
   if [ -z "$wd_boot_reason" ] && [ -f "$WD_RUN/.pod/bootstrap_failed" ]; then
