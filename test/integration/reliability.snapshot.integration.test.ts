@@ -149,9 +149,15 @@ describe('reliability: snapshots, stop and resume', function () {
   });
 
   it('max_cost_usd: the job is asked for a cost snapshot before the cap; the run ends stopped with its checkpoint home and the pod deleted before the cap', async function () {
-    // $0.008 at $0.69/h buys about 42 s; snapshot_at = the cap − 15 s (the lead / 60); the job
-    // would take 100 s.
-    const l = await lab({ steps: 1000, stepSeconds: 0.1, targetExtra: 'max_cost_usd = 0.008\n' });
+    // $0.012 at $0.69/h buys about 63 s; with a snapshot lead of 30 s the job is asked for its
+    // snapshot about 33 s after the pod's creation, leaving 30 s to save, retrieve and delete on
+    // a loaded machine. The job would take 100 s.
+    const l = await lab({
+      steps: 1000,
+      stepSeconds: 0.1,
+      targetExtra: 'max_cost_usd = 0.012\n',
+      timing: { snapshotLeadS: 30 },
+    });
     const run = runIdHolder();
     recordFault(this.test!.fullTitle(), 'pod.cost-cap snapshot');
     const result = await train(l.deps, l.config, l.workspace, { onRun: run.onRun });
@@ -159,7 +165,7 @@ describe('reliability: snapshots, stop and resume', function () {
     assert.equal(result.run.state, 'stopped', l.transcript());
     assertStopped(l, id, 'cost');
     const podJson = l.podJson(id);
-    const capAtS = Number(podJson.created_unix) + Math.floor((0.008 / 0.69) * 3600);
+    const capAtS = Number(podJson.created_unix) + Math.floor((0.012 / 0.69) * 3600);
     const entry = l.ledgerOf(String(podJson.pod_id));
     assert.equal(entry.deletedBy, 'account', 'the client deleted it after the retrieval');
     assert.ok(entry.deletedAtMs! < capAtS * 1000, 'before the cap');
