@@ -628,6 +628,8 @@ class Session {
   private followLost(error: unknown): string | null {
     if (this.runId === null || isAbortError(error)) return null;
     if (error instanceof ConfigProblem || error instanceof RunpodConfigError) return null;
+    // The flow's own refusals (another client follows, already ended) lost nothing.
+    if (error instanceof FlowError) return null;
     if (error instanceof PodError && error.kind !== 'api') return null;
     try {
       const run = this.store.loadRun(this.runId);

@@ -18,7 +18,15 @@ import {
   sweepHostKeySecrets,
   type PodAdminErrorKind,
 } from '../core/runpod/podAdmin';
-import { attach, cancel, keepPod, requestStop, train, type FlowResult } from '../core/runs/flow';
+import {
+  attach,
+  cancel,
+  FlowError,
+  keepPod,
+  requestStop,
+  train,
+  type FlowResult,
+} from '../core/runs/flow';
 import { Pace } from '../core/train/pace';
 import type { ApiKeyStore } from './apiKey';
 import type { Log } from './log';
@@ -322,6 +330,8 @@ export class Controller implements vscode.Disposable {
    * pod (a lost connection, not a failed run); null when the run did end.
    */
   private followLost(session: WorkspaceSession, runId: string, error: unknown) {
+    // The flow's own refusals (another client follows, already ended) lost nothing.
+    if (error instanceof FlowError) return null;
     try {
       const run = session.store.loadRun(runId);
       const pod = session.store.loadPod(runId);
