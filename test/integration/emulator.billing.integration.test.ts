@@ -4,6 +4,8 @@
  * bucketing and the window's snapping.
  */
 import assert from 'node:assert/strict';
+import { RunpodClient } from '../../src/core/runpod/client';
+import { PRODUCTION_TIMING } from '../../src/core/timing';
 import { FakeClock } from '../helpers/fakeClock';
 import { startEmulator, type Emulator } from '../emulator/emulator';
 import { ApiClient, waitForPod, type PodBody, type Problem } from '../emulator/testing';
@@ -121,5 +123,29 @@ describe('Runpod emulator: GET /v2/billing/pods', function () {
     assert.equal(r.body.metadata.totals.totalAmount, 1.62);
     const bad = await api.get<Problem>('/billing/pods?lastN=2&startTime=2026-09-29T00:00:00Z');
     assert.equal(bad.status, 400);
+  });
+
+  it("RunpodClient.podBilling reads a pod's billed amount as the document shapes it", async () => {
+    const client = new RunpodClient({
+      baseUrl: emulator.baseUrl,
+      apiKey: emulator.apiKey,
+      clock,
+      timing: PRODUCTION_TIMING,
+    });
+    const bill = await client.podBilling(billed, {
+      startTime: new Date('2026-09-29T00:00:00Z'),
+      endTime: new Date('2026-10-01T00:00:00Z'),
+    });
+    assert.equal(bill.totalAmount, 1.62);
+    assert.equal(bill.gpuAmount, 1.38);
+    assert.equal(bill.diskAmount, 0.24);
+    assert.equal(bill.bucketSize, 'day');
+    assert.deepEqual(
+      bill.records.map((r) => [r.startTime, r.totalAmount]),
+      [
+        ['2026-09-29T00:00:00.000Z', 1.6],
+        ['2026-09-30T00:00:00.000Z', 0.02],
+      ],
+    );
   });
 });
