@@ -19,6 +19,9 @@ commands:
   train keep RUN_ID       keep a run's pod once its job ends (only pod rm deletes it)
   train release RUN_ID    release a kept pod: its deadline and graces apply again
   runs ls                 list this project's runs (no API call)
+  spend [--since DATE] [--json]
+                          each run's estimated spend beside what Runpod billed (read
+                          and saved where missing); a difference over 1 % is flagged
   pod ls                  list the account's overbrainer pods, matched with runs/
   pod rm RUN_ID [--force] delete a run's pods (a run in progress needs --force);
                           or POD_ID: one pod that pod ls lists (a stray, an orphan)
@@ -44,6 +47,7 @@ export type Command =
   | { kind: 'train'; target: string | null; keepPod: boolean; resumeFrom: string | null }
   | { kind: 'attach' | 'cancel' | 'stop' | 'keep' | 'release'; runId: string }
   | { kind: 'runs_ls' }
+  | { kind: 'spend'; sinceMs: number | null; json: boolean }
   | { kind: 'pod_ls' }
   | { kind: 'pod_rm'; runId: string; force: boolean }
   | {
@@ -200,6 +204,23 @@ export function parseArgs(argv: readonly string[]): Parsed {
     if (sub !== 'ls') throw new UsageError(`runs has no subcommand ${sub ?? '(none)'} (ls)`);
     none(options(more, {}, 'runs ls').positional, 'runs ls');
     return { dir, command: { kind: 'runs_ls' } };
+  }
+  if (group === 'spend') {
+    const { positional, values } = options(
+      sub === undefined ? [] : [sub, ...more],
+      { '--since': true, '--json': false },
+      'spend',
+    );
+    none(positional, 'spend');
+    const since = values.get('--since');
+    let sinceMs: number | null = null;
+    if (typeof since === 'string') {
+      sinceMs = /^\d{4}-\d{2}-\d{2}($|T)/.test(since) ? Date.parse(since) : NaN;
+      if (Number.isNaN(sinceMs)) {
+        throw new UsageError(`--since takes a date (2026-09-01) or an RFC 3339 time, not ${since}`);
+      }
+    }
+    return { dir, command: { kind: 'spend', sinceMs, json: values.has('--json') } };
   }
   if (group === 'pod') {
     if (sub === 'ls') {

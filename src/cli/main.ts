@@ -39,6 +39,7 @@ import {
   type PodRow,
 } from '../core/runpod/podAdmin';
 import { PodError } from '../core/runpod/podError';
+import { recordBilled } from '../core/runpod/billing';
 import { messageOf } from '../core/runpod/remove';
 import {
   attach,
@@ -52,6 +53,7 @@ import {
   type FlowDeps,
   type FlowResult,
 } from '../core/runs/flow';
+import type { PodRecord } from '../core/runs/podRecord';
 import { noPodLeft, RunStore } from '../core/runs/store';
 import { PRODUCTION_TIMING, scaleTiming, type Timing } from '../core/timing';
 import { parseArgs, USAGE, UsageError, type Command } from './args';
@@ -64,6 +66,7 @@ import {
   type RunLine,
 } from './format';
 import { CliRenderer } from './render';
+import { spendJson, spendRow, spendTable, type SpendRow } from './spend';
 
 /** What the CLI talks to: injected so the unit tests run it in-process. */
 export interface CliIo {
@@ -227,6 +230,8 @@ class Session {
         return this.keep(command.runId, command.kind === 'keep');
       case 'runs_ls':
         return this.runsLs();
+      case 'spend':
+        return this.spend(command.sinceMs, command.json);
       case 'pod_ls':
         return this.podLs();
       case 'pod_rm':
@@ -493,6 +498,40 @@ class Session {
     // Every deleted pod is printed, even when the command fails overall.
     for (const pod of removal.removed) this.io.stdout(removedLine(pod));
     if (removal.error !== null) return this.fail(removal.error);
+    return EXIT_OK;
+  }
+
+  /**
+   * `spend`: each run's estimated pod spend beside what Runpod billed. A deleted pod whose bill
+   * was never read is read now (`GET /billing/pods`) and saved in its pod.json; without an API
+   * key the figures on disk are listed as they are.
+   */
+  private async spend(sinceMs: number | null, json: boolean): Promise<number> {
+    this.config(false);
+    const { runs, warnings } = this.store.list();
+    for (const w of warnings) this.io.stderr(`warning: ${w.message}`);
+    const client = this.api(false);
+    const rows: SpendRow[] = [];
+    for (const run of runs) {
+      if (sinceMs !== null && Date.parse(run.created) < sinceMs) continue;
+      let pod: PodRecord | null;
+      try {
+        pod = this.store.loadPod(run.id);
+      } catch (error) {
+        this.io.stderr(`warning: run ${run.id}: ${messageOf(error)}`);
+        continue;
+      }
+      if (pod === null) continue;
+      if (client !== null && pod.state === 'deleted' && pod.billedUsd === null) {
+        await this.readOnly(client, (signal) => recordBilled(this.podCtx(client), pod, signal));
+      }
+      rows.push(spendRow(run.id, run.created, run.state, pod));
+    }
+    if (json) {
+      this.io.stdout(JSON.stringify(spendJson(rows), null, 2));
+      return EXIT_OK;
+    }
+    for (const line of spendTable(rows)) this.io.stdout(line);
     return EXIT_OK;
   }
 
