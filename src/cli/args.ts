@@ -9,9 +9,10 @@ export const USAGE = `usage: overbrainer [-C DIR] <command> [options]
 Trains on Runpod GPU pods (or on this machine) and never leaves a pod billing by mistake.
 
 commands:
-  train [--target NAME] [--keep-pod] [--resume-from RUN_ID]
+  train [--target NAME] [--keep-pod] [--resume-from RUN_ID] [--dry-run]
                           start a run on its target and follow it to its end;
-                          --resume-from starts from a stopped run's snapshot
+                          --resume-from starts from a stopped run's snapshot;
+                          --dry-run prints the quote and the plan, creates nothing
   train attach RUN_ID     follow a run again; retrieve its results and end its pod
   train stop RUN_ID       stop a run's job with a snapshot (a checkpoint to resume
                           from), retrieve it and the results, end its pod
@@ -44,7 +45,13 @@ cancelled run or an error, 2 a usage or configuration error.
 
 export type Command =
   | { kind: 'help' }
-  | { kind: 'train'; target: string | null; keepPod: boolean; resumeFrom: string | null }
+  | {
+      kind: 'train';
+      target: string | null;
+      keepPod: boolean;
+      resumeFrom: string | null;
+      dryRun?: boolean;
+    }
   | { kind: 'attach' | 'cancel' | 'stop' | 'keep' | 'release'; runId: string }
   | { kind: 'runs_ls' }
   | { kind: 'spend'; sinceMs: number | null; json: boolean }
@@ -180,7 +187,7 @@ export function parseArgs(argv: readonly string[]): Parsed {
     }
     const { positional, values } = options(
       sub === undefined ? [] : [sub, ...more],
-      { '--target': true, '--keep-pod': false, '--resume-from': true },
+      { '--target': true, '--keep-pod': false, '--resume-from': true, '--dry-run': false },
       'train',
     );
     if (positional.length > 0) {
@@ -197,6 +204,7 @@ export function parseArgs(argv: readonly string[]): Parsed {
         target: typeof target === 'string' ? target : null,
         keepPod: values.has('--keep-pod'),
         resumeFrom: typeof resumeFrom === 'string' ? resumeFrom : null,
+        ...(values.has('--dry-run') ? { dryRun: true } : {}),
       },
     };
   }

@@ -39,6 +39,7 @@ import {
   type PodRow,
 } from '../core/runpod/podAdmin';
 import { PodError } from '../core/runpod/podError';
+import { autoGpuTypes } from '../core/runpod/provision';
 import { recordBilled } from '../core/runpod/billing';
 import { messageOf } from '../core/runpod/remove';
 import {
@@ -54,6 +55,7 @@ import {
   type FlowResult,
 } from '../core/runs/flow';
 import type { PodRecord } from '../core/runs/podRecord';
+import { podHeldS, quote, quoteLines } from '../core/runs/quote';
 import { noPodLeft, RunStore } from '../core/runs/store';
 import { PRODUCTION_TIMING, scaleTiming, type Timing } from '../core/timing';
 import { parseArgs, USAGE, UsageError, type Command } from './args';
@@ -219,6 +221,7 @@ class Session {
     this.timing = timingFrom(this.io.env);
     switch (command.kind) {
       case 'train':
+        if (command.dryRun) return this.dryRun(command.target);
         return this.train(command.target, command.keepPod, command.resumeFrom);
       case 'attach':
       case 'cancel':
@@ -341,6 +344,81 @@ class Session {
   }
 
   // --------------------------------------------------------------- commands
+
+  /**
+   * `train --dry-run`: the quote and the plan (GPU types in order with rates and stock, data
+   * centers, volume) from the live catalog. Read-only: no run directory, no pod, no secret.
+   */
+  private async dryRun(targetName: string | null): Promise<number> {
+    const config = this.config(true)!;
+    const name =
+      targetName ??
+      config.training?.target ??
+      (Object.keys(config.targets).length === 1 ? Object.keys(config.targets)[0] : undefined);
+    const target = name === undefined ? undefined : config.targets[name];
+    if (target === undefined) {
+      throw new ConfigProblem([
+        `no target ${name ?? '(none given)'} in ${CONFIG_FILE}: name one with --target`,
+      ]);
+    }
+    if (target.kind !== 'runpod') {
+      this.io.stdout(`dry run: target ${target.name} runs on this machine: it costs nothing`);
+      return EXIT_OK;
+    }
+    const client = this.api(true)!;
+    const catalog = await this.readOnly(client, (signal) =>
+      client.listGpuTypes({
+        count: target.gpuCount,
+        cloud: 'SECURE',
+        includeAvailability: true,
+        signal,
+      }),
+    );
+    const order = target.gpuTypes === 'auto' ? autoGpuTypes(catalog, target) : target.gpuTypes;
+    const byId = new Map(catalog.map((g) => [g.id, g]));
+    const historyS: number[] = [];
+    for (const run of this.store.list().runs) {
+      if (run.target !== target.name || run.state !== 'succeeded') continue;
+      try {
+        const pod = this.store.loadPod(run.id);
+        const held = pod === null ? null : podHeldS(pod);
+        if (held !== null) historyS.push(held);
+      } catch {
+        // A damaged pod.json tells nothing about durations.
+      }
+    }
+    const q = quote({
+      candidates: order.map((id) => ({
+        gpuType: id,
+        pricePerHourUsd: byId.get(id)?.securePricePerHourUsd ?? null,
+        availability: byId.get(id)?.availability ?? null,
+      })),
+      gpuCount: target.gpuCount,
+      maxHours: target.maxHours,
+      maxCostUsd: target.maxCostUsd,
+      bootGraceS: target.bootGraceS,
+      retrieveGraceS: target.retrieveGraceS,
+      historyS,
+    });
+    this.io.stdout(`dry run: target ${target.name}; nothing is created`);
+    this.io.stdout(
+      `GPU types, in the order tried (${target.gpuCount} GPU${target.gpuCount === 1 ? '' : 's'}):`,
+    );
+    if (q.rates.length === 0) this.io.stdout('  none in stock within the limits');
+    q.rates.forEach((r, i) =>
+      this.io.stdout(
+        `  ${i + 1}. ${r.gpuType}  ${r.usdPerHour === null ? 'no price' : `$${r.usdPerHour.toFixed(2)}/h`}  stock ${r.availability ?? 'unknown'}`,
+      ),
+    );
+    this.io.stdout(
+      `Data centers: ${target.dataCenterIds === 'auto' || target.dataCenterIds.length === 0 ? 'any' : target.dataCenterIds.join(', ')}`,
+    );
+    this.io.stdout(
+      `Volume: ${target.networkVolumeId === null ? 'none' : `network volume ${target.networkVolumeId} at /workspace/data`}; container disk ${target.containerDiskGb} GB`,
+    );
+    for (const line of quoteLines(q)) this.io.stdout(line);
+    return EXIT_OK;
+  }
 
   private async train(
     targetName: string | null,

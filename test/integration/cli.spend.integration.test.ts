@@ -1,7 +1,8 @@
 /**
- * `overbrainer spend` as a user runs it: a child process with a cleared environment against the
+ * `overbrainer train --dry-run` and `overbrainer spend` as a user runs them: a child process with a cleared environment against the
  * Runpod emulator (real pods). A finished run's pod.json whose bill was never read gets it read
  * (`GET /v2/billing/pods`) and saved; `--json` lists estimate, bill and difference per run.
+ * A dry run prints the quote and the plan and creates nothing (no run directory, pod or secret).
  */
 import assert from 'node:assert/strict';
 import { spawn } from 'node:child_process';
@@ -37,7 +38,7 @@ interface Ran {
   stderr: string;
 }
 
-describe('overbrainer spend against the Runpod emulator', function () {
+describe('overbrainer spend and train --dry-run against the Runpod emulator', function () {
   this.timeout(150_000);
   let emulator: Emulator;
   let tmp: string;
@@ -84,6 +85,33 @@ describe('overbrainer spend against the Runpod emulator', function () {
     child.stderr.on('data', (chunk: Buffer) => (out.stderr += chunk.toString('utf8')));
     return new Promise((resolve) => child.on('close', (code) => resolve({ code, ...out })));
   }
+
+  it('train --dry-run prints the plan and the quote without earlier runs, and creates nothing', async () => {
+    const before = emulator.requests().length;
+    const ran = await cli(['train', '--dry-run']);
+    assert.equal(ran.code, 0, ran.stderr);
+    const lines = ran.stdout.trimEnd().split('\n');
+    assert.deepEqual(lines, [
+      'dry run: target pod; nothing is created',
+      'GPU types, in the order tried (1 GPU):',
+      '  1. NVIDIA GeForce RTX 4090  $0.69/h  stock HIGH',
+      'Data centers: any',
+      'Volume: none; container disk 50 GB',
+      'Rate: $0.69/h on NVIDIA GeForce RTX 4090 (tried first)',
+      'Expected: up to $0.69 (no earlier run of this config: up to max_hours)',
+      // 1 h + 5 min boot grace + 10 min retrieve grace at $0.69/h.
+      'Worst case: $0.86 (what the watchdog allows, graces included)',
+    ]);
+    assert.ok(!fs.existsSync(path.join(ws, 'runs')), 'a run directory was created');
+    assert.equal(emulator.ledger().pods.length, 0, 'a pod was created');
+    const calls = emulator.requests().slice(before);
+    assert.ok(calls.length > 0);
+    assert.deepEqual(
+      calls.filter((c) => c.method !== 'GET').map((c) => `${c.method} ${c.path}`),
+      [],
+      'only reads',
+    );
+  });
 
   it('spend --json reads a missing bill, saves it in pod.json and lists estimate, bill and difference', async () => {
     const trained = await cli(['train']);
@@ -140,5 +168,15 @@ describe('overbrainer spend against the Runpod emulator', function () {
     assert.equal(table.code, 0, table.stderr);
     assert.match(table.stdout, /^RUN\s+POD\s+ESTIMATED\s+BILLED\s+DIFFERENCE/);
     assert.match(table.stdout, /total: estimated \$\d+\.\d{4}, billed \$\d+\.\d{4}/);
+  });
+
+  it('train --dry-run after a run quotes from it: ±20 % of its duration', async () => {
+    const ran = await cli(['train', '--dry-run']);
+    assert.equal(ran.code, 0, ran.stderr);
+    assert.match(
+      ran.stdout,
+      /^Expected: \$\d+\.\d\d–\$\d+\.\d\d \(from 1 earlier run of this config\)$/m,
+    );
+    assert.equal(fs.readdirSync(path.join(ws, 'runs')).length, 1, 'no other run directory');
   });
 });
