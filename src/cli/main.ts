@@ -55,7 +55,7 @@ import {
   type FlowResult,
 } from '../core/runs/flow';
 import type { PodRecord } from '../core/runs/podRecord';
-import { podHeldS, quote, quoteLines } from '../core/runs/quote';
+import { heldByEarlierRuns, quote, quoteLines } from '../core/runs/quote';
 import { noPodLeft, RunStore } from '../core/runs/store';
 import { PRODUCTION_TIMING, scaleTiming, type Timing } from '../core/timing';
 import { parseArgs, USAGE, UsageError, type Command } from './args';
@@ -376,17 +376,7 @@ class Session {
     );
     const order = target.gpuTypes === 'auto' ? autoGpuTypes(catalog, target) : target.gpuTypes;
     const byId = new Map(catalog.map((g) => [g.id, g]));
-    const historyS: number[] = [];
-    for (const run of this.store.list().runs) {
-      if (run.target !== target.name || run.state !== 'succeeded') continue;
-      try {
-        const pod = this.store.loadPod(run.id);
-        const held = pod === null ? null : podHeldS(pod);
-        if (held !== null) historyS.push(held);
-      } catch {
-        // A damaged pod.json tells nothing about durations.
-      }
-    }
+    const historyS = heldByEarlierRuns(this.store, target.name);
     const q = quote({
       candidates: order.map((id) => ({
         gpuType: id,

@@ -139,3 +139,28 @@ export function podHeldS(pod: Pick<PodRecord, 'createdUnixS' | 'deletedAt'>): nu
   const s = Math.floor(deletedMs / 1000) - pod.createdUnixS;
   return s > 0 ? s : null;
 }
+
+/**
+ * How long each earlier succeeded run of `targetName` held its pod, seconds (the quote's
+ * history). Damaged records are skipped: they tell nothing about durations.
+ */
+export function heldByEarlierRuns(
+  store: {
+    list(): { runs: readonly { id: string; target: string; state: string }[] };
+    loadPod(id: string): Pick<PodRecord, 'createdUnixS' | 'deletedAt'> | null;
+  },
+  targetName: string,
+): number[] {
+  const held: number[] = [];
+  for (const run of store.list().runs) {
+    if (run.target !== targetName || run.state !== 'succeeded') continue;
+    try {
+      const pod = store.loadPod(run.id);
+      const s = pod === null ? null : podHeldS(pod);
+      if (s !== null) held.push(s);
+    } catch {
+      // A damaged pod.json.
+    }
+  }
+  return held;
+}
