@@ -40,7 +40,7 @@ import {
 } from '../core/runpod/podAdmin';
 import { PodError } from '../core/runpod/podError';
 import { autoGpuTypes } from '../core/runpod/provision';
-import { recordBilled } from '../core/runpod/billing';
+import { billSettled, recordBilled } from '../core/runpod/billing';
 import { messageOf } from '../core/runpod/remove';
 import {
   attach,
@@ -571,8 +571,9 @@ class Session {
 
   /**
    * `spend`: each run's estimated pod spend beside what Runpod billed. A deleted pod whose bill
-   * was never read is read now (`GET /billing/pods`) and saved in its pod.json; without an API
-   * key the figures on disk are listed as they are.
+   * was never read, or read too soon after the deletion to be final, is read now
+   * (`GET /billing/pods`) and saved in its pod.json; without an API key the figures on disk are
+   * listed as they are.
    */
   private async spend(sinceMs: number | null, json: boolean): Promise<number> {
     this.config(false);
@@ -590,7 +591,7 @@ class Session {
         continue;
       }
       if (pod === null) continue;
-      if (client !== null && pod.state === 'deleted' && pod.billedUsd === null) {
+      if (client !== null && pod.state === 'deleted' && !billSettled(pod)) {
         await this.readOnly(client, (signal) => recordBilled(this.podCtx(client), pod, signal));
       }
       rows.push(spendRow(run.id, run.created, run.state, pod));

@@ -1,5 +1,5 @@
 import assert from 'node:assert/strict';
-import { billedMismatch } from '../../src/core/runpod/billing';
+import { billedMismatch, billSettled } from '../../src/core/runpod/billing';
 import { podHeldS, quote, quoteLines, type QuoteInput } from '../../src/core/runs/quote';
 
 const base: QuoteInput = {
@@ -84,5 +84,20 @@ describe('billedMismatch', () => {
     // A seconds-long pod: $0.0012 vs $0.0011 is a second at $0.69/h plus rounding.
     assert.equal(billedMismatch(0.0012, 0.0011, 0.69), false);
     assert.equal(billedMismatch(null, 0.5, 0.69), false);
+  });
+});
+
+describe('billSettled', () => {
+  it('a bill read within a day of the deletion is read again; one read later is final', () => {
+    const deletedAt = '2026-09-29T12:00:00Z';
+    assert.equal(billSettled({ billedUsd: null, billedCheckedAt: null, deletedAt }), false);
+    assert.equal(
+      billSettled({ billedUsd: 1, billedCheckedAt: '2026-09-29T12:00:05Z', deletedAt }),
+      false,
+    );
+    assert.equal(
+      billSettled({ billedUsd: 1, billedCheckedAt: '2026-09-30T12:00:00Z', deletedAt }),
+      true,
+    );
   });
 });

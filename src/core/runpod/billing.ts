@@ -10,6 +10,21 @@ import { log, type PodCtx } from './context';
 export const BILLED_TOLERANCE = 0.01;
 
 /**
+ * Runpod's billing records may trail the usage: a bill read within this long of the pod's
+ * deletion is read again (by `overbrainer spend`) until one is read later than that.
+ */
+export const BILL_SETTLE_MS = 24 * 3_600_000;
+
+/** Whether the pod's recorded bill is final: read at least BILL_SETTLE_MS after its deletion. */
+export function billSettled(
+  pod: Pick<PodRecord, 'billedUsd' | 'billedCheckedAt' | 'deletedAt'>,
+): boolean {
+  if (pod.billedUsd === null || pod.billedCheckedAt === null || pod.deletedAt === null)
+    return false;
+  return Date.parse(pod.billedCheckedAt) - Date.parse(pod.deletedAt) >= BILL_SETTLE_MS;
+}
+
+/**
  * Reads what Runpod billed the deleted pod of `pod` over its lifetime (from the day it was created
  * to now, day buckets summed) and saves it in pod.json. Best effort: a failure is logged and
  * leaves the record as it was. Returns the billed amount, or null when none could be read.
