@@ -9,9 +9,10 @@ export const USAGE = `usage: overbrainer [-C DIR] <command> [options]
 Trains on Runpod GPU pods (or on this machine) and never leaves a pod billing by mistake.
 
 commands:
-  train [--target NAME] [--keep-pod] [--resume-from RUN_ID]
+  train [--target NAME] [--keep-pod] [--resume-from RUN_ID] [--dry-run]
                           start a run on its target and follow it to its end;
-                          --resume-from starts from a stopped run's snapshot
+                          --resume-from starts from a stopped run's snapshot;
+                          --dry-run prints the quote and the plan, creates nothing
   train attach RUN_ID     follow a run again; retrieve its results and end its pod
   train stop RUN_ID       stop a run's job with a snapshot (a checkpoint to resume
                           from), retrieve it and the results, end its pod
@@ -19,6 +20,9 @@ commands:
   train keep RUN_ID       keep a run's pod once its job ends (only pod rm deletes it)
   train release RUN_ID    release a kept pod: its deadline and graces apply again
   runs ls                 list this project's runs (no API call)
+  spend [--since DATE] [--json]
+                          each run's estimated spend beside what Runpod billed (read
+                          and saved where missing); a difference over 1 % is flagged
   pod ls                  list the account's overbrainer pods, matched with runs/
   pod rm RUN_ID [--force] delete a run's pods (a run in progress needs --force);
                           or POD_ID: one pod that pod ls lists (a stray, an orphan)
@@ -41,9 +45,16 @@ cancelled run or an error, 2 a usage or configuration error.
 
 export type Command =
   | { kind: 'help' }
-  | { kind: 'train'; target: string | null; keepPod: boolean; resumeFrom: string | null }
+  | {
+      kind: 'train';
+      target: string | null;
+      keepPod: boolean;
+      resumeFrom: string | null;
+      dryRun?: boolean;
+    }
   | { kind: 'attach' | 'cancel' | 'stop' | 'keep' | 'release'; runId: string }
   | { kind: 'runs_ls' }
+  | { kind: 'spend'; sinceMs: number | null; json: boolean }
   | { kind: 'pod_ls' }
   | { kind: 'pod_rm'; runId: string; force: boolean }
   | {
@@ -176,7 +187,7 @@ export function parseArgs(argv: readonly string[]): Parsed {
     }
     const { positional, values } = options(
       sub === undefined ? [] : [sub, ...more],
-      { '--target': true, '--keep-pod': false, '--resume-from': true },
+      { '--target': true, '--keep-pod': false, '--resume-from': true, '--dry-run': false },
       'train',
     );
     if (positional.length > 0) {
@@ -193,6 +204,7 @@ export function parseArgs(argv: readonly string[]): Parsed {
         target: typeof target === 'string' ? target : null,
         keepPod: values.has('--keep-pod'),
         resumeFrom: typeof resumeFrom === 'string' ? resumeFrom : null,
+        ...(values.has('--dry-run') ? { dryRun: true } : {}),
       },
     };
   }
@@ -200,6 +212,23 @@ export function parseArgs(argv: readonly string[]): Parsed {
     if (sub !== 'ls') throw new UsageError(`runs has no subcommand ${sub ?? '(none)'} (ls)`);
     none(options(more, {}, 'runs ls').positional, 'runs ls');
     return { dir, command: { kind: 'runs_ls' } };
+  }
+  if (group === 'spend') {
+    const { positional, values } = options(
+      sub === undefined ? [] : [sub, ...more],
+      { '--since': true, '--json': false },
+      'spend',
+    );
+    none(positional, 'spend');
+    const since = values.get('--since');
+    let sinceMs: number | null = null;
+    if (typeof since === 'string') {
+      sinceMs = /^\d{4}-\d{2}-\d{2}($|T)/.test(since) ? Date.parse(since) : NaN;
+      if (Number.isNaN(sinceMs)) {
+        throw new UsageError(`--since takes a date (2026-09-01) or an RFC 3339 time, not ${since}`);
+      }
+    }
+    return { dir, command: { kind: 'spend', sinceMs, json: values.has('--json') } };
   }
   if (group === 'pod') {
     if (sub === 'ls') {

@@ -39,6 +39,8 @@ import {
   type PodRow,
 } from '../core/runpod/podAdmin';
 import { PodError } from '../core/runpod/podError';
+import { autoGpuTypes } from '../core/runpod/provision';
+import { billSettled, recordBilled } from '../core/runpod/billing';
 import { messageOf } from '../core/runpod/remove';
 import {
   attach,
@@ -52,6 +54,8 @@ import {
   type FlowDeps,
   type FlowResult,
 } from '../core/runs/flow';
+import type { PodRecord } from '../core/runs/podRecord';
+import { heldByEarlierRuns, quote, quoteLines } from '../core/runs/quote';
 import { noPodLeft, RunStore } from '../core/runs/store';
 import { PRODUCTION_TIMING, scaleTiming, type Timing } from '../core/timing';
 import { parseArgs, USAGE, UsageError, type Command } from './args';
@@ -64,6 +68,7 @@ import {
   type RunLine,
 } from './format';
 import { CliRenderer } from './render';
+import { spendJson, spendRow, spendTable, type SpendRow } from './spend';
 
 /** What the CLI talks to: injected so the unit tests run it in-process. */
 export interface CliIo {
@@ -216,6 +221,7 @@ class Session {
     this.timing = timingFrom(this.io.env);
     switch (command.kind) {
       case 'train':
+        if (command.dryRun) return this.dryRun(command.target);
         return this.train(command.target, command.keepPod, command.resumeFrom);
       case 'attach':
       case 'cancel':
@@ -227,6 +233,8 @@ class Session {
         return this.keep(command.runId, command.kind === 'keep');
       case 'runs_ls':
         return this.runsLs();
+      case 'spend':
+        return this.spend(command.sinceMs, command.json);
       case 'pod_ls':
         return this.podLs();
       case 'pod_rm':
@@ -336,6 +344,71 @@ class Session {
   }
 
   // --------------------------------------------------------------- commands
+
+  /**
+   * `train --dry-run`: the quote and the plan (GPU types in order with rates and stock, data
+   * centers, volume) from the live catalog. Read-only: no run directory, no pod, no secret.
+   */
+  private async dryRun(targetName: string | null): Promise<number> {
+    const config = this.config(true)!;
+    const name =
+      targetName ??
+      config.training?.target ??
+      (Object.keys(config.targets).length === 1 ? Object.keys(config.targets)[0] : undefined);
+    const target = name === undefined ? undefined : config.targets[name];
+    if (target === undefined) {
+      throw new ConfigProblem([
+        `no target ${name ?? '(none given)'} in ${CONFIG_FILE}: name one with --target`,
+      ]);
+    }
+    if (target.kind !== 'runpod') {
+      this.io.stdout(`dry run: target ${target.name} runs on this machine: it costs nothing`);
+      return EXIT_OK;
+    }
+    const client = this.api(true)!;
+    const catalog = await this.readOnly(client, (signal) =>
+      client.listGpuTypes({
+        count: target.gpuCount,
+        cloud: 'SECURE',
+        includeAvailability: true,
+        signal,
+      }),
+    );
+    const order = target.gpuTypes === 'auto' ? autoGpuTypes(catalog, target) : target.gpuTypes;
+    const byId = new Map(catalog.map((g) => [g.id, g]));
+    const historyS = heldByEarlierRuns(this.store, target.name);
+    const q = quote({
+      candidates: order.map((id) => ({
+        gpuType: id,
+        pricePerHourUsd: byId.get(id)?.securePricePerHourUsd ?? null,
+        availability: byId.get(id)?.availability ?? null,
+      })),
+      gpuCount: target.gpuCount,
+      maxHours: target.maxHours,
+      maxCostUsd: target.maxCostUsd,
+      bootGraceS: target.bootGraceS,
+      retrieveGraceS: target.retrieveGraceS,
+      historyS,
+    });
+    this.io.stdout(`dry run: target ${target.name}; nothing is created`);
+    this.io.stdout(
+      `GPU types, in the order tried (${target.gpuCount} GPU${target.gpuCount === 1 ? '' : 's'}):`,
+    );
+    if (q.rates.length === 0) this.io.stdout('  none in stock within the limits');
+    q.rates.forEach((r, i) =>
+      this.io.stdout(
+        `  ${i + 1}. ${r.gpuType}  ${r.usdPerHour === null ? 'no price' : `$${r.usdPerHour.toFixed(2)}/h`}  stock ${r.availability ?? 'unknown'}`,
+      ),
+    );
+    this.io.stdout(
+      `Data centers: ${target.dataCenterIds === 'auto' || target.dataCenterIds.length === 0 ? 'any' : target.dataCenterIds.join(', ')}`,
+    );
+    this.io.stdout(
+      `Volume: ${target.networkVolumeId === null ? 'none' : `network volume ${target.networkVolumeId} at /workspace/data`}; container disk ${target.containerDiskGb} GB`,
+    );
+    for (const line of quoteLines(q)) this.io.stdout(line);
+    return EXIT_OK;
+  }
 
   private async train(
     targetName: string | null,
@@ -493,6 +566,41 @@ class Session {
     // Every deleted pod is printed, even when the command fails overall.
     for (const pod of removal.removed) this.io.stdout(removedLine(pod));
     if (removal.error !== null) return this.fail(removal.error);
+    return EXIT_OK;
+  }
+
+  /**
+   * `spend`: each run's estimated pod spend beside what Runpod billed. A deleted pod whose bill
+   * was never read, or read too soon after the deletion to be final, is read now
+   * (`GET /billing/pods`) and saved in its pod.json; without an API key the figures on disk are
+   * listed as they are.
+   */
+  private async spend(sinceMs: number | null, json: boolean): Promise<number> {
+    this.config(false);
+    const { runs, warnings } = this.store.list();
+    for (const w of warnings) this.io.stderr(`warning: ${w.message}`);
+    const client = this.api(false);
+    const rows: SpendRow[] = [];
+    for (const run of runs) {
+      if (sinceMs !== null && Date.parse(run.created) < sinceMs) continue;
+      let pod: PodRecord | null;
+      try {
+        pod = this.store.loadPod(run.id);
+      } catch (error) {
+        this.io.stderr(`warning: run ${run.id}: ${messageOf(error)}`);
+        continue;
+      }
+      if (pod === null) continue;
+      if (client !== null && pod.state === 'deleted' && !billSettled(pod)) {
+        await this.readOnly(client, (signal) => recordBilled(this.podCtx(client), pod, signal));
+      }
+      rows.push(spendRow(run.id, run.created, run.state, pod));
+    }
+    if (json) {
+      this.io.stdout(JSON.stringify(spendJson(rows), null, 2));
+      return EXIT_OK;
+    }
+    for (const line of spendTable(rows)) this.io.stdout(line);
     return EXIT_OK;
   }
 

@@ -43,6 +43,7 @@ import { runsFolderName } from './runsFolders';
 import { resumable, type RunsModel, type RunSummary } from './runsModel';
 import { etaFromNow, statusForPod } from './statusModel';
 import { errorText } from './runsTree';
+import { heldByEarlierRuns } from '../core/runs/quote';
 import { trainConfirmation } from './trainConfirm';
 import { SetupError, timingFromEnv, WorkspaceSession } from './workspace';
 
@@ -220,7 +221,13 @@ export class Controller implements vscode.Disposable {
         }
         this.log.warn(`Cannot read the GPU catalog for the rate: ${errorText(error)}`);
       }
-      const confirm = trainConfirmation(targetName, target, catalog, this.clock.nowMs());
+      const confirm = trainConfirmation(
+        targetName,
+        target,
+        catalog,
+        this.clock.nowMs(),
+        heldByEarlierRuns(session.store, targetName),
+      );
       if (resume?.snapshot) {
         confirm.message = `Resume ${resume.id} from step ${resume.snapshot.step} on "${targetName}"?`;
       }

@@ -1,5 +1,7 @@
 import type { RunpodTargetConfig } from '../core/config';
 import type { GpuType } from '../core/runpod/api';
+import { autoGpuTypes } from '../core/runpod/provision';
+import { quote, quoteLines } from '../core/runs/quote';
 
 /**
  * The words of Train's modal confirmation, free of `vscode`: the GPU types tried, `max_hours`,
@@ -39,12 +41,45 @@ export function rateText(target: RunpodTargetConfig, catalog: readonly GpuType[]
   return `${parts.join(', then ')}${times}`;
 }
 
+/**
+ * The quote's lines (`overbrainer train --dry-run` prints the same): expected cost and worst case
+ * at the catalog's rates; `historyS` the pod durations of earlier runs of the target. Empty when
+ * the catalog could not be read or names none of the types.
+ */
+export function quoteText(
+  target: RunpodTargetConfig,
+  catalog: readonly GpuType[] | null,
+  historyS: readonly number[],
+): string[] {
+  if (catalog === null) return [];
+  const order = target.gpuTypes === 'auto' ? autoGpuTypes(catalog, target) : target.gpuTypes;
+  const byId = new Map(catalog.map((g) => [g.id, g]));
+  const q = quote({
+    candidates: order.map((id) => ({
+      gpuType: id,
+      pricePerHourUsd: byId.get(id)?.securePricePerHourUsd ?? null,
+      availability: byId.get(id)?.availability ?? null,
+    })),
+    gpuCount: target.gpuCount,
+    maxHours: target.maxHours,
+    maxCostUsd: target.maxCostUsd,
+    bootGraceS: target.bootGraceS,
+    retrieveGraceS: target.retrieveGraceS,
+    historyS,
+  });
+  // The rates are on the Hourly rate line already.
+  return quoteLines(q).filter(
+    (line) => line.startsWith('Expected:') || line.startsWith('Worst case:'),
+  );
+}
+
 /** The confirmation of `Train` on `targetName`, as of `nowMs`. */
 export function trainConfirmation(
   targetName: string,
   target: RunpodTargetConfig,
   catalog: readonly GpuType[] | null,
   nowMs: number,
+  historyS: readonly number[] = [],
 ): TrainConfirmation {
   const gpus = target.gpuTypes === 'auto' ? 'auto' : target.gpuTypes.join(', ');
   const deadline = new Date(nowMs + target.maxHours * 3_600_000);
@@ -55,6 +90,7 @@ export function trainConfirmation(
     `Deadline: ${deadline.toLocaleString()} (the pod's watchdog deletes the pod then at the latest, unless it is kept)`,
   ];
   if (target.maxCostUsd !== null) lines.push(`max_cost_usd: $${target.maxCostUsd.toFixed(2)}`);
+  lines.push(...quoteText(target, catalog, historyS));
   lines.push('Train and Keep Pod leaves the pod running after the job: nothing deletes it then.');
   return { message: `Train on "${targetName}"?`, detail: lines.join('\n') };
 }

@@ -340,6 +340,7 @@ const IMPLEMENTED = new Set<string>([
   'createSecret',
   'updateSecret',
   'deleteSecret',
+  'listPodBilling',
 ]);
 const ACTIONS_BY_STATUS: Record<PodStatus, string[]> = {
   PROVISIONING: ['stop', 'terminate'],
@@ -1152,6 +1153,8 @@ class EmulatorServer {
         if (!this.secrets.delete(params.id ?? '')) return problem(404, 'secret not found');
         return { status: 204 };
       }
+      case 'listPodBilling':
+        return this.listPodBilling(query);
       default:
         return problem(501, `the Runpod emulator does not implement ${operationId}`);
     }
@@ -1238,6 +1241,91 @@ class EmulatorServer {
 
   private dcName(id: string): string {
     return this.catalog.dataCenters.find((dc) => dc.id === id)?.name ?? id;
+  }
+
+  /**
+   * `GET /v2/billing/pods` from the ledger: one record per pod per bucket it existed in, the
+   * amounts it was charged in that bucket (GPU rate while running, disks while stopped). The
+   * window is snapped to bucket boundaries (start down, end up) as the document says; `lastN`
+   * is the last N buckets ending with the current one and excludes startTime/endTime.
+   */
+  private listPodBilling(query: Record<string, unknown>): Reply {
+    const bucketSize = (query.bucketSize as BucketSize | undefined) ?? 'day';
+    const lastN = query.lastN as number | undefined;
+    const nowMs = this.clock.nowMs();
+    if (lastN !== undefined && (query.startTime !== undefined || query.endTime !== undefined)) {
+      return problem(
+        400,
+        'lastN is mutually exclusive with startTime/endTime: give one or the other',
+      );
+    }
+    let startMs: number;
+    let endMs: number;
+    if (lastN !== undefined) {
+      endMs = bucketStart(nowMs, bucketSize, 1);
+      startMs = bucketStart(nowMs, bucketSize, 1 - lastN);
+    } else {
+      const rawStart = query.startTime as string | undefined;
+      const rawEnd = query.endTime as string | undefined;
+      const from = rawStart === undefined ? nowMs - 30 * 86_400_000 : Date.parse(rawStart);
+      const to = rawEnd === undefined ? nowMs : Date.parse(rawEnd);
+      if (Number.isNaN(from) || Number.isNaN(to))
+        return problem(400, 'startTime/endTime must be RFC 3339');
+      startMs = bucketStart(from, bucketSize, 0);
+      const endBucket = bucketStart(to, bucketSize, 0);
+      endMs = endBucket === to ? to : bucketStart(to, bucketSize, 1);
+      if (endMs <= startMs) return problem(400, 'endTime must be after startTime');
+    }
+    const podId = query.podId as string | undefined;
+    const ids = this.ledgerBook.ids().filter((id) => podId === undefined || id === podId);
+    const records: JsonObject[] = [];
+    const totals = { totalAmount: 0, gpuAmount: 0, cpuAmount: 0, diskAmount: 0 };
+    const pods = new Set<string>();
+    for (let b = startMs; b < endMs; b = bucketStart(b, bucketSize, 1)) {
+      const bEnd = bucketStart(b, bucketSize, 1);
+      for (const id of ids) {
+        const charged = this.ledgerBook.chargedBetween(id, b, bEnd);
+        if (charged === null) continue;
+        const gpu = roundUsd(charged.gpuUsd);
+        const disk = roundUsd(charged.diskUsd);
+        const total = roundUsd(charged.gpuUsd + charged.diskUsd);
+        records.push({
+          startTime: new Date(b).toISOString(),
+          endTime: new Date(bEnd).toISOString(),
+          podId: id,
+          totalAmount: total,
+          gpuAmount: gpu,
+          cpuAmount: 0,
+          diskAmount: disk,
+        });
+        totals.totalAmount += charged.gpuUsd + charged.diskUsd;
+        totals.gpuAmount += charged.gpuUsd;
+        totals.diskAmount += charged.diskUsd;
+        pods.add(id);
+      }
+    }
+    return {
+      status: 200,
+      body: {
+        records,
+        metadata: {
+          query: {
+            startTime: new Date(startMs).toISOString(),
+            endTime: new Date(endMs).toISOString(),
+            bucketSize,
+            podId: podId ?? null,
+          },
+          recordCount: records.length,
+          uniquePodCount: pods.size,
+          totals: {
+            totalAmount: roundUsd(totals.totalAmount),
+            gpuAmount: roundUsd(totals.gpuAmount),
+            cpuAmount: 0,
+            diskAmount: roundUsd(totals.diskAmount),
+          },
+        },
+      },
+    };
   }
 
   private listGpuTypes(query: Record<string, unknown>): Reply {
@@ -2102,6 +2190,35 @@ interface CreatePodBody {
   templateId?: string;
   /** LIVE API EXTENSION (see ./extensions.ts). */
   cmd?: string[];
+}
+
+type BucketSize = 'hour' | 'day' | 'week' | 'month' | 'year';
+
+/** The start of the bucket `ms` falls in, moved by `shift` buckets (UTC; weeks start Monday). */
+function bucketStart(ms: number, size: BucketSize, shift: number): number {
+  const d = new Date(ms);
+  const y = d.getUTCFullYear();
+  const mo = d.getUTCMonth();
+  const day = d.getUTCDate();
+  switch (size) {
+    case 'hour':
+      return Math.floor(ms / 3_600_000) * 3_600_000 + shift * 3_600_000;
+    case 'day':
+      return Date.UTC(y, mo, day + shift);
+    case 'week': {
+      const sinceMonday = (d.getUTCDay() + 6) % 7;
+      return Date.UTC(y, mo, day - sinceMonday + 7 * shift);
+    }
+    case 'month':
+      return Date.UTC(y, mo + shift, 1);
+    case 'year':
+      return Date.UTC(y + shift, 0, 1);
+  }
+}
+
+/** Runpod's amounts are dollars; six decimals keep a seconds-long test pod's cents visible. */
+function roundUsd(value: number): number {
+  return Math.round(value * 1e6) / 1e6;
 }
 
 function volumeJson(v: NetworkVolumeSpec): JsonObject {

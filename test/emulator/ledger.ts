@@ -119,6 +119,42 @@ export class Ledger {
     return record ? this.toEntry(record, this.clock.nowMs()) : undefined;
   }
 
+  /** Every pod ever created (their ids), oldest first. */
+  ids(): string[] {
+    return [...this.records.keys()];
+  }
+
+  /**
+   * What pod `id` was charged in [fromMs, toMs): GPU seconds at the GPU rate and stopped seconds
+   * at the disk rate, the amounts `GET /v2/billing/pods` reports for one bucket. Null when the
+   * pod was never created or did not exist in that window.
+   */
+  chargedBetween(
+    id: string,
+    fromMs: number,
+    toMs: number,
+  ): { gpuUsd: number; diskUsd: number } | null {
+    const record = this.records.get(id);
+    if (!record) return null;
+    const nowMs = this.clock.nowMs();
+    const aliveTo = record.deletedAtMs ?? nowMs;
+    if (record.createdAtMs >= toMs || aliveTo < fromMs || fromMs >= nowMs) return null;
+    let gpuMs = 0;
+    let diskMs = 0;
+    record.intervals.forEach((interval, i) => {
+      const endMs = Math.min(record.intervals[i + 1]?.fromMs ?? nowMs, toMs);
+      const spanMs = Math.max(0, endMs - Math.max(interval.fromMs, fromMs));
+      if (interval.mode === 'gpu') gpuMs += spanMs;
+      else if (interval.mode === 'disk') diskMs += spanMs;
+    });
+    const input = record.input;
+    const diskUsdPerHour = (input.diskGb * input.diskUsdPerGbMonth) / HOURS_PER_MONTH;
+    return {
+      gpuUsd: (gpuMs / 3_600_000) * input.gpuUsdPerHour,
+      diskUsd: (diskMs / 3_600_000) * diskUsdPerHour,
+    };
+  }
+
   snapshot(): LedgerSnapshot {
     const atMs = this.clock.nowMs();
     const pods = [...this.records.values()].map((r) => this.toEntry(r, atMs));

@@ -76,4 +76,20 @@ describe("Train's confirmation (model)", function () {
       'the cheapest GPU type in stock when the run starts, at most $1.50/h',
     );
   });
+
+  it('shows the quote: expected cost (up to max_hours, or from earlier runs) and the worst case', function () {
+    const now = Date.UTC(2026, 11, 2, 12, 0, 0);
+    const fresh = trainConfirmation('pod', target(), catalog, now).detail;
+    assert.match(
+      fresh,
+      /^Expected: up to \$4\.14 \(no earlier run of this config: up to max_hours\)$/m,
+    );
+    // 6 h + 10 min + 30 min at $0.69/h (the A5000 has no price).
+    assert.match(fresh, /^Worst case: \$4\.60 \(what the watchdog allows, graces included\)$/m);
+    assert.match(
+      trainConfirmation('pod', target(), catalog, now, [1800, 3600]).detail,
+      /^Expected: \$0\.35–\$0\.69 \(from 2 earlier runs of this config\)$/m,
+    );
+    assert.doesNotMatch(trainConfirmation('pod', target(), null, now).detail, /Expected|Worst/);
+  });
 });

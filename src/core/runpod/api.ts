@@ -445,6 +445,76 @@ export const ListSecretsSchema = z.object({
 });
 
 // ---------------------------------------------------------------------------
+// Billing (`GET /billing/pods`: ListPodBillingResponse)
+// ---------------------------------------------------------------------------
+
+export const BILLING_BUCKET_SIZES = ['hour', 'day', 'week', 'month', 'year'] as const;
+export type BillingBucketSize = (typeof BILLING_BUCKET_SIZES)[number];
+
+/** One bucket of one pod: USD amounts (PodBillingRecord). */
+export interface PodBillingRecord {
+  startTime: string;
+  endTime: string;
+  podId: string;
+  totalAmount: number;
+  gpuAmount: number;
+  cpuAmount: number;
+  diskAmount: number;
+}
+
+export interface PodBilling {
+  records: PodBillingRecord[];
+  /** The resolved window (snapped to bucket boundaries). */
+  startTime: string;
+  endTime: string;
+  bucketSize: string;
+  /** Totals across the records (PodBillingMetadata.totals), USD. */
+  totalAmount: number;
+  gpuAmount: number;
+  cpuAmount: number;
+  diskAmount: number;
+}
+
+const PodBillingAmountsWire = z.object({
+  totalAmount: z.number(),
+  gpuAmount: z.number(),
+  cpuAmount: z.number(),
+  diskAmount: z.number(),
+});
+
+export const ListPodBillingSchema = z
+  .object({
+    records: z.array(
+      PodBillingAmountsWire.extend({
+        startTime: z.string(),
+        endTime: z.string(),
+        podId: z.string(),
+      }),
+    ),
+    metadata: z.object({
+      query: z.object({ startTime: z.string(), endTime: z.string(), bucketSize: z.string() }),
+      recordCount: z.number().int(),
+      uniquePodCount: z.number().int(),
+      totals: PodBillingAmountsWire,
+    }),
+  })
+  .transform((wire): PodBilling => ({
+    records: wire.records.map((r) => ({
+      startTime: r.startTime,
+      endTime: r.endTime,
+      podId: r.podId,
+      totalAmount: r.totalAmount,
+      gpuAmount: r.gpuAmount,
+      cpuAmount: r.cpuAmount,
+      diskAmount: r.diskAmount,
+    })),
+    startTime: wire.metadata.query.startTime,
+    endTime: wire.metadata.query.endTime,
+    bucketSize: wire.metadata.query.bucketSize,
+    ...wire.metadata.totals,
+  }));
+
+// ---------------------------------------------------------------------------
 // Decoding
 // ---------------------------------------------------------------------------
 

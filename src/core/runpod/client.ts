@@ -31,6 +31,7 @@ import {
   ListDataCentersSchema,
   ListGpuTypesSchema,
   ListNetworkVolumesSchema,
+  ListPodBillingSchema,
   ListPodsSchema,
   ListSecretsSchema,
   ListTemplatesSchema,
@@ -41,6 +42,7 @@ import {
   PodSchema,
   podTemplates,
   SecretSchema,
+  type BillingBucketSize,
   type CreatePodBody,
   type DataCenter,
   type GpuType,
@@ -48,6 +50,7 @@ import {
   type Pagination,
   type Pod,
   type PodAction,
+  type PodBilling,
   type Secret,
   type Template,
 } from './api';
@@ -404,6 +407,23 @@ export class RunpodClient implements Disposable {
       (page) => page.networkVolumes,
       options.signal,
     );
+  }
+
+  /**
+   * What Runpod billed pod `podId` (`GET /billing/pods?podId=…`), bucketed by `bucketSize`
+   * (default `day`) over [startTime, endTime) (Runpod snaps the window to bucket boundaries;
+   * default the last 30 days). Read-only, retried like any GET.
+   */
+  async podBilling(
+    podId: string,
+    window: { startTime?: Date; endTime?: Date; bucketSize?: BillingBucketSize } = {},
+    options: CallOptions = {},
+  ): Promise<PodBilling> {
+    const query: Record<string, string> = { podId, bucketSize: window.bucketSize ?? 'day' };
+    if (window.startTime) query.startTime = window.startTime.toISOString();
+    if (window.endTime) query.endTime = window.endTime.toISOString();
+    const answer = await this.getOk('/billing/pods', query, options.signal);
+    return this.decode(answer, ListPodBillingSchema, 'GET /billing/pods');
   }
 
   /** The network volume `id`, or null when Runpod answers its own 404. */

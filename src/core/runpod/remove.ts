@@ -6,6 +6,7 @@
 import * as path from 'node:path';
 import type { DeleteReason } from '../events';
 import type { DeletedBy, PodRecord } from '../runs/podRecord';
+import { recordBilled } from './billing';
 import { SSH_DIR } from '../runs/store';
 import { forgetClientKey } from './keys';
 import type { Pod } from './api';
@@ -144,6 +145,8 @@ export async function remove(
   const deleteSaidGone = !(await deleteWhileUnreachable(ctx, pod, id, reason, signal));
   await confirmGone(ctx, id, pod.runId, signal);
   markGone(ctx, pod, id, lookedGone && deleteSaidGone ? 'watchdog' : by, options);
+  // Confirmed gone: what Runpod billed it, beside our estimate (best effort, never throws).
+  await recordBilled(ctx, pod, signal);
 }
 
 /** Failures that say nothing about the pod, only that the API cannot answer now. */

@@ -155,6 +155,10 @@ export class PodRecord {
   deletedBy: DeletedBy | null = null;
   /** Rate × uptime, in USD, to 1/10000. */
   estimatedSpendUsd: number | null = null;
+  /** What Runpod billed the pod (`GET /billing/pods`), USD; null until read. */
+  billedUsd: number | null = null;
+  /** When the billed amount was read, RFC 3339. */
+  billedCheckedAt: string | null = null;
   /** Other pods of the run whose deletion could not be confirmed. */
   strayPods: string[] = [];
   /**
@@ -400,6 +404,8 @@ const podSchema = z.looseObject({
   max_cost_usd: z.number().gt(0).nullable().optional(),
   network_volume_id: nullableString.optional(),
   max_volume_gb: z.number().int().min(1).nullable().optional(),
+  billed_usd: z.number().min(0).nullable().optional(),
+  billed_checked_at: nullableString.optional(),
 });
 const POD_KEYS = Object.keys(podSchema.shape);
 
@@ -439,6 +445,8 @@ export function decodePodRecord(text: string, file: string): PodRecord {
   record.maxCostUsd = raw.max_cost_usd ?? null;
   record.networkVolumeId = raw.network_volume_id ?? null;
   record.maxVolumeGb = raw.max_volume_gb ?? null;
+  record.billedUsd = raw.billed_usd ?? null;
+  record.billedCheckedAt = raw.billed_checked_at ?? null;
   const extra = splitExtra(raw, POD_KEYS);
   if (extra) record.extraFields = extra;
   return record;
@@ -499,6 +507,8 @@ export function encodePodRecord(record: PodRecord): string {
       max_cost_usd: record.maxCostUsd,
       network_volume_id: record.networkVolumeId,
       max_volume_gb: record.maxVolumeGb,
+      billed_usd: record.billedUsd ?? undefined,
+      billed_checked_at: record.billedCheckedAt ?? undefined,
     },
     record.extraFields,
   );

@@ -1,0 +1,99 @@
+/** `overbrainer spend`: estimates beside Runpod's bills, as a table or JSON. Pure. */
+import { billedMismatch } from '../core/runpod/billing';
+import type { PodRecord } from '../core/runs/podRecord';
+
+export interface SpendRow {
+  runId: string;
+  created: string;
+  state: string;
+  podId: string | null;
+  podState: string;
+  estimatedUsd: number | null;
+  billedUsd: number | null;
+  billedCheckedAt: string | null;
+  /** Estimate − bill, USD; null while either is unknown. */
+  differenceUsd: number | null;
+  /** Over 1 % apart (beyond the estimate's resolution). */
+  flagged: boolean;
+}
+
+export function spendRow(runId: string, created: string, state: string, pod: PodRecord): SpendRow {
+  const differenceUsd =
+    pod.estimatedSpendUsd === null || pod.billedUsd === null
+      ? null
+      : Math.round((pod.estimatedSpendUsd - pod.billedUsd) * 10_000) / 10_000;
+  return {
+    runId,
+    created,
+    state,
+    podId: pod.podId,
+    podState: pod.state,
+    estimatedUsd: pod.estimatedSpendUsd,
+    billedUsd: pod.billedUsd,
+    billedCheckedAt: pod.billedCheckedAt,
+    differenceUsd,
+    flagged: billedMismatch(pod.estimatedSpendUsd, pod.billedUsd, pod.costPerHourUsd),
+  };
+}
+
+const sum = (values: (number | null)[]): number =>
+  Math.round(values.reduce<number>((a, v) => a + (v ?? 0), 0) * 10_000) / 10_000;
+
+export function spendJson(rows: readonly SpendRow[]): Record<string, unknown> {
+  return {
+    runs: rows.map((r) => ({
+      run_id: r.runId,
+      created: r.created,
+      state: r.state,
+      pod_id: r.podId,
+      pod_state: r.podState,
+      estimated_usd: r.estimatedUsd,
+      billed_usd: r.billedUsd,
+      billed_checked_at: r.billedCheckedAt,
+      difference_usd: r.differenceUsd,
+      flagged: r.flagged,
+    })),
+    totals: {
+      estimated_usd: sum(rows.map((r) => r.estimatedUsd)),
+      billed_usd: sum(rows.map((r) => r.billedUsd)),
+      flagged: rows.filter((r) => r.flagged).length,
+    },
+  };
+}
+
+const money = (v: number | null): string => (v === null ? '-' : `$${v.toFixed(4)}`);
+
+export function spendTable(rows: readonly SpendRow[]): string[] {
+  if (rows.length === 0) return ['spend: no run with a pod'];
+  const table = [
+    ['RUN', 'POD', 'ESTIMATED', 'BILLED', 'DIFFERENCE', ''],
+    ...rows.map((r) => [
+      r.runId,
+      r.podId === null ? '-' : `${r.podId} (${r.podState})`,
+      money(r.estimatedUsd),
+      r.billedUsd === null
+        ? r.podState === 'deleted'
+          ? 'not read'
+          : 'while it runs'
+        : money(r.billedUsd),
+      r.differenceUsd === null ? '-' : money(r.differenceUsd),
+      r.flagged ? 'over 1 % apart' : '',
+    ]),
+  ];
+  const widths = table[0]!.map((_, i) => Math.max(...table.map((row) => row[i]!.length)));
+  const lines = table.map((row) =>
+    row
+      .map((cell, i) => cell.padEnd(widths[i]!))
+      .join('  ')
+      .trimEnd(),
+  );
+  const json = spendJson(rows).totals as {
+    estimated_usd: number;
+    billed_usd: number;
+    flagged: number;
+  };
+  lines.push(
+    `total: estimated ${money(json.estimated_usd)}, billed ${money(json.billed_usd)}${json.flagged > 0 ? `; ${json.flagged} flagged` : ''}`,
+  );
+  return lines;
+}

@@ -1,0 +1,77 @@
+/**
+ * What Runpod billed a run's pod, read back from `GET /billing/pods` and recorded in pod.json
+ * beside our estimate (`billed_usd`, `billed_checked_at`), so a wrong estimate shows.
+ */
+import { rfc3339 } from '../clock';
+import type { PodRecord } from '../runs/podRecord';
+import { log, type PodCtx } from './context';
+
+/** A difference between estimate and bill beyond this share is flagged. */
+export const BILLED_TOLERANCE = 0.01;
+
+/**
+ * Runpod's billing records may trail the usage: a bill read within this long of the pod's
+ * deletion is read again (by `overbrainer spend`) until one is read later than that.
+ */
+export const BILL_SETTLE_MS = 24 * 3_600_000;
+
+/** Whether the pod's recorded bill is final: read at least BILL_SETTLE_MS after its deletion. */
+export function billSettled(
+  pod: Pick<PodRecord, 'billedUsd' | 'billedCheckedAt' | 'deletedAt'>,
+): boolean {
+  if (pod.billedUsd === null || pod.billedCheckedAt === null || pod.deletedAt === null)
+    return false;
+  return Date.parse(pod.billedCheckedAt) - Date.parse(pod.deletedAt) >= BILL_SETTLE_MS;
+}
+
+/**
+ * Reads what Runpod billed the deleted pod of `pod` over its lifetime (from the day it was created
+ * to now, day buckets summed) and saves it in pod.json. Best effort: a failure is logged and
+ * leaves the record as it was. Returns the billed amount, or null when none could be read.
+ */
+export async function recordBilled(
+  ctx: Pick<PodCtx, 'client' | 'store' | 'clock' | 'bus'>,
+  pod: PodRecord,
+  signal?: AbortSignal,
+): Promise<number | null> {
+  const id = pod.podId;
+  if (id === null || pod.state !== 'deleted' || pod.createdUnixS === null) return null;
+  try {
+    const nowMs = ctx.clock.nowMs();
+    const bill = await ctx.client.podBilling(
+      id,
+      {
+        startTime: new Date(pod.createdUnixS * 1000 - 86_400_000),
+        endTime: new Date(nowMs + 1000),
+        bucketSize: 'day',
+      },
+      { signal },
+    );
+    pod.billedUsd = Math.round(bill.totalAmount * 10_000) / 10_000;
+    pod.billedCheckedAt = rfc3339(nowMs);
+    ctx.store.savePod(pod);
+    return pod.billedUsd;
+  } catch (error) {
+    log(
+      ctx,
+      'debug',
+      `cannot read what Runpod billed pod ${id}: ${error instanceof Error ? error.message : String(error)}`,
+    );
+    return null;
+  }
+}
+
+/**
+ * Whether the estimate and the bill disagree: by more than 1 % of the bill, and by more than the
+ * estimate's own resolution (pod.json times are whole seconds on each end, the estimate is
+ * rounded to $0.0001: a seconds-long pod cannot agree to 1 %).
+ */
+export function billedMismatch(
+  estimatedUsd: number | null,
+  billedUsd: number | null,
+  costPerHourUsd: number | null,
+): boolean {
+  if (estimatedUsd === null || billedUsd === null) return false;
+  const resolution = 0.0001 + ((costPerHourUsd ?? 0) * 2) / 3600;
+  return Math.abs(estimatedUsd - billedUsd) > Math.max(billedUsd * BILLED_TOLERANCE, resolution);
+}

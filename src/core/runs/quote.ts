@@ -1,0 +1,166 @@
+/**
+ * The quote shown before a pod is created: the hourly rate of the GPU type tried first (and of
+ * its fallbacks), the expected cost to finish, and the worst case the watchdog allows. Pure: the
+ * caller brings the live catalog's rates and the durations of earlier runs.
+ */
+import type { PodRecord } from './podRecord';
+
+/** A GPU type the run would try, in order, with its catalog price for one GPU. */
+export interface QuoteCandidate {
+  gpuType: string;
+  /** List price of one GPU per hour (Secure cloud); null when the catalog has none. */
+  pricePerHourUsd: number | null;
+  /** Stock for the requested count, as the catalog says (`HIGH`, `NONE`…); null when unknown. */
+  availability: string | null;
+}
+
+export interface QuoteInput {
+  candidates: readonly QuoteCandidate[];
+  gpuCount: number;
+  maxHours: number;
+  maxCostUsd: number | null;
+  bootGraceS: number;
+  retrieveGraceS: number;
+  /** How long earlier runs of the same target and config held their pod, seconds. */
+  historyS: readonly number[];
+}
+
+export interface QuotedRate {
+  gpuType: string;
+  /** Price × GPU count per hour; null when the catalog has no price. */
+  usdPerHour: number | null;
+  availability: string | null;
+}
+
+export interface Quote {
+  rates: QuotedRate[];
+  /** Expected cost to finish at the first type's rate; null without a price. */
+  expected: {
+    lowUsd: number;
+    highUsd: number;
+    /** `history`: from earlier runs (min–max, or ±20 % of one); `max_hours`: none to go by. */
+    basis: 'history' | 'max_hours';
+    runs: number;
+  } | null;
+  /**
+   * Most the watchdog lets the pod cost at the dearest candidate: max_hours (or max_cost_usd
+   * when lower) plus the boot and retrieve graces at that rate; null without a price.
+   */
+  worstUsd: number | null;
+}
+
+/** ±20 % around the one earlier run there is. */
+export const SINGLE_RUN_SPREAD = 0.2;
+
+const cents = (usd: number): number => Math.round(usd * 100) / 100;
+
+export function quote(input: QuoteInput): Quote {
+  const rates = input.candidates.map((c) => ({
+    gpuType: c.gpuType,
+    usdPerHour: c.pricePerHourUsd === null ? null : c.pricePerHourUsd * input.gpuCount,
+    availability: c.availability,
+  }));
+  const first = rates[0]?.usdPerHour ?? null;
+  let expected: Quote['expected'] = null;
+  if (first !== null) {
+    const history = input.historyS.filter((s) => Number.isFinite(s) && s > 0);
+    const cap = (usd: number): number =>
+      input.maxCostUsd === null ? usd : Math.min(usd, input.maxCostUsd);
+    if (history.length === 0) {
+      expected = {
+        lowUsd: 0,
+        highUsd: cents(cap(first * input.maxHours)),
+        basis: 'max_hours',
+        runs: 0,
+      };
+    } else {
+      const lo = Math.min(...history);
+      const hi = Math.max(...history);
+      const [lowS, highS] =
+        history.length === 1
+          ? [lo * (1 - SINGLE_RUN_SPREAD), hi * (1 + SINGLE_RUN_SPREAD)]
+          : [lo, hi];
+      const maxS = input.maxHours * 3600;
+      expected = {
+        lowUsd: cents(cap((first * Math.min(lowS, maxS)) / 3600)),
+        highUsd: cents(cap((first * Math.min(highS, maxS)) / 3600)),
+        basis: 'history',
+        runs: history.length,
+      };
+    }
+  }
+  const priced = rates.map((r) => r.usdPerHour).filter((r): r is number => r !== null);
+  let worstUsd: number | null = null;
+  if (priced.length > 0) {
+    const dearest = Math.max(...priced);
+    const limit =
+      input.maxCostUsd === null
+        ? dearest * input.maxHours
+        : Math.min(dearest * input.maxHours, input.maxCostUsd);
+    worstUsd = cents(limit + (dearest * (input.bootGraceS + input.retrieveGraceS)) / 3600);
+  }
+  return { rates, expected, worstUsd };
+}
+
+const usd = (v: number): string => `$${v.toFixed(2)}`;
+
+/** The quote as the CLI prints it and the Train confirmation shows it, one line each. */
+export function quoteLines(q: Quote): string[] {
+  const lines: string[] = [];
+  const [first, ...fallbacks] = q.rates;
+  if (first) {
+    lines.push(
+      `Rate: ${first.usdPerHour === null ? 'no price' : `${usd(first.usdPerHour)}/h`} on ${first.gpuType} (tried first)`,
+    );
+  }
+  if (fallbacks.length > 0) {
+    lines.push(
+      `Fallbacks: ${fallbacks.map((r) => `${r.gpuType} ${r.usdPerHour === null ? 'no price' : `${usd(r.usdPerHour)}/h`}`).join(', ')}`,
+    );
+  }
+  if (q.expected) {
+    lines.push(
+      q.expected.basis === 'history'
+        ? `Expected: ${usd(q.expected.lowUsd)}–${usd(q.expected.highUsd)} (from ${q.expected.runs} earlier run${q.expected.runs === 1 ? '' : 's'} of this config)`
+        : `Expected: up to ${usd(q.expected.highUsd)} (no earlier run of this config: up to max_hours)`,
+    );
+  }
+  if (q.worstUsd !== null) {
+    lines.push(`Worst case: ${usd(q.worstUsd)} (what the watchdog allows, graces included)`);
+  }
+  return lines;
+}
+
+/** How long a finished run held its pod (created → deleted), seconds; null when unknown. */
+export function podHeldS(pod: Pick<PodRecord, 'createdUnixS' | 'deletedAt'>): number | null {
+  if (pod.createdUnixS === null || pod.deletedAt === null) return null;
+  const deletedMs = Date.parse(pod.deletedAt);
+  if (Number.isNaN(deletedMs)) return null;
+  const s = Math.floor(deletedMs / 1000) - pod.createdUnixS;
+  return s > 0 ? s : null;
+}
+
+/**
+ * How long each earlier succeeded run of `targetName` held its pod, seconds (the quote's
+ * history). Damaged records are skipped: they tell nothing about durations.
+ */
+export function heldByEarlierRuns(
+  store: {
+    list(): { runs: readonly { id: string; target: string; state: string }[] };
+    loadPod(id: string): Pick<PodRecord, 'createdUnixS' | 'deletedAt'> | null;
+  },
+  targetName: string,
+): number[] {
+  const held: number[] = [];
+  for (const run of store.list().runs) {
+    if (run.target !== targetName || run.state !== 'succeeded') continue;
+    try {
+      const pod = store.loadPod(run.id);
+      const s = pod === null ? null : podHeldS(pod);
+      if (s !== null) held.push(s);
+    } catch {
+      // A damaged pod.json.
+    }
+  }
+  return held;
+}
