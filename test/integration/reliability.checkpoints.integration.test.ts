@@ -14,6 +14,29 @@ import { train, type FlowResult } from '../../src/core/runs/flow';
 import { matrixLabs, type Lab, type LabOptions } from '../helpers/lifecycle';
 import { recordFault, recordResult } from '../helpers/reliability';
 
+/**
+ * A job that stops for a snapshot: a 2 MiB checkpoint (built in a hidden directory, then renamed),
+ * a metric, snapshot.json naming it. With a runs directory as $1 it then waits until the client
+ * has streamed the checkpoint home (the emulator's pod is a process on this machine, so it can
+ * see runs/<id>/checkpoints/latest.json: a state awaited, not a time), so the snapshot's
+ * checkpoint is home before collect() runs; with `-` it ends at once.
+ */
+const SNAPSHOT_SH = `#!/bin/sh
+mkdir -p output/.building
+printf '{"event":"begin","time":%s,"max_steps":10}\\n' "$(date +%s)" >> "$OVERBRAINER_METRICS"
+head -c 2097152 /dev/urandom > output/.building/model.bin
+echo 5 > output/.building/state
+mv output/.building output/checkpoint-5
+printf '{"event":"log","time":%s,"step":5,"epoch":0,"max_steps":10,"loss":1.0}\\n' "$(date +%s)" >> "$OVERBRAINER_METRICS"
+printf '{"checkpoint":"output/checkpoint-5","step":5,"time":%s,"reason":"requested"}\\n' "$(date +%s)" > snapshot.json.tmp
+mv snapshot.json.tmp snapshot.json
+if [ "$1" != "-" ]; then
+  id=$(basename "$PWD")
+  while [ ! -e "$1/$id/checkpoints/latest.json" ]; do sleep 0.05; done
+fi
+echo stopped > output/done
+`;
+
 interface Outcome {
   result: FlowResult | null;
   error: unknown;
@@ -151,6 +174,38 @@ describe('checkpoints streamed home while a run is followed', function () {
       .readdirSync(dir)
       .reduce((sum, name) => sum + fs.statSync(path.join(dir, name)).size, 0);
     assert.equal(bytes, latest.bytes);
+    nothingBills(l);
+    recordResult(this, { verified: 1, lost: 0 });
+  });
+  it('a stopped run whose snapshot checkpoint was streamed home: collect() fetches only what changed (the 2 MiB checkpoint is reused, verified against the manifest)', async function () {
+    const l = await start({ command: 'sh data/snapshot.sh RUNS' });
+    const runs = path.dirname(l.runDir('x'));
+    fs.writeFileSync(path.join(l.workspace, 'data', 'snapshot.sh'), SNAPSHOT_SH);
+    // The runs directory is known once the lab exists: the job is given it on its command line.
+    (l.config.training!.trainer as { command: string }).command = `sh data/snapshot.sh ${runs}`;
+    const fetched = (): { transferred: number; reused: number } => {
+      const line = l.logs().find((m) => / bytes fetched after the job ended /.test(m)) ?? '';
+      const match = /(\d+) bytes fetched after the job ended \((\d+) reused/.exec(line);
+      assert.ok(match, `no retrieval figure in the logs:\n${l.logs().join('\n')}`);
+      return { transferred: Number(match[1]), reused: Number(match[2]) };
+    };
+    let id: string | null = null;
+    const o = await run(l, (r) => (id = r));
+    assert.equal(o.error, null, `${String(o.error)}\n${l.transcript()}`);
+    const runId = id!;
+    assert.equal(l.runJson(runId).state, 'stopped', l.transcript());
+    const model = path.join(l.runDir(runId), 'output', 'checkpoint-5', 'model.bin');
+    assert.equal(fs.statSync(model).size, 2 * 1024 * 1024);
+    assert.deepEqual(
+      fs.readFileSync(model),
+      fs.readFileSync(path.join(l.runDir(runId), 'checkpoints', 'checkpoint-5', 'model.bin')),
+    );
+    const figure = fetched();
+    console.log(
+      `      bytes fetched after the job ended, checkpoint streamed: ${figure.transferred} (${figure.reused} reused)`,
+    );
+    assert.ok(figure.reused >= 2 * 1024 * 1024, JSON.stringify(figure));
+    assert.ok(figure.transferred < 64 * 1024, JSON.stringify(figure));
     nothingBills(l);
     recordResult(this, { verified: 1, lost: 0 });
   });

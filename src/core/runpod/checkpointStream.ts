@@ -12,13 +12,13 @@
  */
 import { randomBytes } from 'node:crypto';
 import { readFileSync } from 'node:fs';
-import { mkdir, rename, rm, writeFile, readdir } from 'node:fs/promises';
+import { cp, mkdir, readdir, rename, rm, stat, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { isAbortError } from '../clock';
 import type { Executor } from '../exec/executor';
 import { CHECKPOINTS_DIR } from '../runs/store';
 import type { RunRecord } from '../runs/runRecord';
-import { retrieve } from '../train/retrieval';
+import { retrieve, STAGING_DIR } from '../train/retrieval';
 import { log, type PodCtx } from './context';
 import { messageOf } from './remove';
 
@@ -217,5 +217,31 @@ export async function watchCheckpoints(
     } catch {
       return;
     }
+  }
+}
+
+/**
+ * Before the results of a stopped run are retrieved: when its snapshot checkpoint (`kept`,
+ * relative to the run directory, `output/checkpoint-12`) was streamed home already, its files are
+ * copied into the retrieval's staging directory, where {@link retrieve} hashes them against the
+ * pod's manifest and fetches only the files that differ. Returns the bytes placed there (0 when
+ * no streamed copy matches the path). Never throws: without a seed everything is fetched.
+ */
+export async function seedFromStream(localRunDir: string, kept: string): Promise<number> {
+  try {
+    const latest = readLatest(localRunDir);
+    if (latest === null || latest.remote !== kept || !CHECKPOINT_PATH.test(kept)) return 0;
+    const from = join(localRunDir, latest.path);
+    const to = join(localRunDir, STAGING_DIR, 'files', kept);
+    await rm(to, { recursive: true, force: true });
+    await mkdir(join(to, '..'), { recursive: true });
+    await cp(from, to, { recursive: true, errorOnExist: false, verbatimSymlinks: true });
+    let bytes = 0;
+    for (const file of await readdir(to, { recursive: true, withFileTypes: true })) {
+      if (file.isFile()) bytes += (await stat(join(file.parentPath, file.name))).size;
+    }
+    return bytes;
+  } catch {
+    return 0;
   }
 }
