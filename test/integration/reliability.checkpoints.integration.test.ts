@@ -134,6 +134,8 @@ describe('checkpoints streamed home while a run is followed', function () {
     assert.equal(latest.files, 2);
     const kept = localCheckpoints(l, runId);
     assert.ok(kept.length <= 2 && kept.includes(`checkpoint-${latest.step}`), kept.join(' '));
+    const after = l.logs().find((m) => / bytes fetched after the job ended /.test(m));
+    console.log(`      tiny example, succeeded: ${after}`);
     // The results retrieved after the job ended leave the checkpoints out, as before.
     assert.deepEqual(
       fs
