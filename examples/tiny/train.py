@@ -22,6 +22,11 @@ trainer_state.json (the random generator's state and the shuffle order left),
 so a run started with $OVERBRAINER_RESUME_FROM (or --resume-from) set to it
 continues at the next step and ends with the same model, float for float, as
 a run never stopped.
+
+--save-every N also saves output/checkpoint-<step>/ every N steps while
+training (built in a hidden temp directory, then renamed into place, so a
+checkpoint-* directory is always whole); Overbrainer copies each one home
+while the job runs.
 """
 
 import argparse
@@ -30,6 +35,7 @@ import json
 import math
 import os
 import random
+import shutil
 import signal
 import sys
 import time
@@ -122,6 +128,19 @@ def save(directory, weights, bias, step, train_loss, eval_loss, state=None):
     return path
 
 
+def save_whole(directory, weights, bias, step, train_loss, eval_loss, state):
+    """Saves a checkpoint in a hidden temp directory beside ``directory``, then renames it into
+    place: a ``checkpoint-*`` directory is never seen half written."""
+    if os.path.isdir(directory):
+        return directory
+    parent, name = os.path.split(directory)
+    temp = os.path.join(parent, ".%s.%d.tmp" % (name, os.getpid()))
+    shutil.rmtree(temp, ignore_errors=True)
+    save(temp, weights, bias, step, train_loss, eval_loss, state)
+    os.rename(temp, directory)
+    return directory
+
+
 def trainer_state(args, step, rng, order, train_loss, eval_loss):
     """All a resume needs besides the weights: the generator's state and the shuffle order left."""
     version, internal, gauss = rng.getstate()
@@ -190,6 +209,9 @@ def main(argv=None):
     parser.add_argument("--data", default=os.path.join(HERE, "data"))
     parser.add_argument("--output", default="output", help="output directory (default ./output)")
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument(
+        "--save-every", type=int, default=0, help="save output/checkpoint-<step>/ every N steps (0: never)"
+    )
     parser.add_argument("--exit-code", type=int, default=0, help="exit with this code (tests)")
     parser.add_argument(
         "--resume-from",
@@ -198,8 +220,8 @@ def main(argv=None):
         help="continue from this checkpoint (default $OVERBRAINER_RESUME_FROM)",
     )
     args = parser.parse_args(argv)
-    if args.steps < 1 or args.batch_size < 1 or args.eval_every < 1 or args.step_seconds < 0:
-        parser.error("--steps, --batch-size and --eval-every must be >= 1, --step-seconds >= 0")
+    if args.steps < 1 or args.batch_size < 1 or args.eval_every < 1 or args.step_seconds < 0 or args.save_every < 0:
+        parser.error("--steps, --batch-size and --eval-every must be >= 1, --step-seconds and --save-every >= 0")
 
     stop = {"requested": False}
 
@@ -288,6 +310,9 @@ def main(argv=None):
                 }
             )
             print("step %d eval_loss %.4f" % (step, eval_loss), flush=True)
+        if args.save_every and step % args.save_every == 0 and step < args.steps:
+            state = trainer_state(args, step, rng, order, train_loss, eval_loss)
+            save_whole(os.path.join(args.output, "checkpoint-%d" % step), weights, bias, step, train_loss, eval_loss, state)
         if stop["requested"]:
             break
         # The step has ended: a snapshot request is honoured now, or while waiting for the

@@ -237,6 +237,27 @@ class TinySnapshotTest(unittest.TestCase):
         whole = read_lines(os.path.join(whole_dir, "metrics.jsonl"))
         self.assertEqual(train_lines(stopped) + train_lines(resumed), train_lines(whole))
 
+    def test_save_every_writes_whole_checkpoints_while_training_and_one_resumes_as_if_never_stopped(self):
+        whole = self.uninterrupted(30)
+        saving = self.run_dir("saving")
+        done = self.run_train(saving, ["--steps", "30", "--step-seconds", "0", "--save-every", "10"])
+        self.assertEqual(done.returncode, 0, done.stderr)
+        # Every 10 steps but not at the end (the final model is output/model.json); no temp left.
+        self.assertEqual(
+            sorted(os.listdir(os.path.join(saving, "output"))),
+            ["README.txt", "checkpoint-10", "checkpoint-20", "model.json"],
+        )
+        for step in (10, 20):
+            self.assertEqual(
+                sorted(os.listdir(os.path.join(saving, "output", "checkpoint-%d" % step))),
+                ["model.json", "trainer_state.json"],
+            )
+            self.assertEqual(self.model(saving, "checkpoint-%d" % step)["step"], step)
+        # Saving does not change the training: the same final model as a run that saves nothing.
+        self.assertEqual(self.model(saving), self.model(whole))
+        resumed = self.resume(saving, 20, 30)
+        self.assertEqual(self.model(resumed), self.model(whole))
+
     def test_a_request_stops_it_at_a_step_end_and_a_resumed_run_ends_as_if_never_stopped(self):
         steps, k = self.STEPS, 5
         stopped_dir = self.run_dir("stopped")

@@ -69,6 +69,8 @@ export interface Timing {
   snapshotWaitS: number;
   /** How often a following client samples the run's disk use (the disk policy). */
   diskPollMs: number;
+  /** How often a following client looks for new checkpoints on the pod to stream home. */
+  checkpointPollMs: number;
   /**
    * Not a time: bytes in one GB of a network volume's size (Runpod counts decimal GB), so the
    * disk policy turns the API's size into the bytes `du` counts. Never scaled; tests shrink it
@@ -111,6 +113,7 @@ export const PRODUCTION_TIMING: Readonly<Timing> = Object.freeze({
   snapshotLeadS: 900,
   snapshotWaitS: 900,
   diskPollMs: 60_000,
+  checkpointPollMs: 60_000,
   volumeGbBytes: 1_000_000_000,
 });
 

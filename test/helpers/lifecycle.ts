@@ -59,6 +59,8 @@ export function labTiming(overrides: Partial<Timing> = {}): Timing {
     // poll kept at 300 ms here, the disk's 1 s would be one per 3 and load a 20-run lab with SSH
     // commands production never sends. The disk tests set their own.
     diskPollMs: 10_000,
+    // Likewise for the checkpoint stream's look on the pod; the checkpoint tests set their own.
+    checkpointPollMs: 10_000,
     ...overrides,
   });
 }

@@ -16,6 +16,7 @@ import { Pace } from '../train/pace';
 import { requestSnapshot } from '../train/snapshot';
 import { isDead, type Pod } from './api';
 import { log, warn, type PodCtx } from './context';
+import { watchCheckpoints } from './checkpointStream';
 import { watchDisk } from './diskWatch';
 import { alias, CLIENT_KEY, sshCommand, writeSshConfig } from './keys';
 import {
@@ -181,6 +182,7 @@ export async function watchLeased(
   // The disk policy samples alongside the lease holder until the watch ends (`stop`). It never
   // rejects, and nothing waits for a sample in flight on a connection that may be gone.
   void watchDisk(ctx, executor, run, pod, stop.signal);
+  void watchCheckpoints(ctx, executor, run, stop.signal);
   try {
     const watched = follower.follow(stop.signal).then(
       (result): Watched => ({ kind: 'ended', result }),

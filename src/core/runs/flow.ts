@@ -26,6 +26,7 @@ import {
   watchLeased,
   type Ending,
 } from '../runpod/lifecycle';
+import { seedFromStream } from '../runpod/checkpointStream';
 import { PodError } from '../runpod/podError';
 import { startPod } from '../runpod/provision';
 import { forgetKeys, messageOf, noteStrays, remove, sweep } from '../runpod/remove';
@@ -618,6 +619,8 @@ async function collect(
     // checkpoints stay excluded). Not knowing whether there is one is not knowing what to fetch.
     outcome = withSnapshot(outcome, await readSnapshot(executor, run.remoteDir));
     const kept = outcome.snapshot?.checkpoint;
+    // A snapshot checkpoint streamed home already is reused: only files that differ are fetched.
+    const seeded = kept === undefined ? 0 : await seedFromStream(deps.store.runDir(run.id), kept);
     // The lease is renewed while the results download: the deadline never cuts a retrieval.
     const got = await holdLeaseDuring(ctx, executor, run, pod, () =>
       retrieve({
@@ -630,6 +633,11 @@ async function collect(
       }),
     );
     verified = got.verified;
+    log(
+      ctx,
+      'info',
+      `run ${run.id}: ${got.transferredBytes} bytes fetched after the job ended (${got.reusedBytes} reused${seeded > 0 ? ', the snapshot checkpoint streamed home already' : ''})`,
+    );
     if (!got.verified) {
       problem = describeMismatches(got.mismatches);
     }

@@ -31,6 +31,9 @@ export const SSH_DIR = 'ssh';
 /** The local copy of the pod's logs. */
 export const POD_LOG_DIR = '.pod';
 
+/** Checkpoints streamed home while the job runs (src/core/runpod/checkpointStream.ts). */
+export const CHECKPOINTS_DIR = 'checkpoints';
+
 /**
  * Top-level names of a run directory that never leave this machine: the
  * upload to a target skips them (keys, records, lock), as do atomic-write
@@ -43,6 +46,7 @@ export const LOCAL_ONLY: readonly string[] = Object.freeze([
   POD_LOG_DIR,
   LOCK_FILE,
   TAKEOVER_FILE,
+  CHECKPOINTS_DIR,
 ]);
 
 /** A run skipped by {@link RunStore.list}, and why. */

@@ -1,0 +1,37 @@
+import assert from 'node:assert/strict';
+import { finishedCheckpoint, parseLook, stepOf } from '../../src/core/runpod/checkpointStream';
+
+const look = (text: string): ReturnType<typeof parseLook> => parseLook(text);
+
+describe('checkpoint stream: which checkpoint is finished', () => {
+  const two = [
+    'D ./output/checkpoint-10',
+    'F 120 ./output/checkpoint-10/model.json',
+    'D ./output/checkpoint-20',
+    'F 60 ./output/checkpoint-20/model.json',
+    '',
+  ].join('\n');
+
+  it('takes the newest once a newer one exists, never a checkpoint still changing', () => {
+    const first = look(two);
+    assert.equal(finishedCheckpoint(first, null), 'output/checkpoint-10');
+    const grown = look(two.replace('F 60 ', 'F 120 '));
+    // checkpoint-20 changed between the two looks: still the older one.
+    assert.equal(finishedCheckpoint(grown, first), 'output/checkpoint-10');
+    // Unchanged at the next look: finished.
+    assert.equal(
+      finishedCheckpoint(look(two.replace('F 60 ', 'F 120 ')), grown),
+      'output/checkpoint-20',
+    );
+  });
+
+  it('takes the one snapshot.json names at once, skips empty and foreign names', () => {
+    const named = look(`${two}S {"checkpoint":"output/checkpoint-20","step":20}\n`);
+    assert.equal(named.snapshot, 'output/checkpoint-20');
+    assert.equal(finishedCheckpoint(named, null), 'output/checkpoint-20');
+    const odd = look('D ./out put/checkpoint-3\nF 1 x\nD ./output/checkpoint-4\n');
+    assert.deepEqual([...odd.checkpoints.keys()], ['output/checkpoint-4']);
+    assert.equal(finishedCheckpoint(odd, odd), null);
+    assert.equal(stepOf('output/checkpoint-20'), 20);
+  });
+});
