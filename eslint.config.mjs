@@ -1,6 +1,38 @@
 import js from '@eslint/js';
 import tseslint from 'typescript-eslint';
 
+/** The core's layers, highest first: each may import only the ones after it. */
+const LAYERS = ['flow', 'runpod', 'train', 'runs', 'exec', 'config'];
+
+/** One `no-restricted-imports` config per layer (flat configs do not merge one rule's options). */
+function coreLayers() {
+  const editor = { name: 'vscode', message: 'src/core must not depend on the editor API.' };
+  const frontEnds = {
+    group: ['**/ui', '**/ui/*', '**/cli', '**/cli/*', '**/extension'],
+    message: 'src/core must not import the front ends (ui, cli): they import the core.',
+  };
+  const above = (layers, prefix, here) =>
+    layers.length === 0
+      ? []
+      : [
+          {
+            group: layers.flatMap((l) => [`${prefix}${l}`, `${prefix}${l}/*`]),
+            message: `${here} is below ${layers.join(', ')}: layers import downward only (docs/ARCHITECTURE.md).`,
+          },
+        ];
+  const rule = (patterns) => ({
+    'no-restricted-imports': ['error', { paths: [editor], patterns: [frontEnds, ...patterns] }],
+  });
+  return [
+    // The base files (events, clock, timing, disposable) import no layer.
+    { files: ['src/core/*.ts'], rules: rule(above(LAYERS, './', 'the base')) },
+    ...LAYERS.map((layer, i) => ({
+      files: [`src/core/${layer}/**/*.ts`],
+      rules: rule(above(LAYERS.slice(0, i), '../', `core/${layer}`)),
+    })),
+  ];
+}
+
 export default tseslint.config(
   {
     ignores: [
@@ -25,16 +57,10 @@ export default tseslint.config(
       eqeqeq: ['error', 'always'],
     },
   },
-  {
-    // The core is editor-independent: the CLI and the tests run it without VS Code.
-    files: ['src/core/**/*.ts'],
-    rules: {
-      'no-restricted-imports': [
-        'error',
-        { paths: [{ name: 'vscode', message: 'src/core must not depend on the editor API.' }] },
-      ],
-    },
-  },
+  // The core is editor-independent (the CLI and the tests run it without VS Code), and its layers
+  // import downward only: flow > runpod > train > runs > exec > config > the base files
+  // (events, clock, timing, disposable). docs/ARCHITECTURE.md says what each layer holds.
+  ...coreLayers(),
   {
     // The webview page runs in a browser sandbox and cannot reach the editor API.
     files: ['media/**/*.ts'],

@@ -18,7 +18,7 @@
  * Runpod API call while the watch works. It cannot run here, so it is
  * computed, not measured.
  */
-import { train } from '../src/core/runs/flow';
+import { train } from '../src/core/flow';
 import { PRODUCTION_TIMING, scaleTiming, type Timing } from '../src/core/timing';
 import { Lab } from '../test/helpers/lifecycle';
 import {

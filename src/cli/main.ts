@@ -53,7 +53,7 @@ import {
   train,
   type FlowDeps,
   type FlowResult,
-} from '../core/runs/flow';
+} from '../core/flow';
 import type { PodRecord } from '../core/runs/podRecord';
 import { heldByEarlierRuns, quote, quoteLines } from '../core/runs/quote';
 import { noPodLeft, RunStore } from '../core/runs/store';

@@ -26,7 +26,7 @@ import {
   requestStop,
   train,
   type FlowResult,
-} from '../core/runs/flow';
+} from '../core/flow';
 import { Pace } from '../core/train/pace';
 import type { ApiKeyStore } from './apiKey';
 import type { Log } from './log';

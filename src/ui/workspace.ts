@@ -12,7 +12,7 @@ import {
 import type { EventBus } from '../core/events';
 import { CLIENT_VERSION, RunpodClient } from '../core/runpod/client';
 import type { PodCtx } from '../core/runpod/context';
-import type { FlowDeps } from '../core/runs/flow';
+import type { FlowDeps } from '../core/flow';
 import { RunStore } from '../core/runs/store';
 import { PRODUCTION_TIMING, scaleTiming, type Timing } from '../core/timing';
 

@@ -17,7 +17,7 @@ import { loadConfig, type OverbrainerConfig } from '../../src/core/config';
 import { EventBus, type CoreEvent, type PodStatusEvent } from '../../src/core/events';
 import { CLIENT_VERSION, RunpodClient } from '../../src/core/runpod/client';
 import { hostKeySecretName } from '../../src/core/runpod/context';
-import type { FlowDeps } from '../../src/core/runs/flow';
+import type { FlowDeps } from '../../src/core/flow';
 import { RunStore } from '../../src/core/runs/store';
 import { scaleTiming, type Timing } from '../../src/core/timing';
 import { startEmulator, type Emulator, type EmulatorOptions } from '../emulator/emulator';

@@ -12,7 +12,7 @@
  */
 import { CLIENT_VERSION } from '../../src/core/runpod/client';
 import { systemClock } from '../../src/core/clock';
-import { train } from '../../src/core/runs/flow';
+import { train } from '../../src/core/flow';
 import { coreFor, type ChildSetup } from './lifecycle';
 
 async function main(): Promise<number> {

@@ -13,7 +13,7 @@ import type { CoreEvent } from '../../src/core/events';
 import { MAX_COST_REACHED, MAX_HOURS_REACHED } from '../../src/core/runpod/lifecycle';
 import { hostKeySecretName } from '../../src/core/runpod/context';
 import { PodError } from '../../src/core/runpod/podError';
-import { attach, cancel, FlowError, keepPod, train } from '../../src/core/runs/flow';
+import { attach, cancel, FlowError, keepPod, train } from '../../src/core/flow';
 import { filesUnder, GPU, Lab, ROOT, type LabOptions, runIdHolder } from '../helpers/lifecycle';
 
 type Attempt = { result: string; gpu_type: string; detail?: string; pod_id?: string };

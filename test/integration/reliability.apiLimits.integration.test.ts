@@ -10,7 +10,7 @@
 import assert from 'node:assert/strict';
 import { removeRunOrPod } from '../../src/core/runpod/podAdmin';
 import { PodError } from '../../src/core/runpod/podError';
-import { train, type FlowResult } from '../../src/core/runs/flow';
+import { train, type FlowResult } from '../../src/core/flow';
 import { FollowError } from '../../src/core/train/follow';
 import { GPU, Lab, matrixLabs } from '../helpers/lifecycle';
 import { recordFault } from '../helpers/reliability';

@@ -10,7 +10,7 @@
 import assert from 'node:assert/strict';
 import * as fs from 'node:fs';
 import * as path from 'node:path';
-import { train, type FlowResult } from '../../src/core/runs/flow';
+import { train, type FlowResult } from '../../src/core/flow';
 import { matrixLabs, type Lab, type LabOptions } from '../helpers/lifecycle';
 import { recordFault, recordResult } from '../helpers/reliability';
 

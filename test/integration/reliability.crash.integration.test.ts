@@ -19,7 +19,7 @@ import assert from 'node:assert/strict';
 import { createHash } from 'node:crypto';
 import * as fs from 'node:fs';
 import * as path from 'node:path';
-import { attach } from '../../src/core/runs/flow';
+import { attach } from '../../src/core/flow';
 import type { CoreEvent } from '../../src/core/events';
 import type { Fault } from '../emulator/faults';
 import type { LedgerEntry } from '../emulator/ledger';

@@ -12,7 +12,7 @@ import { existsSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
 import { removePods } from '../../src/core/runpod/podAdmin';
 import { PodError } from '../../src/core/runpod/podError';
-import { train, type FlowResult } from '../../src/core/runs/flow';
+import { train, type FlowResult } from '../../src/core/flow';
 import { GPU, Lab, matrixLabs } from '../helpers/lifecycle';
 import { recordFault } from '../helpers/reliability';
 

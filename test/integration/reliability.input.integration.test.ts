@@ -13,7 +13,7 @@ import * as fs from 'node:fs';
 import * as net from 'node:net';
 import * as os from 'node:os';
 import * as path from 'node:path';
-import { attach, train } from '../../src/core/runs/flow';
+import { attach, train } from '../../src/core/flow';
 import { RunStore } from '../../src/core/runs/store';
 import { systemClock } from '../../src/core/clock';
 import { isRunsError } from '../../src/core/runs/errors';

@@ -11,7 +11,7 @@ import * as fs from 'node:fs';
 import * as path from 'node:path';
 import { PodError } from '../../src/core/runpod/podError';
 import type { PodRecord } from '../../src/core/runs/podRecord';
-import { train } from '../../src/core/runs/flow';
+import { train } from '../../src/core/flow';
 import { Lab, matrixLabs } from '../helpers/lifecycle';
 import { recordFault } from '../helpers/reliability';
 

@@ -8,7 +8,7 @@
 import * as assert from 'node:assert/strict';
 import * as fs from 'node:fs';
 import * as path from 'node:path';
-import { FlowError, attach, train } from '../../src/core/runs/flow';
+import { FlowError, attach, train } from '../../src/core/flow';
 import { matrixLabs } from '../helpers/lifecycle';
 import { recordFault, recordResult } from '../helpers/reliability';
 

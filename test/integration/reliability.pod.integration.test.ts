@@ -13,7 +13,7 @@ import * as path from 'node:path';
 import { removePods } from '../../src/core/runpod/podAdmin';
 import { MAX_COST_REACHED } from '../../src/core/runpod/lifecycle';
 import { PodError } from '../../src/core/runpod/podError';
-import { attach, train, type FlowResult } from '../../src/core/runs/flow';
+import { attach, train, type FlowResult } from '../../src/core/flow';
 import { GPU, Lab, matrixLabs } from '../helpers/lifecycle';
 import { recordFault, recordResult } from '../helpers/reliability';
 

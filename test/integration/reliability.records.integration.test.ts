@@ -15,7 +15,7 @@ import {
   removeRunOrPod,
   sweepHostKeySecrets,
 } from '../../src/core/runpod/podAdmin';
-import { FlowError, recoverAbandoned, train } from '../../src/core/runs/flow';
+import { FlowError, recoverAbandoned, train } from '../../src/core/flow';
 import { GPU, Lab, spawnLifecycleChild, matrixLabs } from '../helpers/lifecycle';
 import { recordFault } from '../helpers/reliability';
 

@@ -15,7 +15,7 @@ import * as http from 'node:http';
 import type { AddressInfo } from 'node:net';
 import * as os from 'node:os';
 import * as path from 'node:path';
-import { train } from '../../src/core/runs/flow';
+import { train } from '../../src/core/flow';
 import { startEmulator, type Emulator } from '../emulator/emulator';
 import { filesUnder, Lab, ROOT, tomlFor } from '../helpers/lifecycle';
 import { recordLedger, recordResult } from '../helpers/reliability';

@@ -11,7 +11,7 @@ import { spawnSync } from 'node:child_process';
 import * as fs from 'node:fs';
 import * as os from 'node:os';
 import * as path from 'node:path';
-import { FlowError, stop, train } from '../../src/core/runs/flow';
+import { FlowError, stop, train } from '../../src/core/flow';
 import { Lab, matrixLabs, ROOT, runIdHolder } from '../helpers/lifecycle';
 import { recordFault, recordResult } from '../helpers/reliability';
 

@@ -5,7 +5,7 @@
  */
 import assert from 'node:assert/strict';
 import { billedMismatch } from '../../src/core/runpod/billing';
-import { train } from '../../src/core/runs/flow';
+import { train } from '../../src/core/flow';
 import { Lab, matrixLabs } from '../helpers/lifecycle';
 import { recordResult } from '../helpers/reliability';
 

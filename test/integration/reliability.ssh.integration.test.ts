@@ -9,7 +9,7 @@
  */
 import assert from 'node:assert/strict';
 import * as path from 'node:path';
-import { attach, FlowError, train, type FlowResult } from '../../src/core/runs/flow';
+import { attach, FlowError, train, type FlowResult } from '../../src/core/flow';
 import { filesUnder, Lab, type LabOptions } from '../helpers/lifecycle';
 import { recordFault, recordLedger, recordResult } from '../helpers/reliability';
 import { startSshd, startTcpProxy, type Sshd, type TcpProxy } from '../helpers/sshd';

@@ -1,0 +1,212 @@
+/**
+ * Attach: a run followed again after any restart; a run left `preparing` by a dead client settled;
+ * the start-up sweep of those.
+ */
+import { rfc3339 } from '../clock';
+import type { OverbrainerConfig } from '../config/types';
+import { LocalExecutor } from '../exec/local';
+import { log, type PodCtx } from '../runpod/context';
+import { endPod, failRun, limitFailure, reconnect, stillThere } from '../runpod/lifecycle';
+import { forgetKeys, noteStrays, remove, sweep } from '../runpod/remove';
+import { MetricsFollower, type FollowResult } from '../train/follow';
+import { jobStatus } from '../train/job';
+import { jobOutcome } from '../train/outcome';
+import type { PodRecord } from '../runs/podRecord';
+import type { RunRecord } from '../runs/runRecord';
+import { noPodLeft } from '../runs/store';
+import {
+  type FlowDeps,
+  FlowError,
+  type FlowResult,
+  artifactsOf,
+  lockRun,
+  podCtx,
+  publishState,
+  summaryLine,
+} from './deps';
+import { alreadyRetrieved, collect, followLocal, followOnPod, recordedOutcome } from './follow';
+
+/**
+ * Reconnects to a run after any restart and finishes it: a running job is
+ * followed again; an ended one's results are retrieved and its pod ended.
+ */
+export async function attach(
+  deps: FlowDeps,
+  config: OverbrainerConfig | null,
+  runId: string,
+  signal?: AbortSignal,
+): Promise<FlowResult> {
+  const run = deps.store.loadRun(runId);
+  const target = config?.targets[run.target];
+  const pod = deps.store.loadPod(runId);
+  const lock = lockRun(deps, runId);
+  try {
+    if (pod === null) {
+      if (target && target.kind === 'runpod')
+        throw new FlowError(`run ${runId} has no pod.json`, null);
+      if (run.state !== 'running' || run.job === null) {
+        return { run, pod: null, ending: null, summary: summaryLine(deps, run, null) };
+      }
+      const executor = new LocalExecutor({ clock: deps.clock });
+      try {
+        return await followLocal(deps, executor, run, signal);
+      } finally {
+        executor.dispose();
+      }
+    }
+    if (target && target.kind !== 'runpod') {
+      throw new FlowError(
+        `run ${runId} ran on a pod but target "${run.target}" is no longer a runpod target`,
+        'Restore the target in overbrainer.toml.',
+      );
+    }
+    if (run.job === null) {
+      if (run.state === 'preparing') return await abandonStart(podCtx(deps), deps, run, pod);
+      return { run, pod, ending: null, summary: summaryLine(deps, run, pod) };
+    }
+    const ctx = podCtx(deps);
+    const executor = await reconnect(ctx, pod, run, signal);
+    if (executor === null) return podGone(ctx, deps, run, pod);
+    try {
+      const status = await jobStatus(executor, run.remoteDir);
+      if (status.kind === 'running') {
+        deps.bus.publish({ type: 'runWatched', runId });
+        return await followOnPod(ctx, deps, executor, run, pod, artifactsOf(config), signal);
+      }
+      if (alreadyRetrieved(run)) {
+        // Its client died after the results were verified here (before or while it ended the
+        // pod): nothing to fetch again, only the pod to end.
+        log(ctx, 'info', `run ${run.id} was already retrieved: ending its pod`);
+        const ending = await endPod(ctx, pod, executor, run, true);
+        return { run, pod, ending, summary: summaryLine(deps, run, pod) };
+      }
+      // Ended while nobody followed: summarize from the pod's files, then collect.
+      const follower = new MetricsFollower({
+        executor,
+        runId,
+        runDir: run.remoteDir,
+        bus: deps.bus,
+        clock: deps.clock,
+        timing: deps.timing,
+      });
+      let result: FollowResult;
+      try {
+        result = await follower.follow(signal);
+      } catch (error) {
+        // The pod may have been deleted since we connected (its retrieve grace, a limit, or
+        // `pod rm` elsewhere): then it is recorded gone, as when attach finds it gone.
+        if (signal?.aborted || (await stillThere(ctx, pod)) !== null) throw error;
+        return podGone(ctx, deps, run, pod);
+      }
+      const outcome =
+        run.state === 'running' || run.state === 'preparing'
+          ? jobOutcome(result.status, result.metrics, run.id)!
+          : recordedOutcome(run);
+      return await collect(ctx, deps, executor, run, pod, outcome, artifactsOf(config));
+    } finally {
+      executor.dispose();
+    }
+  } finally {
+    lock.dispose();
+  }
+}
+
+/**
+ * The run's pod turned out gone (recorded in pod.json by the look that found it): a run still
+ * `running` fails with the limit that ended it, or because its pod no longer exists.
+ */
+function podGone(ctx: PodCtx, deps: FlowDeps, run: RunRecord, pod: PodRecord): FlowResult {
+  if (run.state === 'running') {
+    failRun(
+      ctx,
+      run,
+      limitFailure(pod, ctx.clock.nowMs())?.message ?? `pod ${pod.podId ?? ''} no longer exists`,
+    );
+  }
+  return { run, pod, ending: 'deleted', summary: summaryLine(deps, run, pod) };
+}
+
+/**
+ * Attach to a run still `preparing`: its lock was free, so the client that was starting it is
+ * gone (killed before its job started) and nothing will start the job. As Ctrl-C before the job
+ * starts does (spec §8): the recorded pod is deleted, every other pod carrying the run marker too
+ * (a create sent but never answered leaves one pod.json does not name), the keys are forgotten
+ * once no pod is left, and the run fails `interrupted before the job started`.
+ */
+async function abandonStart(
+  ctx: PodCtx,
+  deps: FlowDeps,
+  run: RunRecord,
+  pod: PodRecord,
+): Promise<FlowResult> {
+  log(
+    ctx,
+    'info',
+    `run ${run.id} was left before its job started (its client stopped): removing its pods`,
+  );
+  const createInFlight = pod.podId === null && pod.state === 'creating';
+  let problem: unknown = null;
+  try {
+    await remove(ctx, pod, 'interrupted', 'client');
+  } catch (error) {
+    problem = error;
+  }
+  // A create that was sent but never answered: Runpod may list its pod a little late.
+  if (createInFlight) await deps.clock.sleep(ctx.timing.reconcileFirstWaitMs);
+  noteStrays(ctx, pod, await sweep(ctx, run.id, pod.podId));
+  if (pod.podId === null && pod.state === 'creating' && !pod.unconfirmedCreate) {
+    pod.state = 'deleted';
+    pod.deletedAt = rfc3339(deps.clock.nowMs());
+    ctx.store.savePod(pod);
+  }
+  if (problem === null && noPodLeft(ctx.store, run.id)) await forgetKeys(ctx, run.id);
+  failRun(ctx, run, 'interrupted before the job started');
+  if (problem !== null) throw problem;
+  return { run, pod, ending: 'deleted', summary: summaryLine(deps, run, pod) };
+}
+
+/** A run {@link recoverAbandoned} found left `preparing`, and what became of it. */
+export interface Recovered {
+  runId: string;
+  result: FlowResult | null;
+  /** Why it could not be settled (it stays `preparing`; attach retries). */
+  error: unknown;
+}
+
+/**
+ * Finds the runs left `preparing` by a client that died before their job started (a window
+ * closed, a CLI killed: no live client holds their lock) and settles each at the next start of
+ * the CLI or the extension, as attach does: the pods carrying its marker are deleted, the keys
+ * forgotten, and the run fails `interrupted before the job started` (a run that never recorded a
+ * pod fails so at once). None is left `preparing` silently; one that cannot be settled is
+ * returned with its error.
+ */
+export async function recoverAbandoned(
+  deps: FlowDeps,
+  config: OverbrainerConfig | null,
+): Promise<Recovered[]> {
+  const recovered: Recovered[] = [];
+  for (const run of deps.store.list().runs) {
+    if (run.state !== 'preparing') continue;
+    const holder = deps.store.lockHolder(run.id);
+    if (holder !== null && holder.stale === null) continue;
+    try {
+      if (deps.store.loadPod(run.id) === null) {
+        run.state = 'failed';
+        run.message = 'interrupted before the job started';
+        deps.store.saveRun(run);
+        publishState(deps, run);
+        recovered.push({
+          runId: run.id,
+          result: { run, pod: null, ending: null, summary: summaryLine(deps, run, null) },
+          error: null,
+        });
+        continue;
+      }
+      recovered.push({ runId: run.id, result: await attach(deps, config, run.id), error: null });
+    } catch (error) {
+      recovered.push({ runId: run.id, result: null, error });
+    }
+  }
+  return recovered;
+}

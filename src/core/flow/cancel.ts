@@ -1,0 +1,80 @@
+/**
+ * Cancel (spec §6): the job's process group stopped, what it wrote retrieved, its pod ended.
+ */
+import type { OverbrainerConfig } from '../config/types';
+import { LocalExecutor } from '../exec/local';
+import { log } from '../runpod/context';
+import { reconnect } from '../runpod/lifecycle';
+import { cancelJob, jobStatus } from '../train/job';
+import {
+  type FlowDeps,
+  FlowError,
+  type FlowResult,
+  artifactsOf,
+  podCtx,
+  publishState,
+  summaryLine,
+} from './deps';
+import { collect } from './follow';
+
+/** Cancels a run's job (spec §6 Cancel), then retrieves what it wrote and ends its pod. */
+export async function cancel(
+  deps: FlowDeps,
+  config: OverbrainerConfig | null,
+  runId: string,
+  signal?: AbortSignal,
+): Promise<FlowResult> {
+  const run = deps.store.loadRun(runId);
+  if (run.state === 'cancelled') throw new FlowError(`run ${runId} already ended: cancelled`, null);
+  if (run.job === null) throw new FlowError(`run ${runId} has not started`, null);
+  const pod = deps.store.loadPod(runId);
+  const lock = deps.store.lock(runId, deps.owner);
+  try {
+    if (pod === null) {
+      const executor = new LocalExecutor({ clock: deps.clock });
+      try {
+        await cancelJob(executor, run.remoteDir, { signal });
+        if (lock !== null && (await jobStatus(executor, run.remoteDir)).kind === 'cancelled') {
+          run.state = 'cancelled';
+          deps.store.saveRun(run);
+          publishState(deps, run);
+        }
+        return { run, pod: null, ending: null, summary: summaryLine(deps, run, null) };
+      } finally {
+        executor.dispose();
+      }
+    }
+    const ctx = podCtx(deps);
+    const executor = await reconnect(ctx, pod, run, signal);
+    if (executor === null)
+      throw new FlowError(`run ${runId}: no pod left, nothing to cancel`, null);
+    try {
+      const result = await cancelJob(executor, run.remoteDir, { signal });
+      if (result === 'already_ended') {
+        log(
+          ctx,
+          'info',
+          `the job of run ${runId} had already ended: collect it with \`overbrainer train attach ${runId}\``,
+        );
+      }
+      const status = await jobStatus(executor, run.remoteDir);
+      if (status.kind !== 'cancelled' || lock === null) {
+        // Another client follows the run: it sees the cancel and collects the results.
+        return { run, pod, ending: null, summary: summaryLine(deps, run, pod) };
+      }
+      return await collect(
+        ctx,
+        deps,
+        executor,
+        run,
+        pod,
+        { state: 'cancelled', message: null },
+        artifactsOf(config),
+      );
+    } finally {
+      executor.dispose();
+    }
+  } finally {
+    lock?.dispose();
+  }
+}

@@ -1,0 +1,124 @@
+/**
+ * What every run command works with: the dependencies, the typed error with its next action, the
+ * run lock, the final line.
+ */
+import * as fs from 'node:fs';
+import * as path from 'node:path';
+import { type Clock } from '../clock';
+import { OverbrainerConfig, TargetConfig, DEFAULT_ARTIFACTS } from '../config/types';
+import type { EventBus } from '../events';
+import type { RunpodClient } from '../runpod/client';
+import { type PodCtx } from '../runpod/context';
+import { type Ending } from '../runpod/lifecycle';
+import type { Timing } from '../timing';
+import type { PodRecord } from '../runs/podRecord';
+import type { RunRecord } from '../runs/runRecord';
+import { type RunStore } from '../runs/store';
+import type { RunLock } from '../runs/lock';
+
+/** What the flow works with; `client` is null when no Runpod API key is set (local target only). */
+export interface FlowDeps {
+  store: RunStore;
+  client: RunpodClient | null;
+  bus: EventBus;
+  clock: Clock;
+  timing: Timing;
+  version: string;
+  /** Who follows, for lock messages ("VS Code window", "overbrainer CLI"). */
+  owner: string;
+}
+
+/** A user-facing failure of the flow: what happened and the next action. */
+export class FlowError extends Error {
+  constructor(
+    message: string,
+    readonly hint: string | null = null,
+  ) {
+    super(message);
+    this.name = 'FlowError';
+  }
+}
+
+export interface FlowResult {
+  run: RunRecord;
+  pod: PodRecord | null;
+  ending: Ending | null;
+  /** The final line: `train: run <id> <state>; <summary>[; output in runs/<id>/output]`. */
+  summary: string;
+}
+
+export function podCtx(deps: FlowDeps): PodCtx {
+  if (deps.client === null) {
+    throw new FlowError(
+      'no Runpod API key is set',
+      'Run "Overbrainer: Set Runpod API Key", or set OVERBRAINER_RUNPOD__API_KEY.',
+    );
+  }
+  return {
+    store: deps.store,
+    client: deps.client,
+    bus: deps.bus,
+    clock: deps.clock,
+    timing: deps.timing,
+    version: deps.version,
+  };
+}
+
+export function pickTarget(config: OverbrainerConfig, name: string | undefined): TargetConfig {
+  const names = Object.keys(config.targets);
+  const chosen = name ?? config.training?.target ?? (names.length === 1 ? names[0] : undefined);
+  if (chosen === undefined) {
+    throw new FlowError(
+      names.length === 0
+        ? 'overbrainer.toml defines no target'
+        : `several targets (${names.join(', ')}) and no [training] target`,
+      names.length === 0
+        ? 'Add a [targets.NAME] section (Overbrainer: Create overbrainer.toml writes a commented one).'
+        : 'Set target = "NAME" under [training], or pick one with --target.',
+    );
+  }
+  const target = config.targets[chosen];
+  if (!target) {
+    throw new FlowError(
+      `no target "${chosen}" in overbrainer.toml`,
+      `Use one of: ${names.join(', ') || '(none)'}.`,
+    );
+  }
+  return target;
+}
+
+export function lockRun(deps: FlowDeps, runId: string): RunLock {
+  const lock = deps.store.lock(runId, deps.owner);
+  if (lock === null) {
+    const holder = deps.store.lockHolder(runId);
+    throw new FlowError(
+      `run ${runId} is followed by another client${holder ? ` (${holder.owner}, pid ${holder.pid})` : ''}`,
+      'Watch it there, or close that client and attach here.',
+    );
+  }
+  return lock;
+}
+
+/** The final line of a run. */
+export function summaryLine(
+  deps: Pick<FlowDeps, 'store'>,
+  run: RunRecord,
+  pod: PodRecord | null,
+): string {
+  const parts = [`train: run ${run.id} ${run.state}`];
+  if (run.message) parts.push(run.message);
+  if (pod) parts.push(pod.summary());
+  const output = path.join(deps.store.runDir(run.id), 'output');
+  if (fs.existsSync(output) && fs.readdirSync(output).length > 0)
+    parts.push(`output in runs/${run.id}/output`);
+  return parts.join('; ');
+}
+
+export function publishState(deps: FlowDeps, run: RunRecord): void {
+  deps.bus.publish({ type: 'runState', runId: run.id, state: run.state, message: run.message });
+}
+
+/** The artifacts to bring back: `[training] artifacts`, else the defaults. */
+export function artifactsOf(config: OverbrainerConfig | null): readonly string[] {
+  return config?.training?.artifacts ?? DEFAULT_ARTIFACTS;
+}

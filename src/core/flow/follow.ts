@@ -1,0 +1,228 @@
+/**
+ * Following a running job to its end and collecting it: the verified retrieval (a snapshot's
+ * checkpoint included), the run's record, the pod's end.
+ */
+import * as fs from 'node:fs';
+import * as path from 'node:path';
+import type { Executor } from '../exec/executor';
+import { log, type PodCtx } from '../runpod/context';
+import {
+  endPod,
+  followMoved,
+  holdLeaseDuring,
+  settleWatch,
+  watchLeased,
+} from '../runpod/lifecycle';
+import { seedFromStream } from '../runpod/checkpointStream';
+import { messageOf } from '../runpod/remove';
+import { MetricsFollower, type FollowResult } from '../train/follow';
+import { SNAPSHOT_JSON } from '../train/job';
+import { jobOutcome, withSnapshot, type JobOutcome } from '../train/outcome';
+import { readSnapshot } from '../train/snapshot';
+import { describeMismatches, retrieve } from '../train/retrieval';
+import type { PodRecord } from '../runs/podRecord';
+import type { RunRecord } from '../runs/runRecord';
+import { type FlowDeps, FlowError, type FlowResult, publishState, summaryLine } from './deps';
+
+/** Trainer artifacts never brought back (checkpoints at any depth). */
+const ARTIFACT_EXCLUDES = ['checkpoint-*'];
+
+export async function followLocal(
+  deps: FlowDeps,
+  executor: Executor,
+  run: RunRecord,
+  signal?: AbortSignal,
+): Promise<FlowResult> {
+  const follower = new MetricsFollower({
+    executor,
+    runId: run.id,
+    runDir: run.remoteDir,
+    bus: deps.bus,
+    clock: deps.clock,
+    timing: deps.timing,
+  });
+  const result = await follower.follow(signal);
+  const outcome = withSnapshot(
+    jobOutcome(result.status, result.metrics, run.id)!,
+    await readSnapshot(executor, run.remoteDir),
+  );
+  finishRecord(deps, run, outcome, true, null);
+  return { run, pod: null, ending: null, summary: summaryLine(deps, run, null) };
+}
+
+/** Saves the run's end: verified results, or why they are not there. */
+function finishRecord(
+  deps: FlowDeps,
+  run: RunRecord,
+  outcome: JobOutcome,
+  retrieved: boolean,
+  retrievalProblem: string | null,
+): void {
+  if (outcome.snapshot !== undefined) run.snapshot = outcome.snapshot;
+  if (retrieved) {
+    const output = path.join(deps.store.runDir(run.id), 'output');
+    const empty = !fs.existsSync(output) || fs.readdirSync(output).length === 0;
+    if (outcome.state === 'succeeded' && empty) {
+      run.state = 'failed';
+      run.message = 'the job succeeded but wrote nothing under output/';
+    } else {
+      run.state = outcome.state;
+      run.message = outcome.message;
+    }
+  } else if (outcome.state === 'succeeded') {
+    // Stays running: attach retrieves again.
+    run.state = 'running';
+    run.message = `${NOT_RETRIEVED}: ${retrievalProblem ?? 'unknown'}`;
+  } else {
+    run.state = outcome.state;
+    run.message = `${outcome.message ?? outcome.state}; ${NOT_RETRIEVED}: ${retrievalProblem ?? 'unknown'}`;
+  }
+  deps.store.saveRun(run);
+  publishState(deps, run);
+}
+
+/** Follows a running pod job to its end, then retrieves and ends the pod. */
+export async function followOnPod(
+  ctx: PodCtx,
+  deps: FlowDeps,
+  executor: Executor,
+  run: RunRecord,
+  pod: PodRecord,
+  artifacts: readonly string[],
+  signal?: AbortSignal,
+): Promise<FlowResult> {
+  const moved: Executor[] = [];
+  try {
+    let current = executor;
+    let watched = await watchLeased(ctx, current, run, pod, signal);
+    // The pod restarted on a new port (Runpod publishes a restarted container anew): follow it
+    // there from where the metrics stopped, a bounded number of times.
+    for (let moves = 0; watched.kind === 'failed' && moves < MAX_ENDPOINT_MOVES; moves++) {
+      if (signal?.aborted) break;
+      const next = await followMoved(ctx, pod, run, signal).catch((error: unknown) => {
+        log(
+          ctx,
+          'debug',
+          `run ${run.id}: cannot follow its pod to a new endpoint: ${messageOf(error)}`,
+        );
+        return null;
+      });
+      if (next === null) break;
+      moved.push(next);
+      current = next;
+      watched = await watchLeased(ctx, current, run, pod, signal, watched.offset);
+    }
+    if (
+      signal?.aborted &&
+      watched.kind !== 'deadline_passed' &&
+      watched.kind !== 'cost_cap_passed'
+    ) {
+      throw new FlowError(stopFollowingMessage(ctx, run, pod), null);
+    }
+    const result: FollowResult = await settleWatch(ctx, pod, run, watched);
+    return await collect(
+      ctx,
+      deps,
+      current,
+      run,
+      pod,
+      jobOutcome(result.status, result.metrics, run.id)!,
+      artifacts,
+    );
+  } finally {
+    for (const next of moved) next.dispose();
+  }
+}
+
+/** How many times one follow goes after its pod to a new SSH endpoint before it gives up. */
+const MAX_ENDPOINT_MOVES = 3;
+
+/** What stopping the follow leaves running (spec §8, Ctrl-C once the job runs). */
+export function stopFollowingMessage(ctx: PodCtx, run: RunRecord, pod: PodRecord): string {
+  if (pod.keep) {
+    return `stopped following run ${run.id}: the job and its kept pod ${pod.podId ?? ''} keep running; attach again with \`overbrainer train attach ${run.id}\``;
+  }
+  const leaseEndMs = ctx.clock.nowMs() + ctx.timing.leaseTtlMs;
+  const deadlineMs = (pod.deadlineUnixS ?? 0) * 1000;
+  const at = new Date(Math.max(leaseEndMs, deadlineMs)).toISOString().replace(/\.\d+Z$/, 'Z');
+  return (
+    `stopped following run ${run.id}: the job and pod ${pod.podId ?? ''} keep running; attach again with ` +
+    `\`overbrainer train attach ${run.id}\`, or remove the pod with \`overbrainer pod rm ${run.id}\`. ` +
+    "If nobody follows, the pod's watchdog deletes it once its retrieve grace passes after the job ends, " +
+    `and at ${at} at the latest (the deadline, or the lease's end, whichever is later)`
+  );
+}
+
+const NOT_RETRIEVED = 'artifacts not retrieved';
+
+/**
+ * Whether the run's results were already retrieved and verified: it ended (succeeded, failed,
+ * cancelled, stopped) without `artifacts not retrieved` in its message, which is how
+ * {@link finishRecord} saves an ended run whose results did not come home (a successful one stays
+ * `running`).
+ */
+export function alreadyRetrieved(run: RunRecord): boolean {
+  return (
+    run.state !== 'running' &&
+    run.state !== 'preparing' &&
+    !(run.message ?? '').includes(NOT_RETRIEVED)
+  );
+}
+
+/**
+ * The outcome an ended run was recorded with before its results came home: its message without
+ * the `artifacts not retrieved: …` that {@link finishRecord} added (a retrieval that now
+ * succeeds must not keep saying so).
+ */
+export function recordedOutcome(run: RunRecord): JobOutcome {
+  const before = (run.message ?? '').split(`; ${NOT_RETRIEVED}: `)[0]!;
+  const message = before === '' || before === run.state ? null : before;
+  return { state: run.state as JobOutcome['state'], message };
+}
+
+/** Retrieves the results of an ended job, saves the run, ends the pod. */
+export async function collect(
+  ctx: PodCtx,
+  deps: FlowDeps,
+  executor: Executor,
+  run: RunRecord,
+  pod: PodRecord,
+  outcome: JobOutcome,
+  artifacts: readonly string[],
+): Promise<FlowResult> {
+  let verified = false;
+  let problem: string | null = null;
+  try {
+    // A job that stopped for a snapshot: its checkpoint comes home with the results (the other
+    // checkpoints stay excluded). Not knowing whether there is one is not knowing what to fetch.
+    outcome = withSnapshot(outcome, await readSnapshot(executor, run.remoteDir));
+    const kept = outcome.snapshot?.checkpoint;
+    // A snapshot checkpoint streamed home already is reused: only files that differ are fetched.
+    const seeded = kept === undefined ? 0 : await seedFromStream(deps.store.runDir(run.id), kept);
+    // The lease is renewed while the results download: the deadline never cuts a retrieval.
+    const got = await holdLeaseDuring(ctx, executor, run, pod, () =>
+      retrieve({
+        executor,
+        remoteRunDir: run.remoteDir,
+        localRunDir: deps.store.runDir(run.id),
+        entries: kept === undefined ? [...artifacts] : [...artifacts, SNAPSHOT_JSON, kept],
+        excludes: kept === undefined ? ARTIFACT_EXCLUDES : [...ARTIFACT_EXCLUDES, `!${kept}`],
+        clock: deps.clock,
+      }),
+    );
+    verified = got.verified;
+    log(
+      ctx,
+      'info',
+      `run ${run.id}: ${got.transferredBytes} bytes fetched after the job ended (${got.reusedBytes} reused${seeded > 0 ? ', the snapshot checkpoint streamed home already' : ''})`,
+    );
+    if (!got.verified) {
+      problem = describeMismatches(got.mismatches);
+    }
+  } catch (error) {
+    problem = messageOf(error);
+  }
+  finishRecord(deps, run, outcome, verified, problem);
+  const ending = await endPod(ctx, pod, executor, run, verified);
+  return { run, pod, ending, summary: summaryLine(deps, run, pod) };
+}

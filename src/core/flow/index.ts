@@ -1,0 +1,12 @@
+/**
+ * The run commands both front ends call (the extension and the CLI): train, attach, stop,
+ * cancel, keep and release, for a Runpod target (a pod per run) and the local target. The only
+ * layer that orchestrates the ones below it (runpod, train, runs, exec, config).
+ */
+export { type FlowDeps, FlowError, type FlowResult, summaryLine } from './deps';
+export { type TrainOptions, pluginSource, train } from './train';
+export { stopFollowingMessage } from './follow';
+export { type Recovered, attach, recoverAbandoned } from './attach';
+export { type StopResult, requestStop, stop } from './stop';
+export { cancel } from './cancel';
+export { keepPod } from './keep';
