@@ -69,6 +69,13 @@ export interface Timing {
   snapshotWaitS: number;
   /** How often a following client samples the run's disk use (the disk policy). */
   diskPollMs: number;
+  /** The pod log stream's reconnect delay: the first, doubled up to the max, reset by a line. */
+  podLogRetryBaseMs: number;
+  podLogRetryMaxMs: number;
+  /** A longer `Retry-After` on the log stream is honoured up to this. */
+  podLogRetryAfterCapMs: number;
+  /** Before a pod is deleted, its log stream is drained for at most this long. */
+  podLogDrainMs: number;
   /**
    * Not a time: bytes in one GB of a network volume's size (Runpod counts decimal GB), so the
    * disk policy turns the API's size into the bytes `du` counts. Never scaled; tests shrink it
@@ -111,6 +118,10 @@ export const PRODUCTION_TIMING: Readonly<Timing> = Object.freeze({
   snapshotLeadS: 900,
   snapshotWaitS: 900,
   diskPollMs: 60_000,
+  podLogRetryBaseMs: 500,
+  podLogRetryMaxMs: 15_000,
+  podLogRetryAfterCapMs: 60_000,
+  podLogDrainMs: 5_000,
   volumeGbBytes: 1_000_000_000,
 });
 
