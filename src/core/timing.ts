@@ -76,6 +76,8 @@ export interface Timing {
   podLogRetryAfterCapMs: number;
   /** Before a pod is deleted, its log stream is drained for at most this long. */
   podLogDrainMs: number;
+  /** The size `runs/<id>/.pod/pod.log` is capped at (bytes; never scaled). */
+  podLogCapBytes: number;
   /**
    * Not a time: bytes in one GB of a network volume's size (Runpod counts decimal GB), so the
    * disk policy turns the API's size into the bytes `du` counts. Never scaled; tests shrink it
@@ -122,6 +124,7 @@ export const PRODUCTION_TIMING: Readonly<Timing> = Object.freeze({
   podLogRetryMaxMs: 15_000,
   podLogRetryAfterCapMs: 60_000,
   podLogDrainMs: 5_000,
+  podLogCapBytes: 20 * 1024 * 1024,
   volumeGbBytes: 1_000_000_000,
 });
 
@@ -132,6 +135,7 @@ const COUNTS = new Set<keyof Timing>([
   'retries',
   'watchdogProbeTries',
   'volumeGbBytes',
+  'podLogCapBytes',
 ]);
 
 /**

@@ -313,6 +313,11 @@ export class RunpodClient implements Disposable {
     return this.decode(answer, PodSchema, `GET /pods/${id}`);
   }
 
+  /** `text` with the API key (and any part of it) masked. */
+  redact(text: string): string {
+    return this.#redactor.redact(text);
+  }
+
   /**
    * Opens `GET /pods/{id}/logs` (Server-Sent Events) once, without retries: the caller
    * (./podLogs.ts) reads the stream and reconnects. Answers the status, the `Retry-After` asked

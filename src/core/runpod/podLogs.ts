@@ -40,7 +40,7 @@ export interface PodLogStreamOptions {
   onRetry?(reason: string, waitMs: number): void;
 }
 
-export type PodLogEnd = 'gone' | 'aborted';
+export type PodLogEnd = 'gone' | 'unsupported' | 'aborted';
 
 /** Thrown when the API refuses the stream for good (401, 403, or an answer that is not SSE). */
 export class PodLogsError extends Error {
@@ -104,6 +104,9 @@ export async function streamPodLogs(
         continue;
       }
       if (opened.status === 404) return { end: 'gone', lastEventId };
+      // An API (or a proxy) that does not serve pod logs: nothing to follow.
+      if (opened.status === 405 || opened.status === 501)
+        return { end: 'unsupported', lastEventId };
       if (opened.status === 400 && lastEventId !== undefined) {
         // A refused cursor: resume from its time; the lines of that time seen already are skipped.
         since = cursorTime(lastEventId);

@@ -14,6 +14,7 @@ import { SshExecutor } from '../exec/ssh';
 import { newPodRecord, type PodRecord, type SshEndpoint } from '../runs/podRecord';
 import { noPodLeft } from '../runs/store';
 import type { RunRecord } from '../runs/runRecord';
+import { startPodLogCapture } from './podLogCapture';
 import { createPodBody, inStock, isDead, secretReference, type GpuType, type Pod } from './api';
 import { hostKeySecretName, log, warn, type PodCtx } from './context';
 import { ApiError } from './errors';
@@ -489,7 +490,8 @@ function adoptPod(ctx: PodCtx, record: PodRecord, pod: Pod, result: 'created' | 
       dataCenter: pod.dataCenterId,
       costPerHourUsd: record.costPerHourUsd,
     },
-  });
+  }); // From now on the pod's log (its boot first) is kept in the run directory.
+  startPodLogCapture(ctx, record.runId, pod.id);
 }
 
 /**

@@ -3,6 +3,7 @@
  * `look_up`, `look_again`, `look_up_all`, `remove`, `mark_gone`, `sweep`).
  * Nothing here ever deletes a pod on the ground that it "looks gone".
  */
+import { drainPodLog } from './podLogCapture';
 import * as path from 'node:path';
 import type { DeleteReason } from '../events';
 import type { DeletedBy, PodRecord } from '../runs/podRecord';
@@ -141,6 +142,8 @@ export async function remove(
   } catch (error) {
     log(ctx, 'debug', `cannot look at pod ${id} before deleting it: ${messageOf(error)}`);
   }
+  // What the pod logged (a failed boot's reason) is kept before the pod and its log are gone.
+  await drainPodLog(ctx, pod.runId, id);
   const deleteSaidGone = !(await deleteWhileUnreachable(ctx, pod, id, reason, signal));
   await confirmGone(ctx, id, pod.runId, signal);
   markGone(ctx, pod, id, lookedGone && deleteSaidGone ? 'watchdog' : by, options);
