@@ -6,12 +6,27 @@
  * back to its time. Timings: production / 60.
  */
 import assert from 'node:assert/strict';
+import * as fs from 'node:fs';
+import * as os from 'node:os';
+import * as path from 'node:path';
 import { systemClock } from '../../src/core/clock';
 import { CLIENT_VERSION, RunpodClient } from '../../src/core/runpod/client';
+import { hostKeySecretName } from '../../src/core/runpod/context';
+import {
+  drainPodLog,
+  lastPodLogLines,
+  POD_LOG_CURSOR_FILE,
+  POD_LOG_FILE,
+  startPodLogCapture,
+} from '../../src/core/runpod/podLogCapture';
+import { PodError } from '../../src/core/runpod/podError';
 import { streamPodLogs, type PodLogLine } from '../../src/core/runpod/podLogs';
+import { EventBus, type CoreEvent } from '../../src/core/events';
+import { train } from '../../src/core/runs/flow';
+import { RunStore } from '../../src/core/runs/store';
 import { startEmulator, type Emulator } from '../emulator/emulator';
-import { ApiClient, waitForPod, type PodBody } from '../emulator/testing';
-import { labTiming } from '../helpers/lifecycle';
+import { ApiClient, waitFor, waitForPod, type PodBody } from '../emulator/testing';
+import { labTiming, matrixLabs, runIdHolder } from '../helpers/lifecycle';
 import { recordFault, recordLedger } from '../helpers/reliability';
 
 const GPU = 'NVIDIA GeForce RTX 4090';
@@ -157,5 +172,117 @@ describe('pod logs: the log stream against the emulator', function () {
     const seen = got.map((l) => `${l.source} ${l.line}`);
     assert.deepEqual(seen, truth(podId).slice(0, seen.length));
     assert.ok(seen.includes(`container line ${LINES}`));
+  });
+
+  it('the capture file is redacted (API key, bearer token, private key), 0600, capped with one line saying so, its cursor beside it', async () => {
+    const key = emulator.apiKey;
+    const created = await api.post<PodBody>('/pods', {
+      name: 'leaky',
+      image: 'x',
+      gpu: { id: GPU },
+      ports: ['22/tcp'],
+      env: { LEAK: key },
+      cmd: [
+        'bash',
+        '-c',
+        [
+          'echo "api key: $LEAK"',
+          'echo "Authorization: Bearer rpa_ABCDEFGHIJKLMNOPQRSTUVWX"',
+          'echo "-----BEGIN OPENSSH PRIVATE KEY-----"',
+          'echo "b3BlbnNzaC1rZXktdjEAAAAABG5vbmUAAAAEbm9uZQAAAAAAAAABAAAAMwAAAAtzc2gtZW"',
+          'echo "-----END OPENSSH PRIVATE KEY-----"',
+          `for i in $(seq 1 300); do echo "filler $i ${'x'.repeat(60)}"; done`,
+          'echo "the end"',
+          'exec sleep infinity',
+        ].join('; '),
+      ],
+    });
+    assert.equal(created.status, 201);
+    const podId = created.body.id;
+    const tmp = fs.mkdtempSync(path.join(os.tmpdir(), 'podlogs-it-'));
+    const bus = new EventBus();
+    const shown: CoreEvent[] = [];
+    bus.on((e) => shown.push(e));
+    const capBytes = 8 * 1024;
+    const ctx = {
+      store: new RunStore(tmp, systemClock),
+      client,
+      bus,
+      clock: systemClock,
+      timing: { ...timing, podLogCapBytes: capBytes },
+      version: CLIENT_VERSION,
+    };
+    try {
+      startPodLogCapture(ctx, 'run-1', podId);
+      await waitFor('the last line captured', () =>
+        lastPodLogLines(podId, 1)[0]?.endsWith('the end') ? true : undefined,
+      );
+      await drainPodLog(ctx, 'run-1', podId);
+      const file = path.join(tmp, 'run-1', POD_LOG_FILE);
+      assert.equal(fs.statSync(file).mode & 0o777, 0o600);
+      const text = fs.readFileSync(file, 'utf8');
+      assert.ok(Buffer.byteLength(text) <= capBytes, `size ${Buffer.byteLength(text)}`);
+      const rows = text
+        .trimEnd()
+        .split('\n')
+        .map((l) => JSON.parse(l) as { ts: string; source: string; line: string });
+      assert.deepEqual(Object.keys(rows[0]!).sort(), ['line', 'source', 'ts']);
+      assert.equal(rows.filter((r) => /capped at/.test(r.line)).length, 1);
+      assert.match(rows[rows.length - 1]!.line, /capped at/);
+      const shownText = shown
+        .filter((e) => e.type === 'podLog')
+        .map((e) => (e.type === 'podLog' ? e.line : ''))
+        .join('\n');
+      for (const where of [text, shownText]) {
+        assert.ok(!where.includes(key), 'the API key leaked');
+        assert.ok(!where.includes('rpa_ABCDEFGHIJKLMNOPQRSTUVWX'), 'a bearer token leaked');
+        assert.ok(!where.includes('b3BlbnNzaC1rZXktdjEAAAAABG5v'), 'a private key leaked');
+        assert.match(where, /api key: \[redacted\]/);
+        assert.match(where, /\*\*\*private key\*\*\*/);
+      }
+      assert.match(shownText, /the end/, 'every line is shown, the cap is the file only');
+      const cursor = fs.readFileSync(path.join(tmp, 'run-1', POD_LOG_CURSOR_FILE), 'utf8');
+      assert.match(cursor.trim(), /^\S+\/\d{12}$/);
+    } finally {
+      await api.delete(`/pods/${podId}`);
+      fs.rmSync(tmp, { recursive: true, force: true });
+    }
+  });
+});
+
+describe('pod logs: a pod deleted before its job started leaves its log and its reason', function () {
+  this.timeout(180_000);
+  const lab = matrixLabs();
+
+  it('a bootstrap failure before sshd: the error says the watchdog verdict and the log lines; runs/<id>/.pod/pod.log keeps the boot', async function () {
+    const l = await lab();
+    const run = runIdHolder();
+    l.bus.on((event) => {
+      if (event.type === 'pod' && event.status.kind === 'creating' && run.id !== null) {
+        l.emulator.setSecret(
+          hostKeySecretName(run.id),
+          Buffer.from('not a key').toString('base64'),
+        );
+      }
+    });
+    recordFault(this, 'pod.bootstrap-failed');
+    const error = await train(l.deps, l.config, l.workspace, { onRun: run.onRun }).then(
+      () => null,
+      (e: unknown) => e,
+    );
+    assert.ok(error instanceof PodError && error.kind === 'bootstrap_failed', String(error));
+    const id = run.id!;
+    const reason = 'bootstrap failed: OVERBRAINER_HOST_KEY is not an OpenSSH private key';
+    assert.ok(error.message.includes(reason), error.message);
+    assert.match(error.message, /the watchdog's verdict: failed bootstrap: OVERBRAINER_HOST_KEY/);
+    assert.ok(String(l.runJson(id).message).includes(reason), String(l.runJson(id).message));
+    const file = path.join(l.runDir(id), POD_LOG_FILE);
+    assert.equal(fs.statSync(file).mode & 0o777, 0o600);
+    const kept = fs.readFileSync(file, 'utf8');
+    assert.ok(kept.includes(reason), kept);
+    assert.ok(kept.includes('container start #1'), 'the boot is kept from its first line');
+    assert.ok(!kept.includes(l.emulator.apiKey));
+    const shown = l.events.filter((e) => e.event.type === 'podLog');
+    assert.ok(shown.length > 0, 'boot lines published for the output channel');
   });
 });
