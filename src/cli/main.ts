@@ -11,6 +11,7 @@
  * It is not in the usage on purpose: with it, deadlines, leases and graces no
  * longer mean what the docs say.
  */
+import { stopPodLogCaptures } from '../core/runpod/podLogCapture';
 import * as fs from 'node:fs';
 import * as path from 'node:path';
 import { isAbortError, systemClock, type Clock } from '../core/clock';
@@ -671,6 +672,8 @@ class Session {
     this.renderer.dispose();
     const client = this.client;
     this.client = null;
+    // A pod log stream never ends by itself while its pod lives: stopped before the close.
+    await stopPodLogCaptures();
     if (client) await client.close().catch(() => undefined);
   }
 }

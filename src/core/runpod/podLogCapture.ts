@@ -180,3 +180,11 @@ export async function drainPodLog(ctx: PodCtx, runId: string, podId: string): Pr
 export function lastPodLogLines(podId: string, count: number): string[] {
   return (recentByPod.get(podId) ?? []).slice(-count).map((l) => `${l.source}: ${l.line}`);
 }
+
+/**
+ * Stops every capture of this process (the CLI before it closes its API client, whose close
+ * waits for open streams). The cursors stay: a later capture resumes where these stopped.
+ */
+export async function stopPodLogCaptures(): Promise<void> {
+  await Promise.all([...captures.values()].map((c) => c.stop()));
+}
