@@ -26,7 +26,7 @@ import { train } from '../../src/core/runs/flow';
 import { RunStore } from '../../src/core/runs/store';
 import { startEmulator, type Emulator } from '../emulator/emulator';
 import { ApiClient, waitFor, waitForPod, type PodBody } from '../emulator/testing';
-import { labTiming, matrixLabs, runIdHolder } from '../helpers/lifecycle';
+import { labTiming, matrixLabs, runCli, runIdHolder, type Lab } from '../helpers/lifecycle';
 import { recordFault, recordLedger } from '../helpers/reliability';
 
 const GPU = 'NVIDIA GeForce RTX 4090';
@@ -253,6 +253,76 @@ describe('pod logs: the log stream against the emulator', function () {
 describe('pod logs: a pod deleted before its job started leaves its log and its reason', function () {
   this.timeout(180_000);
   const lab = matrixLabs();
+
+  /** A run whose bootstrap fails before sshd (a host key secret that is no key). */
+  async function failedBoot(l: Lab): Promise<{ id: string; error: unknown }> {
+    const run = runIdHolder();
+    l.bus.on((event) => {
+      if (event.type === 'pod' && event.status.kind === 'creating' && run.id !== null) {
+        l.emulator.setSecret(
+          hostKeySecretName(run.id),
+          Buffer.from('not a key').toString('base64'),
+        );
+      }
+    });
+    const error = await train(l.deps, l.config, l.workspace, { onRun: run.onRun }).then(
+      () => null,
+      (e: unknown) => e,
+    );
+    return { id: run.id!, error };
+  }
+
+  it('overbrainer runs logs, spawned as a user runs it: the pod log kept (--pod, --tail, --source), the API stream (--follow), the job log, usage errors', async function () {
+    const l = await lab();
+    recordFault(this, 'pod.bootstrap-failed');
+    const { id } = await failedBoot(l);
+    const reason = 'bootstrap failed: OVERBRAINER_HOST_KEY is not an OpenSSH private key';
+
+    const pod = await runCli(l, ['runs', 'logs', id, '--pod', '--tail', '4']);
+    assert.equal(pod.code, 0, pod.stderr);
+    const lines = pod.stdout.trimEnd().split('\n');
+    assert.equal(lines.length, 4, pod.stdout);
+    for (const line of lines) assert.match(line, /^\S+Z (container|system): /);
+    assert.ok(!pod.stdout.includes(l.emulator.apiKey));
+
+    const all = await runCli(l, [
+      'runs',
+      'logs',
+      id,
+      '--pod',
+      '--tail',
+      '5000',
+      '--source',
+      'container',
+    ]);
+    assert.equal(all.code, 0, all.stderr);
+    assert.ok(all.stdout.includes(reason), all.stdout);
+    assert.ok(!/ system: /.test(all.stdout), 'only the container source');
+
+    const follow = await runCli(l, ['runs', 'logs', id, '--pod', '--follow']);
+    assert.equal(follow.code, 0, follow.stderr);
+    assert.match(follow.stderr, /pod \S+ is gone \(its kept log: runs\/\S+\/\.pod\/pod\.log\)/);
+
+    const job = await runCli(l, ['runs', 'logs', id]);
+    assert.equal(job.code, 1);
+    assert.match(job.stderr, /has no job log yet/);
+    fs.writeFileSync(
+      path.join(l.runDir(id), 'job.log'),
+      `step 1\nkey ${l.emulator.apiKey}\nstep 2\n`,
+    );
+    const jobLog = await runCli(l, ['runs', 'logs', id, '--tail', '2']);
+    assert.equal(jobLog.code, 0, jobLog.stderr);
+    assert.equal(jobLog.stdout, 'key [redacted]\nstep 2\n');
+    // (the lab's end checks that no file of the run holds the key: this one was planted)
+    fs.rmSync(path.join(l.runDir(id), 'job.log'));
+
+    const usage = await runCli(l, ['runs', 'logs', id, '--follow']);
+    assert.equal(usage.code, 2);
+    assert.match(usage.stderr, /add --pod/);
+    const unknown = await runCli(l, ['runs', 'logs', 'no-such-run', '--pod']);
+    assert.equal(unknown.code, 1);
+    assert.match(unknown.stderr, /no run no-such-run/);
+  });
 
   it('a bootstrap failure before sshd: the error says the watchdog verdict and the log lines; runs/<id>/.pod/pod.log keeps the boot', async function () {
     const l = await lab();
