@@ -92,9 +92,10 @@ describe('pod logs: the log stream against the emulator', function () {
   async function follow(
     podId: string,
     start: { lastEventId?: string } = {},
-  ): Promise<{ got: PodLogLine[]; end: string; retries: string[] }> {
+  ): Promise<{ got: PodLogLine[]; end: string; retries: string[]; waits: number[] }> {
     const got: PodLogLine[] = [];
     const retries: string[] = [];
+    const waits: number[] = [];
     let deleting: Promise<unknown> | null = null;
     const abort = new AbortController();
     const { end } = await streamPodLogs({
@@ -110,10 +111,13 @@ describe('pod logs: the log stream against the emulator', function () {
         if (line.line === `line ${LINES}` && deleting === null)
           deleting = api.delete(`/pods/${podId}`);
       },
-      onRetry: (reason) => retries.push(reason),
+      onRetry: (reason, waitMs) => {
+        retries.push(reason);
+        waits.push(waitMs);
+      },
     });
     await deleting;
-    return { got, end, retries };
+    return { got, end, retries, waits };
   }
 
   it('a stream dropped twice in the middle resumes by Last-Event-ID: every line once, in order, none lost', async function () {
@@ -143,6 +147,29 @@ describe('pod logs: the log stream against the emulator', function () {
     );
     const opens = emulator.requests().filter((r) => r.route === 'getPodLogs');
     assert.ok(opens.length >= 3, `opens: ${opens.length}`);
+  });
+
+  it('a 429 on the log stream waits its Retry-After, capped (a minute in production), then resumes', async function () {
+    const podId = await chattyPod();
+    await emulator.faults.rateLimit('getPodLogs', 5, 2);
+    recordFault(this, 'logs.rateLimited', 2);
+    const { got, end, retries, waits } = await follow(podId);
+    assert.equal(end, 'gone');
+    // Retry-After 5 s against a cap of 60 s / 60: the cap, longer than the backoff (0.5 s / 60);
+    // then the stream the deleted pod ended, after lines arrived: the backoff back at its base.
+    assert.deepEqual(waits, [
+      timing.podLogRetryAfterCapMs,
+      timing.podLogRetryAfterCapMs,
+      timing.podLogRetryBaseMs,
+    ]);
+    assert.deepEqual(retries, [
+      'the log stream answered 429',
+      'the log stream answered 429',
+      'the log stream ended',
+    ]);
+    const seen = got.map((l) => `${l.source} ${l.line}`);
+    assert.deepEqual(seen, truth(podId).slice(0, seen.length));
+    assert.ok(seen.includes(`container line ${LINES}`));
   });
 
   it('a cursor the API refuses falls back to its time: the lines since then, none twice', async () => {
