@@ -142,10 +142,12 @@ export async function remove(
   } catch (error) {
     log(ctx, 'debug', `cannot look at pod ${id} before deleting it: ${messageOf(error)}`);
   }
-  // What the pod logged (a failed boot's reason) is kept before the pod and its log are gone.
-  await drainPodLog(ctx, pod.runId, id);
+  // What the pod logged (a failed boot's reason) is kept: its log stream is drained alongside the
+  // delete (the stream holds every line up to the delete), never delaying it.
+  const draining = drainPodLog(ctx, pod.runId, id);
   const deleteSaidGone = !(await deleteWhileUnreachable(ctx, pod, id, reason, signal));
   await confirmGone(ctx, id, pod.runId, signal);
+  await draining;
   markGone(ctx, pod, id, lookedGone && deleteSaidGone ? 'watchdog' : by, options);
 }
 
