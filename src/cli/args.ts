@@ -23,6 +23,10 @@ commands:
   spend [--since DATE] [--json]
                           each run's estimated spend beside what Runpod billed (read
                           and saved where missing); a difference over 1 % is flagged
+  runs logs RUN_ID [--tail N] [--pod [--source container|system] [--follow]]
+                          the job's log (runs/RUN_ID/job.log); with --pod the pod's
+                          log (kept in runs/RUN_ID/.pod/pod.log, else from the API);
+                          --follow streams it from the API until the pod is gone
   pod ls                  list the account's overbrainer pods, matched with runs/
   pod rm RUN_ID [--force] delete a run's pods (a run in progress needs --force);
                           or POD_ID: one pod that pod ls lists (a stray, an orphan)
@@ -55,6 +59,14 @@ export type Command =
   | { kind: 'attach' | 'cancel' | 'stop' | 'keep' | 'release'; runId: string }
   | { kind: 'runs_ls' }
   | { kind: 'spend'; sinceMs: number | null; json: boolean }
+  | {
+      kind: 'runs_logs';
+      runId: string;
+      tail: number | null;
+      pod: boolean;
+      source: 'container' | 'system' | null;
+      follow: boolean;
+    }
   | { kind: 'pod_ls' }
   | { kind: 'pod_rm'; runId: string; force: boolean }
   | {
@@ -209,7 +221,34 @@ export function parseArgs(argv: readonly string[]): Parsed {
     };
   }
   if (group === 'runs') {
-    if (sub !== 'ls') throw new UsageError(`runs has no subcommand ${sub ?? '(none)'} (ls)`);
+    if (sub === 'logs') {
+      const { positional, values } = options(
+        more,
+        { '--tail': true, '--pod': false, '--source': true, '--follow': false },
+        'runs logs',
+      );
+      const source = values.get('--source');
+      if (source !== undefined && source !== 'container' && source !== 'system')
+        throw new UsageError(`--source takes container or system, not ${String(source)}`);
+      const pod = values.has('--pod');
+      if (!pod && (source !== undefined || values.has('--follow')))
+        throw new UsageError('--source and --follow apply to the pod log: add --pod');
+      const tail = number(values.get('--tail'), '--tail', 0);
+      if (tail !== null && (!Number.isInteger(tail) || tail > 5000))
+        throw new UsageError(`--tail takes a whole number from 0 to 5000, not ${tail}`);
+      return {
+        dir,
+        command: {
+          kind: 'runs_logs',
+          runId: one(positional, 'runs logs', 'a RUN_ID'),
+          tail,
+          pod,
+          source: source ?? null,
+          follow: values.has('--follow'),
+        },
+      };
+    }
+    if (sub !== 'ls') throw new UsageError(`runs has no subcommand ${sub ?? '(none)'} (ls, logs)`);
     none(options(more, {}, 'runs ls').positional, 'runs ls');
     return { dir, command: { kind: 'runs_ls' } };
   }

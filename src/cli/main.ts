@@ -11,6 +11,9 @@
  * It is not in the usage on purpose: with it, deadlines, leases and graces no
  * longer mean what the docs say.
  */
+import { POD_LOG_FILE, PodLogRedactor, stopPodLogCaptures } from '../core/runpod/podLogCapture';
+import { streamPodLogs } from '../core/runpod/podLogs';
+import { JOB_LOG } from '../core/train/job';
 import * as fs from 'node:fs';
 import * as path from 'node:path';
 import { isAbortError, systemClock, type Clock } from '../core/clock';
@@ -235,6 +238,8 @@ class Session {
         return this.runsLs();
       case 'spend':
         return this.spend(command.sinceMs, command.json);
+      case 'runs_logs':
+        return this.runsLogs(command);
       case 'pod_ls':
         return this.podLs();
       case 'pod_rm':
@@ -542,6 +547,91 @@ class Session {
     return EXIT_OK;
   }
 
+  /** `runs logs`: the job's log, or the pod's (kept, or streamed from the API), redacted. */
+  private async runsLogs(command: Extract<Command, { kind: 'runs_logs' }>): Promise<number> {
+    const { runId } = command;
+    const runDir = this.store.runDir(runId);
+    if (!fs.existsSync(runDir)) {
+      this.io.stderr(
+        `runs logs: no run ${runId} in ${this.store.runsDir} (overbrainer runs ls lists them)`,
+      );
+      return EXIT_FAILED;
+    }
+    this.config(false);
+    const client = this.api(false);
+    const redactor = new PodLogRedactor((text) => client?.redact(text) ?? text);
+    const tail = command.tail ?? 100;
+    const last = <T>(items: T[]): T[] => (tail === 0 ? [] : items.slice(-tail));
+    if (!command.pod) {
+      const file = path.join(runDir, JOB_LOG);
+      if (!fs.existsSync(file)) {
+        this.io.stderr(
+          `runs logs: run ${runId} has no job log yet (${path.join('runs', runId, JOB_LOG)}); try --pod for the pod's log`,
+        );
+        return EXIT_FAILED;
+      }
+      const lines = fs.readFileSync(file, 'utf8').split('\n');
+      if (lines[lines.length - 1] === '') lines.pop();
+      for (const line of last(lines)) this.io.stdout(redactor.redact(line));
+      return EXIT_OK;
+    }
+    const show = (l: { ts: string; source: string; line: string }): void =>
+      this.io.stdout(`${l.ts} ${l.source}: ${redactor.redact(l.line)}`);
+    const kept = path.join(runDir, POD_LOG_FILE);
+    if (!command.follow && fs.existsSync(kept)) {
+      const rows = fs
+        .readFileSync(kept, 'utf8')
+        .split('\n')
+        .filter((l) => l !== '')
+        .flatMap((l) => {
+          try {
+            return [JSON.parse(l) as { ts: string; source: string; line: string }];
+          } catch {
+            return [];
+          }
+        })
+        .filter((r) => command.source === null || r.source === command.source);
+      for (const row of last(rows)) show(row);
+      return EXIT_OK;
+    }
+    const podId = this.store.loadPod(runId)?.podId ?? null;
+    if (podId === null) {
+      this.io.stderr(`runs logs: run ${runId} has no pod and no kept pod log`);
+      return EXIT_FAILED;
+    }
+    const api = this.api(true)!;
+    this.interrupts = new Interrupts(this.io, this.renderer, () => 'stopped following the pod log');
+    const signal = this.interrupts.signal;
+    const stopAfter = new AbortController();
+    const onAbort = (): void => stopAfter.abort(signal.reason);
+    signal.addEventListener('abort', onAbort, { once: true });
+    const timing = this.timingOf();
+    if (!command.follow) {
+      // No --follow: what the API replays within the drain time, then done.
+      void this.clock.sleep(timing.podLogDrainMs, stopAfter.signal).then(
+        () => stopAfter.abort(),
+        () => undefined,
+      );
+    }
+    const { end } = await streamPodLogs({
+      client: api,
+      podId,
+      clock: this.clock,
+      timing,
+      signal: stopAfter.signal,
+      tail,
+      source: command.source ?? undefined,
+      onLine: show,
+    });
+    signal.removeEventListener('abort', onAbort);
+    if (end === 'gone')
+      this.io.stderr(
+        `runs logs: pod ${podId} is gone (its kept log: ${path.join('runs', runId, POD_LOG_FILE)})`,
+      );
+    if (end === 'unsupported') this.io.stderr('runs logs: this Runpod API does not serve pod logs');
+    return EXIT_OK;
+  }
+
   private async podLs(): Promise<number> {
     this.config(false);
     const client = this.api(true)!;
@@ -779,6 +869,8 @@ class Session {
     this.renderer.dispose();
     const client = this.client;
     this.client = null;
+    // A pod log stream never ends by itself while its pod lives: stopped before the close.
+    await stopPodLogCaptures();
     if (client) await client.close().catch(() => undefined);
   }
 }

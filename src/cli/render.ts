@@ -35,6 +35,9 @@ export class CliRenderer implements Disposable {
   /** The line for `event`, or null when it shows nothing. Also tracks deletes. */
   lineFor(event: CoreEvent): string | null {
     switch (event.type) {
+      case 'podLog':
+        // Kept in runs/<id>/.pod/pod.log; `overbrainer runs logs RUN_ID --pod` shows it.
+        return null;
       case 'pod':
         if (event.status.kind === 'deleting') this.deleting.add(event.status.podId);
         if (event.status.kind === 'deleted') this.deleting.delete(event.status.podId);

@@ -52,6 +52,8 @@ export type RunState = 'preparing' | 'running' | 'succeeded' | 'failed' | 'cance
 /** Everything the core tells its listeners (the extension, the CLI, tests). */
 export type CoreEvent =
   | { type: 'pod'; runId: string; status: PodStatusEvent }
+  /** A line of the run's pod log (redacted), as it is captured. */
+  | { type: 'podLog'; runId: string; podId: string; source: 'container' | 'system'; line: string }
   | { type: 'metric'; runId: string; metric: TrainMetric }
   | { type: 'jobStatus'; runId: string; status: JobStatus }
   | { type: 'runState'; runId: string; state: RunState; message: string | null }

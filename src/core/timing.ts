@@ -71,6 +71,15 @@ export interface Timing {
   diskPollMs: number;
   /** How often a following client looks for new checkpoints on the pod to stream home. */
   checkpointPollMs: number;
+  /** The pod log stream's reconnect delay: the first, doubled up to the max, reset by a line. */
+  podLogRetryBaseMs: number;
+  podLogRetryMaxMs: number;
+  /** A longer `Retry-After` on the log stream is honoured up to this. */
+  podLogRetryAfterCapMs: number;
+  /** Before a pod is deleted, its log stream is drained for at most this long. */
+  podLogDrainMs: number;
+  /** The size `runs/<id>/.pod/pod.log` is capped at (bytes; never scaled). */
+  podLogCapBytes: number;
   /**
    * Not a time: bytes in one GB of a network volume's size (Runpod counts decimal GB), so the
    * disk policy turns the API's size into the bytes `du` counts. Never scaled; tests shrink it
@@ -114,6 +123,11 @@ export const PRODUCTION_TIMING: Readonly<Timing> = Object.freeze({
   snapshotWaitS: 900,
   diskPollMs: 60_000,
   checkpointPollMs: 60_000,
+  podLogRetryBaseMs: 500,
+  podLogRetryMaxMs: 15_000,
+  podLogRetryAfterCapMs: 60_000,
+  podLogDrainMs: 5_000,
+  podLogCapBytes: 20 * 1024 * 1024,
   volumeGbBytes: 1_000_000_000,
 });
 
@@ -124,6 +138,7 @@ const COUNTS = new Set<keyof Timing>([
   'retries',
   'watchdogProbeTries',
   'volumeGbBytes',
+  'podLogCapBytes',
 ]);
 
 /**

@@ -885,6 +885,9 @@ export class Controller implements vscode.Disposable {
 
   // ----------------------------------------------------------------- events
 
+  /** Runs whose pod answered SSH: their pod log no longer goes to the output channel. */
+  private readonly booted = new Set<string>();
+
   private onEvent(event: CoreEvent): void {
     if (event.type === 'metric') {
       const f = this.followed.get(event.runId);
@@ -897,6 +900,10 @@ export class Controller implements vscode.Disposable {
       this.showRetrieval(event.runId);
     }
     if (event.type === 'pod') this.log.info(`${event.runId}: ${podText(event)}`);
+    // The pod's boot log (already redacted by the core), until its pod answers SSH.
+    if (event.type === 'pod' && event.status.kind === 'ready') this.booted.add(event.runId);
+    if (event.type === 'podLog' && !this.booted.has(event.runId))
+      this.log.info(`${event.runId} pod ${event.source}: ${event.line}`);
     if (event.type === 'runState') {
       this.log.info(
         `Run ${event.runId} ${event.state}${event.message ? `: ${event.message}` : ''}`,

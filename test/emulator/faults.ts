@@ -30,6 +30,7 @@ export const ROUTES = [
   'createSecret',
   'updateSecret',
   'deleteSecret',
+  'getPodLogs',
   '*',
 ] as const;
 export type RouteName = (typeof ROUTES)[number];
@@ -63,6 +64,11 @@ const effectSchema = z.discriminatedUnion('type', [
     .strict(),
   /** Destroy the connection without an answer. */
   z.object({ type: z.literal('drop') }).strict(),
+  /**
+   * For `getPodLogs`: answer the stream as usual, then destroy the connection after
+   * `afterEvents` log events (a stream dropped mid-way).
+   */
+  z.object({ type: z.literal('dropStream'), afterEvents: z.number().int().positive() }).strict(),
   /** Never answer (until the client gives up or the emulator closes). */
   z.object({ type: z.literal('hang') }).strict(),
 ]);

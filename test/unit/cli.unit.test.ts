@@ -104,7 +104,20 @@ describe('cli: the command line', () => {
         ['pod', 'gpus', '--min-vram', 'lots'],
         /^--min-vram takes a number of at least 1, not lots$/,
       ],
-      [['runs'], /^runs has no subcommand \(none\) \(ls\)$/],
+      [['runs'], /^runs has no subcommand \(none\) \(ls, logs\)$/],
+      [['runs', 'logs'], /^runs logs needs a RUN_ID$/],
+      [
+        ['runs', 'logs', 'r', '--follow'],
+        /^--source and --follow apply to the pod log: add --pod$/,
+      ],
+      [
+        ['runs', 'logs', 'r', '--pod', '--source', 'gpu'],
+        /^--source takes container or system, not gpu$/,
+      ],
+      [
+        ['runs', 'logs', 'r', '--tail', '5001'],
+        /^--tail takes a whole number from 0 to 5000, not 5001$/,
+      ],
       [['-C'], /^-C needs a directory$/],
       [['-C', 'a', '-C', 'b', 'runs', 'ls'], /^-C is given twice$/],
     ];

@@ -316,6 +316,57 @@ export class RunpodClient implements Disposable {
     return this.decode(answer, PodSchema, `GET /pods/${id}`);
   }
 
+  /** `text` with the API key (and any part of it) masked. */
+  redact(text: string): string {
+    return this.#redactor.redact(text);
+  }
+
+  /**
+   * Opens `GET /pods/{id}/logs` (Server-Sent Events) once, without retries: the caller
+   * (./podLogs.ts) reads the stream and reconnects. Answers the status, the `Retry-After` asked
+   * (ms) and, for a 200, the body's chunks; otherwise the body's text, redacted.
+   */
+  async openPodLogs(
+    id: string,
+    query: Record<string, string>,
+    lastEventId: string | undefined,
+    signal: AbortSignal,
+  ): Promise<{
+    status: number;
+    retryAfterMs: number | undefined;
+    body: AsyncIterable<Buffer> | null;
+    text: string;
+  }> {
+    checkPodId(id);
+    const headers: Record<string, string> = {
+      authorization: `Bearer ${this.#apiKey}`,
+      'user-agent': this.userAgent,
+      accept: 'text/event-stream, application/problem+json',
+    };
+    if (lastEventId !== undefined) headers['last-event-id'] = lastEventId;
+    const response = await undici().request(
+      this.url(`/pods/${encodeURIComponent(id)}/logs`, query),
+      {
+        method: 'GET',
+        headers,
+        dispatcher: this.dispatcher,
+        signal,
+      },
+    );
+    const raw = response.headers['retry-after'];
+    const seconds = Number(Array.isArray(raw) ? raw[0] : raw);
+    const retryAfterMs = Number.isFinite(seconds) && seconds >= 0 ? seconds * 1000 : undefined;
+    if (response.statusCode === 200)
+      return { status: 200, retryAfterMs, body: response.body, text: '' };
+    const read = await readBody(response.body);
+    return {
+      status: response.statusCode,
+      retryAfterMs,
+      body: null,
+      text: this.#redactor.redact(read.text).slice(0, 500),
+    };
+  }
+
   /**
    * The account's pods, every page followed (at most {@link MAX_PAGES}; a
    * repeated cursor is an error). With `runMarker`, only the pods whose env

@@ -14,6 +14,7 @@ import { SshExecutor } from '../exec/ssh';
 import { newPodRecord, type PodRecord, type SshEndpoint } from '../runs/podRecord';
 import { noPodLeft } from '../runs/store';
 import type { RunRecord } from '../runs/runRecord';
+import { drainPodLog, lastPodLogLines, startPodLogCapture } from './podLogCapture';
 import { createPodBody, inStock, isDead, secretReference, type GpuType, type Pod } from './api';
 import { hostKeySecretName, log, warn, type PodCtx } from './context';
 import { ApiError } from './errors';
@@ -489,7 +490,8 @@ function adoptPod(ctx: PodCtx, record: PodRecord, pod: Pod, result: 'created' | 
       dataCenter: pod.dataCenterId,
       costPerHourUsd: record.costPerHourUsd,
     },
-  });
+  }); // From now on the pod's log (its boot first) is kept in the run directory.
+  startPodLogCapture(ctx, record.runId, pod.id);
 }
 
 /**
@@ -693,13 +695,14 @@ async function reach(
     try {
       // A 404 counts only once confirmed (lookUp): a transient one must not end a live pod.
       pod = await lookUp(ctx, podId, signal);
-      if (pod === null) throw deletedWhileStarting('is gone');
+      if (pod === null) throw await deletedWhileStarting(ctx, record.runId, podId, 'is gone');
     } catch (error) {
       if (error instanceof PodError || signal?.aborted) throw error;
       why = `looking it up failed: ${messageOf(error)}`;
     }
     if (pod !== null) {
-      if (pod.status === 'TERMINATED') throw deletedWhileStarting('reads TERMINATED');
+      if (pod.status === 'TERMINATED')
+        throw await deletedWhileStarting(ctx, record.runId, podId, 'reads TERMINATED');
       if (isDead(pod)) throw new NotReady(`it is ${pod.status}`);
       record.noteRate(pod.costPerHourUsd);
       if (pod.sshDirect !== null) {
@@ -790,8 +793,9 @@ async function preflight(
       if (signal?.aborted) throw error;
       return undefined;
     });
-    if (pod === null) throw deletedWhileStarting('is gone');
-    if (pod?.status === 'TERMINATED') throw deletedWhileStarting('reads TERMINATED');
+    if (pod === null) throw await deletedWhileStarting(ctx, plan.run.id, podId, 'is gone');
+    if (pod?.status === 'TERMINATED')
+      throw await deletedWhileStarting(ctx, plan.run.id, podId, 'reads TERMINATED');
     if (pod && isDead(pod)) throw new NotReady(`it is ${pod.status}`);
     if (ctx.clock.nowMs() >= untilMs) {
       throw new PodError(
@@ -811,12 +815,39 @@ async function preflight(
  * from the run's env or image, the same on every GPU type: the run is refused, no other type is
  * tried (a pod deleted from the console ends the same way).
  */
-function deletedWhileStarting(how: string): PodError {
+async function deletedWhileStarting(
+  ctx: PodCtx,
+  runId: string,
+  podId: string,
+  how: string,
+): Promise<PodError> {
+  // The pod's log says why: what the stream still holds is drained first (at most a few seconds).
+  await drainPodLog(ctx, runId, podId);
   return new PodError(
     'bootstrap_failed',
-    `the pod's bootstrap failed: the pod ${how} before it answered SSH (its watchdog deletes a pod whose bootstrap failed)`,
-    "See the pod's logs in the Runpod console (the bootstrap logs its reason there), then train again.",
+    `the pod's bootstrap failed: the pod ${how} before it answered SSH (its watchdog deletes a pod whose bootstrap failed)${bootLogWhy(podId)}`,
+    `See runs/${runId}/.pod/pod.log (the pod's log, kept) or "overbrainer runs logs ${runId} --pod", then train again.`,
   );
+}
+
+/**
+ * Why the boot failed, from the pod's captured log: the bootstrap's reason ("bootstrap failed: …",
+ * "sshd did not start: …"), the watchdog's verdict, and the last lines; '' with no log.
+ */
+function bootLogWhy(podId: string): string {
+  const lines = lastPodLogLines(podId, 40).map((l) =>
+    l.replace(/^(container|system): (\d{4}-\d\d-\d\dT[\d:]+Z )?/, ''),
+  );
+  if (lines.length === 0) return '';
+  const last = (re: RegExp): string | undefined => [...lines].reverse().find((l) => re.test(l));
+  const parts: string[] = [];
+  const reason = last(/^(bootstrap failed: |sshd did not start)/);
+  if (reason) parts.push(reason);
+  const verdict = last(/^verdict /);
+  if (verdict) parts.push(`the watchdog's verdict: ${verdict.slice('verdict '.length)}`);
+  const tail = lines.slice(-5).map((l) => (l.length > 200 ? `${l.slice(0, 200)}…` : l));
+  parts.push(`the pod's log ends: ${tail.join(' | ')}`);
+  return `: ${parts.join('; ')}`;
 }
 
 function minutes(ms: number): string {

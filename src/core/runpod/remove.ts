@@ -3,6 +3,7 @@
  * `look_up`, `look_again`, `look_up_all`, `remove`, `mark_gone`, `sweep`).
  * Nothing here ever deletes a pod on the ground that it "looks gone".
  */
+import { drainPodLog } from './podLogCapture';
 import * as path from 'node:path';
 import type { DeleteReason } from '../events';
 import type { DeletedBy, PodRecord } from '../runs/podRecord';
@@ -142,8 +143,12 @@ export async function remove(
   } catch (error) {
     log(ctx, 'debug', `cannot look at pod ${id} before deleting it: ${messageOf(error)}`);
   }
+  // What the pod logged (a failed boot's reason) is kept: its log stream is drained alongside the
+  // delete (the stream holds every line up to the delete), never delaying it.
+  const draining = drainPodLog(ctx, pod.runId, id);
   const deleteSaidGone = !(await deleteWhileUnreachable(ctx, pod, id, reason, signal));
   await confirmGone(ctx, id, pod.runId, signal);
+  await draining;
   markGone(ctx, pod, id, lookedGone && deleteSaidGone ? 'watchdog' : by, options);
   // Confirmed gone: what Runpod billed it, beside our estimate (best effort, never throws).
   await recordBilled(ctx, pod, signal);
