@@ -214,6 +214,7 @@ export class RunpodClient implements Disposable {
   readonly baseUrl: string;
   // A private field: never enumerable, never printed with the client.
   readonly #apiKey: string;
+  readonly #closing = new AbortController();
   readonly #redactor: Redactor;
   private readonly clock: Clock;
   private readonly timing: Timing;
@@ -256,12 +257,22 @@ export class RunpodClient implements Disposable {
 
   /** Closes the client's own connections at once (an injected dispatcher is left alone). */
   dispose(): void {
+    this.#closing.abort();
     void this.ownAgent?.destroy().catch(() => undefined);
   }
 
   /** Closes the client's own connections once in-flight calls are done. */
   async close(): Promise<void> {
+    this.#closing.abort();
     await this.ownAgent?.close();
+  }
+
+  /**
+   * Aborted once the client is disposed or closed: long-lived work on it (a pod's log capture)
+   * ends then instead of reconnecting to an API nobody will call again.
+   */
+  get closing(): AbortSignal {
+    return this.#closing.signal;
   }
 
   // -------------------------------------------------------------------------
@@ -344,6 +355,8 @@ export class RunpodClient implements Disposable {
       accept: 'text/event-stream, application/problem+json',
     };
     if (lastEventId !== undefined) headers['last-event-id'] = lastEventId;
+    // A stream is a call like any other: never opened into a spent quota.
+    await this.waitForQuota({ method: 'GET', path: `/pods/${id}/logs`, signal });
     const response = await undici().request(
       this.url(`/pods/${encodeURIComponent(id)}/logs`, query),
       {
@@ -765,7 +778,7 @@ export class RunpodClient implements Disposable {
    * account's quota is spent, as the last answer's RateLimit headers said, wait for its reset
    * rather than draw a 429. Nothing has been sent yet, so an abort here is a plain AbortError.
    */
-  private async waitForQuota(spec: CallSpec): Promise<void> {
+  private async waitForQuota(spec: Pick<CallSpec, 'method' | 'path' | 'signal'>): Promise<void> {
     const waitMs = this.quotaResetAtMs - this.clock.nowMs();
     if (waitMs <= 0) return;
     this.log(

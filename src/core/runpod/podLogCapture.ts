@@ -129,7 +129,8 @@ export function startPodLogCapture(ctx: PodCtx, runId: string, podId: string): P
     podId,
     clock: ctx.clock,
     timing: ctx.timing,
-    signal: abort.signal,
+    // Ends with the client too: a capture never outlives the API client it streams through.
+    signal: AbortSignal.any([abort.signal, ctx.client.closing]),
     tail: POD_LOG_REPLAY,
     lastEventId: cursor,
     onLine,
