@@ -7,7 +7,7 @@ import { watchConfigDiagnostics } from './ui/diagnostics';
 import { registerCommands } from './ui/commands';
 import { Log } from './ui/log';
 import { PodsModel } from './ui/podsModel';
-import { Redactor } from './ui/redact';
+import { Redactor } from './core/redact';
 import { accountPodsSource, runsFolders, watchRunsFolders } from './ui/runsFolders';
 import { RunPanels } from './ui/runPanel';
 import { RunsModel } from './ui/runsModel';
