@@ -2,6 +2,7 @@
  * `pod rm` (spec §9) and the pod listing it builds on (./podList.ts, re-exported here): nothing
  * deletes a pod without `pod rm`, and every delete is sent and confirmed.
  */
+import { HintedError } from '../errors';
 import * as fs from 'node:fs';
 import * as path from 'node:path';
 import { isAbortError, rfc3339 } from '../clock';
@@ -42,13 +43,13 @@ export type PodAdminErrorKind =
   | 'run_still_running';
 
 /** A `pod rm` refusal: what was (not) done, and the next action. */
-export class PodAdminError extends Error {
+export class PodAdminError extends HintedError {
   constructor(
     readonly kind: PodAdminErrorKind,
     message: string,
-    readonly hint: string | null = null,
+    hint: string | null = null,
   ) {
-    super(message);
+    super(message, hint);
     this.name = 'PodAdminError';
   }
 }
