@@ -1,0 +1,155 @@
+/**
+ * The POSIX sh scripts a retrieval runs on the pod (dash, bash or busybox sh;
+ * GNU or busybox tools): the listing, the hashed manifest and the change check,
+ * all walking the same entries with the same excludes.
+ */
+import { shQuote } from '../exec/shell';
+import { normalizeEntries, RetrievalError, splitExcludes, STAGING_DIR, display } from './manifest';
+
+/** Exit code of the manifest script when the run directory is missing. */
+export const EXIT_NO_RUN_DIR = 3;
+/** Exit code of the change check when there is no change marker (it could not be made). */
+export const EXIT_NO_MARKER = 5;
+
+/** The common frame of the pod-side scripts: cd, then `find` per existing entry. */
+function findScript(
+  runDir: string,
+  entries: readonly string[],
+  excludeGlobs: readonly string[],
+  action: (find: string) => string[],
+  prelude: string[] = [],
+  postlude: string[] = [],
+): string {
+  const paths = normalizeEntries(entries);
+  const { globs, kept } = splitExcludes(excludeGlobs);
+  const keep = kept.map((path) => ` ! -path ${shQuote(`./${path}`)}`).join('');
+  const prune =
+    globs.length === 0
+      ? ''
+      : `\\( \\( ${globs.map((glob) => `-name ${shQuote(glob)}`).join(' -o ')} \\)${keep} \\) -prune -o `;
+  return [
+    `cd -- ${shQuote(runDir)} 2>/dev/null || { echo "no run directory ${runDir.replace(/["`$\\]/g, '')}" >&2; exit ${EXIT_NO_RUN_DIR}; }`,
+    ...prelude,
+    `for e in ${paths.map((path) => shQuote(`./${path}`)).join(' ') || "''"}; do`,
+    `  [ -n "$e" ] || continue`,
+    `  [ -e "$e" ] || [ -h "$e" ] || continue`,
+    ...action(`find "$e" ${prune}-type f`).map((line) => `  ${line}`),
+    `done`,
+    ...postlude,
+    '',
+  ].join('\n');
+}
+
+/**
+ * The change marker of one retrieval on the pod, relative to the run
+ * directory: inside the reserved staging name, which no entry can be or
+ * contain, so it is never walked nor retrieved.
+ */
+function changeMarkerPath(marker: string): string {
+  if (!/^[0-9a-f]{8,64}$/.test(marker)) {
+    throw new RetrievalError('manifest_failed', `the change marker ${display(marker)} is not hex`);
+  }
+  return `./${STAGING_DIR}/changes.${marker}`;
+}
+
+/**
+ * Makes the change marker `$m`, then waits until the clock, as `find -newer`
+ * sees it, has moved past the marker's mtime (a few ms where find compares
+ * nanoseconds, up to a second where it compares seconds, as busybox does):
+ * any write after this wait makes a file newer than the marker, any write
+ * before it leaves the file not newer, so a file last written just before the
+ * retrieval is not taken for a changing one. A marker that cannot be made
+ * (disk full) or a clock that does not move is removed: the check is skipped.
+ */
+function changeMarkerLines(marker: string): string[] {
+  return [
+    `m=${shQuote(changeMarkerPath(marker))}`,
+    `if mkdir -p ./${STAGING_DIR} 2>/dev/null && touch "$m" 2>/dev/null; then`,
+    `  if sleep 0.01 2>/dev/null; then d=0.01; n=400; else d=1; n=4; fi`,
+    `  i=0`,
+    `  while :; do`,
+    `    touch "$m.tick" 2>/dev/null || { rm -f "$m"; break; }`,
+    `    [ -z "$(find "$m.tick" -newer "$m" 2>/dev/null)" ] || break`,
+    `    i=$((i + 1)); [ "$i" -lt "$n" ] || { rm -f "$m"; break; }`,
+    `    sleep "$d"`,
+    `  done`,
+    `  rm -f "$m.tick"`,
+    `fi`,
+  ];
+}
+
+/**
+ * The POSIX sh script that lists and hashes `entries` of `runDir` on the pod:
+ * `<64 hex>  ./<path>\0` per regular file (links never followed), subtrees
+ * whose name matches an exclude glob left out. GNU `sha256sum -z` hashes in
+ * batches without escaping names; elsewhere (busybox) each file is fed to
+ * `sha256sum` on stdin, which is safe for any name. Exit 3: no run directory;
+ * any other failure (an unreadable file, a vanished one) fails the script, so
+ * an incomplete list is never taken for a complete one. With `changeMarker`
+ * (hex), the change marker is made before anything is hashed (see
+ * {@link changedScript}).
+ */
+export function manifestScript(
+  runDir: string,
+  entries: readonly string[],
+  excludeGlobs: readonly string[] = [],
+  changeMarker?: string,
+): string {
+  const perFile = `for f do h=$(sha256sum < "$f") || exit 1; printf "%s  %s\\0" "\${h%% *}" "$f"; done`;
+  return findScript(
+    runDir,
+    entries,
+    excludeGlobs,
+    (find) => [
+      `if [ "$z" = 1 ]; then`,
+      `  ${find} -exec sha256sum -z -- {} + || exit 4`,
+      `else`,
+      `  ${find} -exec sh -c ${shQuote(perFile)} sh {} + || exit 4`,
+      `fi`,
+    ],
+    [
+      ...(changeMarker === undefined ? [] : changeMarkerLines(changeMarker)),
+      `if printf '' | sha256sum -z >/dev/null 2>&1; then z=1; else z=0; fi`,
+    ],
+  );
+}
+
+/**
+ * The files of the same walk as {@link manifestScript} modified since its
+ * change marker was made (`./<path>\0` each), once the downloads and the
+ * hashing are over: a file listed here was still being written while it was
+ * retrieved, whatever bytes were read. Removes the marker. Exit 5: there is
+ * no marker (it could not be made); 4: the walk failed.
+ */
+export function changedScript(
+  runDir: string,
+  entries: readonly string[],
+  excludeGlobs: readonly string[],
+  changeMarker: string,
+): string {
+  return findScript(
+    runDir,
+    entries,
+    excludeGlobs,
+    (find) => [`${find} -newer "$m" -print0 || s=4`],
+    [
+      `m=${shQuote(changeMarkerPath(changeMarker))}`,
+      `[ -f "$m" ] || { echo "no change marker" >&2; exit ${EXIT_NO_MARKER}; }`,
+      `s=0`,
+    ],
+    [`rm -f "$m"`, `rmdir ./${STAGING_DIR} 2>/dev/null`, `exit "$s"`],
+  );
+}
+
+/**
+ * The same walk as {@link manifestScript} without hashing: `./<path>\0` per
+ * file, at once. Retrieval starts downloading from it while the manifest is
+ * still hashing on the pod; the manifest stays the authority.
+ */
+export function listingScript(
+  runDir: string,
+  entries: readonly string[],
+  excludeGlobs: readonly string[] = [],
+): string {
+  return findScript(runDir, entries, excludeGlobs, (find) => [`${find} -print0 || exit 4`]);
+}
