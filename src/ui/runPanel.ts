@@ -107,17 +107,22 @@ export class RunPanels implements vscode.Disposable {
     if (arg === undefined && this.liveRunId !== null) {
       run = this.deps.runs.all.find((r) => r.id === this.liveRunId);
     }
-    run ??= await this.deps.pickRun(arg, () => true, 'show');
+    // Train opening its new run's view: beside the editor, keeping the focus, never a pick.
+    const onTrain = openedOnTrain(arg);
+    if (onTrain !== null) run = this.deps.runs.all.find((r) => r.dir === onTrain);
+    else run ??= await this.deps.pickRun(arg, () => true, 'show');
     if (!run) return;
     const existing = [...this.panels].find((p) => p.mode === 'run' && p.dirs[0] === run.dir);
     if (existing) {
-      existing.panel.reveal();
+      existing.panel.reveal(undefined, onTrain !== null);
       return;
     }
     const panel = vscode.window.createWebviewPanel(
       RUN_VIEW_TYPE,
       `Run ${run.id}`,
-      vscode.ViewColumn.Active,
+      onTrain !== null
+        ? { viewColumn: vscode.ViewColumn.Beside, preserveFocus: true }
+        : vscode.ViewColumn.Active,
       this.webviewOptions(),
     );
     this.attach(panel, { mode: 'run', dirs: [run.dir] });
@@ -516,4 +521,11 @@ class RunPanelHost {
     this.coalescer.dispose();
     for (const sub of this.subs) sub.dispose();
   }
+}
+
+/** The run directory of Train's `{ dir, openOnTrain: true }`; null for any other argument. */
+function openedOnTrain(arg: unknown): string | null {
+  if (typeof arg !== 'object' || arg === null) return null;
+  const a = arg as { dir?: unknown; openOnTrain?: unknown };
+  return a.openOnTrain === true && typeof a.dir === 'string' ? a.dir : null;
 }

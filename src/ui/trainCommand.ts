@@ -94,7 +94,9 @@ export async function train(ctx: UiContext, resume?: RunSummary): Promise<void> 
       ctx.track(run.id, session, abort);
       log.info(`Run ${run.id} started on target ${run.target}.`);
       ctx.refreshViews();
-      ctx.onRunCreated(run.id);
+      void ctx
+        .openRunView(session.store.runDir(run.id))
+        .catch((error: unknown) => log.warn(`Cannot open the run view: ${errorText(error)}`));
     },
   });
   const watch = ctx.bus.on((event) => {

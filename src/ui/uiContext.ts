@@ -51,8 +51,6 @@ export class UiContext {
   readonly closing = new AbortController();
   /** What a notification's button does (the controller wires the command families in). */
   onAction: (action: NotifyAction, runId: string | null) => Promise<void> = async () => undefined;
-  /** Called once a run started here exists (Train opens its live view). */
-  onRunCreated: (runId: string) => void = () => undefined;
   /** Called when the followed runs change (the status bar). */
   onFollowedChange: () => void = () => undefined;
   private readonly apiKeys: ApiKeyStore;
@@ -200,6 +198,23 @@ export class UiContext {
     this.followed.delete(runId);
     if (this.current === runId) this.current = [...this.followed.keys()].pop() ?? null;
     this.onFollowedChange();
+  }
+
+  /**
+   * Train opens the new run's live view beside the editor as soon as the run exists, unless the
+   * setting `overbrainer.openRunViewOnTrain` is off. The Runs model is read first so the view
+   * finds the run by its directory (never a QuickPick).
+   */
+  async openRunView(runDir: string): Promise<void> {
+    const open = this.host.workspace
+      .getConfiguration('overbrainer')
+      .get<boolean>('openRunViewOnTrain', true);
+    if (!open) return;
+    await this.runs.refresh().catch(() => undefined);
+    await this.host.commands.executeCommand('overbrainer.showRun', {
+      dir: runDir,
+      openOnTrain: true,
+    });
   }
 
   /** Both views from the records (the Pods view only once shown: it loads lazily). */

@@ -208,4 +208,17 @@ describe('ui command handlers (against a fake of the vscode window)', function (
     assert.ok(open?.kind === 'command' && open.command === 'overbrainer.showRun');
     assert.equal((open.args[0] as RunSummary).id, 'r1');
   });
+
+  it('Train opens the new run view beside the editor, unless overbrainer.openRunViewOnTrain is off', async function () {
+    const r = run(path.join(dir, 'runs', 'r1'));
+    const { ctx, fake } = fakeContext([r]);
+    await ctx.openRunView(r.dir);
+    assert.deepEqual(
+      fake.shown.map((s) => (s.kind === 'command' ? [s.command, s.args] : s.kind)),
+      [['overbrainer.showRun', [{ dir: r.dir, openOnTrain: true }]]],
+    );
+    fake.settings.set('openRunViewOnTrain', false);
+    await ctx.openRunView(r.dir);
+    assert.equal(fake.shown.length, 1);
+  });
 });

@@ -32,6 +32,8 @@ export class FakeHost {
   readonly shown: Shown[] = [];
   answer: (shown: Shown) => unknown = () => undefined;
   folders: vscode.WorkspaceFolder[] = [];
+  /** Settings of section `overbrainer` by key (the default when absent). */
+  readonly settings = new Map<string, unknown>();
   readonly env: NodeJS.ProcessEnv = {};
 
   private message(kind: 'info' | 'warning' | 'error') {
@@ -82,7 +84,8 @@ export class FakeHost {
   host(): UiHost {
     const workspace = {
       getConfiguration: () => ({
-        get: (_key: string, fallback?: unknown) => fallback,
+        get: (key: string, fallback?: unknown) =>
+          this.settings.has(key) ? this.settings.get(key) : fallback,
         inspect: () => undefined,
       }),
     };
