@@ -92,6 +92,7 @@ async function setApiKey(deps: CommandDeps): Promise<void> {
     void vscode.window.showErrorMessage(text);
     return;
   }
+  void deps.controller.welcome.refreshKey();
   deps.log.info('Runpod API key saved to VS Code secret storage.');
   void vscode.window.showInformationMessage('Runpod API key saved');
 }

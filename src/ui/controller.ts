@@ -16,6 +16,7 @@ import { cancel, resume, stopRun } from './stopCommands';
 import { train } from './trainCommand';
 import { UiContext } from './uiContext';
 import { vscodeHost } from './vscodeHost';
+import { WelcomeContext, type Settling } from './welcome';
 import type { WorkspaceSession } from './workspace';
 
 /**
@@ -26,6 +27,8 @@ import type { WorkspaceSession } from './workspace';
  */
 export class Controller implements vscode.Disposable {
   readonly ctx: UiContext;
+  /** The welcome views' context keys (Loading…, Create or Train, the API key step). */
+  readonly welcome: WelcomeContext;
   private readonly statusItem: vscode.StatusBarItem;
   private readonly ticker: ReturnType<typeof setInterval>;
   private readonly subs: { dispose(): void }[] = [];
@@ -36,12 +39,13 @@ export class Controller implements vscode.Disposable {
     log: Log,
     apiKeys: ApiKeyStore,
     runs: RunsModel,
-    pods: { refresh(): Promise<void>; isLoaded: boolean },
+    pods: { refresh(): Promise<void>; isLoaded: boolean } & Settling,
     host: UiHost = vscodeHost(),
   ) {
     this.ctx = new UiContext({ host, bus, clock, log, apiKeys, runs, pods });
     this.ctx.onAction = (action, runId) => act(this.ctx, action, runId);
     this.ctx.onFollowedChange = () => this.updateStatus();
+    this.welcome = new WelcomeContext(apiKeys, runs, pods);
     this.statusItem = vscode.window.createStatusBarItem(vscode.StatusBarAlignment.Left, 50);
     this.statusItem.command = 'overbrainer.showRun';
     const events = new CoreEventsView(this.ctx);
@@ -123,5 +127,6 @@ export class Controller implements vscode.Disposable {
       f.abort.abort(Object.assign(new Error('VS Code window closing'), { name: 'AbortError' }));
     }
     this.statusItem.dispose();
+    this.welcome.dispose();
   }
 }
