@@ -40,6 +40,8 @@ export function registerCommands(deps: CommandDeps): vscode.Disposable[] {
     'overbrainer.openSshTerminal': (arg) => c.openSshTerminal(arg),
     'overbrainer.createConfig': () => c.createConfig(),
     'overbrainer.pickGpuTypes': () => c.pickGpuTypes(),
+    'overbrainer.pickDataCenters': () => c.pickDataCenters(),
+    'overbrainer.pickVolume': () => c.pickVolume(),
     'overbrainer.setApiKey': () => setApiKey(deps),
     'overbrainer.showLogs': () => deps.log.show(),
     'overbrainer.refreshRuns': () => refresh(deps, 'runs'),

@@ -3,7 +3,7 @@ import type { Clock } from '../core/clock';
 import type { EventBus } from '../core/events';
 import type { DeadlineView } from '../core/runpod/lease';
 import type { ApiKeyStore } from './apiKey';
-import { createConfig, pickGpuTypes } from './configCommands';
+import { createConfig, pickDataCenters, pickGpuTypes, pickVolume } from './configCommands';
 import { act, CoreEventsView } from './coreEvents';
 import { attach, resumeFollowing } from './following';
 import type { UiHost } from './host';
@@ -82,6 +82,8 @@ export class Controller implements vscode.Disposable {
   openSshTerminal = (arg: unknown): Promise<void> => openSshTerminal(this.ctx, arg);
   createConfig = (): Promise<void> => createConfig(this.ctx);
   pickGpuTypes = (): Promise<void> => pickGpuTypes(this.ctx);
+  pickDataCenters = (): Promise<void> => pickDataCenters(this.ctx);
+  pickVolume = (): Promise<void> => pickVolume(this.ctx);
   showRun = (arg: unknown): Promise<void> => showRun(this.ctx, arg);
   openOutput = (run: RunSummary | undefined): Promise<void> => openOutput(this.ctx, run);
   /** Follows again the runs this workspace left `running` (activation). */
