@@ -1,5 +1,6 @@
 import uPlot from 'uplot';
 import { decimateRange, Decimator, SeriesStore } from './decimate';
+import { exponentTickLabels } from './ticks';
 
 /**
  * The run page's chart: uPlot (bundled, no CDN) behind a small pure API so it can be bundled and
@@ -258,8 +259,9 @@ export function create(container: HTMLElement, options: ChartOptions): Chart {
     const axes: uPlot.Axis[] = [xAxis, axis('loss', 3, 'loss')];
     if (hasLr) {
       const lrAxis = axis('lr', 1, 'learning rate');
-      // Learning rates are small: exponent notation keeps the labels short.
-      lrAxis.values = (_u, splits) => splits.map((v) => (v === 0 ? '0' : v.toExponential(1)));
+      // Learning rates are small: exponent notation keeps the labels short, with the precision
+      // the tick spacing needs for the labels to differ.
+      lrAxis.values = (_u, splits) => exponentTickLabels(splits);
       lrAxis.size = 60;
       axes.push(lrAxis);
     }

@@ -16,6 +16,8 @@ export const COMMAND_TITLES = {
   'overbrainer.showPods': 'Show Pods',
   'overbrainer.setApiKey': 'Set Runpod API Key',
   'overbrainer.pickGpuTypes': 'Pick GPU Types',
+  'overbrainer.pickDataCenters': 'Pick Data Centers',
+  'overbrainer.pickVolume': 'Pick Volume',
   'overbrainer.showLogs': 'Show Logs',
   'overbrainer.createConfig': 'Create overbrainer.toml',
   'overbrainer.refreshRuns': 'Refresh Runs',

@@ -40,6 +40,8 @@ export function registerCommands(deps: CommandDeps): vscode.Disposable[] {
     'overbrainer.openSshTerminal': (arg) => c.openSshTerminal(arg),
     'overbrainer.createConfig': () => c.createConfig(),
     'overbrainer.pickGpuTypes': () => c.pickGpuTypes(),
+    'overbrainer.pickDataCenters': () => c.pickDataCenters(),
+    'overbrainer.pickVolume': () => c.pickVolume(),
     'overbrainer.setApiKey': () => setApiKey(deps),
     'overbrainer.showLogs': () => deps.log.show(),
     'overbrainer.refreshRuns': () => refresh(deps, 'runs'),
@@ -92,6 +94,7 @@ async function setApiKey(deps: CommandDeps): Promise<void> {
     void vscode.window.showErrorMessage(text);
     return;
   }
+  void deps.controller.welcome.refreshKey();
   deps.log.info('Runpod API key saved to VS Code secret storage.');
   void vscode.window.showInformationMessage('Runpod API key saved');
 }

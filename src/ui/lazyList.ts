@@ -11,14 +11,23 @@ export class LazyList<T> implements Disposable {
   private loaded = false;
   private inFlight: Promise<void> | null = null;
   private again = false;
+  private settledOnce = false;
   private readonly changed = new Emitter<void>();
+  private readonly settled = new Emitter<void>();
   /** Fires after every successful load. */
   readonly onDidChange = this.changed.event;
+  /** Fires after every load, failed or not (a view's "Loading…" ends then). */
+  readonly onDidSettle = this.settled.event;
 
   constructor(private readonly loader: () => Promise<readonly T[]>) {}
 
   get isLoaded(): boolean {
     return this.loaded;
+  }
+
+  /** Whether a load has ended (failed or not): a view past it shows what it has, or why not. */
+  get hasSettled(): boolean {
+    return this.settledOnce;
   }
 
   /** The items of the last successful load; empty until then. */
@@ -46,6 +55,8 @@ export class LazyList<T> implements Disposable {
         } while (this.again);
       } finally {
         this.inFlight = null;
+        this.settledOnce = true;
+        this.settled.fire();
       }
     })();
     return this.inFlight;
@@ -53,5 +64,6 @@ export class LazyList<T> implements Disposable {
 
   dispose(): void {
     this.changed.dispose();
+    this.settled.dispose();
   }
 }

@@ -294,7 +294,10 @@ export class PodsModel extends LazyList<PodsItem> {
         const pods = await source.fetchAccountPods();
         this.lastCallMs = nowMs;
         this.cached = { pods, atMs: nowMs };
-        this.deletedIds.clear();
+        // A pod seen deleted (Runpod answered its 404) stays gone: a listing taken while it was
+        // being deleted may still name it. Only a listing without it ends the note.
+        const listedIds = new Set(pods.map((pod) => pod.id));
+        for (const id of [...this.deletedIds]) if (!listedIds.has(id)) this.deletedIds.delete(id);
         this.lastError = null;
       } catch (error) {
         // No key: no call was made, so the next refresh may try again (the key may be set by then).
@@ -314,7 +317,8 @@ export class PodsModel extends LazyList<PodsItem> {
       this.fromAccount = false;
       const items: PodsItem[] = [];
       if (this.lastError !== null) items.push(listingProblem(this.lastError));
-      return [...items, ...recorded];
+      // A record still saying `deleting` of a pod seen deleted: the view says what the tree says.
+      return [...items, ...recorded.filter((entry) => !this.deletedIds.has(entry.podId))];
     }
     this.fromAccount = true;
     // Pods deleted since the listing: seen by this window, or recorded deleted by any process.

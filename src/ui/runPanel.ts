@@ -1,12 +1,10 @@
-import { randomBytes } from 'node:crypto';
-import * as fs from 'node:fs';
 import * as path from 'node:path';
 import * as vscode from 'vscode';
 import type { Clock } from '../core/clock';
 import type { CoreEvent, EventBus } from '../core/events';
-import { decodePodRecord, POD_FILE } from '../core/runs/podRecord';
 import { METRICS_FILE } from '../core/train/job';
 import type { Log } from './log';
+import { isDirectory, pageHtml, readPodExtras, type PodExtras } from './runPanelPage';
 import { readMetricsFile } from './runMetricsFile';
 import {
   Coalescer,
@@ -38,8 +36,6 @@ export const RUN_VIEW_TYPE = 'overbrainer.run';
 /** Appends reach the page at most this often. */
 export const APPEND_INTERVAL_MS = 100;
 const STATUS_INTERVAL_MS = 1000;
-/** pod.json is small; a bigger file is not read (the view shows what run.json says). */
-const MAX_POD_FILE_BYTES = 1024 * 1024;
 
 const COMMAND_OF: Record<Exclude<RunAction, 'openOutput'>, string> = {
   stop: 'overbrainer.stopRun',
@@ -77,12 +73,6 @@ interface RunEntry {
   earlier: Promise<void> | null;
 }
 
-interface PodExtras {
-  maxCostUsd: number | null;
-  createdUnixS: number | null;
-  deletedUnixS: number | null;
-}
-
 export class RunPanels implements vscode.Disposable {
   private readonly entries = new Map<string, RunEntry>();
   private readonly panels = new Set<RunPanelHost>();
@@ -117,17 +107,22 @@ export class RunPanels implements vscode.Disposable {
     if (arg === undefined && this.liveRunId !== null) {
       run = this.deps.runs.all.find((r) => r.id === this.liveRunId);
     }
-    run ??= await this.deps.pickRun(arg, () => true, 'show');
+    // Train opening its new run's view: beside the editor, keeping the focus, never a pick.
+    const onTrain = openedOnTrain(arg);
+    if (onTrain !== null) run = this.deps.runs.all.find((r) => r.dir === onTrain);
+    else run ??= await this.deps.pickRun(arg, () => true, 'show');
     if (!run) return;
     const existing = [...this.panels].find((p) => p.mode === 'run' && p.dirs[0] === run.dir);
     if (existing) {
-      existing.panel.reveal();
+      existing.panel.reveal(undefined, onTrain !== null);
       return;
     }
     const panel = vscode.window.createWebviewPanel(
       RUN_VIEW_TYPE,
       `Run ${run.id}`,
-      vscode.ViewColumn.Active,
+      onTrain !== null
+        ? { viewColumn: vscode.ViewColumn.Beside, preserveFocus: true }
+        : vscode.ViewColumn.Active,
       this.webviewOptions(),
     );
     this.attach(panel, { mode: 'run', dirs: [run.dir] });
@@ -528,83 +523,9 @@ class RunPanelHost {
   }
 }
 
-/** pod.json's cost cap and billing times; empty when absent or unreadable (the view still works). */
-function readPodExtras(dir: string): PodExtras {
-  const none: PodExtras = { maxCostUsd: null, createdUnixS: null, deletedUnixS: null };
-  const file = path.join(dir, POD_FILE);
-  try {
-    if (fs.statSync(file).size > MAX_POD_FILE_BYTES) return none;
-    const pod = decodePodRecord(fs.readFileSync(file, 'utf8'), file);
-    const deleted = pod.deletedAt === null ? NaN : Date.parse(pod.deletedAt);
-    return {
-      maxCostUsd: pod.maxCostUsd,
-      createdUnixS: pod.createdUnixS,
-      deletedUnixS: Number.isFinite(deleted) ? Math.floor(deleted / 1000) : null,
-    };
-  } catch {
-    return none;
-  }
-}
-
-function isDirectory(file: string): boolean {
-  try {
-    return fs.statSync(file).isDirectory();
-  } catch {
-    return false;
-  }
-}
-
-/**
- * The page: a strict CSP (nothing but our bundle with its nonce, our styles, and the webview's
- * own resource origin), the static skeleton the script fills, and no data interpolated.
- */
-export function pageHtml(webview: vscode.Webview, extensionUri: vscode.Uri): string {
-  const nonce = randomBytes(18).toString('base64');
-  const asset = (name: string): string =>
-    webview.asWebviewUri(vscode.Uri.joinPath(extensionUri, 'dist', name)).toString();
-  const csp = [
-    "default-src 'none'",
-    `style-src ${webview.cspSource}`,
-    `font-src ${webview.cspSource}`,
-    `img-src ${webview.cspSource} data:`,
-    `script-src 'nonce-${nonce}'`,
-  ].join('; ');
-  return `<!DOCTYPE html>
-<html lang="en">
-<head>
-<meta charset="UTF-8">
-<meta http-equiv="Content-Security-Policy" content="${csp}">
-<meta name="viewport" content="width=device-width, initial-scale=1.0">
-<link rel="stylesheet" href="${asset('uPlot.min.css')}">
-<link rel="stylesheet" href="${asset('main.css')}">
-<title>Overbrainer run</title>
-</head>
-<body>
-<header class="header">
-  <h1 id="run-title"></h1>
-  <span id="run-state" class="state"></span>
-  <div id="run-summary" class="summary"></div>
-</header>
-<div id="overrun" class="banner" role="alert" hidden></div>
-<section id="stats" class="stats" hidden>
-  <div class="progress" aria-hidden="true"><div id="progress-bar" class="progress-bar"></div></div>
-  <ul class="figures">
-    <li id="step"></li><li id="epoch"></li><li id="eta"></li><li id="deadline"></li><li id="spend"></li>
-  </ul>
-</section>
-<p id="run-message" class="message" hidden></p>
-<nav id="actions" class="actions" hidden>
-  <button type="button" data-action="stop" title="Save a checkpoint at the next step end, stop, and bring it home">Stop and Snapshot</button>
-  <button type="button" data-action="cancel">Cancel Run</button>
-  <button type="button" data-action="keep">Keep Pod</button>
-  <button type="button" data-action="release">Release Pod</button>
-  <button type="button" data-action="remove" class="danger">Remove Pod</button>
-  <button type="button" data-action="resume" title="A new run that continues from this run's snapshot">Resume Run</button>
-  <button type="button" data-action="openOutput">Open Output</button>
-</nav>
-<div id="chart" class="chart" data-points="0"></div>
-<p id="empty" class="empty" hidden>No metrics yet: the chart fills in as the job logs.</p>
-<script nonce="${nonce}" src="${asset('webview.js')}"></script>
-</body>
-</html>`;
+/** The run directory of Train's `{ dir, openOnTrain: true }`; null for any other argument. */
+function openedOnTrain(arg: unknown): string | null {
+  if (typeof arg !== 'object' || arg === null) return null;
+  const a = arg as { dir?: unknown; openOnTrain?: unknown };
+  return a.openOnTrain === true && typeof a.dir === 'string' ? a.dir : null;
 }

@@ -16,6 +16,9 @@ import {
   type RunSummary,
 } from './runsModel';
 import { readDirChildren, readRunChildren } from './runsSource';
+import { errorText } from './errorText';
+
+export { errorText };
 
 /** A tree row without vscode types, as the models' `present*` functions build it. */
 export interface ItemView {
@@ -194,10 +197,6 @@ export function bindPodsViewMessage(
   const sub = model.onDidChange(update);
   const visible = view.onDidChangeVisibility(update);
   return { dispose: () => (sub.dispose(), visible.dispose()) };
-}
-
-export function errorText(error: unknown): string {
-  return error instanceof Error ? error.message : String(error);
 }
 
 export type { RunChild, RunSummary };

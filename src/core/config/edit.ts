@@ -60,18 +60,97 @@ export function setGpuTypes(
       }
     }
   }
+  const literal = gpuTypes === 'auto' ? '"auto"' : `[${gpuTypes.map(tomlString).join(', ')}]`;
+  return setTargetValue(
+    tomlText,
+    targetName,
+    'gpu_types',
+    gpuTypes === 'auto' ? 'auto' : [...gpuTypes],
+    literal,
+    'pick the GPU types again',
+  );
+}
+
+/**
+ * `tomlText` with `targets.<targetName>.data_center_ids` set to `ids` ("auto": any data center),
+ * in place as {@link setGpuTypes} does.
+ */
+export function setDataCenterIds(
+  tomlText: string,
+  targetName: string,
+  ids: readonly string[] | 'auto',
+): string {
+  checkTargetName(targetName);
+  if (ids !== 'auto') {
+    if (ids.length === 0) {
+      throw new ConfigEditError('no data center was picked', 'Pick at least one, or "auto".');
+    }
+    for (const id of ids) checkId(id, 'a data center ID', 'Pick data centers from Runpod.');
+  }
+  const literal = ids === 'auto' ? '"auto"' : `[${ids.map(tomlString).join(', ')}]`;
+  return setTargetValue(
+    tomlText,
+    targetName,
+    'data_center_ids',
+    ids === 'auto' ? 'auto' : [...ids],
+    literal,
+    'pick the data centers again',
+  );
+}
+
+/** `tomlText` with `targets.<targetName>.network_volume_id` set to `id`, in place. */
+export function setNetworkVolumeId(tomlText: string, targetName: string, id: string): string {
+  checkTargetName(targetName);
+  checkId(id, 'a network volume ID', 'Pick a network volume of the account.');
+  return setTargetValue(
+    tomlText,
+    targetName,
+    'network_volume_id',
+    id,
+    tomlString(id),
+    'pick the volume again',
+  );
+}
+
+function checkTargetName(targetName: string): void {
+  if (!TARGET_NAME.test(targetName)) {
+    throw new ConfigEditError(
+      `"${targetName}" is not a target name`,
+      'Pick a target from overbrainer.toml.',
+    );
+  }
+}
+
+function checkId(id: string, what: string, hint: string): void {
+  if (!/^[\x20-\x7e]{1,100}$/.test(id) || id === 'auto') {
+    throw new ConfigEditError(`"${id.slice(0, 40)}" is not ${what}`, hint);
+  }
+}
+
+/**
+ * Sets `targets.<targetName>.<key>` to `value` (written as `literal`): the old value replaced
+ * where it is, or the key added at the end of the target's table; the result is parsed back and
+ * must differ from the input in that value only.
+ */
+function setTargetValue(
+  tomlText: string,
+  targetName: string,
+  key: string,
+  value: unknown,
+  literal: string,
+  again: string,
+): string {
   let before: Record<string, unknown>;
   try {
     before = parseToml(tomlText) as Record<string, unknown>;
   } catch {
     throw new ConfigEditError(
       'overbrainer.toml is not valid TOML, so it cannot be edited safely',
-      'Fix the error the Problems view shows, then pick the GPU types again.',
+      `Fix the error the Problems view shows, then ${again}.`,
     );
   }
-  const literal = gpuTypes === 'auto' ? '"auto"' : `[${gpuTypes.map(tomlString).join(', ')}]`;
   const positions = new TomlPositions(tomlText);
-  const keyPath = ['targets', targetName, 'gpu_types'];
+  const keyPath = ['targets', targetName, key];
   const existing = positions.key(keyPath);
   const eol = tomlText.includes('\r\n') ? '\r\n' : '\n';
   let edited: string;
@@ -89,14 +168,14 @@ export function setGpuTypes(
       const close = table.inlineClose;
       let end = close;
       while (end > 0 && (tomlText[end - 1] === ' ' || tomlText[end - 1] === '\t')) end--;
-      const insert = table.entries > 0 ? `, gpu_types = ${literal} ` : ` gpu_types = ${literal} `;
+      const insert = table.entries > 0 ? `, ${key} = ${literal} ` : ` ${key} = ${literal} `;
       edited = tomlText.slice(0, end) + insert + tomlText.slice(close);
     } else {
       // Under a [targets.NAME] header the key is bare; for dotted keys it keeps their prefix.
       const prefix =
         table.kind === 'dotted'
-          ? [...table.path.slice(table.headerPath.length), 'gpu_types'].map(bareOrQuoted).join('.')
-          : 'gpu_types';
+          ? [...table.path.slice(table.headerPath.length), key].map(bareOrQuoted).join('.')
+          : key;
       const at = table.lastLineEnd;
       edited = `${tomlText.slice(0, at)}${eol}${prefix} = ${literal}${tomlText.slice(at)}`;
     }
@@ -108,28 +187,27 @@ export function setGpuTypes(
   } catch {
     throw new ConfigEditError(
       'overbrainer.toml could not be edited safely here',
-      `Set gpu_types = ${literal} in [targets.${targetName}] by hand.`,
+      `Set ${key} = ${literal} in [targets.${targetName}] by hand.`,
     );
   }
   const target = (after.targets as Record<string, Record<string, unknown>> | undefined)?.[
     targetName
   ];
-  const expected = gpuTypes === 'auto' ? 'auto' : [...gpuTypes];
   const beforeTarget = (before.targets as Record<string, Record<string, unknown>> | undefined)?.[
     targetName
   ];
   const same =
     target !== undefined &&
-    JSON.stringify(target.gpu_types) === JSON.stringify(expected) &&
-    JSON.stringify({ ...target, gpu_types: null }) ===
-      JSON.stringify({ ...beforeTarget, gpu_types: null }) &&
+    JSON.stringify(target[key]) === JSON.stringify(value) &&
+    JSON.stringify({ ...target, [key]: null }) ===
+      JSON.stringify({ ...beforeTarget, [key]: null }) &&
     JSON.stringify({ ...(after.targets as object), [targetName]: null }) ===
       JSON.stringify({ ...(before.targets as object), [targetName]: null }) &&
     JSON.stringify({ ...after, targets: null }) === JSON.stringify({ ...before, targets: null });
   if (!same) {
     throw new ConfigEditError(
       'overbrainer.toml could not be edited safely here',
-      `Set gpu_types = ${literal} in [targets.${targetName}] by hand.`,
+      `Set ${key} = ${literal} in [targets.${targetName}] by hand.`,
     );
   }
   return edited;

@@ -2,7 +2,7 @@
 export * from './types';
 export { parseConfig, type ParseOptions, KNOWN_KEYS } from './parse';
 export { loadConfig, runpodSettings, type LoadedConfig } from './load';
-export { setGpuTypes, ConfigEditError } from './edit';
+export { setDataCenterIds, setGpuTypes, setNetworkVolumeId, ConfigEditError } from './edit';
 export { configTemplate } from './template';
 export { ENV_API_KEY, ENV_BASE_URL, ENV_SSH_CLIENT, withDotEnv, type Env } from './env';
 export { TomlPositions, type TextPos } from './tomlPositions';

@@ -1,0 +1,36 @@
+import type * as vscode from 'vscode';
+import type { Log } from './log';
+
+/**
+ * The small slice of VS Code the command handlers use, typed, so that they run in unit tests
+ * against a fake and in production against the real API (`vscodeHost()` passes `vscode.window`,
+ * `vscode.commands` and `vscode.workspace` themselves). Only types come from `vscode` here.
+ */
+export type WindowPort = Pick<
+  typeof vscode.window,
+  | 'showInformationMessage'
+  | 'showWarningMessage'
+  | 'showErrorMessage'
+  | 'showQuickPick'
+  | 'showWorkspaceFolderPick'
+  | 'withProgress'
+  | 'showTextDocument'
+  | 'createTerminal'
+>;
+
+export interface UiHost {
+  window: WindowPort;
+  commands: Pick<typeof vscode.commands, 'executeCommand'>;
+  workspace: Pick<typeof vscode.workspace, 'workspaceFolders' | 'getConfiguration'>;
+  /** `vscode.ProgressLocation`'s two values the handlers use. */
+  progress: { notification: vscode.ProgressLocation; window: vscode.ProgressLocation };
+  /** `vscode.Uri.file`. */
+  fileUri(fsPath: string): vscode.Uri;
+  /** The runs folder of a workspace folder (setting `overbrainer.runsFolder`, default `runs`). */
+  runsDir(folder: vscode.WorkspaceFolder): string;
+  /** The environment the sessions read (`process.env` in production). */
+  env: NodeJS.ProcessEnv;
+}
+
+/** The part of the output channel's Log the handlers use. */
+export type LogPort = Pick<Log, 'info' | 'warn' | 'error' | 'redact' | 'show' | 'coreEvent'>;

@@ -1,0 +1,225 @@
+import * as fs from 'node:fs';
+import * as path from 'node:path';
+import type * as vscode from 'vscode';
+import { keepPod } from '../core/flow';
+import { alias } from '../core/runpod/keys';
+import {
+  PodAdminError,
+  removePodById,
+  removePods,
+  type PodAdminErrorKind,
+} from '../core/runpod/podAdmin';
+import { errorText } from './errorText';
+import type { UiContext } from './uiContext';
+
+const FORCE_CHOICE = 'Force: Delete Anyway';
+
+/** Keep Pod (`keep`) or Release Pod: a kept pod outlives its job until it is removed. */
+export async function keep(ctx: UiContext, arg: unknown, keep: boolean): Promise<void> {
+  const run = await ctx.pickRun(
+    arg,
+    (r) =>
+      keep ? r.pod !== null && r.pod.state !== 'deleted' && !r.pod.keep : r.pod?.keep === true,
+    keep ? 'keep the pod of' : 'release the pod of',
+  );
+  if (!run) return;
+  const folder = ctx.folderOfRun(run);
+  if (!folder) return;
+  const session = await ctx.session(folder);
+  try {
+    const pod = await keepPod(
+      session.deps(true),
+      run.id,
+      keep,
+      keep ? null : session.configOrNull(),
+    );
+    const text = keep
+      ? `Pod ${pod.podId ?? ''} of ${run.id} kept: nothing deletes it automatically. Remove it with "Overbrainer: Remove Pod".`
+      : pod.state === 'deleted'
+        ? `Pod ${pod.podId ?? ''} of ${run.id} released and deleted: its results are retrieved.`
+        : `Pod ${pod.podId ?? ''} of ${run.id} released: its deadline applies again.`;
+    ctx.log.info(text);
+    void ctx.window.showInformationMessage(text);
+  } catch (error) {
+    await ctx.showError(keep ? 'Cannot keep the pod' : 'Cannot release the pod', error);
+  } finally {
+    await session.close();
+    ctx.refreshViews();
+  }
+}
+
+/** Remove Pod: the pods of a run (its `pod rm`), or a pod of the Pods view no run records. */
+export async function removePod(ctx: UiContext, arg: unknown): Promise<void> {
+  // A pod of the Pods view that no run here records (`{ podId }`, maybe with its marker's run).
+  const orphan = await orphanOf(ctx, arg);
+  if (orphan !== null) {
+    await removeOrphan(ctx, orphan.podId, orphan.runId);
+    return;
+  }
+  const run = await ctx.pickRun(
+    arg,
+    (r) => r.pod !== null && r.pod.state !== 'deleted',
+    'remove the pods of',
+  );
+  if (!run) return;
+  const ok = await ctx.window.showWarningMessage(
+    `Remove the pods of run ${run.id}?`,
+    {
+      modal: true,
+      detail: `Deletes its pod ${run.pod?.podId ?? ''} (even a kept one) and any stray pod of the run. Results not yet retrieved are lost.`,
+    },
+    'Remove Pod',
+  );
+  if (ok !== 'Remove Pod') return;
+  const folder = ctx.folderOfRun(run);
+  if (!folder) return;
+  await removeRunPods(ctx, folder, run.id);
+}
+
+/** `{ podId, runId? }` of a tree item whose pod no run of this workspace records; else null. */
+async function orphanOf(
+  ctx: UiContext,
+  arg: unknown,
+): Promise<{ podId: string; runId: string | null } | null> {
+  if (typeof arg !== 'object' || arg === null) return null;
+  const a = arg as { podId?: unknown; runId?: unknown; runDir?: unknown; dir?: unknown };
+  if (typeof a.podId !== 'string') return null;
+  await ctx.runs.ensureLoaded().catch(() => undefined);
+  const dir = typeof a.runDir === 'string' ? a.runDir : typeof a.dir === 'string' ? a.dir : null;
+  const runId = typeof a.runId === 'string' ? a.runId : null;
+  const known = ctx.runs.all.some((r) => r.dir === dir || (runId !== null && r.id === runId));
+  return known ? null : { podId: a.podId, runId };
+}
+
+/**
+ * Removes a pod no run here records, after a modal confirmation: by its run marker's `pod rm`
+ * (which asks for the second, forcing choice: the run may belong to another checkout), or by
+ * its ID when it carries no marker.
+ */
+async function removeOrphan(ctx: UiContext, podId: string, runId: string | null): Promise<void> {
+  const ok = await ctx.window.showWarningMessage(
+    `Remove pod ${podId}?`,
+    {
+      modal: true,
+      detail:
+        runId === null
+          ? `Pod ${podId} carries no run marker and no run in this workspace records it. Deletes it; whatever is on it is lost.`
+          : `Pod ${podId} belongs to run ${runId}, which is not in this workspace's runs folder (another checkout may own it). Deletes every pod of run ${runId}; whatever is on them is lost.`,
+    },
+    'Remove Pod',
+  );
+  if (ok !== 'Remove Pod') return;
+  const folder = await ctx.pickFolder();
+  if (!folder) return;
+  if (runId !== null) {
+    await removeRunPods(ctx, folder, runId);
+    return;
+  }
+  const session = await ctx.session(folder);
+  try {
+    await ctx.window.withProgress(
+      { location: ctx.host.progress.notification, title: `Overbrainer: removing ${podId}` },
+      () => removePodById(session.podCtx(), podId),
+    );
+    ctx.log.info(`Pod ${podId} deleted.`);
+    void ctx.window.showInformationMessage(`Deleted ${podId}.`);
+  } catch (error) {
+    await ctx.showError(`Cannot remove pod ${podId}`, error);
+  } finally {
+    await session.close();
+    ctx.refreshViews();
+  }
+}
+
+/** `pod rm <run>`; a refusal offers force as a second, explicit choice saying what it deletes. */
+async function removeRunPods(
+  ctx: UiContext,
+  folder: vscode.WorkspaceFolder,
+  runId: string,
+): Promise<void> {
+  const { window, log } = ctx;
+  const session = await ctx.session(folder);
+  try {
+    let removal = await window.withProgress(
+      { location: ctx.host.progress.notification, title: `Overbrainer: removing pods of ${runId}` },
+      async () => removePods(session.podCtx(), runId, { force: false }),
+    );
+    if (removal.error instanceof PodAdminError) {
+      const force = await window.showWarningMessage(
+        errorText(removal.error),
+        { modal: true, detail: forceDetail(removal.error.kind, runId) },
+        FORCE_CHOICE,
+      );
+      if (force !== FORCE_CHOICE) {
+        for (const pod of removal.removed) log.info(`Pod ${pod.podId} of ${runId} deleted.`);
+        return;
+      }
+      const first = removal.removed;
+      removal = await window.withProgress(
+        {
+          location: ctx.host.progress.notification,
+          title: `Overbrainer: removing pods of ${runId} (forced)`,
+        },
+        async () => removePods(session.podCtx(), runId, { force: true }),
+      );
+      removal = { ...removal, removed: [...first, ...removal.removed] };
+    }
+    for (const pod of removal.removed) log.info(`Pod ${pod.podId} of ${runId} deleted.`);
+    if (removal.removed.length > 0) {
+      void window.showInformationMessage(
+        `Deleted ${removal.removed.map((p) => p.podId).join(', ')} of ${runId}.`,
+      );
+    }
+    if (removal.error !== null) throw removal.error;
+    if (removal.removed.length === 0) {
+      void window.showInformationMessage(`No pod of ${runId} to remove.`);
+    }
+  } catch (error) {
+    await ctx.showError(`Cannot remove the pods of ${runId}`, error);
+  } finally {
+    await session.close();
+    ctx.refreshViews();
+  }
+}
+
+/** What the forced `pod rm` deletes, for the second confirmation of a refusal of `kind`. */
+function forceDetail(kind: PodAdminErrorKind, runId: string): string {
+  switch (kind) {
+    case 'not_in_runs':
+      return `Force deletes every pod carrying run ${runId}'s marker, though no run of this workspace records it: if another checkout is training on it, its job stops and its results are lost.`;
+    case 'still_starting':
+      return `Force deletes the pod run ${runId} is starting: the run fails, and a pod created after this may be left (check the Pods view).`;
+    case 'pod_not_recorded':
+    case 'run_still_running':
+      return `Force deletes the training pod of run ${runId} while its job may still run: the job stops, its results not yet retrieved are lost, and the run is marked failed.`;
+  }
+}
+
+/** Open SSH Terminal: `ssh -F <run>/ssh/config <alias>` in a terminal of the run's folder. */
+export async function openSshTerminal(ctx: UiContext, arg: unknown): Promise<void> {
+  const run = await ctx.pickRun(
+    arg,
+    (r) =>
+      r.pod !== null &&
+      (r.pod.state === 'running' || r.pod.state === 'kept' || r.pod.state === 'ready'),
+    'open a terminal on',
+  );
+  if (!run) return;
+  const folder = ctx.folderOfRun(run);
+  if (!folder) return;
+  const config = path.join(path.dirname(run.dir), run.id, 'ssh', 'config');
+  if (!fs.existsSync(config)) {
+    void ctx.window.showErrorMessage(
+      `Run ${run.id} has no ssh/config: its pod never became reachable, or its keys were removed with the pod.`,
+    );
+    return;
+  }
+  const rel = path.relative(folder.uri.fsPath, config);
+  const terminal = ctx.window.createTerminal({
+    name: `Overbrainer ${run.id}`,
+    cwd: folder.uri,
+    shellPath: 'ssh',
+    shellArgs: ['-F', rel, alias(run.id)],
+  });
+  terminal.show();
+}

@@ -1,0 +1,102 @@
+import { cancel as cancelFlow, requestStop } from '../core/flow';
+import { attach, waitUntracked } from './following';
+import { cancelQuestion } from './notifyModel';
+import { resumable } from './runsModel';
+import { train } from './trainCommand';
+import type { UiContext } from './uiContext';
+
+/** Cancel Run: after a confirmation, ends the run and deletes its pod (the core's cancel). */
+export async function cancel(ctx: UiContext, arg: unknown): Promise<void> {
+  const run = await ctx.pickRun(
+    arg,
+    (r) => r.state === 'running' || r.state === 'preparing',
+    'cancel',
+  );
+  if (!run) return;
+  const question = cancelQuestion(run.id, run.pod);
+  const ok = await ctx.window.showWarningMessage(
+    question.message,
+    { modal: question.modal },
+    question.action,
+  );
+  if (ok !== question.action) return;
+  // A follow of this window holds the lock: stop it first, the cancel takes over.
+  const followed = ctx.followed.get(run.id);
+  if (followed) {
+    followed.quiet = true;
+    followed.abort.abort(Object.assign(new Error('cancelling'), { name: 'AbortError' }));
+    await waitUntracked(ctx, run.id);
+  }
+  const folder = ctx.folderOfRun(run);
+  if (!folder) return;
+  const session = await ctx.session(folder);
+  try {
+    const result = await ctx.window.withProgress(
+      { location: ctx.host.progress.notification, title: `Overbrainer: cancelling ${run.id}` },
+      () => cancelFlow(session.deps(run.pod !== null), session.configOrNull(), run.id),
+    );
+    ctx.log.info(result.summary);
+    ctx.notify({
+      type: 'runState',
+      runId: result.run.id,
+      state: result.run.state,
+      message: result.run.message,
+    });
+  } catch (error) {
+    await ctx.showError(`Cannot cancel ${run.id}`, error);
+  } finally {
+    await session.close();
+    ctx.refreshViews();
+  }
+}
+
+/**
+ * Stop and Snapshot: asks the running job for a snapshot (it saves a checkpoint at its next
+ * step end and exits). The follow of this window, or one started now when nobody follows,
+ * brings the checkpoint home and ends the pod; the run ends `stopped`.
+ */
+export async function stopRun(ctx: UiContext, arg: unknown): Promise<void> {
+  const run = await ctx.pickRun(arg, (r) => r.state === 'running', 'stop with a snapshot');
+  if (!run) return;
+  const folder = ctx.folderOfRun(run);
+  if (!folder) return;
+  const session = await ctx.session(folder);
+  let followedElsewhere: boolean;
+  try {
+    const request = await ctx.window.withProgress(
+      {
+        location: ctx.host.progress.notification,
+        title: `Overbrainer: asking ${run.id} for a snapshot`,
+      },
+      () => requestStop(session.deps(run.pod !== null), run.id),
+    );
+    const holder = session.store.lockHolder(run.id);
+    followedElsewhere = !ctx.followed.has(run.id) && holder !== null && holder.stale === null;
+    const text =
+      request.kind === 'ended'
+        ? `Run ${run.id}: its job had already ended; its results are brought home.`
+        : `Run ${run.id} saves a snapshot at its next step end and stops${followedElsewhere ? '; the client following it brings the checkpoint home' : ''}.`;
+    ctx.log.info(text);
+    void ctx.window.showInformationMessage(`Overbrainer: ${text}`);
+  } catch (error) {
+    await ctx.showError(`Cannot stop ${run.id}`, error);
+    await session.close();
+    return;
+  }
+  await session.close();
+  // Nobody follows it: follow it here to its end, as Attach does.
+  if (!ctx.followed.has(run.id) && !followedElsewhere) await attach(ctx, run, true);
+}
+
+/** Resume Run: a new run on the same target that continues from this run's snapshot. */
+export async function resume(ctx: UiContext, arg: unknown): Promise<void> {
+  const run = await ctx.pickRun(arg, resumable, 'resume');
+  if (!run) return;
+  if (!resumable(run)) {
+    void ctx.window.showErrorMessage(
+      `Overbrainer: run ${run.id} has no snapshot to resume from (only a run stopped with a snapshot has one).`,
+    );
+    return;
+  }
+  await train(ctx, run);
+}

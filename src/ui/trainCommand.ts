@@ -1,0 +1,160 @@
+import { train as trainFlow } from '../core/flow';
+import type { GpuType } from '../core/runpod/api';
+import { listPods, strayWarning, sweepHostKeySecrets } from '../core/runpod/podAdmin';
+import { heldByEarlierRuns } from '../core/runs/quote';
+import { errorText } from './errorText';
+import { finish } from './following';
+import type { RunSummary } from './runsModel';
+import { trainConfirmation } from './trainConfirm';
+import { keyProblem, podText, type UiContext } from './uiContext';
+import type { WorkspaceSession } from './workspace';
+
+/** Train (or, with `resume`, a new run that continues from that run's snapshot). */
+export async function train(ctx: UiContext, resume?: RunSummary): Promise<void> {
+  const { window, log } = ctx;
+  const folder = resume ? ctx.folderOfRun(resume) : await ctx.pickFolder();
+  if (!folder) {
+    void window.showErrorMessage('Overbrainer: open a folder with an overbrainer.toml first.');
+    return;
+  }
+  const session = await ctx.session(folder);
+  let config;
+  try {
+    config = session.config();
+  } catch (error) {
+    await ctx.showError('Cannot train', error);
+    return;
+  }
+  const names = Object.keys(config.targets);
+  let targetName = config.training?.target ?? (names.length === 1 ? names[0] : undefined);
+  if (targetName === undefined) {
+    targetName = await window.showQuickPick(names, { placeHolder: 'Target to train on' });
+    if (targetName === undefined) return;
+  }
+  const target = config.targets[targetName];
+  let keep = false;
+  if (target?.kind === 'runpod') {
+    // The live catalog gives the hourly rate; a missing or refused key stops here, with the
+    // action that fixes it, before anything is created.
+    let catalog: GpuType[] | null = null;
+    try {
+      catalog = await window.withProgress(
+        { location: ctx.host.progress.window, title: 'Overbrainer: reading GPU prices' },
+        () => session.api().listGpuTypes({ includeAvailability: false }),
+      );
+    } catch (error) {
+      if (keyProblem(error)) {
+        await ctx.showError('Cannot train', error);
+        await session.close();
+        return;
+      }
+      log.warn(`Cannot read the GPU catalog for the rate: ${errorText(error)}`);
+    }
+    const confirm = trainConfirmation(
+      targetName,
+      target,
+      catalog,
+      ctx.clock.nowMs(),
+      heldByEarlierRuns(session.store, targetName),
+    );
+    if (resume?.snapshot) {
+      confirm.message = `Resume ${resume.id} from step ${resume.snapshot.step} on "${targetName}"?`;
+    }
+    const choice = await window.showInformationMessage(
+      confirm.message,
+      { modal: true, detail: confirm.detail },
+      'Train',
+      'Train and Keep Pod',
+    );
+    if (choice === undefined) {
+      await session.close();
+      return;
+    }
+    keep = choice === 'Train and Keep Pod';
+    if (!(await lookForLeftovers(ctx, session))) return;
+  }
+  let deps;
+  try {
+    deps = session.deps(target?.kind === 'runpod');
+  } catch (error) {
+    await ctx.showError('Cannot train', error);
+    return;
+  }
+  const abort = new AbortController();
+  let runId: string | null = null;
+  let started: () => void = () => undefined;
+  const jobStarted = new Promise<void>((resolve) => (started = resolve));
+  const flow = trainFlow(deps, config, session.dir, {
+    target: targetName,
+    keepPod: keep,
+    resumeFrom: resume?.id,
+    signal: abort.signal,
+    onRun: (run) => {
+      runId = run.id;
+      ctx.track(run.id, session, abort);
+      log.info(`Run ${run.id} started on target ${run.target}.`);
+      ctx.refreshViews();
+      void ctx
+        .openRunView(session.store.runDir(run.id))
+        .catch((error: unknown) => log.warn(`Cannot open the run view: ${errorText(error)}`));
+    },
+  });
+  const watch = ctx.bus.on((event) => {
+    if (event.type === 'runState' && event.runId === runId && event.state !== 'preparing')
+      started();
+  });
+  // Provisioning under a cancellable progress: cancel before the job starts deletes the pod.
+  await window.withProgress(
+    {
+      location: ctx.host.progress.notification,
+      title: `Overbrainer: starting the run on ${targetName}`,
+      cancellable: true,
+    },
+    async (progress, token) => {
+      token.onCancellationRequested(() =>
+        abort.abort(Object.assign(new Error('cancelled in VS Code'), { name: 'AbortError' })),
+      );
+      const sub = ctx.bus.on((event) => {
+        if (event.type === 'pod' && event.runId === runId)
+          progress.report({ message: podText(event) });
+      });
+      await Promise.race([
+        jobStarted,
+        flow.then(
+          () => undefined,
+          () => undefined,
+        ),
+      ]);
+      sub.dispose();
+    },
+  );
+  watch.dispose();
+  await finish(ctx, flow, () => runId, session);
+}
+
+/**
+ * Before a Runpod run: warns of stray pods and sweeps the host-key secrets of ended runs. False
+ * (the session closed, the error shown) when the key is missing or refused.
+ */
+async function lookForLeftovers(ctx: UiContext, session: WorkspaceSession): Promise<boolean> {
+  try {
+    const rows = await listPods(session.podCtx(), { lookUpUnlisted: false });
+    const stray = strayWarning(rows);
+    if (stray !== null)
+      ctx.notify({ type: 'warning', runId: null, code: 'strays', message: stray });
+    const swept = await sweepHostKeySecrets(session.podCtx(), rows).catch((error: unknown) => {
+      ctx.log.warn(`Cannot sweep the host-key secrets of ended runs: ${errorText(error)}`);
+      return [];
+    });
+    if (swept.length > 0)
+      ctx.log.info(`Deleted the host-key secrets left by ended runs ${swept.join(', ')}`);
+  } catch (error) {
+    if (keyProblem(error)) {
+      await ctx.showError('Cannot train', error);
+      await session.close();
+      return false;
+    }
+    ctx.log.warn(`Cannot look for leftover pods: ${errorText(error)}`);
+  }
+  return true;
+}

@@ -1,0 +1,20 @@
+import * as path from 'node:path';
+import * as vscode from 'vscode';
+import type { UiHost } from './host';
+import { runsFolderName } from './runsFolders';
+
+/** The real VS Code behind the handlers' UiHost. */
+export function vscodeHost(): UiHost {
+  return {
+    window: vscode.window,
+    commands: vscode.commands,
+    workspace: vscode.workspace,
+    progress: {
+      notification: vscode.ProgressLocation.Notification,
+      window: vscode.ProgressLocation.Window,
+    },
+    fileUri: (fsPath) => vscode.Uri.file(fsPath),
+    runsDir: (folder) => path.join(folder.uri.fsPath, runsFolderName(folder)),
+    env: process.env,
+  };
+}

@@ -1,0 +1,181 @@
+import * as path from 'node:path';
+import type * as vscode from 'vscode';
+import type { CoreEvent } from '../../src/core/events';
+import { EventBus } from '../../src/core/events';
+import { ApiKeyStore, type SecretStore } from '../../src/ui/apiKey';
+import type { LogPort, UiHost, WindowPort } from '../../src/ui/host';
+import { Redactor } from '../../src/ui/redact';
+import { RunsModel, type RunSummary } from '../../src/ui/runsModel';
+import { UiContext } from '../../src/ui/uiContext';
+import { FakeClock } from '../helpers/fakeClock';
+
+/** A message, quick pick, progress, document or terminal the handlers asked the window for. */
+export type Shown =
+  | {
+      kind: 'info' | 'warning' | 'error';
+      message: string;
+      modal: boolean;
+      detail?: string;
+      items: string[];
+    }
+  | { kind: 'quickPick'; items: unknown[]; placeHolder?: string }
+  | { kind: 'progress'; title: string }
+  | { kind: 'document'; fsPath: string }
+  | { kind: 'terminal'; options: vscode.TerminalOptions }
+  | { kind: 'command'; command: string; args: unknown[] };
+
+/**
+ * A fake of the slice of VS Code the command handlers take (UiHost): it records what they show
+ * and answers each message or quick pick with `answer` (undefined: dismissed).
+ */
+export class FakeHost {
+  readonly shown: Shown[] = [];
+  answer: (shown: Shown) => unknown = () => undefined;
+  folders: vscode.WorkspaceFolder[] = [];
+  /** Settings of section `overbrainer` by key (the default when absent). */
+  readonly settings = new Map<string, unknown>();
+  readonly env: NodeJS.ProcessEnv = {};
+
+  private message(kind: 'info' | 'warning' | 'error') {
+    return (message: string, ...rest: unknown[]): Promise<unknown> => {
+      const options =
+        typeof rest[0] === 'object' && rest[0] !== null
+          ? (rest.shift() as vscode.MessageOptions)
+          : {};
+      const shown: Shown = {
+        kind,
+        message,
+        modal: options.modal === true,
+        detail: options.detail,
+        items: rest as string[],
+      };
+      this.shown.push(shown);
+      return Promise.resolve(this.answer(shown));
+    };
+  }
+
+  readonly window = {
+    showInformationMessage: this.message('info'),
+    showWarningMessage: this.message('warning'),
+    showErrorMessage: this.message('error'),
+    showQuickPick: (items: unknown[], options?: vscode.QuickPickOptions): Promise<unknown> => {
+      const shown: Shown = { kind: 'quickPick', items, placeHolder: options?.placeHolder };
+      this.shown.push(shown);
+      return Promise.resolve(this.answer(shown));
+    },
+    showWorkspaceFolderPick: (): Promise<unknown> => Promise.resolve(this.folders[0]),
+    withProgress: <R>(
+      options: vscode.ProgressOptions,
+      task: (progress: unknown, token: unknown) => Promise<R>,
+    ): Promise<R> => {
+      this.shown.push({ kind: 'progress', title: options.title ?? '' });
+      return task({ report: () => undefined }, { onCancellationRequested: () => undefined });
+    },
+    showTextDocument: (uri: vscode.Uri): Promise<unknown> => {
+      this.shown.push({ kind: 'document', fsPath: uri.fsPath });
+      return Promise.resolve(undefined);
+    },
+    createTerminal: (options: vscode.TerminalOptions): unknown => {
+      this.shown.push({ kind: 'terminal', options });
+      return { show: () => undefined };
+    },
+  };
+
+  host(): UiHost {
+    const workspace = {
+      getConfiguration: () => ({
+        get: (key: string, fallback?: unknown) =>
+          this.settings.has(key) ? this.settings.get(key) : fallback,
+        inspect: () => undefined,
+      }),
+    };
+    // Read when the handlers ask, so a test may add a folder later.
+    Object.defineProperty(workspace, 'workspaceFolders', { get: () => this.folders });
+    return {
+      window: this.window as unknown as WindowPort,
+      commands: {
+        executeCommand: (command: string, ...args: unknown[]) => {
+          this.shown.push({ kind: 'command', command, args });
+          return Promise.resolve(undefined);
+        },
+      } as UiHost['commands'],
+      workspace: workspace as unknown as UiHost['workspace'],
+      progress: { notification: 15, window: 10 } as UiHost['progress'],
+      fileUri: (fsPath) => ({ fsPath, scheme: 'file' }) as vscode.Uri,
+      runsDir: (f) => path.join(f.uri.fsPath, 'runs'),
+      env: this.env,
+    };
+  }
+
+  /** The messages shown, as "kind: text". */
+  messages(): string[] {
+    return this.shown.flatMap((s) =>
+      s.kind === 'info' || s.kind === 'warning' || s.kind === 'error'
+        ? [`${s.kind}: ${s.message}`]
+        : [],
+    );
+  }
+}
+
+export function folder(dir: string): vscode.WorkspaceFolder {
+  return { uri: { fsPath: dir, scheme: 'file' } as vscode.Uri, name: path.basename(dir), index: 0 };
+}
+
+/** What the log received. */
+export class FakeLog implements LogPort {
+  readonly lines: string[] = [];
+  shown = 0;
+  info(text: string): void {
+    this.lines.push(`info ${text}`);
+  }
+  warn(text: string): void {
+    this.lines.push(`warn ${text}`);
+  }
+  error(text: string): void {
+    this.lines.push(`error ${text}`);
+  }
+  redact(text: string): string {
+    return text;
+  }
+  show(): void {
+    this.shown++;
+  }
+  coreEvent(_event: CoreEvent): void {}
+}
+
+class MemorySecrets implements SecretStore {
+  private readonly values = new Map<string, string>();
+  get(key: string) {
+    return Promise.resolve(this.values.get(key));
+  }
+  store(key: string, value: string) {
+    this.values.set(key, value);
+    return Promise.resolve();
+  }
+  delete(key: string) {
+    this.values.delete(key);
+    return Promise.resolve();
+  }
+}
+
+/** A UiContext over the fake host, with `runs` as the Runs model's records. */
+export function fakeContext(runs: RunSummary[] = []): {
+  ctx: UiContext;
+  fake: FakeHost;
+  log: FakeLog;
+  clock: FakeClock;
+} {
+  const fake = new FakeHost();
+  const log = new FakeLog();
+  const clock = new FakeClock();
+  const ctx = new UiContext({
+    host: fake.host(),
+    bus: new EventBus(),
+    clock,
+    log,
+    apiKeys: new ApiKeyStore(new MemorySecrets(), new Redactor(), {}),
+    runs: new RunsModel(() => Promise.resolve(runs), { clock }),
+    pods: { refresh: () => Promise.resolve(), isLoaded: false },
+  });
+  return { ctx, fake, log, clock };
+}
