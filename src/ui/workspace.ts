@@ -14,7 +14,7 @@ import { CLIENT_VERSION, RunpodClient } from '../core/runpod/client';
 import type { PodCtx } from '../core/runpod/context';
 import type { FlowDeps } from '../core/flow';
 import { RunStore } from '../core/runs/store';
-import { timingFromEnv as coreTimingFromEnv, type Timing } from '../core/timing';
+import type { Timing } from '../core/timing';
 
 /**
  * The extension's counterpart of the CLI's session setup (src/cli/main.ts): the same FlowDeps
@@ -35,11 +35,6 @@ export class SetupError extends Error {
     super(message);
     this.name = 'SetupError';
   }
-}
-
-/** The test hook of the core's timing; a bad value gives production timing, never a failed activation. */
-export function timingFromEnv(env: Env): Timing {
-  return coreTimingFromEnv(env).timing;
 }
 
 export interface WorkspaceOptions {
