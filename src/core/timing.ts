@@ -36,7 +36,10 @@ export interface Timing {
   /** How long a delete is confirmed for (GET until 404), and how often. */
   deleteConfirmMs: number;
   deletePollMs: number;
-  /** Job status poll while the metrics stream is quiet (metrics themselves stream). */
+  /**
+   * Job status poll while streaming does not work on the target; while the metrics stream speaks
+   * the pod pushes the status on it instead, with a sign of life every ten of these.
+   */
   statusPollMs: number;
   /** Consecutive failed follow polls tolerated; the next one gives up (the job keeps running). */
   watchFailuresTolerated: number;
