@@ -120,9 +120,9 @@ export async function downloadTree(
 }
 
 /**
- * Streams `length` bytes of `path` from `position` through one exec channel (`tail -c +N |
- * head -c L`, POSIX, busybox too), handing each chunk to `write` with backpressure. Several
- * times the throughput of SFTP reads through ssh2 (each SFTP read is a request and a response
+ * Streams `length` bytes of `path` from `position` through one exec channel (`head -c L`, or
+ * `tail -c +N | head -c L` from further in; POSIX, busybox too), handing each chunk to `write`
+ * with backpressure. Several times the throughput of SFTP reads through ssh2 (each SFTP read is a request and a response
  * parsed in JS; a channel is one flow of data). Resolves with the bytes streamed: fewer than
  * `length` when the file shrank since it was opened (the hash then says it changed).
  */
@@ -135,21 +135,23 @@ async function streamRange(
   signal?: AbortSignal,
 ): Promise<number> {
   let streamed = 0;
-  const result = await link.run(
-    `tail -c +${position + 1} -- ${shQuote(path)} | head -c ${length}`,
-    {
-      signal,
-      maxOutputBytes: 64 * 1024,
-      what: `reading ${path}`,
-      onStdoutAsync: async (chunk) => {
-        const room = length - streamed;
-        const piece = chunk.length > room ? chunk.subarray(0, room) : chunk;
-        if (piece.length === 0) return;
-        streamed += piece.length;
-        await write(piece);
-      },
+  // From the start: `head` alone (one process and one pipe less per byte than `tail | head`).
+  const command =
+    position === 0
+      ? `head -c ${length} -- ${shQuote(path)}`
+      : `tail -c +${position + 1} -- ${shQuote(path)} | head -c ${length}`;
+  const result = await link.run(command, {
+    signal,
+    maxOutputBytes: 64 * 1024,
+    what: `reading ${path}`,
+    onStdoutAsync: async (chunk) => {
+      const room = length - streamed;
+      const piece = chunk.length > room ? chunk.subarray(0, room) : chunk;
+      if (piece.length === 0) return;
+      streamed += piece.length;
+      await write(piece);
     },
-  );
+  });
   if (streamed < length && result.stderr.length > 0) {
     throw new ExecError('io', `reading ${path} on ${link.where} failed: ${excerpt(result.stderr)}`);
   }

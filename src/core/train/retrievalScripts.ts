@@ -7,6 +7,8 @@ import { shQuote } from '../exec/shell';
 import { normalizeEntries, RetrievalError, splitExcludes, STAGING_DIR, display } from './manifest';
 
 /** Exit code of the manifest script when the run directory is missing. */
+/** Files from this size on are hashed by the faster hasher when the pod has one. */
+export const FAST_HASH_MIN_BYTES = 1024 * 1024;
 export const EXIT_NO_RUN_DIR = 3;
 /** Exit code of the change check when there is no change marker (it could not be made). */
 export const EXIT_NO_MARKER = 5;
@@ -95,23 +97,48 @@ export function manifestScript(
   excludeGlobs: readonly string[] = [],
   changeMarker?: string,
 ): string {
-  const perFile = `for f do h=$(sha256sum < "$f") || exit 1; printf "%s  %s\\0" "\${h%% *}" "$f"; done`;
+  // `$1` is the hasher (`sha256sum` or `openssl dgst -sha256 -r`: both print `<hex> <name>`).
+  const perFile = `h=$1; shift; for f do d=$($h < "$f") || exit 1; printf "%s  %s\\0" "\${d%% *}" "$f"; done`;
+  const loop = `-exec sh -c ${shQuote(perFile)} sh`;
   return findScript(
     runDir,
     entries,
     excludeGlobs,
     (find) => [
-      `if [ "$z" = 1 ]; then`,
+      `if [ "$s" = 1 ]; then`,
+      `  ${find} \\( -size -${FAST_HASH_MIN_BYTES}c -exec sha256sum -z -- {} + -o ${loop} "$hb" {} + \\) || exit 4`,
+      `elif [ "$z" = 1 ]; then`,
       `  ${find} -exec sha256sum -z -- {} + || exit 4`,
       `else`,
-      `  ${find} -exec sh -c ${shQuote(perFile)} sh {} + || exit 4`,
+      `  ${find} ${loop} sha256sum {} + || exit 4`,
       `fi`,
     ],
     [
       ...(changeMarker === undefined ? [] : changeMarkerLines(changeMarker)),
       `if printf '' | sha256sum -z >/dev/null 2>&1; then z=1; else z=0; fi`,
+      ...fastHasherLines(),
     ],
   );
+}
+
+/** SHA-256 of `abc`: the self-test a faster hasher must pass before it is trusted. */
+const ABC_SHA256 = 'ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad';
+
+/**
+ * `s=1` and `hb` the faster hasher for big files when the pod has one that passes the
+ * self-test (OpenSSL's SHA-256 uses the CPU's SHA extensions: several times coreutils'
+ * speed) and a `find` that can split one walk by size (GNU; busybox's `-exec +` inside
+ * `-o` runs nothing, so it keeps the plain walk). One walk, so a file that grows while
+ * it is hashed is listed once, never twice or not at all.
+ */
+function fastHasherLines(): string[] {
+  return [
+    `s=0`,
+    `if [ "$z" = 1 ] && d=$(printf abc | openssl dgst -sha256 -r 2>/dev/null) && [ "\${d%% *}" = ${ABC_SHA256} ] &&`,
+    `  [ "$(find /dev/null \\( -size -1c -exec echo s {} + -o -exec echo b {} + \\) 2>/dev/null)" = "s /dev/null" ]; then`,
+    `  s=1; hb='openssl dgst -sha256 -r'`,
+    `fi`,
+  ];
 }
 
 /**
