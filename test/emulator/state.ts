@@ -8,7 +8,7 @@ import { createServer as createTcpServer, type Server as TcpServer, type Socket 
 import { type CloudType, type GpuTypeSpec, type NetworkVolumeSpec } from './catalog';
 import { type BindMount, Container } from './container';
 import { type JsonObject } from './extensions';
-import { type SshdFaultMode } from './faults';
+import { ROUTES, type SshdFaultMode } from './faults';
 import { type PodDirs, type PodStatus } from './types';
 
 export type Reply = { status: number; body?: unknown; headers?: Record<string, string> };
@@ -105,24 +105,10 @@ export const DEFAULT_DETAILS: Record<number, string> = {
   503: 'service unavailable',
   504: 'gateway timeout',
 };
+/** The operations the emulator serves: every route a request fault can target, and the bill. */
 export const IMPLEMENTED = new Set<string>([
-  'createPod',
-  'listPods',
-  'getPod',
-  'deletePod',
-  'podAction',
-  'listGpuTypes',
-  'listDataCenters',
-  'listNetworkVolumes',
-  'getNetworkVolume',
-  'updateNetworkVolume',
-  'listTemplates',
-  'listSecrets',
-  'createSecret',
-  'updateSecret',
-  'deleteSecret',
+  ...ROUTES.filter((route) => route !== '*'),
   'listPodBilling',
-  'getPodLogs',
 ]);
 export const ACTIONS_BY_STATUS: Record<PodStatus, string[]> = {
   PROVISIONING: ['stop', 'terminate'],

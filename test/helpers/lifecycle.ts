@@ -23,6 +23,7 @@ import { scaleTiming, type Timing } from '../../src/core/timing';
 import { startEmulator, type Emulator, type EmulatorOptions } from '../emulator/emulator';
 import type { LedgerEntry } from '../emulator/ledger';
 import { ApiClient } from '../emulator/testing';
+import { filesUnder, processesMounting, readJson } from './labFiles';
 import { recordLedger } from './reliability';
 
 export const ROOT = path.join(__dirname, '..', '..');
@@ -454,111 +455,8 @@ export class Lab {
   }
 }
 
-export function readJson(file: string): Record<string, unknown> {
-  return JSON.parse(fs.readFileSync(file, 'utf8')) as Record<string, unknown>;
-}
-
-/**
- * Processes (pid and name) whose mount table mentions `marker` (the emulator's state directory):
- * a pod's processes see its directories bind-mounted from there, so any survivor shows up,
- * whatever it is called (sshd, the watchdog, the job).
- */
-export function processesMounting(marker: string): string[] {
-  const found: string[] = [];
-  for (const entry of fs.readdirSync('/proc')) {
-    if (!/^\d+$/.test(entry)) continue;
-    try {
-      const mounts = fs.readFileSync(`/proc/${entry}/mountinfo`, 'utf8');
-      if (!mounts.includes(marker)) continue;
-      const name = fs.readFileSync(`/proc/${entry}/comm`, 'utf8').trim();
-      found.push(`${entry} (${name})`);
-    } catch {
-      // Gone meanwhile, or not ours to read.
-    }
-  }
-  return found;
-}
-
-/** Files under `dir` (relative paths, sorted), with their contents. */
-export function filesUnder(dir: string): Map<string, Buffer> {
-  const out = new Map<string, Buffer>();
-  const walk = (rel: string): void => {
-    for (const entry of fs.readdirSync(path.join(dir, rel), { withFileTypes: true })) {
-      const child = rel === '' ? entry.name : `${rel}/${entry.name}`;
-      if (entry.isDirectory()) walk(child);
-      else if (entry.isFile()) out.set(child, fs.readFileSync(path.join(dir, child)));
-    }
-  };
-  if (fs.existsSync(dir)) walk('');
-  return new Map([...out.entries()].sort(([a], [b]) => (a < b ? -1 : 1)));
-}
-
-// ------------------------------------------------------------------ processes of a lab
-
-/** A child process running `train()` on a lab (lifecycleChild.ts), its events as they come. */
-export interface LifecycleChild {
-  pid: number;
-  events: CoreEvent[];
-  stderr: () => string;
-  /** Resolves with the signal that ended it (null on a normal exit). */
-  exited: Promise<NodeJS.Signals | null>;
-  /** SIGKILL now; resolves once it is dead. Returns the time of the kill (ms). */
-  kill(): Promise<number>;
-}
-
-/**
- * Starts `train()` of the lab's workspace in a child process (its own FlowDeps, the lab's
- * timing), so a test can SIGKILL the process running the lifecycle at any step. The API key
- * reaches it through the environment only.
- */
-export function spawnLifecycleChild(lab: Lab): LifecycleChild {
-  const child = spawn(
-    process.execPath,
-    ['--import', 'tsx', path.join(ROOT, 'test', 'helpers', 'lifecycleChild.ts')],
-    {
-      cwd: ROOT,
-      env: {
-        PATH: process.env.PATH ?? '/usr/bin:/bin',
-        HOME: process.env.HOME ?? '/root',
-        LIFECYCLE_CHILD: JSON.stringify(lab.childSetup()),
-        LIFECYCLE_API_KEY: lab.emulator.apiKey,
-      },
-      stdio: ['ignore', 'pipe', 'pipe'],
-    },
-  );
-  const events: CoreEvent[] = [];
-  let stderr = '';
-  let buffered = '';
-  child.stdout.on('data', (chunk: Buffer) => {
-    buffered += chunk.toString('utf8');
-    const lines = buffered.split('\n');
-    buffered = lines.pop() ?? '';
-    for (const line of lines) {
-      if (line.trim() === '') continue;
-      try {
-        events.push(JSON.parse(line) as CoreEvent);
-      } catch {
-        stderr += `(unparsed stdout) ${line}\n`;
-      }
-    }
-  });
-  child.stderr.on('data', (chunk: Buffer) => (stderr += chunk.toString('utf8')));
-  const exited = new Promise<NodeJS.Signals | null>((resolve) =>
-    child.on('close', (_code, signal) => resolve(signal)),
-  );
-  return {
-    pid: child.pid ?? -1,
-    events,
-    stderr: () => stderr,
-    exited,
-    async kill(): Promise<number> {
-      const atMs = Date.now();
-      child.kill('SIGKILL');
-      await exited;
-      return atMs;
-    },
-  };
-}
+export { filesUnder, processesMounting, readJson } from './labFiles';
+export { spawnLifecycleChild, type LifecycleChild } from './lifecycleChildProcess';
 
 export interface CliRan {
   code: number | null;
