@@ -1,13 +1,11 @@
 /**
- * Verified retrieval against a real sshd (and the local executor): the
- * manifest script under dash, bash and busybox; a whole retrieval with odd
+ * Verified retrieval against a real sshd (and the local executor): a whole retrieval with odd
  * names, excludes and planted symlinks; a hostile pod whose `find` lies; a
  * local symlink in the way; a file changing during the download; a dropped
  * connection resumed without downloading everything again.
  */
 import assert from 'node:assert/strict';
-import { execFileSync, spawnSync } from 'node:child_process';
-import { createHash, randomBytes } from 'node:crypto';
+import { randomBytes } from 'node:crypto';
 import {
   appendFileSync,
   chmodSync,
@@ -32,187 +30,15 @@ import { SshExecutor } from '../../src/core/exec/ssh';
 import { scaleTiming } from '../../src/core/timing';
 import {
   ManifestError,
-  manifestScript,
-  parseListing,
-  parseManifest,
   retrieve,
   RetrievalError,
   STAGING_DIR,
-  changedScript,
   describeMismatches,
   type RetrieveOptions,
 } from '../../src/core/train/retrieval';
 import { startSshd, startTcpProxy, type Sshd } from '../helpers/sshd';
 
-const ENTRIES = ['output/', 'metrics.jsonl', 'job.log'];
-const EXCLUDES = ['checkpoint-*'];
-
-const ODD_NAMES = [
-  'output/adapter_model.safetensors',
-  'output/with space.txt',
-  'output/new\nline.txt',
-  'output/ünïcødé/模型.bin',
-  'output/back\\slash',
-  'output/-leading-dash',
-  'output/quote\'and"double',
-  `output/${'deep/'.repeat(30)}file`,
-];
-
-function sha256(data: Buffer | string): string {
-  return createHash('sha256').update(data).digest('hex');
-}
-
-/** A run directory as a job leaves it: results, a checkpoint to skip, planted links. */
-function makeRun(root: string): Map<string, Buffer> {
-  const files = new Map<string, Buffer>();
-  for (const name of ODD_NAMES) files.set(name, Buffer.from(`content of ${name}\n`));
-  files.set('output/big.bin', randomBytes(3_000_000));
-  files.set('metrics.jsonl', Buffer.from('{"event":"begin"}\n'));
-  for (const [name, data] of files) {
-    mkdirSync(join(root, name, '..'), { recursive: true });
-    writeFileSync(join(root, name), data);
-  }
-  mkdirSync(join(root, 'output', 'checkpoint-20'), { recursive: true });
-  writeFileSync(join(root, 'output', 'checkpoint-20', 'optimizer.pt'), 'skip me');
-  mkdirSync(join(root, 'output', 'sub', 'checkpoint-5'), { recursive: true });
-  writeFileSync(join(root, 'output', 'sub', 'checkpoint-5', 'x'), 'skip me too');
-  mkdirSync(join(root, 'ssh'), { recursive: true });
-  writeFileSync(join(root, 'ssh', 'id_ed25519'), 'not an artifact');
-  // Links a hostile job could plant: never followed, never retrieved.
-  symlinkSync('/etc/passwd', join(root, 'output', 'passwd-link'));
-  symlinkSync('/etc', join(root, 'output', 'etc-link'));
-  symlinkSync('/etc/hostname', join(root, 'job.log'));
-  return files;
-}
-
-function assertRetrieved(localRunDir: string, files: Map<string, Buffer>): void {
-  for (const [name, data] of files) {
-    assert.ok(readFileSync(join(localRunDir, name)).equals(data), JSON.stringify(name));
-  }
-  assert.equal(existsSync(join(localRunDir, STAGING_DIR)), false, 'staging removed');
-  assert.equal(existsSync(join(localRunDir, 'output', 'checkpoint-20')), false);
-  assert.equal(existsSync(join(localRunDir, 'output', 'sub', 'checkpoint-5')), false);
-  assert.equal(existsSync(join(localRunDir, 'output', 'passwd-link')), false);
-  assert.equal(existsSync(join(localRunDir, 'output', 'etc-link')), false);
-  assert.equal(existsSync(join(localRunDir, 'job.log')), false);
-  assert.equal(existsSync(join(localRunDir, 'ssh')), false);
-}
-
-describe('manifest script under real shells', function () {
-  this.timeout(30_000);
-  let dir: string;
-  let busyboxBin: string;
-
-  before(() => {
-    dir = mkdtempSync(join(tmpdir(), 'ob-manifest-'));
-    busyboxBin = join(dir, 'busybox-bin');
-    mkdirSync(busyboxBin);
-    execFileSync('busybox', ['--install', '-s', busyboxBin]);
-  });
-  after(() => rmSync(dir, { recursive: true, force: true }));
-
-  const shells: [string, string, () => NodeJS.ProcessEnv][] = [
-    ['dash + GNU tools', '/bin/dash', () => ({ PATH: '/usr/bin:/bin' })],
-    ['bash + GNU tools', '/bin/bash', () => ({ PATH: '/usr/bin:/bin' })],
-    ['busybox sh + busybox tools', 'busybox-sh', () => ({ PATH: busyboxBin })],
-    ['dash + busybox tools', '/bin/dash', () => ({ PATH: busyboxBin })],
-  ];
-  for (const [label, shell, env] of shells) {
-    it(`lists and hashes every regular file, any name, links and excludes left out (${label})`, () => {
-      const run = join(dir, `run-${label.replace(/\W+/g, '-')}`);
-      const files = makeRun(run);
-      const [cmd, args] = shell === 'busybox-sh' ? ['/bin/busybox', ['sh', '-c']] : [shell, ['-c']];
-      // stdin not a socket: bash would take itself for an rsh session and read ~/.bashrc.
-      const out = execFileSync(cmd, [...args, manifestScript(run, ENTRIES, EXCLUDES)], {
-        env: env(),
-        stdio: ['ignore', 'pipe', 'pipe'],
-      });
-      const entries = parseManifest(out, { entries: ENTRIES, excludes: EXCLUDES });
-      assert.deepEqual(
-        new Map(entries.map((entry) => [entry.path, entry.sha256])),
-        new Map([...files].map(([name, data]) => [name, sha256(data)])),
-      );
-    });
-  }
-
-  for (const [label, shell, env] of shells) {
-    it(`says which files were written after hashing began, and not the ones written just before (${label})`, () => {
-      const run = join(dir, `run-changes-${label.replace(/\W+/g, '-')}`);
-      makeRun(run);
-      const marker = randomBytes(8).toString('hex');
-      const [cmd, args] = shell === 'busybox-sh' ? ['/bin/busybox', ['sh', '-c']] : [shell, ['-c']];
-      const sh = (script: string) =>
-        spawnSync(cmd, [...args, script], { env: env(), stdio: ['ignore', 'pipe', 'pipe'] });
-      // metrics.jsonl was written a moment ago, right before the retrieval: not a change.
-      writeFileSync(join(run, 'metrics.jsonl'), '{"event":"end"}\n');
-      const hashed = sh(manifestScript(run, ENTRIES, EXCLUDES, marker));
-      assert.equal(hashed.status, 0, hashed.stderr.toString());
-      // Written after the pod began hashing: a file still being written, and a new one.
-      writeFileSync(join(run, 'output', 'big.bin'), 'still writing');
-      writeFileSync(join(run, 'output', 'new.txt'), 'appeared');
-      const changed = sh(changedScript(run, ENTRIES, EXCLUDES, marker));
-      assert.equal(changed.status, 0, changed.stderr.toString());
-      assert.deepEqual(
-        parseListing(changed.stdout, { entries: ENTRIES, excludes: EXCLUDES }).sort(),
-        ['output/big.bin', 'output/new.txt'],
-      );
-      assert.equal(existsSync(join(run, STAGING_DIR)), false, 'the marker is removed');
-      // A second look finds no marker: exit 5, so a lost marker is never read as "nothing changed".
-      assert.equal(sh(changedScript(run, ENTRIES, EXCLUDES, marker)).status, 5);
-    });
-  }
-
-  it('fails instead of giving an incomplete list when a file cannot be hashed', () => {
-    const run = join(dir, 'run-failing');
-    makeRun(run);
-    // sha256sum failing on the one big file, as an unreadable or vanished file would:
-    // for the GNU batch path (names in argv) and the per-file path (content on stdin).
-    const batch = join(dir, 'failing-batch');
-    const perFile = join(dir, 'failing-per-file');
-    mkdirSync(batch);
-    mkdirSync(perFile);
-    writeFileSync(
-      join(batch, 'sha256sum'),
-      `#!/bin/sh\nfor a do case "$a" in *big.bin) echo "cannot read" >&2; exit 1;; esac; done\n` +
-        `exec /usr/bin/sha256sum "$@"\n`,
-    );
-    writeFileSync(
-      join(perFile, 'sha256sum'),
-      `#!/bin/sh\n[ "$#" -eq 0 ] || exit 1\nt=$(mktemp); cat > "$t"\n` +
-        `if [ "$(wc -c < "$t")" -gt 1000000 ]; then rm -f "$t"; echo "cannot read" >&2; exit 1; fi\n` +
-        `/usr/bin/sha256sum < "$t"; s=$?; rm -f "$t"; exit $s\n`,
-    );
-    // The faster hasher big files take where the pod has one (OpenSSL): failing the same way.
-    writeFileSync(
-      join(batch, 'openssl'),
-      `#!/bin/sh\nt=$(mktemp); cat > "$t"\n` +
-        `if [ "$(wc -c < "$t")" -gt 1000000 ]; then rm -f "$t"; echo "cannot read" >&2; exit 1; fi\n` +
-        `/usr/bin/openssl "$@" < "$t"; s=$?; rm -f "$t"; exit $s\n`,
-    );
-    chmodSync(join(batch, 'openssl'), 0o755);
-    chmodSync(join(batch, 'sha256sum'), 0o755);
-    chmodSync(join(perFile, 'sha256sum'), 0o755);
-    const cases: [string, string[], string][] = [
-      ['/bin/dash', ['-c'], `${batch}:/usr/bin:/bin`],
-      ['/bin/bash', ['-c'], `${batch}:/usr/bin:/bin`],
-      ['/bin/dash', ['-c'], `${perFile}:${busyboxBin}`],
-      ['/bin/busybox', ['sh', '-c'], `${perFile}:${busyboxBin}`],
-    ];
-    for (const [shell, args, path] of cases) {
-      const result = spawnSync(shell, [...args, manifestScript(run, ENTRIES, EXCLUDES)], {
-        env: { PATH: path },
-        stdio: ['ignore', 'pipe', 'pipe'],
-      });
-      assert.equal(result.status, 4, `${shell} with ${path}: ${result.stderr.toString()}`);
-      assert.match(result.stderr.toString(), /cannot read/);
-    }
-  });
-
-  it('exits 3 when the run directory is missing', () => {
-    const result = spawnSync('/bin/dash', ['-c', manifestScript(join(dir, 'nope'), ENTRIES)]);
-    assert.equal(result.status, 3);
-  });
-});
+import { assertRetrieved, ENTRIES, EXCLUDES, makeRun } from '../helpers/retrievalRun';
 
 /**
  * A pod whose commands find `scripts` first on their PATH (via BASH_ENV, read
