@@ -14,7 +14,9 @@
  *
  *   npx tsx bench/retrieval.bench.ts            quick: 1,000 × 4 KiB and 32 MiB, 3 runs
  *   npx tsx bench/retrieval.bench.ts --full     10,000 × 4 KiB and 1 GiB, 5 runs
- *   options: --runs N, --small N, --big-mib N, --json (one JSON line at the end)
+ *   options: --runs N, --small N, --big-mib N, --json (one JSON line at the end),
+ *            --compare DIR (also runs the retrieval of another checkout, e.g. the code before a
+ *            change, in the same rounds: before and after side by side)
  */
 import { execFileSync, spawn, spawnSync } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
@@ -90,10 +92,11 @@ async function child(params: ChildParams): Promise<void> {
   process.stdout.write(`${JSON.stringify(out)}\n`);
 }
 
-async function runChild(params: ChildParams): Promise<ChildResult> {
+async function runChild(params: ChildParams, tree?: string): Promise<ChildResult> {
+  const script = tree ? join(tree, 'bench', 'retrieval.bench.ts') : __filename;
   const proc = spawn(
     process.execPath,
-    ['--import', 'tsx', __filename, '--child', JSON.stringify(params)],
+    ['--import', 'tsx', script, '--child', JSON.stringify(params)],
     { stdio: ['ignore', 'pipe', 'inherit'] },
   );
   let out = '';
@@ -176,6 +179,7 @@ async function main(): Promise<void> {
   const runs = Number(arg('--runs') ?? (full ? 5 : 3));
   const smallFiles = Number(arg('--small') ?? (full ? 10_000 : 1_000));
   const bigMiB = Number(arg('--big-mib') ?? (full ? 1024 : 32));
+  const compare = arg('--compare');
   const work = mkdtempSync(join(tmpdir(), 'ob-bench-'));
   const sshd = await startSshd();
   const rows: string[][] = [];
@@ -214,6 +218,8 @@ async function main(): Promise<void> {
       let baselineRss = 0;
       let oursRss = 0;
       let oursIdle = 0;
+      const before: number[] = [];
+      let beforeRss = 0;
       for (let run = 0; run < runs; run++) {
         const b = runBaseline(sshd, keyPath, knownHosts, join(remote, dataset.entry), work);
         baseline.push(b.ms);
@@ -232,6 +238,24 @@ async function main(): Promise<void> {
         });
         if (!o.verified || o.bytes !== dataset.bytes)
           throw new Error('our retrieval did not verify');
+        if (compare) {
+          rmSync(localRunDir, { recursive: true, force: true });
+          const p = await runChild(
+            {
+              host: sshd.host,
+              port: sshd.port,
+              keyPath,
+              hostPublicKey: sshd.hostPublicKey,
+              remoteRunDir: remote,
+              localRunDir,
+              entry: dataset.entry,
+            },
+            compare,
+          );
+          if (!p.verified) throw new Error('the compared retrieval did not verify');
+          before.push(p.ms);
+          beforeRss = Math.max(beforeRss, p.peakRssKiB);
+        }
         ours.push(o.ms);
         oursRss = Math.max(oursRss, o.peakRssKiB);
         oursIdle = Math.max(oursIdle, o.idleRssKiB);
@@ -249,6 +273,17 @@ async function main(): Promise<void> {
         `${(baselineRss / 1024).toFixed(0)} MiB`,
         `${(oursRss / 1024).toFixed(0)} MiB (+${((oursRss - oursIdle) / 1024).toFixed(0)} over idle)`,
       ]);
+      if (compare) {
+        const p = median(before);
+        rows.push([
+          `${dataset.name}, ${compare}`,
+          `${(b / 1000).toFixed(2)} s`,
+          `${(p / 1000).toFixed(2)} s (${mbps(p)} MB/s)`,
+          (b / p).toFixed(2),
+          '',
+          `${(beforeRss / 1024).toFixed(0)} MiB`,
+        ]);
+      }
       const phase = (i: number): string => (median(phases.map((p) => p[i]!)) / 1000).toFixed(2);
       notes.push(
         `${dataset.name}: baseline = hash on the pod ${phase(0)} s + ssh|tar ${phase(1)} s + sha256sum -c ${phase(2)} s`,
@@ -260,6 +295,7 @@ async function main(): Promise<void> {
         baselineRss,
         oursRss,
         oursIdle,
+        ...(compare ? { beforeMs: before, beforeRss } : {}),
       };
     }
 

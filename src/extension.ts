@@ -1,23 +1,36 @@
+import * as path from 'node:path';
 import * as vscode from 'vscode';
-import { systemClock } from './core/clock';
-import { EventBus } from './core/events';
-import { ApiKeyStore } from './ui/apiKey';
-import { Controller } from './ui/controller';
-import { watchConfigDiagnostics } from './ui/diagnostics';
-import { registerCommands } from './ui/commands';
+import type { Core } from './extensionCore';
+import type { PodsItem } from './ui/podsModel';
+import type { RunsNode } from './ui/runsModel';
+import { DeferredTree } from './shell/deferredTree';
+import { anyRunToFollow } from './shell/runsToFollow';
+import { COMMAND_IDS } from './ui/commandIds';
 import { Log } from './ui/log';
-import { PodsModel } from './ui/podsModel';
-import { Redactor } from './ui/redact';
-import { accountPodsSource, runsFolders, watchRunsFolders } from './ui/runsFolders';
-import { RunPanels } from './ui/runPanel';
-import { RunsModel } from './ui/runsModel';
-import { readRuns } from './ui/runsSource';
-import { bindPodsViewMessage, errorText, podsTreeProvider, runsTreeProvider } from './ui/runsTree';
+import { Redactor } from './core/redact';
+import { runsFolderName } from './ui/runsFolderName';
+
+/** The config file (the core's CONFIG_FILE; importing the config module would load its codecs). */
+const CONFIG_FILE = 'overbrainer.toml';
+/** The run panel's webview type (RUN_VIEW_TYPE in src/ui/runPanel.ts). */
+const RUN_VIEW_TYPE = 'overbrainer.run';
 
 /**
- * The composition root: builds the models, wires them to the views and commands, and registers
- * every resource with the context. Activation is cheap on purpose — no file is read, no API
- * call and no SSH connection is made until a view is shown or a command asks.
+ * The core's composition root, dist/extension-core.js in the package (esbuild.mjs keeps it out
+ * of this bundle): a plain require, evaluated on first use only.
+ */
+function coreModule(): typeof import('./extensionCore') {
+  // eslint-disable-next-line @typescript-eslint/no-require-imports
+  return require('./extensionCore') as typeof import('./extensionCore');
+}
+
+/**
+ * The thin first bundle: registers the commands, the views, the run panel's serializer and the
+ * log channel, and nothing else. The core (config codecs, lifecycle, the controller, the models)
+ * is loaded when a command runs, a view is first shown, a run panel is restored, an
+ * overbrainer.toml is opened, saved or changed (its Problems entries), or a run recorded
+ * `running` or `preparing` must be followed again: that last look is a directory listing and a
+ * text search right after activation, and the core is loaded at once when it finds one.
  */
 export function activate(context: vscode.ExtensionContext): void {
   const startedMs = performance.now();
@@ -25,68 +38,79 @@ export function activate(context: vscode.ExtensionContext): void {
   const log = new Log(redactor);
   context.subscriptions.push(log);
 
-  const apiKeys = new ApiKeyStore(context.secrets, redactor);
-  const runs = new RunsModel(() => readRuns(runsFolders()), { clock: systemClock });
-  // The account's pods, listed at most once a minute with the session's key (built lazily).
-  const late: { controller?: Controller } = {};
-  const pods = new PodsModel(
-    accountPodsSource((folder) => late.controller!.session(folder), systemClock),
-    { clock: systemClock },
-  );
-  context.subscriptions.push(runs, pods);
-  const bus = new EventBus();
-  const controller = new Controller(bus, systemClock, log, apiKeys, runs, pods);
-  late.controller = controller;
-  context.subscriptions.push(
-    controller,
-    watchConfigDiagnostics(),
-    // The Runs view's ETA from the metrics; a pod seen deleted leaves the Pods view at once.
-    runs.observe(bus),
-    bus.on((event) => {
-      if (event.type === 'pod' && event.status.kind === 'deleted') {
-        pods.noteDeleted(event.status.podId);
-      }
-    }),
-  );
+  let core: Core | null = null;
+  /** What loads the core on an event that needs it, until it is loaded. */
+  const triggers: vscode.Disposable[] = [];
+  const load = (why: string): Core => {
+    if (core !== null) return core;
+    const t0 = performance.now();
+    core = coreModule().startCore({ context, redactor, log, podsView });
+    runsTree.attach(core.runsTree);
+    podsTree.attach(core.podsTree);
+    for (const trigger of triggers.splice(0)) trigger.dispose();
+    log.info(`Core loaded in ${(performance.now() - t0).toFixed(1)} ms (${why}).`);
+    return core;
+  };
 
-  // The run webview's panels (and their serializer, so panels come back after a reload).
-  const runPanels = new RunPanels({
-    extensionUri: context.extensionUri,
-    bus,
-    clock: systemClock,
-    runs,
-    log,
-    pickRun: (arg, applies, what) => controller.pickRun(arg, applies, what),
-  });
-  context.subscriptions.push(runPanels);
-
-  const runsTree = runsTreeProvider(runs, systemClock, log);
-  const podsTree = podsTreeProvider(pods, systemClock, log);
+  // The views ask for their rows when first shown: that loads the core (a progress bar meanwhile).
+  const runsTree = new DeferredTree<RunsNode>(async () => load('the Runs view').runsTree);
+  const podsTree = new DeferredTree<PodsItem>(async () => load('the Pods view').podsTree);
   const podsView = vscode.window.createTreeView('overbrainer.pods', { treeDataProvider: podsTree });
   context.subscriptions.push(
     runsTree,
     podsTree,
     vscode.window.createTreeView('overbrainer.runs', { treeDataProvider: runsTree }),
     podsView,
-    bindPodsViewMessage(podsView, pods, systemClock),
-    ...registerCommands({ log, apiKeys, runs, pods, controller, runPanels }),
-    // Only models already shown are reloaded; a hidden view loads when it is first shown.
-    watchRunsFolders(() => {
-      for (const model of [runs, pods]) {
-        if (model.isLoaded) {
-          model.refresh().catch((error: unknown) => log.warn(`Reload failed: ${errorText(error)}`));
-        }
-      }
-    }, systemClock),
+    ...COMMAND_IDS.map((id) =>
+      vscode.commands.registerCommand(
+        id,
+        id === 'overbrainer.showLogs'
+          ? () => log.show()
+          : (...args: unknown[]) => load(`the command ${id}`).commands[id](...args),
+      ),
+    ),
+    // A run panel left open before a reload comes back with the core behind it.
+    vscode.window.registerWebviewPanelSerializer(RUN_VIEW_TYPE, {
+      deserializeWebviewPanel: async (panel, state) =>
+        load('a run panel to restore').restorePanel(panel, state),
+    }),
   );
+
+  // overbrainer.toml's Problems entries: the core checks every folder's file once it is loaded.
+  const onConfig = (uri: vscode.Uri): void => {
+    if (path.basename(uri.fsPath) === CONFIG_FILE) load(`${CONFIG_FILE} opened or changed`);
+  };
+  const watcher = vscode.workspace.createFileSystemWatcher(`**/${CONFIG_FILE}`);
+  triggers.push(
+    watcher,
+    watcher.onDidChange(onConfig),
+    watcher.onDidCreate(onConfig),
+    watcher.onDidDelete(onConfig),
+    vscode.workspace.onDidOpenTextDocument((doc) => onConfig(doc.uri)),
+    vscode.workspace.onDidSaveTextDocument((doc) => onConfig(doc.uri)),
+  );
+  context.subscriptions.push({ dispose: () => triggers.splice(0).forEach((t) => t.dispose()) });
 
   log.info(
     `Overbrainer ${String(context.extension.packageJSON.version)} activated in ${(performance.now() - startedMs).toFixed(1)} ms.`,
   );
-  // Runs this workspace left `running` are followed again (unless another process holds them).
-  controller
-    .resumeFollowing()
-    .catch((error: unknown) => log.warn(`Could not resume following: ${errorText(error)}`));
+
+  // Right after activation (not in it): an editor already showing overbrainer.toml gets its
+  // Problems, and a run this workspace left `running` is followed again.
+  setImmediate(() => {
+    if (vscode.workspace.textDocuments.some((doc) => path.basename(doc.uri.fsPath) === CONFIG_FILE))
+      load(`${CONFIG_FILE} open`);
+    const runsDirs = (vscode.workspace.workspaceFolders ?? [])
+      .filter((folder) => folder.uri.scheme === 'file')
+      .map((folder) => path.join(folder.uri.fsPath, runsFolderName(folder)));
+    anyRunToFollow(runsDirs)
+      .then((found) => (found ? load('a run to follow again').resumeFollowing() : undefined))
+      .catch((error: unknown) =>
+        log.warn(
+          `Could not resume following: ${error instanceof Error ? error.message : String(error)}`,
+        ),
+      );
+  });
 }
 
 /** The controller (a context subscription) aborts every follow; nothing deletes a pod here. */

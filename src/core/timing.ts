@@ -36,7 +36,10 @@ export interface Timing {
   /** How long a delete is confirmed for (GET until 404), and how often. */
   deleteConfirmMs: number;
   deletePollMs: number;
-  /** Job status poll while the metrics stream is quiet (metrics themselves stream). */
+  /**
+   * Job status poll while streaming does not work on the target; while the metrics stream speaks
+   * the pod pushes the status on it instead, with a sign of life every ten of these.
+   */
   statusPollMs: number;
   /** Consecutive failed follow polls tolerated; the next one gives up (the job keeps running). */
   watchFailuresTolerated: number;
@@ -155,4 +158,28 @@ export function scaleTiming(factor: number, overrides: Partial<Timing> = {}): Ti
     scaled[key] = Math.max(1, Math.round(value));
   }
   return { ...scaled, ...overrides };
+}
+
+/** The hidden test hook: every production duration divided by this variable's value (≥ 1). */
+export const TIMING_SCALE_VARIABLE = 'OVERBRAINER_TIMING_SCALE';
+
+/**
+ * The timing the environment asks for: production, or scaled by {@link TIMING_SCALE_VARIABLE}.
+ * A value that is not a number of at least 1 gives production timing and a `problem` to show
+ * (the CLI refuses it; the extension ignores it rather than fail its activation).
+ */
+export function timingFromEnv(env: Readonly<Record<string, string | undefined>>): {
+  timing: Timing;
+  problem: string | null;
+} {
+  const raw = env[TIMING_SCALE_VARIABLE]?.trim();
+  if (raw === undefined || raw === '') return { timing: { ...PRODUCTION_TIMING }, problem: null };
+  const factor = Number(raw);
+  if (!Number.isFinite(factor) || factor < 1) {
+    return {
+      timing: { ...PRODUCTION_TIMING },
+      problem: `${TIMING_SCALE_VARIABLE}: must be a number of at least 1 (a test hook), not ${JSON.stringify(raw.slice(0, 20))}. Unset it.`,
+    };
+  }
+  return { timing: scaleTiming(factor), problem: null };
 }

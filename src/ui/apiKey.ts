@@ -1,4 +1,4 @@
-import type { Redactor } from './redact';
+import type { Redactor } from '../core/redact';
 
 /** The part of vscode.SecretStorage the key store needs (so it is unit-tested without VS Code). */
 export interface SecretStore {

@@ -18,13 +18,14 @@ export interface CommandDeps {
   runPanels: RunPanels;
 }
 
-type Handler = (...args: unknown[]) => unknown;
+export type Handler = (...args: unknown[]) => unknown;
 
 /**
- * Registers every contributed command. Those whose feature has not landed say so instead of
- * doing nothing; each registration is returned as a Disposable for the extension context.
+ * Every contributed command's handler. Those whose feature has not landed say so instead of
+ * doing nothing. The thin first bundle (src/extension.ts) registers the commands at activation
+ * and calls these once the core is loaded.
  */
-export function registerCommands(deps: CommandDeps): vscode.Disposable[] {
+export function commandHandlers(deps: CommandDeps): Record<CommandId, Handler> {
   const c = deps.controller;
   const implemented: Partial<Record<CommandId, Handler>> = {
     'overbrainer.train': () => c.train(),
@@ -51,9 +52,9 @@ export function registerCommands(deps: CommandDeps): vscode.Disposable[] {
       await refresh(deps, 'pods');
     },
   };
-  return COMMAND_IDS.map((id) =>
-    vscode.commands.registerCommand(id, implemented[id] ?? (() => notAvailable(deps, id))),
-  );
+  return Object.fromEntries(
+    COMMAND_IDS.map((id) => [id, implemented[id] ?? (() => notAvailable(deps, id))]),
+  ) as Record<CommandId, Handler>;
 }
 
 function notAvailable(deps: CommandDeps, id: CommandId): void {

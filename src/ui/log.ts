@@ -1,6 +1,6 @@
 import * as vscode from 'vscode';
 import type { CoreEvent } from '../core/events';
-import type { Redactor } from './redact';
+import type { Redactor } from '../core/redact';
 
 /** The "Overbrainer" log channel: every line passes the redactor first. */
 export class Log implements vscode.Disposable {

@@ -92,9 +92,6 @@ export class RunPanels implements vscode.Disposable {
           panel.sendStatus();
         }
       }),
-      vscode.window.registerWebviewPanelSerializer(RUN_VIEW_TYPE, {
-        deserializeWebviewPanel: (panel, state) => this.restore(panel, state),
-      }),
     );
   }
 
@@ -186,8 +183,8 @@ export class RunPanels implements vscode.Disposable {
     };
   }
 
-  /** The serializer: `state` is what the page stored, validated like any page message. */
-  private async restore(panel: vscode.WebviewPanel, state: unknown): Promise<void> {
+  /** The serializer's work (registered by src/extension.ts): `state` is what the page stored, validated like any page message. */
+  async restore(panel: vscode.WebviewPanel, state: unknown): Promise<void> {
     const panelState = parsePanelState(state);
     if (panelState === null) {
       this.deps.log.warn('A run panel could not be restored: its saved state is not valid.');

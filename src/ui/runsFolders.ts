@@ -4,10 +4,10 @@ import type { Clock } from '../core/clock';
 import { RunStore } from '../core/runs/store';
 import { classifyAccountPods, type PodsSource } from './podsModel';
 import { readRuns, type RunsFolder } from './runsSource';
+import { RUNS_FOLDER_SETTING, runsFolderName } from './runsFolderName';
 import type { WorkspaceSession } from './workspace';
 
-/** The setting naming the runs folder, relative to each workspace folder. */
-export const RUNS_FOLDER_SETTING = 'overbrainer.runsFolder';
+export { RUNS_FOLDER_SETTING, runsFolderName };
 
 /**
  * The runs folder of every local workspace folder. A setting that tries to leave the workspace
@@ -20,16 +20,6 @@ export function runsFolders(): RunsFolder[] {
       dir: path.join(folder.uri.fsPath, runsFolderName(folder)),
       workspaceName: folder.name,
     }));
-}
-
-export function runsFolderName(folder: vscode.WorkspaceFolder): string {
-  const configured = vscode.workspace
-    .getConfiguration('overbrainer', folder.uri)
-    .get<string>('runsFolder', 'runs')
-    .trim();
-  const normalized = path.normalize(configured === '' ? 'runs' : configured);
-  if (path.isAbsolute(normalized) || normalized.split(path.sep).includes('..')) return 'runs';
-  return normalized;
 }
 
 /** How long after a change the runs folders are read once more (see watchRunsFolders). */

@@ -4,12 +4,14 @@ import type { Clock } from '../core/clock';
 import type { CoreEvent, EventBus } from '../core/events';
 import { ApiError } from '../core/runpod/errors';
 import { Pace } from '../core/train/pace';
+import { hintOf } from '../core/errors';
+import { timingFromEnv } from '../core/timing';
 import type { ApiKeyStore } from './apiKey';
 import { errorText } from './errorText';
 import type { LogPort, UiHost } from './host';
 import { notificationFor, OnceFilter, type Notification, type NotifyAction } from './notifyModel';
 import type { RunsModel, RunSummary } from './runsModel';
-import { SetupError, timingFromEnv, WorkspaceSession } from './workspace';
+import { SetupError, WorkspaceSession } from './workspace';
 
 /** A run this window follows: aborting stops following (before the job starts it deletes the pod). */
 export interface Followed {
@@ -89,7 +91,7 @@ export class UiContext {
       baseUrl,
       bus: this.bus,
       clock: this.clock,
-      timing: timingFromEnv(this.host.env),
+      timing: timingFromEnv(this.host.env).timing,
     });
   }
 
@@ -143,14 +145,9 @@ export class UiContext {
 
   /** Shows an error with its hint; a missing or refused key offers "Set Runpod API Key". */
   async showError(prefix: string, error: unknown): Promise<void> {
-    const hint =
-      typeof error === 'object' && error !== null && 'hint' in error
-        ? (error as { hint: unknown }).hint
-        : null;
+    const hint = hintOf(error);
     const needsKey = keyProblem(error);
-    const text = this.log.redact(
-      `${prefix}: ${errorText(error)}${typeof hint === 'string' && hint !== '' ? ` — ${hint}` : ''}`,
-    );
+    const text = this.log.redact(`${prefix}: ${errorText(error)}${hint ? ` — ${hint}` : ''}`);
     this.log.error(text);
     const actions = needsKey ? ['Set Runpod API Key'] : ['Show Logs'];
     const choice = await this.window.showErrorMessage(text, ...actions);

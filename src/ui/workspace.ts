@@ -14,7 +14,7 @@ import { CLIENT_VERSION, RunpodClient } from '../core/runpod/client';
 import type { PodCtx } from '../core/runpod/context';
 import type { FlowDeps } from '../core/flow';
 import { RunStore } from '../core/runs/store';
-import { PRODUCTION_TIMING, scaleTiming, type Timing } from '../core/timing';
+import type { Timing } from '../core/timing';
 
 /**
  * The extension's counterpart of the CLI's session setup (src/cli/main.ts): the same FlowDeps
@@ -35,18 +35,6 @@ export class SetupError extends Error {
     super(message);
     this.name = 'SetupError';
   }
-}
-
-/**
- * The CLI's test hook, read the same way: OVERBRAINER_TIMING_SCALE=<factor ≥ 1> divides every
- * production duration. Anything else is ignored (production timing) rather than failing activation.
- */
-export function timingFromEnv(env: Env): Timing {
-  const raw = env.OVERBRAINER_TIMING_SCALE?.trim();
-  if (raw === undefined || raw === '') return { ...PRODUCTION_TIMING };
-  const factor = Number(raw);
-  if (!Number.isFinite(factor) || factor < 1) return { ...PRODUCTION_TIMING };
-  return scaleTiming(factor);
 }
 
 export interface WorkspaceOptions {

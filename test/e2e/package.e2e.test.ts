@@ -69,6 +69,8 @@ describe('npm run package: the .vsix', function () {
       'extension/readme.md',
       'extension/changelog.md',
       'extension/dist/extension.js',
+      // The core, which the thin first bundle requires on first use (esbuild.mjs).
+      'extension/dist/extension-core.js',
       // ssh2 and undici, which the extension requires on first use (esbuild.mjs).
       'extension/dist/vendor-ssh2.js',
       'extension/dist/vendor-undici.js',

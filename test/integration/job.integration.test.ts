@@ -166,8 +166,16 @@ function metricsOf(file: string): TrainMetric[] {
 }
 
 const python = realPython();
-const busybox = which('busybox');
-const dash = which('dash');
+/** A shell the scripts must run under: missing, the file fails (it does not drop the shell). */
+function requiredShell(name: string): string {
+  const found = which(name);
+  if (found === null) {
+    throw new Error(`${name} is not on PATH: install it (\`npm run test:integration\` does)`);
+  }
+  return found;
+}
+const busybox = requiredShell('busybox');
+const dash = requiredShell('dash');
 
 interface Variant {
   name: string;
@@ -178,10 +186,10 @@ interface Variant {
 function busyboxBin(root: string): string {
   const bin = path.join(root, 'busybox-bin');
   mkdirSync(bin);
-  const applets = spawnSync(busybox as string, ['--list'], { encoding: 'utf8' })
+  const applets = spawnSync(busybox, ['--list'], { encoding: 'utf8' })
     .stdout.split('\n')
     .filter(Boolean);
-  for (const applet of applets) symlinkSync(busybox as string, path.join(bin, applet));
+  for (const applet of applets) symlinkSync(busybox, path.join(bin, applet));
   symlinkSync(python as string, path.join(bin, 'python3'));
   // So the launcher's path without nohup (busybox has none) is the one tested here.
   assert.ok(!existsSync(path.join(bin, 'nohup')));
@@ -193,7 +201,7 @@ const variants: Variant[] = [
   { name: `sh (${systemSh}), through the LocalExecutor`, make: (local) => local },
 ];
 // Where /bin/sh is dash already, the run above is the dash run.
-if (dash && realpathSync(dash) !== systemSh) {
+if (realpathSync(dash) !== systemSh) {
   variants.push({
     name: 'dash',
     make: (local, root) => {
@@ -208,16 +216,17 @@ if (dash && realpathSync(dash) !== systemSh) {
     },
   });
 }
-if (busybox) {
-  variants.push({
-    name: 'busybox sh (busybox applets only)',
-    make: (local, root) => new ShellExecutor(local, `${shQuote(busybox)} sh`, busyboxBin(root)),
-  });
-}
+variants.push({
+  name: 'busybox sh (busybox applets only)',
+  make: (local, root) => new ShellExecutor(local, `${shQuote(busybox)} sh`, busyboxBin(root)),
+});
 
 describe('job scripts on real shells', function () {
   before(function () {
-    if (python === null) this.skip();
+    if (python === null)
+      assert.fail(
+        'python3 (>= 3.7) is not on PATH: install it (apt-get install -y python3; `npm run test:integration` does)',
+      );
   });
 
   for (const variant of variants) {
@@ -523,7 +532,10 @@ describe('following a live job through the LocalExecutor', function () {
   let local: LocalExecutor;
 
   before(function () {
-    if (python === null) this.skip();
+    if (python === null)
+      assert.fail(
+        'python3 (>= 3.7) is not on PATH: install it (apt-get install -y python3; `npm run test:integration` does)',
+      );
     root = realpathSync(mkdtempSync(path.join(tmpdir(), 'ob-follow-')));
     local = new LocalExecutor();
   });

@@ -48,7 +48,10 @@ describe('the job over SSH (real sshd, connection cut mid-job)', function () {
     const probe = spawnSync('python3', ['-c', 'import sys; print(sys.executable)'], {
       encoding: 'utf8',
     });
-    if (probe.status !== 0) this.skip();
+    if (probe.status !== 0)
+      assert.fail(
+        'python3 (>= 3.7) is not on PATH: install it (apt-get install -y python3; `npm run test:integration` does)',
+      );
     python = probe.stdout.trim();
     sshd = await startSshd();
     proxy = await startTcpProxy(sshd.port);

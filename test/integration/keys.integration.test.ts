@@ -157,7 +157,9 @@ describe('keys: the run ssh config against a real sshd', function () {
   const daemons: Daemon[] = [];
 
   before(function () {
-    if (!fs.existsSync(SSHD)) this.skip();
+    if (!fs.existsSync(SSHD)) {
+      assert.fail(`${SSHD} is missing: install openssh-server (\`npm run test:integration\` does)`);
+    }
   });
 
   beforeEach(() => {

@@ -419,7 +419,10 @@ describe('watchdog.sh (integration)', function () {
 
       before(function () {
         const hasShell = spawnSync(shell.argv[0]!, [...shell.argv.slice(1), '-c', 'exit 0']);
-        if (hasShell.status !== 0) this.skip();
+        if (hasShell.status !== 0)
+          assert.fail(
+            `${shell.name} does not run: install it (apt-get install -y busybox dash; \`npm run test:integration\` does)`,
+          );
         // Every scenario at once; each `it` waits for its own.
         for (const scenario of SCENARIOS) results.set(scenario.title, settle(scenario.run(shell)));
       });

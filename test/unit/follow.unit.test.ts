@@ -52,6 +52,14 @@ class MemoryTarget implements Executor {
       stream.settle({ error: new ExecError('connection', 'connection reset') });
   }
 
+  /** The job ends: every stream pushes its status and ends, as the pod's watcher does. */
+  finish(status: string): void {
+    this.status = status;
+    for (const stream of this.streams)
+      stream.options.onStderr?.(Buffer.from(`@ob status ${status}\n`));
+    this.endStreams();
+  }
+
   /** Ends every stream as the stream command does once the job ended. */
   endStreams(): void {
     for (const stream of [...this.streams]) stream.settle({ code: 0 });
@@ -165,7 +173,7 @@ const steps = (metrics: TrainMetric[]): number[] => metrics.map((metric) => metr
 
 describe('MetricsFollower', () => {
   it('publishes each appended line at once, in order, without waiting for a poll', async () => {
-    const { target, follower, metrics, statuses, clock } = setup();
+    const { target, follower, metrics, statuses } = setup();
     target.append(logLine(1));
     const done = follower.follow();
     await settle();
@@ -177,9 +185,13 @@ describe('MetricsFollower', () => {
     assert.deepEqual(steps(metrics()), [1, 2], 'an incomplete line waits');
     target.append('ep":3,"loss":0.5}\n');
     assert.deepEqual(steps(metrics()), [1, 2, 3]);
-    target.status = 'exited 0';
-    await clock.advanceMs(2_000);
-    const result = await done;
+    target.finish('exited 0');
+    const result = await done; // no poll: the end was pushed
+    assert.equal(
+      target.commands.length,
+      1,
+      'one status look at the start, none while the stream speaks',
+    );
     assert.deepEqual(result, {
       status: { kind: 'exited', code: 0 },
       metrics: 3,
@@ -209,7 +221,7 @@ describe('MetricsFollower', () => {
   });
 
   it('reconnects after a dropped stream at the exact byte offset: no line lost or repeated', async () => {
-    const { target, follower, metrics, clock, warnings } = setup();
+    const { target, follower, metrics, warnings } = setup();
     const done = follower.follow();
     await settle();
     for (let step = 1; step <= 3; step++) target.append(logLine(step));
@@ -232,8 +244,7 @@ describe('MetricsFollower', () => {
       warnings()[0] ?? '',
       /metrics stream ended \(connection reset\); resuming from byte/,
     );
-    target.status = 'exited 0';
-    await clock.advanceMs(2_000);
+    target.finish('exited 0');
     assert.equal((await done).metrics, 6);
   });
 
@@ -244,8 +255,12 @@ describe('MetricsFollower', () => {
     done.catch(() => undefined); // asserted below, once it failed
     for (let i = 0; i < 5; i++) await clock.advanceMs(2_000);
     assert.equal(target.failStatus, 0);
+    await clock.advanceMs(2_000); // a success resets the count, and the stream starts
+    assert.equal(target.streams.size, 1);
+    // The target goes: the stream drops, no new one starts, every look fails: 5, then the 6th.
     target.failStatus = 6;
-    await clock.advanceMs(2_000); // a success resets the count: 5 more fail, then the 6th
+    target.failStreams = true;
+    target.drop();
     for (let i = 0; i < 6; i++) await clock.advanceMs(2_000);
     await assert.rejects(done, (error: unknown) => {
       assert.ok(error instanceof FollowError);

@@ -90,7 +90,6 @@ describe('keys: generateRunKeys', () => {
         encoding: 'utf8',
       },
     );
-    if (result.error && (result.error as NodeJS.ErrnoException).code === 'ENOENT') this.skip();
     assert.equal(result.status, 0, result.stderr);
     assert.equal(result.stdout.trim().split(' ').slice(0, 2).join(' '), keys.hostPublic);
   });

@@ -12,9 +12,13 @@ import { snapshotAtUnixS } from '../../src/core/runpod/lease';
 import { jobOutcome, withSnapshot } from '../../src/core/train/outcome';
 import { parseSnapshotJson, requestScript } from '../../src/core/train/snapshot';
 
-const SHELLS = [['sh'], ['dash'], ['busybox', 'sh']].filter(
-  ([cmd]) => spawnSync('sh', ['-c', `command -v ${cmd}`]).status === 0,
-);
+// Every shell a pod may have: one missing fails the file (`npm run test:unit` installs them).
+const SHELLS = [['sh'], ['dash'], ['busybox', 'sh']];
+for (const [cmd] of SHELLS) {
+  if (spawnSync('sh', ['-c', `command -v ${cmd}`]).status !== 0) {
+    throw new Error(`${cmd} is not on PATH: install it (apt-get install -y dash busybox)`);
+  }
+}
 
 describe('snapshot: the request', function () {
   let dir: string;

@@ -4,7 +4,7 @@ import type { CoreEvent } from '../../src/core/events';
 import { EventBus } from '../../src/core/events';
 import { ApiKeyStore, type SecretStore } from '../../src/ui/apiKey';
 import type { LogPort, UiHost, WindowPort } from '../../src/ui/host';
-import { Redactor } from '../../src/ui/redact';
+import { Redactor } from '../../src/core/redact';
 import { RunsModel, type RunSummary } from '../../src/ui/runsModel';
 import { UiContext } from '../../src/ui/uiContext';
 import { FakeClock } from '../helpers/fakeClock';

@@ -5,7 +5,8 @@ import * as path from 'node:path';
 import { EventBus } from '../../src/core/events';
 import { PRODUCTION_TIMING } from '../../src/core/timing';
 import { FakeClock } from '../helpers/fakeClock';
-import { SetupError, timingFromEnv, WorkspaceSession } from '../../src/ui/workspace';
+import { SetupError, WorkspaceSession } from '../../src/ui/workspace';
+import { timingFromEnv } from '../../src/core/timing';
 
 describe('workspace session (extension FlowDeps)', function () {
   let dir: string;
@@ -26,12 +27,12 @@ describe('workspace session (extension FlowDeps)', function () {
   }
 
   it('reads the timing test hook like the CLI, ignoring nonsense', function () {
-    assert.deepEqual(timingFromEnv({}), PRODUCTION_TIMING);
+    assert.deepEqual(timingFromEnv({}).timing, PRODUCTION_TIMING);
     assert.equal(
-      timingFromEnv({ OVERBRAINER_TIMING_SCALE: '100' }).leaseTtlMs,
+      timingFromEnv({ OVERBRAINER_TIMING_SCALE: '100' }).timing.leaseTtlMs,
       PRODUCTION_TIMING.leaseTtlMs / 100,
     );
-    assert.deepEqual(timingFromEnv({ OVERBRAINER_TIMING_SCALE: '0.5' }), PRODUCTION_TIMING);
+    assert.deepEqual(timingFromEnv({ OVERBRAINER_TIMING_SCALE: '0.5' }).timing, PRODUCTION_TIMING);
   });
 
   it('layers the stored key and the base URL setting over the environment', function () {

@@ -3,17 +3,20 @@
  * command: only the characters of that value change, so the user's comments,
  * order and layout stay as they wrote them.
  */
+import { HintedError } from '../errors';
 import { parse as parseToml } from 'smol-toml';
 import { TomlPositions } from './tomlPositions';
 import { TARGET_NAME } from './types';
 
-export class ConfigEditError extends Error {
+export class ConfigEditError extends HintedError {
+  declare readonly hint: string;
+
   constructor(
     message: string,
     /** What the user should do. */
-    readonly hint: string,
+    hint: string,
   ) {
-    super(message);
+    super(message, hint);
     this.name = 'ConfigEditError';
   }
 }

@@ -10,7 +10,7 @@ import type { DownloadOptions } from './executor';
 import { ExecError } from './executor';
 import { abortedError } from './errors';
 import { assertSafeRelativePath, FileSink, listFiles, SafeDirs, writeWhole } from './localFiles';
-import type { TarHandler } from './tarReader';
+import type { TarEntryWriter, TarHandler } from './tarReader';
 
 /** An open file on the source side. */
 export interface SourceFile {
@@ -105,7 +105,6 @@ class BufferPool {
     if (buffer.length === this.bytes && this.free.length < this.max) this.free.push(buffer);
   }
 }
-
 /**
  * Downloads `files` (relative to `remoteDir`) from `source` into `localDir`.
  * See {@link Executor.download} for the contract. `wrapError` turns a
@@ -121,175 +120,266 @@ export async function downloadFiles(
   wrapError: (error: unknown, what: string) => ExecError,
 ): Promise<void> {
   for (const file of files) assertSafeRelativePath(file);
-  const doneDirs = new SafeDirs(localDir);
   const partDirs = new SafeDirs(options.partDir ?? `${localDir}.part`);
   const partials = await listFiles(partDirs.base);
-  const reads = new Limiter(limits.readsInFlight);
-  const pool = new BufferPool(limits.chunkBytes, limits.readsInFlight + limits.windowPerFile);
-  const missing: string[] = [];
-  let next = 0;
-  let failure: ExecError | undefined;
-  const signal = options.signal;
-
-  const checkStop = (): void => {
-    if (signal?.aborted) throw abortedError('the download', signal.reason);
-    if (failure) throw failure;
-  };
-
+  const run = new Download(
+    source,
+    remoteDir,
+    new SafeDirs(localDir),
+    partDirs,
+    options,
+    limits,
+    wrapError,
+  );
   // Files with no partial first, in one flow where the source can (a tar stream: no round trip
-  // per file); whatever it did not hand over goes one by one below.
-  const done = new Set<string>();
+  // per file); whatever it did not hand over goes one by one.
   const fresh = files.filter((file) => !partials.has(file));
-  if (source.batch && fresh.length > 1) {
+  if (source.batch && fresh.length > 1) await run.batch(fresh);
+  await run.oneByOne(
+    run.done.size === 0 ? files : files.filter((file) => !run.done.has(file)),
+    partials,
+  );
+  run.finish();
+}
+
+/** One call of {@link downloadFiles}, in its steps. */
+class Download {
+  /** Files complete on disk. */
+  readonly done = new Set<string>();
+  private readonly reads: Limiter;
+  private readonly pool: BufferPool;
+  private readonly missing: string[] = [];
+  private failure: ExecError | undefined;
+  private readonly signal: AbortSignal | undefined;
+
+  constructor(
+    private readonly source: ReadSource,
+    private readonly remoteDir: string,
+    private readonly doneDirs: SafeDirs,
+    private readonly partDirs: SafeDirs,
+    private readonly options: DownloadOptions,
+    private readonly limits: EngineLimits,
+    /** A source's failure as the ExecError the caller sees. */
+    private readonly wrapError: (error: unknown, what: string) => ExecError,
+  ) {
+    this.reads = new Limiter(limits.readsInFlight);
+    this.pool = new BufferPool(limits.chunkBytes, limits.readsInFlight + limits.windowPerFile);
+    this.signal = options.signal;
+  }
+
+  private checkStop(): void {
+    if (this.signal?.aborted) throw abortedError('the download', this.signal.reason);
+    if (this.failure) throw this.failure;
+  }
+
+  /**
+   * `fresh` through the source's batch (a tar stream), each file written as it comes. A
+   * stream the target could not make, or one we refuse, leaves the rest to {@link oneByOne};
+   * a drop, an abort or a local write that failed fails the download.
+   */
+  async batch(fresh: readonly string[]): Promise<void> {
     const asked = new Set(fresh);
-    let open: FileSink | null = null;
-    const writes = new Limiter(limits.files);
+    const open: { sink: FileSink | null } = { sink: null };
+    const writes = new Limiter(this.limits.files);
     const writing: Promise<void>[] = [];
     try {
-      await source.batch(
-        remoteDir,
+      await this.source.batch!(
+        this.remoteDir,
         fresh,
         {
           file: async (name, size) => {
-            checkStop();
+            this.checkStop();
             if (!asked.delete(name)) {
               throw new ExecError(
                 'io',
                 `the target sent ${JSON.stringify(name)}, which was not asked for (or twice): nothing of it was written`,
               );
             }
-            if (size <= limits.chunkBytes) {
-              // Small: kept in memory and written in one piece, no partial (as one by one).
-              const parts: Buffer[] = [];
-              return {
-                write: async (chunk) => {
-                  checkStop();
-                  parts.push(Buffer.from(chunk));
-                },
-                // Written beside the stream (up to `writesInFlight` at once): the stream does
-                // not wait for each small file's open, write and close.
-                end: async () => {
-                  const data = Buffer.concat(parts);
-                  let started!: () => void;
-                  const slot = new Promise<void>((resolve) => (started = resolve));
-                  writing.push(
-                    writes.run(async () => {
-                      started();
-                      const result = await writeWhole(doneDirs, name, data);
-                      done.add(name);
-                      options.onProgress?.({
-                        file: name,
-                        bytesDone: result.bytes,
-                        bytesTotal: size,
-                      });
-                      options.onFile?.({ file: name, ...result });
-                    }),
-                  );
-                  await slot;
-                },
-              };
-            }
-            const sink = await FileSink.open(doneDirs, partDirs, name);
-            open = sink;
-            if (sink.offset > 0) await sink.restart();
-            return {
-              write: async (chunk) => {
-                checkStop();
-                await sink.write(chunk);
-                options.onProgress?.({ file: name, bytesDone: sink.offset, bytesTotal: size });
-              },
-              end: async () => {
-                open = null;
-                const result = await sink.finish();
-                done.add(name);
-                options.onFile?.({ file: name, ...result });
-              },
-            };
+            return size <= this.limits.chunkBytes
+              ? this.smallFromBatch(name, size, writes, writing)
+              : this.bigFromBatch(name, size, open);
           },
         },
-        signal,
+        this.signal,
       );
     } catch (error) {
-      if (signal?.aborted) throw abortedError('the download', signal.reason);
+      if (this.signal?.aborted) throw abortedError('the download', this.signal.reason);
       if (error instanceof ExecError && (error.kind === 'connection' || error.kind === 'aborted')) {
         throw error;
       }
       // Anything else (a stream the target could not make, or one we refuse): one by one.
     } finally {
-      await (open as FileSink | null)?.close().catch(() => undefined);
+      await open.sink?.close().catch(() => undefined);
       // A local write that failed (a full disk) fails the download, as one by one.
       for (const outcome of await Promise.allSettled(writing)) {
         if (outcome.status === 'rejected') {
-          failure ??=
+          this.failure ??=
             outcome.reason instanceof ExecError
               ? outcome.reason
-              : wrapError(outcome.reason, 'writing a downloaded file');
+              : this.wrapError(outcome.reason, 'writing a downloaded file');
         }
       }
     }
-    if (failure) throw failure;
+    if (this.failure) throw this.failure;
   }
-  const queue = done.size === 0 ? files : files.filter((file) => !done.has(file));
 
-  const transfer = async (file: string): Promise<void> => {
-    const remotePath = posix.join(remoteDir, file);
+  /** A small file of the batch: kept in memory and written in one piece, no partial. */
+  private smallFromBatch(
+    name: string,
+    size: number,
+    writes: Limiter,
+    writing: Promise<void>[],
+  ): TarEntryWriter {
+    const parts: Buffer[] = [];
+    return {
+      write: async (chunk) => {
+        this.checkStop();
+        parts.push(Buffer.from(chunk));
+      },
+      // Written beside the stream (up to `files` at once): the stream does not wait for each
+      // small file's open, write and close.
+      end: async () => {
+        const data = Buffer.concat(parts);
+        let started!: () => void;
+        const slot = new Promise<void>((resolve) => (started = resolve));
+        writing.push(
+          writes.run(async () => {
+            started();
+            const result = await writeWhole(this.doneDirs, name, data);
+            this.done.add(name);
+            this.options.onProgress?.({ file: name, bytesDone: result.bytes, bytesTotal: size });
+            this.options.onFile?.({ file: name, ...result });
+          }),
+        );
+        await slot;
+      },
+    };
+  }
+
+  /** A bigger file of the batch: streamed into its partial file, hashed as written. */
+  private async bigFromBatch(
+    name: string,
+    size: number,
+    open: { sink: FileSink | null },
+  ): Promise<TarEntryWriter> {
+    const sink = await FileSink.open(this.doneDirs, this.partDirs, name);
+    open.sink = sink;
+    if (sink.offset > 0) await sink.restart();
+    return {
+      write: async (chunk) => {
+        this.checkStop();
+        await sink.write(chunk);
+        this.options.onProgress?.({ file: name, bytesDone: sink.offset, bytesTotal: size });
+      },
+      end: async () => {
+        open.sink = null;
+        const result = await sink.finish();
+        this.done.add(name);
+        this.options.onFile?.({ file: name, ...result });
+      },
+    };
+  }
+
+  /** `queue` one file at a time per worker, `limits.files` workers. */
+  async oneByOne(queue: readonly string[], partials: ReadonlySet<string>): Promise<void> {
+    let next = 0;
+    const worker = async (): Promise<void> => {
+      while (!this.failure && !this.signal?.aborted && next < queue.length) {
+        const name = queue[next++]!;
+        try {
+          await this.transfer(name, partials.has(name));
+        } catch (error) {
+          this.failure ??=
+            error instanceof ExecError ? error : this.wrapError(error, `downloading ${name}`);
+        }
+      }
+    };
+    await Promise.all(Array.from({ length: Math.max(1, this.limits.files) }, worker));
+  }
+
+  /** How the download ended: its failure, an abort, or files gone without an `onFile`. */
+  finish(): void {
+    if (this.failure) throw this.failure;
+    if (this.signal?.aborted) throw abortedError('the download', this.signal.reason);
+    if (this.missing.length > 0 && !this.options.onFile) {
+      throw new ExecError(
+        'not_found',
+        `${this.missing.length} file(s) to download no longer exist on the target, first ${JSON.stringify(this.missing[0])}`,
+      );
+    }
+  }
+
+  /** One file: opened, then read whole (small), streamed or pumped into its partial file. */
+  private async transfer(file: string, partial: boolean): Promise<void> {
+    const remotePath = posix.join(this.remoteDir, file);
     let remote: SourceFile | undefined;
     try {
-      remote = await source.open(remotePath);
+      remote = await this.source.open(remotePath);
     } catch (error) {
-      throw wrapError(error, `opening ${remotePath}`);
+      throw this.wrapError(error, `opening ${remotePath}`);
     }
     if (!remote) {
-      missing.push(file);
-      options.onFile?.({ file, missing: true });
+      this.missing.push(file);
+      this.options.onFile?.({ file, missing: true });
       return;
     }
     const opened = remote;
     try {
       const size = opened.size;
       const report = (bytesDone: number): void =>
-        options.onProgress?.({ file, bytesDone, bytesTotal: size });
-      if (!partials.has(file) && size <= limits.chunkBytes) {
+        this.options.onProgress?.({ file, bytesDone, bytesTotal: size });
+      if (!partial && size <= this.limits.chunkBytes) {
         // Small file: one read, one write, no partial.
         let data = opened.first ? await opened.first : await opened.read(0, size);
-        data = await readRest(opened, data, size, wrapError, remotePath);
-        checkStop();
-        const result = await writeWhole(doneDirs, file, data);
+        data = await readRest(opened, data, size, this.wrapError, remotePath);
+        this.checkStop();
+        const result = await writeWhole(this.doneDirs, file, data);
         report(result.bytes);
-        options.onFile?.({ file, ...result });
+        this.options.onFile?.({ file, ...result });
         return;
       }
       opened.first?.catch(() => undefined);
-      const sink = await FileSink.open(doneDirs, partDirs, file);
+      const sink = await FileSink.open(this.doneDirs, this.partDirs, file);
       try {
         if (sink.offset > size) await sink.restart();
         if (opened.stream && sink.offset < size) {
-          try {
-            await opened.stream(
-              sink.offset,
-              size - sink.offset,
-              async (chunk) => {
-                checkStop();
-                await sink.write(chunk);
-                report(sink.offset);
-              },
-              signal,
-            );
-          } catch (error) {
-            throw error instanceof ExecError ? error : wrapError(error, `reading ${remotePath}`);
-          }
+          await this.stream(opened, remotePath, sink, size, report);
         } else {
-          await pump(opened, remotePath, sink, size, report);
+          await this.pump(opened, remotePath, sink, size, report);
         }
         const result = await sink.finish();
-        options.onFile?.({ file, ...result });
+        this.options.onFile?.({ file, ...result });
       } finally {
         await sink.close();
       }
     } finally {
       await opened.close().catch(() => undefined);
     }
-  };
+  }
+
+  /** The rest of a file [sink.offset, size) through the source's stream, in one flow. */
+  private async stream(
+    remote: SourceFile,
+    remotePath: string,
+    sink: FileSink,
+    size: number,
+    report: (bytesDone: number) => void,
+  ): Promise<void> {
+    try {
+      await remote.stream!(
+        sink.offset,
+        size - sink.offset,
+        async (chunk) => {
+          this.checkStop();
+          await sink.write(chunk);
+          report(sink.offset);
+        },
+        this.signal,
+      );
+    } catch (error) {
+      throw error instanceof ExecError ? error : this.wrapError(error, `reading ${remotePath}`);
+    }
+  }
 
   /**
    * Reads [sink.offset, size) with up to `windowPerFile` reads in flight,
@@ -297,14 +387,15 @@ export async function downloadFiles(
    * order. Memory: the window never spans more than windowPerFile chunks
    * past what is written.
    */
-  const pump = (
+  private pump(
     remote: SourceFile,
     remotePath: string,
     sink: FileSink,
     size: number,
     report: (bytesDone: number) => void,
-  ): Promise<void> =>
-    new Promise<void>((resolve, reject) => {
+  ): Promise<void> {
+    const { limits, pool, reads, signal } = this;
+    return new Promise<void>((resolve, reject) => {
       const landed = new Map<number, { data: Buffer; buffer: Buffer }>();
       let issued = sink.offset;
       let inFlight = 0;
@@ -339,7 +430,7 @@ export async function downloadFiles(
             },
             (error: unknown) => {
               inFlight--;
-              fail(wrapError(error, `reading ${remotePath}`));
+              fail(this.wrapError(error, `reading ${remotePath}`));
             },
           );
       };
@@ -360,8 +451,8 @@ export async function downloadFiles(
         writing = true;
         try {
           for (;;) {
-            if (signal?.aborted || failure) {
-              fail(signal?.aborted ? abortedError('the download', signal.reason) : failure);
+            if (signal?.aborted || this.failure) {
+              fail(signal?.aborted ? abortedError('the download', signal.reason) : this.failure);
               return;
             }
             const piece = landed.get(sink.offset);
@@ -384,25 +475,6 @@ export async function downloadFiles(
       issue();
       if (issued >= end && inFlight === 0) resolve();
     });
-
-  const worker = async (): Promise<void> => {
-    while (!failure && !signal?.aborted && next < queue.length) {
-      const name = queue[next++]!;
-      try {
-        await transfer(name);
-      } catch (error) {
-        failure ??= error instanceof ExecError ? error : wrapError(error, `downloading ${name}`);
-      }
-    }
-  };
-  await Promise.all(Array.from({ length: Math.max(1, limits.files) }, worker));
-  if (failure) throw failure;
-  if (signal?.aborted) throw abortedError('the download', signal.reason);
-  if (missing.length > 0 && !options.onFile) {
-    throw new ExecError(
-      'not_found',
-      `${missing.length} file(s) to download no longer exist on the target, first ${JSON.stringify(missing[0])}`,
-    );
   }
 }
 

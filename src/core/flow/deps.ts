@@ -2,6 +2,7 @@
  * What every run command works with: the dependencies, the typed error with its next action, the
  * run lock, the final line.
  */
+import { HintedError } from '../errors';
 import * as fs from 'node:fs';
 import * as path from 'node:path';
 import { type Clock } from '../clock';
@@ -29,12 +30,9 @@ export interface FlowDeps {
 }
 
 /** A user-facing failure of the flow: what happened and the next action. */
-export class FlowError extends Error {
-  constructor(
-    message: string,
-    readonly hint: string | null = null,
-  ) {
-    super(message);
+export class FlowError extends HintedError {
+  constructor(message: string, hint: string | null = null) {
+    super(message, hint);
     this.name = 'FlowError';
   }
 }

@@ -2,6 +2,7 @@
  * The Runpod client's errors, and the rules that keep the account's API key
  * out of every text a caller may show, log or save.
  */
+import { Redactor } from '../redact';
 
 /** The environment variable holding the account's API key. */
 export const API_KEY_VARIABLE = 'OVERBRAINER_RUNPOD__API_KEY';
@@ -130,66 +131,7 @@ export const CREATE_MESSAGES = {
 /** Longest Runpod text kept in an error message. */
 export const MAX_MESSAGE_CHARS = 300;
 
-/** Length of the windows of a secret that are redacted wherever they appear. */
-const WINDOW_CHARS = 16;
-const REDACTED = '[redacted]';
-
-/**
- * Removes secrets from text: each secret itself and every 16-character window
- * of it, so that a key cut, wrapped or partly echoed by a server is still
- * hidden. Every character covered by any match is replaced; each covered run
- * becomes one `[redacted]`.
- */
-export class Redactor {
-  private readonly needles: string[];
-
-  constructor(secrets: readonly string[]) {
-    const needles = new Set<string>();
-    for (const secret of secrets) {
-      if (secret.length === 0) continue;
-      needles.add(secret);
-      for (let i = 0; i + WINDOW_CHARS <= secret.length; i++) {
-        needles.add(secret.slice(i, i + WINDOW_CHARS));
-      }
-    }
-    this.needles = [...needles];
-  }
-
-  /** A redactor that also hides `extra` (e.g. a secret value being stored). */
-  with(extra: readonly string[]): Redactor {
-    const combined = new Redactor([]);
-    combined.needles.push(...this.needles, ...new Redactor(extra).needles);
-    return combined;
-  }
-
-  redact(text: string): string {
-    if (this.needles.length === 0 || text.length === 0) return text;
-    let covered: Uint8Array | undefined;
-    for (const needle of this.needles) {
-      let from = 0;
-      for (;;) {
-        const at = text.indexOf(needle, from);
-        if (at < 0) break;
-        covered ??= new Uint8Array(text.length);
-        covered.fill(1, at, at + needle.length);
-        from = at + 1;
-      }
-    }
-    if (!covered) return text;
-    let out = '';
-    let i = 0;
-    while (i < text.length) {
-      if (covered[i]) {
-        out += REDACTED;
-        while (i < text.length && covered[i]) i++;
-      } else {
-        out += text[i];
-        i++;
-      }
-    }
-    return out;
-  }
-}
+export { Redactor };
 
 /**
  * Makes a server text fit for one line: control characters become spaces,

@@ -10,6 +10,7 @@
  * ignores ~/.ssh/config and /etc/ssh/ssh_config: no user setting can weaken
  * the connection (agent, other identities, other known hosts).
  */
+import { HintedError } from '../errors';
 import * as fs from 'node:fs';
 import * as path from 'node:path';
 import { generateEd25519KeyPair } from '../exec/sshKeys';
@@ -23,14 +24,16 @@ const RUNS_SSH = (runId: string): string => `runs/${runId}/ssh`;
 
 export type KeysErrorKind = 'invalid_alias' | 'invalid_endpoint' | 'invalid_path' | 'io';
 
-export class KeysError extends Error {
+export class KeysError extends HintedError {
+  declare readonly hint: string;
+
   constructor(
     readonly kind: KeysErrorKind,
     message: string,
     /** What the user can do about it. */
-    readonly hint: string,
+    hint: string,
   ) {
-    super(message);
+    super(message, hint);
     this.name = 'KeysError';
   }
 }

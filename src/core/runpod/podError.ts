@@ -2,6 +2,7 @@
  * Why a step of a Runpod run failed. Every error says what happened and the
  * next action; `run.json` keeps only {@link runMessageFor}'s text.
  */
+import { HintedError } from '../errors';
 import { ApiError, runMessage } from './errors';
 
 export type PodErrorKind =
@@ -41,15 +42,15 @@ export type PodErrorKind =
   /** SSH or the job's target failed. */
   | 'exec';
 
-export class PodError extends Error {
+export class PodError extends HintedError {
   constructor(
     readonly kind: PodErrorKind,
     message: string,
     /** The next action, in a sentence. */
-    readonly hint: string | null = null,
+    hint: string | null = null,
     options?: { cause?: unknown; podStatus?: string },
   ) {
-    super(message, options);
+    super(message, hint, options);
     this.name = 'PodError';
     this.podStatus = options?.podStatus ?? null;
   }

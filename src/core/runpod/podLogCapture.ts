@@ -13,6 +13,7 @@ import * as path from 'node:path';
 import type { PodCtx } from './context';
 import { log } from './context';
 import { streamPodLogs, type PodLogLine } from './podLogs';
+import { LineRedactor } from '../redact';
 
 export const POD_LOG_FILE = path.join('.pod', 'pod.log');
 export const POD_LOG_CURSOR_FILE = path.join('.pod', 'pod.log.cursor');
@@ -21,26 +22,8 @@ export const POD_LOG_REPLAY = 5000;
 /** How many of the last lines a capture keeps in memory (for failure messages). */
 const RECENT_LINES = 40;
 
-/** Redacts one pod log line; `inKey` carries a private key block across lines. */
-export class PodLogRedactor {
-  private inKey = false;
-
-  constructor(private readonly redactKey: (text: string) => string) {}
-
-  redact(line: string): string {
-    if (this.inKey) {
-      if (/-----END [A-Z ]*PRIVATE KEY-----/.test(line)) this.inKey = false;
-      return '***private key***';
-    }
-    if (/-----BEGIN [A-Z ]*PRIVATE KEY-----/.test(line)) {
-      this.inKey = !/-----END [A-Z ]*PRIVATE KEY-----/.test(line);
-      return line.replace(/-----BEGIN [A-Z ]*PRIVATE KEY-----.*$/, '***private key***');
-    }
-    return this.redactKey(line)
-      .replace(/\brpa_[A-Za-z0-9]{16,}\b/g, 'rpa_***')
-      .replace(/(authorization:\s*bearer\s+)\S+/gi, '$1***');
-  }
-}
+/** Redacts one pod log line at a time (a private key block is hidden across lines). */
+export { LineRedactor as PodLogRedactor };
 
 export interface PodLogCapture {
   readonly runId: string;
@@ -77,7 +60,7 @@ export function startPodLogCapture(ctx: PodCtx, runId: string, podId: string): P
   const runDir = ctx.store.runDir(runId);
   const file = path.join(runDir, POD_LOG_FILE);
   const cursorFile = path.join(runDir, POD_LOG_CURSOR_FILE);
-  const redactor = new PodLogRedactor((text) => ctx.client.redact(text));
+  const redactor = new LineRedactor((text) => ctx.client.redact(text));
   const abort = new AbortController();
   const recent: PodLogLine[] = recentByPod.get(podId) ?? [];
   recentByPod.set(podId, recent);

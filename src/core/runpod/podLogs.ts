@@ -6,6 +6,7 @@
  * longer `Retry-After` honoured up to a minute; a cursor the API refuses (400) falls back to its
  * time (`since`), and lines seen already are skipped. A 404 means the pod is gone: the stream ends.
  */
+import { HintedError } from '../errors';
 import { abortError, isAbortError, type Clock } from '../clock';
 import type { Timing } from '../timing';
 import type { RunpodClient } from './client';
@@ -43,12 +44,11 @@ export interface PodLogStreamOptions {
 export type PodLogEnd = 'gone' | 'unsupported' | 'aborted';
 
 /** Thrown when the API refuses the stream for good (401, 403, or an answer that is not SSE). */
-export class PodLogsError extends Error {
-  constructor(
-    message: string,
-    readonly hint: string,
-  ) {
-    super(message);
+export class PodLogsError extends HintedError {
+  declare readonly hint: string;
+
+  constructor(message: string, hint: string) {
+    super(message, hint);
     this.name = 'PodLogsError';
   }
 }

@@ -3,6 +3,7 @@
  * been damaged into anything, a secret included): a damaged record is reported
  * by its path, line and column only.
  */
+import { HintedError } from '../errors';
 
 export type RunsErrorKind =
   /** The ID cannot name a run directory (it would leave runs/, or is too long). */
@@ -14,15 +15,17 @@ export type RunsErrorKind =
   /** A file or directory could not be read or written. */
   | 'io';
 
-export class RunsError extends Error {
+export class RunsError extends HintedError {
+  declare readonly hint: string;
+
   constructor(
     readonly kind: RunsErrorKind,
     message: string,
     /** What the user can do about it. */
-    readonly hint: string,
+    hint: string,
     readonly details: { path?: string; line?: number; column?: number; code?: string } = {},
   ) {
-    super(message);
+    super(message, hint);
     this.name = 'RunsError';
   }
 

@@ -4,9 +4,12 @@
  * The original polled `tail -c +N | head -c LIMIT` every 2 s, so a metric
  * reached the screen up to 2 s late. Here the metrics file is STREAMED (one
  * long-lived `tail -F` on the target) and every complete line becomes a
- * `metric` event the moment its bytes arrive; the status script is polled on
- * `statusPollMs` and whenever the stream ends (it ends by itself when the job
- * does). The byte offset of the last complete line is kept, so a dropped
+ * `metric` event the moment its bytes arrive. The pod pushes what changes on
+ * the same channel (stderr): signs of life, and the job's status once it
+ * ended, when the stream ends by itself. So while the stream speaks nothing is
+ * asked; the status script is asked at the start, after a stream dropped or
+ * fell silent (a dead channel), and on `statusPollMs` while streaming does not
+ * work. The byte offset of the last complete line is kept, so a dropped
  * stream resumes exactly there: no line lost, none published twice. Once the
  * job ended the file is drained to its end with bounded reads.
  *
@@ -18,7 +21,16 @@ import { abortError, isAbortError, type Clock } from '../clock';
 import type { EventBus, JobStatus, TrainMetric } from '../events';
 import { ExecError, type Executor } from '../exec/executor';
 import type { Timing } from '../timing';
-import { GROUP_ALIVE_SH, jobStatus, METRICS_FILE, remotePath, shQuote, TICK_SH } from './job';
+import {
+  GROUP_ALIVE_SH,
+  jobStatus,
+  METRICS_FILE,
+  parseJobStatus,
+  remotePath,
+  shQuote,
+  statusScript,
+  TICK_SH,
+} from './job';
 import {
   LineFramer,
   parseFramedLine,
@@ -85,31 +97,56 @@ interface StreamState {
   controller: AbortController;
   startedMs: number;
   bytes: number;
+  /** When the channel last carried anything (metrics, a sign of life). */
+  heardMs: number;
 }
 
+/** The pod's sign of life on the stream, in whole seconds: ten status polls' worth. */
+export function heartbeatSeconds(timing: Pick<Timing, 'statusPollMs'>): number {
+  return Math.max(1, Math.round((timing.statusPollMs * 10) / 1000));
+}
+
+/** A stream silent this long (three signs of life missed) is taken for a dead channel. */
+export function silenceLimitMs(timing: Pick<Timing, 'statusPollMs'>): number {
+  return 3 * heartbeatSeconds(timing) * 1000;
+}
+
+/** What the pod pushes on the stream's stderr, one line each: a sign of life, the job's end. */
+export const PUSH_ALIVE = '@ob alive';
+export const PUSH_STATUS = '@ob status ';
+
 /**
- * The command that streams `<runDir>/metrics.jsonl` from byte `offset`: a
- * `tail -F` in the background, and a loop that ends the stream once the job
- * ended (exit_code, cancelled, or its group gone), so a tail never outlives
- * its job on the target even if the client vanished without closing it.
- * Exit 0 = the job ended; 3 = tail died.
+ * The pod-side watcher (POSIX sh: dash, busybox sh, bash): streams `<runDir>/metrics.jsonl`
+ * from byte `offset` on stdout (a `tail -F` in the background) and pushes on stderr what the
+ * client would otherwise have to ask for: `@ob alive` every `heartbeatS` seconds, and once the
+ * job ended (exit_code or cancelled, looked at every tick; its group gone, every second)
+ * `@ob status <the status script's answer>`, after which it exits 0. So a tail never outlives
+ * its job on the target even if the client vanished, a job's end reaches the client within a
+ * tick, and following costs no request while the channel carries signs of life. Exit 3 = tail
+ * died; a closed channel ends it on its next write (SIGPIPE, exit 4).
  *
- * The file is waited for here (every 0.1 s) rather than by `tail -F`: a GNU
- * tail started before its file exists falls back to polling it once a second
- * after it appears, instead of inotify. GNU tail also gets `--pid`, so it
- * goes with the shell if that is killed, and `-s 0.2` for when inotify is
- * unavailable; busybox tail polls once a second (integer `-s` only).
+ * The file is waited for here (every tick) rather than by `tail -F`: a GNU tail started before
+ * its file exists falls back to polling it once a second after it appears, instead of inotify.
+ * GNU tail also gets `--pid`, so it goes with the shell if that is killed, and `-s 0.2` for when
+ * inotify is unavailable; busybox tail polls once a second (integer `-s` only).
  */
-export function streamCommand(runDir: string, offset: number): string {
+export function streamCommand(runDir: string, offset: number, heartbeatS = 20): string {
   if (!Number.isSafeInteger(offset) || offset < 0) throw new RangeError(`bad offset ${offset}`);
+  if (!Number.isSafeInteger(heartbeatS) || heartbeatS < 1)
+    throw new RangeError(`bad heartbeat ${heartbeatS}`);
   return [
     `cd ${shQuote(runDir)} || exit 3`,
     GROUP_ALIVE_SH,
     'job_over() { [ -e exit_code ] || [ -e cancelled ] || ! group_alive "$(cat job.pid 2>/dev/null)"; }',
+    // The status script in a subshell: its `exit` ends only that.
+    `job_status() (\n${statusScript(runDir)}\n)`,
+    `push_end() { printf '${PUSH_STATUS}%s\\n' "$(job_status)" >&2; exit 0; }`,
+    `alive() { if [ $((n % (per_s * ${heartbeatS}))) -eq 0 ]; then printf '${PUSH_ALIVE}\\n' >&2; fi; }`,
     TICK_SH,
     'n=0',
     `while [ ! -e ${METRICS_FILE} ]; do`,
-    '  if [ $((n % per_s)) -eq 0 ] && job_over; then exit 0; fi',
+    '  if [ $((n % per_s)) -eq 0 ] && job_over; then push_end; fi',
+    '  alive',
     '  sleep $tick',
     '  n=$((n + 1))',
     'done',
@@ -117,13 +154,18 @@ export function streamCommand(runDir: string, offset: number): string {
     `tail -c +${offset + 1} $opts -F ${METRICS_FILE} &`,
     't=$!',
     `trap 'kill $t 2>/dev/null; exit 4' HUP INT TERM PIPE`,
-    'while ! job_over; do',
-    '  kill -0 "$t" 2>/dev/null || exit 3',
-    '  sleep 1',
+    'while ! { [ -e exit_code ] || [ -e cancelled ]; }; do',
+    '  if [ $((n % per_s)) -eq 0 ]; then',
+    '    kill -0 "$t" 2>/dev/null || exit 3',
+    '    group_alive "$(cat job.pid 2>/dev/null)" || break',
+    '  fi',
+    '  alive',
+    '  sleep $tick',
+    '  n=$((n + 1))',
     'done',
     'kill "$t" 2>/dev/null',
     'wait "$t" 2>/dev/null',
-    'exit 0',
+    'push_end',
   ].join('\n');
 }
 
@@ -145,6 +187,8 @@ export class MetricsFollower {
   private wakeNap: (() => void) | null = null;
   private streamTrouble = false;
   private following = false;
+  /** The job's end as the pod pushed it on the stream, not yet acted on. */
+  private pushed: EndedJobStatus | null = null;
 
   constructor(private readonly options: MetricsFollowerOptions) {
     this.framer = new LineFramer(options.fromOffset ?? 0);
@@ -187,15 +231,30 @@ export class MetricsFollower {
     const budget = { failures: 0 };
     for (;;) {
       if (signal?.aborted) throw abortError(signal);
-      let status: JobStatus | null = null;
-      try {
-        status = await jobStatus(this.options.executor, this.options.runDir, {
-          signal,
-          timeoutMs: timing.requestTimeoutMs,
-        });
-        budget.failures = 0;
-      } catch (error) {
-        this.failed(error, budget, signal, 'status');
+      const live = this.stream;
+      if (live !== null) {
+        // The pod pushes the job's end and signs of life on the stream: nothing to ask while
+        // it speaks. A silent one is a dead channel (a half-open connection): dropped, and the
+        // status is asked as after any dropped stream.
+        if (this.options.clock.nowMs() - live.heardMs < silenceLimitMs(timing)) {
+          await this.nap(timing.statusPollMs, signal);
+          continue;
+        }
+        this.stopStream();
+        this.troubled(`silent for ${Math.round(silenceLimitMs(timing) / 1000)} s`);
+      }
+      let status: JobStatus | null = this.pushed;
+      this.pushed = null;
+      if (status === null) {
+        try {
+          status = await jobStatus(this.options.executor, this.options.runDir, {
+            signal,
+            timeoutMs: timing.requestTimeoutMs,
+          });
+          budget.failures = 0;
+        } catch (error) {
+          this.failed(error, budget, signal, 'status');
+        }
       }
       if (status !== null) {
         this.noteStatus(status);
@@ -319,10 +378,17 @@ export class MetricsFollower {
       controller,
       startedMs: this.options.clock.nowMs(),
       bytes: 0,
+      heardMs: this.options.clock.nowMs(),
     };
     this.stream = state;
     let stderrTail = '';
-    const command = streamCommand(this.options.runDir, this.framer.offset);
+    let stderrLine = '';
+    let ended: EndedJobStatus | null = null;
+    const command = streamCommand(
+      this.options.runDir,
+      this.framer.offset,
+      heartbeatSeconds(this.options.timing),
+    );
     this.options.executor
       .stream(command, {
         signal: controller.signal,
@@ -330,10 +396,22 @@ export class MetricsFollower {
           // A stream replaced or stopped may still deliver: its bytes are not ours.
           if (this.stream?.generation !== generation) return;
           state.bytes += chunk.length;
+          state.heardMs = this.options.clock.nowMs();
           this.consume(chunk);
         },
         onStderr: (chunk) => {
-          stderrTail = (stderrTail + chunk.toString('utf8')).slice(-500);
+          state.heardMs = this.options.clock.nowMs();
+          const lines = (stderrLine + chunk.toString('utf8')).split('\n');
+          stderrLine = lines.pop()!.slice(-500);
+          for (const line of lines) {
+            if (line === PUSH_ALIVE) continue;
+            if (line.startsWith(PUSH_STATUS)) {
+              const status = parseJobStatus(line.slice(PUSH_STATUS.length));
+              if (status !== null && status.kind !== 'running') ended = status;
+              continue;
+            }
+            stderrTail = `${stderrTail}${line}\n`.slice(-500);
+          }
         },
       })
       .then(
@@ -345,22 +423,15 @@ export class MetricsFollower {
         if (this.stream?.generation !== generation || controller.signal.aborted) return;
         this.stream = null;
         if (code === 0) {
-          // The job ended: look at its status now rather than at the next poll.
+          // The job ended: its status as pushed (else asked now), not at the next poll.
+          this.pushed = ended;
           this.wake();
           return;
         }
-        const why =
-          error instanceof Error
-            ? error.message
-            : `exit ${code}${stderrTail ? `: ${stderrTail.trim()}` : ''}`;
-        if (!this.streamTrouble) {
-          this.streamTrouble = true;
-          this.options.bus.publish({
-            type: 'log',
-            level: 'warn',
-            message: `run ${this.options.runId}: the metrics stream ended (${why}); resuming from byte ${this.framer.offset}`,
-          });
-        }
+        const tail = (stderrTail + stderrLine).trim();
+        this.troubled(
+          error instanceof Error ? error.message : `exit ${code}${tail ? `: ${tail}` : ''}`,
+        );
         // A stream that lived or delivered is restarted at once; one that
         // failed right away waits for the next poll, so a target without a
         // working tail is read every poll instead of hammered.
@@ -370,6 +441,17 @@ export class MetricsFollower {
       .catch(() => {
         // Only a listener could throw here, and the bus isolates listeners.
       });
+  }
+
+  /** Says once per follow that the stream had to be resumed, and why. */
+  private troubled(why: string): void {
+    if (this.streamTrouble) return;
+    this.streamTrouble = true;
+    this.options.bus.publish({
+      type: 'log',
+      level: 'warn',
+      message: `run ${this.options.runId}: the metrics stream ended (${why}); resuming from byte ${this.framer.offset}`,
+    });
   }
 
   private stopStream(): void {

@@ -20,6 +20,7 @@
  *              (`output/checkpoint-12`). With it the run ends `stopped`, not `succeeded`.
  *   resume/checkpoint-N/  a resumed run's starting checkpoint ($OVERBRAINER_RESUME_FROM, absolute)
  */
+import { Redactor } from '../redact';
 import type { Executor } from '../exec/executor';
 import type { JobStatus } from '../events';
 
@@ -375,7 +376,7 @@ export async function startJob(
     timeoutMs: options.timeoutMs ?? 30_000,
     maxOutputBytes: 64 * 1024,
   });
-  const stderr = redact(result.stderr.toString('utf8'), Object.values(secrets)).trim();
+  const stderr = new Redactor(Object.values(secrets)).redact(result.stderr.toString('utf8')).trim();
   if (result.code !== 0) {
     throw new JobError(
       'start_failed',
@@ -391,14 +392,6 @@ export async function startJob(
     );
   }
   return { pid };
-}
-
-function redact(text: string, secrets: readonly string[]): string {
-  let out = text;
-  for (const secret of secrets) {
-    if (secret.length >= 4) out = out.split(secret).join('[redacted]');
-  }
-  return out;
 }
 
 /** Parses the status script's answer. */

@@ -1,0 +1,568 @@
+/**
+ * The HTTP side of the Runpod API v2 client: one request at a time with its timeout on the
+ * injected clock, the retry rules (only idempotent calls are retried on transport errors, 408 and
+ * 5xx; any call on 429, except the create), the account's rate-limit quota, paging, decoding with
+ * zod, and the errors of a non-create answer. Redirects are never followed (the bearer key must
+ * not travel to another host), and the API key never appears in an error, a log line or an
+ * enumerable field.
+ */
+import type { Agent, Dispatcher } from 'undici';
+import type { z } from 'zod';
+import { abortError, type Clock } from '../clock';
+import type { Timing } from '../timing';
+import { decodeJson, type Pagination } from './api';
+import {
+  API_KEY_VARIABLE,
+  ApiError,
+  BASE_URL_VARIABLE,
+  CREATE_MESSAGES,
+  isRunpod404,
+  oneLine,
+  Redactor,
+  RunpodConfigError,
+  runpodText,
+  UNAUTHORIZED_HINT,
+} from './errors';
+import { rateLimitResetMs, retryAfterMs } from './retryHeaders';
+
+/**
+ * undici, loaded on the first request: activating the extension (which makes no API call) does
+ * not pay for evaluating it (~60 ms of the extension's load time). A plain require, so esbuild
+ * still bundles it.
+ */
+function undici(): typeof import('undici') {
+  // eslint-disable-next-line @typescript-eslint/no-require-imports
+  return require('undici') as typeof import('undici');
+}
+
+export const CLIENT_VERSION = '0.1.0';
+/** Runpod's production API. */
+export const DEFAULT_BASE_URL = 'https://api.runpod.io/v2';
+/** Most pages a list is followed for. */
+export const MAX_PAGES = 100;
+/** Largest answer body read; a larger one is unreadable (a pod list of 1000 pods is far below). */
+export const MAX_BODY_BYTES = 16 * 1024 * 1024;
+
+/** `User-Agent` of this product: Cloudflare refuses generic agents (403 "error code: 1010"). */
+export function userAgentFor(version: string): string {
+  return `overbrainer-vscode/${version}`;
+}
+
+export type RunpodLogLevel = 'debug' | 'info' | 'warn';
+/** Where the client tells what it does (never a key, a body or an env). */
+export type RunpodLog = (level: RunpodLogLevel, message: string) => void;
+
+export interface RunpodClientOptions {
+  /** `https://…/v2`, or `http://` on a loopback host only (the emulator). */
+  baseUrl: string;
+  apiKey: string;
+  clock: Clock;
+  /** connect/request/create timeouts and the retry rules. */
+  timing: Timing;
+  /** The version in `User-Agent: overbrainer-vscode/<version>` (default {@link CLIENT_VERSION}). */
+  version?: string;
+  /** A whole `User-Agent` value, replacing the one built from `version`. */
+  userAgent?: string;
+  /** For tests; the client then leaves the dispatcher's life to the caller. */
+  dispatcher?: Dispatcher;
+  log?: RunpodLog;
+  /** Jitter source in [0, 1) (default Math.random). */
+  random?: () => number;
+}
+
+/**
+ * Checks the API base URL: https, or http only on a loopback host (127.0.0.0/8,
+ * ::1, localhost) — the emulator's test hook. Returns it without a trailing
+ * slash.
+ *
+ * @throws RunpodConfigError naming OVERBRAINER_RUNPOD__BASE_URL.
+ */
+export function validateBaseUrl(raw: string): string {
+  const bad = (why: string): RunpodConfigError =>
+    new RunpodConfigError(
+      BASE_URL_VARIABLE,
+      `${BASE_URL_VARIABLE} ${why}: use https://…, or http:// only on 127.0.0.1, ::1 or localhost (default ${DEFAULT_BASE_URL})`,
+    );
+  let url: URL;
+  try {
+    url = new URL(raw);
+  } catch {
+    throw bad('is not a URL');
+  }
+  if (url.username || url.password) throw bad('must not hold credentials');
+  if (url.search || url.hash) throw bad('must not have a query or fragment');
+  if (!API_V2_ROOT.test(url.pathname)) {
+    throw bad(
+      `is not an API v2 root (its path is ${url.pathname}; it must end in /v2, as ${DEFAULT_BASE_URL} does)`,
+    );
+  }
+  if (url.protocol === 'http:') {
+    if (!isLoopbackHost(url.hostname)) throw bad('uses http on a host that is not loopback');
+  } else if (url.protocol !== 'https:') {
+    throw bad(`uses ${url.protocol.replace(/:$/, '')}, not https`);
+  }
+  return url.href.replace(/\/+$/, '');
+}
+
+/**
+ * The path of an API v2 root: it ends in `/v2` (a proxy may put a prefix before it). Any other
+ * base would answer 404 to every route, and a 404 would then read as "pod gone".
+ */
+export const API_V2_ROOT = /^(\/[^/]+)*\/v2\/*$/;
+
+function isLoopbackHost(hostname: string): boolean {
+  if (hostname === 'localhost' || hostname === '[::1]') return true;
+  // WHATWG URL parsing already normalised IPv4 forms such as 127.1.
+  const octets = /^127\.(\d{1,3})\.(\d{1,3})\.(\d{1,3})$/.exec(hostname);
+  return octets !== null && octets.slice(1).every((o) => Number(o) <= 255);
+}
+
+/** An answer of the API, whatever its status. */
+export interface Answer {
+  status: number;
+  headers: Record<string, string | string[] | undefined>;
+  body: string;
+  /** Set when the body could not be read whole (too large); `body` is then empty. */
+  unreadable?: string;
+}
+
+/** No answer: the connection failed, was reset, or the attempt timed out. */
+export class TransportFailure {
+  constructor(readonly reason: string) {}
+}
+
+export type Outcome = Answer | TransportFailure;
+
+export interface CallSpec {
+  method: 'GET' | 'POST' | 'PATCH' | 'DELETE';
+  path: string;
+  query?: Record<string, string>;
+  body?: unknown;
+  /**
+   * GET and DELETE: retried on transport errors, 408, 429, 5xx. Others: on 429 only, except the
+   * create (never retried: its caller reconciles first).
+   */
+  idempotent: boolean;
+  /** The pod create: its failures are ambiguous and its messages fixed. */
+  create?: boolean;
+  signal?: AbortSignal | undefined;
+  /** Redacts the key, plus any secret value the call carries. */
+  redactor: Redactor;
+}
+
+/** Sends the client's calls (see the module's rules). Holds the key; never enumerable. */
+export class ApiTransport {
+  readonly baseUrl: string;
+  readonly #apiKey: string;
+  readonly #closing = new AbortController();
+  readonly #redactor: Redactor;
+  private readonly clock: Clock;
+  private readonly timing: Timing;
+  private readonly userAgent: string;
+  private readonly dispatcher: Dispatcher;
+  private readonly ownAgent: Agent | null;
+  readonly log: RunpodLog;
+  private readonly random: () => number;
+  /** When the spent window of the account's quota resets (clock ms); 0 while quota is left. */
+  private quotaResetAtMs = 0;
+
+  constructor(options: RunpodClientOptions) {
+    this.baseUrl = validateBaseUrl(options.baseUrl);
+    if (!/^[\x21-\x7e]+$/.test(options.apiKey)) {
+      throw new RunpodConfigError(
+        API_KEY_VARIABLE,
+        `the Runpod API key is empty or holds characters a key cannot have: set ${API_KEY_VARIABLE}, or run the "Set Runpod API Key" command`,
+      );
+    }
+    this.#apiKey = options.apiKey;
+    this.#redactor = new Redactor([options.apiKey]);
+    this.clock = options.clock;
+    this.timing = options.timing;
+    const userAgent = options.userAgent ?? userAgentFor(options.version ?? CLIENT_VERSION);
+    if (!/^[\x20-\x7e]+$/.test(userAgent))
+      throw new TypeError('User-Agent must be printable ASCII');
+    this.userAgent = userAgent;
+    if (options.dispatcher) {
+      this.dispatcher = options.dispatcher;
+      this.ownAgent = null;
+    } else {
+      this.ownAgent = new (undici().Agent)({
+        connect: { timeout: options.timing.connectTimeoutMs },
+      });
+      this.dispatcher = this.ownAgent;
+    }
+    this.log = options.log ?? (() => undefined);
+    this.random = options.random ?? Math.random;
+  }
+
+  /** Redacts the API key (and what a call adds) from a text. */
+  get redactor(): Redactor {
+    return this.#redactor;
+  }
+
+  /** Closes the own connections at once (an injected dispatcher is left alone). */
+  dispose(): void {
+    this.#closing.abort();
+    void this.ownAgent?.destroy().catch(() => undefined);
+  }
+
+  /** Closes the own connections once in-flight calls are done. */
+  async close(): Promise<void> {
+    this.#closing.abort();
+    await this.ownAgent?.close();
+  }
+
+  /** Aborted once disposed or closed. */
+  get closing(): AbortSignal {
+    return this.#closing.signal;
+  }
+
+  /**
+   * Opens a GET once, without retries and without reading the body (a stream's reader does):
+   * after any wait for a spent quota, with the key and `accept`.
+   */
+  async openStream(
+    path: string,
+    query: Record<string, string>,
+    headers: Record<string, string>,
+    signal: AbortSignal,
+  ): Promise<Dispatcher.ResponseData> {
+    await this.waitForQuota({ method: 'GET', path, signal });
+    return undici().request(this.url(path, query), {
+      method: 'GET',
+      headers: {
+        ...headers,
+        authorization: `Bearer ${this.#apiKey}`,
+        'user-agent': this.userAgent,
+      },
+      dispatcher: this.dispatcher,
+      signal,
+    });
+  }
+
+  async getOk(
+    path: string,
+    query: Record<string, string>,
+    signal: AbortSignal | undefined,
+  ): Promise<Answer> {
+    const outcome = await this.call({
+      method: 'GET',
+      path,
+      query,
+      idempotent: true,
+      signal,
+      redactor: this.#redactor,
+    });
+    return this.expectOk(outcome, this.#redactor);
+  }
+
+  /** A 2xx answer, or null for Runpod's own 404; anything else throws. */
+  async okOr404(
+    method: 'GET' | 'DELETE',
+    path: string,
+    signal: AbortSignal | undefined,
+  ): Promise<Answer | null> {
+    const outcome = await this.call({
+      method,
+      path,
+      idempotent: true,
+      signal,
+      redactor: this.#redactor,
+    });
+    if (!(outcome instanceof TransportFailure) && outcome.status === 404) {
+      if (isRunpod404(outcome.body)) return null;
+    }
+    return this.expectOk(outcome, this.#redactor);
+  }
+
+  /** The answer when it is a 2xx; otherwise the classified error of a non-create call. */
+  expectOk(outcome: Outcome, redactor: Redactor): Answer {
+    if (outcome instanceof TransportFailure) {
+      throw new ApiError(
+        'transport',
+        `could not reach the Runpod API at ${this.baseUrl}: ${outcome.reason}`,
+      );
+    }
+    if (outcome.status >= 200 && outcome.status < 300) return outcome;
+    throw this.callError(outcome, redactor);
+  }
+
+  decode<T>(answer: Answer, schema: z.ZodType<T>, what: string): T {
+    const decoded = answer.unreadable
+      ? { ok: false as const, reason: answer.unreadable }
+      : decodeJson(answer.body, schema);
+    if (!decoded.ok) {
+      throw new ApiError(
+        'decode',
+        `Runpod's answer to ${what} could not be read: ${decoded.reason}`,
+      );
+    }
+    return decoded.value;
+  }
+
+  /** Follows a list's pages: at most {@link MAX_PAGES}, never the same cursor twice. */
+  async listPaged<P extends { pagination?: Pagination }, T>(
+    path: string,
+    query: Record<string, string>,
+    schema: z.ZodType<P>,
+    items: (page: P) => T[],
+    signal: AbortSignal | undefined,
+  ): Promise<T[]> {
+    const all: T[] = [];
+    const seen = new Set<string>();
+    let cursor: string | null = null;
+    for (let page = 0; page < MAX_PAGES; page++) {
+      // The stored document defines no paging parameters; a cursor is only
+      // sent back when Runpod handed one out.
+      const pageQuery: Record<string, string> = cursor === null ? query : { ...query, cursor };
+      const answer = await this.getOk(path, pageQuery, signal);
+      const decoded = this.decode(answer, schema, `GET ${path}`);
+      all.push(...items(decoded));
+      const next = nextCursor(decoded.pagination, path);
+      if (next === null) return all;
+      if (seen.has(next)) {
+        throw new ApiError(
+          'server',
+          `Runpod's list ${path} repeated a page cursor: listing stopped`,
+        );
+      }
+      seen.add(next);
+      cursor = next;
+    }
+    throw new ApiError(
+      'server',
+      `Runpod's list ${path} has more than ${MAX_PAGES} pages: listing stopped`,
+    );
+  }
+
+  /**
+   * Sends the call, retrying as the rules allow, and returns the last outcome
+   * (an answer of any status, or a transport failure). Rejects only with an
+   * AbortError (or an `ambiguous` ApiError when a create is aborted in flight).
+   */
+  async call(spec: CallSpec): Promise<Outcome> {
+    for (let attempt = 0; ; attempt++) {
+      await this.waitForQuota(spec);
+      const outcome = await this.send(spec);
+      this.noteQuota(outcome);
+      if (attempt >= this.timing.retries || spec.create === true) return outcome;
+      if (!retryable(outcome, spec.idempotent)) return outcome;
+      const waitMs = this.retryWaitMs(attempt, outcome);
+      const what =
+        outcome instanceof TransportFailure ? outcome.reason : `answered ${outcome.status}`;
+      this.log(
+        'warn',
+        spec.redactor.redact(
+          `Runpod ${spec.method} ${spec.path} ${what}: retry ${attempt + 1}/${this.timing.retries} in ${(waitMs / 1000).toFixed(1)} s`,
+        ),
+      );
+      await this.clock.sleep(waitMs, spec.signal);
+    }
+  }
+
+  /**
+   * Before any call (every call goes through {@link call}, the create too): while a window of the
+   * account's quota is spent, as the last answer's RateLimit headers said, wait for its reset
+   * rather than draw a 429. Nothing has been sent yet, so an abort here is a plain AbortError.
+   */
+  async waitForQuota(spec: Pick<CallSpec, 'method' | 'path' | 'signal'>): Promise<void> {
+    const waitMs = this.quotaResetAtMs - this.clock.nowMs();
+    if (waitMs <= 0) return;
+    this.log(
+      'info',
+      `Runpod's rate limit is spent: ${spec.method} ${spec.path} waits ${(waitMs / 1000).toFixed(1)} s for the reset`,
+    );
+    await this.clock.sleep(waitMs, spec.signal);
+  }
+
+  /** Keeps when the quota resets, if an answer (of any status, 2xx too) says a window is spent. */
+  private noteQuota(outcome: Outcome): void {
+    if (outcome instanceof TransportFailure) return;
+    const resetMs = rateLimitResetMs(outcome.headers);
+    if (resetMs === undefined) return;
+    const atMs = this.clock.nowMs() + Math.min(resetMs, this.timing.retryAfterCapMs);
+    this.quotaResetAtMs = Math.max(this.quotaResetAtMs, atMs);
+  }
+
+  /** Backoff: Runpod's `Retry-After` wins (capped); else base × 2^attempt up to the max, jittered ×0.5–1. */
+  private retryWaitMs(attempt: number, outcome: Outcome): number {
+    if (!(outcome instanceof TransportFailure)) {
+      const asked = this.answerRetryAfterMs(outcome);
+      if (asked !== undefined) return asked;
+    }
+    const exponential = Math.min(this.timing.retryMaxMs, this.timing.retryBaseMs * 2 ** attempt);
+    return Math.round(exponential * (0.5 + 0.5 * this.random()));
+  }
+
+  /** One attempt, bounded by the request (or create) timeout on the injected clock. */
+  private async send(spec: CallSpec): Promise<Outcome> {
+    const { signal } = spec;
+    if (signal?.aborted) throw abortError(signal);
+    const timeoutMs = spec.create ? this.timing.createTimeoutMs : this.timing.requestTimeoutMs;
+    const attempt = new AbortController();
+    const timer = new AbortController();
+    let timedOut = false;
+    const onAbort = (): void => attempt.abort(signal?.reason);
+    signal?.addEventListener('abort', onAbort, { once: true });
+    this.clock.sleep(timeoutMs, timer.signal).then(
+      () => {
+        timedOut = true;
+        attempt.abort(new Error('timeout'));
+      },
+      () => undefined,
+    );
+    const url = this.url(spec.path, spec.query);
+    const startedMs = this.clock.nowMs();
+    try {
+      const headers: Record<string, string> = {
+        authorization: `Bearer ${this.#apiKey}`,
+        'user-agent': this.userAgent,
+        accept: 'application/json, application/problem+json',
+      };
+      let body: string | undefined;
+      if (spec.body !== undefined) {
+        headers['content-type'] = 'application/json';
+        body = JSON.stringify(spec.body);
+      }
+      const response = await undici().request(url, {
+        method: spec.method,
+        headers,
+        body,
+        dispatcher: this.dispatcher,
+        signal: attempt.signal,
+      });
+      const read = await readBody(response.body);
+      const answer: Answer = {
+        status: response.statusCode,
+        headers: response.headers,
+        body: read.text,
+        ...(read.tooLarge
+          ? { unreadable: `the answer is larger than ${MAX_BODY_BYTES} bytes` }
+          : {}),
+      };
+      this.log(
+        'debug',
+        `Runpod ${spec.method} ${spec.path} → ${answer.status} (${this.clock.nowMs() - startedMs} ms)`,
+      );
+      return answer;
+    } catch (error) {
+      if (signal?.aborted) {
+        // A create cut short in flight may still have created the pod.
+        if (spec.create)
+          throw new ApiError('ambiguous', CREATE_MESSAGES.aborted, { aborted: true });
+        throw abortError(signal);
+      }
+      if (timedOut) return new TransportFailure(`no answer within ${timeoutMs} ms`);
+      return new TransportFailure(spec.redactor.redact(describeTransportError(error)));
+    } finally {
+      timer.abort();
+      signal?.removeEventListener('abort', onAbort);
+    }
+  }
+
+  private url(path: string, query: Record<string, string> | undefined): string {
+    const search = query && Object.keys(query).length > 0 ? `?${new URLSearchParams(query)}` : '';
+    return `${this.baseUrl}${path}${search}`;
+  }
+
+  /** The error of a non-create call's answer: Runpod's text kept, redacted and capped. */
+  callError(answer: Answer, redactor: Redactor): ApiError {
+    const { status } = answer;
+    const options = { status, retryAfterMs: this.answerRetryAfterMs(answer) };
+    const text = runpodText(answer.body, redactor);
+    const said = text ? `Runpod answered ${status}: ${text}` : `Runpod answered ${status}`;
+    if (status >= 300 && status < 400) {
+      return new ApiError(
+        'redirect',
+        `Runpod answered ${status} (a redirect, never followed): check ${BASE_URL_VARIABLE}`,
+        options,
+      );
+    }
+    if (status === 401) return new ApiError('unauthorized', UNAUTHORIZED_HINT, options);
+    if (status === 402) return new ApiError('no_credits', said, options);
+    if (status === 403) return new ApiError('forbidden', said, options);
+    if (status === 404 && !isRunpod404(answer.body)) {
+      return new ApiError(
+        'not_found',
+        `Runpod answered 404 with a page that is not Runpod's (a proxy, or a wrong ${BASE_URL_VARIABLE}?)`,
+        options,
+      );
+    }
+    if (status === 408) return new ApiError('transport', said, options);
+    if (status === 429) return new ApiError('rate_limited', said, options);
+    if (status >= 400 && status < 500) {
+      return new ApiError('rejected', `${said} (invalid request, please report)`, options);
+    }
+    return new ApiError('server', said, options);
+  }
+
+  /** The wait an answer asks for: `Retry-After`, else (on a 429) its RateLimit headers; capped. */
+  answerRetryAfterMs(answer: Answer): number | undefined {
+    const asked =
+      retryAfterMs(answer.headers['retry-after'], this.clock.nowMs()) ??
+      (answer.status === 429 ? rateLimitResetMs(answer.headers) : undefined);
+    return asked === undefined ? undefined : Math.min(asked, this.timing.retryAfterCapMs);
+  }
+}
+
+function retryable(outcome: Outcome, idempotent: boolean): boolean {
+  if (outcome instanceof TransportFailure) return idempotent;
+  const { status } = outcome;
+  if (status === 429) return true;
+  return idempotent && (status === 408 || status >= 500);
+}
+
+function nextCursor(pagination: Pagination, path: string): string | null {
+  if (!pagination || pagination.hasNextPage === false) return null;
+  const cursor = pagination.nextCursor;
+  if (cursor) return cursor;
+  if (pagination.hasNextPage === true) {
+    throw new ApiError('server', `Runpod's list ${path} announces another page without a cursor`);
+  }
+  return null;
+}
+
+export async function readBody(
+  body: AsyncIterable<Buffer | Uint8Array> & { destroy?: (error?: Error) => unknown },
+): Promise<{ text: string; tooLarge: boolean }> {
+  const chunks: Buffer[] = [];
+  let size = 0;
+  for await (const chunk of body) {
+    size += chunk.length;
+    if (size > MAX_BODY_BYTES) {
+      body.destroy?.();
+      return { text: '', tooLarge: true };
+    }
+    chunks.push(Buffer.from(chunk));
+  }
+  return { text: Buffer.concat(chunks).toString('utf8'), tooLarge: false };
+}
+
+/** A transport error in a few words and its code: never headers or bodies. */
+function describeTransportError(error: unknown): string {
+  const code =
+    typeof error === 'object' && error !== null && 'code' in error
+      ? String((error as { code: unknown }).code)
+      : '';
+  const known: Record<string, string> = {
+    ECONNREFUSED: 'connection refused',
+    ECONNRESET: 'connection reset',
+    EPIPE: 'connection closed',
+    ENOTFOUND: 'host not found',
+    EAI_AGAIN: 'name resolution failed',
+    ETIMEDOUT: 'connection timed out',
+    EHOSTUNREACH: 'host unreachable',
+    ENETUNREACH: 'network unreachable',
+    UND_ERR_SOCKET: 'connection closed by the other side',
+    UND_ERR_CONNECT_TIMEOUT: 'connect timed out',
+    UND_ERR_HEADERS_TIMEOUT: 'no answer in time',
+    UND_ERR_BODY_TIMEOUT: 'answer stalled',
+    UND_ERR_CLOSED: 'client closed',
+    UND_ERR_DESTROYED: 'client closed',
+  };
+  const words = known[code];
+  if (words) return `${words} (${code})`;
+  if (code.startsWith('ERR_TLS') || code.includes('CERT')) return `TLS failed (${code})`;
+  const message = error instanceof Error ? oneLine(error.message, 160) : '';
+  return code ? `${message || 'transport error'} (${code})` : message || 'transport error';
+}

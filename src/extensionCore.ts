@@ -1,0 +1,103 @@
+import * as vscode from 'vscode';
+import { systemClock } from './core/clock';
+import { EventBus } from './core/events';
+import { ApiKeyStore } from './ui/apiKey';
+import type { CommandId } from './ui/commandIds';
+import { commandHandlers, type Handler } from './ui/commands';
+import { Controller } from './ui/controller';
+import { watchConfigDiagnostics } from './ui/diagnostics';
+import type { Log } from './ui/log';
+import { PodsModel, type PodsItem } from './ui/podsModel';
+import type { Redactor } from './core/redact';
+import { accountPodsSource, runsFolders, watchRunsFolders } from './ui/runsFolders';
+import { RunPanels } from './ui/runPanel';
+import { RunsModel, type RunsNode } from './ui/runsModel';
+import { readRuns } from './ui/runsSource';
+import { bindPodsViewMessage, errorText, podsTreeProvider, runsTreeProvider } from './ui/runsTree';
+
+/** What the thin first bundle (src/extension.ts) built at activation and hands to the core. */
+export interface Shell {
+  context: vscode.ExtensionContext;
+  redactor: Redactor;
+  log: Log;
+  podsView: vscode.TreeView<PodsItem>;
+}
+
+/** The loaded core, as the thin bundle calls it. */
+export interface Core {
+  commands: Record<CommandId, Handler>;
+  runsTree: vscode.TreeDataProvider<RunsNode>;
+  podsTree: vscode.TreeDataProvider<PodsItem>;
+  /** The run panel's serializer (a panel VS Code restores after a reload). */
+  restorePanel(panel: vscode.WebviewPanel, state: unknown): Promise<void>;
+  /** Runs this workspace left `running` are followed again (unless another process holds them). */
+  resumeFollowing(): Promise<void>;
+}
+
+/**
+ * The composition root of everything past activation, in its own bundle (dist/extension-core.js)
+ * that the thin first bundle requires when a command runs, a view is first shown, a run panel is
+ * restored, overbrainer.toml changes or a run must be followed again: builds the models, the
+ * controller and the panels, and registers their resources with the context. Building reads no
+ * file and makes no API call or SSH connection; the Problems check of overbrainer.toml runs.
+ */
+export function startCore(shell: Shell): Core {
+  const { context, log } = shell;
+  const apiKeys = new ApiKeyStore(context.secrets, shell.redactor);
+  const runs = new RunsModel(() => readRuns(runsFolders()), { clock: systemClock });
+  // The account's pods, listed at most once a minute with the session's key (built lazily).
+  const late: { controller?: Controller } = {};
+  const pods = new PodsModel(
+    accountPodsSource((folder) => late.controller!.session(folder), systemClock),
+    { clock: systemClock },
+  );
+  context.subscriptions.push(runs, pods);
+  const bus = new EventBus();
+  const controller = new Controller(bus, systemClock, log, apiKeys, runs, pods);
+  late.controller = controller;
+  context.subscriptions.push(
+    controller,
+    watchConfigDiagnostics(),
+    // The Runs view's ETA from the metrics; a pod seen deleted leaves the Pods view at once.
+    runs.observe(bus),
+    bus.on((event) => {
+      if (event.type === 'pod' && event.status.kind === 'deleted') {
+        pods.noteDeleted(event.status.podId);
+      }
+    }),
+  );
+
+  // The run webview's panels (their serializer is registered by the thin bundle).
+  const runPanels = new RunPanels({
+    extensionUri: context.extensionUri,
+    bus,
+    clock: systemClock,
+    runs,
+    log,
+    pickRun: (arg, applies, what) => controller.pickRun(arg, applies, what),
+  });
+  context.subscriptions.push(runPanels);
+
+  const runsTree = runsTreeProvider(runs, systemClock, log);
+  const podsTree = podsTreeProvider(pods, systemClock, log);
+  context.subscriptions.push(
+    runsTree,
+    podsTree,
+    bindPodsViewMessage(shell.podsView, pods, systemClock),
+    // Only models already shown are reloaded; a hidden view loads when it is first shown.
+    watchRunsFolders(() => {
+      for (const model of [runs, pods]) {
+        if (model.isLoaded) {
+          model.refresh().catch((error: unknown) => log.warn(`Reload failed: ${errorText(error)}`));
+        }
+      }
+    }, systemClock),
+  );
+  return {
+    commands: commandHandlers({ log, apiKeys, runs, pods, controller, runPanels }),
+    runsTree,
+    podsTree,
+    restorePanel: (panel, state) => runPanels.restore(panel, state),
+    resumeFollowing: () => controller.resumeFollowing(),
+  };
+}

@@ -1,0 +1,188 @@
+/**
+ * Following at almost no cost: the pod's watcher (the stream command) pushes the job's end and
+ * signs of life on the one long-lived channel, so the follower asks nothing while it speaks.
+ * Real OpenSSH sshd, the real SshExecutor, the real job wrapper and examples/tiny/train.py.
+ */
+import assert from 'node:assert/strict';
+import { spawnSync } from 'node:child_process';
+import { cpSync, mkdirSync, readdirSync, readFileSync, realpathSync, statSync } from 'node:fs';
+import path from 'node:path';
+import { systemClock } from '../../src/core/clock';
+import { EventBus, type TrainMetric } from '../../src/core/events';
+import { SshExecutor } from '../../src/core/exec/ssh';
+import { scaleTiming } from '../../src/core/timing';
+import { MetricsFollower, PUSH_ALIVE, silenceLimitMs } from '../../src/core/train/follow';
+import { jobScript, startJob } from '../../src/core/train/job';
+import { parseMetricLine } from '../../src/core/train/metrics';
+import { startSshd, type Sshd } from '../helpers/sshd';
+
+const EXAMPLE = path.resolve(__dirname, '..', '..', 'examples', 'tiny');
+
+function metricsOf(file: string): TrainMetric[] {
+  return readFileSync(file, 'utf8')
+    .split('\n')
+    .flatMap((line) => {
+      const parsed = parseMetricLine(Buffer.from(line));
+      return parsed.kind === 'metric' ? [parsed.metric] : [];
+    });
+}
+
+/** The executor with its calls counted: what following costs in SSH requests. */
+function counted(inner: SshExecutor): { executor: SshExecutor; calls: Record<string, number> } {
+  const calls: Record<string, number> = { exec: 0, stream: 0, readRange: 0 };
+  const executor = Object.create(inner) as SshExecutor;
+  for (const name of Object.keys(calls) as ('exec' | 'stream' | 'readRange')[]) {
+    const original = inner[name].bind(inner) as (...args: unknown[]) => unknown;
+    (executor as unknown as Record<string, unknown>)[name] = (...args: unknown[]) => {
+      calls[name]!++;
+      return original(...args);
+    };
+  }
+  return { executor, calls };
+}
+
+/** Local pids whose command line holds `text` (the pod here is this machine). */
+function pidsWith(text: string): number[] {
+  const pids: number[] = [];
+  for (const entry of readdirSync('/proc')) {
+    if (!/^\d+$/.test(entry)) continue;
+    try {
+      if (readFileSync(`/proc/${entry}/cmdline`, 'utf8').includes(text)) pids.push(Number(entry));
+    } catch {
+      // Gone meanwhile.
+    }
+  }
+  return pids;
+}
+
+describe('following with the job status pushed on the stream (real sshd)', function () {
+  let sshd: Sshd | undefined;
+  let ssh: SshExecutor | undefined;
+  let python: string;
+  /** Job groups and frozen watchers started here, killed at the end whatever happened. */
+  const groups: number[] = [];
+  const frozen: number[] = [];
+
+  before(async function () {
+    const probe = spawnSync('python3', ['-c', 'import sys; print(sys.executable)'], {
+      encoding: 'utf8',
+    });
+    if (probe.status !== 0) this.skip();
+    python = probe.stdout.trim();
+    sshd = await startSshd();
+    ssh = await SshExecutor.connect({
+      host: '127.0.0.1',
+      port: sshd.port,
+      username: sshd.user,
+      privateKey: sshd.clientPrivateKey,
+      hostPublicKey: sshd.hostPublicKey,
+      clock: systemClock,
+      timing: scaleTiming(1),
+    });
+  });
+
+  after(async () => {
+    for (const pid of frozen) {
+      try {
+        process.kill(pid, 'SIGKILL');
+      } catch {
+        // Ended already.
+      }
+    }
+    for (const pid of groups) {
+      try {
+        process.kill(-pid, 'SIGKILL');
+      } catch {
+        // Ended already.
+      }
+    }
+    ssh?.dispose();
+    await sshd?.stop();
+  });
+
+  async function startTiny(name: string, steps: number): Promise<string> {
+    const runDir = path.join(realpathSync((sshd as Sshd).root), name);
+    mkdirSync(runDir);
+    cpSync(path.join(EXAMPLE, 'train.py'), path.join(runDir, 'train.py'));
+    cpSync(path.join(EXAMPLE, 'data'), path.join(runDir, 'data'), { recursive: true });
+    const { pid } = await startJob(ssh as SshExecutor, {
+      runDir,
+      script: jobScript(
+        { trainer: 'command', command: `'${python}' train.py --steps ${steps} --step-seconds 0.1` },
+        { runDir, jobEnvFile: null },
+      ),
+    });
+    groups.push(pid);
+    return runDir;
+  }
+
+  it("asks the status once, not every poll, and sees the job's end pushed within 1 s", async function () {
+    const runDir = await startTiny('pushed-end', 40);
+    const { executor, calls } = counted(ssh as SshExecutor);
+    const bus = new EventBus();
+    const published: TrainMetric[] = [];
+    bus.on((event) => {
+      if (event.type === 'metric') published.push(event.metric);
+    });
+    const timing = scaleTiming(10); // a status poll every 200 ms before the pod pushed it
+    const result = await new MetricsFollower({
+      executor,
+      runId: 'r',
+      runDir,
+      bus,
+      clock: systemClock,
+      timing,
+    }).follow();
+    const endSeenMs = Date.now();
+    assert.deepEqual(result.status, { kind: 'exited', code: 0 });
+    assert.deepEqual(published, metricsOf(path.join(runDir, 'metrics.jsonl')));
+    // The job ran ~4 s: twenty polls' worth. One look at the start, none after.
+    assert.equal(calls.exec, 1, `status looks: ${calls.exec}`);
+    assert.equal(calls.stream, 1, `streams: ${calls.stream}`);
+    const endedMs = statSync(path.join(runDir, 'exit_code')).mtimeMs;
+    assert.ok(endSeenMs - endedMs < 1_000, `the end seen ${endSeenMs - endedMs} ms after it`);
+  });
+
+  it('drops a push channel gone silent and resumes at the exact byte: no line lost or doubled', async function () {
+    const runDir = await startTiny('silent', 120);
+    const bus = new EventBus();
+    const published: TrainMetric[] = [];
+    const warnings: string[] = [];
+    const timing = scaleTiming(10); // signs of life every 2 s, silence limit 6 s
+    assert.equal(silenceLimitMs(timing), 6_000);
+    bus.on((event) => {
+      if (event.type === 'log' && event.level === 'warn') warnings.push(event.message);
+      if (event.type !== 'metric') return;
+      published.push(event.metric);
+      if (published.length === 15) {
+        // The watcher and its tail freeze (the channel stays open, nothing comes down it).
+        const shells = pidsWith(PUSH_ALIVE).filter((pid) =>
+          readFileSync(`/proc/${pid}/cmdline`, 'utf8').includes(runDir),
+        );
+        assert.equal(shells.length, 1, `one watcher for ${runDir}`);
+        const tails = pidsWith(`--pid=${shells[0]}`);
+        for (const pid of [...shells, ...tails]) {
+          process.kill(pid, 'SIGSTOP');
+          frozen.push(pid);
+        }
+      }
+    });
+    const result = await new MetricsFollower({
+      executor: ssh as SshExecutor,
+      runId: 'r',
+      runDir,
+      bus,
+      clock: systemClock,
+      timing,
+    }).follow();
+    assert.deepEqual(result.status, { kind: 'exited', code: 0 });
+    assert.equal(frozen.length >= 1, true, 'the watcher was frozen');
+    assert.match(
+      warnings.join('\n'),
+      /metrics stream ended \(silent for 6 s\); resuming from byte/,
+    );
+    const onDisk = metricsOf(path.join(runDir, 'metrics.jsonl'));
+    assert.ok(onDisk.length >= 120);
+    assert.deepEqual(published, onDisk, 'none lost, none duplicated, same order');
+  });
+});
