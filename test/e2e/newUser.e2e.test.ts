@@ -1,0 +1,170 @@
+import * as assert from 'node:assert/strict';
+import * as fs from 'node:fs';
+import * as path from 'node:path';
+import type { Browser, FrameLocator } from 'playwright-core';
+import { hostKeySecretName } from '../../src/core/runpod/context';
+import { startEmulator, type Emulator } from '../emulator/emulator';
+import {
+  CodeServer,
+  eventually,
+  launchChromium,
+  REPO_ROOT,
+  tempDir,
+  UI_TIMEOUT_MS,
+  Workbench,
+} from './harness';
+
+/**
+ * What a new user meets, in one real VS Code window against the Runpod emulator: the Runs
+ * welcome that follows the workspace (Create overbrainer.toml, then Train and the key step, then
+ * Train), Train opening the run's live view by itself, and a pod whose bootstrap fails: its
+ * reason (the pod's own words) in the notification and in the run view; the Pods view and the
+ * Runs tree then agree that the pod is gone.
+ */
+const TOML = `[project]
+name = "tiny"
+
+[training]
+target = "pod"
+trainer = "command"
+command = "python3 train.py --steps 5 --step-seconds 0.05"
+upload = ["train.py", "data"]
+
+[targets.pod]
+kind = "runpod"
+gpu_types = ["NVIDIA GeForce RTX 4090"]
+max_hours = 1
+boot_grace_minutes = 5
+retrieve_grace_minutes = 10
+`;
+
+/** The bootstrap's own words when the host key secret is no key. */
+const BOOT_REASON = 'bootstrap failed: OVERBRAINER_HOST_KEY is not an OpenSSH private key';
+
+/** The run page: a webview is an iframe (the host frame) holding the page's iframe. */
+function runPage(workbench: Workbench): FrameLocator {
+  return workbench.page
+    .frameLocator('iframe.webview.ready:visible')
+    .frameLocator('iframe#active-frame');
+}
+
+describe('A new user in the real VS Code: the welcome, the run view on Train, a failed boot', function () {
+  this.timeout(300_000);
+  let emulator: Emulator;
+  let workspace: ReturnType<typeof tempDir>;
+  let server: CodeServer;
+  let browser: Browser;
+  let workbench: Workbench;
+
+  before(async function () {
+    // Pods provision for 3 s: time for the test to spoil the run's host key secret before the
+    // container starts and reads it.
+    emulator = await startEmulator({ bootDelaysMs: { provisioning: 3_000, starting: 100 } });
+    workspace = tempDir('new-user-ws');
+    const ws = workspace.dir;
+    const tiny = path.join(REPO_ROOT, 'examples', 'tiny');
+    fs.copyFileSync(path.join(tiny, 'train.py'), path.join(ws, 'train.py'));
+    fs.cpSync(path.join(tiny, 'data'), path.join(ws, 'data'), { recursive: true });
+    fs.mkdirSync(path.join(ws, '.vscode'));
+    fs.writeFileSync(
+      path.join(ws, '.vscode', 'settings.json'),
+      JSON.stringify({ 'overbrainer.runpod.baseUrl': emulator.baseUrl }, null, 2),
+    );
+    server = await CodeServer.start({ workspace: ws, env: { OVERBRAINER_TIMING_SCALE: '8' } });
+    browser = await launchChromium();
+    workbench = await Workbench.open(browser, server, this.test?.parent?.title ?? 'new user');
+  });
+
+  afterEach(async function () {
+    if (this.currentTest?.state === 'failed')
+      await workbench?.screenshot('failed').catch(() => undefined);
+  });
+
+  after(async function () {
+    await workbench?.close().catch(() => undefined);
+    await browser?.close();
+    await server?.close();
+    const billing = emulator?.ledger().pods.filter((p) => p.billing) ?? [];
+    await emulator?.close();
+    workspace?.remove();
+    assert.deepEqual(
+      billing.map((p) => p.id),
+      [],
+      'a pod was left billing',
+    );
+  });
+
+  it('the Runs welcome offers Create overbrainer.toml, then Train and the key step, then Train', async function () {
+    await workbench.activityBarItem('Overbrainer').first().waitFor({ state: 'visible' });
+    await workbench.openViewContainer('Overbrainer');
+    const welcome = workbench.viewPane('Runs').locator('.welcome-view-content');
+    const button = (name: string) => welcome.getByRole('button', { name, exact: true });
+    await welcome.getByText('No overbrainer.toml in this workspace yet').waitFor();
+    await button('Create overbrainer.toml').waitFor();
+    assert.equal(await button('Train').count(), 0);
+    assert.equal(await button('Set Runpod API Key').count(), 0);
+    await workbench.screenshot('welcome without config');
+
+    fs.writeFileSync(path.join(workspace.dir, 'overbrainer.toml'), TOML);
+    await button('Set Runpod API Key').waitFor();
+    await button('Train').waitFor();
+    assert.equal(await button('Create overbrainer.toml').count(), 0);
+    await workbench.screenshot('welcome with config, no key');
+
+    await workbench.runCommand('Overbrainer: Set Runpod API Key');
+    const input = workbench.page.locator('.quick-input-widget .quick-input-box input');
+    await workbench.page
+      .locator('.quick-input-widget')
+      .getByText('secret storage', { exact: false })
+      .first()
+      .waitFor();
+    await input.pressSequentially(emulator.apiKey);
+    await input.press('Enter');
+    await workbench.waitForNotification('Runpod API key saved');
+    await button('Set Runpod API Key').waitFor({ state: 'detached' });
+    await button('Train').waitFor();
+    await workbench.screenshot('welcome with config and key');
+  });
+
+  it('Train opens the run view by itself; a failed boot says why there and in the notification; Pods and Runs agree', async function () {
+    await workbench.runCommand('Overbrainer: Train');
+    const dialog = workbench.page.locator('.monaco-dialog-box');
+    await dialog.waitFor({ state: 'visible' });
+    await dialog.getByRole('button', { name: 'Train', exact: true }).click();
+
+    // The pod is created: its host key secret becomes no key before its container starts.
+    const runsDir = path.join(workspace.dir, 'runs');
+    const runId = await eventually('the run and its pod create', async () => {
+      const id = fs.existsSync(runsDir)
+        ? fs.readdirSync(runsDir).find((name) => name.startsWith('tiny_'))
+        : undefined;
+      const created = emulator.requests().some((r) => r.route === 'createPod' && r.status === 201);
+      return id !== undefined && created ? id : undefined;
+    });
+    emulator.setSecret(hostKeySecretName(runId), Buffer.from('not a key').toString('base64'));
+
+    // The run's view opened beside the editor without Show Run.
+    const page = runPage(workbench);
+    await page.locator('#run-title', { hasText: runId }).waitFor({ timeout: UI_TIMEOUT_MS });
+    await workbench.screenshot('run view opened by Train');
+
+    const toast = await workbench.waitForNotification(BOOT_REASON);
+    assert.match(await toast.innerText(), /bootstrap failed/);
+    await page.locator('#run-message', { hasText: BOOT_REASON }).waitFor();
+    await page.locator('#run-state', { hasText: 'failed' }).waitFor();
+    await workbench.screenshot('boot failure in the run view');
+
+    // One truth about the deleted pod: the Runs tree says failed, the Pods view lists nothing.
+    const row = workbench.viewPane('Runs').locator('.monaco-list-row', { hasText: runId }).first();
+    await eventually('the tree to say failed', async () =>
+      /failed/.test(await row.innerText()) ? true : undefined,
+    );
+    await workbench.runCommand('Overbrainer: Show Pods');
+    const pods = workbench.viewPane('Pods');
+    await pods.waitFor({ state: 'visible' });
+    await eventually('the Pods view to list no pod of the run', async () =>
+      (await pods.locator('.monaco-list-row', { hasText: runId }).count()) === 0 ? true : undefined,
+    );
+    await workbench.screenshot('pods agree');
+  });
+});
