@@ -206,6 +206,8 @@ export interface FaultsApi {
   podDies(podId: string): Promise<string>;
   podCrash(podId: string): Promise<string>;
   podVanishes(podId: string): Promise<string>;
+  /** The pod's host stops answering (SSH blackholed, listed RUNNING), then EXITED after `exitAfterMs`. */
+  hostLost(podId: string, exitAfterMs?: number): Promise<string>;
   /** Connections refused or reset for `forMs` (through the clock). */
   unreachable(forMs: number, mode: 'refuse' | 'reset'): Promise<string>;
   /** Ends an `unreachable` fault early. */
@@ -614,6 +616,7 @@ class EmulatorServer {
       podDies: (podId) => add({ kind: 'podDies', podId }),
       podCrash: (podId) => add({ kind: 'podCrash', podId }),
       podVanishes: (podId) => add({ kind: 'podVanishes', podId }),
+      hostLost: (podId, exitAfterMs) => add({ kind: 'hostLost', podId, exitAfterMs }),
       unreachable: (forMs, mode) => add({ kind: 'unreachable', forMs, mode }),
       reachable: () => this.reachable(),
     };
@@ -687,6 +690,27 @@ class EmulatorServer {
         if (!pod.container) throw new Error(`pod '${pod.id}' has no running container to crash`);
         pod.container.killNow();
         this.podLogLine(pod, "the pod's main process was killed (injected fault)");
+        return this.faultBook.newId();
+      }
+      case 'hostLost': {
+        const pod = this.livePod(fault.podId);
+        if (!pod.container) throw new Error(`pod '${pod.id}' has no running container to freeze`);
+        const frozen = pod.container;
+        frozen.freeze();
+        this.podLogLine(pod, 'the pod\'s host stopped answering (injected fault)');
+        if (fault.exitAfterMs !== undefined) {
+          this.clock
+            .sleep(fault.exitAfterMs, this.closing.signal)
+            .then(async () => {
+              // Deleted or restarted meanwhile: that pod is no longer the frozen one.
+              if (pod.deleted || pod.container !== frozen) return;
+              await this.stopContainer(pod);
+              this.releaseStock(pod);
+              this.setStatus(pod, 'EXITED');
+              this.podLogLine(pod, 'the lost host\'s pod is EXITED (injected fault)');
+            })
+            .catch(() => undefined);
+        }
         return this.faultBook.newId();
       }
       case 'podVanishes': {
