@@ -203,7 +203,8 @@ export function stopFollowingMessage(ctx: PodCtx, run: RunRecord, pod: PodRecord
   );
 }
 
-const NOT_RETRIEVED = 'artifacts not retrieved';
+/** In the message of a run whose job ended but whose results did not come home. */
+export const NOT_RETRIEVED = 'artifacts not retrieved';
 
 /**
  * Whether the run's results were already retrieved and verified: it ended (succeeded, failed,
