@@ -220,9 +220,11 @@ export async function recoverAfterDeath(
       `checkpoint ${s.path} of run ${run.id} is not used: ${s.why}`,
     );
   }
-  const fromMs =
-    checkpoint === null ? Date.parse(attempts.at(-1)!.startedAt) : steps.at(checkpoint.step);
-  const lostS = fromMs === null ? null : Math.max(0, (nowMs - fromMs) / 1000);
+  // What this pod trained past the checkpoint (or since it started, when the checkpoint came
+  // from an earlier pod or there is none) is lost: at most from then to now.
+  const podStartMs = Date.parse(attempts.at(-1)!.startedAt);
+  const stepMs = checkpoint === null ? null : steps.at(checkpoint.step);
+  const lostS = Math.max(0, (nowMs - Math.max(podStartMs, stepMs ?? podStartMs)) / 1000);
   const attemptNo = attempts.length + 1;
   const from =
     checkpoint === null
@@ -232,7 +234,7 @@ export async function recoverAfterDeath(
     ctx,
     run.id,
     'recovering',
-    `${died}; attempt ${attemptNo} of ${limit + 1} on a new pod ${from}, lost ≤ ${lostS === null ? '?' : lostS.toFixed(1)} s of training; spent so far ${usd(spent)}`,
+    `${died}; attempt ${attemptNo} of ${limit + 1} on a new pod ${from}, lost ≤ ${lostS.toFixed(1)} s of training; spent so far ${usd(spent)}`,
   );
   attempts.push({
     podId: null,
