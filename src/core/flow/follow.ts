@@ -14,6 +14,7 @@ import {
   watchLeased,
 } from '../runpod/lifecycle';
 import { seedFromStream } from '../runpod/checkpointStream';
+import { watchdogWhileNobodyFollows } from '../runpod/watchdogWords';
 import { messageOf } from '../runpod/remove';
 import { MetricsFollower, type FollowResult } from '../train/follow';
 import { SNAPSHOT_JSON } from '../train/job';
@@ -189,17 +190,13 @@ const MAX_ENDPOINT_MOVES = 3;
 
 /** What stopping the follow leaves running (spec §8, Ctrl-C once the job runs). */
 export function stopFollowingMessage(ctx: PodCtx, run: RunRecord, pod: PodRecord): string {
+  const watchdog = watchdogWhileNobodyFollows(pod, ctx.clock.nowMs() + ctx.timing.leaseTtlMs);
   if (pod.keep) {
-    return `stopped following run ${run.id}: the job and its kept pod ${pod.podId ?? ''} keep running; attach again with \`overbrainer train attach ${run.id}\``;
+    return `stopped following run ${run.id}: the job keeps running; attach again with \`overbrainer train attach ${run.id}\`; ${watchdog}`;
   }
-  const leaseEndMs = ctx.clock.nowMs() + ctx.timing.leaseTtlMs;
-  const deadlineMs = (pod.deadlineUnixS ?? 0) * 1000;
-  const at = new Date(Math.max(leaseEndMs, deadlineMs)).toISOString().replace(/\.\d+Z$/, 'Z');
   return (
     `stopped following run ${run.id}: the job and pod ${pod.podId ?? ''} keep running; attach again with ` +
-    `\`overbrainer train attach ${run.id}\`, or remove the pod with \`overbrainer pod rm ${run.id}\`. ` +
-    "If nobody follows, the pod's watchdog deletes it once its retrieve grace passes after the job ends, " +
-    `and at ${at} at the latest (the deadline, or the lease's end, whichever is later)`
+    `\`overbrainer train attach ${run.id}\`, or remove the pod with \`overbrainer pod rm ${run.id}\`; ${watchdog}`
   );
 }
 
