@@ -23,7 +23,7 @@ import { startPod } from '../runpod/provision';
 import { forgetKeys, messageOf, remove } from '../runpod/remove';
 import type { PodRecord } from '../runs/podRecord';
 import type { AttemptEnd, RunAttempt, RunRecord } from '../runs/runRecord';
-import { LOCAL_ONLY, POD_LOG_DIR } from '../runs/store';
+import { CHECKPOINTS_DIR, LOCAL_ONLY, POD_LOG_DIR } from '../runs/store';
 import {
   cancelJob,
   jobScript,
@@ -255,6 +255,9 @@ export async function recoverAfterDeath(
   const env = placeCheckpoint(runDir, run, plan.job, checkpoint);
   const prefix = metricsUpTo(runDir, checkpoint?.step ?? null);
   fs.writeFileSync(path.join(runDir, METRICS_FILE), prefix);
+  // The mirror reads the new pod's file on from its own size: it must be that same prefix.
+  fs.mkdirSync(path.join(runDir, CHECKPOINTS_DIR), { recursive: true });
+  fs.writeFileSync(path.join(runDir, CHECKPOINTS_DIR, METRICS_FILE), prefix);
   const target: RunpodTargetConfig = {
     ...plan.target,
     maxHours: leftMs / 3_600_000,

@@ -40,31 +40,32 @@ export async function writeHashes(
 
 /**
  * Reads the run's metrics.jsonl on from the mirror's size into `checkpoints/metrics.jsonl`. Never
- * throws: a mirror that lags only means fewer lines carried to a new pod.
+ * throws; false when the read failed (the checkpoint just streamed is then not accepted yet: a
+ * checkpoint taken for a recovery must have its curve up to its step mirrored).
  */
 export async function mirrorMetrics(
   executor: Executor,
   remoteRunDir: string,
   localRunDir: string,
   signal?: AbortSignal,
-): Promise<void> {
+): Promise<boolean> {
   const mirror = join(localRunDir, CHECKPOINTS_DIR, METRICS_FILE);
   try {
     let size = existsSync(mirror) ? (await stat(mirror)).size : 0;
     for (;;) {
-      if (signal?.aborted) return;
+      if (signal?.aborted) return false;
       const chunk = await executor.readRange(
         `${remoteRunDir}/${METRICS_FILE}`,
         size,
         MIRROR_READ_BYTES,
       );
-      if (chunk.length === 0) return;
+      if (chunk.length === 0) return true;
       await appendFile(mirror, chunk);
       size += chunk.length;
-      if (chunk.length < MIRROR_READ_BYTES) return;
+      if (chunk.length < MIRROR_READ_BYTES) return true;
     }
   } catch (error) {
-    if (error instanceof ExecError && error.kind === 'not_found') return;
+    return error instanceof ExecError && error.kind === 'not_found';
   }
 }
 
@@ -112,7 +113,8 @@ async function mismatch(copyDir: string, hashesFile: string): Promise<string | n
   let expected: Record<string, string>;
   try {
     const parsed = JSON.parse(readFileSync(hashesFile, 'utf8')) as { files?: unknown };
-    if (typeof parsed.files !== 'object' || parsed.files === null) return 'its hash list is damaged';
+    if (typeof parsed.files !== 'object' || parsed.files === null)
+      return 'its hash list is damaged';
     expected = parsed.files as Record<string, string>;
   } catch {
     return 'it has no hash list from the pod';

@@ -186,10 +186,11 @@ export async function watchCheckpoints(
       log(ctx, 'debug', `run ${run.id}: checkpoint ${chosen} did not verify yet; tried again`);
       return;
     }
-    // The pod's SHA-256 of every file, kept next to the copy: a recovery hashes the copy again
-    // against it before it trusts it. Written before latest.json names the copy.
+    // The metrics up to its step first (a recovery's new pod continues the curve from them), then
+    // the pod's SHA-256 of every file next to the copy: a recovery hashes the copy again against
+    // it before it trusts it. Written before latest.json names the copy.
+    if (!(await mirrorMetrics(executor, run.remoteDir, localRunDir, signal))) return;
     await writeHashes(home, name, got.manifest);
-    await mirrorMetrics(executor, run.remoteDir, localRunDir, signal);
     const before = latest;
     latest = {
       path: `${CHECKPOINTS_DIR}/${name}`,
