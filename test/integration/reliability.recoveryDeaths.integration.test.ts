@@ -13,7 +13,7 @@ import assert from 'node:assert/strict';
 import * as fs from 'node:fs';
 import * as path from 'node:path';
 import { train } from '../../src/core/flow';
-import { matrixLabs, type Lab } from '../helpers/lifecycle';
+import { GPU, matrixLabs, type Lab } from '../helpers/lifecycle';
 import { recordFault, recordResult } from '../helpers/reliability';
 
 /** OVERBRAINER_RECOVERY_RUNS shrinks it to look at one case (the figure needs the 20). */
@@ -77,6 +77,8 @@ describe('recovery figure: 100 pod deaths at random moments of the job', functio
       targetExtra: `max_recoveries = ${DEATHS_PER_RUN}`,
       timing: { checkpointPollMs: 200, requestTimeoutMs: 3_000, connectTimeoutMs: 3_000 },
     });
+    // Room for every run's pod at once (the catalog's stock is a few per data center).
+    await l.emulator.faults.setStock(GPU.rtx4090, RUNS * 2);
     const startedMs = Date.now();
     // Each run's plan is drawn up front, so the seed alone decides it (not the runs' interleaving).
     const plans = Array.from({ length: RUNS }, () =>

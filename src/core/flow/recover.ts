@@ -324,6 +324,12 @@ function placeCheckpoint(
 ): Record<string, string> {
   const resumeDir = path.join(runDir, RESUME_DIR);
   if (checkpoint === null) {
+    // A copy an earlier recovery placed is not a start: its curve is not carried, and the
+    // checkpoints home (which it came from) did not verify. Only a --resume-from start stays.
+    if (run.attempts?.some((a) => a.resumedFromCheckpoint !== null)) {
+      fs.rmSync(resumeDir, { recursive: true, force: true });
+      return {};
+    }
     const earlier = fs.existsSync(resumeDir)
       ? fs.readdirSync(resumeDir).find((n) => /^checkpoint-\d+$/.test(n))
       : undefined;
