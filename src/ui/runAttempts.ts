@@ -47,3 +47,14 @@ export function attemptLine(
     description: parts.join(' · '),
   };
 }
+
+/** The run page's line: every attempt, `Attempt 1: pod abc (from the start · …) · Attempt 2: …`. */
+export function attemptsText(attempts: readonly RunAttempt[] | undefined): string | null {
+  if (attempts === undefined || attempts.length === 0) return null;
+  return attempts
+    .map((attempt, index) => {
+      const line = attemptLine(attempt, index);
+      return `${line.label} (${line.description})`;
+    })
+    .join(' · ');
+}

@@ -76,6 +76,8 @@ export interface RunSummary {
   snapshot?: RunSnapshot | null;
   /** The run this one resumed from. */
   resumedFrom?: string | null;
+  /** The pods the run went through when one died mid-job (run.json `attempts`). */
+  attempts?: RunAttempt[];
 }
 
 /** Whether Resume Run applies: an ended run with a snapshot. */

@@ -117,6 +117,7 @@ function readRunDirSync(dir: string, id: string, folder: RunsFolder): RunSummary
       message: record.message,
       snapshot: record.snapshot ?? null,
       resumedFrom: record.resumedFrom ?? null,
+      ...(record.attempts === undefined ? {} : { attempts: record.attempts }),
     };
   } catch (error) {
     return withProblem(base, recordProblem(error, runFile, RUN_FILE), RUN_FILE);

@@ -4,7 +4,7 @@ import * as os from 'node:os';
 import * as path from 'node:path';
 import { decodeRunRecord, encodeRunRecord, type RunRecord } from '../../src/core/runs/runRecord';
 import { metricsUpTo } from '../../src/core/runpod/checkpointHome';
-import { attemptLine, readAttempts } from '../../src/ui/runAttempts';
+import { attemptLine, attemptsText, readAttempts } from '../../src/ui/runAttempts';
 
 const RECORD: RunRecord = {
   id: 'tiny_20261204-090000',
@@ -107,5 +107,34 @@ describe('run attempts (recovery on a new pod)', () => {
     } finally {
       fs.rmSync(dir, { recursive: true, force: true });
     }
+  });
+});
+
+describe('the run page line of the attempts', () => {
+  it('lists every attempt, or nothing for a run that never lost a pod', () => {
+    assert.equal(attemptsText(undefined), null);
+    assert.equal(
+      attemptsText([
+        {
+          podId: 'abc',
+          startedAt: '2026-12-04T09:00:01Z',
+          endedAt: '2026-12-04T09:10:00Z',
+          reason: 'pod_exited',
+          resumedFromStep: null,
+          resumedFromCheckpoint: null,
+          costUsd: 0.5,
+        },
+        {
+          podId: 'def',
+          startedAt: '2026-12-04T09:10:05Z',
+          endedAt: null,
+          reason: null,
+          resumedFromStep: 20,
+          resumedFromCheckpoint: 'checkpoints/checkpoint-20',
+          costUsd: null,
+        },
+      ]),
+      'Attempt 1: pod abc (from the start · pod died (EXITED) · about $0.5000) · Attempt 2: pod def (from step 20 · running)',
+    );
   });
 });
