@@ -697,7 +697,7 @@ class EmulatorServer {
         if (!pod.container) throw new Error(`pod '${pod.id}' has no running container to freeze`);
         const frozen = pod.container;
         frozen.freeze();
-        this.podLogLine(pod, 'the pod\'s host stopped answering (injected fault)');
+        this.podLogLine(pod, "the pod's host stopped answering (injected fault)");
         if (fault.exitAfterMs !== undefined) {
           this.clock
             .sleep(fault.exitAfterMs, this.closing.signal)
@@ -707,7 +707,7 @@ class EmulatorServer {
               await this.stopContainer(pod);
               this.releaseStock(pod);
               this.setStatus(pod, 'EXITED');
-              this.podLogLine(pod, 'the lost host\'s pod is EXITED (injected fault)');
+              this.podLogLine(pod, "the lost host's pod is EXITED (injected fault)");
             })
             .catch(() => undefined);
         }
