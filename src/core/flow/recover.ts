@@ -15,7 +15,8 @@ import { rfc3339 } from '../clock';
 import type { OverbrainerConfig, RunpodTargetConfig } from '../config/types';
 import type { EventBus } from '../events';
 import type { Executor } from '../exec/executor';
-import { newestVerified, metricsUpTo } from '../runpod/checkpointHome';
+import { HASHES_SUFFIX, newestVerified, metricsUpTo } from '../runpod/checkpointHome';
+import { LATEST_FILE } from '../runpod/checkpointStream';
 import { log, warn, type PodCtx } from '../runpod/context';
 import { failRun } from '../runpod/lifecycle';
 import { PodError } from '../runpod/podError';
@@ -212,6 +213,14 @@ export async function recoverAfterDeath(
   }
   const runDir = deps.store.runDir(run.id);
   const { checkpoint, skipped } = await newestVerified(runDir);
+  // A copy that failed its hashes is of no use: removed, with latest.json naming it, so that the
+  // new pod's checkpoints from the step resumed on stream home again.
+  for (const s of skipped) {
+    fs.rmSync(path.join(runDir, s.path), { recursive: true, force: true });
+    fs.rmSync(path.join(runDir, `${s.path}${HASHES_SUFFIX}`), { force: true });
+  }
+  if (skipped.length > 0)
+    fs.rmSync(path.join(runDir, CHECKPOINTS_DIR, LATEST_FILE), { force: true });
   for (const s of skipped) {
     warn(
       ctx,
