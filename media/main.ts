@@ -75,6 +75,7 @@ function renderStatus(status: RunStatusView): void {
   byId('run-summary').textContent = status.summary;
   text('overrun', status.overrun);
   text('run-message', status.message);
+  text('run-attempts', status.attemptsText ?? null);
   byId('stats').hidden = false;
   text('step', status.stepText);
   text('epoch', status.epochText);

@@ -49,6 +49,8 @@ export function deleteReasonWords(reason: DeleteReason): string {
       return 'max_cost_usd reached';
     case 'cost_cap_unset':
       return 'max_cost_usd cannot be applied';
+    case 'died':
+      return 'it died while its job ran';
   }
 }
 

@@ -25,7 +25,9 @@ export type DeleteReason =
   | 'duplicate'
   | 'local_ssh'
   | 'cost_cap'
-  | 'cost_cap_unset';
+  | 'cost_cap_unset'
+  /** It died under a running job (EXITED): deleted before the run goes on on a new pod. */
+  | 'died';
 
 /** The seed's `PodStatus` events, rendered as `pod: …` lines. */
 export type PodStatusEvent =

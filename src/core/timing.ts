@@ -74,6 +74,11 @@ export interface Timing {
   diskPollMs: number;
   /** How often a following client looks for new checkpoints on the pod to stream home. */
   checkpointPollMs: number;
+  /**
+   * Least of max_hours a run must have left to go on on a new pod after its pod died (the new
+   * pod must boot, take the checkpoint and train a while); with less, recovery is refused.
+   */
+  recoveryMinLeftMs: number;
   /** The pod log stream's reconnect delay: the first, doubled up to the max, reset by a line. */
   podLogRetryBaseMs: number;
   podLogRetryMaxMs: number;
@@ -126,6 +131,7 @@ export const PRODUCTION_TIMING: Readonly<Timing> = Object.freeze({
   snapshotWaitS: 900,
   diskPollMs: 60_000,
   checkpointPollMs: 60_000,
+  recoveryMinLeftMs: 10 * MINUTE_MS,
   podLogRetryBaseMs: 500,
   podLogRetryMaxMs: 15_000,
   podLogRetryAfterCapMs: 60_000,

@@ -79,6 +79,7 @@ export function pageHtml(webview: vscode.Webview, extensionUri: vscode.Uri): str
   </ul>
 </section>
 <p id="run-message" class="message" hidden></p>
+<p id="run-attempts" class="message" hidden></p>
 <nav id="actions" class="actions" hidden>
   <button type="button" data-action="stop" title="Save a checkpoint at the next step end, stop, and bring it home">Stop and Snapshot</button>
   <button type="button" data-action="cancel">Cancel Run</button>

@@ -5,6 +5,7 @@ import { Pace, projectSpendUsd } from '../core/train/pace';
 import { displayState, formatDurationS, formatUsd, resumable, type RunSummary } from './runsModel';
 import { etaFromNow } from './statusModel';
 import type { RunAction, RunStatusView, SeriesColumns } from './webviewProtocol';
+import { attemptsText } from './runAttempts';
 
 /**
  * The run webview's model, free of `vscode`: the host holds each run's points here (the page
@@ -338,6 +339,7 @@ export function runStatusView(
     deadlineText,
     spendText,
     overrun: overrunText,
+    attemptsText: attemptsText(run.attempts),
     actions: runActions(run, extras.hasOutput),
   };
 }

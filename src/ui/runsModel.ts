@@ -2,10 +2,11 @@ import * as path from 'node:path';
 import { systemClock, type Clock } from '../core/clock';
 import type { Disposable } from '../core/disposable';
 import type { RunState, TrainMetric } from '../core/events';
-import type { RunSnapshot } from '../core/runs/runRecord';
+import type { RunAttempt, RunSnapshot } from '../core/runs/runRecord';
 import { Pace } from '../core/train/pace';
 import { Emitter } from './emitter';
 import { LazyList } from './lazyList';
+import { attemptLine } from './runAttempts';
 
 /**
  * The Runs view's model: what the tree shows, free of the `vscode` module so it is unit-tested in
@@ -75,6 +76,8 @@ export interface RunSummary {
   snapshot?: RunSnapshot | null;
   /** The run this one resumed from. */
   resumedFrom?: string | null;
+  /** The pods the run went through when one died mid-job (run.json `attempts`). */
+  attempts?: RunAttempt[];
 }
 
 /** Whether Resume Run applies: an ended run with a snapshot. */
@@ -450,6 +453,7 @@ export type RunChild =
   | (ChildBase & { kind: 'metrics'; metrics: MetricsSummary })
   | (ChildBase & { kind: 'file'; path: string; name: string; isDir: boolean })
   | (ChildBase & { kind: 'more'; parent: string; count: number })
+  | (ChildBase & { kind: 'attempt'; attempt: RunAttempt; index: number })
   | (ChildBase & { kind: 'problem'; text: string; hint: string | null; path: string | null });
 
 export type RunsNode = RunSummary | RunChild;
@@ -566,6 +570,19 @@ export function presentRunChild(child: RunChild, nowUnixS: number): ChildItemVie
         colorId: 'descriptionForeground',
         contextValue: 'runChild.more',
       };
+    case 'attempt': {
+      const line = attemptLine(child.attempt, child.index);
+      return {
+        ...base,
+        id: `${child.runDir}#attempt:${child.index}`,
+        label: line.label,
+        description: line.description,
+        tooltip: escapeMarkdown(`${line.label} — ${line.description}`),
+        iconId: child.attempt.reason === null ? 'debug-restart' : 'debug-disconnect',
+        colorId: child.attempt.reason === null ? 'charts.blue' : 'charts.orange',
+        contextValue: 'runChild.attempt',
+      };
+    }
     case 'problem':
       return {
         ...base,

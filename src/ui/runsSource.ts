@@ -8,6 +8,7 @@ import { lineColumn, scanJson } from '../core/runs/jsonPositions';
 import { decodePodRecord, POD_FILE, type PodRecord } from '../core/runs/podRecord';
 import { decodeRunRecord, RUN_FILE } from '../core/runs/runRecord';
 import { LOCAL_ONLY } from '../core/runs/store';
+import { readAttempts } from './runAttempts';
 import { METRICS_FILE } from '../core/train/job';
 import { parseMetricLine } from '../core/train/metrics';
 import type { MetricsSummary, PodSummary, RunChild, RunSummary } from './runsModel';
@@ -116,6 +117,7 @@ function readRunDirSync(dir: string, id: string, folder: RunsFolder): RunSummary
       message: record.message,
       snapshot: record.snapshot ?? null,
       resumedFrom: record.resumedFrom ?? null,
+      ...(record.attempts === undefined ? {} : { attempts: record.attempts }),
     };
   } catch (error) {
     return withProblem(base, recordProblem(error, runFile, RUN_FILE), RUN_FILE);
@@ -298,6 +300,9 @@ export async function readRunChildren(run: RunSummary): Promise<RunChild[]> {
     });
   }
   if (run.pod !== null) children.push({ ...base, kind: 'pod' });
+  (await readAttempts(run.dir)).forEach((attempt, index) =>
+    children.push({ ...base, kind: 'attempt', attempt, index }),
+  );
   const metrics = await readMetricsSummary(path.join(run.dir, METRICS_FILE));
   if (metrics !== null) children.push({ ...base, kind: 'metrics', metrics });
   children.push(...(await readDirChildren(run, run.dir)));

@@ -52,6 +52,8 @@ export interface RunStatusView {
   spendText: string | null;
   /** The overrun warning while it applies, else null. */
   overrun: string | null;
+  /** The run's pods when one died mid-job (`attempt 1: pod abc · from the start · …`), else null. */
+  attemptsText?: string | null;
   /** The buttons that apply to the run now. */
   actions: RunAction[];
 }
@@ -159,6 +161,7 @@ export function isRunStatusView(value: unknown): value is RunStatusView {
     isTextOrNull(value.deadlineText) &&
     isTextOrNull(value.spendText) &&
     isTextOrNull(value.overrun) &&
+    (value.attemptsText === undefined || isTextOrNull(value.attemptsText)) &&
     Array.isArray(value.actions) &&
     value.actions.length <= RUN_ACTIONS.length &&
     value.actions.every(isRunAction)

@@ -351,6 +351,21 @@ export class Container {
     }
   }
 
+  /**
+   * Freezes every process of the pod (SIGSTOP), as a host that stops answering: its sshd accepts
+   * TCP (the kernel does) and never says a word, open sessions go silent, the job makes no step.
+   */
+  freeze(): void {
+    if (this.hasExited || this.pidNamespace === undefined) return;
+    for (const pid of processesInPidNamespace(this.pidNamespace)) {
+      try {
+        process.kill(pid, 'SIGSTOP');
+      } catch {
+        // gone meanwhile
+      }
+    }
+  }
+
   /** Synchronous last resort (process exit, a crash fault): SIGKILL PID 1 (else unshare). */
   killNow(): void {
     if (this.hasExited) return;

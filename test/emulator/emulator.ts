@@ -82,6 +82,7 @@ class EmulatorServer extends HttpLayer {
       podDies: (podId) => add({ kind: 'podDies', podId }),
       podCrash: (podId) => add({ kind: 'podCrash', podId }),
       podVanishes: (podId) => add({ kind: 'podVanishes', podId }),
+      hostLost: (podId, exitAfterMs) => add({ kind: 'hostLost', podId, exitAfterMs }),
       unreachable: (forMs, mode) => add({ kind: 'unreachable', forMs, mode }),
       reachable: () => this.reachable(),
     };
@@ -153,6 +154,27 @@ class EmulatorServer extends HttpLayer {
         if (!pod.container) throw new Error(`pod '${pod.id}' has no running container to crash`);
         pod.container.killNow();
         this.podLogLine(pod, "the pod's main process was killed (injected fault)");
+        return this.faultBook.newId();
+      }
+      case 'hostLost': {
+        const pod = this.livePod(fault.podId);
+        if (!pod.container) throw new Error(`pod '${pod.id}' has no running container to freeze`);
+        const frozen = pod.container;
+        frozen.freeze();
+        this.podLogLine(pod, "the pod's host stopped answering (injected fault)");
+        if (fault.exitAfterMs !== undefined) {
+          this.clock
+            .sleep(fault.exitAfterMs, this.closing.signal)
+            .then(async () => {
+              // Deleted or restarted meanwhile: that pod is no longer the frozen one.
+              if (pod.deleted || pod.container !== frozen) return;
+              await this.stopContainer(pod);
+              this.releaseStock(pod);
+              this.setStatus(pod, 'EXITED');
+              this.podLogLine(pod, "the lost host's pod is EXITED (injected fault)");
+            })
+            .catch(() => undefined);
+        }
         return this.faultBook.newId();
       }
       case 'podVanishes': {

@@ -131,6 +131,15 @@ export const faultSchema = z.discriminatedUnion('kind', [
   z.object({ kind: z.literal('podDies'), podId: z.string() }).strict(),
   /** The pod's main process is killed: the restart policy applies (restarted by default). */
   z.object({ kind: z.literal('podCrash'), podId: z.string() }).strict(),
+  /**
+   * The pod's host stops answering: every process of the pod is frozen (SSH accepts TCP and never
+   * answers, the job makes no progress) while the API still lists it RUNNING; after `exitAfterMs`
+   * (through the clock) the pod is EXITED, as Runpod shows a lost host's pod. Without
+   * `exitAfterMs` it stays listed RUNNING.
+   */
+  z
+    .object({ kind: z.literal('hostLost'), podId: z.string(), exitAfterMs: durationMs.optional() })
+    .strict(),
   /** The pod disappears: processes killed, 404 from now on, ledger `deletedBy: provider`. */
   z.object({ kind: z.literal('podVanishes'), podId: z.string() }).strict(),
   z

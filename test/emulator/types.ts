@@ -152,6 +152,8 @@ export interface FaultsApi {
   podDies(podId: string): Promise<string>;
   podCrash(podId: string): Promise<string>;
   podVanishes(podId: string): Promise<string>;
+  /** The pod's host stops answering (SSH blackholed, listed RUNNING), then EXITED after `exitAfterMs`. */
+  hostLost(podId: string, exitAfterMs?: number): Promise<string>;
   /** Connections refused or reset for `forMs` (through the clock). */
   unreachable(forMs: number, mode: 'refuse' | 'reset'): Promise<string>;
   /** Ends an `unreachable` fault early. */

@@ -278,7 +278,7 @@ describe('reliability: Runpod API limits and answers as its document describes',
         assert.match(warning.message, /trying again in \d+ s \(until \d{4}-\d\d-\d\dT/);
         assert.ok(
           warning.message.includes(
-            `the job keeps running; the pod's watchdog deletes it at ${deadline}`,
+            `the job keeps running; if nobody follows, the pod's watchdog deletes it at its deadline, ${deadline}`,
           ),
           warning.message,
         );

@@ -35,6 +35,7 @@ describe('config: defaults', () => {
       containerDiskGb: 50,
       maxHours: 6,
       maxCostUsd: null,
+      maxRecoveries: 2,
       bootGraceS: 30 * 60,
       retrieveGraceS: 60 * 60,
       dataCenterIds: [],

@@ -16,6 +16,7 @@ function target(over: Partial<RunpodTargetConfig> = {}): RunpodTargetConfig {
     containerDiskGb: 50,
     maxHours: 6,
     maxCostUsd: null,
+    maxRecoveries: 2,
     bootGraceS: 600,
     retrieveGraceS: 1800,
     dataCenterIds: [],

@@ -258,6 +258,11 @@ export const RUNPOD_FIELDS = {
     rule: 'must be a number of USD greater than 0',
     hint: 'Write max_cost_usd = 20, or leave it out for no cost cap.',
   },
+  max_recoveries: {
+    schema: wholeAtLeast(0),
+    rule: 'must be a whole number, 0 or more',
+    hint: 'Write max_recoveries = 2 (0 turns automatic recovery on a new pod off), or leave it out for 2.',
+  },
   boot_grace_minutes: {
     schema: wholeAtLeast(5),
     rule: 'must be a whole number of minutes, at least 5',

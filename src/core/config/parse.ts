@@ -20,6 +20,7 @@ import { checkFields, closest, describe, dotted, isTable, Reporter, type Table }
 import { TomlPositions } from './tomlPositions';
 import {
   DEFAULT_ARTIFACTS,
+  DEFAULT_MAX_RECOVERIES,
   DEFAULT_RUNPOD_IMAGE,
   DEFAULT_RUNPOD_VENV,
   TARGET_NAME,
@@ -476,6 +477,7 @@ function checkRunpod(
     containerDiskGb: valid.container_disk_gb ?? 50,
     maxHours,
     maxCostUsd: valid.max_cost_usd ?? null,
+    maxRecoveries: valid.max_recoveries ?? DEFAULT_MAX_RECOVERIES,
     bootGraceS: (valid.boot_grace_minutes ?? 30) * 60,
     retrieveGraceS: (valid.retrieve_grace_minutes ?? 60) * 60,
     dataCenterIds: dataCenterIds === 'auto' ? 'auto' : Object.freeze([...dataCenterIds]),

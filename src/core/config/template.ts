@@ -51,6 +51,11 @@ max_hours = 6
 # Most a run may spend on its pod, in USD (none by default). Ignored for a
 # kept pod.
 # max_cost_usd = 20
+# When the pod dies while the job runs (Runpod deletes it, the host is lost),
+# the run goes on by itself on a new pod from its newest checkpoint brought
+# home, this many times at most, within what is left of max_hours and
+# max_cost_usd (0 turns it off).
+# max_recoveries = 2
 # Minutes the watchdog waits for a job to start before deleting the pod (at
 # least 5).
 # boot_grace_minutes = 30

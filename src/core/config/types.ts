@@ -11,6 +11,9 @@ export const DEFAULT_RUNPOD_IMAGE =
 /** Virtual environment holding Axolotl in {@link DEFAULT_RUNPOD_IMAGE}. */
 export const DEFAULT_RUNPOD_VENV = '/workspace/axolotl-venv';
 
+/** Recoveries on a new pod a run gets when the target does not say (`max_recoveries`). */
+export const DEFAULT_MAX_RECOVERIES = 2;
+
 /** Base URL of the Runpod REST API (v2) when OVERBRAINER_RUNPOD__BASE_URL is unset. */
 export const DEFAULT_RUNPOD_BASE_URL = 'https://api.runpod.io/v2';
 
@@ -51,6 +54,11 @@ export interface RunpodTargetConfig {
   maxHours: number;
   /** Most a run may spend on its pod; null for no cap. Ignored for a kept pod. */
   maxCostUsd: number | null;
+  /**
+   * How many times a run whose pod died while its job ran goes on by itself on a new pod, from
+   * its newest verified checkpoint, within what is left of max_hours and max_cost_usd; 0: never.
+   */
+  maxRecoveries: number;
   /** The watchdog deletes a pod whose job never started after this long. */
   bootGraceS: number;
   /** The watchdog deletes a pod whose ended job was not retrieved after this long. */

@@ -4,7 +4,10 @@
  */
 import { rfc3339 } from '../clock';
 import type { OverbrainerConfig } from '../config/types';
+import type { Executor } from '../exec/executor';
 import { LocalExecutor } from '../exec/local';
+import { PodError } from '../runpod/podError';
+import type { AttemptEnd } from '../runs/runRecord';
 import { log, type PodCtx } from '../runpod/context';
 import { endPod, failRun, limitFailure, reconnect, stillThere } from '../runpod/lifecycle';
 import { forgetKeys, noteStrays, remove, sweep } from '../runpod/remove';
@@ -24,7 +27,15 @@ import {
   publishState,
   summaryLine,
 } from './deps';
-import { alreadyRetrieved, collect, followLocal, followOnPod, recordedOutcome } from './follow';
+import {
+  alreadyRetrieved,
+  collect,
+  followLocal,
+  followOnPod,
+  NOT_RETRIEVED,
+  recordedOutcome,
+} from './follow';
+import { deathOf, recoverAfterDeath, recoveryPlan, type RecoveryPlan, StepTimes } from './recover';
 
 /**
  * Reconnects to a run after any restart and finishes it: a running job is
@@ -65,13 +76,44 @@ export async function attach(
       return { run, pod, ending: null, summary: summaryLine(deps, run, pod) };
     }
     const ctx = podCtx(deps);
-    const executor = await reconnect(ctx, pod, run, signal);
-    if (executor === null) return podGone(ctx, deps, run, pod);
+    // A run whose job ended but whose results are not home is not recovered: its pod's death
+    // loses what did not come home, as before (collect says what).
+    const midJob = run.state === 'running' && !(run.message ?? '').includes(NOT_RETRIEVED);
+    const plan = midJob && !pod.keep ? recoveryPlan(config, run) : null;
+    let executor: Executor | null;
+    try {
+      executor = await reconnect(ctx, pod, run, signal);
+    } catch (error) {
+      // Its pod died (EXITED) while nobody followed: the run goes on on a new pod.
+      const death = plan === null ? null : deathOf(error, pod);
+      if (plan === null || death === null) throw error;
+      return await recoverOnAttach(ctx, deps, run, pod, death, error, plan, config, signal);
+    }
+    if (executor === null) {
+      // Gone while nobody followed (not by a limit or `pod rm`): the run goes on on a new pod.
+      const gone = new PodError('pod_gone', `pod ${pod.podId ?? ''} no longer exists`);
+      if (plan !== null && limitFailure(pod, ctx.clock.nowMs()) === null && deathOf(gone, pod)) {
+        return await recoverOnAttach(
+          ctx,
+          deps,
+          run,
+          pod,
+          'pod_deleted',
+          gone,
+          plan,
+          config,
+          signal,
+        );
+      }
+      return podGone(ctx, deps, run, pod);
+    }
     try {
       const status = await jobStatus(executor, run.remoteDir);
       if (status.kind === 'running') {
         deps.bus.publish({ type: 'runWatched', runId });
-        return await followOnPod(ctx, deps, executor, run, pod, artifactsOf(config), signal);
+        return await followOnPod(ctx, deps, executor, run, pod, artifactsOf(config), signal, {
+          plan,
+        });
       }
       if (alreadyRetrieved(run)) {
         // Its client died after the results were verified here (before or while it ended the
@@ -108,6 +150,42 @@ export async function attach(
     }
   } finally {
     lock.dispose();
+  }
+}
+
+/** Attach found the run's pod dead under its job: it goes on on a new pod (flow/recover.ts). */
+async function recoverOnAttach(
+  ctx: PodCtx,
+  deps: FlowDeps,
+  run: RunRecord,
+  pod: PodRecord,
+  death: AttemptEnd,
+  cause: unknown,
+  plan: RecoveryPlan,
+  config: OverbrainerConfig | null,
+  signal?: AbortSignal,
+): Promise<FlowResult> {
+  const steps = new StepTimes(ctx.bus, run.id, () => ctx.clock.nowMs());
+  try {
+    return await recoverAfterDeath(
+      ctx,
+      deps,
+      run,
+      pod,
+      death,
+      cause,
+      plan,
+      steps,
+      (next, nextPod, fromOffset) =>
+        followOnPod(ctx, deps, next, run, nextPod, artifactsOf(config), signal, {
+          plan,
+          fromOffset,
+          steps,
+        }),
+      signal,
+    );
+  } finally {
+    steps.dispose();
   }
 }
 

@@ -14,6 +14,7 @@ import {
   watchLeased,
 } from '../runpod/lifecycle';
 import { seedFromStream } from '../runpod/checkpointStream';
+import { watchdogWhileNobodyFollows } from '../runpod/watchdogWords';
 import { messageOf } from '../runpod/remove';
 import { MetricsFollower, type FollowResult } from '../train/follow';
 import { SNAPSHOT_JSON } from '../train/job';
@@ -23,6 +24,7 @@ import { describeMismatches, retrieve } from '../train/retrieval';
 import type { PodRecord } from '../runs/podRecord';
 import type { RunRecord } from '../runs/runRecord';
 import { type FlowDeps, FlowError, type FlowResult, publishState, summaryLine } from './deps';
+import { closeAttempt, deathOf, recoverAfterDeath, type RecoveryPlan, StepTimes } from './recover';
 
 /** Trainer artifacts never brought back (checkpoints at any depth). */
 const ARTIFACT_EXCLUDES = ['checkpoint-*'];
@@ -81,7 +83,20 @@ function finishRecord(
   publishState(deps, run);
 }
 
-/** Follows a running pod job to its end, then retrieves and ends the pod. */
+/** How a pod job is followed beyond its pod: recovery on a new pod when it dies. */
+export interface FollowOptions {
+  /** Go on on a new pod when the pod dies mid-job (null: the run fails as before). */
+  plan?: RecoveryPlan | null;
+  /** Where in metrics.jsonl to start (a recovered run's file starts with the earlier curve). */
+  fromOffset?: number;
+  /** The steps' arrival times, shared by the attempts of one follow. */
+  steps?: StepTimes;
+}
+
+/**
+ * Follows a running pod job to its end, then retrieves and ends the pod; with a recovery plan,
+ * a pod that dies mid-job is followed by a new one (flow/recover.ts).
+ */
 export async function followOnPod(
   ctx: PodCtx,
   deps: FlowDeps,
@@ -90,11 +105,18 @@ export async function followOnPod(
   pod: PodRecord,
   artifacts: readonly string[],
   signal?: AbortSignal,
+  options: FollowOptions = {},
 ): Promise<FlowResult> {
+  const plan = options.plan ?? null;
+  const ownSteps =
+    plan !== null && options.steps === undefined
+      ? new StepTimes(ctx.bus, run.id, () => ctx.clock.nowMs())
+      : null;
+  const steps = options.steps ?? ownSteps;
   const moved: Executor[] = [];
   try {
     let current = executor;
-    let watched = await watchLeased(ctx, current, run, pod, signal);
+    let watched = await watchLeased(ctx, current, run, pod, signal, options.fromOffset ?? 0);
     // The pod restarted on a new port (Runpod publishes a restarted container anew): follow it
     // there from where the metrics stopped, a bounded number of times.
     for (let moves = 0; watched.kind === 'failed' && moves < MAX_ENDPOINT_MOVES; moves++) {
@@ -119,8 +141,31 @@ export async function followOnPod(
     ) {
       throw new FlowError(stopFollowingMessage(ctx, run, pod), null);
     }
-    const result: FollowResult = await settleWatch(ctx, pod, run, watched);
-    return await collect(
+    let result: FollowResult;
+    try {
+      result = await settleWatch(ctx, pod, run, watched);
+    } catch (error) {
+      const death = plan === null || steps === null ? null : deathOf(error, pod);
+      if (death === null || plan === null || steps === null) throw error;
+      return await recoverAfterDeath(
+        ctx,
+        deps,
+        run,
+        pod,
+        death,
+        error,
+        plan,
+        steps,
+        (next, nextPod, fromOffset) =>
+          followOnPod(ctx, deps, next, run, nextPod, artifacts, signal, {
+            plan,
+            fromOffset,
+            steps,
+          }),
+        signal,
+      );
+    }
+    const collected = await collect(
       ctx,
       deps,
       current,
@@ -129,8 +174,14 @@ export async function followOnPod(
       jobOutcome(result.status, result.metrics, run.id)!,
       artifacts,
     );
+    if (run.attempts !== undefined) {
+      closeAttempt(run, pod, ctx.clock.nowMs(), null);
+      deps.store.saveRun(run);
+    }
+    return collected;
   } finally {
     for (const next of moved) next.dispose();
+    ownSteps?.dispose();
   }
 }
 
@@ -139,21 +190,18 @@ const MAX_ENDPOINT_MOVES = 3;
 
 /** What stopping the follow leaves running (spec §8, Ctrl-C once the job runs). */
 export function stopFollowingMessage(ctx: PodCtx, run: RunRecord, pod: PodRecord): string {
+  const watchdog = watchdogWhileNobodyFollows(pod, ctx.clock.nowMs() + ctx.timing.leaseTtlMs);
   if (pod.keep) {
-    return `stopped following run ${run.id}: the job and its kept pod ${pod.podId ?? ''} keep running; attach again with \`overbrainer train attach ${run.id}\``;
+    return `stopped following run ${run.id}: the job keeps running; attach again with \`overbrainer train attach ${run.id}\`; ${watchdog}`;
   }
-  const leaseEndMs = ctx.clock.nowMs() + ctx.timing.leaseTtlMs;
-  const deadlineMs = (pod.deadlineUnixS ?? 0) * 1000;
-  const at = new Date(Math.max(leaseEndMs, deadlineMs)).toISOString().replace(/\.\d+Z$/, 'Z');
   return (
     `stopped following run ${run.id}: the job and pod ${pod.podId ?? ''} keep running; attach again with ` +
-    `\`overbrainer train attach ${run.id}\`, or remove the pod with \`overbrainer pod rm ${run.id}\`. ` +
-    "If nobody follows, the pod's watchdog deletes it once its retrieve grace passes after the job ends, " +
-    `and at ${at} at the latest (the deadline, or the lease's end, whichever is later)`
+    `\`overbrainer train attach ${run.id}\`, or remove the pod with \`overbrainer pod rm ${run.id}\`; ${watchdog}`
   );
 }
 
-const NOT_RETRIEVED = 'artifacts not retrieved';
+/** In the message of a run whose job ended but whose results did not come home. */
+export const NOT_RETRIEVED = 'artifacts not retrieved';
 
 /**
  * Whether the run's results were already retrieved and verified: it ended (succeeded, failed,

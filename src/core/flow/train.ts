@@ -34,6 +34,7 @@ import {
   publishState,
 } from './deps';
 import { followLocal, followOnPod } from './follow';
+import { recoveryPlan } from './recover';
 
 /** Where the shipped metrics plugin is: next to the bundle (dist/python) or in the source tree. */
 export function pluginSource(): string {
@@ -298,7 +299,9 @@ async function trainOnPod(
         `pod ${pod.podId ?? ''} is kept: it bills ${pod.costPerHourUsd === null ? '' : `$${pod.costPerHourUsd.toFixed(2)}/h `}until you remove it`,
       );
     }
-    return await followOnPod(ctx, deps, executor, run, pod, artifactsOf(config), options.signal);
+    return await followOnPod(ctx, deps, executor, run, pod, artifactsOf(config), options.signal, {
+      plan: keep ? null : recoveryPlan(config, run),
+    });
   } finally {
     executor.dispose();
   }

@@ -20,6 +20,7 @@ import { CHECKPOINTS_DIR } from '../runs/store';
 import type { RunRecord } from '../runs/runRecord';
 import { retrieve, STAGING_DIR } from '../train/retrieval';
 import { log, type PodCtx } from './context';
+import { HASHES_SUFFIX, mirrorMetrics, writeHashes } from './checkpointHome';
 import { messageOf } from './remove';
 
 /** The record of the newest verified local checkpoint, in `runs/<id>/checkpoints/`. */
@@ -127,12 +128,15 @@ async function writeLatest(localRunDir: string, latest: StreamedCheckpoint): Pro
   await rename(temp, path);
 }
 
-/** Deletes local checkpoint copies but the newest and the one verified before it. */
+/** Deletes local checkpoint copies (and their hash lists) but the newest and the one before it. */
 async function prune(localRunDir: string, keep: readonly string[]): Promise<void> {
   const dir = join(localRunDir, CHECKPOINTS_DIR);
   for (const entry of await readdir(dir, { withFileTypes: true })) {
-    if (!entry.isDirectory() || !/^checkpoint-\d+$/.test(entry.name)) continue;
-    if (keep.includes(entry.name)) continue;
+    const name = entry.name.endsWith(HASHES_SUFFIX)
+      ? entry.name.slice(0, -HASHES_SUFFIX.length)
+      : entry.name;
+    if (!/^checkpoint-\d+$/.test(name)) continue;
+    if (keep.includes(name)) continue;
     await rm(join(dir, entry.name), { recursive: true, force: true });
   }
 }
@@ -182,6 +186,11 @@ export async function watchCheckpoints(
       log(ctx, 'debug', `run ${run.id}: checkpoint ${chosen} did not verify yet; tried again`);
       return;
     }
+    // The metrics up to its step first (a recovery's new pod continues the curve from them), then
+    // the pod's SHA-256 of every file next to the copy: a recovery hashes the copy again against
+    // it before it trusts it. Written before latest.json names the copy.
+    if (!(await mirrorMetrics(executor, run.remoteDir, localRunDir, signal))) return;
+    await writeHashes(home, name, got.manifest);
     const before = latest;
     latest = {
       path: `${CHECKPOINTS_DIR}/${name}`,

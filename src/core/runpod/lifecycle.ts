@@ -16,6 +16,7 @@ import { Pace } from '../train/pace';
 import { requestSnapshot } from '../train/snapshot';
 import { isDead, type Pod } from './api';
 import { log, warn, type PodCtx } from './context';
+import { followLostWords, whileNobodyFollows } from './watchdogWords';
 import { watchCheckpoints } from './checkpointStream';
 import { watchDisk } from './diskWatch';
 import { alias, CLIENT_KEY, sshCommand, writeSshConfig } from './keys';
@@ -399,45 +400,6 @@ async function unreachable(
   );
 }
 
-/**
- * What becomes of a running job's pod while no client follows it: a kept pod stays; otherwise
- * its watchdog deletes it at its deadline, or when the lease renewed last runs out (by
- * `leaseEndMs`) if that is later, unless a client attaches and renews the lease.
- */
-export function whileNobodyFollows(pod: PodRecord, run: RunRecord, leaseEndMs: number): string {
-  if (pod.keep || pod.deadlineUnixS === null) {
-    return `the job keeps running on its kept pod: nothing deletes it but "overbrainer pod rm ${run.id}"`;
-  }
-  const deadlineMs = pod.deadlineUnixS * 1000;
-  const when =
-    leaseEndMs > deadlineMs
-      ? `${rfc3339(leaseEndMs)} (when the lease this client renewed last runs out; its deadline has passed)`
-      : `${rfc3339(deadlineMs)} (its deadline)`;
-  return `the job keeps running; the pod's watchdog deletes it at ${when} unless a client renews its lease ("overbrainer train attach ${run.id}" follows it again)`;
-}
-
-/**
- * The words VS Code and the CLI both say when following a run stopped on an error while the run
- * is still `running` on its pod (a lost connection, not a failed run): the job goes on, `attach`
- * says how to follow it again, and what the pod's watchdog does while nobody follows
- * (`deadlineUnixS`: the pod's max_hours deadline, null for a kept pod).
- */
-export function followLostWords(
-  runId: string,
-  reason: string,
-  deadlineUnixS: number | null,
-  nowMs: number,
-  attach: string,
-): string {
-  const watchdog =
-    deadlineUnixS === null
-      ? 'its pod is kept: nothing deletes it until you remove it'
-      : deadlineUnixS * 1000 <= nowMs
-        ? "its deadline has passed: the pod's watchdog deletes it once the lease runs out (15 min at most) unless you attach"
-        : `if nobody follows, the pod's watchdog deletes it at its deadline, ${rfc3339(deadlineUnixS * 1000)}, or once its retrieve grace passes after the job ends`;
-  return `Lost the connection to run ${runId} (${reason}). The run goes on on its pod: ${attach}; ${watchdog}.`;
-}
-
 /** The message of the run as saved on disk when it is already failed there, else null. */
 function freshRunMessage(ctx: PodCtx, run: RunRecord): string | null {
   try {
@@ -790,4 +752,4 @@ async function retrievedMarked(executor: Executor, run: RunRecord): Promise<bool
   return result.code === 0;
 }
 
-export { FollowError };
+export { FollowError, followLostWords, whileNobodyFollows };

@@ -35,6 +35,35 @@ export interface RunSnapshot {
   reason: SnapshotReason;
 }
 
+/** How a pod of the run ended while its job ran (the run went on on a new pod). */
+export type AttemptEnd =
+  /** Runpod deleted it behind the client's back (404, gone from the list). */
+  | 'pod_deleted'
+  /** It stopped under the job (EXITED: a lost host, a killed container). */
+  | 'pod_exited';
+
+export const ATTEMPT_ENDS: readonly AttemptEnd[] = ['pod_deleted', 'pod_exited'];
+
+/**
+ * One pod's part of a run (`attempts` in run.json, written once a pod died and the run went on
+ * on a new one): the first attempt, then one per recovery.
+ */
+export interface RunAttempt {
+  podId: string | null;
+  /** When its pod was created, RFC 3339 UTC. */
+  startedAt: string;
+  /** When it ended (its pod found dead, or the run's end); null while it runs. */
+  endedAt: string | null;
+  /** Why it ended; null while it runs, or when the run ended on it. */
+  reason: AttemptEnd | null;
+  /** The step its job resumed from (null: the first attempt, or from step 0). */
+  resumedFromStep: number | null;
+  /** The checkpoint it resumed from, relative to the run directory (`checkpoints/checkpoint-20`). */
+  resumedFromCheckpoint: string | null;
+  /** What its pod cost (the client's estimate from the pod's rate and uptime); null unknown. */
+  costUsd: number | null;
+}
+
 export interface RunRecord {
   id: string;
   /** Target name in overbrainer.toml. */
@@ -53,6 +82,8 @@ export interface RunRecord {
   resumedFrom?: string | null;
   /** Newer: the run's plugin honours snapshot requests. */
   snapshots?: boolean;
+  /** Newer: the run's pods, once one died mid-job and the run went on on a new one. */
+  attempts?: RunAttempt[];
   /** Fields of run.json this version does not know, written back unchanged. */
   extraFields?: ExtraFields;
 }
@@ -84,6 +115,19 @@ const runSchema = z.looseObject({
     .optional(),
   resumed_from: z.string().nullable().optional(),
   snapshots: z.boolean().optional(),
+  attempts: z
+    .array(
+      z.object({
+        pod_id: z.string().nullable(),
+        started_at: z.string(),
+        ended_at: z.string().nullable(),
+        reason: z.enum(ATTEMPT_ENDS as [AttemptEnd, ...AttemptEnd[]]).nullable(),
+        resumed_from_step: z.number().int().min(0).nullable(),
+        resumed_from_checkpoint: z.string().nullable(),
+        cost_usd: z.number().min(0).nullable(),
+      }),
+    )
+    .optional(),
 });
 
 const RUN_KEYS = Object.keys(runSchema.shape);
@@ -104,6 +148,17 @@ export function decodeRunRecord(text: string, file: string): RunRecord {
   if (raw.snapshot !== undefined) record.snapshot = raw.snapshot;
   if (raw.resumed_from !== undefined) record.resumedFrom = raw.resumed_from;
   if (raw.snapshots !== undefined) record.snapshots = raw.snapshots;
+  if (raw.attempts !== undefined) {
+    record.attempts = raw.attempts.map((a) => ({
+      podId: a.pod_id,
+      startedAt: a.started_at,
+      endedAt: a.ended_at,
+      reason: a.reason,
+      resumedFromStep: a.resumed_from_step,
+      resumedFromCheckpoint: a.resumed_from_checkpoint,
+      costUsd: a.cost_usd,
+    }));
+  }
   const extra = splitExtra(raw, RUN_KEYS);
   if (extra) record.extraFields = extra;
   return record;
@@ -128,6 +183,15 @@ export function encodeRunRecord(record: RunRecord): string {
       snapshot: record.snapshot,
       resumed_from: record.resumedFrom,
       snapshots: record.snapshots,
+      attempts: record.attempts?.map((a) => ({
+        pod_id: a.podId,
+        started_at: a.startedAt,
+        ended_at: a.endedAt,
+        reason: a.reason,
+        resumed_from_step: a.resumedFromStep,
+        resumed_from_checkpoint: a.resumedFromCheckpoint,
+        cost_usd: a.costUsd,
+      })),
     },
     record.extraFields,
   );
