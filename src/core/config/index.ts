@@ -6,3 +6,4 @@ export { setGpuTypes, ConfigEditError } from './edit';
 export { configTemplate } from './template';
 export { ENV_API_KEY, ENV_BASE_URL, ENV_SSH_CLIENT, withDotEnv, type Env } from './env';
 export { TomlPositions, type TextPos } from './tomlPositions';
+export { type BudgetConfig, DEFAULT_KEPT_POD_REMINDER_HOURS } from './budget';
