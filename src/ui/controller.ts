@@ -42,6 +42,7 @@ import {
 import { runsFolderName } from './runsFolders';
 import { resumable, type RunsModel, type RunSummary } from './runsModel';
 import { etaFromNow, statusForPod } from './statusModel';
+import { runSpendLines } from '../core/runs/spend';
 import { errorText } from './runsTree';
 import { heldByEarlierRuns } from '../core/runs/quote';
 import { trainConfirmation } from './trainConfirm';
@@ -998,7 +999,9 @@ export class Controller implements vscode.Disposable {
     } catch {
       // A pod record mid-write: keep the countdown without a deadline this second.
     }
-    const view = statusForPod(f.runId, pod, now, etaFromNow(f.pace.eta(), now - f.lastMetricMs));
+    const etaMs = etaFromNow(f.pace.eta(), now - f.lastMetricMs);
+    const spend = runSpendLines(f.session.store, f.runId, null, now, { etaMs });
+    const view = statusForPod(f.runId, pod, now, etaMs, spend);
     this.statusItem.text = view.text;
     this.statusItem.tooltip = view.tooltip;
     this.statusItem.backgroundColor =

@@ -125,3 +125,11 @@ describe('spend: what the project spent and what is left', () => {
     assert.equal(podSpend(ended, NOON).status, 'ended');
   });
 });
+
+describe('spend: the status bar tooltip', () => {
+  it("lists the run's spend lines before the click hint", async () => {
+    const { statusForPod } = await import('../../src/ui/statusModel');
+    const view = statusForPod('r1', null, NOON, null, ['Spent so far: $2.00 at $2.00/h']);
+    assert.match(view.tooltip, /Spent so far: \$2\.00 at \$2\.00\/h\nClick to show the run\.$/);
+  });
+});

@@ -286,8 +286,9 @@ export function runSpendLines(
       lines.push(`Cost cap: ${money(pod.maxCostUsd)} (the watchdog deletes the pod there)`);
     }
   }
-  const project = projectSpend(store, budget, nowMs);
-  if (project.leftUsd !== null) {
+  const project =
+    budget === null || budget === undefined ? null : projectSpend(store, budget, nowMs);
+  if (project !== null && project.leftUsd !== null) {
     lines.push(
       `Budget left: ${money(project.leftUsd)} (${project.bindingPeriod === 'day' ? 'today' : 'this month'})`,
     );
