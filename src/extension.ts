@@ -13,6 +13,7 @@ import { RunPanels } from './ui/runPanel';
 import { RunsModel } from './ui/runsModel';
 import { readRuns } from './ui/runsSource';
 import { bindPodsViewMessage, errorText, podsTreeProvider, runsTreeProvider } from './ui/runsTree';
+import { SpendTreeProvider } from './ui/spendTree';
 
 /**
  * The composition root: builds the models, wires them to the views and commands, and registers
@@ -63,11 +64,17 @@ export function activate(context: vscode.ExtensionContext): void {
   const runsTree = runsTreeProvider(runs, systemClock, log);
   const podsTree = podsTreeProvider(pods, systemClock, log);
   const podsView = vscode.window.createTreeView('overbrainer.pods', { treeDataProvider: podsTree });
+  const spendTree = new SpendTreeProvider(systemClock);
   context.subscriptions.push(
     runsTree,
     podsTree,
     vscode.window.createTreeView('overbrainer.runs', { treeDataProvider: runsTree }),
     podsView,
+    spendTree,
+    vscode.window.createTreeView('overbrainer.spend', { treeDataProvider: spendTree }),
+    bus.on((event) => {
+      if (event.type === 'pod' || event.type === 'runState') spendTree.refresh();
+    }),
     bindPodsViewMessage(podsView, pods, systemClock),
     ...registerCommands({ log, apiKeys, runs, pods, controller, runPanels }),
     // Only models already shown are reloaded; a hidden view loads when it is first shown.
