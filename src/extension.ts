@@ -3,6 +3,7 @@ import * as vscode from 'vscode';
 import type { Core } from './extensionCore';
 import type { PodsItem } from './ui/podsModel';
 import type { RunsNode } from './ui/runsModel';
+import type { SpendRowView } from './ui/spendModel';
 import { DeferredTree } from './shell/deferredTree';
 import { anyRunToFollow } from './shell/runsToFollow';
 import { COMMAND_IDS } from './ui/commandIds';
@@ -47,6 +48,7 @@ export function activate(context: vscode.ExtensionContext): void {
     core = coreModule().startCore({ context, redactor, log, podsView });
     runsTree.attach(core.runsTree);
     podsTree.attach(core.podsTree);
+    spendTree.attach(core.spendTree);
     for (const trigger of triggers.splice(0)) trigger.dispose();
     log.info(`Core loaded in ${(performance.now() - t0).toFixed(1)} ms (${why}).`);
     return core;
@@ -55,12 +57,15 @@ export function activate(context: vscode.ExtensionContext): void {
   // The views ask for their rows when first shown: that loads the core (a progress bar meanwhile).
   const runsTree = new DeferredTree<RunsNode>(async () => load('the Runs view').runsTree);
   const podsTree = new DeferredTree<PodsItem>(async () => load('the Pods view').podsTree);
+  const spendTree = new DeferredTree<SpendRowView>(async () => load('the Spend view').spendTree);
   const podsView = vscode.window.createTreeView('overbrainer.pods', { treeDataProvider: podsTree });
   context.subscriptions.push(
     runsTree,
     podsTree,
     vscode.window.createTreeView('overbrainer.runs', { treeDataProvider: runsTree }),
     podsView,
+    spendTree,
+    vscode.window.createTreeView('overbrainer.spend', { treeDataProvider: spendTree }),
     ...COMMAND_IDS.map((id) =>
       vscode.commands.registerCommand(
         id,

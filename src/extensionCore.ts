@@ -14,6 +14,8 @@ import { RunPanels } from './ui/runPanel';
 import { RunsModel, type RunsNode } from './ui/runsModel';
 import { readRuns } from './ui/runsSource';
 import { bindPodsViewMessage, errorText, podsTreeProvider, runsTreeProvider } from './ui/runsTree';
+import type { SpendRowView } from './ui/spendModel';
+import { SpendTreeProvider } from './ui/spendTree';
 
 /** What the thin first bundle (src/extension.ts) built at activation and hands to the core. */
 export interface Shell {
@@ -28,6 +30,7 @@ export interface Core {
   commands: Record<CommandId, Handler>;
   runsTree: vscode.TreeDataProvider<RunsNode>;
   podsTree: vscode.TreeDataProvider<PodsItem>;
+  spendTree: vscode.TreeDataProvider<SpendRowView>;
   /** The run panel's serializer (a panel VS Code restores after a reload). */
   restorePanel(panel: vscode.WebviewPanel, state: unknown): Promise<void>;
   /** Runs this workspace left `running` are followed again (unless another process holds them). */
@@ -80,9 +83,14 @@ export function startCore(shell: Shell): Core {
 
   const runsTree = runsTreeProvider(runs, systemClock, log);
   const podsTree = podsTreeProvider(pods, systemClock, log);
+  const spendTree = new SpendTreeProvider(systemClock);
   context.subscriptions.push(
     runsTree,
     podsTree,
+    spendTree,
+    bus.on((event) => {
+      if (event.type === 'pod' || event.type === 'runState') spendTree.refresh();
+    }),
     bindPodsViewMessage(shell.podsView, pods, systemClock),
     // Only models already shown are reloaded; a hidden view loads when it is first shown.
     watchRunsFolders(() => {
@@ -97,6 +105,7 @@ export function startCore(shell: Shell): Core {
     commands: commandHandlers({ log, apiKeys, runs, pods, controller, runPanels }),
     runsTree,
     podsTree,
+    spendTree,
     restorePanel: (panel, state) => runPanels.restore(panel, state),
     resumeFollowing: () => controller.resumeFollowing(),
   };

@@ -42,7 +42,6 @@ import {
   type PodRow,
 } from '../core/runpod/podAdmin';
 import { PodError } from '../core/runpod/podError';
-import { autoGpuTypes } from '../core/runpod/provision';
 import { billSettled, recordBilled } from '../core/runpod/billing';
 import { messageOf } from '../core/runpod/remove';
 import {
@@ -51,6 +50,7 @@ import {
   stop,
   FlowError,
   keepPod,
+  quoteForTarget,
   recoverAbandoned,
   summaryLine,
   train,
@@ -58,7 +58,7 @@ import {
   type FlowResult,
 } from '../core/flow';
 import type { PodRecord } from '../core/runs/podRecord';
-import { heldByEarlierRuns, quote, quoteLines } from '../core/runs/quote';
+import { heldByEarlierRuns, quoteLines } from '../core/runs/quote';
 import { noPodLeft, RunStore } from '../core/runs/store';
 import { PRODUCTION_TIMING, scaleTiming, type Timing } from '../core/timing';
 import { parseArgs, USAGE, UsageError, type Command } from './args';
@@ -379,22 +379,7 @@ class Session {
         signal,
       }),
     );
-    const order = target.gpuTypes === 'auto' ? autoGpuTypes(catalog, target) : target.gpuTypes;
-    const byId = new Map(catalog.map((g) => [g.id, g]));
-    const historyS = heldByEarlierRuns(this.store, target.name);
-    const q = quote({
-      candidates: order.map((id) => ({
-        gpuType: id,
-        pricePerHourUsd: byId.get(id)?.securePricePerHourUsd ?? null,
-        availability: byId.get(id)?.availability ?? null,
-      })),
-      gpuCount: target.gpuCount,
-      maxHours: target.maxHours,
-      maxCostUsd: target.maxCostUsd,
-      bootGraceS: target.bootGraceS,
-      retrieveGraceS: target.retrieveGraceS,
-      historyS,
-    });
+    const q = quoteForTarget(target, catalog, heldByEarlierRuns(this.store, target.name));
     this.io.stdout(`dry run: target ${target.name}; nothing is created`);
     this.io.stdout(
       `GPU types, in the order tried (${target.gpuCount} GPU${target.gpuCount === 1 ? '' : 's'}):`,

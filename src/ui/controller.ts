@@ -11,6 +11,7 @@ import type { Log } from './log';
 import { openOutput, showRun } from './outputCommands';
 import { keep, openSshTerminal, removePod } from './podCommands';
 import type { RunsModel, RunSummary } from './runsModel';
+import { runSpendLines } from '../core/runs/spend';
 import { etaFromNow, statusForPod } from './statusModel';
 import { cancel, resume, stopRun } from './stopCommands';
 import { train } from './trainCommand';
@@ -106,7 +107,9 @@ export class Controller implements vscode.Disposable {
     } catch {
       // A pod record mid-write: keep the countdown without a deadline this second.
     }
-    const view = statusForPod(f.runId, pod, now, etaFromNow(f.pace.eta(), now - f.lastMetricMs));
+    const etaMs = etaFromNow(f.pace.eta(), now - f.lastMetricMs);
+    const spend = runSpendLines(f.session.store, f.runId, null, now, { etaMs });
+    const view = statusForPod(f.runId, pod, now, etaMs, spend);
     this.statusItem.text = view.text;
     this.statusItem.tooltip = view.tooltip;
     this.statusItem.backgroundColor =

@@ -205,6 +205,14 @@ export function presentRun(run: RunSummary, nowUnixS: number, live?: RunLive | n
       if (podMayBill(pod)) {
         if (state !== 'kept' && state !== 'awaiting') parts.push(`pod ${podStateLabel(pod.state)}`);
         if (pod.costPerHourUsd !== null) parts.push(`${formatUsd(pod.costPerHourUsd)}/h`);
+        const rate = pod.costPerHourUsd;
+        if (rate !== null && pod.createdUnixS !== null && pod.createdUnixS !== undefined) {
+          const soFar = (rate * Math.max(0, nowUnixS - pod.createdUnixS)) / 3600;
+          const eta = state === 'running' ? (live?.etaMs ?? null) : null;
+          parts.push(`${formatUsd(soFar)} so far`);
+          if (eta !== null)
+            parts.push(`about ${formatUsd(soFar + (rate * eta) / 3_600_000)} at the ETA`);
+        }
         if (pod.deadlineUnixS !== null) {
           const leftS = pod.deadlineUnixS - nowUnixS;
           parts.push(leftS > 0 ? `${formatDurationS(leftS)} left` : 'deadline passed');

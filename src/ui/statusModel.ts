@@ -18,6 +18,8 @@ export interface StatusInput {
   deadline?: string | null;
   /** Time the job still needs, counted from now; null while the pace is unknown. */
   etaMs: number | null;
+  /** The run's spend (so far, at the ETA, budget left), one line each. */
+  spendLines?: readonly string[];
 }
 
 export type StatusBackground = 'none' | 'warning' | 'error';
@@ -68,6 +70,7 @@ export function statusView(input: StatusInput): StatusView {
       );
     }
   }
+  tips.push(...(input.spendLines ?? []));
   tips.push('Click to show the run.');
   return { text: `$(watch) ${parts.join(' · ')}`, tooltip: tips.join('\n'), background };
 }
@@ -89,10 +92,17 @@ export function statusForPod(
   pod: DeadlineView | null,
   nowMs: number,
   etaMs: number | null,
+  spendLines: readonly string[] = [],
 ): StatusView {
   const untilDeadlineMs =
     pod === null || pod.keep || pod.deadlineUnixS === null
       ? null
       : Math.max(0, pod.deadlineUnixS - Math.floor(nowMs / 1000)) * 1000;
-  return statusView({ runId, untilDeadlineMs, deadline: pod?.deadline ?? null, etaMs });
+  return statusView({
+    runId,
+    untilDeadlineMs,
+    deadline: pod?.deadline ?? null,
+    etaMs,
+    spendLines,
+  });
 }

@@ -1,7 +1,7 @@
 import type { RunpodTargetConfig } from '../core/config';
 import type { GpuType } from '../core/runpod/api';
-import { autoGpuTypes } from '../core/runpod/provision';
-import { quote, quoteLines } from '../core/runs/quote';
+import { quoteForTarget } from '../core/flow/quote';
+import { quoteLines } from '../core/runs/quote';
 
 /**
  * The words of Train's modal confirmation, free of `vscode`: the GPU types tried, `max_hours`,
@@ -52,21 +52,7 @@ export function quoteText(
   historyS: readonly number[],
 ): string[] {
   if (catalog === null) return [];
-  const order = target.gpuTypes === 'auto' ? autoGpuTypes(catalog, target) : target.gpuTypes;
-  const byId = new Map(catalog.map((g) => [g.id, g]));
-  const q = quote({
-    candidates: order.map((id) => ({
-      gpuType: id,
-      pricePerHourUsd: byId.get(id)?.securePricePerHourUsd ?? null,
-      availability: byId.get(id)?.availability ?? null,
-    })),
-    gpuCount: target.gpuCount,
-    maxHours: target.maxHours,
-    maxCostUsd: target.maxCostUsd,
-    bootGraceS: target.bootGraceS,
-    retrieveGraceS: target.retrieveGraceS,
-    historyS,
-  });
+  const q = quoteForTarget(target, catalog, historyS);
   // The rates are on the Hourly rate line already.
   return quoteLines(q).filter(
     (line) => line.startsWith('Expected:') || line.startsWith('Worst case:'),

@@ -36,10 +36,10 @@ describe('quote', () => {
     ]);
   });
 
-  it('with earlier runs: their min–max at the first rate', () => {
+  it('with earlier runs: their min −20 % to their max +20 % at the first rate', () => {
     const q = quote({ ...base, historyS: [1800, 3600, 2700] });
-    assert.deepEqual(q.expected, { lowUsd: 0.69, highUsd: 1.38, basis: 'history', runs: 3 });
-    assert.equal(quoteLines(q)[2], 'Expected: $0.69–$1.38 (from 3 earlier runs of this config)');
+    assert.deepEqual(q.expected, { lowUsd: 0.55, highUsd: 1.66, basis: 'history', runs: 3 });
+    assert.equal(quoteLines(q)[2], 'Expected: $0.55–$1.66 (from 3 earlier runs of this config)');
   });
 
   it('with one earlier run: ±20 % of it, never past max_hours', () => {

@@ -160,6 +160,7 @@ describe('ui manifest (package.json contributes)', function () {
       [
         ['overbrainer.runs', 'Runs'],
         ['overbrainer.pods', 'Pods'],
+        ['overbrainer.spend', 'Spend'],
       ],
     );
     const welcome = contributes.viewsWelcome

@@ -152,7 +152,7 @@ describe('ui runs model', function () {
       });
       assert.equal(
         view.description,
-        'running · runpod · pod running · $0.29/h · 4h 12m left · ETA 3h 05m',
+        'running · runpod · pod running · $0.29/h · $0.29 so far · about $1.18 at the ETA · 4h 12m left · ETA 3h 05m',
       );
       assert.match(plain(view.tooltip), /Spent so far: about \$0\.29/);
       assert.ok(plain(view.tooltip).includes('Step: 40 / 100'));

@@ -3,6 +3,7 @@
  * values are checked), the rule a wrong value breaks and a sentence saying what to write.
  */
 import { z } from 'zod';
+import { BUDGET_FIELDS } from './budget';
 import { describe, type Field, type Problem } from './report';
 import { DEFAULT_RUNPOD_IMAGE, DEFAULT_RUNPOD_VENV, TARGET_NAME, type ListOrAuto } from './types';
 
@@ -340,7 +341,7 @@ export const TRAINING_MOVED = [
   'axolotl_extra',
 ];
 
-export const TOP_LEVEL = ['project', 'training', 'targets'];
+export const TOP_LEVEL = ['project', 'training', 'targets', 'budget'];
 
 /** Every key the parser knows, per section (the template test checks the template against it). */
 export const KNOWN_KEYS = {
@@ -348,4 +349,5 @@ export const KNOWN_KEYS = {
   training: Object.keys(TRAINING_FIELDS),
   runpod: Object.keys(RUNPOD_FIELDS),
   local: Object.keys(LOCAL_FIELDS),
+  budget: Object.keys(BUDGET_FIELDS),
 } as const;

@@ -6,3 +6,4 @@ export { setDataCenterIds, setGpuTypes, setNetworkVolumeId, ConfigEditError } fr
 export { configTemplate } from './template';
 export { ENV_API_KEY, ENV_BASE_URL, ENV_SSH_CLIENT, withDotEnv, type Env } from './env';
 export { TomlPositions, type TextPos } from './tomlPositions';
+export { type BudgetConfig, DEFAULT_KEPT_POD_REMINDER_HOURS } from './budget';

@@ -6,6 +6,7 @@
  * must not silently fall back to a default that keeps a pod billing longer).
  */
 import { parse as parseToml, TomlError } from 'smol-toml';
+import { checkBudget } from './budget';
 import { ENV_API_KEY, ENV_BASE_URL, ENV_SSH_CLIENT, envOverrides, type Env } from './env';
 import {
   KNOWN_KEYS,
@@ -140,8 +141,8 @@ export function parseConfigWithPositions(
       [key],
       `${key} is not a section overbrainer knows`,
       guess
-        ? `Did you mean [${guess}]? Otherwise remove it; the sections are [project], [training] and [targets.NAME].`
-        : 'Remove it; the sections are [project], [training] and [targets.NAME].',
+        ? `Did you mean [${guess}]? Otherwise remove it; the sections are [project], [training], [targets.NAME] and [budget].`
+        : 'Remove it; the sections are [project], [training], [targets.NAME] and [budget].',
       'key',
     );
   }
@@ -149,6 +150,7 @@ export function parseConfigWithPositions(
   const projectName = checkProject(report, document.project, options.workspaceName);
   const targets = checkTargets(report, document.targets, options.env ?? {});
   const training = checkTraining(report, document.training, targets);
+  const budget = checkBudget(report, document.budget);
 
   if (report.errors.length > 0) {
     report.errors.sort((a, b) =>
@@ -161,6 +163,7 @@ export function parseConfigWithPositions(
     projectName,
     training,
     targets: targets.valid,
+    budget,
   };
   return { result: { ok: true, config }, report };
 }

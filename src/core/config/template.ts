@@ -87,5 +87,18 @@ max_hours = 6
 # venv = "/home/me/axolotl-venv"
 # # Jobs of a local target always run natively.
 # runtime = "native"
+
+[budget]
+# What this project may spend, all its runs and kept pods together (UTC days
+# and months, USD). A run whose worst case would pass what is left is refused
+# before any pod is created; each pod's watchdog gets what is left as its cost
+# cap, so the budget holds with no client running. None by default.
+# max_usd_per_day = 50
+# max_usd_per_month = 500
+# Give a run that would pass the budget a max_cost_usd that fits instead of
+# refusing it.
+# fit_runs_to_budget = false
+# A kept pod older than this many hours gets one reminder with its spend.
+# kept_pod_reminder_hours = 12
 `;
 }

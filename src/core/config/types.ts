@@ -3,6 +3,7 @@
  * with `OVERBRAINER_*` environment variables, validated, with units in names.
  * The user's key names (`max_hours`) only exist at the edge, in ./parse.ts.
  */
+import type { BudgetConfig } from './budget';
 
 /** Image of a Runpod pod when a target sets none: Axolotl 0.19.0's cloud image for CUDA 13, pinned by its index digest. */
 export const DEFAULT_RUNPOD_IMAGE =
@@ -114,6 +115,8 @@ export interface OverbrainerConfig {
   training: TrainingConfig | null;
   /** Targets by name (a null-prototype object: names never reach Object.prototype). */
   targets: Readonly<Record<string, TargetConfig>>;
+  /** `[budget]`; null or absent when the file has none (no budget). */
+  budget?: BudgetConfig | null;
 }
 
 /** Runpod API access: env only, never in overbrainer.toml. */

@@ -10,3 +10,6 @@ export { type Recovered, attach, recoverAbandoned } from './attach';
 export { type StopResult, requestStop, stop } from './stop';
 export { cancel } from './cancel';
 export { keepPod } from './keep';
+export { BudgetError, type BudgetDecision, budgetGate } from './budget';
+export { quoteForTarget } from './quote';
+export { settleGonePods } from './settleBills';

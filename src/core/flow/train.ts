@@ -33,6 +33,8 @@ import {
   podCtx,
   publishState,
 } from './deps';
+import { budgetGate } from './budget';
+import { settleGonePods } from './settleBills';
 import { followLocal, followOnPod } from './follow';
 import { recoveryPlan } from './recover';
 
@@ -189,6 +191,21 @@ export async function train(
   }
   const ctx = target.kind === 'runpod' ? podCtx(deps) : null;
   const resume = options.resumeFrom === undefined ? null : resumeSource(deps, options.resumeFrom);
+  // Before any run directory or pod: a run that would pass [budget] is refused (or fitted).
+  // Pods that ended while no client ran are recorded (with their bills) before the spend is read.
+  if (target.kind === 'runpod' && config.budget) await settleGonePods(deps, config, options.signal);
+  const budget =
+    target.kind === 'runpod'
+      ? await budgetGate(
+          ctx!.client,
+          deps.store,
+          config,
+          target,
+          options.keepPod ?? false,
+          deps.clock.nowMs(),
+          options.signal,
+        )
+      : null;
   const run = deps.store.create({
     project: config.projectName,
     target: target.name,
@@ -212,7 +229,13 @@ export async function train(
       throw error;
     }
     if (target.kind === 'local') return await trainLocal(deps, run, job, env, options.signal);
-    return await trainOnPod(ctx!, deps, target, run, job, env, options, config);
+    if (budget !== null) {
+      if (budget.fitted) warn(ctx!, run.id, 'budget_fitted', budget.line);
+      else log(ctx!, 'info', budget.line);
+    }
+    // The pod's watchdog gets the budget's share as its cost cap (min(max_cost_usd, what is left)).
+    const podTarget = budget === null ? target : { ...target, maxCostUsd: budget.maxCostUsd };
+    return await trainOnPod(ctx!, deps, podTarget, run, job, env, options, config);
   } finally {
     lock.dispose();
   }

@@ -10,6 +10,7 @@ import type { DeletedBy, PodRecord } from '../runs/podRecord';
 import { recordBilled } from './billing';
 import { SSH_DIR } from '../runs/store';
 import { forgetClientKey } from './keys';
+import { watchdogDeletedAtMs } from './lease';
 import type { Pod } from './api';
 import { hostKeySecretName, log, warn, type PodCtx } from './context';
 import { ApiError } from './errors';
@@ -290,7 +291,8 @@ export function markGone(
   by: DeletedBy,
   options: GoneOptions = {},
 ): void {
-  const nowMs = ctx.clock.nowMs();
+  // A pod its watchdog deleted ended at the limit that passed, not when it was found gone.
+  const nowMs = by === 'watchdog' ? watchdogDeletedAtMs(pod, ctx.clock.nowMs()) : ctx.clock.nowMs();
   const uptimeMs = pod.uptimeMs(nowMs);
   pod.deleted(by, nowMs);
   trySave(ctx, pod, `that pod ${id} is deleted`);

@@ -1,0 +1,35 @@
+/**
+ * The quote of a run on a Runpod target, built one way for every caller (`train --dry-run`,
+ * VS Code's Train confirmation, the budget gate at train start): the GPU types in the order
+ * they would be tried, with the live catalog's price and stock, the target's limits and graces,
+ * and the durations of earlier runs of the target.
+ */
+import type { RunpodTargetConfig } from '../config/types';
+import type { GpuType } from '../runpod/api';
+import { autoGpuTypes } from '../runpod/provision';
+import { quote, type Quote } from '../runs/quote';
+
+/** The quote of `target` at the catalog's rates; `historyS`: how long earlier runs held their pod. */
+export function quoteForTarget(
+  target: RunpodTargetConfig,
+  catalog: readonly GpuType[],
+  historyS: readonly number[],
+  /** The cost cap to quote with instead of the target's (a budget's fitted cap). */
+  maxCostUsd: number | null = target.maxCostUsd,
+): Quote {
+  const order = target.gpuTypes === 'auto' ? autoGpuTypes(catalog, target) : target.gpuTypes;
+  const byId = new Map(catalog.map((g) => [g.id, g]));
+  return quote({
+    candidates: order.map((id) => ({
+      gpuType: id,
+      pricePerHourUsd: byId.get(id)?.securePricePerHourUsd ?? null,
+      availability: byId.get(id)?.availability ?? null,
+    })),
+    gpuCount: target.gpuCount,
+    maxHours: target.maxHours,
+    maxCostUsd,
+    bootGraceS: target.bootGraceS,
+    retrieveGraceS: target.retrieveGraceS,
+    historyS,
+  });
+}

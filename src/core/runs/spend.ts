@@ -1,0 +1,297 @@
+/**
+ * What this project spent, from its run records: per pod, Runpod's bill where it was read, else
+ * our estimate (rate × uptime); live pods so far; and what is left of `[budget]` for today and
+ * this month (UTC). Pure over the records and the time: the train gate, the Spend view, the
+ * status bar and `runs show` read the same figures.
+ */
+import type { BudgetConfig } from '../config/budget';
+import type { PodRecord } from './podRecord';
+import type { RunRecord } from './runRecord';
+
+/** A budget's period: the UTC day or the UTC month. */
+export type BudgetPeriod = 'day' | 'month';
+
+/** Start of the UTC day holding `nowMs`. */
+export function dayStartMs(nowMs: number): number {
+  const d = new Date(nowMs);
+  return Date.UTC(d.getUTCFullYear(), d.getUTCMonth(), d.getUTCDate());
+}
+
+/** Start of the UTC month holding `nowMs`. */
+export function monthStartMs(nowMs: number): number {
+  const d = new Date(nowMs);
+  return Date.UTC(d.getUTCFullYear(), d.getUTCMonth(), 1);
+}
+
+/** One pod's money, as the records say at `nowMs`. */
+export interface PodSpend {
+  runId: string;
+  podId: string | null;
+  /** `live`: it bills now (not kept); `kept`: it bills until removed; `ended`: deleted. */
+  status: 'live' | 'kept' | 'ended';
+  usdPerHour: number | null;
+  createdMs: number | null;
+  /** When it ended (deleted); null while it exists. */
+  endedMs: number | null;
+  /** Rate × uptime: so far while it exists, the final estimate once deleted. */
+  estimatedUsd: number | null;
+  /** Runpod's bill; null until read. */
+  billedUsd: number | null;
+  /**
+   * The most this pod may cost in all, as far as the records bound it: its cost cap (the
+   * watchdog deletes it there whatever the client does), else its rate until its deadline; null
+   * for a kept pod or one whose rate is unknown (no bound).
+   */
+  boundUsd: number | null;
+}
+
+const round4 = (usd: number): number => Math.round(usd * 10_000) / 10_000;
+
+/** The money side of one pod record at `nowMs`. */
+export function podSpend(pod: PodRecord, nowMs: number): PodSpend {
+  const rate = pod.costPerHourUsd;
+  const createdMs = pod.createdUnixS === null ? null : pod.createdUnixS * 1000;
+  const ended = pod.state === 'deleted';
+  const deletedMs = pod.deletedAt === null ? NaN : Date.parse(pod.deletedAt);
+  const endedMs = ended ? (Number.isNaN(deletedMs) ? null : deletedMs) : null;
+  let estimatedUsd: number | null;
+  if (ended) {
+    estimatedUsd = pod.estimatedSpendUsd;
+  } else if (rate !== null && createdMs !== null) {
+    estimatedUsd = round4((rate * Math.max(0, nowMs - createdMs)) / 3_600_000);
+  } else {
+    estimatedUsd = pod.podId === null ? 0 : null;
+  }
+  const status: PodSpend['status'] = ended
+    ? 'ended'
+    : pod.keep || pod.state === 'kept'
+      ? 'kept'
+      : 'live';
+  let boundUsd: number | null = null;
+  if (status === 'live') {
+    if (pod.maxCostUsd !== null) boundUsd = pod.maxCostUsd;
+    else if (rate !== null && createdMs !== null && pod.deadlineUnixS !== null) {
+      boundUsd = round4((rate * Math.max(0, pod.deadlineUnixS * 1000 - createdMs)) / 3_600_000);
+    }
+    if (boundUsd !== null && estimatedUsd !== null) boundUsd = Math.max(boundUsd, estimatedUsd);
+  }
+  return {
+    runId: pod.runId,
+    podId: pod.podId,
+    status,
+    usdPerHour: rate,
+    createdMs,
+    endedMs,
+    estimatedUsd,
+    billedUsd: pod.billedUsd,
+    boundUsd,
+  };
+}
+
+/**
+ * The part of a pod's spend that falls in [fromMs, nowMs]: its amount (the bill where read, else
+ * the estimate) times the share of its life inside the window. A pod whose times are unknown
+ * counts whole.
+ */
+export function spentWithin(p: PodSpend, fromMs: number, nowMs: number): number {
+  const amount = p.billedUsd ?? p.estimatedUsd ?? 0;
+  if (p.createdMs === null) return amount;
+  const endMs = p.endedMs ?? nowMs;
+  const lifeMs = endMs - p.createdMs;
+  if (lifeMs <= 0) return p.createdMs >= fromMs ? amount : 0;
+  const inside = Math.max(0, Math.min(endMs, nowMs) - Math.max(p.createdMs, fromMs));
+  return (amount * inside) / lifeMs;
+}
+
+/** One period of the budget at `nowMs`. */
+export interface PeriodSpend {
+  period: BudgetPeriod;
+  /** The budget; null when `[budget]` sets none for this period. */
+  limitUsd: number | null;
+  /** Spent in the period: ended pods (bill or estimate) and live and kept pods so far. */
+  spentUsd: number;
+  /**
+   * What live pods may still cost on top (each up to its cap or deadline): held back from what
+   * is left, so concurrent runs cannot share the same dollars.
+   */
+  reservedUsd: number;
+  /** limit − spent − reserved, never below 0; null without a limit. */
+  leftUsd: number | null;
+}
+
+export interface ProjectSpend {
+  nowMs: number;
+  pods: PodSpend[];
+  day: PeriodSpend;
+  month: PeriodSpend;
+  /** What is left of the tighter budget; null when there is none. */
+  leftUsd: number | null;
+  /** Which budget is the tighter one; null when there is none. */
+  bindingPeriod: BudgetPeriod | null;
+  /** Kept pods: they bill with no cap until removed, so no budget can bound them. */
+  keptPods: PodSpend[];
+}
+
+/** What the spend accounting needs of the run store. */
+export interface SpendSource {
+  list(): { runs: readonly Pick<RunRecord, 'id'>[] };
+  loadPod(id: string): PodRecord | null;
+}
+
+/** Every pod record of the store (damaged ones skipped: they say nothing reliable). */
+export function podSpends(store: SpendSource, nowMs: number): PodSpend[] {
+  const out: PodSpend[] = [];
+  for (const run of store.list().runs) {
+    let pod: PodRecord | null;
+    try {
+      pod = store.loadPod(run.id);
+    } catch {
+      continue;
+    }
+    if (pod !== null) out.push(podSpend(pod, nowMs));
+  }
+  return out;
+}
+
+function period(
+  pods: readonly PodSpend[],
+  which: BudgetPeriod,
+  limitUsd: number | null,
+  nowMs: number,
+): PeriodSpend {
+  const fromMs = which === 'day' ? dayStartMs(nowMs) : monthStartMs(nowMs);
+  let spent = 0;
+  let reserved = 0;
+  for (const p of pods) {
+    spent += spentWithin(p, fromMs, nowMs);
+    if (p.status === 'live' && p.boundUsd !== null) {
+      reserved += Math.max(0, p.boundUsd - (p.estimatedUsd ?? 0));
+    }
+  }
+  const spentUsd = round4(spent);
+  const reservedUsd = round4(reserved);
+  return {
+    period: which,
+    limitUsd,
+    spentUsd,
+    reservedUsd,
+    leftUsd: limitUsd === null ? null : round4(Math.max(0, limitUsd - spentUsd - reservedUsd)),
+  };
+}
+
+/** The project's spend at `nowMs` against `budget` (null or absent: no budget). */
+export function projectSpend(
+  store: SpendSource,
+  budget: BudgetConfig | null | undefined,
+  nowMs: number,
+): ProjectSpend {
+  return spendOf(podSpends(store, nowMs), budget, nowMs);
+}
+
+/** {@link projectSpend} over pods already read. */
+export function spendOf(
+  pods: PodSpend[],
+  budget: BudgetConfig | null | undefined,
+  nowMs: number,
+): ProjectSpend {
+  const day = period(pods, 'day', budget?.maxUsdPerDay ?? null, nowMs);
+  const month = period(pods, 'month', budget?.maxUsdPerMonth ?? null, nowMs);
+  let leftUsd: number | null = null;
+  let bindingPeriod: BudgetPeriod | null = null;
+  for (const p of [day, month]) {
+    if (p.leftUsd !== null && (leftUsd === null || p.leftUsd < leftUsd)) {
+      leftUsd = p.leftUsd;
+      bindingPeriod = p.period;
+    }
+  }
+  return {
+    nowMs,
+    pods,
+    day,
+    month,
+    leftUsd,
+    bindingPeriod,
+    keptPods: pods.filter((p) => p.status === 'kept'),
+  };
+}
+
+const money = (usd: number): string => `$${usd.toFixed(2)}`;
+
+/** `today $3.20 of $50.00 (…left)`: one line per period that has a budget or any spend. */
+export function budgetLines(spend: ProjectSpend): string[] {
+  const lines: string[] = [];
+  for (const p of [spend.day, spend.month]) {
+    const name = p.period === 'day' ? 'Today' : 'This month';
+    const reserved = p.reservedUsd > 0 ? `, ${money(p.reservedUsd)} held for live pods` : '';
+    lines.push(
+      p.limitUsd === null
+        ? `${name}: ${money(p.spentUsd)} spent${reserved} (no budget)`
+        : `${name}: ${money(p.spentUsd)} spent${reserved} of ${money(p.limitUsd)}; ${money(p.leftUsd ?? 0)} left`,
+    );
+  }
+  return lines;
+}
+
+/** What a run's spend lines need to know of its pace: the time its job still needs. */
+export interface RunSpendOptions {
+  /** The job's remaining time, ms, when known (the pace's ETA). */
+  etaMs?: number | null;
+}
+
+/**
+ * A run's spend, one line each, for `runs show`, the Runs tree and the status bar tooltip: so
+ * far (or in all once its pod is gone, with the bill beside the estimate), at the ETA, and what
+ * is left of the budget. Empty when the run has no pod.
+ */
+export function runSpendLines(
+  store: SpendSource,
+  runId: string,
+  budget: BudgetConfig | null | undefined,
+  nowMs: number,
+  options: RunSpendOptions = {},
+): string[] {
+  let pod: PodRecord | null;
+  try {
+    pod = store.loadPod(runId);
+  } catch {
+    return [];
+  }
+  if (pod === null) return [];
+  const p = podSpend(pod, nowMs);
+  const lines: string[] = [];
+  const est = p.estimatedUsd;
+  if (p.status === 'ended') {
+    lines.push(
+      `Spent: ${est === null ? 'unknown' : `about ${money(est)}`}${p.billedUsd === null ? ' (bill not read yet)' : `; billed ${money(p.billedUsd)}`}`,
+    );
+  } else {
+    const rate = p.usdPerHour === null ? '' : ` at ${money(p.usdPerHour)}/h`;
+    lines.push(
+      `Spent so far: ${est === null ? 'unknown' : money(est)}${rate}${p.status === 'kept' ? ' (kept: it bills until removed)' : ''}`,
+    );
+    if (
+      options.etaMs !== undefined &&
+      options.etaMs !== null &&
+      options.etaMs >= 0 &&
+      p.usdPerHour !== null &&
+      est !== null
+    ) {
+      const atEta = est + (p.usdPerHour * options.etaMs) / 3_600_000;
+      const capped = p.boundUsd === null ? atEta : Math.min(atEta, p.boundUsd);
+      lines.push(
+        `At the ETA: about ${money(capped)}${capped < atEta ? ' (its cost cap ends it first)' : ''}`,
+      );
+    }
+    if (p.status === 'live' && pod.maxCostUsd !== null) {
+      lines.push(`Cost cap: ${money(pod.maxCostUsd)} (the watchdog deletes the pod there)`);
+    }
+  }
+  const project =
+    budget === null || budget === undefined ? null : projectSpend(store, budget, nowMs);
+  if (project !== null && project.leftUsd !== null) {
+    lines.push(
+      `Budget left: ${money(project.leftUsd)} (${project.bindingPeriod === 'day' ? 'today' : 'this month'})`,
+    );
+  }
+  return lines;
+}

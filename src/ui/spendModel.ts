@@ -1,0 +1,65 @@
+/**
+ * The Spend view's rows, free of `vscode`: today's and this month's spend against `[budget]`,
+ * then one row per run with a pod: our estimate, Runpod's bill, the difference (over 1 %
+ * flagged); kept pods older than the reminder age are picked out for one notification each.
+ */
+import { billedMismatch } from '../core/runpod/billing';
+import { budgetLines, type ProjectSpend } from '../core/runs/spend';
+
+export interface SpendRowView {
+  id: string;
+  label: string;
+  description: string;
+  tooltip: string;
+  flagged: boolean;
+}
+
+const money = (v: number | null): string => (v === null ? '-' : `$${v.toFixed(4)}`);
+
+/** The rows of the Spend view: the budget lines, then each run newest first. */
+export function spendRows(spend: ProjectSpend): SpendRowView[] {
+  const rows: SpendRowView[] = budgetLines(spend).map((line, i) => ({
+    id: `budget-${i}`,
+    label: line.split(':')[0]!,
+    description: line.slice(line.indexOf(':') + 2),
+    tooltip: line,
+    flagged: false,
+  }));
+  for (const p of spend.pods) {
+    const flagged = billedMismatch(p.estimatedUsd, p.billedUsd, p.usdPerHour);
+    const diff =
+      p.estimatedUsd === null || p.billedUsd === null ? null : p.estimatedUsd - p.billedUsd;
+    const state = p.status === 'ended' ? '' : p.status === 'kept' ? ' (kept, billing)' : ' (live)';
+    rows.push({
+      id: `run-${p.runId}`,
+      label: `${p.runId}${state}`,
+      description: `estimate ${money(p.estimatedUsd)} · billed ${p.billedUsd === null ? (p.status === 'ended' ? 'not read' : 'while it runs') : money(p.billedUsd)} · difference ${money(diff === null ? null : Math.round(diff * 10_000) / 10_000)}${flagged ? ' · over 1 % apart' : ''}`,
+      tooltip: `Run ${p.runId}, pod ${p.podId ?? '(none)'}${p.usdPerHour === null ? '' : ` at $${p.usdPerHour.toFixed(2)}/h`}`,
+      flagged,
+    });
+  }
+  return rows;
+}
+
+/**
+ * Kept pods older than `reminderHours` at `nowMs` not reminded of yet: the notification's text
+ * for each (its spend so far), keyed by pod ID.
+ */
+export function keptPodReminders(
+  spend: ProjectSpend,
+  reminderHours: number,
+  reminded: ReadonlySet<string>,
+): { podId: string; runId: string; message: string }[] {
+  const out: { podId: string; runId: string; message: string }[] = [];
+  for (const p of spend.keptPods) {
+    if (p.podId === null || p.createdMs === null || reminded.has(p.podId)) continue;
+    const ageH = (spend.nowMs - p.createdMs) / 3_600_000;
+    if (ageH < reminderHours) continue;
+    out.push({
+      podId: p.podId,
+      runId: p.runId,
+      message: `Kept pod ${p.podId} of run ${p.runId} has billed for ${Math.floor(ageH)} h: about $${(p.estimatedUsd ?? 0).toFixed(2)} so far${p.usdPerHour === null ? '' : `, $${p.usdPerHour.toFixed(2)}/h`} until you release or remove it.`,
+    });
+  }
+  return out;
+}

@@ -1,0 +1,64 @@
+/**
+ * The Spend view under the Overbrainer container: today's and this month's spend against
+ * `[budget]`, each run's estimate beside Runpod's bill (over 1 % apart flagged), and one
+ * reminder per kept pod older than `kept_pod_reminder_hours`, with Release and Remove.
+ */
+import * as path from 'node:path';
+import * as vscode from 'vscode';
+import type { Clock } from '../core/clock';
+import { DEFAULT_KEPT_POD_REMINDER_HOURS, loadConfig } from '../core/config';
+import { projectSpend } from '../core/runs/spend';
+import { RunStore } from '../core/runs/store';
+import { keptPodReminders, spendRows, type SpendRowView } from './spendModel';
+
+export class SpendTreeProvider implements vscode.TreeDataProvider<SpendRowView>, vscode.Disposable {
+  private readonly changed = new vscode.EventEmitter<void>();
+  readonly onDidChangeTreeData = this.changed.event;
+  private readonly reminded = new Set<string>();
+
+  constructor(private readonly clock: Clock) {}
+
+  refresh(): void {
+    this.changed.fire();
+  }
+
+  getTreeItem(row: SpendRowView): vscode.TreeItem {
+    const item = new vscode.TreeItem(row.label, vscode.TreeItemCollapsibleState.None);
+    item.id = row.id;
+    item.description = row.description;
+    item.tooltip = row.tooltip;
+    item.contextValue = row.id.startsWith('run-') ? 'spendRun' : 'spendBudget';
+    item.iconPath = new vscode.ThemeIcon(
+      row.flagged ? 'warning' : row.id.startsWith('run-') ? 'credit-card' : 'graph',
+    );
+    return item;
+  }
+
+  getChildren(parent?: SpendRowView): SpendRowView[] {
+    if (parent !== undefined) return [];
+    const dir = vscode.workspace.workspaceFolders?.[0]?.uri.fsPath;
+    if (dir === undefined) return [];
+    const loaded = loadConfig(dir, process.env);
+    const budget = loaded.ok ? (loaded.config.budget ?? null) : null;
+    const store = new RunStore(path.join(dir, 'runs'), this.clock);
+    const spend = projectSpend(store, budget, this.clock.nowMs());
+    const hours = budget?.keptPodReminderHours ?? DEFAULT_KEPT_POD_REMINDER_HOURS;
+    for (const reminder of keptPodReminders(spend, hours, this.reminded)) {
+      this.reminded.add(reminder.podId);
+      const run = { dir: store.runDir(reminder.runId) };
+      void vscode.window
+        .showWarningMessage(reminder.message, 'Release', 'Remove')
+        .then((choice) => {
+          if (choice === 'Release')
+            void vscode.commands.executeCommand('overbrainer.releasePod', run);
+          if (choice === 'Remove')
+            void vscode.commands.executeCommand('overbrainer.removePod', run);
+        });
+    }
+    return spendRows(spend);
+  }
+
+  dispose(): void {
+    this.changed.dispose();
+  }
+}

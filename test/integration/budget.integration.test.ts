@@ -1,0 +1,74 @@
+/**
+ * `[budget]` at train start, against the emulator and real pods: a run whose worst case would
+ * pass what is left is refused before anything is created; with fit_runs_to_budget it is given a
+ * max_cost_usd that fits, and that cap is what its pod's watchdog holds.
+ */
+import assert from 'node:assert/strict';
+import * as fs from 'node:fs';
+import { BudgetError, train } from '../../src/core/flow';
+import { type Lab, matrixLabs, runIdHolder } from '../helpers/lifecycle';
+import { recordResult } from '../helpers/reliability';
+
+const budget = (lines: string): string => `\n[budget]\n${lines}\n`;
+
+describe('budget: the gate at train start', function () {
+  this.timeout(300_000);
+  const lab = matrixLabs();
+
+  it('refuses a run whose worst case passes what is left, with the figures and the next action, creating nothing', async function () {
+    // RTX 4090 at $0.69/h, max_hours 1, graces 5 + 1 min: worst case $0.76 against $0.50.
+    const l: Lab = await lab({ targetExtra: budget('max_usd_per_day = 0.5') });
+    const run = runIdHolder();
+    await assert.rejects(
+      l.track(train(l.deps, l.config, l.workspace, { onRun: run.onRun })),
+      (error: unknown) => {
+        assert.ok(error instanceof BudgetError, String(error));
+        assert.match(
+          error.message,
+          /worst case \$0\.76 would pass what is left of the budget, \$0\.50 today \(UTC\): \$0\.00 spent of \$0\.50/,
+        );
+        assert.match(
+          error.hint ?? '',
+          /max_cost_usd = 0\.43 .*fit_runs_to_budget = true .*max_usd_per_day/,
+        );
+        assert.deepEqual(error.figures, { worstUsd: 0.76, leftUsd: 0.5, period: 'day' });
+        return true;
+      },
+    );
+    assert.equal(run.id, null, 'no run was created');
+    assert.equal(fs.existsSync(l.store.runsDir) ? fs.readdirSync(l.store.runsDir).length : 0, 0);
+    assert.equal(l.emulator.ledger().totals.podsCreated, 0, 'no pod was created');
+    recordResult(this, { verified: 1, lost: 0 });
+  });
+
+  it('with fit_runs_to_budget gives the run a max_cost_usd that fits, says so, and arms it on the pod', async function () {
+    const l: Lab = await lab({
+      targetExtra: budget('max_usd_per_day = 0.5\nfit_runs_to_budget = true'),
+    });
+    const run = runIdHolder();
+    const result = await l.track(train(l.deps, l.config, l.workspace, { onRun: run.onRun }));
+    assert.equal(result.run.state, 'succeeded', result.summary);
+    // What is left ($0.50) less the graces at $0.69/h ($0.069): $0.43.
+    assert.equal(l.podJson(run.id!).max_cost_usd, 0.43);
+    const fitted = l.warnings().filter((w) => w.code === 'budget_fitted');
+    assert.equal(fitted.length, 1);
+    assert.match(fitted[0]!.message, /fit_runs_to_budget gives this run max_cost_usd = \$0\.43/);
+    assert.ok(
+      l.logs().some((line) => /max_cost_usd armed/.test(line)),
+      'the cap was armed on the pod',
+    );
+    recordResult(this, { verified: 1, lost: 0 });
+  });
+
+  it('a run that fits gets what is left as its cost cap on the pod (min of max_cost_usd and what is left)', async function () {
+    const l: Lab = await lab({
+      maxHours: 0.5,
+      targetExtra: `max_cost_usd = 5\n${budget('max_usd_per_day = 2')}`,
+    });
+    const run = runIdHolder();
+    const result = await l.track(train(l.deps, l.config, l.workspace, { onRun: run.onRun }));
+    assert.equal(result.run.state, 'succeeded', result.summary);
+    assert.equal(l.podJson(run.id!).max_cost_usd, 2);
+    recordResult(this, { verified: 1, lost: 0 });
+  });
+});

@@ -1,0 +1,208 @@
+/**
+ * Figures for spend you can trust (real pods on the emulator, timings production / 60):
+ *  - our estimate of every run's spend against the emulator's ledger (what Runpod bills);
+ *  - quote accuracy: a run with earlier runs of the same config finishes inside its quoted range;
+ *  - a budget held over a scripted day of runs whose client is killed at seeded random points:
+ *    overspend within max(1 %, $0.50) plus one watchdog tick of every pod, no pod left billing.
+ * Each prints its figures and records them for scripts/reliability.ts.
+ */
+import assert from 'node:assert/strict';
+import * as fs from 'node:fs';
+import * as path from 'node:path';
+import { train } from '../../src/core/flow';
+import { billedMismatch } from '../../src/core/runpod/billing';
+import { quoteForTarget } from '../../src/core/flow';
+import { heldByEarlierRuns } from '../../src/core/runs/quote';
+import type { RunpodTargetConfig } from '../../src/core/config';
+import { defaultCatalog } from '../emulator/catalog';
+import {
+  GPU,
+  type Lab,
+  matrixLabs,
+  runIdHolder,
+  spawnLifecycleChild,
+  tomlFor,
+} from '../helpers/lifecycle';
+import { recordFault, recordResult } from '../helpers/reliability';
+
+/** A GPU at $36/h ($0.01 a second): a pod of seconds costs cents, a cap of $0.60 is a minute. */
+const PRICE = 36;
+const PER_S = PRICE / 3600;
+
+function pricedCatalog() {
+  const catalog = defaultCatalog();
+  const gpu = catalog.gpuTypes.find((g) => g.id === GPU.rtx4090)!;
+  gpu.priceSecureUsdPerHour = PRICE;
+  return catalog;
+}
+
+/** mulberry32: the day's script is the same on every machine. */
+function seeded(seed: number): () => number {
+  let a = seed >>> 0;
+  return () => {
+    a = (a + 0x6d2b79f5) >>> 0;
+    let t = a;
+    t = Math.imul(t ^ (t >>> 15), t | 1);
+    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
+    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
+  };
+}
+
+const sleep = (ms: number): Promise<void> => new Promise((resolve) => setTimeout(resolve, ms));
+
+async function until(what: string, probe: () => boolean, timeoutMs = 180_000): Promise<void> {
+  const end = Date.now() + timeoutMs;
+  while (!probe()) {
+    if (Date.now() > end) throw new Error(`timed out waiting for ${what}`);
+    await sleep(20);
+  }
+}
+
+describe('reliability: spend you can trust (figures)', function () {
+  this.timeout(900_000);
+  const lab = matrixLabs();
+
+  it('estimates every run within 1 % of the ledger, and each run with earlier runs of its config finishes inside its quote', async function () {
+    const l: Lab = await lab({
+      steps: 40,
+      stepSeconds: 0.1,
+      emulator: { catalog: pricedCatalog() },
+    });
+    const target = l.config.targets.pod as RunpodTargetConfig;
+    const catalog = await l.client.listGpuTypes({ count: 1, cloud: 'SECURE' });
+    const rows: string[] = [];
+    let inside = 0;
+    let quoted = 0;
+    let agreed = 0;
+    const RUNS = 4;
+    for (let i = 0; i < RUNS; i++) {
+      const q = quoteForTarget(target, catalog, heldByEarlierRuns(l.store, target.name));
+      const run = runIdHolder();
+      const result = await l.track(train(l.deps, l.config, l.workspace, { onRun: run.onRun }));
+      assert.equal(result.run.state, 'succeeded', result.summary);
+      const pod = l.podJson(run.id!);
+      const ledger = l.ledgerOf(String(pod.pod_id));
+      const estimate = pod.estimated_spend as number;
+      // pod.json counts the pod from the create call's answer (the seed's rule); Runpod bills it
+      // from its creation, during the call: the estimate may miss the call's time, which the
+      // record shows (its attempt's sentAt to created_at, whole seconds).
+      const attempts = pod.attempts as { sentAt?: string; sent_at?: string }[];
+      const sent = attempts[attempts.length - 1];
+      const sentS = Date.parse(String(sent?.sent_at ?? sent?.sentAt)) / 1000;
+      const callS = Math.max(0, (pod.created_unix as number) - sentS) + 1;
+      const rate = pod.cost_per_hour as number;
+      const ok =
+        !billedMismatch(estimate, ledger.costUsd, rate) ||
+        Math.abs(estimate - ledger.costUsd) <= 0.0001 + (rate * (2 + callS)) / 3600;
+      if (ok) agreed++;
+      let range = '-';
+      if (q.expected?.basis === 'history') {
+        quoted++;
+        const hit =
+          ledger.costUsd >= q.expected.lowUsd - 0.005 &&
+          ledger.costUsd <= q.expected.highUsd + 0.005;
+        if (hit) inside++;
+        range = `$${q.expected.lowUsd.toFixed(2)}–$${q.expected.highUsd.toFixed(2)}${hit ? '' : ' MISSED'}`;
+      }
+      rows.push(
+        `run ${i + 1}: estimate $${estimate.toFixed(4)}, ledger $${ledger.costUsd.toFixed(4)}, ${(((estimate - ledger.costUsd) / ledger.costUsd) * 100).toFixed(2)} %; quote ${range}`,
+      );
+    }
+    console.log(`    spend figures:\n      ${rows.join('\n      ')}`);
+    console.log(
+      `    estimates within 1 % (or the estimate's resolution): ${agreed}/${RUNS}; finished inside the quote: ${inside}/${quoted}`,
+    );
+    assert.equal(agreed, RUNS, rows.join('\n'));
+    assert.equal(inside, quoted, rows.join('\n'));
+    recordResult(this, { verified: RUNS, lost: 0 });
+  });
+
+  it('holds a daily budget over a scripted day of runs with the client killed at seeded random points: overspend within max(1 %, $0.50) + one tick per pod, no pod billing', async function () {
+    // Graces at $36/h: (5 + 1) min = $3.60 held back by every quote; $0.60 to spend on pods.
+    const BUDGET = 4.2;
+    const extra = `\n[budget]\nmax_usd_per_day = ${BUDGET}\nfit_runs_to_budget = true\n`;
+    const l: Lab = await lab({
+      maxHours: 0.01,
+      emulator: { catalog: pricedCatalog() },
+      targetExtra: extra,
+    });
+    const toml = path.join(l.workspace, 'overbrainer.toml');
+    const random = seeded(16);
+    const script: string[] = [];
+    let refused = false;
+    let killed = 0;
+    for (let i = 0; i < 7 && !refused; i++) {
+      // The last runs are long and followed to the end: their cost cap ends them.
+      const last = i >= 3;
+      const long = last || random() < 0.4;
+      const kind = last
+        ? 'none'
+        : (['none', 'created', 'running'] as const)[Math.floor(random() * 3)]!;
+      const delayMs = Math.floor(random() * 3000);
+      fs.writeFileSync(
+        toml,
+        tomlFor({ maxHours: 0.01, steps: long ? 600 : 30, stepSeconds: 0.1, targetExtra: extra }),
+      );
+      const child = spawnLifecycleChild(l);
+      const ended = (): boolean =>
+        child.events.some(
+          (e) =>
+            (e as { type: string }).type === 'done' || (e as { type: string }).type === 'error',
+        );
+      const podEvent = (kind: string): boolean =>
+        child.events.some((e) => e.type === 'pod' && e.status.kind === kind);
+      let what: string;
+      if (kind === 'none') {
+        await until('the run to end', ended, 300_000);
+        await child.exited;
+        const error = child.events.find((e) => (e as { type: string }).type === 'error') as
+          { message: string } | undefined;
+        refused =
+          error !== undefined && /would pass what is left of the budget/.test(error.message);
+        what = refused
+          ? 'refused by the budget'
+          : error
+            ? `failed: ${error.message.slice(0, 80)}`
+            : 'ran to its end';
+      } else {
+        const seen = (): boolean =>
+          ended() ||
+          (kind === 'created'
+            ? podEvent('created')
+            : child.events.some((e) => e.type === 'runState' && e.state === 'running'));
+        await until(`the run to reach ${kind}`, seen, 300_000);
+        if (ended()) {
+          await child.exited;
+          const error = child.events.find((e) => (e as { type: string }).type === 'error') as
+            { message: string } | undefined;
+          refused =
+            error !== undefined && /would pass what is left of the budget/.test(error.message);
+          what = refused ? 'refused by the budget' : 'ended before the kill';
+        } else {
+          await sleep(delayMs);
+          await child.kill();
+          killed++;
+          recordFault(this, `client killed after ${kind}`);
+          what = `client killed ${delayMs} ms after ${kind}`;
+        }
+      }
+      // Whatever happened, the pod's watchdog (or the client) ends the pod: wait for it.
+      await until('no pod billing', () => l.billing().length === 0, 300_000);
+      script.push(`run ${i + 1} (${long ? 'long' : 'short'} job): ${what}`);
+    }
+    const ledger = l.emulator.ledger();
+    const cost = ledger.totals.costUsd;
+    const tickUsd = (l.timing.leaseTickMs / 1000) * PER_S;
+    const bound =
+      Math.max(0.01 * BUDGET, 0.5) + ledger.totals.podsCreated * Math.max(tickUsd, PER_S);
+    const overspend = Math.max(0, cost - BUDGET);
+    console.log(`    budget day:\n      ${script.join('\n      ')}`);
+    console.log(
+      `    budget $${BUDGET.toFixed(2)}/day; billed $${cost.toFixed(4)} over ${ledger.totals.podsCreated} pods (${killed} clients killed); overspend $${overspend.toFixed(4)} (bound $${bound.toFixed(2)}); pods billing: ${ledger.totals.podsBilling}`,
+    );
+    assert.ok(refused, `the day ended without a refusal:\n${script.join('\n')}`);
+    assert.ok(overspend <= bound, `overspend $${overspend} > bound $${bound}`);
+    assert.equal(ledger.totals.podsBilling, 0);
+    recordResult(this, { verified: 1, lost: 0 });
+  });
+});
