@@ -136,6 +136,15 @@ describe('overbrainer CLI commands (the built bundle)', function () {
     assert.equal(emulator.requests().length, before, 'a usage error called Runpod');
   });
 
+  it('names CLI commands in its hints: train without overbrainer.toml points at overbrainer init (exit 2)', async () => {
+    const missing = await cli(['train'], null);
+    assert.equal(missing.code, 2);
+    assert.match(missing.stderr, /`overbrainer init`/);
+    const dry = await cli(['train', '--dry-run'], null);
+    assert.equal(dry.code, 2);
+    assert.match(dry.stderr, /`overbrainer init`/);
+  });
+
   it('init writes the template VS Code writes, refuses to overwrite it without --force, and says how to set the key', async () => {
     const file = path.join(ws, 'overbrainer.toml');
     const first = await cli(['init'], null);
