@@ -8,7 +8,7 @@
  * alone. Timings: the production constants divided by OVERBRAINER_TIMING_SCALE.
  */
 import assert from 'node:assert/strict';
-import { spawn, type ChildProcess } from 'node:child_process';
+import type { ChildProcess } from 'node:child_process';
 import * as fs from 'node:fs';
 import * as net from 'node:net';
 import * as os from 'node:os';
@@ -16,31 +16,14 @@ import * as path from 'node:path';
 import { startEmulator, type Emulator } from '../emulator/emulator';
 import { ApiClient } from '../emulator/testing';
 import { FAILED_BY_POD_RM } from '../../src/core/runpod/podAdmin';
+import { ROOT, startCli, type Ran, type Running } from '../helpers/cli';
 
-const ROOT = path.join(__dirname, '..', '..');
-const CLI = path.join(ROOT, 'src', 'cli.ts');
 const TINY = path.join(ROOT, 'examples', 'tiny');
 /**
  * 8: SSH commands into an emulated pod take up to ~2 s each on a loaded machine, so the scaled
  * request timeout (30 s / 8) keeps a margin; polls and confirmations still take well under a second.
  */
 const TIMING_SCALE = '8';
-
-interface Ran {
-  code: number | null;
-  signal: NodeJS.Signals | null;
-  stdout: string;
-  stderr: string;
-}
-
-/** A running CLI: its output so far, and its end. */
-interface Running {
-  child: ChildProcess;
-  /** Whether waiting may go on after the CLI exited. */
-  exitOk?: boolean;
-  out: { stdout: string; stderr: string };
-  done: Promise<Ran>;
-}
 
 function toml(extra = ''): string {
   return `[project]
@@ -111,30 +94,15 @@ describe('overbrainer CLI against the Runpod emulator', function () {
 
   /** The CLI with an environment holding only what it needs (env_clear in the original's tests). */
   function start(args: string[], env: Record<string, string> = {}): Running {
-    const child = spawn(process.execPath, ['--import', 'tsx', CLI, '-C', ws, ...args], {
-      cwd: ROOT,
+    return startCli(['-C', ws, ...args], {
+      children,
       env: {
-        HOME: '/nonexistent',
-        NO_COLOR: '1',
-        PATH: process.env.PATH ?? '/usr/bin:/bin',
         OVERBRAINER_RUNPOD__API_KEY: emulator.apiKey,
         OVERBRAINER_RUNPOD__BASE_URL: emulator.baseUrl,
         OVERBRAINER_TIMING_SCALE: TIMING_SCALE,
         ...env,
       },
-      stdio: ['ignore', 'pipe', 'pipe'],
     });
-    children.add(child);
-    const out = { stdout: '', stderr: '' };
-    child.stdout?.on('data', (chunk: Buffer) => (out.stdout += chunk.toString('utf8')));
-    child.stderr?.on('data', (chunk: Buffer) => (out.stderr += chunk.toString('utf8')));
-    const done = new Promise<Ran>((resolve) => {
-      child.on('close', (code, signal) => {
-        children.delete(child);
-        resolve({ code, signal, ...out });
-      });
-    });
-    return { child, out, done };
   }
 
   const cli = (args: string[], env?: Record<string, string>): Promise<Ran> => start(args, env).done;

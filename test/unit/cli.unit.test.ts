@@ -82,7 +82,7 @@ describe('cli: the command line', () => {
       { kind: 'pod_gpus', minVramGb: 48, maxPricePerHourUsd: 1.5, inStock: true },
     );
     assert.deepEqual(parseArgs(['--help']).command, { kind: 'help' });
-    assert.deepEqual(parseArgs(['pod', 'rm', '-h']).command, { kind: 'help' });
+    assert.deepEqual(parseArgs(['pod', 'rm', '-h']).command, { kind: 'help', topic: 'pod rm' });
   });
 
   it('refuses anything else with a usage error naming the problem', () => {
@@ -97,14 +97,17 @@ describe('cli: the command line', () => {
       [['train', '--keep-pod=yes'], /^--keep-pod takes no value$/],
       [['train', 'attach'], /^train attach needs a RUN_ID$/],
       [['train', 'attach', 'a', 'b'], /^train attach takes one a RUN_ID, not a b$/],
-      [['pod'], /^pod has no subcommand \(none\) \(ls, rm, gpus\)$/],
+      [
+        ['pod'],
+        /^pod has no subcommand \(none\) \(ls, rm, gpus, datacenters, volumes, templates\)$/,
+      ],
       [['pod', 'rm'], /^pod rm needs a RUN_ID$/],
       [['pod', 'ls', 'x'], /^pod ls takes no argument x$/],
       [
         ['pod', 'gpus', '--min-vram', 'lots'],
         /^--min-vram takes a number of at least 1, not lots$/,
       ],
-      [['runs'], /^runs has no subcommand \(none\) \(ls, logs\)$/],
+      [['runs'], /^runs has no subcommand \(none\) \(ls, show, logs\)$/],
       [['runs', 'logs'], /^runs logs needs a RUN_ID$/],
       [
         ['runs', 'logs', 'r', '--follow'],

@@ -51,7 +51,7 @@ export function loadConfig(workspaceDir: string, env: Env = process.env): Loaded
               : `${CONFIG_FILE} cannot be read (${code ?? 'unknown error'})`,
           hint:
             code === 'ENOENT'
-              ? `Run "Overbrainer: Create overbrainer.toml" to start from a commented template.`
+              ? 'Run `overbrainer init` in a terminal, or "Overbrainer: Create overbrainer.toml" in VS Code, to start from a commented template.'
               : `Check the file's permissions.`,
         },
       ],

@@ -229,7 +229,7 @@ async function walk(
   throw new PodError(
     'no_capacity',
     `no gpu_types entry could be placed: no capacity for ${unavailable.join(', ') || 'any type'}`,
-    `Add GPU types to gpu_types (Overbrainer: Pick GPU Types), use gpu_types = "auto", or try again later.${volumeHint}`,
+    `Add GPU types to gpu_types (\`overbrainer pod gpus\` lists them; in VS Code: Overbrainer: Pick GPU Types), use gpu_types = "auto", or try again later.${volumeHint}`,
   );
 }
 

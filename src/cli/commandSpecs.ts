@@ -1,0 +1,200 @@
+/**
+ * Every CLI command as data: its words, the options it accepts (for `node:util` parseArgs), its
+ * synopsis, what it does and one example. The parser (./args.ts) and the help (./help.ts) both
+ * read this table, so a command cannot be accepted without being documented, nor the other way.
+ */
+
+export interface OptionSpec {
+  type: 'string' | 'boolean';
+  /** The value's placeholder in the help (`GB`, `RUN_ID`). */
+  value?: string;
+  help: string;
+}
+
+export interface CommandSpec {
+  /** The command's words after `overbrainer`: `train`, `pod rm`. */
+  name: string;
+  /** The positional arguments in the synopsis (`RUN_ID`), empty for none. */
+  args: string;
+  /** What the command does: one line for the command list, more lines for its help. */
+  summary: string;
+  details?: string[];
+  options: Record<string, OptionSpec>;
+  example: string;
+}
+
+const JSON_OPTION: OptionSpec = {
+  type: 'boolean',
+  help: 'print a JSON document instead of the table (fields: see README, "--json fields")',
+};
+
+const RUN_ID_ONLY = (name: string, summary: string, details: string[] = []): CommandSpec => ({
+  name,
+  args: 'RUN_ID',
+  summary,
+  details,
+  options: {},
+  example: `overbrainer ${name} tiny_20261204-060000`,
+});
+
+export const COMMAND_SPECS: readonly CommandSpec[] = [
+  {
+    name: 'init',
+    args: '',
+    summary: 'write a commented overbrainer.toml here, and say how to set the API key',
+    details: ['An existing overbrainer.toml is never overwritten unless --force is given.'],
+    options: { '--force': { type: 'boolean', help: 'overwrite an existing overbrainer.toml' } },
+    example: 'overbrainer init',
+  },
+  {
+    name: 'train',
+    args: '',
+    summary: 'start a run on its target and follow it to its end',
+    details: [
+      "Ctrl-C before the job starts deletes the run's pod; once the job runs it only stops",
+      'following (follow it again with `overbrainer train attach RUN_ID`).',
+    ],
+    options: {
+      '--target': { type: 'string', value: 'NAME', help: 'the [targets.NAME] to run on' },
+      '--keep-pod': {
+        type: 'boolean',
+        help: 'keep the pod once the job ends (only `overbrainer pod rm` deletes it)',
+      },
+      '--resume-from': {
+        type: 'string',
+        value: 'RUN_ID',
+        help: "start from a stopped run's snapshot",
+      },
+      '--dry-run': {
+        type: 'boolean',
+        help: 'print the quote and the plan; create nothing',
+      },
+    },
+    example: 'overbrainer train --target pod',
+  },
+  RUN_ID_ONLY('train attach', 'follow a run again; retrieve its results and end its pod'),
+  RUN_ID_ONLY(
+    'train stop',
+    "stop a run's job with a snapshot, retrieve it and the results, end its pod",
+    ['Resume it later with `overbrainer train --resume-from RUN_ID`.'],
+  ),
+  RUN_ID_ONLY('train cancel', "cancel a run's job, retrieve what it wrote, end its pod"),
+  RUN_ID_ONLY(
+    'train keep',
+    "keep a run's pod once its job ends (only `overbrainer pod rm` deletes it)",
+  ),
+  RUN_ID_ONLY('train release', 'release a kept pod: its deadline and graces apply again'),
+  {
+    name: 'runs ls',
+    args: '',
+    summary: "list this project's runs (no API call)",
+    options: { '--json': JSON_OPTION },
+    example: 'overbrainer runs ls --json',
+  },
+  {
+    name: 'runs show',
+    args: 'RUN_ID',
+    summary: 'one run: state, target, pod, spend, steps, loss, ETA or outcome, what to do next',
+    options: { '--json': JSON_OPTION },
+    example: 'overbrainer runs show tiny_20261204-060000',
+  },
+  {
+    name: 'runs logs',
+    args: 'RUN_ID',
+    summary: "the job's log (runs/RUN_ID/job.log), or with --pod the pod's log",
+    details: [
+      "The pod's log is kept in runs/RUN_ID/.pod/pod.log, else read from the API;",
+      '--follow streams it from the API until the pod is gone.',
+    ],
+    options: {
+      '--tail': { type: 'string', value: 'N', help: 'the last N lines (0 to 5000, default 100)' },
+      '--pod': { type: 'boolean', help: "the pod's log instead of the job's" },
+      '--source': {
+        type: 'string',
+        value: 'container|system',
+        help: "only the container's or the system's lines (with --pod)",
+      },
+      '--follow': { type: 'boolean', help: 'stream new lines until the pod is gone (with --pod)' },
+    },
+    example: 'overbrainer runs logs tiny_20261204-060000 --pod --follow',
+  },
+  {
+    name: 'spend',
+    args: '',
+    summary: "each run's estimated spend beside what Runpod billed; over 1 % apart is flagged",
+    options: {
+      '--since': {
+        type: 'string',
+        value: 'DATE',
+        help: 'only runs created since DATE (2026-09-01)',
+      },
+      '--json': JSON_OPTION,
+    },
+    example: 'overbrainer spend --since 2026-09-01',
+  },
+  {
+    name: 'pod ls',
+    args: '',
+    summary: "list the account's overbrainer pods, matched with runs/",
+    options: { '--json': JSON_OPTION },
+    example: 'overbrainer pod ls',
+  },
+  {
+    name: 'pod rm',
+    args: 'RUN_ID',
+    summary: "delete a run's pods, or POD_ID: one pod that pod ls lists (a stray, an orphan)",
+    details: ['A run still in progress needs --force (it is then marked failed).'],
+    options: { '--force': { type: 'boolean', help: 'delete the pod of a run in progress too' } },
+    example: 'overbrainer pod rm tiny_20261204-060000',
+  },
+  {
+    name: 'pod gpus',
+    args: '',
+    summary: 'list Secure-cloud GPU types, cheapest first',
+    options: {
+      '--min-vram': { type: 'string', value: 'GB', help: 'at least GB of GPU memory' },
+      '--max-price': { type: 'string', value: 'P', help: 'at most P US dollars per GPU-hour' },
+      '--in-stock': { type: 'boolean', help: 'only the GPU types in stock' },
+      '--data-center': {
+        type: 'string',
+        value: 'ID',
+        help: 'only the GPU types offered in data center ID, with its stock',
+      },
+      '--json': JSON_OPTION,
+    },
+    example: 'overbrainer pod gpus --min-vram 24 --in-stock',
+  },
+  {
+    name: 'pod datacenters',
+    args: '',
+    summary: 'list the data centers, with the GPU types in stock in each',
+    options: { '--json': JSON_OPTION },
+    example: 'overbrainer pod datacenters --json',
+  },
+  {
+    name: 'pod volumes',
+    args: '',
+    summary: "list the account's network volumes (for network_volume_id)",
+    options: { '--json': JSON_OPTION },
+    example: 'overbrainer pod volumes',
+  },
+  {
+    name: 'pod templates',
+    args: '',
+    summary: "list the account's pod templates",
+    options: { '--json': JSON_OPTION },
+    example: 'overbrainer pod templates',
+  },
+];
+
+/** The spec named `name` (`pod rm`), if any. */
+export function commandSpec(name: string): CommandSpec | undefined {
+  return COMMAND_SPECS.find((spec) => spec.name === name);
+}
+
+/** The subcommands of a group (`pod` → ls, rm, gpus, …), in the table's order. */
+export function subcommands(group: string): string[] {
+  return COMMAND_SPECS.filter((s) => s.name.startsWith(`${group} `)).map(
+    (s) => s.name.split(' ')[1] ?? '',
+  );
+}

@@ -1,0 +1,209 @@
+/**
+ * `runs show RUN_ID`: one run from its records (run.json, pod.json, metrics.jsonl once back),
+ * no API call: state, target, pod, spend, steps, last loss, ETA or outcome, output path, and the
+ * CLI commands that come next. {@link runView} gathers the facts, {@link spendWords} words the
+ * spend (in one place, so a richer spend source can replace it), {@link runShowLines} and
+ * {@link runShowJson} print them.
+ */
+import * as fs from 'node:fs';
+import * as path from 'node:path';
+import type { TrainMetric } from '../../core/events';
+import { messageOf } from '../../core/runpod/remove';
+import { runSpendLines } from '../../core/runs/spend';
+import type { PodRecord } from '../../core/runs/podRecord';
+import type { RunRecord } from '../../core/runs/runRecord';
+import type { RunStore } from '../../core/runs/store';
+import { METRICS_FILE } from '../../core/train/job';
+import { readMetricsFile } from '../../core/train/metricsFile';
+import { Pace } from '../../core/train/pace';
+import { durationWords, usd } from '../format';
+import { EXIT_FAILED, EXIT_OK, printJson, type Session } from '../session';
+
+export interface RunView {
+  run: RunRecord;
+  pod: PodRecord | null;
+  /** Why pod.json could not be read, when it could not. */
+  podProblem: string | null;
+  /** From the local metrics.jsonl (back with the results, or written here by a local run). */
+  step: number | null;
+  maxSteps: number | null;
+  lastLoss: number | null;
+  /** Milliseconds left at the measured pace; null once ended or unknown. */
+  etaMs: number | null;
+  /** runs/RUN_ID/output when it holds files. */
+  outputPath: string | null;
+}
+
+/** Reads what the run's records say. */
+export async function runView(store: RunStore, runId: string): Promise<RunView> {
+  const run = store.loadRun(runId);
+  let pod: PodRecord | null = null;
+  let podProblem: string | null = null;
+  try {
+    pod = store.loadPod(runId);
+  } catch (error) {
+    podProblem = `pod record unreadable (${messageOf(error)})`;
+  }
+  const dir = store.runDir(runId);
+  const metrics = await readMetricsFile(path.join(dir, METRICS_FILE));
+  const pace = new Pace();
+  let lastLoss: number | null = null;
+  let last: TrainMetric | null = null;
+  for (const metric of metrics?.metrics ?? []) {
+    pace.add(metric);
+    last = metric;
+    if (typeof metric.loss === 'number') lastLoss = metric.loss;
+  }
+  const progress = pace.progress();
+  const output = path.join(dir, 'output');
+  const hasOutput = fs.existsSync(output) && fs.readdirSync(output).length > 0;
+  return {
+    run,
+    pod,
+    podProblem,
+    step: progress?.step ?? last?.step ?? null,
+    maxSteps: progress?.maxSteps ?? last?.maxSteps ?? null,
+    lastLoss,
+    etaMs: run.state === 'running' ? pace.eta() : null,
+    outputPath: hasOutput ? path.join('runs', runId, 'output') : null,
+  };
+}
+
+/** The run's spend in words: the estimate, and what Runpod billed once read. */
+export function spendWords(pod: PodRecord | null): string {
+  if (pod === null) return 'none (no pod)';
+  const parts: string[] = [];
+  if (pod.estimatedSpendUsd !== null) parts.push(`about ${usd(pod.estimatedSpendUsd)} estimated`);
+  else if (pod.costPerHourUsd !== null) parts.push(`${usd(pod.costPerHourUsd)}/h, still billing`);
+  if (pod.billedUsd !== null) parts.push(`${usd(pod.billedUsd)} billed by Runpod`);
+  else if (pod.state === 'deleted')
+    parts.push('billed: not read yet (`overbrainer spend` reads it)');
+  return parts.length === 0 ? 'not known yet' : parts.join('; ');
+}
+
+/** The CLI commands that make sense next for the run. */
+export function nextCommands(view: RunView): string[] {
+  const id = view.run.id;
+  const podLive = view.pod !== null && view.pod.podId !== null && view.pod.state !== 'deleted';
+  switch (view.run.state) {
+    case 'preparing':
+    case 'running':
+      return [
+        `overbrainer train attach ${id}   follow it, retrieve its results, end its pod`,
+        `overbrainer train stop ${id}     stop it with a snapshot to resume from`,
+        `overbrainer train cancel ${id}   cancel it`,
+        `overbrainer runs logs ${id}      its job's log`,
+      ];
+    case 'stopped':
+      return [
+        `overbrainer train --resume-from ${id}   resume it from its snapshot`,
+        ...(podLive ? [`overbrainer pod rm ${id}   delete its pod`] : []),
+      ];
+    default:
+      return [
+        `overbrainer runs logs ${id}   its job's log`,
+        ...(podLive ? [`overbrainer pod rm ${id}   delete its kept pod`] : []),
+      ];
+  }
+}
+
+/**
+ * `runs show` as lines. `spendLines` (the core's runSpendLines: so far, at the ETA, the cost cap,
+ * what is left of the project's budget) replace the short spend line when there are any.
+ */
+export function runShowLines(view: RunView, spendLines: readonly string[] = []): string[] {
+  const { run, pod } = view;
+  const lines = [
+    `run ${run.id}`,
+    `  state:   ${run.state}${run.message ? ` (${run.message})` : ''}`,
+  ];
+  lines.push(`  target:  ${run.target}`, `  created: ${run.created}`);
+  if (view.podProblem !== null) lines.push(`  pod:     ${view.podProblem}`);
+  else if (pod === null) lines.push('  pod:     none');
+  else {
+    const where = [pod.gpuType, pod.dataCenterId].filter((x) => x !== null).join(', ');
+    lines.push(
+      `  pod:     ${pod.podId ?? '(none created)'} ${pod.state}${where ? ` (${where})` : ''}${pod.keep ? ', kept' : ''}`,
+    );
+    if (pod.deadline !== null && pod.state !== 'deleted')
+      lines.push(`  deadline: deleted by ${pod.deadline} at the latest`);
+  }
+  if (spendLines.length === 0) lines.push(`  spend:   ${spendWords(pod)}`);
+  else lines.push(...spendLines.map((line) => `  ${line}`));
+  if (view.step !== null) {
+    lines.push(
+      `  steps:   ${view.step}${view.maxSteps !== null ? `/${view.maxSteps}` : ''}` +
+        (view.lastLoss !== null ? `, last loss ${view.lastLoss.toFixed(4)}` : ''),
+    );
+  } else if (run.state === 'running') {
+    lines.push('  steps:   not here yet (they come back with the results; follow it to see them)');
+  }
+  if (run.state === 'running' || run.state === 'preparing') {
+    lines.push(`  eta:     ${view.etaMs === null ? 'unknown' : durationWords(view.etaMs)}`);
+  } else {
+    lines.push(`  outcome: ${run.state}${run.message ? `: ${run.message}` : ''}`);
+  }
+  if (run.snapshot)
+    lines.push(`  snapshot: step ${run.snapshot.step} (${run.snapshot.checkpoint})`);
+  lines.push(`  output:  ${view.outputPath ?? 'none yet'}`);
+  lines.push('next:');
+  for (const command of nextCommands(view)) lines.push(`  ${command}`);
+  return lines;
+}
+
+/** `runs show --json`. */
+export function runShowJson(view: RunView): Record<string, unknown> {
+  const { run, pod } = view;
+  return {
+    run_id: run.id,
+    state: run.state,
+    message: run.message,
+    target: run.target,
+    created: run.created,
+    pod:
+      pod === null
+        ? null
+        : {
+            pod_id: pod.podId,
+            state: pod.state,
+            gpu_type: pod.gpuType,
+            data_center_id: pod.dataCenterId,
+            usd_per_hour: pod.costPerHourUsd,
+            kept: pod.keep,
+            deadline: pod.deadline,
+          },
+    pod_problem: view.podProblem,
+    spend: {
+      estimated_usd: pod?.estimatedSpendUsd ?? null,
+      billed_usd: pod?.billedUsd ?? null,
+    },
+    step: view.step,
+    max_steps: view.maxSteps,
+    last_loss: view.lastLoss,
+    eta_seconds: view.etaMs === null ? null : Math.round(view.etaMs / 1000),
+    output_path: view.outputPath,
+    next: nextCommands(view).map((line) => line.split(/\s{2,}/)[0]?.trim() ?? line),
+  };
+}
+
+/** The command. */
+export async function runsShow(s: Session, runId: string, json: boolean): Promise<number> {
+  const dir = s.store.runDir(runId); // an ID that would leave runs/ is refused first
+  if (!fs.existsSync(path.join(dir))) {
+    s.io.stderr(
+      `runs show: no run ${runId} in ${s.store.runsDir} (overbrainer runs ls lists them)`,
+    );
+    return EXIT_FAILED;
+  }
+  const view = await runView(s.store, runId);
+  if (json) return printJson(s, runShowJson(view));
+  let budget = null;
+  try {
+    budget = s.config(false)?.budget ?? null;
+  } catch {
+    // A broken overbrainer.toml does not hide the run: its spend is shown without the budget.
+  }
+  const spend = runSpendLines(s.store, runId, budget, s.clock.nowMs(), { etaMs: view.etaMs });
+  for (const line of runShowLines(view, spend)) s.io.stdout(line);
+  return EXIT_OK;
+}

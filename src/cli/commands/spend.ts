@@ -1,0 +1,41 @@
+/** `spend`: the CLI's spend listing (its words and JSON are in ../spend.ts). */
+import type { PodRecord } from '../../core/runs/podRecord';
+import { billSettled, recordBilled } from '../../core/runpod/billing';
+import { messageOf } from '../../core/runpod/remove';
+import { spendJson, spendRow, spendTable, type SpendRow } from '../spend';
+import { EXIT_OK, type Session } from '../session';
+
+/**
+ * `spend`: each run's estimated pod spend beside what Runpod billed. A deleted pod whose bill
+ * was never read, or read too soon after the deletion to be final, is read now
+ * (`GET /billing/pods`) and saved in its pod.json; without an API key the figures on disk are
+ * listed as they are.
+ */
+export async function spend(s: Session, sinceMs: number | null, json: boolean): Promise<number> {
+  s.config(false);
+  const { runs, warnings } = s.store.list();
+  for (const w of warnings) s.io.stderr(`warning: ${w.message}`);
+  const client = s.api(false);
+  const rows: SpendRow[] = [];
+  for (const run of runs) {
+    if (sinceMs !== null && Date.parse(run.created) < sinceMs) continue;
+    let pod: PodRecord | null;
+    try {
+      pod = s.store.loadPod(run.id);
+    } catch (error) {
+      s.io.stderr(`warning: run ${run.id}: ${messageOf(error)}`);
+      continue;
+    }
+    if (pod === null) continue;
+    if (client !== null && pod.state === 'deleted' && !billSettled(pod)) {
+      await s.readOnly(client, (signal) => recordBilled(s.podCtx(client), pod, signal));
+    }
+    rows.push(spendRow(run.id, run.created, run.state, pod));
+  }
+  if (json) {
+    s.io.stdout(JSON.stringify(spendJson(rows), null, 2));
+    return EXIT_OK;
+  }
+  for (const line of spendTable(rows)) s.io.stdout(line);
+  return EXIT_OK;
+}

@@ -1,0 +1,225 @@
+/**
+ * `train …`: start a run and follow it (or only quote it: --dry-run), follow one again
+ * (attach), stop it with a snapshot, cancel it, keep or release its pod. Ctrl-C as the run
+ * lifecycle says: before the job starts the pod is deleted and the run failed; once the job
+ * runs only the following stops; a delete is never interrupted.
+ */
+import { CONFIG_FILE, type OverbrainerConfig } from '../../core/config';
+import {
+  attach,
+  cancel,
+  keepPod,
+  quoteForTarget,
+  recoverAbandoned,
+  stop,
+  train,
+} from '../../core/flow';
+import type { RunpodClient } from '../../core/runpod/client';
+import { sshCommand } from '../../core/runpod/keys';
+import {
+  listPods,
+  orphanWarnings,
+  sweepHostKeySecrets,
+  type PodRow,
+} from '../../core/runpod/podAdmin';
+import { messageOf } from '../../core/runpod/remove';
+import { heldByEarlierRuns, quoteLines } from '../../core/runs/quote';
+import { ConfigProblem, EXIT_FAILED, EXIT_OK, Interrupts, type Session } from '../session';
+
+/**
+ * `train --dry-run`: the quote and the plan (GPU types in order with rates and stock, data
+ * centers, volume) from the live catalog. Read-only: no run directory, no pod, no secret.
+ */
+export async function dryRun(s: Session, targetName: string | null): Promise<number> {
+  const config = s.config(true)!;
+  const name =
+    targetName ??
+    config.training?.target ??
+    (Object.keys(config.targets).length === 1 ? Object.keys(config.targets)[0] : undefined);
+  const target = name === undefined ? undefined : config.targets[name];
+  if (target === undefined) {
+    throw new ConfigProblem([
+      `no target ${name ?? '(none given)'} in ${CONFIG_FILE}: name one with --target`,
+    ]);
+  }
+  if (target.kind !== 'runpod') {
+    s.io.stdout(`dry run: target ${target.name} runs on this machine: it costs nothing`);
+    return EXIT_OK;
+  }
+  const client = s.api(true)!;
+  const catalog = await s.readOnly(client, (signal) =>
+    client.listGpuTypes({
+      count: target.gpuCount,
+      cloud: 'SECURE',
+      includeAvailability: true,
+      signal,
+    }),
+  );
+  const q = quoteForTarget(target, catalog, heldByEarlierRuns(s.store, target.name));
+  s.io.stdout(`dry run: target ${target.name}; nothing is created`);
+  s.io.stdout(
+    `GPU types, in the order tried (${target.gpuCount} GPU${target.gpuCount === 1 ? '' : 's'}):`,
+  );
+  if (q.rates.length === 0) s.io.stdout('  none in stock within the limits');
+  q.rates.forEach((r, i) =>
+    s.io.stdout(
+      `  ${i + 1}. ${r.gpuType}  ${r.usdPerHour === null ? 'no price' : `$${r.usdPerHour.toFixed(2)}/h`}  stock ${r.availability ?? 'unknown'}`,
+    ),
+  );
+  s.io.stdout(
+    `Data centers: ${target.dataCenterIds === 'auto' || target.dataCenterIds.length === 0 ? 'any' : target.dataCenterIds.join(', ')}`,
+  );
+  s.io.stdout(
+    `Volume: ${target.networkVolumeId === null ? 'none' : `network volume ${target.networkVolumeId} at /workspace/data`}; container disk ${target.containerDiskGb} GB`,
+  );
+  for (const line of quoteLines(q)) s.io.stdout(line);
+  return EXIT_OK;
+}
+
+export async function trainCommand(
+  s: Session,
+  targetName: string | null,
+  keepPodFlag: boolean,
+  resumeFrom: string | null,
+): Promise<number> {
+  if (resumeFrom !== null) s.store.runDir(resumeFrom); // refused first if it would leave runs/
+  const config = s.config(true)!;
+  const name =
+    targetName ??
+    config.training?.target ??
+    (Object.keys(config.targets).length === 1 ? Object.keys(config.targets)[0] : undefined);
+  const target = name === undefined ? undefined : config.targets[name];
+  const client = s.api(target?.kind === 'runpod');
+  if (target?.kind === 'runpod' && client) {
+    await warnOrphans(s, client);
+    await settleAbandoned(s, client, config);
+  }
+  s.interrupts = new Interrupts(s.io, s.renderer, (jobStarted) =>
+    jobStarted
+      ? 'stopping to follow the run; its job and pod keep running'
+      : "stopping: the run's pod is deleted, since its job has not started (a delete is never interrupted)",
+  );
+  s.listenForRun();
+  const result = await train(s.deps(client), config, s.dir, {
+    target: targetName ?? undefined,
+    keepPod: keepPodFlag,
+    resumeFrom: resumeFrom ?? undefined,
+    signal: s.interrupts.signal,
+    onRun: (run) => {
+      s.runId = run.id;
+      s.io.stderr(`train: run ${run.id} on target ${run.target} (runs/${run.id})`);
+    },
+  });
+  return s.finished(result);
+}
+
+export async function attachOrCancel(
+  s: Session,
+  kind: 'attach' | 'cancel',
+  runId: string,
+): Promise<number> {
+  s.store.runDir(runId); // an ID that would leave runs/ is refused first
+  const config = s.config(false);
+  const client = s.api(s.hasPodRecord(runId));
+  s.runId = runId;
+  s.interrupts = new Interrupts(s.io, s.renderer, () =>
+    kind === 'attach'
+      ? 'stopping to follow the run; its job and pod keep running'
+      : 'stopping; a cancel already sent still ends the job',
+  );
+  s.interrupts.jobStarted = true;
+  if (kind === 'attach') {
+    return s.finished(await attach(s.deps(client), config, runId, s.interrupts.signal));
+  }
+  const result = await cancel(s.deps(client), config, runId, s.interrupts.signal);
+  s.renderer.flush();
+  s.io.stdout(result.summary);
+  s.summaryPrinted = true;
+  // Success is the run ending cancelled; another client following it collects it then.
+  return result.run.state === 'cancelled' || result.run.state === 'running' ? EXIT_OK : EXIT_FAILED;
+}
+
+/** `train stop`: a snapshot is asked for; success is the run ending `stopped`. */
+export async function stopRun(s: Session, runId: string): Promise<number> {
+  s.store.runDir(runId);
+  const config = s.config(false);
+  const client = s.api(s.hasPodRecord(runId));
+  s.runId = runId;
+  s.interrupts = new Interrupts(
+    s.io,
+    s.renderer,
+    () => 'stopping to follow the run; the snapshot asked for is still saved and its job stops',
+  );
+  s.interrupts.jobStarted = true;
+  const { result } = await stop(s.deps(client), config, runId, s.interrupts.signal);
+  s.renderer.flush();
+  if (result === null) {
+    s.io.stdout(
+      `train: run ${runId} asked for a snapshot; the client following it brings the snapshot home`,
+    );
+    s.summaryPrinted = true;
+    return EXIT_OK;
+  }
+  s.io.stdout(result.summary);
+  s.summaryPrinted = true;
+  return result.run.state === 'stopped' ? EXIT_OK : EXIT_FAILED;
+}
+
+export async function keepCommand(s: Session, runId: string, keep: boolean): Promise<number> {
+  s.store.runDir(runId);
+  const client = s.api(true);
+  const pod = await keepPod(s.deps(client), runId, keep, keep ? null : s.config(false));
+  s.io.stdout(
+    keep
+      ? `pod: ${pod.podId ?? ''} kept: \`${sshCommand(runId)}\`; remove it with \`overbrainer pod rm ${runId}\`; nothing deletes it automatically`
+      : pod.state === 'deleted'
+        ? `pod: ${pod.podId ?? ''} released and deleted: the results of run ${runId} are retrieved`
+        : `pod: ${pod.podId ?? ''} released: its watchdog's deadline and graces apply again`,
+  );
+  return EXIT_OK;
+}
+
+/** Warns about the pods nothing will delete, from one list of the account. Never deletes. */
+export async function warnOrphans(s: Session, client: RunpodClient): Promise<void> {
+  try {
+    const rows = await listPods(s.podCtx(client), { lookUpUnlisted: false });
+    for (const warning of orphanWarnings(rows)) s.io.stderr(`warning: ${warning}`);
+    await sweepSecrets(s, client, rows);
+  } catch (error) {
+    s.io.stderr(`warning: cannot look for leftover pods: ${messageOf(error)}`);
+  }
+}
+
+/** Settles the runs left `preparing` by a client that died before their job started. */
+export async function settleAbandoned(
+  s: Session,
+  client: RunpodClient,
+  config: OverbrainerConfig,
+): Promise<void> {
+  for (const left of await recoverAbandoned(s.deps(client), config)) {
+    if (left.error === null) {
+      s.io.stderr(
+        `train: run ${left.runId} was left starting by a client that stopped; ${left.result?.summary ?? ''}`,
+      );
+    } else {
+      s.io.stderr(
+        `warning: run ${left.runId} was left starting by a client that stopped and cannot be cleaned up: ${messageOf(left.error)}; retry with \`overbrainer train attach ${left.runId}\``,
+      );
+    }
+  }
+}
+
+/** Deletes the host-key secrets (and client keys) that ended runs left behind. */
+export async function sweepSecrets(
+  s: Session,
+  client: RunpodClient,
+  rows: readonly PodRow[],
+): Promise<void> {
+  try {
+    const swept = await sweepHostKeySecrets(s.podCtx(client), rows);
+    if (swept.length > 0)
+      s.io.stderr(`train: deleted the host-key secrets left by ended runs ${swept.join(', ')}`);
+  } catch (error) {
+    s.io.stderr(`warning: cannot sweep the host-key secrets of ended runs: ${messageOf(error)}`);
+  }
+}

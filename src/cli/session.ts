@@ -1,0 +1,400 @@
+/**
+ * One CLI command's session on the same core as the extension: config and API key
+ * from the workspace and the environment, events rendered on stderr, the
+ * final line of a run on stdout, Ctrl-C (before the job starts: the pod is
+ * deleted and the run failed; once the job runs: only the following stops; a
+ * delete is never interrupted), errors with their hint, and the exit codes.
+ * The commands themselves are in ./commands/.
+ *
+ * Test hook: OVERBRAINER_TIMING_SCALE=<factor ≥ 1> divides every production
+ * duration of the core by `factor` (src/core/timing.ts `scaleTiming`), so the
+ * integration tests run whole pod lifecycles against the emulator in seconds.
+ * It is not in the usage on purpose: with it, deadlines, leases and graces no
+ * longer mean what the docs say.
+ */
+import { hintOf } from '../core/errors';
+import { timingFromEnv } from '../core/timing';
+import * as fs from 'node:fs';
+import * as path from 'node:path';
+import { isAbortError, systemClock, type Clock } from '../core/clock';
+import {
+  CONFIG_FILE,
+  formatConfigError,
+  loadConfig,
+  runpodSettings,
+  withDotEnv,
+  type ConfigError,
+  type Env,
+  type OverbrainerConfig,
+} from '../core/config';
+import { EventBus } from '../core/events';
+import { FlowError, summaryLine, type FlowDeps, type FlowResult } from '../core/flow';
+import { CLIENT_VERSION, RunpodClient } from '../core/runpod/client';
+import type { PodCtx } from '../core/runpod/context';
+import { RunpodConfigError } from '../core/runpod/errors';
+import { sshCommand } from '../core/runpod/keys';
+import { followLostWords } from '../core/runpod/lifecycle';
+import { stopPodLogCaptures } from '../core/runpod/podLogCapture';
+import { PodError } from '../core/runpod/podError';
+import { messageOf } from '../core/runpod/remove';
+import { noPodLeft, RunStore } from '../core/runs/store';
+import { type Timing } from '../core/timing';
+import { podStatusWords } from './format';
+import { CliRenderer } from './render';
+
+/** What the CLI talks to: injected so the unit tests run it in-process. */
+export interface CliIo {
+  /** Writes one line to stdout. */
+  stdout(line: string): void;
+  /** Writes one line to stderr. */
+  stderr(line: string): void;
+  env: Env;
+  cwd: string;
+  /** Installs the Ctrl-C handler (replacing the default exit); returns its remover. */
+  onInterrupt(handler: () => void): () => void;
+  clock?: Clock;
+}
+
+/** Exit codes. */
+export const EXIT_OK = 0;
+export const EXIT_FAILED = 1;
+export const EXIT_USAGE = 2;
+
+/** Prints `document` as indented JSON on stdout (every `--json`). */
+export function printJson(s: { io: CliIo }, document: unknown): number {
+  s.io.stdout(JSON.stringify(document, null, 2));
+  return EXIT_OK;
+}
+
+/** Who the CLI is in run locks and messages. */
+export const CLI_OWNER = 'overbrainer CLI';
+
+/** A usage or configuration problem found before anything ran: exit 2. */
+export class ConfigProblem extends Error {
+  constructor(readonly lines: string[]) {
+    super(lines.join('\n'));
+    this.name = 'ConfigProblem';
+  }
+}
+
+/** A read-only command whose API did not answer in time: nothing changed anywhere. */
+export class ReadOnlyTimeout extends Error {
+  readonly hint =
+    'Check the network and OVERBRAINER_RUNPOD__BASE_URL (unset: the public API), then run it again. Running pods are not affected: their watchdogs keep their own deadlines.';
+}
+
+/** The hidden test hook (the core's timingFromEnv); a bad value is refused, naming it. */
+export function timingFrom(env: Env): Timing {
+  const { timing, problem } = timingFromEnv(env);
+  if (problem !== null) throw new ConfigProblem([problem]);
+  return timing;
+}
+
+/** Ctrl-C: the first aborts the command's signal, later ones are ignored with a note. */
+export class Interrupts {
+  readonly controller = new AbortController();
+  private count = 0;
+  private remove: (() => void) | null = null;
+  /** Set once the run's job started: Ctrl-C then only stops following. */
+  jobStarted = false;
+
+  constructor(
+    readonly io: CliIo,
+    private readonly renderer: CliRenderer,
+    /** What the first Ctrl-C does, in words; null to ignore every Ctrl-C (a delete runs). */
+    private readonly first: ((jobStarted: boolean) => string) | null,
+  ) {
+    this.remove = io.onInterrupt(() => this.interrupted());
+  }
+
+  get signal(): AbortSignal {
+    return this.controller.signal;
+  }
+
+  private interrupted(): void {
+    this.count++;
+    if (this.count === 1 && this.first !== null) {
+      this.io.stderr(`interrupt: ${this.first(this.jobStarted)}`);
+      const reason = new Error('interrupted (Ctrl-C)');
+      reason.name = 'AbortError';
+      this.controller.abort(reason);
+      return;
+    }
+    const deleting = [...this.renderer.deleting];
+    this.io.stderr(
+      deleting.length > 0
+        ? `interrupt ignored: pod ${deleting.join(', ')} is being deleted, and a delete is never interrupted; wait for it to be confirmed`
+        : this.first === null
+          ? 'interrupt ignored: pods are being deleted, and a delete is never interrupted; wait for it'
+          : 'interrupt ignored: already stopping; wait for it',
+    );
+  }
+
+  dispose(): void {
+    this.remove?.();
+    this.remove = null;
+  }
+}
+
+export class Session {
+  readonly clock: Clock;
+  readonly bus = new EventBus();
+  readonly renderer: CliRenderer;
+  readonly store: RunStore;
+  client: RunpodClient | null = null;
+  timing: Timing | null = null;
+  env: Env;
+  interrupts: Interrupts | null = null;
+  /** The run the command works on, once known: its summary is printed even after a failure. */
+  runId: string | null = null;
+  summaryPrinted = false;
+
+  constructor(
+    readonly dir: string,
+    readonly io: CliIo,
+  ) {
+    this.clock = io.clock ?? systemClock;
+    this.env = io.env;
+    this.renderer = new CliRenderer(this.bus, (line) => this.io.stderr(line), {
+      clock: this.clock,
+      debug: (io.env.OVERBRAINER_LOG ?? '').trim().toLowerCase() === 'debug',
+    });
+    this.store = new RunStore(path.join(dir, 'runs'), this.clock);
+  }
+
+  // ------------------------------------------------------------------ setup
+
+  /**
+   * The workspace's configuration. `strict` (train): a missing or invalid
+   * overbrainer.toml is a configuration error (exit 2). Otherwise a missing
+   * file gives no config and an invalid one is warned about: pods and runs
+   * must stay reachable with a broken file.
+   */
+  config(strict: boolean): OverbrainerConfig | null {
+    const file = path.join(this.dir, CONFIG_FILE);
+    if (!strict && !fs.existsSync(file)) {
+      this.env = withDotEnv(this.dir, this.io.env);
+      return null;
+    }
+    const loaded = loadConfig(this.dir, this.io.env);
+    this.env = loaded.env;
+    if (loaded.ok) return loaded.config;
+    const lines = loaded.errors.map(formatConfigError);
+    if (strict) throw new ConfigProblem(lines);
+    for (const line of lines) this.io.stderr(`warning: ${line}`);
+    this.io.stderr(
+      `warning: going on without ${CONFIG_FILE}: only the run records and the API key are used`,
+    );
+    return null;
+  }
+
+  /** The Runpod client, or null when no API key is set (and `required` is false). */
+  api(required: boolean): RunpodClient | null {
+    if (this.client) return this.client;
+    const settings = runpodSettings(this.env);
+    if (!settings.ok)
+      throw new ConfigProblem(settings.errors.map((e: ConfigError) => formatConfigError(e)));
+    if (settings.settings.apiKey === null) {
+      if (!required) return null;
+      throw new ConfigProblem([
+        'OVERBRAINER_RUNPOD__API_KEY: no Runpod API key is set. Set it to a key from the Runpod console (Settings → API Keys), in the environment or in the workspace .env.',
+      ]);
+    }
+    this.client = new RunpodClient({
+      baseUrl: settings.settings.baseUrl,
+      apiKey: settings.settings.apiKey,
+      clock: this.clock,
+      timing: this.timingOf(),
+      version: CLIENT_VERSION,
+      log: (level, message) => this.bus.publish({ type: 'log', level, message }),
+    });
+    return this.client;
+  }
+
+  timingOf(): Timing {
+    return this.timing ?? timingFrom(this.io.env);
+  }
+
+  deps(client: RunpodClient | null): FlowDeps {
+    return {
+      store: this.store,
+      client,
+      bus: this.bus,
+      clock: this.clock,
+      timing: this.timingOf(),
+      version: CLIENT_VERSION,
+      owner: CLI_OWNER,
+    };
+  }
+
+  podCtx(client: RunpodClient): PodCtx {
+    return {
+      store: this.store,
+      client,
+      bus: this.bus,
+      clock: this.clock,
+      timing: this.timingOf(),
+      version: CLIENT_VERSION,
+    };
+  }
+
+  /** Whether the run has a pod record (so its commands need the Runpod API). */
+  hasPodRecord(runId: string): boolean {
+    try {
+      return this.store.loadPod(runId) !== null;
+    } catch {
+      // A damaged pod.json: the flow reports it; a pod may exist, so the API is needed.
+      return true;
+    }
+  }
+
+  listenForRun(): void {
+    this.bus.on((event) => {
+      if (
+        event.type === 'runState' &&
+        event.runId === this.runId &&
+        event.state === 'running' &&
+        this.interrupts
+      ) {
+        this.interrupts.jobStarted = true;
+      }
+    });
+  }
+
+  // --------------------------------------------------------------- commands
+
+  /** Prints the end of a run (kept pod, final line); the exit code from its state. */
+  finished(result: FlowResult): number {
+    this.renderer.flush();
+    const { run, pod } = result;
+    if (result.ending === 'kept' && pod?.podId) {
+      this.io.stderr(
+        `warning: pod ${pod.podId} kept (--keep-pod): \`${sshCommand(run.id)}\`; remove it with \`overbrainer pod rm ${run.id}\`; nothing deletes it automatically`,
+      );
+    }
+    this.io.stdout(result.summary);
+    this.summaryPrinted = true;
+    return run.state === 'succeeded' ? EXIT_OK : EXIT_FAILED;
+  }
+
+  /**
+   * Runs the API calls of a read-only command within `readOnlyLimitMs` (retries included): a
+   * listing fails then, naming the base URL, instead of waiting out every retry.
+   */
+  async readOnly<T>(client: RunpodClient, calls: (signal: AbortSignal) => Promise<T>): Promise<T> {
+    const limitMs = this.timingOf().readOnlyLimitMs;
+    const limit = new AbortController();
+    const done = new AbortController();
+    void this.clock.sleep(limitMs, done.signal).then(
+      () => limit.abort(),
+      () => undefined,
+    );
+    try {
+      return await calls(limit.signal);
+    } catch (error) {
+      if (!limit.signal.aborted) throw error;
+      throw new ReadOnlyTimeout(
+        `the Runpod API at ${client.baseUrl} did not answer within ${Math.round(limitMs / 1000)} s` +
+          (isAbortError(error) ? '' : ` (${messageOf(error)})`),
+      );
+    } finally {
+      done.abort();
+    }
+  }
+
+  // ---------------------------------------------------------------- endings
+
+  /** Prints `error` (message, then its hint) and returns the exit code. */
+  fail(error: unknown): number {
+    this.renderer.flush();
+    if (error instanceof ConfigProblem) {
+      for (const line of error.lines) this.io.stderr(line);
+      return EXIT_USAGE;
+    }
+    if (error instanceof RunpodConfigError) {
+      this.io.stderr(`${error.variable}: ${error.message}`);
+      return EXIT_USAGE;
+    }
+    const interrupted = this.interrupts?.signal.aborted ?? false;
+    if (interrupted && this.runId !== null && isInterruptedBeforeJob(error)) {
+      const left = !noPodLeft(this.store, this.runId);
+      this.io.stderr(
+        left
+          ? `interrupted: run ${this.runId} stopped before its job started, but a pod of it may be left: check \`overbrainer pod ls\``
+          : `interrupted: run ${this.runId} stopped before its job started; it has no pod left`,
+      );
+    } else if (interrupted && error instanceof FlowError && error.hint === null) {
+      // The flow's stop-following message: what keeps running and how to reach it.
+      this.io.stderr(`interrupted: ${error.message}`);
+    } else if (!interrupted && this.followLost(error) !== null) {
+      this.io.stderr(`lost: ${this.followLost(error)!}`);
+    } else {
+      this.io.stderr(`error: ${messageOf(error)}`);
+      const hint = hintOf(error);
+      if (hint) this.io.stderr(`hint: ${hint}`);
+    }
+    this.printSummary(error instanceof PodError ? error.podStatus : null);
+    return EXIT_FAILED;
+  }
+
+  /**
+   * When the command stopped on `error` while its run is still `running` on a pod that is not
+   * deleted (a connection lost, the API out of reach: not a failed run), what VS Code says too:
+   * the run goes on, how to follow it again, what the pod's watchdog does meanwhile. Null
+   * otherwise, and for a pod found stopped (EXITED, TERMINATED), whose error names its state.
+   */
+  followLost(error: unknown): string | null {
+    if (this.runId === null || isAbortError(error)) return null;
+    if (error instanceof ConfigProblem || error instanceof RunpodConfigError) return null;
+    // The flow's own refusals (another client follows, already ended) lost nothing.
+    if (error instanceof FlowError) return null;
+    if (error instanceof PodError && error.kind !== 'api') return null;
+    try {
+      const run = this.store.loadRun(this.runId);
+      const pod = this.store.loadPod(this.runId);
+      if (run.state !== 'running' || run.job === null) return null;
+      if (pod === null || pod.podId === null || pod.state === 'deleted') return null;
+      return followLostWords(
+        run.id,
+        messageOf(error),
+        pod.keep ? null : pod.deadlineUnixS,
+        this.clock.nowMs(),
+        `follow it again with \`overbrainer train attach ${run.id}\``,
+      );
+    } catch {
+      return null;
+    }
+  }
+
+  /** The run's final line from its records, once, when the command got that far. */
+  printSummary(podStatus: string | null = null): void {
+    if (this.runId === null || this.summaryPrinted) return;
+    try {
+      const run = this.store.loadRun(this.runId);
+      const pod = this.store.loadPod(this.runId);
+      let line = summaryLine({ store: this.store }, run, pod);
+      // pod.json says what the client last recorded (`running`); Runpod just said otherwise.
+      if (pod?.podId && podStatus !== null && pod.state !== 'deleted') {
+        line = line.replace(pod.summary(), podStatusWords(pod.podId, podStatus));
+      }
+      this.io.stdout(line);
+      this.summaryPrinted = true;
+    } catch {
+      // No readable record: the error above says enough.
+    }
+  }
+
+  async close(): Promise<void> {
+    this.interrupts?.dispose();
+    this.renderer.dispose();
+    const client = this.client;
+    this.client = null;
+    // A pod log stream never ends by itself while its pod lives: stopped before the close.
+    await stopPodLogCaptures();
+    if (client) await client.close().catch(() => undefined);
+  }
+}
+
+export function isInterruptedBeforeJob(error: unknown): boolean {
+  return error instanceof PodError && error.kind === 'interrupted';
+}
