@@ -2,7 +2,7 @@
  * A started Runpod run (seed: `follow`, `watch_leased`, `hold_lease`,
  * `settle_watch`, `end_pod`, `reconnect`): its job is followed while the lease
  * holds the pod's deadline off, the client's own guard deletes the pod when
- * the watchdog did not, and the pod is ended once the results are retrieved.
+ * the watchdog did not; the pod is ended once the results are retrieved (./podEnd.ts).
  */
 import * as fs from 'node:fs';
 import * as path from 'node:path';
@@ -19,7 +19,7 @@ import { log, warn, type PodCtx } from './context';
 import { followLostWords, whileNobodyFollows } from './watchdogWords';
 import { watchCheckpoints } from './checkpointStream';
 import { watchDisk } from './diskWatch';
-import { alias, CLIENT_KEY, sshCommand, writeSshConfig } from './keys';
+import { alias, CLIENT_KEY, writeSshConfig } from './keys';
 import {
   costCapAtUnixS,
   goneBy,
@@ -31,22 +31,15 @@ import {
   snapshotAtUnixS,
 } from './lease';
 import { PodError } from './podError';
-import {
-  KEEP_MARKER,
-  LEASE_FILE,
-  RETRIEVED_MARKER,
-  WATCHDOG_LOG,
-  BOOTSTRAP_LOG,
-} from './podScripts';
+import { syncKeep } from './podEnd';
+import { LEASE_FILE } from './podScripts';
 import {
   forgetKeys,
   isUnreachable,
   lookUpSettled,
   markGone,
   messageOf,
-  noteStrays,
   remove,
-  sweep,
   warnUnreachable,
 } from './remove';
 
@@ -95,16 +88,6 @@ export type Watched =
   | { kind: 'deadline_passed' }
   /** `max_cost_usd` is spent (whatever the lease); nothing was deleted yet. */
   | { kind: 'cost_cap_passed' };
-
-/** Reads the keep flag another process (the CLI, another window) may have changed. */
-function syncKeep(ctx: PodCtx, pod: PodRecord): void {
-  try {
-    const fresh = ctx.store.loadPod(pod.runId);
-    if (fresh) pod.keep = fresh.keep;
-  } catch {
-    // A damaged pod.json is reported elsewhere; keep what we know.
-  }
-}
 
 /**
  * Follows the started run until its job ends, renewing the pod's lease while
@@ -498,90 +481,6 @@ export function failRun(ctx: PodCtx, run: RunRecord, message: string): void {
   ctx.bus.publish({ type: 'runState', runId: run.id, state: 'failed', message });
 }
 
-/** What became of a pod once its job ended. */
-export type Ending = 'deleted' | 'kept' | 'awaiting_retrieval';
-
-/**
- * Ends the pod once its job ended, after copying the watchdog's and bootstrap's
- * logs. Only when the results were `retrieved` (every file downloaded and
- * verified) is the retrieved marker written on the pod, first (so its
- * watchdog deletes it even if our delete fails), then the pod is deleted
- * unless kept, strays swept, keys forgotten. Otherwise the pod is left to its
- * watchdog's retrieve grace (a kept pod stays kept), with a warning.
- */
-export async function endPod(
-  ctx: PodCtx,
-  pod: PodRecord,
-  executor: Executor,
-  run: RunRecord,
-  retrieved: boolean,
-): Promise<Ending> {
-  await fetchPodLogs(ctx, executor, run);
-  syncKeep(ctx, pod);
-  if (!retrieved) return unretrieved(ctx, pod, run.id);
-  try {
-    await executor.writeFileAtomic(`${run.remoteDir}/${RETRIEVED_MARKER}`, '');
-  } catch (error) {
-    log(
-      ctx,
-      'warn',
-      `cannot mark the results of run ${run.id} retrieved on the pod: ${messageOf(error)}`,
-    );
-  }
-  if (pod.keep) {
-    pod.state = 'kept';
-    ctx.store.savePod(pod);
-    if (pod.podId !== null) {
-      ctx.bus.publish({ type: 'pod', runId: run.id, status: { kind: 'kept', podId: pod.podId } });
-    }
-    log(ctx, 'info', `pod ${pod.podId ?? ''} kept: ${sshCommand(run.id)}`);
-    return 'kept';
-  }
-  await remove(ctx, pod, 'retrieved', 'client');
-  noteStrays(ctx, pod, await sweep(ctx, run.id, null));
-  if (!pod.mayHaveOtherPods()) await forgetKeys(ctx, run.id);
-  return 'deleted';
-}
-
-function unretrieved(ctx: PodCtx, pod: PodRecord, runId: string): Ending {
-  const name = pod.podId ?? '(none)';
-  let stays: string;
-  let ending: Ending;
-  if (pod.keep) {
-    pod.state = 'kept';
-    stays = 'stays (kept), nothing deletes it automatically';
-    ending = 'kept';
-  } else {
-    pod.state = 'awaiting_retrieval';
-    stays = "stays until its watchdog's retrieve grace ends";
-    ending = 'awaiting_retrieval';
-  }
-  ctx.store.savePod(pod);
-  warn(
-    ctx,
-    runId,
-    'awaiting_retrieval',
-    `the results of run ${runId} were not retrieved: pod ${name} ${stays}; retrieve them with \`overbrainer train attach ${runId}\`, or remove the pod with \`overbrainer pod rm ${runId}\``,
-  );
-  return ending;
-}
-
-/** Copies the watchdog's and bootstrap's logs into runs/<id>/.pod/, best effort. */
-async function fetchPodLogs(ctx: PodCtx, executor: Executor, run: RunRecord): Promise<void> {
-  const local = path.join(ctx.store.runDir(run.id), '.pod');
-  for (const name of [WATCHDOG_LOG, BOOTSTRAP_LOG]) {
-    try {
-      const data = await executor.readRange(`${run.remoteDir}/${name}`, 0, 4 * 1024 * 1024);
-      fs.mkdirSync(local, { recursive: true, mode: 0o700 });
-      const file = path.join(local, path.basename(name));
-      if (fs.existsSync(file) && fs.lstatSync(file).isSymbolicLink()) continue;
-      fs.writeFileSync(file, data, { mode: 0o600 });
-    } catch (error) {
-      log(ctx, 'debug', `cannot copy ${name} of run ${run.id}: ${messageOf(error)}`);
-    }
-  }
-}
-
 /**
  * Connects again to the pod of `run` (attach, cancel, keep): looks it up (its
  * port may have changed), rewrites the ssh config and connects with the pinned
@@ -689,67 +588,5 @@ export async function reconnect(
   return executor;
 }
 
-/**
- * Keeps the running (or awaiting) pod of a run at runtime, or releases it: a
- * keep marker on the pod that its watchdog honours, and `keep` in pod.json.
- * Released, the pod's original deadline and graces apply again.
- */
-export async function setKeep(
-  ctx: PodCtx,
-  pod: PodRecord,
-  run: RunRecord,
-  executor: Executor,
-  keep: boolean,
-): Promise<void> {
-  const marker = `${run.remoteDir}/${KEEP_MARKER}`;
-  if (keep) {
-    await executor.writeFileAtomic(marker, '');
-  } else {
-    // A fresh lease first: once the marker is gone the watchdog applies max_hours at its next
-    // tick, and past the deadline a stale lease would have it delete a followed job (or ended
-    // results nobody has retrieved) before anyone could renew it.
-    if (pod.deadlineUnixS !== null)
-      await executor.writeFileAtomic(`${run.remoteDir}/${LEASE_FILE}`, '');
-    await executor.exec(`rm -f '${marker.replace(/'/g, `'\\''`)}'`);
-  }
-  pod.keep = keep;
-  if (keep && pod.state === 'awaiting_retrieval') pod.state = 'kept';
-  if (!keep && pod.state === 'kept') {
-    // The job ended. With its results retrieved (the marker is on the pod) nothing waits for
-    // the pod: it is deleted now, as after a retrieval without keep (spec §7 end_pod), rather
-    // than recorded awaiting a retrieval that already happened.
-    if (await retrievedMarked(executor, run)) {
-      ctx.store.savePod(pod);
-      log(
-        ctx,
-        'info',
-        `pod ${pod.podId ?? ''} of run ${run.id} released: its results were retrieved, so it is deleted now`,
-      );
-      await remove(ctx, pod, 'retrieved', 'client');
-      noteStrays(ctx, pod, await sweep(ctx, run.id, null));
-      if (!pod.mayHaveOtherPods()) await forgetKeys(ctx, run.id);
-      return;
-    }
-    pod.state = 'awaiting_retrieval';
-  }
-  ctx.store.savePod(pod);
-  if (keep && pod.podId !== null) {
-    ctx.bus.publish({ type: 'pod', runId: run.id, status: { kind: 'kept', podId: pod.podId } });
-  }
-  log(
-    ctx,
-    'info',
-    keep
-      ? `pod ${pod.podId ?? ''} of run ${run.id} kept: nothing deletes it until you remove it (${sshCommand(run.id)})`
-      : `pod ${pod.podId ?? ''} of run ${run.id} released: its watchdog's deadline and graces apply again`,
-  );
-}
-
-/** Whether the retrieved marker is on the pod (the client verified the run's results). */
-async function retrievedMarked(executor: Executor, run: RunRecord): Promise<boolean> {
-  const marker = `${run.remoteDir}/${RETRIEVED_MARKER}`;
-  const result = await executor.exec(`test -e '${marker.replace(/'/g, `'\\''`)}'`);
-  return result.code === 0;
-}
-
+export { endPod, setKeep, type Ending } from './podEnd';
 export { FollowError, followLostWords, whileNobodyFollows };
