@@ -1,3 +1,4 @@
+import { presentRunChild } from './runChildView';
 import * as path from 'node:path';
 import * as vscode from 'vscode';
 import { RUN_FILE } from '../core/runs/runRecord';
@@ -9,7 +10,6 @@ import { podsViewMessage, presentPodsItem, type PodsItem, type PodsModel } from 
 import {
   isRunChild,
   presentRun,
-  presentRunChild,
   type RunChild,
   type RunsModel,
   type RunsNode,

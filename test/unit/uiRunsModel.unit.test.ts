@@ -1,3 +1,4 @@
+import { presentRunChild } from '../../src/ui/runChildView';
 import * as assert from 'node:assert/strict';
 import { EventBus } from '../../src/core/events';
 import {
@@ -8,7 +9,6 @@ import {
   isRunChild,
   LIVE_REDRAW_MS,
   presentRun,
-  presentRunChild,
   RunsModel,
   type MetricsSummary,
   type PodSummary,
