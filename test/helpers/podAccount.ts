@@ -10,11 +10,18 @@ export const HOST_KEY =
   'ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIOv1kJg2b3q4c5d6e7f8g9h0i1j2k3l4m5n6o7p8q9r0';
 export const API_KEY = 'rpa_UNITTESTKEY0123456789';
 
-/** The real clock, shifted by `offsetMs` (so records can be made hours old). */
+/**
+ * The real clock, shifted by `offsetMs` (so records can be made hours old); `freeze()` stops its
+ * reading where it is (waits stay real), for a figure that must not depend on the machine's load.
+ */
 export class ShiftedClock implements Clock {
   offsetMs = 0;
+  private frozenAtMs: number | null = null;
   nowMs(): number {
-    return Date.now() + this.offsetMs;
+    return this.frozenAtMs ?? Date.now() + this.offsetMs;
+  }
+  freeze(): void {
+    this.frozenAtMs = this.nowMs();
   }
   sleep(ms: number, signal?: AbortSignal): Promise<void> {
     return systemClock.sleep(ms, signal);
