@@ -192,7 +192,8 @@ describe('lifecycle core against the Runpod emulator', function () {
 
   it('7. a pod lost mid-job fails the run without a delete; transient 404s delete nothing and the run goes on', async () => {
     const lost = async (): Promise<void> => {
-      const l = await lab({ steps: 400, stepSeconds: 0.05 });
+      // Without recovery (max_recoveries = 0): a lost pod fails the run; with it, see reliability.recovery.
+      const l = await lab({ steps: 400, stepSeconds: 0.05, targetExtra: 'max_recoveries = 0' });
       const run = runIdHolder();
       const training = l.track(train(l.deps, l.config, l.workspace, { onRun: run.onRun }));
       const id = await l.jobRunning(() => run.id);
@@ -204,7 +205,10 @@ describe('lifecycle core against the Runpod emulator', function () {
       });
       const runJson = l.runJson(id);
       assert.equal(runJson.state, 'failed');
-      assert.equal(runJson.message, `pod ${podId} no longer exists`);
+      assert.equal(
+        runJson.message,
+        `pod ${podId} no longer exists; not recovered: max_recoveries = 0 turns recovery on a new pod off`,
+      );
       const podJson = l.podJson(id);
       assert.equal(podJson.state, 'deleted');
       assert.equal(podJson.deleted_by, 'unknown');

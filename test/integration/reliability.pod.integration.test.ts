@@ -71,7 +71,9 @@ describe('reliability: pod faults and provisioning gaps', function () {
   it('the pod dies, the job is killed, the disk fills: each run ends with its reason, results kept where they exist, no pod billing', async function () {
     const name = this.test?.fullTitle() ?? 'pod';
     const podDies = async (): Promise<void> => {
-      const l = await lab({ steps: 200, stepSeconds: 0.1 });
+      // Without recovery (max_recoveries = 0): the stopped pod is left for the user to decide.
+      // With it, the run goes on on a new pod: reliability.recovery.
+      const l = await lab({ steps: 200, stepSeconds: 0.1, targetExtra: 'max_recoveries = 0' });
       let id: string | null = null;
       const flow = run(l, (r) => (id = r));
       await l.jobRunning(() => id);

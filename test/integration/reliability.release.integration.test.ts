@@ -72,7 +72,7 @@ describe('reliability: keep and release past the deadline', function () {
   });
 
   it('released past its deadline after its job ended while nobody followed: the release retrieves the results and deletes the pod', async function () {
-    const l = await lab({ steps: 60, stepSeconds: 0.1, maxHours: 0.005 });
+    const l = await lab({ steps: 100, stepSeconds: 0.1, maxHours: 0.005 });
     const run = runIdHolder();
     const stop = new AbortController();
     const training = l.track(
@@ -80,13 +80,15 @@ describe('reliability: keep and release past the deadline', function () {
     );
     const id = await l.jobRunning(() => run.id);
     const podId = String(l.podJson(id).pod_id);
-    await keepPod(l.otherDeps(), id, true);
+    // Stop following first, while the job surely runs: a keep that takes seconds on a loaded
+    // machine must not let the job end under the follower, which would then collect it.
     stop.abort();
     await assert.rejects(training, (error: unknown) => {
       assert.ok(error instanceof FlowError && /^stopped following/.test(error.message));
       return true;
     });
-    // The 6 s job ends on the kept pod with nobody following; the deadline and a lease TTL pass.
+    await keepPod(l.otherDeps(), id, true);
+    // The 10 s job ends on the kept pod with nobody following; the deadline and a lease TTL pass.
     await pastDeadline(l, id, l.timing.leaseTtlMs + 1_000);
     assert.ok(fs.existsSync(l.podFile(podId, id, 'exit_code')), 'the job ended');
     assert.equal(l.ledgerOf(podId).billing, true);

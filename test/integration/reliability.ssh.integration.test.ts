@@ -277,7 +277,8 @@ describe('reliability: SSH faults', function () {
   });
 
   it('attach finds the pod it cannot connect to deleted meanwhile (its watchdog at work): the pod is recorded gone, not an SSH error', async function () {
-    const r = await relayedLab({ steps: 300, stepSeconds: 0.1 });
+    // Without recovery: the pod is gone and the run fails (a recovery is reliability.recovery's).
+    const r = await relayedLab({ steps: 300, stepSeconds: 0.1, targetExtra: 'max_recoveries = 0' });
     labs.push(r);
     const lab = r.lab;
     const run = { id: null as string | null };

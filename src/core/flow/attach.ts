@@ -79,7 +79,10 @@ export async function attach(
     // A run whose job ended but whose results are not home is not recovered: its pod's death
     // loses what did not come home, as before (collect says what).
     const midJob = run.state === 'running' && !(run.message ?? '').includes(NOT_RETRIEVED);
-    const plan = midJob && !pod.keep ? recoveryPlan(config, run) : null;
+    // With recovery off (max_recoveries = 0) a dead pod ends the run as it always did: failed,
+    // recorded gone (recovery's own path would only rethrow, leaving the run `running`).
+    const candidate = midJob && !pod.keep ? recoveryPlan(config, run) : null;
+    const plan = candidate !== null && candidate.target.maxRecoveries > 0 ? candidate : null;
     let executor: Executor | null;
     try {
       executor = await reconnect(ctx, pod, run, signal);
