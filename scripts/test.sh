@@ -164,9 +164,15 @@ run_unit() {
 # leases on a 1/60 clock) measures the client under load of its own making: it runs alone after,
 # so another file's load cannot make it miss a renewal.
 LOAD_TEST=test/integration/reliability.load.integration.test.ts
+# The 100 pod deaths of the recovery figure keep 10 pods training at once for about 4 min: beside
+# other files on 2 cores that load starves their scaled timers (a release test missed its lease
+# in CI). It is a figure, not a gate: `npm run reliability` runs it (docs/RELIABILITY.md), and
+# reliability.recovery keeps every recovery path in the suite.
+RECOVERY_FIGURE=test/integration/reliability.recoveryDeaths.integration.test.ts
 run_integration_files() {
-  step "integration tests (3 files at a time, without the load test)"
-  npx mocha --config .mocharc.integration.json --parallel --jobs 3 --ignore "$LOAD_TEST"
+  step "integration tests (3 files at a time, without the load test and the recovery figure)"
+  npx mocha --config .mocharc.integration.json --parallel --jobs 3 \
+    --ignore "$LOAD_TEST" --ignore "$RECOVERY_FIGURE"
 }
 
 # The load test's bound is a lease's age against its time to live (15 min, renewed every 5, seed
