@@ -10,14 +10,12 @@
  * test/helpers/lifecycleSuite.ts.
  */
 import assert from 'node:assert/strict';
-import { spawn } from 'node:child_process';
 import * as fs from 'node:fs';
 import * as path from 'node:path';
-import type { CoreEvent } from '../../src/core/events';
 import { MAX_COST_REACHED, MAX_HOURS_REACHED } from '../../src/core/runpod/lifecycle';
 import { PodError } from '../../src/core/runpod/podError';
 import { attach, cancel, FlowError, keepPod, train } from '../../src/core/flow';
-import { GPU, Lab, ROOT, type LabOptions, runIdHolder } from '../helpers/lifecycle';
+import { GPU, Lab, type LabOptions, runIdHolder, spawnLifecycleChild } from '../helpers/lifecycle';
 import { lifecycleSuite } from '../helpers/lifecycleSuite';
 
 describe('lifecycle core against the Runpod emulator', function () {
@@ -287,37 +285,11 @@ describe('lifecycle core against the Runpod emulator', function () {
 
   it('9. attach after the client was killed with SIGKILL mid-job finishes the run and deletes the pod', async () => {
     const l = await lab({ steps: 120, stepSeconds: 0.05 });
-    const child = spawn(
-      process.execPath,
-      ['--import', 'tsx', path.join(ROOT, 'test', 'helpers', 'lifecycleChild.ts')],
-      {
-        cwd: ROOT,
-        env: {
-          PATH: process.env.PATH ?? '/usr/bin:/bin',
-          HOME: process.env.HOME ?? '/root',
-          LIFECYCLE_CHILD: JSON.stringify(l.childSetup()),
-          LIFECYCLE_API_KEY: l.emulator.apiKey,
-        },
-        stdio: ['ignore', 'pipe', 'pipe'],
-      },
-    );
-    const childEvents: CoreEvent[] = [];
-    let stderr = '';
-    let buffered = '';
-    child.stdout.on('data', (chunk: Buffer) => {
-      buffered += chunk.toString('utf8');
-      const lines = buffered.split('\n');
-      buffered = lines.pop() ?? '';
-      for (const line of lines)
-        if (line.trim() !== '') childEvents.push(JSON.parse(line) as CoreEvent);
-    });
-    child.stderr.on('data', (chunk: Buffer) => (stderr += chunk.toString('utf8')));
-    const exited = new Promise<NodeJS.Signals | null>((resolve) =>
-      child.on('close', (_code, signal) => resolve(signal)),
-    );
+    const child = spawnLifecycleChild(l);
+    const childEvents = child.events;
     try {
       await l.waitFor(
-        `the child's job to run (stderr: ${stderr})`,
+        `the child's job to run (stderr: ${child.stderr()})`,
         () =>
           childEvents.some((e) => e.type === 'runState' && e.state === 'running') &&
           childEvents.filter((e) => e.type === 'metric').length >= 3,
@@ -326,9 +298,9 @@ describe('lifecycle core against the Runpod emulator', function () {
       const args = fs.readFileSync(`/proc/${child.pid}/cmdline`, 'utf8');
       assert.ok(!args.includes(l.emulator.apiKey), 'the API key is in no process argument');
     } finally {
-      child.kill('SIGKILL');
+      await child.kill();
     }
-    assert.equal(await exited, 'SIGKILL');
+    assert.equal(await child.exited, 'SIGKILL');
     const id = l.onlyRunId();
     assert.equal(l.runJson(id).state, 'running');
     const podId = String(l.podJson(id).pod_id);
