@@ -50,8 +50,11 @@ export function labTiming(overrides: Partial<Timing> = {}): Timing {
     requestTimeoutMs: 15_000,
     createTimeoutMs: 15_000,
     statusPollMs: 300,
-    readyTimeoutMs: 30_000,
-    preflightTimeoutMs: 20_000,
+    // A pod's boot (sshd, bootstrap, preflight) on a 2-core machine running a dozen labs can
+    // pass 30 s: a wider limit keeps a slow pod from counting as never ready (the walk would
+    // delete it and create another). The not-ready tests set their own.
+    readyTimeoutMs: 90_000,
+    preflightTimeoutMs: 60_000,
     deleteConfirmMs: 15_000,
     deletePollMs: 100,
     retryBaseMs: 50,

@@ -111,7 +111,11 @@ function assertSucceeded(o: Outcome, what: string): void {
   const output = filesUnder(path.join(o.lab.runDir(id), 'output'));
   assert.ok(output.size > 0, `${what}: results on disk`);
   const pods = o.ledger.filter((p) => p.runId === id);
-  assert.equal(pods.length, 1, `${what}: exactly one pod was created`);
+  assert.equal(
+    pods.length,
+    1,
+    `${what}: exactly one pod was created; attempts ${JSON.stringify(pod.attempts)}\n${o.lab.transcript()}`,
+  );
   assert.ok(
     ['account', 'pod'].includes(String(pods[0]!.deletedBy)),
     `${what}: the client (or its watchdog on the retrieved marker) deleted it`,
