@@ -273,6 +273,19 @@ export class Lab {
     return entry;
   }
 
+  /**
+   * Asserts pod `podId` was deleted once its results were verified: by the client, or by its
+   * watchdog on the retrieved marker the client writes just before its delete (on a loaded
+   * machine the watchdog's tick, 1 s at 1/60, can come before the client's DELETE lands). Any
+   * other deleter (a lease, a cap, a grace) fails.
+   */
+  assertDeletedAfterRetrieval(podId: string): void {
+    const entry = this.ledgerOf(podId);
+    if (entry.deletedBy === 'account') return;
+    assert.equal(entry.deletedBy, 'pod', `pod ${podId} deleted by ${String(entry.deletedBy)}`);
+    assert.match(this.emulator.podLog(podId), /retrieved marker seen/, this.emulator.podLog(podId));
+  }
+
   /** Ledger entries of the pods carrying run marker `runId`. */
   podsOfRun(runId: string): LedgerEntry[] {
     return this.emulator.ledger().pods.filter((p) => p.runId === runId);
