@@ -311,7 +311,10 @@ describe('lifecycle core against the Runpod emulator', function () {
     assert.ok(l.events.some((e) => e.event.type === 'runWatched' && e.event.runId === id));
     const podJson = l.podJson(id);
     assert.equal(podJson.state, 'deleted');
-    assert.ok(['client', 'watchdog'].includes(String(podJson.deleted_by)), podJson.deleted_by);
+    assert.ok(
+      ['client', 'watchdog'].includes(String(podJson.deleted_by)),
+      String(podJson.deleted_by),
+    );
     l.assertDeletedAfterRetrieval(podId);
     const metrics = fs
       .readFileSync(path.join(l.runDir(id), 'metrics.jsonl'), 'utf8')
