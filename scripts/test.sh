@@ -169,10 +169,18 @@ LOAD_TEST=test/integration/reliability.load.integration.test.ts
 # in CI). It is a figure, not a gate: `npm run reliability` runs it (docs/RELIABILITY.md), and
 # reliability.recovery keeps every recovery path in the suite.
 RECOVERY_FIGURE=test/integration/reliability.recoveryDeaths.integration.test.ts
+# Each file's wall time (test/helpers/fileTimes.ts) is printed after, slowest first: a worker
+# takes a whole file, so the long files set the tier's tail.
 run_integration_files() {
   step "integration tests (3 files at a time, without the load test and the recovery figure)"
-  npx mocha --config .mocharc.integration.json --parallel --jobs 3 \
-    --ignore "$LOAD_TEST" --ignore "$RECOVERY_FIGURE"
+  local times code=0
+  times="$(mktemp)"
+  OVERBRAINER_FILE_TIMES="$times" npx mocha --config .mocharc.integration.json --parallel \
+    --jobs 3 --ignore "$LOAD_TEST" --ignore "$RECOVERY_FIGURE" || code=$?
+  echo "slowest integration files (wall s, three at a time):"
+  sort -rn "$times" | head -12 | sed 's/^/  /'
+  rm -f "$times"
+  return "$code"
 }
 
 # The load test's bound is a lease's age against its time to live (15 min, renewed every 5, seed
