@@ -57,6 +57,11 @@ export interface Timing {
    * out the retries that the lifecycle's calls get.
    */
   readOnlyLimitMs: number;
+  /**
+   * How long a train waits for the project's budget lock (another train reading the spend and
+   * the catalog) before it gives up saying so.
+   */
+  budgetLockWaitMs: number;
   /** The pod's watchdog (whole seconds: passed in its env). */
   watchdogIntervalS: number;
   watchdogProbeTries: number;
@@ -124,6 +129,7 @@ export const PRODUCTION_TIMING: Readonly<Timing> = Object.freeze({
   retryAfterCapMs: 600_000,
   retries: 5,
   readOnlyLimitMs: 10_000,
+  budgetLockWaitMs: 2 * MINUTE_MS,
   watchdogIntervalS: 60,
   watchdogProbeTries: 5,
   watchdogProbeWaitS: 10,

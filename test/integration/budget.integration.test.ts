@@ -60,6 +60,31 @@ describe('budget: the gate at train start', function () {
     recordResult(this, { verified: 1, lost: 0 });
   });
 
+  it('two trains started at the same moment never count the same dollars: one starts with what is left as its cap, the other is refused', async function () {
+    // Each run's worst case is $0.76 against $1.00 left: the first to read the spend gets a cap
+    // of $1.00 and holds it; the other then finds $0.00 left.
+    const l: Lab = await lab({ targetExtra: budget('max_usd_per_day = 1') });
+    const outcomes = await Promise.allSettled([
+      l.track(train(l.deps, l.config, l.workspace)),
+      l.track(train(l.otherDeps(), l.config, l.workspace)),
+    ]);
+    const started = outcomes.filter((o) => o.status === 'fulfilled');
+    const refused = outcomes.filter((o) => o.status === 'rejected');
+    assert.equal(
+      started.length,
+      1,
+      `one run started: ${outcomes.map((o) => (o.status === 'fulfilled' ? o.value.summary : String(o.reason))).join(' | ')}`,
+    );
+    assert.equal(started[0]!.value.run.state, 'succeeded', started[0]!.value.summary);
+    assert.equal(refused.length, 1);
+    const error: unknown = refused[0]!.reason;
+    assert.ok(error instanceof BudgetError, String(error));
+    assert.match(error.message, /\$0\.00 today \(UTC\)/);
+    assert.equal(l.emulator.ledger().totals.podsCreated, 1, 'one pod was created');
+    assert.equal(l.podJson(started[0]!.value.run.id).max_cost_usd, 1);
+    recordResult(this, { verified: 1, lost: 0 });
+  });
+
   it('a run that fits gets what is left as its cost cap on the pod (min of max_cost_usd and what is left)', async function () {
     const l: Lab = await lab({
       maxHours: 0.5,

@@ -4,6 +4,7 @@ import { newPodRecord, type PodRecord } from '../../src/core/runs/podRecord';
 import {
   budgetLines,
   dayStartMs,
+  PENDING_CAP_HOLD_MS,
   monthStartMs,
   podSpend,
   projectSpend,
@@ -36,9 +37,23 @@ function pod(
   return record;
 }
 
-function store(pods: PodRecord[]): SpendSource {
+/** Runs with those pod records, and `pending` runs the gate let start that have none yet. */
+function store(
+  pods: PodRecord[],
+  pending: { id: string; capUsd: number; createdMs: number }[] = [],
+): SpendSource {
   return {
-    list: () => ({ runs: pods.map((p) => ({ id: p.runId })) }),
+    list: () => ({
+      runs: [
+        ...pods.map((p) => ({ id: p.runId, state: 'running' as const, created: '' })),
+        ...pending.map((r) => ({
+          id: r.id,
+          state: 'preparing' as const,
+          created: new Date(r.createdMs).toISOString(),
+          budgetCapUsd: r.capUsd,
+        })),
+      ],
+    }),
     loadPod: (id) => pods.find((p) => p.runId === id) ?? null,
   };
 }
@@ -81,6 +96,18 @@ describe('spend: what the project spent and what is left', () => {
     assert.equal(spend.day.spentUsd, 1);
     assert.equal(spend.day.reservedUsd, 4);
     assert.equal(spend.leftUsd, 5);
+  });
+
+  it("a run let start without its pod record yet holds its budget cap back (two trains at once can't share it)", () => {
+    const live = pod('c', { rate: 1, createdMs: NOON - H, cap: 5 });
+    const s = store([live], [{ id: 'n', capUsd: 3, createdMs: NOON - 60_000 }]);
+    const spend = projectSpend(s, budget(10, null), NOON);
+    assert.equal(spend.day.spentUsd, 1);
+    assert.equal(spend.day.reservedUsd, 7);
+    assert.equal(spend.leftUsd, 2);
+    // A train that died before writing its pod record stops holding its cap after a while.
+    const stale = store([live], [{ id: 'n', capUsd: 3, createdMs: NOON - PENDING_CAP_HOLD_MS }]);
+    assert.equal(projectSpend(stale, budget(10, null), NOON).leftUsd, 5);
   });
 
   it('splits a pod across midnight by the share of its life in each day', () => {

@@ -10,8 +10,9 @@ import type { OverbrainerConfig, RunpodTargetConfig } from '../config/types';
 import type { RunpodClient } from '../runpod/client';
 import { heldByEarlierRuns, type Quote } from '../runs/quote';
 import { projectSpend, type ProjectSpend } from '../runs/spend';
+import type { RunLock } from '../runs/lock';
 import type { RunStore } from '../runs/store';
-import { FlowError } from './deps';
+import { FlowError, type FlowDeps } from './deps';
 import { quoteForTarget } from './quote';
 
 /** A run refused by the budget: `figures` holds what the message says. */
@@ -36,6 +37,30 @@ export interface BudgetDecision {
   line: string;
   spend: ProjectSpend;
   quote: Quote;
+}
+
+/** How often a train waiting for the budget lock looks again. */
+const BUDGET_LOCK_POLL_MS = 200;
+
+/**
+ * Takes the project's budget lock, waiting while another train of this project holds it (it
+ * reads the spend and the catalog, then records its run's cap): held from the gate's read of
+ * the spend until the new run records its cap, so two trains started at once cannot both count
+ * the same dollars as left. Gives up after `timing.budgetLockWaitMs`, naming the holder.
+ */
+export async function lockBudget(deps: FlowDeps, signal?: AbortSignal): Promise<RunLock> {
+  const giveUpAtMs = deps.clock.nowMs() + deps.timing.budgetLockWaitMs;
+  for (;;) {
+    const lock = deps.store.lockBudget(deps.owner);
+    if (lock !== null) return lock;
+    if (deps.clock.nowMs() >= giveUpAtMs) {
+      throw new FlowError(
+        `another train of this project has been checking the budget for ${Math.round(deps.timing.budgetLockWaitMs / 1000)} s (${deps.store.budgetLockHolder() ?? 'its holder is unknown'})`,
+        'Wait for that train to start its pod (or close the window or CLI that is stuck), then train again.',
+      );
+    }
+    await deps.clock.sleep(BUDGET_LOCK_POLL_MS, signal);
+  }
 }
 
 /** The smallest cap worth starting a pod for. */

@@ -33,7 +33,7 @@ import {
   podCtx,
   publishState,
 } from './deps';
-import { budgetGate } from './budget';
+import { budgetGate, lockBudget, type BudgetDecision } from './budget';
 import { settleGonePods } from './settleBills';
 import { followLocal, followOnPod } from './follow';
 import { recoveryPlan } from './recover';
@@ -193,25 +193,35 @@ export async function train(
   const resume = options.resumeFrom === undefined ? null : resumeSource(deps, options.resumeFrom);
   // Before any run directory or pod: a run that would pass [budget] is refused (or fitted).
   // Pods that ended while no client ran are recorded (with their bills) before the spend is read.
-  if (target.kind === 'runpod' && config.budget) await settleGonePods(deps, config, options.signal);
-  const budget =
-    target.kind === 'runpod'
-      ? await budgetGate(
-          ctx!.client,
-          deps.store,
-          config,
-          target,
-          options.keepPod ?? false,
-          deps.clock.nowMs(),
-          options.signal,
-        )
-      : null;
-  const run = deps.store.create({
-    project: config.projectName,
-    target: target.name,
-    remoteDir: (id) =>
-      target.kind === 'runpod' ? `${workdirFor(target)}/${id}` : deps.store.runDir(id),
-  });
+  // The budget lock spans the read of the spend to the new run's record of its cap (which the
+  // spend counts as held until its pod record holds it): two trains never share the same dollars.
+  const budgetLock =
+    target.kind === 'runpod' && config.budget ? await lockBudget(deps, options.signal) : null;
+  let budget: BudgetDecision | null = null;
+  let run: RunRecord;
+  try {
+    if (budgetLock !== null) await settleGonePods(deps, config, options.signal);
+    if (target.kind === 'runpod') {
+      budget = await budgetGate(
+        ctx!.client,
+        deps.store,
+        config,
+        target,
+        options.keepPod ?? false,
+        deps.clock.nowMs(),
+        options.signal,
+      );
+    }
+    run = deps.store.create({
+      project: config.projectName,
+      target: target.name,
+      remoteDir: (id) =>
+        target.kind === 'runpod' ? `${workdirFor(target)}/${id}` : deps.store.runDir(id),
+      budgetCapUsd: budget?.maxCostUsd ?? null,
+    });
+  } finally {
+    budgetLock?.dispose();
+  }
   const lock = lockRun(deps, run.id);
   try {
     options.onRun?.(run);

@@ -84,6 +84,12 @@ export interface RunRecord {
   snapshots?: boolean;
   /** Newer: the run's pods, once one died mid-job and the run went on on a new one. */
   attempts?: RunAttempt[];
+  /**
+   * Newer: the cost cap `[budget]`'s gate gave the run. Until the run's pod record holds it (the
+   * record is written before the create), the spend accounting holds it back from what is left,
+   * so a second train started meanwhile cannot count the same dollars.
+   */
+  budgetCapUsd?: number | null;
   /** Fields of run.json this version does not know, written back unchanged. */
   extraFields?: ExtraFields;
 }
@@ -128,6 +134,7 @@ const runSchema = z.looseObject({
       }),
     )
     .optional(),
+  budget_cap_usd: z.number().min(0).nullable().optional(),
 });
 
 const RUN_KEYS = Object.keys(runSchema.shape);
@@ -159,6 +166,7 @@ export function decodeRunRecord(text: string, file: string): RunRecord {
       costUsd: a.cost_usd,
     }));
   }
+  if (raw.budget_cap_usd !== undefined) record.budgetCapUsd = raw.budget_cap_usd;
   const extra = splitExtra(raw, RUN_KEYS);
   if (extra) record.extraFields = extra;
   return record;
@@ -192,6 +200,7 @@ export function encodeRunRecord(record: RunRecord): string {
         resumed_from_checkpoint: a.resumedFromCheckpoint,
         cost_usd: a.costUsd,
       })),
+      budget_cap_usd: record.budgetCapUsd,
     },
     record.extraFields,
   );

@@ -134,11 +134,21 @@ export interface ProjectSpend {
 
 /** What the spend accounting needs of the run store. */
 export interface SpendSource {
-  list(): { runs: readonly Pick<RunRecord, 'id'>[] };
+  list(): { runs: readonly Pick<RunRecord, 'id' | 'state' | 'created' | 'budgetCapUsd'>[] };
   loadPod(id: string): PodRecord | null;
 }
 
-/** Every pod record of the store (damaged ones skipped: they say nothing reliable). */
+/**
+ * How long a run the budget gate let start holds its cap without a pod record: its train writes
+ * one within seconds, so an older `preparing` run without one is a train that died before.
+ */
+export const PENDING_CAP_HOLD_MS = 10 * 60_000;
+
+/**
+ * Every pod record of the store (damaged ones skipped: they say nothing reliable), and for a run
+ * the budget gate let start that has no pod record yet, its cap held back as a live pod's bound
+ * (for {@link PENDING_CAP_HOLD_MS} after its creation).
+ */
 export function podSpends(store: SpendSource, nowMs: number): PodSpend[] {
   const out: PodSpend[] = [];
   for (const run of store.list().runs) {
@@ -149,8 +159,30 @@ export function podSpends(store: SpendSource, nowMs: number): PodSpend[] {
       continue;
     }
     if (pod !== null) out.push(podSpend(pod, nowMs));
+    else if (
+      run.state === 'preparing' &&
+      (run.budgetCapUsd ?? 0) > 0 &&
+      nowMs - Date.parse(run.created) < PENDING_CAP_HOLD_MS
+    ) {
+      out.push(pendingSpend(run.id, run.budgetCapUsd!));
+    }
   }
   return out;
+}
+
+/** A run let start with cap `capUsd` whose pod record is not written yet: nothing spent, all held. */
+function pendingSpend(runId: string, capUsd: number): PodSpend {
+  return {
+    runId,
+    podId: null,
+    status: 'live',
+    usdPerHour: null,
+    createdMs: null,
+    endedMs: null,
+    estimatedUsd: 0,
+    billedUsd: null,
+    boundUsd: capUsd,
+  };
 }
 
 function period(

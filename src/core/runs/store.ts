@@ -63,7 +63,12 @@ export interface CreateRunOptions {
   target: string;
   /** The run directory on the target, for the new ID (e.g. `<workdir>/<id>`). */
   remoteDir: (runId: string) => string;
+  /** The cost cap `[budget]`'s gate gave the run (run.json `budget_cap_usd`). */
+  budgetCapUsd?: number | null;
 }
+
+/** The project's budget lock, beside the run directories (a file: listings skip it). */
+export const BUDGET_LOCK_FILE = '.budget.lock';
 
 /** How many same-second IDs (`_2`, `_3`…) are tried before giving up. */
 const MAX_SAME_SECOND = 1000;
@@ -115,6 +120,8 @@ export class RunStore {
         state: 'preparing',
         message: null,
       };
+      if (options.budgetCapUsd !== undefined && options.budgetCapUsd !== null)
+        record.budgetCapUsd = options.budgetCapUsd;
       this.saveRun(record);
       return record;
     }
@@ -251,6 +258,37 @@ export class RunStore {
       );
     }
     return acquireLock(path.join(dir, LOCK_FILE), id, owner, this.clock, this.lockTiming);
+  }
+
+  /**
+   * Takes the project's budget lock for `owner` (null while another live process holds it): held
+   * from reading the spend to recording the new run's cap, so two trains started at once never
+   * both count the same dollars as left.
+   */
+  lockBudget(owner: string): RunLock | null {
+    try {
+      fs.mkdirSync(this.runsDir, { recursive: true });
+    } catch (error) {
+      throw ioError(this.runsDir, error, 'create');
+    }
+    return acquireLock(
+      path.join(this.runsDir, BUDGET_LOCK_FILE),
+      'budget',
+      owner,
+      this.clock,
+      this.lockTiming,
+    );
+  }
+
+  /** Who holds the budget lock, in words ("pid 4711, VS Code window"), or null when nobody. */
+  budgetLockHolder(): string | null {
+    const holder = inspectLock(
+      path.join(this.runsDir, BUDGET_LOCK_FILE),
+      this.clock,
+      this.lockTiming,
+    );
+    if (holder === null) return null;
+    return `pid ${holder.pid ?? '?'}${holder.owner ? `, ${holder.owner}` : ''}`;
   }
 
   /** Who holds the run's lock (null when nobody), for messages such as "followed by pid 4711 (VS Code)". */
