@@ -4,23 +4,9 @@
  */
 import assert from 'node:assert/strict';
 import { createHash, randomBytes } from 'node:crypto';
-import {
-  chmodSync,
-  existsSync,
-  mkdirSync,
-  mkdtempSync,
-  readFileSync,
-  rmSync,
-  symlinkSync,
-  writeFileSync,
-} from 'node:fs';
-import { tmpdir } from 'node:os';
+import { existsSync, mkdirSync, readFileSync, symlinkSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { systemClock } from '../../src/core/clock';
-import { SshExecutor } from '../../src/core/exec/ssh';
-import { scaleTiming } from '../../src/core/timing';
 import { STAGING_DIR } from '../../src/core/train/retrieval';
-import { startSshd, type Sshd } from './sshd';
 
 export const ENTRIES = ['output/', 'metrics.jsonl', 'job.log'];
 export const EXCLUDES = ['checkpoint-*'];
@@ -74,40 +60,4 @@ export function assertRetrieved(localRunDir: string, files: Map<string, Buffer>)
   assert.equal(existsSync(join(localRunDir, 'output', 'etc-link')), false);
   assert.equal(existsSync(join(localRunDir, 'job.log')), false);
   assert.equal(existsSync(join(localRunDir, 'ssh')), false);
-}
-
-/**
- * A pod (a real sshd) whose sessions find `scripts` first on their PATH (via BASH_ENV, read by
- * the login shell of every session); `root` shares another sshd's files.
- */
-export async function podWithTools(
-  scripts: Record<string, string>,
-  root?: string,
-): Promise<{ sshd: Sshd; executor: SshExecutor; close: () => Promise<void> }> {
-  const tools = mkdtempSync(join(tmpdir(), 'ob-pod-tools-'));
-  mkdirSync(join(tools, 'bin'));
-  for (const [name, body] of Object.entries(scripts)) {
-    writeFileSync(join(tools, 'bin', name), body);
-    chmodSync(join(tools, 'bin', name), 0o755);
-  }
-  writeFileSync(join(tools, 'rc'), `PATH=${join(tools, 'bin')}:$PATH; export PATH\n`);
-  const sshd = await startSshd({ env: { BASH_ENV: join(tools, 'rc') }, root });
-  const executor = await SshExecutor.connect({
-    host: sshd.host,
-    port: sshd.port,
-    username: sshd.user,
-    privateKey: sshd.clientPrivateKey,
-    hostPublicKey: sshd.hostPublicKey,
-    clock: systemClock,
-    timing: scaleTiming(1),
-  });
-  return {
-    sshd,
-    executor,
-    close: async () => {
-      executor.dispose();
-      await sshd.stop();
-      rmSync(tools, { recursive: true, force: true });
-    },
-  };
 }
