@@ -24,18 +24,10 @@ import { startPod } from '../runpod/provision';
 import { forgetKeys, messageOf, remove } from '../runpod/remove';
 import type { PodRecord } from '../runs/podRecord';
 import type { AttemptEnd, RunAttempt, RunRecord } from '../runs/runRecord';
-import { CHECKPOINTS_DIR, LOCAL_ONLY, POD_LOG_DIR } from '../runs/store';
-import {
-  cancelJob,
-  jobScript,
-  METRICS_FILE,
-  POD_JOB_ENV,
-  RESUME_DIR,
-  RESUME_ENV,
-  startJob,
-  type TrainerJob,
-} from '../train/job';
+import { CHECKPOINTS_DIR, POD_LOG_DIR } from '../runs/store';
+import { METRICS_FILE, RESUME_DIR, RESUME_ENV, type TrainerJob } from '../train/job';
 import { type FlowDeps, type FlowResult, publishState } from './deps';
+import { startJobOnPod } from './startJob';
 
 /** What a run needs to go on on a new pod: its target and its job, as the config has them. */
 export interface RecoveryPlan {
@@ -278,17 +270,7 @@ export async function recoverAfterDeath(
   const executor = provisioned.executor;
   try {
     try {
-      await executor.upload(runDir, run.remoteDir, { exclude: LOCAL_ONLY });
-      const script = jobScript(plan.job, { runDir: run.remoteDir, jobEnvFile: POD_JOB_ENV });
-      const { pid } = await startJob(executor, { runDir: run.remoteDir, script, env });
-      run.job = { dir: run.remoteDir, pid, container: null };
-      run.state = 'running';
-      try {
-        deps.store.saveRun(run);
-      } catch (error) {
-        await cancelJob(executor, run.remoteDir).catch(() => undefined);
-        throw error;
-      }
+      await startJobOnPod(deps, executor, run, plan.job, env);
     } catch (error) {
       try {
         await remove(ctx, next, 'requested', 'client');

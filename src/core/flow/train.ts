@@ -8,21 +8,12 @@ import { OverbrainerConfig, RunpodTargetConfig, workdirFor } from '../config/typ
 import { LocalExecutor } from '../exec/local';
 import { log, warn, type PodCtx } from '../runpod/context';
 import { failRun } from '../runpod/lifecycle';
-import { PodError } from '../runpod/podError';
 import { startPod } from '../runpod/provision';
 import { forgetKeys, messageOf, remove } from '../runpod/remove';
-import {
-  cancelJob,
-  jobScript,
-  POD_JOB_ENV,
-  RESUME_DIR,
-  RESUME_ENV,
-  startJob,
-  type TrainerJob,
-} from '../train/job';
+import { jobScript, RESUME_DIR, RESUME_ENV, startJob, type TrainerJob } from '../train/job';
 import type { PodRecord } from '../runs/podRecord';
 import type { RunRecord } from '../runs/runRecord';
-import { LOCAL_ONLY, noPodLeft } from '../runs/store';
+import { noPodLeft } from '../runs/store';
 import {
   type FlowDeps,
   FlowError,
@@ -37,6 +28,7 @@ import { budgetGate } from './budget';
 import { settleGonePods } from './settleBills';
 import { followLocal, followOnPod } from './follow';
 import { recoveryPlan } from './recover';
+import { startJobOnPod } from './startJob';
 
 /** Where the shipped metrics plugin is: next to the bundle (dist/python) or in the source tree. */
 export function pluginSource(): string {
@@ -281,24 +273,8 @@ async function trainOnPod(
     // job is left running (one started meanwhile is cancelled), the pod is deleted and the run
     // fails "interrupted before the job started". Never a job nobody follows.
     try {
-      throwIfInterrupted(options.signal);
-      await executor.upload(deps.store.runDir(run.id), run.remoteDir, { exclude: LOCAL_ONLY });
-      throwIfInterrupted(options.signal);
       const trainer = job.trainer === 'axolotl' ? { ...job, venv: target.venv } : job;
-      const script = jobScript(trainer, { runDir: run.remoteDir, jobEnvFile: POD_JOB_ENV });
-      const { pid } = await startJob(executor, { runDir: run.remoteDir, script, env });
-      if (options.signal?.aborted) {
-        await cancelJob(executor, run.remoteDir).catch(() => undefined);
-        throwIfInterrupted(options.signal);
-      }
-      run.job = { dir: run.remoteDir, pid, container: null };
-      run.state = 'running';
-      try {
-        deps.store.saveRun(run);
-      } catch (error) {
-        await cancelJob(executor, run.remoteDir).catch(() => undefined);
-        throw error;
-      }
+      await startJobOnPod(deps, executor, run, trainer, env, options.signal);
     } catch (error) {
       const interrupted = options.signal?.aborted ?? false;
       await ctxRemove(ctx, pod, interrupted ? 'interrupted' : 'requested');
@@ -327,16 +303,6 @@ async function trainOnPod(
     });
   } finally {
     executor.dispose();
-  }
-}
-
-function throwIfInterrupted(signal: AbortSignal | undefined): void {
-  if (signal?.aborted) {
-    throw new PodError(
-      'interrupted',
-      'interrupted before the job started',
-      'Start the run again when you are ready.',
-    );
   }
 }
 

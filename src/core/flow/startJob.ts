@@ -1,0 +1,55 @@
+/**
+ * The start of a run's job on a pod that just became ready (a new run's, or a recovery's new
+ * pod): the run directory uploaded, the job started, the run recorded `running`. One path for
+ * both, so that what a started job guarantees is the same wherever it starts.
+ */
+import type { Executor } from '../exec/executor';
+import { PodError } from '../runpod/podError';
+import type { RunRecord } from '../runs/runRecord';
+import { LOCAL_ONLY } from '../runs/store';
+import { cancelJob, jobScript, POD_JOB_ENV, startJob, type TrainerJob } from '../train/job';
+import type { FlowDeps } from './deps';
+
+/**
+ * Uploads `runDir` to the run's remote directory, starts `job` with `env` and saves the run
+ * `running` with its job. A job that started but could not be recorded is cancelled (never a job
+ * nobody follows). With `signal`, an abort before the job is recorded throws `interrupted` (a job
+ * started meanwhile is cancelled first); without one the start runs to its end. The caller
+ * deletes the pod when this throws.
+ */
+export async function startJobOnPod(
+  deps: FlowDeps,
+  executor: Executor,
+  run: RunRecord,
+  job: TrainerJob,
+  env: Record<string, string>,
+  signal?: AbortSignal,
+): Promise<void> {
+  throwIfInterrupted(signal);
+  await executor.upload(deps.store.runDir(run.id), run.remoteDir, { exclude: LOCAL_ONLY });
+  throwIfInterrupted(signal);
+  const script = jobScript(job, { runDir: run.remoteDir, jobEnvFile: POD_JOB_ENV });
+  const { pid } = await startJob(executor, { runDir: run.remoteDir, script, env });
+  if (signal?.aborted) {
+    await cancelJob(executor, run.remoteDir).catch(() => undefined);
+    throwIfInterrupted(signal);
+  }
+  run.job = { dir: run.remoteDir, pid, container: null };
+  run.state = 'running';
+  try {
+    deps.store.saveRun(run);
+  } catch (error) {
+    await cancelJob(executor, run.remoteDir).catch(() => undefined);
+    throw error;
+  }
+}
+
+function throwIfInterrupted(signal: AbortSignal | undefined): void {
+  if (signal?.aborted) {
+    throw new PodError(
+      'interrupted',
+      'interrupted before the job started',
+      'Start the run again when you are ready.',
+    );
+  }
+}
