@@ -10,12 +10,28 @@ import { LOCAL_ONLY } from '../runs/store';
 import { cancelJob, jobScript, POD_JOB_ENV, startJob, type TrainerJob } from '../train/job';
 import type { FlowDeps } from './deps';
 
+export interface StartJobOptions {
+  /**
+   * An abort before the job is recorded throws `interrupted` (a job started meanwhile is
+   * cancelled first); without a signal the start runs to its end.
+   */
+  signal?: AbortSignal;
+  /** The upload already under way on this executor (sent while the pod finished its boot). */
+  uploaded?: Promise<void> | null;
+  /** Told when this start's own upload is done. */
+  onUploaded?: () => void;
+}
+
+/** Sends the run directory (minus what stays local) to the run's directory on the pod. */
+export function uploadRunDir(deps: FlowDeps, executor: Executor, run: RunRecord): Promise<void> {
+  return executor.upload(deps.store.runDir(run.id), run.remoteDir, { exclude: LOCAL_ONLY });
+}
+
 /**
- * Uploads `runDir` to the run's remote directory, starts `job` with `env` and saves the run
- * `running` with its job. A job that started but could not be recorded is cancelled (never a job
- * nobody follows). With `signal`, an abort before the job is recorded throws `interrupted` (a job
- * started meanwhile is cancelled first); without one the start runs to its end. The caller
- * deletes the pod when this throws.
+ * Uploads the run directory to the run's remote directory (or waits for the upload already
+ * sent), starts `job` with `env` and saves the run `running` with its job. A job that started but
+ * could not be recorded is cancelled (never a job nobody follows). The caller deletes the pod
+ * when this throws.
  */
 export async function startJobOnPod(
   deps: FlowDeps,
@@ -23,10 +39,16 @@ export async function startJobOnPod(
   run: RunRecord,
   job: TrainerJob,
   env: Record<string, string>,
-  signal?: AbortSignal,
+  options: StartJobOptions = {},
 ): Promise<void> {
+  const signal = options.signal;
   throwIfInterrupted(signal);
-  await executor.upload(deps.store.runDir(run.id), run.remoteDir, { exclude: LOCAL_ONLY });
+  if (options.uploaded) {
+    await options.uploaded;
+  } else {
+    await uploadRunDir(deps, executor, run);
+    options.onUploaded?.();
+  }
   throwIfInterrupted(signal);
   const script = jobScript(job, { runDir: run.remoteDir, jobEnvFile: POD_JOB_ENV });
   const { pid } = await startJob(executor, { runDir: run.remoteDir, script, env });
