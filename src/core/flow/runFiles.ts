@@ -64,6 +64,14 @@ export function checkRunFiles(
         `Create ${entry} or remove it from [training] upload.`,
       );
     }
+    const special = specialFile(source);
+    if (special !== null) {
+      const name = path.relative(workspaceDir, special);
+      throw new FlowError(
+        `upload entry ${entry} holds ${name}, which is not a regular file, a directory or a link (a FIFO, a socket or a device cannot be copied)`,
+        `Move ${name} out of ${entry}, or list only what to send in [training] upload.`,
+      );
+    }
     entries.push(rel);
   }
   fs.mkdirSync(path.join(runDir, 'plugin'), { recursive: true });
@@ -76,6 +84,22 @@ export function checkRunFiles(
     return { job: { trainer: 'axolotl', config: 'axolotl.yaml', venv: '' }, entries };
   }
   return { job: { trainer: 'command', command: training.trainer.command }, entries };
+}
+
+/**
+ * The first file under `entry` (itself included) the copy cannot take, or null. Checked before
+ * any pod exists, since the copy runs while the pod boots; links are not followed.
+ */
+function specialFile(entry: string): string | null {
+  const stats = fs.lstatSync(entry);
+  if (stats.isDirectory()) {
+    for (const name of fs.readdirSync(entry)) {
+      const found = specialFile(path.join(entry, name));
+      if (found !== null) return found;
+    }
+    return null;
+  }
+  return stats.isFile() || stats.isSymbolicLink() ? null : entry;
 }
 
 /**
