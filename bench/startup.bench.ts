@@ -212,7 +212,7 @@ export async function startupBench(options: BenchOptions): Promise<BenchReport> 
       'The machine was shared with other work (three more sessions building and testing) while this ran: absolute times are noisy, the side-by-side difference less so.',
     ],
     bounds:
-      'The pod’s boot (emulated delay + bootstrap) is most of it on both sides; what ours takes off is the copy of the files (done during the boot) and the upload (done during the watchdog’s verdict and the cost cap, as far as it fits). Left on the critical path after SSH answers: the part of the upload that outlasts the readiness checks, the job’s start (one SSH command), and the trainer’s own start until its first step.',
+      'The pod’s boot (emulated delay + bootstrap) and the upload are most of it on both sides; what ours takes off is the copy of the files (done during the boot) and the part of the upload that fits beside the watchdog’s verdict and the cost cap. Left on the critical path after SSH answers: the rest of the upload, the job’s start (one SSH command), and the trainer’s own start until its first step. The upload ratio is bounded by the transfer: ssh2 encrypts and frames every 32 KiB packet in the one JS thread that also reads and hashes the files, where OpenSSH’s ssh and tar run as two processes on both cores; the pod’s check (sha256sum -c) comes after the transfer, as in the baseline. What it would take: the pod hashing in the same pass as it writes (e.g. tee into sha256sum per big file, so the check overlaps the transfer) and the transfer off the main thread (a worker, or a second connection for the second core).',
     raw: { rounds, datasetMiB, bootMs, upload: upload.raw },
   };
 }
