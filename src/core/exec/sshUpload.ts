@@ -66,24 +66,38 @@ function parseSums(text: string): Map<string, string> {
   return sums;
 }
 
+/** The line the target prints first when the directory exists (it may hold some of the files). */
+const HAVE_DIR = 'have-dir';
+
 /**
  * The SHA-256 of each of `paths` the target has as a regular file under `remoteDir` (none when
- * the directory does not exist yet, as for a new run).
+ * the directory does not exist yet, as for a new run). `onDirExists` is called as soon as the
+ * target says the directory exists, before it hashes: the local side can hash meanwhile.
  */
 async function remoteSums(
   link: TransferLink,
   remoteDir: string,
   paths: readonly string[],
+  onDirExists: () => void,
   signal?: AbortSignal,
 ): Promise<Map<string, string>> {
   if (paths.length === 0) return new Map();
   const script =
-    `cd -- ${shQuote(remoteDir)} 2>/dev/null || exit 0; ` +
+    `cd -- ${shQuote(remoteDir)} 2>/dev/null || exit 0; echo ${HAVE_DIR}; ` +
     `while IFS= read -r f; do if [ -f "$f" ] && [ ! -L "$f" ]; then sha256sum -- "$f"; fi; done; exit 0`;
+  const chunks: Buffer[] = [];
+  let told = false;
   const result = await link.run(script, {
     stdin: `${paths.join('\n')}\n`,
     signal,
     what: 'the look at the files the pod has',
+    onStdout: (chunk) => {
+      chunks.push(chunk);
+      if (!told && Buffer.concat(chunks).toString('utf8').startsWith(`${HAVE_DIR}\n`)) {
+        told = true;
+        onDirExists();
+      }
+    },
   });
   if (result.code !== 0) {
     throw new ExecError(
@@ -91,7 +105,7 @@ async function remoteSums(
       `looking at the files already in ${remoteDir} on ${link.where} failed (exit ${result.code ?? result.signal}): ${excerpt(result.stderr)}`,
     );
   }
-  return parseSums(result.stdout.toString('utf8'));
+  return parseSums(Buffer.concat(chunks).toString('utf8'));
 }
 
 /** What an upload did (for messages and the benchmark). */
@@ -120,11 +134,26 @@ export async function uploadVerified(
     })
   ).filter(listable);
   // Only a directory that exists (a volume mounted again) has any: one short command otherwise.
-  const theirs = await remoteSums(link, remoteDir, files, signal);
+  // When it exists, the local files are hashed while the target hashes its copies.
+  const ours = new Map<string, string | null>();
+  let hashing: Promise<void> = Promise.resolve();
+  const theirs = await remoteSums(
+    link,
+    remoteDir,
+    files,
+    () => {
+      hashing = (async () => {
+        for (const path of files) {
+          if (signal?.aborted) return;
+          ours.set(path, await sha256Of(join(localDir, path), signal).catch(() => null));
+        }
+      })();
+    },
+    signal,
+  );
+  await hashing;
   const kept = new Set<string>();
-  for (const [path, sum] of theirs) {
-    if ((await sha256Of(join(localDir, path), signal).catch(() => null)) === sum) kept.add(path);
-  }
+  for (const [path, sum] of theirs) if (ours.get(path) === sum) kept.add(path);
   const sums = new Map<string, string>();
   const archive = coalesce(
     tarDirectory(localDir, {
