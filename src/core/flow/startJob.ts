@@ -28,6 +28,43 @@ export function uploadRunDir(deps: FlowDeps, executor: Executor, run: RunRecord)
 }
 
 /**
+ * The run directory sent as soon as a pod answers SSH (its watchdog's verdict and cost cap still
+ * to come), once `filesReady` says the files are in place: hand `onReachable` to `startPod`, then
+ * `uploadOn(executor)` to the job's start. A pod the walk gave up on takes its upload with it (its
+ * executor is disposed); the next pod gets its own.
+ */
+export class UploadAhead {
+  private executor: Executor | null = null;
+  private upload: Promise<void> | null = null;
+
+  constructor(
+    private readonly deps: FlowDeps,
+    private readonly run: RunRecord,
+    private readonly filesReady: Promise<unknown>,
+    private readonly onUploaded?: () => void,
+  ) {}
+
+  readonly onReachable = (executor: Executor): void => {
+    const upload = this.filesReady.then(() =>
+      uploadRunDir(this.deps, executor, this.run).then(() => this.onUploaded?.()),
+    );
+    upload.catch(() => undefined);
+    this.executor = executor;
+    this.upload = upload;
+  };
+
+  /** The upload under way on `executor`, or null when none was sent on it. */
+  uploadOn(executor: Executor): Promise<void> | null {
+    return this.executor === executor ? this.upload : null;
+  }
+
+  /** Resolves once the last upload sent has ended, however it ended. */
+  async settled(): Promise<void> {
+    await Promise.allSettled([this.upload]);
+  }
+}
+
+/**
  * Uploads the run directory to the run's remote directory (or waits for the upload already
  * sent), starts `job` with `env` and saves the run `running` with its job. A job that started but
  * could not be recorded is cancelled (never a job nobody follows). The caller deletes the pod

@@ -28,7 +28,7 @@ import { settleGonePods } from './settleBills';
 import { followLocal, followOnPod } from './follow';
 import { recoveryPlan } from './recover';
 import { checkRunFiles, packRun, resumeSource, type RunFiles } from './runFiles';
-import { startJobOnPod, uploadRunDir } from './startJob';
+import { startJobOnPod, UploadAhead } from './startJob';
 
 export interface TrainOptions {
   target?: string;
@@ -177,26 +177,17 @@ async function trainOnPod(
   const keep = options.keepPod ?? false;
   // While the pod boots the run's files are packed; once it answers SSH (its preflight and cost
   // cap still to come) they are sent, so that after that only the job's start is left.
-  const sent: { executor: Executor | null; upload: Promise<void> | null } = {
-    executor: null,
-    upload: null,
-  };
-  const sendAhead = (executor: Executor): void => {
+  const ahead = new UploadAhead(deps, run, packing, () => options.onPhase?.('uploaded'));
+  const onReachable = (executor: Executor): void => {
     options.onPhase?.('reachable');
-    if (options.startup === 'sequential') return;
-    const upload = packing.then(() =>
-      uploadRunDir(deps, executor, run).then(() => options.onPhase?.('uploaded')),
-    );
-    upload.catch(() => undefined);
-    sent.executor = executor;
-    sent.upload = upload;
+    if (options.startup !== 'sequential') ahead.onReachable(executor);
   };
   let started;
   try {
-    started = await startPod(ctx, target, run, keep, options.signal, sendAhead);
+    started = await startPod(ctx, target, run, keep, options.signal, onReachable);
   } catch (error) {
     // No copy or upload outlives the start that failed (the run directory is the user's then).
-    await Promise.allSettled([packing, sent.upload]);
+    await Promise.allSettled([packing, ahead.settled()]);
     throw error;
   }
   const { record: pod, provisioned } = started;
@@ -212,7 +203,7 @@ async function trainOnPod(
       const trainer = job.trainer === 'axolotl' ? { ...job, venv: target.venv } : job;
       await startJobOnPod(deps, executor, run, trainer, env, {
         signal: options.signal,
-        uploaded: sent.executor === executor ? sent.upload : null,
+        uploaded: ahead.uploadOn(executor),
         onUploaded: () => options.onPhase?.('uploaded'),
       });
       options.onPhase?.('started');
