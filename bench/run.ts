@@ -9,7 +9,8 @@
  *   npx tsx bench/run.ts --render a.json,b.json   docs/BENCHMARKS.md from --json dumps
  *
  * The benchmarks: latency (1), retrieval (2), activation (3: bundle, runs tree, activation),
- * chart (4), cost (5: requests per hour of following), scale (6: 20 followed runs).
+ * chart (4), cost (5: requests per hour of following), scale (6: 20 followed runs),
+ * startup (7: from Train to the first metric, against the sequential start).
  * A benchmark that throws is reported as failed and the runner exits 1 (after the others ran).
  */
 import { execFileSync } from 'node:child_process';
@@ -30,6 +31,7 @@ import {
 } from './lib';
 import { retrievalBench } from './retrievalRunner';
 import { scaleBench } from './scale.bench';
+import { startupBench } from './startup.bench';
 
 const ROOT = join(__dirname, '..');
 
@@ -40,6 +42,7 @@ const BENCHES: Record<string, (options: BenchOptions) => Promise<BenchReport>> =
   chart: chartBench,
   cost: costBench,
   scale: scaleBench,
+  startup: startupBench,
 };
 
 function arg(name: string): string | undefined {

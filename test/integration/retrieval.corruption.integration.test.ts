@@ -6,46 +6,11 @@
  */
 import assert from 'node:assert/strict';
 import { randomBytes } from 'node:crypto';
-import { chmodSync, existsSync, mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { systemClock } from '../../src/core/clock';
-import { SshExecutor } from '../../src/core/exec/ssh';
-import { scaleTiming } from '../../src/core/timing';
 import { describeMismatches, retrieve } from '../../src/core/train/retrieval';
-import { startSshd, type Sshd } from '../helpers/sshd';
-
-/** A pod (real sshd) whose sessions find `scripts` first on their PATH. */
-async function podWithTools(
-  scripts: Record<string, string>,
-): Promise<{ sshd: Sshd; executor: SshExecutor; close: () => Promise<void> }> {
-  const tools = mkdtempSync(join(tmpdir(), 'ob-pod-tools-'));
-  mkdirSync(join(tools, 'bin'));
-  for (const [name, body] of Object.entries(scripts)) {
-    writeFileSync(join(tools, 'bin', name), body);
-    chmodSync(join(tools, 'bin', name), 0o755);
-  }
-  writeFileSync(join(tools, 'rc'), `PATH=${join(tools, 'bin')}:$PATH; export PATH\n`);
-  const sshd = await startSshd({ env: { BASH_ENV: join(tools, 'rc') } });
-  const executor = await SshExecutor.connect({
-    host: sshd.host,
-    port: sshd.port,
-    username: sshd.user,
-    privateKey: sshd.clientPrivateKey,
-    hostPublicKey: sshd.hostPublicKey,
-    clock: systemClock,
-    timing: scaleTiming(1),
-  });
-  return {
-    sshd,
-    executor,
-    close: async () => {
-      executor.dispose();
-      await sshd.stop();
-      rmSync(tools, { recursive: true, force: true });
-    },
-  };
-}
+import { podWithTools } from '../helpers/podTools';
 
 /** Every byte of what `head` sends goes up by one: the stream's data is not the file's. */
 const CORRUPTING_HEAD = `#!/bin/sh\n/usr/bin/head "$@" | tr '\\000-\\377' '\\001-\\377\\000'\n`;

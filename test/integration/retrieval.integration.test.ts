@@ -8,7 +8,6 @@ import assert from 'node:assert/strict';
 import { randomBytes } from 'node:crypto';
 import {
   appendFileSync,
-  chmodSync,
   closeSync,
   existsSync,
   mkdirSync,
@@ -36,45 +35,10 @@ import {
   describeMismatches,
   type RetrieveOptions,
 } from '../../src/core/train/retrieval';
+import { podWithTools } from '../helpers/podTools';
 import { startSshd, startTcpProxy, type Sshd } from '../helpers/sshd';
 
 import { assertRetrieved, ENTRIES, EXCLUDES, makeRun } from '../helpers/retrievalRun';
-
-/**
- * A pod whose commands find `scripts` first on their PATH (via BASH_ENV, read
- * by the login shell of every session), sharing `root` with the main sshd.
- */
-async function podWithTools(
-  root: string,
-  scripts: Record<string, string>,
-): Promise<{ sshd: Sshd; executor: SshExecutor; close: () => Promise<void> }> {
-  const tools = mkdtempSync(join(tmpdir(), 'ob-pod-tools-'));
-  mkdirSync(join(tools, 'bin'));
-  for (const [name, body] of Object.entries(scripts)) {
-    writeFileSync(join(tools, 'bin', name), body);
-    chmodSync(join(tools, 'bin', name), 0o755);
-  }
-  writeFileSync(join(tools, 'rc'), `PATH=${join(tools, 'bin')}:$PATH; export PATH\n`);
-  const sshd = await startSshd({ env: { BASH_ENV: join(tools, 'rc') }, root });
-  const executor = await SshExecutor.connect({
-    host: sshd.host,
-    port: sshd.port,
-    username: sshd.user,
-    privateKey: sshd.clientPrivateKey,
-    hostPublicKey: sshd.hostPublicKey,
-    clock: systemClock,
-    timing: scaleTiming(1),
-  });
-  return {
-    sshd,
-    executor,
-    close: async () => {
-      executor.dispose();
-      await sshd.stop();
-      rmSync(tools, { recursive: true, force: true });
-    },
-  };
-}
 
 describe('retrieve over SSH', function () {
   this.timeout(120_000);
@@ -168,11 +132,14 @@ describe('retrieve over SSH', function () {
     makeRun(remote);
     const escape = `./output/../../../${Date.now()}-escaped`;
     // Lists a traversal name, as a compromised pod could.
-    const pod = await podWithTools(sshd.root, {
-      find:
-        `#!/bin/sh\nfor a do [ "$a" = -print0 ] && { printf '%s\\0' '${escape}'; exit 0; }; done\n` +
-        `printf '%s  %s\\0' ${'0'.repeat(64)} '${escape}'\n`,
-    });
+    const pod = await podWithTools(
+      {
+        find:
+          `#!/bin/sh\nfor a do [ "$a" = -print0 ] && { printf '%s\\0' '${escape}'; exit 0; }; done\n` +
+          `printf '%s  %s\\0' ${'0'.repeat(64)} '${escape}'\n`,
+      },
+      sshd.root,
+    );
     try {
       const localRunDir = join(local, 'runs', 'r1');
       mkdirSync(localRunDir, { recursive: true });
@@ -222,9 +189,12 @@ describe('retrieve over SSH', function () {
     // The pod hashes only once the test says so: after the file changed, while its
     // first bytes are already downloaded (a slow pod: the download runs meanwhile).
     const go = join(local, 'hash-now');
-    const pod = await podWithTools(sshd.root, {
-      sha256sum: `#!/bin/sh\nwhile [ ! -e '${go}' ]; do sleep 0.05; done\nexec /usr/bin/sha256sum "$@"\n`,
-    });
+    const pod = await podWithTools(
+      {
+        sha256sum: `#!/bin/sh\nwhile [ ! -e '${go}' ]; do sleep 0.05; done\nexec /usr/bin/sha256sum "$@"\n`,
+      },
+      sshd.root,
+    );
     try {
       let changed = false;
       const result = await retrieve(
@@ -282,12 +252,15 @@ describe('retrieve over SSH', function () {
     // the download and the hash agree, but the file was written during the retrieval (a
     // writer still at work can be read identically, torn, by both).
     const once = join(local, 'rewritten');
-    const pod = await podWithTools(sshd.root, {
-      sha256sum:
-        `#!/bin/sh\nif [ ! -e '${once}' ]; then : >'${once}'; ` +
-        `cp '${path}' '${once}.copy' && cat '${once}.copy' >'${path}'; fi\n` +
-        `exec /usr/bin/sha256sum "$@"\n`,
-    });
+    const pod = await podWithTools(
+      {
+        sha256sum:
+          `#!/bin/sh\nif [ ! -e '${once}' ]; then : >'${once}'; ` +
+          `cp '${path}' '${once}.copy' && cat '${once}.copy' >'${path}'; fi\n` +
+          `exec /usr/bin/sha256sum "$@"\n`,
+      },
+      sshd.root,
+    );
     try {
       const result = await retrieve(base({ executor: pod.executor }));
       assert.equal(result.verified, false);
@@ -317,10 +290,13 @@ describe('retrieve over SSH', function () {
       const files = makeRun(remote);
       const log = join(local, 'tar.log');
       const tar = tool === 'GNU tar' ? '/usr/bin/tar' : 'busybox tar';
-      const pod = await podWithTools(sshd.root, {
-        tar: `#!/bin/sh\necho called >>'${log}'\nexec ${tar} "$@"\n`,
-        tail: `#!/bin/sh\necho tail >>'${log}'\nexec /usr/bin/tail "$@"\n`,
-      });
+      const pod = await podWithTools(
+        {
+          tar: `#!/bin/sh\necho called >>'${log}'\nexec ${tar} "$@"\n`,
+          tail: `#!/bin/sh\necho tail >>'${log}'\nexec /usr/bin/tail "$@"\n`,
+        },
+        sshd.root,
+      );
       try {
         const result = await retrieve(base({ executor: pod.executor }));
         assert.equal(result.verified, true, JSON.stringify(result.mismatches));
@@ -335,9 +311,12 @@ describe('retrieve over SSH', function () {
 
   it('a pod without tar still gets its results fetched one by one, verified', async () => {
     const files = makeRun(remote);
-    const pod = await podWithTools(sshd.root, {
-      tar: '#!/bin/sh\necho "tar: not found" >&2\nexit 127\n',
-    });
+    const pod = await podWithTools(
+      {
+        tar: '#!/bin/sh\necho "tar: not found" >&2\nexit 127\n',
+      },
+      sshd.root,
+    );
     try {
       const result = await retrieve(base({ executor: pod.executor }));
       assert.equal(result.verified, true, JSON.stringify(result.mismatches));
@@ -350,9 +329,12 @@ describe('retrieve over SSH', function () {
   it('a hostile tar stream (a name not asked for, a file swapped for a link) writes nothing of it; the rest is fetched one by one', async () => {
     const files = makeRun(remote);
     // A tar that sends a link and a file nobody asked for before the results.
-    const pod = await podWithTools(sshd.root, {
-      tar: `#!/bin/sh\ncd '${remote}' && echo planted >planted && ln -sf /etc/hostname planted-link && exec /usr/bin/tar -cf - planted-link planted "$@"\n`,
-    });
+    const pod = await podWithTools(
+      {
+        tar: `#!/bin/sh\ncd '${remote}' && echo planted >planted && ln -sf /etc/hostname planted-link && exec /usr/bin/tar -cf - planted-link planted "$@"\n`,
+      },
+      sshd.root,
+    );
     try {
       const result = await retrieve(base({ executor: pod.executor }));
       assert.equal(result.verified, true, JSON.stringify(result.mismatches));
@@ -368,9 +350,12 @@ describe('retrieve over SSH', function () {
 
   it('a pod that cannot make the change marker (a full disk) still has its results verified by hash', async () => {
     const files = makeRun(remote);
-    const pod = await podWithTools(sshd.root, {
-      touch: '#!/bin/sh\necho "No space left on device" >&2\nexit 1\n',
-    });
+    const pod = await podWithTools(
+      {
+        touch: '#!/bin/sh\necho "No space left on device" >&2\nexit 1\n',
+      },
+      sshd.root,
+    );
     try {
       const result = await retrieve(base({ executor: pod.executor }));
       assert.equal(result.verified, true, JSON.stringify(result.mismatches));

@@ -1,5 +1,6 @@
 import assert from 'node:assert/strict';
 import { execFileSync } from 'node:child_process';
+import { createHash } from 'node:crypto';
 import {
   chmodSync,
   mkdirSync,
@@ -160,5 +161,33 @@ describe('tar writer', () => {
     const tarPath = join(dir, 'out.tar');
     writeFileSync(tarPath, archive);
     assert.equal(execFileSync('tar', ['-tf', tarPath], { encoding: 'utf8' }), 'real.txt\n');
+  });
+
+  it('leaves out the files it is told to skip and hashes each file it carries', async () => {
+    const src = join(dir, 'hashed');
+    mkdirSync(join(src, 'data'), { recursive: true });
+    const big = Buffer.alloc(600 * 1024, 3); // more than one read
+    writeFileSync(join(src, 'data', 'big.bin'), big);
+    writeFileSync(join(src, 'data', 'kept.bin'), 'the target has this one');
+    writeFileSync(join(src, 'train.py'), 'print(1)\n');
+    const sums = new Map<string, string>();
+    const archive = await collect(
+      tarDirectory(src, {
+        skip: (path) => path === 'data/kept.bin',
+        onFileHash: (path, sum) => sums.set(path, sum),
+      }),
+    );
+    const sha = (data: Buffer | string): string => createHash('sha256').update(data).digest('hex');
+    assert.deepEqual(
+      sums,
+      new Map([
+        ['data/big.bin', sha(big)],
+        ['train.py', sha('print(1)\n')],
+      ]),
+    );
+    const tarPath = join(dir, 'hashed.tar');
+    writeFileSync(tarPath, archive);
+    const listed = execFileSync('tar', ['-tf', tarPath], { encoding: 'utf8' }).trim().split('\n');
+    assert.deepEqual(listed.sort(), ['data/', 'data/big.bin', 'train.py']);
   });
 });

@@ -28,7 +28,8 @@ import {
   type SshTarget,
 } from './sshConnection';
 import { Sftp } from './sshSftp';
-import { downloadTree, uploadTree, type TransferLink, type TransferTuning } from './sshTransfer';
+import { downloadTree, type TransferLink, type TransferTuning } from './sshTransfer';
+import { uploadVerified } from './sshUpload';
 
 export { fingerprint, parseHostPublicKey, type SshTarget } from './sshConnection';
 
@@ -197,8 +198,8 @@ export class SshExecutor implements Executor, TransferLink {
     return this.sftp.writeFileAtomic(path, data);
   }
 
-  upload(localDir: string, remoteDir: string, options: UploadOptions): Promise<void> {
-    return uploadTree(this, localDir, remoteDir, options);
+  async upload(localDir: string, remoteDir: string, options: UploadOptions): Promise<void> {
+    await uploadVerified(this, localDir, remoteDir, options);
   }
 
   download(

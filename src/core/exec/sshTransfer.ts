@@ -1,17 +1,15 @@
 /**
- * File transfer over SSH: an upload as one in-process tar stream into `tar -x`,
- * a download through the shared engine (download.ts) fed by SFTP reads, exec
- * streams for big files and tar streams for batches of files.
+ * Downloads over SSH (uploads are sshUpload.ts's): the shared engine (download.ts) fed by SFTP
+ * reads, exec streams for big files and tar streams for batches of files.
  */
 import type { SFTPWrapper } from 'ssh2';
-import { ExecError, type DownloadOptions, type ExecResult, type UploadOptions } from './executor';
+import { ExecError, type DownloadOptions, type ExecResult } from './executor';
 import { excerpt } from './errors';
 import { downloadFiles, type EngineLimits, type ReadSource, type SourceFile } from './download';
 import { shQuote } from './shell';
 import type { RunOptions } from './sshChannel';
 import { Slots, type Connection } from './sshConnection';
 import type { Sftp } from './sshSftp';
-import { tarDirectory } from './tar';
 import { TarReader, type TarHandler } from './tarReader';
 
 /** Bytes asked together with a file's size: most small files come whole in that one read. */
@@ -37,39 +35,6 @@ export interface TransferLink {
   readonly where: string;
   run(command: string, options: RunOptions): Promise<ExecResult>;
   readonly sftp: Sftp;
-}
-
-/**
- * Streams an in-process ustar of `localDir` into `tar -x` on the target:
- * one channel, no local `tar`, constant memory, symlinks never followed.
- */
-export async function uploadTree(
-  link: TransferLink,
-  localDir: string,
-  remoteDir: string,
-  options: UploadOptions,
-): Promise<void> {
-  const archive = coalesce(
-    tarDirectory(localDir, {
-      exclude: options.exclude,
-      onWarning: options.onWarning,
-      signal: options.signal,
-    }),
-    256 * 1024,
-  );
-  const dir = shQuote(remoteDir);
-  const result = await link.run(`mkdir -p -- ${dir} && tar -x -f - -C ${dir}`, {
-    stdin: archive,
-    signal: options.signal,
-    maxOutputBytes: 64 * 1024,
-    what: 'the upload',
-  });
-  if (result.code !== 0) {
-    throw new ExecError(
-      'io',
-      `unpacking the upload into ${remoteDir} on ${link.where} failed (exit ${result.code ?? result.signal}): ${excerpt(result.stderr)}`,
-    );
-  }
 }
 
 /** Downloads `files` of `remoteDir` into `localDir` (see Executor.download). */
@@ -325,19 +290,4 @@ class SftpSource implements ReadSource {
     this.openHandles--;
     this.waiting.shift()?.();
   }
-}
-/** Joins small chunks into pieces of about `bytes` (fewer, larger channel writes). */
-async function* coalesce(source: AsyncIterable<Buffer>, bytes: number): AsyncGenerator<Buffer> {
-  let parts: Buffer[] = [];
-  let size = 0;
-  for await (const chunk of source) {
-    parts.push(chunk);
-    size += chunk.length;
-    if (size >= bytes) {
-      yield Buffer.concat(parts, size);
-      parts = [];
-      size = 0;
-    }
-  }
-  if (size > 0) yield Buffer.concat(parts, size);
 }

@@ -6,6 +6,7 @@
  * not fit ustar's name/prefix fields, and sizes of 8 GiB and more, get a PAX
  * extended header (understood by GNU tar and busybox tar).
  */
+import { createHash } from 'node:crypto';
 import { constants } from 'node:fs';
 import { lstat, open, readdir } from 'node:fs/promises';
 import { join } from 'node:path';
@@ -139,6 +140,10 @@ export interface TarOptions {
   exclude?: readonly string[];
   onWarning?: (message: string) => void;
   signal?: AbortSignal;
+  /** Files (relative POSIX paths) left out of the archive, e.g. ones the target already has. */
+  skip?: (path: string) => boolean;
+  /** Each file's SHA-256 (hex) over the bytes the archive carries, once they are all in it. */
+  onFileHash?: (path: string, sha256: string) => void;
 }
 
 /**
@@ -181,7 +186,7 @@ export async function* tarDirectory(dir: string, options: TarOptions = {}): Asyn
         });
         yield* walk(path);
       } else if (stats.isFile()) {
-        yield* file(path, full);
+        if (!options.skip?.(path)) yield* file(path, full);
       } else {
         warn(`not uploaded: ${path} is not a regular file or a directory`);
       }
@@ -211,19 +216,25 @@ export async function* tarDirectory(dir: string, options: TarOptions = {}): Asyn
         size,
         mtimeS: Math.floor(stats.mtimeMs / 1000),
       });
+      const hash = options.onFileHash ? createHash('sha256') : null;
       let done = 0;
       while (done < size) {
         const buffer = Buffer.allocUnsafe(Math.min(READ_BYTES, size - done));
         const { bytesRead } = await handle.read(buffer, 0, buffer.length, done);
         if (bytesRead === 0) {
           warn(`${path} shrank while it was uploaded: its end was sent as zeros`);
-          yield Buffer.alloc(size - done);
+          const zeros = Buffer.alloc(size - done);
+          hash?.update(zeros);
+          yield zeros;
           done = size;
           break;
         }
         done += bytesRead;
-        yield bytesRead === buffer.length ? buffer : buffer.subarray(0, bytesRead);
+        const piece = bytesRead === buffer.length ? buffer : buffer.subarray(0, bytesRead);
+        hash?.update(piece);
+        yield piece;
       }
+      if (hash) options.onFileHash?.(path, hash.digest('hex'));
       const more = await handle.read(Buffer.alloc(1), 0, 1, size);
       if (more.bytesRead > 0)
         warn(`${path} grew while it was uploaded: sent its first ${size} bytes`);

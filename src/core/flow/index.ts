@@ -4,7 +4,8 @@
  * layer that orchestrates the ones below it (runpod, train, runs, exec, config).
  */
 export { type FlowDeps, FlowError, type FlowResult, summaryLine } from './deps';
-export { type TrainOptions, pluginSource, train } from './train';
+export { type StartPhase, type TrainOptions, train } from './train';
+export { pluginSource } from './runFiles';
 export { stopFollowingMessage } from './follow';
 export { type Recovered, attach, recoverAbandoned } from './attach';
 export { type StopResult, requestStop, stop } from './stop';

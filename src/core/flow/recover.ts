@@ -24,18 +24,10 @@ import { startPod } from '../runpod/provision';
 import { forgetKeys, messageOf, remove } from '../runpod/remove';
 import type { PodRecord } from '../runs/podRecord';
 import type { AttemptEnd, RunAttempt, RunRecord } from '../runs/runRecord';
-import { CHECKPOINTS_DIR, LOCAL_ONLY, POD_LOG_DIR } from '../runs/store';
-import {
-  cancelJob,
-  jobScript,
-  METRICS_FILE,
-  POD_JOB_ENV,
-  RESUME_DIR,
-  RESUME_ENV,
-  startJob,
-  type TrainerJob,
-} from '../train/job';
+import { CHECKPOINTS_DIR, POD_LOG_DIR } from '../runs/store';
+import { METRICS_FILE, RESUME_DIR, RESUME_ENV, type TrainerJob } from '../train/job';
 import { type FlowDeps, type FlowResult, publishState } from './deps';
+import { startJobOnPod, UploadAhead } from './startJob';
 
 /** What a run needs to go on on a new pod: its target and its job, as the config has them. */
 export interface RecoveryPlan {
@@ -272,23 +264,24 @@ export async function recoverAfterDeath(
     maxHours: leftMs / 3_600_000,
     maxCostUsd: leftUsd,
   };
-  const { record: next, provisioned } = await startPod(ctx, target, run, false, signal);
+  // The run's files are all in place: they are sent as soon as the new pod answers SSH.
+  const ahead = new UploadAhead(deps, run, Promise.resolve());
+  let started;
+  try {
+    started = await startPod(ctx, target, run, false, signal, ahead.onReachable);
+  } catch (error) {
+    await ahead.settled();
+    throw error;
+  }
+  const { record: next, provisioned } = started;
   attempts.at(-1)!.podId = next.podId;
   attempts.at(-1)!.startedAt = next.createdAt ?? attempts.at(-1)!.startedAt;
   const executor = provisioned.executor;
   try {
     try {
-      await executor.upload(runDir, run.remoteDir, { exclude: LOCAL_ONLY });
-      const script = jobScript(plan.job, { runDir: run.remoteDir, jobEnvFile: POD_JOB_ENV });
-      const { pid } = await startJob(executor, { runDir: run.remoteDir, script, env });
-      run.job = { dir: run.remoteDir, pid, container: null };
-      run.state = 'running';
-      try {
-        deps.store.saveRun(run);
-      } catch (error) {
-        await cancelJob(executor, run.remoteDir).catch(() => undefined);
-        throw error;
-      }
+      await startJobOnPod(deps, executor, run, plan.job, env, {
+        uploaded: ahead.uploadOn(executor),
+      });
     } catch (error) {
       try {
         await remove(ctx, next, 'requested', 'client');

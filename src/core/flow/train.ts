@@ -2,27 +2,17 @@
  * Train (spec §5–§8): a new run on its target, its files prepared (and a resumed run's checkpoint
  * placed), its pod started, its job started, then followed to its end.
  */
-import * as fs from 'node:fs';
-import * as path from 'node:path';
 import { OverbrainerConfig, RunpodTargetConfig, workdirFor } from '../config/types';
 import { LocalExecutor } from '../exec/local';
 import { log, warn, type PodCtx } from '../runpod/context';
 import { failRun } from '../runpod/lifecycle';
-import { PodError } from '../runpod/podError';
 import { startPod } from '../runpod/provision';
 import { forgetKeys, messageOf, remove } from '../runpod/remove';
-import {
-  cancelJob,
-  jobScript,
-  POD_JOB_ENV,
-  RESUME_DIR,
-  RESUME_ENV,
-  startJob,
-  type TrainerJob,
-} from '../train/job';
+import type { Executor } from '../exec/executor';
+import { jobScript, startJob, type TrainerJob } from '../train/job';
 import type { PodRecord } from '../runs/podRecord';
 import type { RunRecord } from '../runs/runRecord';
-import { LOCAL_ONLY, noPodLeft } from '../runs/store';
+import { noPodLeft } from '../runs/store';
 import {
   type FlowDeps,
   FlowError,
@@ -37,63 +27,8 @@ import { budgetGate, lockBudget, type BudgetDecision } from './budget';
 import { settleGonePods } from './settleBills';
 import { followLocal, followOnPod } from './follow';
 import { recoveryPlan } from './recover';
-
-/** Where the shipped metrics plugin is: next to the bundle (dist/python) or in the source tree. */
-export function pluginSource(): string {
-  const candidates = [
-    path.join(__dirname, 'python', 'overbrainer_metrics.py'),
-    path.join(__dirname, '..', '..', '..', 'python', 'overbrainer_metrics.py'),
-  ];
-  const found = candidates.find((file) => fs.existsSync(file));
-  if (!found)
-    throw new FlowError(
-      'the metrics plugin is missing from this installation',
-      'Reinstall the extension.',
-    );
-  return found;
-}
-
-/** Copies `[training] upload` (and the trainer's files) from the workspace into the run directory. */
-function prepare(config: OverbrainerConfig, workspaceDir: string, runDir: string): TrainerJob {
-  const training = config.training;
-  if (!training) {
-    throw new FlowError(
-      'overbrainer.toml has no [training] section',
-      'Add one (see the commented template).',
-    );
-  }
-  for (const entry of training.upload) {
-    const source = path.resolve(workspaceDir, entry);
-    const rel = path.relative(workspaceDir, source);
-    if (rel.startsWith('..') || path.isAbsolute(rel)) {
-      throw new FlowError(
-        `upload entry ${entry} is outside the workspace`,
-        'List files inside the workspace.',
-      );
-    }
-    if (!fs.existsSync(source)) {
-      throw new FlowError(
-        `upload entry ${entry} does not exist`,
-        `Create ${entry} or remove it from [training] upload.`,
-      );
-    }
-    fs.cpSync(source, path.join(runDir, rel), {
-      recursive: true,
-      dereference: false,
-      verbatimSymlinks: true,
-    });
-  }
-  fs.mkdirSync(path.join(runDir, 'plugin'), { recursive: true });
-  fs.copyFileSync(pluginSource(), path.join(runDir, 'plugin', 'overbrainer_metrics.py'));
-  if (training.trainer.kind === 'axolotl') {
-    fs.copyFileSync(
-      path.join(workspaceDir, training.trainer.configPath),
-      path.join(runDir, 'axolotl.yaml'),
-    );
-    return { trainer: 'axolotl', config: 'axolotl.yaml', venv: '' };
-  }
-  return { trainer: 'command', command: training.trainer.command };
-}
+import { checkRunFiles, packRun, resumeSource, type RunFiles } from './runFiles';
+import { startJobOnPod, UploadAhead } from './startJob';
 
 export interface TrainOptions {
   target?: string;
@@ -104,70 +39,21 @@ export interface TrainOptions {
   onRun?: (run: RunRecord) => void;
   /** A stopped (or failed) run whose snapshot this run starts from (`--resume-from`). */
   resumeFrom?: string;
-}
-
-/** Where a resumed run starts: the earlier run's snapshot, checked before anything is created. */
-interface ResumeSource {
-  runId: string;
-  step: number;
-  /** The snapshot's checkpoint directory, as it came home under runs/<earlier run>/. */
-  localDir: string;
-}
-
-function resumeSource(deps: FlowDeps, runId: string): ResumeSource {
-  const earlier = deps.store.loadRun(runId);
-  if (earlier.state === 'running' || earlier.state === 'preparing') {
-    throw new FlowError(
-      `run ${runId} is still ${earlier.state}: it has no snapshot to resume from yet`,
-      `Stop it first with \`overbrainer train stop ${runId}\` (VS Code: Stop and Snapshot), then resume.`,
-    );
-  }
-  const snapshot = earlier.snapshot;
-  if (!snapshot) {
-    throw new FlowError(
-      `run ${runId} ended ${earlier.state} without a snapshot: there is no checkpoint to resume from`,
-      'Runs that were stopped (`overbrainer train stop`, Stop and Snapshot, or a limit the watchdog saw coming) have one; start this one afresh.',
-    );
-  }
-  const localDir = path.join(deps.store.runDir(runId), snapshot.checkpoint);
-  if (!fs.existsSync(localDir) || !fs.statSync(localDir).isDirectory()) {
-    throw new FlowError(
-      `the snapshot of run ${runId} (${snapshot.checkpoint}, step ${snapshot.step}) is not in runs/${runId}/: its results were not brought home`,
-      `Bring them home with \`overbrainer train attach ${runId}\` while its pod still exists.`,
-    );
-  }
-  return { runId, step: snapshot.step, localDir };
+  /**
+   * `overlapped` (the default): the run's files are copied while the pod boots and sent as soon
+   * as it answers SSH. `sequential`: each step after the one before (copy, pod, upload, job),
+   * as Train did before; kept as the start-up benchmark's baseline.
+   */
+  startup?: 'overlapped' | 'sequential';
+  /** Told when each start-up step ends (the start-up benchmark's timeline). */
+  onPhase?: (phase: StartPhase) => void;
 }
 
 /**
- * Puts the earlier run's checkpoint into the new run's directory (`resume/checkpoint-N/`, uploaded
- * with it) and returns the job's env naming it where the job runs. An Axolotl config gets
- * `resume_from_checkpoint` too.
+ * The steps of a start that the events do not show: the files packed, the pod answering SSH
+ * (before its preflight), the pod ready, the upload done, the job started.
  */
-function placeResume(
-  deps: FlowDeps,
-  run: RunRecord,
-  source: ResumeSource,
-  job: TrainerJob,
-): Record<string, string> {
-  const name = `checkpoint-${source.step}`;
-  const runDir = deps.store.runDir(run.id);
-  fs.cpSync(source.localDir, path.join(runDir, RESUME_DIR, name), {
-    recursive: true,
-    dereference: false,
-    verbatimSymlinks: true,
-  });
-  const remote = `${run.remoteDir}/${RESUME_DIR}/${name}`;
-  if (job.trainer === 'axolotl') {
-    fs.appendFileSync(
-      path.join(runDir, job.config),
-      `\n# Added by Overbrainer: this run resumes run ${source.runId} from step ${source.step}.\nresume_from_checkpoint: ${JSON.stringify(remote)}\n`,
-    );
-  }
-  run.resumedFrom = source.runId;
-  deps.store.saveRun(run);
-  return { [RESUME_ENV]: remote };
-}
+export type StartPhase = 'packed' | 'reachable' | 'ready' | 'uploaded' | 'started';
 
 /** Starts a run on its target and follows it to its end (spec §5–§8). */
 export async function train(
@@ -226,26 +112,42 @@ export async function train(
   try {
     options.onRun?.(run);
     publishState(deps, run);
-    let job: TrainerJob;
-    let env: Record<string, string> = {};
-    try {
-      job = prepare(config, workspaceDir, deps.store.runDir(run.id));
-      if (resume !== null) env = placeResume(deps, run, resume, job);
-    } catch (error) {
+    const sequential = options.startup === 'sequential';
+    let files: RunFiles;
+    let packing: Promise<Record<string, string>>;
+    const failBeforePod = (error: unknown): never => {
       run.state = 'failed';
       run.message = messageOf(error);
       deps.store.saveRun(run);
       publishState(deps, run);
       throw error;
+    };
+    try {
+      files = checkRunFiles(config, workspaceDir, deps.store.runDir(run.id));
+      if (resume !== null) {
+        run.resumedFrom = resume.runId;
+        deps.store.saveRun(run);
+      }
+      packing = packRun(deps, run, workspaceDir, files, resume);
+      // Awaited before the job starts; a failure meanwhile is that start's failure.
+      packing.then(
+        () => options.onPhase?.('packed'),
+        () => undefined,
+      );
+      if (sequential || target.kind === 'local') await packing;
+    } catch (error) {
+      return failBeforePod(error);
     }
-    if (target.kind === 'local') return await trainLocal(deps, run, job, env, options.signal);
+    if (target.kind === 'local') {
+      return await trainLocal(deps, run, files.job, await packing, options.signal);
+    }
     if (budget !== null) {
       if (budget.fitted) warn(ctx!, run.id, 'budget_fitted', budget.line);
       else log(ctx!, 'info', budget.line);
     }
     // The pod's watchdog gets the budget's share as its cost cap (min(max_cost_usd, what is left)).
     const podTarget = budget === null ? target : { ...target, maxCostUsd: budget.maxCostUsd };
-    return await trainOnPod(ctx!, deps, podTarget, run, job, env, options, config);
+    return await trainOnPod(ctx!, deps, podTarget, run, files.job, packing, options, config);
   } finally {
     lock.dispose();
   }
@@ -278,37 +180,43 @@ async function trainOnPod(
   target: RunpodTargetConfig,
   run: RunRecord,
   job: TrainerJob,
-  env: Record<string, string>,
+  packing: Promise<Record<string, string>>,
   options: TrainOptions,
   config: OverbrainerConfig,
 ): Promise<FlowResult> {
   const keep = options.keepPod ?? false;
-  const { record: pod, provisioned } = await startPod(ctx, target, run, keep, options.signal);
+  // While the pod boots the run's files are packed; once it answers SSH (its preflight and cost
+  // cap still to come) they are sent, so that after that only the job's start is left.
+  const ahead = new UploadAhead(deps, run, packing, () => options.onPhase?.('uploaded'));
+  const onReachable = (executor: Executor): void => {
+    options.onPhase?.('reachable');
+    if (options.startup !== 'sequential') ahead.onReachable(executor);
+  };
+  let started;
+  try {
+    started = await startPod(ctx, target, run, keep, options.signal, onReachable);
+  } catch (error) {
+    // No copy or upload outlives the start that failed (the run directory is the user's then).
+    await Promise.allSettled([packing, ahead.settled()]);
+    throw error;
+  }
+  const { record: pod, provisioned } = started;
   const executor = provisioned.executor;
+  options.onPhase?.('ready');
   try {
     // Shielded from the abort: once the upload starts the job is started or the pod deleted.
     // A Ctrl-C or Cancel that lands before the job is recorded running has one outcome: no
     // job is left running (one started meanwhile is cancelled), the pod is deleted and the run
     // fails "interrupted before the job started". Never a job nobody follows.
     try {
-      throwIfInterrupted(options.signal);
-      await executor.upload(deps.store.runDir(run.id), run.remoteDir, { exclude: LOCAL_ONLY });
-      throwIfInterrupted(options.signal);
+      const env = await packing;
       const trainer = job.trainer === 'axolotl' ? { ...job, venv: target.venv } : job;
-      const script = jobScript(trainer, { runDir: run.remoteDir, jobEnvFile: POD_JOB_ENV });
-      const { pid } = await startJob(executor, { runDir: run.remoteDir, script, env });
-      if (options.signal?.aborted) {
-        await cancelJob(executor, run.remoteDir).catch(() => undefined);
-        throwIfInterrupted(options.signal);
-      }
-      run.job = { dir: run.remoteDir, pid, container: null };
-      run.state = 'running';
-      try {
-        deps.store.saveRun(run);
-      } catch (error) {
-        await cancelJob(executor, run.remoteDir).catch(() => undefined);
-        throw error;
-      }
+      await startJobOnPod(deps, executor, run, trainer, env, {
+        signal: options.signal,
+        uploaded: ahead.uploadOn(executor),
+        onUploaded: () => options.onPhase?.('uploaded'),
+      });
+      options.onPhase?.('started');
     } catch (error) {
       const interrupted = options.signal?.aborted ?? false;
       await ctxRemove(ctx, pod, interrupted ? 'interrupted' : 'requested');
@@ -337,16 +245,6 @@ async function trainOnPod(
     });
   } finally {
     executor.dispose();
-  }
-}
-
-function throwIfInterrupted(signal: AbortSignal | undefined): void {
-  if (signal?.aborted) {
-    throw new PodError(
-      'interrupted',
-      'interrupted before the job started',
-      'Start the run again when you are ready.',
-    );
   }
 }
 

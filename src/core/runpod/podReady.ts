@@ -39,7 +39,17 @@ export interface PodPlan {
   /** The `{{ RUNPOD_SECRET_… }}` reference to the host key. */
   hostKeyRef: string;
   workdir: string;
+  /** Told as soon as a pod answers SSH, before its preflight (see {@link OnReachable}). */
+  onReachable?: OnReachable;
 }
+
+/**
+ * A pod answered SSH with its pinned host key; its watchdog's verdict and the cost cap are still
+ * to come, so nothing may start on it yet. What the client sends ahead (the run's files) is lost
+ * with the pod if it is refused: the executor is disposed then, and a later pod of the walk is
+ * told again with its own.
+ */
+export type OnReachable = (executor: SshExecutor) => void;
 
 /** A pod that did not become ready: deleted, then the next GPU type. */
 export class NotReady extends Error {}
@@ -56,6 +66,7 @@ export async function becomeReady(
   let reached: Provisioned | null = null;
   try {
     reached = await reach(ctx, plan, record, pod.id, signal);
+    plan.onReachable?.(reached.executor);
     await preflight(ctx, plan, reached.executor, pod.id, signal);
     await armCostCap(ctx, plan, record, reached.executor, signal);
   } catch (error) {

@@ -26,9 +26,16 @@ import {
   sweep,
   warnUnreachable,
 } from './remove';
-import { becomeReady, minutes, NotReady, type PodPlan, type Provisioned } from './podReady';
+import {
+  becomeReady,
+  minutes,
+  NotReady,
+  type OnReachable,
+  type PodPlan,
+  type Provisioned,
+} from './podReady';
 
-export type { Provisioned };
+export type { OnReachable, Provisioned };
 
 /** Ambiguous create calls tried per GPU type before moving on. */
 const AMBIGUOUS_TRIES_PER_TYPE = 2;
@@ -45,6 +52,7 @@ export async function startPod(
   run: RunRecord,
   keep: boolean,
   signal?: AbortSignal,
+  onReachable?: OnReachable,
 ): Promise<{ record: PodRecord; provisioned: Provisioned }> {
   let record: PodRecord | null = null;
   try {
@@ -57,7 +65,14 @@ export async function startPod(
     });
     ctx.store.savePod(record);
     const hostKeyRef = await storeHostKey(ctx, run.id, keys.hostPrivateB64, signal);
-    const plan: PodPlan = { run, target, keys, hostKeyRef, workdir: workdirFor(target) };
+    const plan: PodPlan = {
+      run,
+      target,
+      keys,
+      hostKeyRef,
+      workdir: workdirFor(target),
+      onReachable,
+    };
     const provisioned = await provision(ctx, plan, record, signal);
     return { record, provisioned };
   } catch (caught) {

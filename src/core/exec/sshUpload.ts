@@ -1,0 +1,225 @@
+/**
+ * An upload over SSH, verified on the target: the files the target already has with the same
+ * content (a run directory on a network volume a new pod mounts again) are not sent; the rest go
+ * as one in-process tar stream into `tar -x` (one channel, no local `tar`, constant memory,
+ * symlinks never followed), each file hashed (SHA-256) as it is read for the stream; then the
+ * target hashes what it wrote (`sha256sum -c`) against those hashes. POSIX sh, `tar` and
+ * `sha256sum` on the target (GNU or busybox).
+ */
+import { createHash } from 'node:crypto';
+import { createReadStream } from 'node:fs';
+import { lstat, readdir } from 'node:fs/promises';
+import { join } from 'node:path';
+import { ExecError, type UploadOptions } from './executor';
+import { excerpt } from './errors';
+import { shQuote } from './shell';
+import { tarDirectory } from './tar';
+import type { TransferLink } from './sshTransfer';
+
+/** Bytes per channel write of the archive (fewer, larger writes). */
+const ARCHIVE_PIECE_BYTES = 256 * 1024;
+/** Files of the verification listed per `sha256sum -c` command's stdin (bounded output). */
+const SHA_LINE = /^([0-9a-f]{64}) [ *](.*)$/;
+
+/**
+ * Names `sha256sum` lists as they are (GNU escapes a name holding a backslash or a newline, and
+ * busybox cannot read such lines back): others are sent, but not compared before or checked
+ * after (the caller is told).
+ */
+function listable(path: string): boolean {
+  return !/[\\\n\r]/.test(path);
+}
+
+/** The regular files under `dir` (relative POSIX paths), minus top-level `exclude`; links skipped. */
+export async function regularFiles(dir: string, exclude: readonly string[]): Promise<string[]> {
+  const out: string[] = [];
+  const skip = new Set(exclude);
+  const walk = async (relative: string): Promise<void> => {
+    const names = await readdir(relative ? join(dir, relative) : dir);
+    for (const name of names) {
+      if (!relative && skip.has(name)) continue;
+      const path = relative ? `${relative}/${name}` : name;
+      const stats = await lstat(join(dir, path)).catch(() => null);
+      if (stats?.isDirectory()) await walk(path);
+      else if (stats?.isFile()) out.push(path);
+    }
+  };
+  await walk('');
+  return out;
+}
+
+async function sha256Of(file: string, signal?: AbortSignal): Promise<string> {
+  const hash = createHash('sha256');
+  for await (const chunk of createReadStream(file, { highWaterMark: 256 * 1024, signal })) {
+    hash.update(chunk as Buffer);
+  }
+  return hash.digest('hex');
+}
+
+/** `sha256sum` lines (`<hex>  <path>`) by path. */
+function parseSums(text: string): Map<string, string> {
+  const sums = new Map<string, string>();
+  for (const line of text.split('\n')) {
+    const match = SHA_LINE.exec(line);
+    if (match) sums.set(match[2]!, match[1]!);
+  }
+  return sums;
+}
+
+/** The line the target prints first when the directory exists (it may hold some of the files). */
+const HAVE_DIR = 'have-dir';
+
+/**
+ * The SHA-256 of each of `paths` the target has as a regular file under `remoteDir` (none when
+ * the directory does not exist yet, as for a new run). `onDirExists` is called as soon as the
+ * target says the directory exists, before it hashes: the local side can hash meanwhile.
+ */
+async function remoteSums(
+  link: TransferLink,
+  remoteDir: string,
+  paths: readonly string[],
+  onDirExists: () => void,
+  signal?: AbortSignal,
+): Promise<Map<string, string>> {
+  if (paths.length === 0) return new Map();
+  const script =
+    `cd -- ${shQuote(remoteDir)} 2>/dev/null || exit 0; echo ${HAVE_DIR}; ` +
+    `while IFS= read -r f; do if [ -f "$f" ] && [ ! -L "$f" ]; then sha256sum -- "$f"; fi; done; exit 0`;
+  const chunks: Buffer[] = [];
+  let told = false;
+  const result = await link.run(script, {
+    stdin: `${paths.join('\n')}\n`,
+    signal,
+    what: 'the look at the files the pod has',
+    onStdout: (chunk) => {
+      chunks.push(chunk);
+      if (!told && Buffer.concat(chunks).toString('utf8').startsWith(`${HAVE_DIR}\n`)) {
+        told = true;
+        onDirExists();
+      }
+    },
+  });
+  if (result.code !== 0) {
+    throw new ExecError(
+      'io',
+      `looking at the files already in ${remoteDir} on ${link.where} failed (exit ${result.code ?? result.signal}): ${excerpt(result.stderr)}`,
+    );
+  }
+  return parseSums(Buffer.concat(chunks).toString('utf8'));
+}
+
+/** What an upload did (for messages and the benchmark). */
+export interface UploadSummary {
+  /** Files sent in the archive. */
+  sent: number;
+  /** Files the target already had with the same content. */
+  kept: number;
+}
+
+/** Copies the contents of `localDir` into `remoteDir` (see the file comment). */
+export async function uploadVerified(
+  link: TransferLink,
+  localDir: string,
+  remoteDir: string,
+  options: UploadOptions,
+): Promise<UploadSummary> {
+  const { signal } = options;
+  const files = (
+    await regularFiles(localDir, options.exclude).catch((error: unknown) => {
+      throw new ExecError(
+        'io',
+        `the upload could not read its input: ${error instanceof Error ? error.message : String(error)}`,
+        { cause: error },
+      );
+    })
+  ).filter(listable);
+  // Only a directory that exists (a volume mounted again) has any: one short command otherwise.
+  // When it exists, the local files are hashed while the target hashes its copies.
+  const ours = new Map<string, string | null>();
+  let hashing: Promise<void> = Promise.resolve();
+  const theirs = await remoteSums(
+    link,
+    remoteDir,
+    files,
+    () => {
+      hashing = (async () => {
+        for (const path of files) {
+          if (signal?.aborted) return;
+          ours.set(path, await sha256Of(join(localDir, path), signal).catch(() => null));
+        }
+      })();
+    },
+    signal,
+  );
+  await hashing;
+  const kept = new Set<string>();
+  for (const [path, sum] of theirs) if (ours.get(path) === sum) kept.add(path);
+  const sums = new Map<string, string>();
+  const archive = coalesce(
+    tarDirectory(localDir, {
+      exclude: options.exclude,
+      onWarning: options.onWarning,
+      signal,
+      skip: (path) => kept.has(path),
+      onFileHash: (path, sum) => sums.set(path, sum),
+    }),
+    ARCHIVE_PIECE_BYTES,
+  );
+  const dir = shQuote(remoteDir);
+  const result = await link.run(`mkdir -p -- ${dir} && tar -x -f - -C ${dir}`, {
+    stdin: archive,
+    signal,
+    maxOutputBytes: 64 * 1024,
+    what: 'the upload',
+  });
+  if (result.code !== 0) {
+    throw new ExecError(
+      'io',
+      `unpacking the upload into ${remoteDir} on ${link.where} failed (exit ${result.code ?? result.signal}): ${excerpt(result.stderr)}`,
+    );
+  }
+  await checkOnTarget(link, remoteDir, sums, signal);
+  return { sent: sums.size, kept: kept.size };
+}
+
+/** The target hashes what it wrote; any file that differs (or is missing) fails the upload. */
+async function checkOnTarget(
+  link: TransferLink,
+  remoteDir: string,
+  sums: ReadonlyMap<string, string>,
+  signal?: AbortSignal,
+): Promise<void> {
+  const lines = [...sums].filter(([path]) => listable(path)).map(([p, s]) => `${s}  ${p}\n`);
+  if (lines.length === 0) return;
+  const result = await link.run(`cd -- ${shQuote(remoteDir)} && sha256sum -c -`, {
+    stdin: lines.join(''),
+    signal,
+    maxOutputBytes: 64 * 1024,
+    what: 'the check of the upload',
+  });
+  if (result.code === 0) return;
+  const failed = result.stdout
+    .toString('utf8')
+    .split('\n')
+    .filter((line) => !/: OK$/.test(line) && line.trim() !== '');
+  throw new ExecError(
+    'io',
+    `the upload to ${remoteDir} on ${link.where} did not verify: ${failed.length > 0 ? failed.slice(0, 5).join('; ') : excerpt(result.stderr)}`,
+  );
+}
+
+/** Joins small chunks into pieces of about `bytes` (fewer, larger channel writes). */
+async function* coalesce(source: AsyncIterable<Buffer>, bytes: number): AsyncGenerator<Buffer> {
+  let parts: Buffer[] = [];
+  let size = 0;
+  for await (const chunk of source) {
+    parts.push(chunk);
+    size += chunk.length;
+    if (size >= bytes) {
+      yield Buffer.concat(parts, size);
+      parts = [];
+      size = 0;
+    }
+  }
+  if (size > 0) yield Buffer.concat(parts, size);
+}

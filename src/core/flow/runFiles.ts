@@ -1,0 +1,186 @@
+/**
+ * A new run's files: what `[training] upload` lists (checked before any pod exists, copied into the
+ * run directory while the pod boots), the metrics plugin, the trainer's config, and a resumed
+ * run's checkpoint.
+ */
+import * as fs from 'node:fs';
+import * as path from 'node:path';
+import type { OverbrainerConfig } from '../config/types';
+import type { RunRecord } from '../runs/runRecord';
+import { RESUME_DIR, RESUME_ENV, type TrainerJob } from '../train/job';
+import { type FlowDeps, FlowError } from './deps';
+
+/** Where the shipped metrics plugin is: next to the bundle (dist/python) or in the source tree. */
+export function pluginSource(): string {
+  const candidates = [
+    path.join(__dirname, 'python', 'overbrainer_metrics.py'),
+    path.join(__dirname, '..', '..', '..', 'python', 'overbrainer_metrics.py'),
+  ];
+  const found = candidates.find((file) => fs.existsSync(file));
+  if (!found)
+    throw new FlowError(
+      'the metrics plugin is missing from this installation',
+      'Reinstall the extension.',
+    );
+  return found;
+}
+
+/** The run's files, checked and their small part in place: the big copy is {@link packRun}'s. */
+export interface RunFiles {
+  job: TrainerJob;
+  /** The `[training] upload` entries, relative to the workspace (and to the run directory). */
+  entries: string[];
+}
+
+/**
+ * Checks `[training] upload` (inside the workspace, present) and puts the small files into the
+ * run directory (the plugin, the trainer's config). Throws a FlowError naming the entry.
+ */
+export function checkRunFiles(
+  config: OverbrainerConfig,
+  workspaceDir: string,
+  runDir: string,
+): RunFiles {
+  const training = config.training;
+  if (!training) {
+    throw new FlowError(
+      'overbrainer.toml has no [training] section',
+      'Add one (see the commented template).',
+    );
+  }
+  const entries: string[] = [];
+  for (const entry of training.upload) {
+    const source = path.resolve(workspaceDir, entry);
+    const rel = path.relative(workspaceDir, source);
+    if (rel.startsWith('..') || path.isAbsolute(rel)) {
+      throw new FlowError(
+        `upload entry ${entry} is outside the workspace`,
+        'List files inside the workspace.',
+      );
+    }
+    if (!fs.existsSync(source)) {
+      throw new FlowError(
+        `upload entry ${entry} does not exist`,
+        `Create ${entry} or remove it from [training] upload.`,
+      );
+    }
+    const special = specialFile(source);
+    if (special !== null) {
+      const name = path.relative(workspaceDir, special);
+      throw new FlowError(
+        `upload entry ${entry} holds ${name}, which is not a regular file, a directory or a link (a FIFO, a socket or a device cannot be copied)`,
+        `Move ${name} out of ${entry}, or list only what to send in [training] upload.`,
+      );
+    }
+    entries.push(rel);
+  }
+  fs.mkdirSync(path.join(runDir, 'plugin'), { recursive: true });
+  fs.copyFileSync(pluginSource(), path.join(runDir, 'plugin', 'overbrainer_metrics.py'));
+  if (training.trainer.kind === 'axolotl') {
+    fs.copyFileSync(
+      path.join(workspaceDir, training.trainer.configPath),
+      path.join(runDir, 'axolotl.yaml'),
+    );
+    return { job: { trainer: 'axolotl', config: 'axolotl.yaml', venv: '' }, entries };
+  }
+  return { job: { trainer: 'command', command: training.trainer.command }, entries };
+}
+
+/**
+ * The first file under `entry` (itself included) the copy cannot take, or null. Checked before
+ * any pod exists, since the copy runs while the pod boots; links are not followed.
+ */
+function specialFile(entry: string): string | null {
+  const stats = fs.lstatSync(entry);
+  if (stats.isDirectory()) {
+    for (const name of fs.readdirSync(entry)) {
+      const found = specialFile(path.join(entry, name));
+      if (found !== null) return found;
+    }
+    return null;
+  }
+  return stats.isFile() || stats.isSymbolicLink() ? null : entry;
+}
+
+/**
+ * Copies the checked upload entries into the run directory (asynchronously: the pod boots
+ * meanwhile), then places a resumed run's checkpoint. Resolves with the job's extra env.
+ */
+export async function packRun(
+  deps: FlowDeps,
+  run: RunRecord,
+  workspaceDir: string,
+  files: RunFiles,
+  resume: ResumeSource | null,
+): Promise<Record<string, string>> {
+  const runDir = deps.store.runDir(run.id);
+  for (const rel of files.entries) {
+    await fs.promises.cp(path.join(workspaceDir, rel), path.join(runDir, rel), {
+      recursive: true,
+      dereference: false,
+      verbatimSymlinks: true,
+    });
+  }
+  return resume === null ? {} : await placeResume(deps, run, resume, files.job);
+}
+
+/** Where a resumed run starts: the earlier run's snapshot, checked before anything is created. */
+export interface ResumeSource {
+  runId: string;
+  step: number;
+  /** The snapshot's checkpoint directory, as it came home under runs/<earlier run>/. */
+  localDir: string;
+}
+
+export function resumeSource(deps: FlowDeps, runId: string): ResumeSource {
+  const earlier = deps.store.loadRun(runId);
+  if (earlier.state === 'running' || earlier.state === 'preparing') {
+    throw new FlowError(
+      `run ${runId} is still ${earlier.state}: it has no snapshot to resume from yet`,
+      `Stop it first with \`overbrainer train stop ${runId}\` (VS Code: Stop and Snapshot), then resume.`,
+    );
+  }
+  const snapshot = earlier.snapshot;
+  if (!snapshot) {
+    throw new FlowError(
+      `run ${runId} ended ${earlier.state} without a snapshot: there is no checkpoint to resume from`,
+      'Runs that were stopped (`overbrainer train stop`, Stop and Snapshot, or a limit the watchdog saw coming) have one; start this one afresh.',
+    );
+  }
+  const localDir = path.join(deps.store.runDir(runId), snapshot.checkpoint);
+  if (!fs.existsSync(localDir) || !fs.statSync(localDir).isDirectory()) {
+    throw new FlowError(
+      `the snapshot of run ${runId} (${snapshot.checkpoint}, step ${snapshot.step}) is not in runs/${runId}/: its results were not brought home`,
+      `Bring them home with \`overbrainer train attach ${runId}\` while its pod still exists.`,
+    );
+  }
+  return { runId, step: snapshot.step, localDir };
+}
+
+/**
+ * Puts the earlier run's checkpoint into the new run's directory (`resume/checkpoint-N/`, uploaded
+ * with it) and returns the job's env naming it where the job runs. An Axolotl config gets
+ * `resume_from_checkpoint` too. The run records where it resumes from before (train).
+ */
+async function placeResume(
+  deps: FlowDeps,
+  run: RunRecord,
+  source: ResumeSource,
+  job: TrainerJob,
+): Promise<Record<string, string>> {
+  const name = `checkpoint-${source.step}`;
+  const runDir = deps.store.runDir(run.id);
+  await fs.promises.cp(source.localDir, path.join(runDir, RESUME_DIR, name), {
+    recursive: true,
+    dereference: false,
+    verbatimSymlinks: true,
+  });
+  const remote = `${run.remoteDir}/${RESUME_DIR}/${name}`;
+  if (job.trainer === 'axolotl') {
+    fs.appendFileSync(
+      path.join(runDir, job.config),
+      `\n# Added by Overbrainer: this run resumes run ${source.runId} from step ${source.step}.\nresume_from_checkpoint: ${JSON.stringify(remote)}\n`,
+    );
+  }
+  return { [RESUME_ENV]: remote };
+}

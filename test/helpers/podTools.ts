@@ -1,0 +1,50 @@
+/**
+ * A pod (a real sshd on loopback) whose commands find `scripts` first on their PATH (via BASH_ENV,
+ * read by the login shell of every session): a lying `find`, a `tar` that damages what it writes.
+ */
+import { chmodSync, mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { systemClock } from '../../src/core/clock';
+import { SshExecutor } from '../../src/core/exec/ssh';
+import { scaleTiming } from '../../src/core/timing';
+import { startSshd, type Sshd } from './sshd';
+
+export interface PodWithTools {
+  sshd: Sshd;
+  executor: SshExecutor;
+  close: () => Promise<void>;
+}
+
+/** `scripts` by command name; `root` shares the remote side with another sshd. */
+export async function podWithTools(
+  scripts: Record<string, string>,
+  root?: string,
+): Promise<PodWithTools> {
+  const tools = mkdtempSync(join(tmpdir(), 'ob-pod-tools-'));
+  mkdirSync(join(tools, 'bin'));
+  for (const [name, body] of Object.entries(scripts)) {
+    writeFileSync(join(tools, 'bin', name), body);
+    chmodSync(join(tools, 'bin', name), 0o755);
+  }
+  writeFileSync(join(tools, 'rc'), `PATH=${join(tools, 'bin')}:$PATH; export PATH\n`);
+  const sshd = await startSshd({ env: { BASH_ENV: join(tools, 'rc') }, root });
+  const executor = await SshExecutor.connect({
+    host: sshd.host,
+    port: sshd.port,
+    username: sshd.user,
+    privateKey: sshd.clientPrivateKey,
+    hostPublicKey: sshd.hostPublicKey,
+    clock: systemClock,
+    timing: scaleTiming(1),
+  });
+  return {
+    sshd,
+    executor,
+    close: async () => {
+      executor.dispose();
+      await sshd.stop();
+      rmSync(tools, { recursive: true, force: true });
+    },
+  };
+}

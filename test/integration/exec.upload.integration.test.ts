@@ -1,0 +1,79 @@
+/**
+ * The upload over SSH against a real sshd: what the pod wrote is hashed there against the hashes
+ * of what was sent (a damaged write fails the upload), and files the pod already has with the
+ * same content (a run directory on a volume a new pod mounts again) are not sent again.
+ */
+import assert from 'node:assert/strict';
+import { mkdirSync, mkdtempSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
+import { randomBytes } from 'node:crypto';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { ExecError } from '../../src/core/exec/executor';
+import { uploadVerified } from '../../src/core/exec/sshUpload';
+import { podWithTools, type PodWithTools } from '../helpers/podTools';
+
+/** A `tar` that runs the real one, then appends a byte to data/model.bin under its -C dir. */
+const DAMAGING_TAR = `#!/bin/sh
+real=$(PATH=/usr/local/bin:/usr/bin:/bin command -v tar)
+"$real" "$@" || exit $?
+for last; do :; done
+if [ -f "$last/data/model.bin" ]; then printf X >> "$last/data/model.bin"; fi
+`;
+
+describe('upload over SSH, verified on the pod', function () {
+  this.timeout(60_000);
+  let local: string;
+  let pod: PodWithTools | null = null;
+
+  beforeEach(() => {
+    local = mkdtempSync(join(tmpdir(), 'ob-upload-'));
+    mkdirSync(join(local, 'run', 'data'), { recursive: true });
+    writeFileSync(join(local, 'run', 'train.py'), 'print("hi")\n');
+    writeFileSync(join(local, 'run', 'data', 'model.bin'), randomBytes(3 * 1024 * 1024 + 7));
+    writeFileSync(join(local, 'run', 'data', 'small.txt'), 'small\n');
+  });
+  afterEach(async () => {
+    await pod?.close();
+    pod = null;
+    rmSync(local, { recursive: true, force: true });
+  });
+
+  it('fails, naming the file, when what the pod wrote differs from what was sent', async () => {
+    pod = await podWithTools({ tar: DAMAGING_TAR });
+    const remote = join(pod.sshd.root, 'run');
+    const error = await pod.executor.upload(join(local, 'run'), remote, { exclude: [] }).then(
+      () => assert.fail('the damaged upload was accepted'),
+      (caught: unknown) => caught,
+    );
+    assert.ok(error instanceof ExecError, String(error));
+    assert.equal(error.kind, 'io');
+    assert.match(error.message, /did not verify: .*data\/model\.bin/);
+  });
+
+  it('does not send again the files the pod has with the same content, and sends the others', async () => {
+    pod = await podWithTools({});
+    const remote = join(pod.sshd.root, 'run');
+    const src = join(local, 'run');
+    const first = await uploadVerified(pod.executor, src, remote, { exclude: [] });
+    assert.deepEqual(first, { sent: 3, kept: 0 });
+    const inode = statSync(join(remote, 'data', 'model.bin')).ino;
+    // The pod's copy of one file differs (same size), one local file changed, one is new.
+    writeFileSync(join(remote, 'train.py'), 'print("ho")\n');
+    writeFileSync(join(src, 'data', 'small.txt'), 'changed\n');
+    writeFileSync(join(src, 'data', 'new.txt'), 'new\n');
+    const second = await uploadVerified(pod.executor, src, remote, { exclude: [] });
+    assert.deepEqual(second, { sent: 3, kept: 1 });
+    assert.equal(
+      statSync(join(remote, 'data', 'model.bin')).ino,
+      inode,
+      'model.bin was sent again',
+    );
+    for (const rel of ['train.py', 'data/small.txt', 'data/new.txt', 'data/model.bin']) {
+      assert.deepEqual(readFileSync(join(remote, rel)), readFileSync(join(src, rel)), rel);
+    }
+    // Through the executor too: nothing changed, nothing is rewritten.
+    const before = statSync(join(remote, 'data', 'new.txt')).ino;
+    await pod.executor.upload(src, remote, { exclude: [] });
+    assert.equal(statSync(join(remote, 'data', 'new.txt')).ino, before);
+  });
+});
