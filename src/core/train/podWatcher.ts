@@ -49,7 +49,7 @@ export function lookScript(remoteRunDir: string): string {
 export interface PodPushSink {
   /** Look for checkpoints this often (ms; at least one tick of the watcher). */
   lookMs: number;
-  /** Sample the disk this often (ms; whole seconds on the pod, at least 1). */
+  /** Sample the disk this often (ms; at least one tick of the watcher). */
   diskMs: number;
   /** The network volume's mount (its use is what counts), or null: the run directory's filesystem. */
   volumeDir: string | null;
@@ -129,15 +129,17 @@ export function streamCommand(
     lines.push('pushes() { :; }');
   } else {
     const lookMs = Math.max(1, Math.round(pushes.lookMs));
-    const diskS = Math.max(1, Math.round(pushes.diskMs / 1000));
+    const diskMs = Math.max(1, Math.round(pushes.diskMs));
     lines.push(
       lookSh(runDir),
       `disk_sample() (\n${sampleScript(runDir, pushes.volumeDir)}\n)`,
       `disk_push() { ck_s=$(disk_sample 2>/dev/null) && printf '${PUSH_DISK}%s\\n' "$ck_s" >&2; }`,
+      // Both in ticks of the watcher's loop, at least one.
       `look_every=$((${lookMs} * per_s / 1000)); [ "$look_every" -ge 1 ] || look_every=1`,
+      `disk_every=$((${diskMs} * per_s / 1000)); [ "$disk_every" -ge 1 ] || disk_every=1`,
       'pushes() {',
       '  if [ $((n % look_every)) -eq 0 ]; then look_tick; fi',
-      `  if [ $((n % (per_s * ${diskS}))) -eq 0 ]; then disk_push; fi`,
+      '  if [ $((n % disk_every)) -eq 0 ]; then disk_push; fi',
       '}',
     );
   }
