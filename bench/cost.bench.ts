@@ -189,6 +189,7 @@ export async function costBench(options: BenchOptions): Promise<BenchReport> {
       notes: [
         `A ${ms(wallMs)} window at production timing ÷ ${FACTOR} = ${(productionHours * 60).toFixed(1)} min of production time, after the job ran and its first metric arrived (examples/tiny/train.py, 10 lines/s).`,
         `Client API requests by route: ${byRoute(client)}; the watchdog's: ${byRoute(watchdog)}.`,
+        `Per checkpoint streamed home: ${homeInWindow > 0 ? ((sshTotal(ssh) - ssh.writeFileAtomic - ssh.stream) / homeInWindow).toFixed(1) : 'n/a'} SSH requests (the verified copy: listing, manifest, changed-since check, the download; the metrics mirrored up to its step), so the hour costs the lease's 12 plus that many per checkpoint the trainer saves.`,
         `Our SSH requests in the window: exec ${ssh.exec}, stream ${ssh.stream}, readRange ${ssh.readRange}, writeFileAtomic ${ssh.writeFileAtomic}, upload ${ssh.upload}, download ${ssh.download} (at ÷${FACTOR} timing); ${homeInWindow} checkpoint(s) streamed home in it (train.py --save-every ${SAVE_EVERY_STEPS}: one every 5 min of production time). No status poll, disk sample or checkpoint look while the stream speaks: the pod pushes them on it.`,
         `Metric → event through the whole flow (python's time.time() at the write, Date.now() at the event, same machine): p50 ${ms(percentile(steadyLatencies, 50))}, p95 ${ms(p95)}, over ${steadyLatencies.length} lines.`,
       ],
