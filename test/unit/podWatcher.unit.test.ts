@@ -18,13 +18,18 @@ import {
   streamCommand,
   type PodPushSink,
 } from '../../src/core/train/podWatcher';
+import { busybox, busyboxBin } from '../helpers/jobShells';
 
-const SHELLS: { name: string; argv: string[] }[] = [
+/** The shells; `applets`: with a PATH of busybox applets only, as on a minimal image. */
+const ALL_SHELLS: { name: string; argv: string[]; applets?: boolean }[] = [
   { name: 'sh', argv: ['sh'] },
   { name: 'dash', argv: ['dash'] },
   { name: 'bash --posix', argv: ['bash', '--posix'] },
-  { name: 'busybox sh', argv: ['busybox', 'sh'] },
-].filter(({ argv }) => spawnSync(argv[0] as string, [...argv.slice(1), '-c', 'true']).status === 0);
+  { name: 'busybox sh (busybox applets only)', argv: [busybox, 'sh'], applets: true },
+];
+const SHELLS = ALL_SHELLS.filter(
+  ({ argv }) => spawnSync(argv[0] as string, [...argv.slice(1), '-c', 'true']).status === 0,
+);
 
 /** Saves a checkpoint the way examples/tiny/train.py does: written aside, renamed into place. */
 function saveCheckpoint(runDir: string, step: number): void {
@@ -68,10 +73,16 @@ describe('the pod-side watcher pushes checkpoints and disk samples (every shell)
       };
       const reader = new PushReader(sink);
       const other: string[] = [];
+      let env = process.env;
+      if (shell.applets === true) {
+        const bin = mkdtempSync(path.join(tmpdir(), 'ob-applets-'));
+        cleanups.push(() => rmSync(bin, { recursive: true, force: true }));
+        env = { ...process.env, PATH: busyboxBin(bin) };
+      }
       const watcher: ChildProcess = spawn(
         shell.argv[0] as string,
         [...shell.argv.slice(1), '-c', streamCommand(runDir, 0, 1, sink)],
-        { stdio: ['ignore', 'ignore', 'pipe'] },
+        { stdio: ['ignore', 'ignore', 'pipe'], env },
       );
       cleanups.push(() => watcher.kill('SIGKILL'));
       let partial = '';
