@@ -180,6 +180,10 @@ export async function watchCheckpoints(
     const parent = slash < 0 ? '' : chosen.slice(0, slash);
     const home = join(localRunDir, CHECKPOINTS_DIR);
     await mkdir(home, { recursive: true });
+    // The metrics up to its step (a recovery's new pod continues the curve from them) are
+    // mirrored beside the copy, at the same time: the checkpoint was saved, so the file holds
+    // its step already. Never rejects.
+    const mirrored = mirrorMetrics(executor, run.remoteDir, localRunDir, signal);
     const got = await retrieve({
       executor,
       remoteRunDir: parent === '' ? run.remoteDir : `${run.remoteDir}/${parent}`,
@@ -187,15 +191,14 @@ export async function watchCheckpoints(
       entries: [name],
       signal,
       clock: ctx.clock,
-    });
+    }).finally(() => mirrored);
     if (!got.verified || got.files === 0) {
       log(ctx, 'debug', `run ${run.id}: checkpoint ${chosen} did not verify yet; tried again`);
       return false;
     }
-    // The metrics up to its step first (a recovery's new pod continues the curve from them), then
-    // the pod's SHA-256 of every file next to the copy: a recovery hashes the copy again against
-    // it before it trusts it. Written before latest.json names the copy.
-    if (!(await mirrorMetrics(executor, run.remoteDir, localRunDir, signal))) return false;
+    // The metrics mirrored, then the pod's SHA-256 of every file next to the copy: a recovery
+    // hashes the copy again against it before it trusts it. Written before latest.json names it.
+    if (!(await mirrored)) return false;
     await writeHashes(home, name, got.manifest);
     const before = latest;
     latest = {
