@@ -36,6 +36,8 @@ import {
 } from './lib';
 
 const FACTOR = 5;
+/** A checkpoint every 5 min of production time (12 an hour) at 10 steps/s, scaled. */
+const SAVE_EVERY_STEPS = (5 * 60 * 10) / FACTOR;
 
 /** The steady-state durations at production ÷ FACTOR; network limits kept wide for a loaded machine. */
 function benchTiming(): Partial<Timing> {
@@ -51,6 +53,11 @@ function benchTiming(): Partial<Timing> {
     'goneIntervalMs',
     'watchdogIntervalS',
     'watchdogProbeWaitS',
+    // The disk policy's samples and the checkpoint stream, pushed by the pod (their polls are
+    // the fallback while the stream is down): at the same scale, so the hour counts them.
+    'diskPollMs',
+    'checkpointPollMs',
+    'checkpointLookMs',
   ];
   return Object.fromEntries(keys.map((key) => [key, scaled[key]]));
 }
@@ -62,6 +69,7 @@ export async function costBench(options: BenchOptions): Promise<BenchReport> {
     // Long enough to outlast the window: 10 lines/s, like the latency benchmark.
     steps: 1_000_000,
     stepSeconds: 0.1,
+    command: `python3 train.py --steps 1000000 --step-seconds 0.1 --save-every ${SAVE_EVERY_STEPS}`,
     maxHours: 2,
     timing: benchTiming(),
     owner: 'benchmark',
@@ -69,9 +77,11 @@ export async function costBench(options: BenchOptions): Promise<BenchReport> {
   const stop = new AbortController();
   let runId: string | null = null;
   const latencies: number[] = [];
+  let checkpointsHome = 0;
   try {
     lab.bus.on((event) => {
       if (event.type === 'metric') latencies.push(Date.now() - event.metric.time * 1000);
+      if (event.type === 'log' && / is home, verified/.test(event.message)) checkpointsHome++;
     });
     const training = lab.track(
       train(lab.deps, lab.config, lab.workspace, {
@@ -93,12 +103,14 @@ export async function costBench(options: BenchOptions): Promise<BenchReport> {
     await sleep(Math.min(2_000, windowMs / 3));
     const requests0 = lab.emulator.requests().length;
     const ssh0 = snapshotSsh();
+    const home0 = checkpointsHome;
     const latencyFrom = latencies.length;
     const started = performance.now();
     await sleep(windowMs);
     const wallMs = performance.now() - started;
     const requests = lab.emulator.requests().slice(requests0);
     const ssh = sshDelta(snapshotSsh(), ssh0);
+    const homeInWindow = checkpointsHome - home0;
     const steadyLatencies = latencies.slice(latencyFrom);
     stop.abort();
     await settled;
@@ -152,6 +164,14 @@ export async function costBench(options: BenchOptions): Promise<BenchReport> {
           verdict: sshPerHour <= 60 ? 'met' : `NOT met (${sshPerHour.toFixed(0)}/h)`,
         },
         {
+          measure: 'of which the lease renewals (spec: one every 5 min)',
+          baseline: (3_600_000 / PRODUCTION_TIMING.leaseRenewMs).toFixed(0),
+          ours: perHour(ssh.writeFileAtomic).toFixed(0),
+          ratio: '',
+          target: 'as the spec sets them',
+          verdict: '',
+        },
+        {
           measure: 'metric → event on the emulated pod (train.py’s own timestamp, p95)',
           baseline: '≈ 2 s (one poll interval)',
           ours: ms(p95),
@@ -165,11 +185,12 @@ export async function costBench(options: BenchOptions): Promise<BenchReport> {
         },
       ],
       bounds:
-        'API: none while SSH works (the lease is renewed over SSH, the pod is looked up only after a failed watch). SSH: the lease renewal (12/h) and whatever else the flow runs on the pod; the follow itself asks nothing while its one long-lived stream speaks (the pod pushes the metrics, signs of life and the job’s end on it).',
+        'API: none while SSH works (the lease is renewed over SSH, the pod is looked up only after a failed watch). SSH: the lease renewal (12/h, as the spec sets it) and the copies of the checkpoints the trainer saves (a few requests each: the manifest, the tar stream, the metrics mirrored up to its step); the follow itself asks nothing while its one long-lived stream speaks (the pod pushes the metrics, signs of life, the job’s end, each new checkpoint and the disk samples on it).',
       notes: [
         `A ${ms(wallMs)} window at production timing ÷ ${FACTOR} = ${(productionHours * 60).toFixed(1)} min of production time, after the job ran and its first metric arrived (examples/tiny/train.py, 10 lines/s).`,
         `Client API requests by route: ${byRoute(client)}; the watchdog's: ${byRoute(watchdog)}.`,
-        `Our SSH requests in the window: exec ${ssh.exec}, stream ${ssh.stream}, readRange ${ssh.readRange}, writeFileAtomic ${ssh.writeFileAtomic} (at ÷${FACTOR} timing). No status poll while the stream speaks; the metrics and the job's end come down one stream.`,
+        `Per checkpoint streamed home: ${homeInWindow > 0 ? ((sshTotal(ssh) - ssh.writeFileAtomic - ssh.stream) / homeInWindow).toFixed(1) : 'n/a'} SSH requests (the verified copy: listing, manifest, changed-since check, the download; the metrics mirrored up to its step), so the hour costs the lease's 12 plus that many per checkpoint the trainer saves.`,
+        `Our SSH requests in the window: exec ${ssh.exec}, stream ${ssh.stream}, readRange ${ssh.readRange}, writeFileAtomic ${ssh.writeFileAtomic}, upload ${ssh.upload}, download ${ssh.download} (at ÷${FACTOR} timing); ${homeInWindow} checkpoint(s) streamed home in it (train.py --save-every ${SAVE_EVERY_STEPS}: one every 5 min of production time). No status poll, disk sample or checkpoint look while the stream speaks: the pod pushes them on it.`,
         `Metric → event through the whole flow (python's time.time() at the write, Date.now() at the event, same machine): p50 ${ms(percentile(steadyLatencies, 50))}, p95 ${ms(p95)}, over ${steadyLatencies.length} lines.`,
       ],
       raw: { requests, ssh, wallMs, factor: FACTOR },

@@ -29,6 +29,7 @@ import { PRODUCTION_TIMING, scaleTiming } from '../src/core/timing';
 import { MetricsFollower, PollingMetricsReader } from '../src/core/train/follow';
 import { startSshd } from '../test/helpers/sshd';
 import {
+  productionPushes,
   below,
   countSshRequests,
   cpuMs,
@@ -93,6 +94,7 @@ async function measure(
       bus,
       clock: systemClock,
       timing,
+      pushes: productionPushes(),
     });
     running = follower.follow(stop.signal);
   } else {

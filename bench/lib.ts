@@ -8,7 +8,11 @@
  */
 import { readFileSync } from 'node:fs';
 import { cpus, loadavg, totalmem } from 'node:os';
+import { systemClock } from '../src/core/clock';
 import { SshExecutor } from '../src/core/exec/ssh';
+import { PodPushes } from '../src/core/runpod/podPushes';
+import { PRODUCTION_TIMING } from '../src/core/timing';
+import type { PodPushSink } from '../src/core/train/podWatcher';
 
 export interface BenchOptions {
   /** CI mode: tiny sizes, one repetition; checks the benchmark still runs. */
@@ -222,4 +226,17 @@ export function rssKiBOf(pid: number): number {
   } catch {
     return NaN;
   }
+}
+
+/**
+ * The pushes a followed run has the pod's watcher send in production (checkpoint looks every
+ * `checkpointLookMs`, a disk sample every `diskPollMs`), taken by a sink as the flow's is: the
+ * follower's cost then includes them.
+ */
+export function productionPushes(): PodPushSink {
+  return new PodPushes(systemClock).sink({
+    lookMs: PRODUCTION_TIMING.checkpointLookMs,
+    diskMs: PRODUCTION_TIMING.diskPollMs,
+    volumeDir: null,
+  });
 }

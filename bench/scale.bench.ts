@@ -28,6 +28,7 @@ import { scaleTiming } from '../src/core/timing';
 import { MetricsFollower, PollingMetricsReader } from '../src/core/train/follow';
 import { startSshd } from '../test/helpers/sshd';
 import {
+  productionPushes,
   countSshRequests,
   cpuMs,
   median,
@@ -113,7 +114,7 @@ async function child(params: ChildParams): Promise<void> {
     };
     const work =
       params.side === 'ours'
-        ? new MetricsFollower(common).follow(stop.signal)
+        ? new MetricsFollower({ ...common, pushes: productionPushes() }).follow(stop.signal)
         : new PollingMetricsReader(common).run(stop.signal);
     running.push(work.catch(() => undefined));
   }

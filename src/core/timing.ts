@@ -75,10 +75,19 @@ export interface Timing {
   snapshotLeadS: number;
   /** How long the watchdog waits for a snapshot it requested before its deadline delete (OVERBRAINER_SNAPSHOT_WAIT). */
   snapshotWaitS: number;
-  /** How often a following client samples the run's disk use (the disk policy). */
+  /**
+   * How often the disk policy gets a sample of the run's disk use: pushed by the pod's watcher on
+   * the metrics stream; the client samples over SSH itself at this interval only while that
+   * stream is down.
+   */
   diskPollMs: number;
-  /** How often a following client looks for new checkpoints on the pod to stream home. */
+  /**
+   * How often a following client looks for new checkpoints on the pod itself, only while the
+   * metrics stream is down (the pod's watcher pushes them while it is up).
+   */
   checkpointPollMs: number;
+  /** How often the pod's watcher looks whether a checkpoint was saved (it pushes what changed). */
+  checkpointLookMs: number;
   /**
    * Least of max_hours a run must have left to go on on a new pod after its pod died (the new
    * pod must boot, take the checkpoint and train a while); with less, recovery is refused.
@@ -137,6 +146,7 @@ export const PRODUCTION_TIMING: Readonly<Timing> = Object.freeze({
   snapshotWaitS: 900,
   diskPollMs: 60_000,
   checkpointPollMs: 60_000,
+  checkpointLookMs: 5_000,
   recoveryMinLeftMs: 10 * MINUTE_MS,
   podLogRetryBaseMs: 500,
   podLogRetryMaxMs: 15_000,

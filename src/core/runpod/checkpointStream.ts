@@ -1,7 +1,9 @@
 /**
- * Checkpoints streamed home while a run is followed: every `checkpointPollMs` the pod's run
- * directory is searched for the checkpoints the trainer saved (`checkpoint-<step>` directories,
- * `output/checkpoint-20`), and the newest finished one is copied to
+ * Checkpoints streamed home while a run is followed: the pod's watcher pushes a look at the run
+ * directory on the metrics stream whenever the checkpoints the trainer saved changed
+ * (`checkpoint-<step>` directories, `output/checkpoint-20`; train/podWatcher.ts), or, while that
+ * stream is down, the client looks itself every `checkpointPollMs`; the newest finished one is
+ * copied to
  * `runs/<id>/checkpoints/checkpoint-<step>/` with {@link retrieve} (verified against the pod's
  * SHA-256 manifest; an interrupted copy resumes from its staged files at the next tick). A
  * checkpoint still being written is not taken: one is finished when a newer one exists, when the
@@ -18,10 +20,14 @@ import { isAbortError } from '../clock';
 import type { Executor } from '../exec/executor';
 import { CHECKPOINTS_DIR } from '../runs/store';
 import type { RunRecord } from '../runs/runRecord';
+import { lookScript } from '../train/podWatcher';
 import { retrieve, STAGING_DIR } from '../train/retrieval';
 import { log, type PodCtx } from './context';
 import { HASHES_SUFFIX, mirrorMetrics, writeHashes } from './checkpointHome';
+import type { PodPushes, Pushed } from './podPushes';
 import { messageOf } from './remove';
+
+export { lookScript } from '../train/podWatcher';
 
 /** The record of the newest verified local checkpoint, in `runs/<id>/checkpoints/`. */
 export const LATEST_FILE = 'latest.json';
@@ -40,24 +46,6 @@ export interface StreamedCheckpoint {
 
 /** Names the stream accepts (relative to the run dir); anything else is not a checkpoint of ours. */
 const CHECKPOINT_PATH = /^(?:[A-Za-z0-9_.-]+\/){0,3}checkpoint-(\d{1,12})$/;
-
-/**
- * Lists `checkpoint-<step>` directories under the run directory (at most 4 levels down), leaving
- * out `resume/` (a resumed run's input) and hidden directories (`.pod`, a trainer's temp dirs);
- * then the files and sizes of each, and `snapshot.json` when there is one.
- */
-export function lookScript(remoteRunDir: string): string {
-  const dir = `'${remoteRunDir.replaceAll("'", `'\\''`)}'`;
-  return [
-    `cd ${dir} || exit 3`,
-    `find . -maxdepth 4 \\( -path ./resume -o -path './.*' -o -path '*/.*' \\) -prune -o -type d -name 'checkpoint-[0-9]*' -print -prune | while IFS= read -r d; do`,
-    `  printf 'D %s\\n' "$d"`,
-    `  find "$d" -type f -exec wc -c {} + 2>/dev/null | grep -v ' total$' | sort -k2 | sed 's/^/F /'`,
-    `done`,
-    `[ -f snapshot.json ] && { printf 'S '; tr -d '\\n' < snapshot.json; echo; }`,
-    `exit 0`,
-  ].join('\n');
-}
 
 export interface Look {
   /** Checkpoint path (relative) → signature of its files and sizes. */
@@ -142,38 +130,60 @@ async function prune(localRunDir: string, keep: readonly string[]): Promise<void
 }
 
 /**
- * Streams the checkpoints of `run` home every `checkpointPollMs` until `signal` aborts; resolves
- * then, never rejects. `localRunDir` is the run's directory in the runs store.
+ * Streams the checkpoints of `run` home until `signal` aborts, as `pushes` bring the pod's looks
+ * (without them, or while the stream is down, a look every `checkpointPollMs`); resolves then,
+ * never rejects. `localRunDir` is the run's directory in the runs store.
  */
 export async function watchCheckpoints(
   ctx: PodCtx,
   executor: Executor,
   run: RunRecord,
   signal: AbortSignal,
+  pushes?: PodPushes,
 ): Promise<void> {
   const localRunDir = ctx.store.runDir(run.id);
   let latest = readLatest(localRunDir);
   let older: string | null = null;
   let previous: Look | null = null;
 
-  const tick = async (): Promise<void> => {
+  /** The pod's look: pushed (with the one pushed before it), else asked for now. */
+  const lookAt = async (
+    pushed: Pushed | null,
+  ): Promise<{ look: Look; previous: Look | null } | null> => {
+    if (pushed !== null) {
+      return {
+        look: parseLook(pushed.value),
+        previous: pushed.previous === null ? previous : parseLook(pushed.previous),
+      };
+    }
     const result = await executor.exec(lookScript(run.remoteDir), {
       signal,
       timeoutMs: 5 * 60_000,
       maxOutputBytes: 4 * 1024 * 1024,
     });
-    if (result.code !== 0) return;
-    const look = parseLook(result.stdout.toString('utf8'));
-    const chosen = finishedCheckpoint(look, previous);
+    if (result.code !== 0) return null;
+    return { look: parseLook(result.stdout.toString('utf8')), previous };
+  };
+
+  /** One look and the copy it calls for; false when it should be tried again. */
+  const tick = async (pushed: Pushed | null): Promise<boolean> => {
+    const seen = await lookAt(pushed);
+    if (seen === null) return false;
+    const { look } = seen;
+    const chosen = finishedCheckpoint(look, seen.previous);
     previous = look;
-    if (chosen === null) return;
+    if (chosen === null) return true;
     const step = stepOf(chosen);
-    if (latest !== null && (latest.remote === chosen || latest.step >= step)) return;
+    if (latest !== null && (latest.remote === chosen || latest.step >= step)) return true;
     const slash = chosen.lastIndexOf('/');
     const name = chosen.slice(slash + 1);
     const parent = slash < 0 ? '' : chosen.slice(0, slash);
     const home = join(localRunDir, CHECKPOINTS_DIR);
     await mkdir(home, { recursive: true });
+    // The metrics up to its step (a recovery's new pod continues the curve from them) are
+    // mirrored beside the copy, at the same time: the checkpoint was saved, so the file holds
+    // its step already. Never rejects.
+    const mirrored = mirrorMetrics(executor, run.remoteDir, localRunDir, signal);
     const got = await retrieve({
       executor,
       remoteRunDir: parent === '' ? run.remoteDir : `${run.remoteDir}/${parent}`,
@@ -181,15 +191,14 @@ export async function watchCheckpoints(
       entries: [name],
       signal,
       clock: ctx.clock,
-    });
+    }).finally(() => mirrored);
     if (!got.verified || got.files === 0) {
       log(ctx, 'debug', `run ${run.id}: checkpoint ${chosen} did not verify yet; tried again`);
-      return;
+      return false;
     }
-    // The metrics up to its step first (a recovery's new pod continues the curve from them), then
-    // the pod's SHA-256 of every file next to the copy: a recovery hashes the copy again against
-    // it before it trusts it. Written before latest.json names the copy.
-    if (!(await mirrorMetrics(executor, run.remoteDir, localRunDir, signal))) return;
+    // The metrics mirrored, then the pod's SHA-256 of every file next to the copy: a recovery
+    // hashes the copy again against it before it trusts it. Written before latest.json names it.
+    if (!(await mirrored)) return false;
     await writeHashes(home, name, got.manifest);
     const before = latest;
     latest = {
@@ -208,12 +217,34 @@ export async function watchCheckpoints(
       'info',
       `run ${run.id}: checkpoint ${chosen} (step ${step}) is home, verified (${got.transferredBytes} bytes fetched)`,
     );
+    return true;
   };
 
+  // With pushes: each look as it comes; one whose copy failed is tried again after
+  // `checkpointLookMs` (the pod pushes only what changed), and while the stream is down the
+  // client looks itself every `checkpointPollMs`.
+  let lastPushed: Pushed | null = null;
+  let done = true;
   while (!signal.aborted) {
+    let pushed: Pushed | null = null;
+    if (pushes !== undefined) {
+      let next;
+      try {
+        next = await pushes.look.next(
+          ctx.timing.checkpointPollMs,
+          signal,
+          done ? Infinity : ctx.timing.checkpointLookMs,
+        );
+      } catch {
+        return;
+      }
+      if (next === 'waited') pushed = lastPushed;
+      else if (next !== 'down') pushed = lastPushed = next;
+    }
     try {
-      await tick();
+      done = await tick(pushed);
     } catch (error) {
+      done = false;
       if (isAbortError(error) || signal.aborted) return;
       log(
         ctx,
@@ -221,6 +252,7 @@ export async function watchCheckpoints(
         `run ${run.id}: streaming checkpoints failed this time: ${messageOf(error)}`,
       );
     }
+    if (pushes !== undefined) continue;
     try {
       await ctx.clock.sleep(ctx.timing.checkpointPollMs, signal);
     } catch {

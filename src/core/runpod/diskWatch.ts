@@ -1,6 +1,7 @@
 /**
  * The disk policy's ticking task while a run is followed (src/core/train/disk.ts decides): every
- * `diskPollMs` it samples the run's disk over the executor, says the warnings, grows the run's
+ * `diskPollMs` it takes a sample of the run's disk — pushed by the pod's watcher on the metrics
+ * stream, or sampled over the executor while that stream is down — says the warnings, grows the run's
  * network volume through the API (and hands the new size to the pod's watchdog in
  * `.pod/volume_gb`), or asks the job for a snapshot with reason `disk`. It runs alongside the
  * lease holder and never fails the follow: its own failures are logged and tried again at the
@@ -16,13 +17,15 @@ import { NETWORK_VOLUME_PATH } from './api';
 import { log, warn, type PodCtx } from './context';
 import { isApiError } from './errors';
 import { VOLUME_GB_FILE } from './podScripts';
+import type { PodPushes } from './podPushes';
 import { messageOf } from './remove';
 
 /** Runpod's answers that refuse a growth outright (no GET will ever show it). */
 const REFUSALS = new Set(['rejected', 'forbidden', 'unauthorized', 'no_credits']);
 
 /**
- * Samples the disk of `run` every `diskPollMs` until `signal` aborts; resolves then, never
+ * Samples the disk of `run` every `diskPollMs` until `signal` aborts (with `pushes`: as the pod
+ * pushes its samples, sampling itself only while the stream is down); resolves then, never
  * rejects. With a network volume, its size is read from the API first and written to the pod's
  * `.pod/volume_gb` (the watchdog's disk rule reads it).
  */
@@ -32,6 +35,7 @@ export async function watchDisk(
   run: RunRecord,
   pod: PodRecord,
   signal: AbortSignal,
+  pushes?: PodPushes,
 ): Promise<void> {
   const volumeId = pod.networkVolumeId;
   let policy: DiskPolicy | null =
@@ -113,15 +117,25 @@ export async function watchDisk(
     }
   };
 
-  const sampleOnce = async (current: DiskPolicy): Promise<void> => {
+  /** The pod's sample line: pushed, else asked for now (null when it gave none). */
+  const sampleText = async (pushed: string | null): Promise<string | null> => {
+    if (pushed !== null) return pushed;
     const result = await executor.exec(
       sampleScript(run.remoteDir, volumeId === null ? null : NETWORK_VOLUME_PATH),
       { signal, timeoutMs: 5 * 60_000, maxOutputBytes: 4096 },
     );
-    const sample = result.code === 0 ? parseSample(result.stdout.toString('utf8')) : null;
+    if (result.code === 0) return result.stdout.toString('utf8');
+    const why = result.stderr.toString('utf8').trim().slice(0, 200);
+    log(ctx, 'debug', `run ${run.id}: no disk sample (${why || `exit ${result.code}`})`);
+    return null;
+  };
+
+  const sampleOnce = async (current: DiskPolicy, pushed: string | null): Promise<void> => {
+    const text = await sampleText(pushed);
+    const sample = text === null ? null : parseSample(text);
     if (sample === null) {
-      const why = result.stderr.toString('utf8').trim().slice(0, 200);
-      log(ctx, 'debug', `run ${run.id}: no disk sample (${why || `exit ${result.code}`})`);
+      if (text !== null)
+        log(ctx, 'debug', `run ${run.id}: not a disk sample: ${text.slice(0, 200)}`);
       return;
     }
     let apiSizeGb: number | null = null;
@@ -141,6 +155,16 @@ export async function watchDisk(
   };
 
   while (!signal.aborted) {
+    // The pod pushes a sample every diskPollMs; after that long with the stream down, sample here.
+    let pushed: string | null = null;
+    if (pushes !== undefined) {
+      try {
+        const next = await pushes.disk.next(ctx.timing.diskPollMs, signal);
+        pushed = typeof next === 'string' ? null : next.value;
+      } catch {
+        return;
+      }
+    }
     try {
       if (policy === null && volumeId !== null) {
         const volume = await ctx.client.getNetworkVolume(volumeId, { signal });
@@ -158,11 +182,12 @@ export async function watchDisk(
         );
         await handOver(volume.sizeGb);
       }
-      if (policy !== null) await sampleOnce(policy);
+      if (policy !== null) await sampleOnce(policy, pushed);
     } catch (error) {
       if (isAbortError(error) || signal.aborted) return;
       log(ctx, 'debug', `run ${run.id}: the disk watch failed this time: ${messageOf(error)}`);
     }
+    if (pushes !== undefined) continue;
     try {
       await ctx.clock.sleep(ctx.timing.diskPollMs, signal);
     } catch {

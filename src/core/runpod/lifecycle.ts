@@ -14,7 +14,7 @@ import type { RunRecord } from '../runs/runRecord';
 import { FollowError, MetricsFollower, type FollowResult } from '../train/follow';
 import { Pace } from '../train/pace';
 import { requestSnapshot } from '../train/snapshot';
-import { isDead, type Pod } from './api';
+import { isDead, NETWORK_VOLUME_PATH, type Pod } from './api';
 import { log, warn, type PodCtx } from './context';
 import { followLostWords, whileNobodyFollows } from './watchdogWords';
 import { watchCheckpoints } from './checkpointStream';
@@ -31,6 +31,7 @@ import {
   snapshotAtUnixS,
 } from './lease';
 import { PodError } from './podError';
+import { PodPushes } from './podPushes';
 import { syncKeep } from './podEnd';
 import { LEASE_FILE } from './podScripts';
 import {
@@ -110,6 +111,7 @@ export async function watchLeased(
   signal?.addEventListener('abort', onAbort, { once: true });
   // An abort before the watch began (Ctrl-C during the shielded job start) fires no event.
   if (signal?.aborted) onAbort();
+  const pushes = new PodPushes(ctx.clock); // checkpoints and disk samples, pushed by the pod
   const follower = new MetricsFollower({
     executor,
     runId: run.id,
@@ -118,6 +120,11 @@ export async function watchLeased(
     clock: ctx.clock,
     timing: ctx.timing,
     fromOffset,
+    pushes: pushes.sink({
+      lookMs: ctx.timing.checkpointLookMs,
+      diskMs: ctx.timing.diskPollMs,
+      volumeDir: pod.networkVolumeId === null ? null : NETWORK_VOLUME_PATH,
+    }),
   });
   const pace = new Pace();
   let lastMetricMs = ctx.clock.nowMs();
@@ -163,10 +170,11 @@ export async function watchLeased(
     }
     return 'stopped';
   };
-  // The disk policy samples alongside the lease holder until the watch ends (`stop`). It never
-  // rejects, and nothing waits for a sample in flight on a connection that may be gone.
-  void watchDisk(ctx, executor, run, pod, stop.signal);
-  void watchCheckpoints(ctx, executor, run, stop.signal);
+  // The disk policy and the checkpoint stream run alongside the lease holder until the watch
+  // ends (`stop`), on what the pod pushes. They never reject, and nothing waits for a sample in
+  // flight on a connection that may be gone.
+  void watchDisk(ctx, executor, run, pod, stop.signal, pushes);
+  void watchCheckpoints(ctx, executor, run, stop.signal, pushes);
   try {
     const watched = follower.follow(stop.signal).then(
       (result): Watched => ({ kind: 'ended', result }),

@@ -21,16 +21,7 @@ import { abortError, isAbortError, type Clock } from '../clock';
 import type { EventBus, JobStatus, TrainMetric } from '../events';
 import { ExecError, type Executor } from '../exec/executor';
 import type { Timing } from '../timing';
-import {
-  GROUP_ALIVE_SH,
-  jobStatus,
-  METRICS_FILE,
-  parseJobStatus,
-  remotePath,
-  shQuote,
-  statusScript,
-  TICK_SH,
-} from './job';
+import { jobStatus, METRICS_FILE, remotePath, shQuote } from './job';
 import {
   LineFramer,
   parseFramedLine,
@@ -39,8 +30,15 @@ import {
   type FramedLine,
   type ParsedLine,
 } from './metrics';
+import { PushReader, streamCommand, type EndedJobStatus, type PodPushSink } from './podWatcher';
 
-export type EndedJobStatus = Exclude<JobStatus, { kind: 'running' }>;
+export {
+  PUSH_ALIVE,
+  PUSH_STATUS,
+  streamCommand,
+  type EndedJobStatus,
+  type PodPushSink,
+} from './podWatcher';
 
 export interface FollowResult {
   /** How the job ended. */
@@ -90,6 +88,8 @@ export interface MetricsFollowerOptions {
   stream?: boolean;
   /** Every parsed line that is not a metric (begin, end, stage, eval progress, skips). */
   onLine?: (line: ParsedLine) => void;
+  /** Have the pod push its checkpoints and disk samples on the stream too, to this sink. */
+  pushes?: PodPushSink;
 }
 
 interface StreamState {
@@ -109,64 +109,6 @@ export function heartbeatSeconds(timing: Pick<Timing, 'statusPollMs'>): number {
 /** A stream silent this long (three signs of life missed) is taken for a dead channel. */
 export function silenceLimitMs(timing: Pick<Timing, 'statusPollMs'>): number {
   return 3 * heartbeatSeconds(timing) * 1000;
-}
-
-/** What the pod pushes on the stream's stderr, one line each: a sign of life, the job's end. */
-export const PUSH_ALIVE = '@ob alive';
-export const PUSH_STATUS = '@ob status ';
-
-/**
- * The pod-side watcher (POSIX sh: dash, busybox sh, bash): streams `<runDir>/metrics.jsonl`
- * from byte `offset` on stdout (a `tail -F` in the background) and pushes on stderr what the
- * client would otherwise have to ask for: `@ob alive` every `heartbeatS` seconds, and once the
- * job ended (exit_code or cancelled, looked at every tick; its group gone, every second)
- * `@ob status <the status script's answer>`, after which it exits 0. So a tail never outlives
- * its job on the target even if the client vanished, a job's end reaches the client within a
- * tick, and following costs no request while the channel carries signs of life. Exit 3 = tail
- * died; a closed channel ends it on its next write (SIGPIPE, exit 4).
- *
- * The file is waited for here (every tick) rather than by `tail -F`: a GNU tail started before
- * its file exists falls back to polling it once a second after it appears, instead of inotify.
- * GNU tail also gets `--pid`, so it goes with the shell if that is killed, and `-s 0.2` for when
- * inotify is unavailable; busybox tail polls once a second (integer `-s` only).
- */
-export function streamCommand(runDir: string, offset: number, heartbeatS = 20): string {
-  if (!Number.isSafeInteger(offset) || offset < 0) throw new RangeError(`bad offset ${offset}`);
-  if (!Number.isSafeInteger(heartbeatS) || heartbeatS < 1)
-    throw new RangeError(`bad heartbeat ${heartbeatS}`);
-  return [
-    `cd ${shQuote(runDir)} || exit 3`,
-    GROUP_ALIVE_SH,
-    'job_over() { [ -e exit_code ] || [ -e cancelled ] || ! group_alive "$(cat job.pid 2>/dev/null)"; }',
-    // The status script in a subshell: its `exit` ends only that.
-    `job_status() (\n${statusScript(runDir)}\n)`,
-    `push_end() { printf '${PUSH_STATUS}%s\\n' "$(job_status)" >&2; exit 0; }`,
-    `alive() { if [ $((n % (per_s * ${heartbeatS}))) -eq 0 ]; then printf '${PUSH_ALIVE}\\n' >&2; fi; }`,
-    TICK_SH,
-    'n=0',
-    `while [ ! -e ${METRICS_FILE} ]; do`,
-    '  if [ $((n % per_s)) -eq 0 ] && job_over; then push_end; fi',
-    '  alive',
-    '  sleep $tick',
-    '  n=$((n + 1))',
-    'done',
-    'if tail --version >/dev/null 2>&1; then opts="-s 0.2 --pid=$$"; else opts=; fi',
-    `tail -c +${offset + 1} $opts -F ${METRICS_FILE} &`,
-    't=$!',
-    `trap 'kill $t 2>/dev/null; exit 4' HUP INT TERM PIPE`,
-    'while ! { [ -e exit_code ] || [ -e cancelled ]; }; do',
-    '  if [ $((n % per_s)) -eq 0 ]; then',
-    '    kill -0 "$t" 2>/dev/null || exit 3',
-    '    group_alive "$(cat job.pid 2>/dev/null)" || break',
-    '  fi',
-    '  alive',
-    '  sleep $tick',
-    '  n=$((n + 1))',
-    'done',
-    'kill "$t" 2>/dev/null',
-    'wait "$t" 2>/dev/null',
-    'push_end',
-  ].join('\n');
 }
 
 /** `tail -c +N | head -c LIMIT`: the original's bounded poll (the benchmark's baseline). */
@@ -189,6 +131,8 @@ export class MetricsFollower {
   private following = false;
   /** The job's end as the pod pushed it on the stream, not yet acted on. */
   private pushed: EndedJobStatus | null = null;
+  /** Whether the pushes' sink was last told the channel is up. */
+  private live = false;
 
   constructor(private readonly options: MetricsFollowerOptions) {
     this.framer = new LineFramer(options.fromOffset ?? 0);
@@ -383,11 +327,12 @@ export class MetricsFollower {
     this.stream = state;
     let stderrTail = '';
     let stderrLine = '';
-    let ended: EndedJobStatus | null = null;
+    const reader = new PushReader(this.options.pushes);
     const command = streamCommand(
       this.options.runDir,
       this.framer.offset,
       heartbeatSeconds(this.options.timing),
+      this.options.pushes ?? null,
     );
     this.options.executor
       .stream(command, {
@@ -397,19 +342,18 @@ export class MetricsFollower {
           if (this.stream?.generation !== generation) return;
           state.bytes += chunk.length;
           state.heardMs = this.options.clock.nowMs();
+          this.setLive(true);
           this.consume(chunk);
         },
         onStderr: (chunk) => {
+          if (this.stream?.generation !== generation) return;
           state.heardMs = this.options.clock.nowMs();
+          this.setLive(true);
+          // A look's lines can be long (a checkpoint's files): kept whole up to 1 MiB.
           const lines = (stderrLine + chunk.toString('utf8')).split('\n');
-          stderrLine = lines.pop()!.slice(-500);
+          stderrLine = lines.pop()!.slice(-(1 << 20));
           for (const line of lines) {
-            if (line === PUSH_ALIVE) continue;
-            if (line.startsWith(PUSH_STATUS)) {
-              const status = parseJobStatus(line.slice(PUSH_STATUS.length));
-              if (status !== null && status.kind !== 'running') ended = status;
-              continue;
-            }
+            if (reader.line(line)) continue;
             stderrTail = `${stderrTail}${line}\n`.slice(-500);
           }
         },
@@ -422,13 +366,14 @@ export class MetricsFollower {
         signal?.removeEventListener('abort', onAbort);
         if (this.stream?.generation !== generation || controller.signal.aborted) return;
         this.stream = null;
+        this.setLive(false);
         if (code === 0) {
           // The job ended: its status as pushed (else asked now), not at the next poll.
-          this.pushed = ended;
+          this.pushed = reader.ended;
           this.wake();
           return;
         }
-        const tail = (stderrTail + stderrLine).trim();
+        const tail = (stderrTail + stderrLine.slice(-500)).trim();
         this.troubled(
           error instanceof Error ? error.message : `exit ${code}${tail ? `: ${tail}` : ''}`,
         );
@@ -457,7 +402,15 @@ export class MetricsFollower {
   private stopStream(): void {
     const stream = this.stream;
     this.stream = null;
+    this.setLive(false);
     stream?.controller.abort();
+  }
+
+  /** Tells the pushes' sink when the channel comes up or goes down (once per change). */
+  private setLive(live: boolean): void {
+    if (this.live === live) return;
+    this.live = live;
+    this.options.pushes?.live(live);
   }
 
   private consume(chunk: Buffer): void {
