@@ -34,7 +34,8 @@ async function main(): Promise<void> {
   const area = process.stderr.isTTY
     ? new LiveArea((chunk) => process.stderr.write(chunk), {
         color: colorAllowed(process.env, true),
-        columns: () => process.stderr.columns ?? 80,
+        // A pseudo-terminal without a size reports 0 columns.
+        columns: () => process.stderr.columns || 80,
       })
     : null;
   const code = await runCli(process.argv.slice(2), {
