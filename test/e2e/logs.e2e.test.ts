@@ -17,11 +17,11 @@ import {
 /**
  * The pod's log in the real VS Code against the Runpod emulator: a pod whose sshd never answers
  * boots; while it does, the run view (opened by Train) shows its boot log's last lines in place
- * of the chart; the watchdog's boot grace ends it; then Show Logs from the palette picks the run
- * and opens its captured pod log as a read-only document. Timings: the production constants
- * divided by OVERBRAINER_TIMING_SCALE (the boot grace, 5 min / 20 = 15 s).
+ * of the chart; Cancel Run in the view ends it (the boot log leaves the view); then Show Logs
+ * from the palette picks the run and opens its captured pod log as a read-only document.
+ * Timings: the production constants divided by OVERBRAINER_TIMING_SCALE.
  */
-const TIMING_SCALE = '20';
+const TIMING_SCALE = '8';
 const TOML = `[project]
 name = "tiny"
 
@@ -110,8 +110,12 @@ describe('Pod logs in the real VS Code (run view while booting, Show Logs)', fun
     assert.ok(!(await boot.innerText()).includes(emulator.apiKey), 'the API key was shown');
     await workbench.screenshot('boot log in the run view');
 
-    // The boot grace ends the pod: the run fails and the boot log leaves the view.
-    const runId = await eventually('the failed run', async () => {
+    // Cancel Run from the view: the pod is deleted before its job, its log drained first.
+    await page.locator('button[data-action="cancel"]').click();
+    const confirm = workbench.page.locator('.monaco-dialog-box');
+    await confirm.waitFor({ state: 'visible' });
+    await confirm.getByRole('button', { name: 'Cancel Run', exact: true }).click();
+    const runId = await eventually('the cancelled run', async () => {
       const dir = path.join(workspace.dir, 'runs');
       const ids = fs.existsSync(dir) ? fs.readdirSync(dir) : [];
       const id = ids[0];
@@ -119,7 +123,7 @@ describe('Pod logs in the real VS Code (run view while booting, Show Logs)', fun
       const run = JSON.parse(fs.readFileSync(path.join(dir, id, 'run.json'), 'utf8')) as {
         state: string;
       };
-      return run.state === 'failed' ? id : undefined;
+      return run.state === 'preparing' || run.state === 'running' ? undefined : id;
     });
     await page.locator('#boot').waitFor({ state: 'hidden' });
 
