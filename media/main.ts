@@ -94,6 +94,17 @@ function renderStatus(status: RunStatusView): void {
     any ||= shown;
   }
   actions.hidden = !any;
+  renderBootLog(status.bootLog ?? null);
+}
+
+/** While the pod provisions, its boot log's last lines in place of the chart. */
+function renderBootLog(lines: string[] | null): void {
+  const booting = lines !== null && lines.length > 0;
+  byId('boot').hidden = !booting;
+  byId('boot-log').textContent = booting ? lines.join('\n') : '';
+  byId('chart').hidden = booting;
+  if (booting) byId('empty').hidden = true;
+  else if (model) byId('empty').hidden = pointsIn(model) > 0;
 }
 
 function chartSeries(current: PageModel): ChartSeriesSpec[] {
@@ -129,7 +140,7 @@ function renderChart(current: PageModel): void {
   chartElement.replaceChildren();
   chart = create(chartElement, { series: chartSeries(current) });
   chart.setData(chartData(current));
-  byId('empty').hidden = pointsIn(current) > 0;
+  byId('empty').hidden = pointsIn(current) > 0 || !byId('boot').hidden;
 }
 
 /** A pending re-alignment of every run on the compare chart (at most one per frame). */
@@ -231,7 +242,7 @@ function handle(message: HostMessage): void {
       } else {
         appendCompare(model, message.runId, message.columns, lastX);
       }
-      byId('empty').hidden = pointsIn(model) > 0;
+      byId('empty').hidden = pointsIn(model) > 0 || !byId('boot').hidden;
       return;
     }
     case 'status':

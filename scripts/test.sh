@@ -268,6 +268,8 @@ case "$TIER" in
     ;;
   integration)
     ensure_integration_deps
+    # cli.tty spawns the built CLI (dist/cli.js) under a pseudo-terminal.
+    run_build
     run_integration
     ;;
   e2e)

@@ -7,6 +7,7 @@
  * Test hook (not in the usage): OVERBRAINER_TIMING_SCALE=<factor ≥ 1> scales
  * every production duration down (see ./cli/main.ts `timingFrom`).
  */
+import { colorAllowed, LiveArea } from './cli/liveArea';
 import { runCli } from './cli/main';
 
 function writer(stream: NodeJS.WriteStream): (line: string) => void {
@@ -29,9 +30,21 @@ function tolerateClosedPipes(): void {
 
 async function main(): Promise<void> {
   tolerateClosedPipes();
+  // On a terminal, stderr keeps a block of status lines redrawn in place below its lines.
+  const area = process.stderr.isTTY
+    ? new LiveArea((chunk) => process.stderr.write(chunk), {
+        color: colorAllowed(process.env, true),
+        // A pseudo-terminal without a size reports 0 columns.
+        columns: () => process.stderr.columns || 80,
+      })
+    : null;
   const code = await runCli(process.argv.slice(2), {
-    stdout: writer(process.stdout),
-    stderr: writer(process.stderr),
+    stdout:
+      area !== null && process.stdout.isTTY
+        ? (line) => area.line(line, (chunk) => process.stdout.write(chunk))
+        : writer(process.stdout),
+    stderr: area === null ? writer(process.stderr) : (line) => area.line(line),
+    status: area === null ? undefined : (lines) => area.set(lines),
     env: process.env,
     cwd: process.cwd(),
     onInterrupt: (handler) => {
@@ -40,6 +53,7 @@ async function main(): Promise<void> {
       return () => process.off('SIGINT', handler);
     },
   });
+  area?.set([]);
   process.exitCode = code;
   // Everything the command opened is closed by now; should a stray handle remain, it must
   // not keep a finished command alive (the timer itself does not hold the process).

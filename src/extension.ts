@@ -67,11 +67,8 @@ export function activate(context: vscode.ExtensionContext): void {
     spendTree,
     vscode.window.createTreeView('overbrainer.spend', { treeDataProvider: spendTree }),
     ...COMMAND_IDS.map((id) =>
-      vscode.commands.registerCommand(
-        id,
-        id === 'overbrainer.showLogs'
-          ? () => log.show()
-          : (...args: unknown[]) => load(`the command ${id}`).commands[id](...args),
+      vscode.commands.registerCommand(id, (...args: unknown[]) =>
+        load(`the command ${id}`).commands[id](...args),
       ),
     ),
     // A run panel left open before a reload comes back with the core behind it.

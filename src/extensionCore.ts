@@ -3,6 +3,7 @@ import { systemClock } from './core/clock';
 import { EventBus } from './core/events';
 import { ApiKeyStore } from './ui/apiKey';
 import type { CommandId } from './ui/commandIds';
+import { RunLogDocuments } from './ui/runLogDocuments';
 import { commandHandlers, type Handler } from './ui/commands';
 import { Controller } from './ui/controller';
 import { watchConfigDiagnostics } from './ui/diagnostics';
@@ -79,7 +80,7 @@ export function startCore(shell: Shell): Core {
     log,
     pickRun: (arg, applies, what) => controller.pickRun(arg, applies, what),
   });
-  context.subscriptions.push(runPanels);
+  context.subscriptions.push(runPanels, new RunLogDocuments((text) => log.redact(text)));
 
   const runsTree = runsTreeProvider(runs, systemClock, log);
   const podsTree = podsTreeProvider(pods, systemClock, log);

@@ -15,13 +15,27 @@ export interface RenderOptions {
   clock: Clock;
   /** Show debug (and trace) log lines. */
   debug: boolean;
+  /**
+   * On a terminal: replaces the status block redrawn in place below the lines (./liveArea.ts).
+   * Absent (not a terminal): the boot log comes as plain `pod log: …` lines.
+   */
+  status?: (lines: string[]) => void;
 }
+
+/** How many of the boot log's last lines a terminal shows while the pod provisions. */
+export const BOOT_LOG_LINES = 6;
 
 export class CliRenderer implements Disposable {
   private readonly throttle: MetricLineThrottle;
   private readonly subscription: Disposable;
   /** Pods whose delete was sent and not yet confirmed. */
   readonly deleting = new Set<string>();
+  /** Pods that answered SSH (or ended): their log is no longer shown. */
+  private readonly booted = new Set<string>();
+  /** The pod whose log each run showed last. */
+  private readonly podOfRun = new Map<string, string>();
+  /** The last boot log lines shown in the status block, while one provisions. */
+  private bootLines: string[] = [];
 
   constructor(
     bus: EventBus,
@@ -35,10 +49,27 @@ export class CliRenderer implements Disposable {
   /** The line for `event`, or null when it shows nothing. Also tracks deletes. */
   lineFor(event: CoreEvent): string | null {
     switch (event.type) {
-      case 'podLog':
-        // Kept in runs/<id>/.pod/pod.log; `overbrainer runs logs RUN_ID --pod` shows it.
+      case 'podLog': {
+        // The boot, until the pod answers SSH; all of it is kept in runs/<id>/.pod/pod.log
+        // (`overbrainer runs logs RUN_ID --pod` shows it). Lines come redacted from the core.
+        if (this.booted.has(event.podId)) return null;
+        this.podOfRun.set(event.runId, event.podId);
+        const line = `${event.source}: ${event.line}`;
+        if (this.options.status === undefined) return `pod log: ${line}`;
+        this.bootLines = [...this.bootLines, line].slice(-BOOT_LOG_LINES);
+        this.options.status([
+          `pod ${event.podId} is booting; the last lines of its log:`,
+          ...this.bootLines.map((l) => `  ${l}`),
+        ]);
         return null;
+      }
       case 'pod':
+        if (
+          event.status.kind !== 'creating' &&
+          event.status.kind !== 'created' &&
+          event.status.kind !== 'unavailable'
+        )
+          this.endBoot(event.status.podId);
         if (event.status.kind === 'deleting') this.deleting.add(event.status.podId);
         if (event.status.kind === 'deleted') this.deleting.delete(event.status.podId);
         return `pod: ${podLine(event.status)}`;
@@ -47,6 +78,7 @@ export class CliRenderer implements Disposable {
         return line === null ? null : `train: ${line}`;
       }
       case 'jobStatus': {
+        this.endBoot(this.podOfRun.get(event.runId));
         // The last step held back by the throttle goes first: the job's end shows where it stopped.
         const held = event.status.kind === 'running' ? null : this.throttle.flush();
         const status = `train: job ${jobStatusWords(event.status)}`;
@@ -55,6 +87,7 @@ export class CliRenderer implements Disposable {
       case 'runWatched':
         return `train: following run ${event.runId} again`;
       case 'runState':
+        if (event.state !== 'preparing') this.endBoot(this.podOfRun.get(event.runId));
         return null;
       case 'warning':
         return `warning: ${event.message}`;
@@ -71,6 +104,15 @@ export class CliRenderer implements Disposable {
             return `error: ${event.message}`;
         }
     }
+  }
+
+  /** The boot of pod `podId` is over: its log leaves the status block and is shown no more. */
+  private endBoot(podId: string | undefined): void {
+    if (podId === undefined) return;
+    this.booted.add(podId);
+    if (this.bootLines.length === 0) return;
+    this.bootLines = [];
+    this.options.status?.([]);
   }
 
   /** Shows the last metric line the throttle held back, if any. */

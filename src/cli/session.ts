@@ -53,6 +53,11 @@ export interface CliIo {
   /** Installs the Ctrl-C handler (replacing the default exit); returns its remover. */
   onInterrupt(handler: () => void): () => void;
   clock?: Clock;
+  /**
+   * Only when stderr is a terminal: replaces the block of status lines redrawn in place below
+   * the stderr lines (the boot log's last lines while a pod provisions). Absent: plain lines.
+   */
+  status?: (lines: string[]) => void;
 }
 
 /** Exit codes. */
@@ -158,6 +163,7 @@ export class Session {
     this.renderer = new CliRenderer(this.bus, (line) => this.io.stderr(line), {
       clock: this.clock,
       debug: (io.env.OVERBRAINER_LOG ?? '').trim().toLowerCase() === 'debug',
+      status: io.status,
     });
     this.store = new RunStore(path.join(dir, 'runs'), this.clock);
   }

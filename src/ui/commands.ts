@@ -44,7 +44,7 @@ export function commandHandlers(deps: CommandDeps): Record<CommandId, Handler> {
     'overbrainer.pickDataCenters': () => c.pickDataCenters(),
     'overbrainer.pickVolume': () => c.pickVolume(),
     'overbrainer.setApiKey': () => setApiKey(deps),
-    'overbrainer.showLogs': () => deps.log.show(),
+    'overbrainer.showLogs': (arg) => c.showLogs(arg),
     'overbrainer.refreshRuns': () => refresh(deps, 'runs'),
     'overbrainer.refreshPods': () => refresh(deps, 'pods'),
     'overbrainer.showPods': async () => {

@@ -1,4 +1,5 @@
 import * as vscode from 'vscode';
+import { showLogs } from './runLogs';
 import type { Clock } from '../core/clock';
 import type { EventBus } from '../core/events';
 import type { DeadlineView } from '../core/runpod/lease';
@@ -86,6 +87,7 @@ export class Controller implements vscode.Disposable {
   pickDataCenters = (): Promise<void> => pickDataCenters(this.ctx);
   pickVolume = (): Promise<void> => pickVolume(this.ctx);
   showRun = (arg: unknown): Promise<void> => showRun(this.ctx, arg);
+  showLogs = (arg: unknown): Promise<void> => showLogs(this.ctx, arg);
   openOutput = (run: RunSummary | undefined): Promise<void> => openOutput(this.ctx, run);
   /** Follows again the runs this workspace left `running` (activation). */
   resumeFollowing = (): Promise<void> => resumeFollowing(this.ctx);

@@ -26,6 +26,8 @@ export interface UiHost {
   progress: { notification: vscode.ProgressLocation; window: vscode.ProgressLocation };
   /** `vscode.Uri.file`. */
   fileUri(fsPath: string): vscode.Uri;
+  /** A read-only run log document (scheme `overbrainer-log`): its path, the run directory as query. */
+  logUri(runDir: string, docPath: string): vscode.Uri;
   /** The runs folder of a workspace folder (setting `overbrainer.runsFolder`, default `runs`). */
   runsDir(folder: vscode.WorkspaceFolder): string;
   /** The environment the sessions read (`process.env` in production). */

@@ -16,6 +16,7 @@ import {
 import type { RunsModel, RunSummary } from './runsModel';
 import { errorText } from './runsTree';
 import {
+  MAX_BOOT_LOG_LINES,
   MAX_COMPARE_RUNS,
   parsePageMessage,
   parsePanelState,
@@ -71,6 +72,10 @@ interface RunEntry {
   followed: boolean;
   /** The read of the earlier run's points, for a resumed run (once). */
   earlier: Promise<void> | null;
+  /** The last lines of the boot log of the pod provisioning for the run (redacted by the core). */
+  bootLog: string[];
+  /** Pods of the run that answered SSH or ended: their log is no boot log any more. */
+  bootedPods: Set<string>;
 }
 
 export class RunPanels implements vscode.Disposable {
@@ -221,6 +226,8 @@ export class RunPanels implements vscode.Disposable {
         overrunMessage: null,
         followed: false,
         earlier: null,
+        bootLog: [],
+        bootedPods: new Set(),
       };
       this.entries.set(runId, entry);
     }
@@ -302,6 +309,7 @@ export class RunPanels implements vscode.Disposable {
       podDeletedUnixS: pod.deletedUnixS,
       overrunMessage: entry.overrunMessage,
       hasOutput: isDirectory(path.join(run.dir, 'output')),
+      bootLog: entry.bootLog.length > 0 ? [...entry.bootLog] : null,
     };
   }
 
@@ -312,6 +320,7 @@ export class RunPanels implements vscode.Disposable {
       case 'metric': {
         const entry = this.entry(runId);
         entry.followed = true;
+        entry.bootLog = [];
         entry.series.add(event.metric, this.deps.clock.nowMs());
         this.liveRunId = runId;
         for (const panel of this.panels) panel.seriesChanged(runId);
@@ -329,11 +338,26 @@ export class RunPanels implements vscode.Disposable {
           this.entry(runId).overrunMessage = null;
         }
         break;
+      case 'podLog': {
+        // The boot, until the pod answers SSH: shown in place of the chart.
+        const entry = this.entry(runId);
+        if (entry.bootedPods.has(event.podId)) return;
+        entry.bootLog.push(this.deps.log.redact(`${event.source}: ${event.line}`));
+        if (entry.bootLog.length > MAX_BOOT_LOG_LINES) entry.bootLog.shift();
+        break;
+      }
+      case 'jobStatus':
+        this.entry(runId).bootLog = [];
+        break;
       case 'warning':
         if (event.code === 'overrun') this.entry(runId).overrunMessage = event.message;
         break;
       case 'pod':
         this.podExtras.clear();
+        if ('podId' in event.status && event.status.kind !== 'created') {
+          this.entry(runId).bootedPods.add(event.status.podId);
+          this.entry(runId).bootLog = [];
+        }
         // A pod being provisioned is the live run's, before its job (and its metrics) start.
         if (event.status.kind === 'creating' || event.status.kind === 'ready') {
           this.liveRunId = runId;

@@ -89,6 +89,10 @@ export function pageHtml(webview: vscode.Webview, extensionUri: vscode.Uri): str
   <button type="button" data-action="resume" title="A new run that continues from this run's snapshot">Resume Run</button>
   <button type="button" data-action="openOutput">Open Output</button>
 </nav>
+<section id="boot" class="boot" hidden>
+  <h2>The pod is booting: the last lines of its log</h2>
+  <pre id="boot-log" class="boot-log"></pre>
+</section>
 <div id="chart" class="chart" data-points="0"></div>
 <p id="empty" class="empty" hidden>No metrics yet: the chart fills in as the job logs.</p>
 <script nonce="${nonce}" src="${asset('webview.js')}"></script>

@@ -228,6 +228,8 @@ export interface StatusExtras {
   overrunMessage: string | null;
   /** `<run dir>/output` exists. */
   hasOutput: boolean;
+  /** The boot log's last lines while the run's pod provisions, else null. */
+  bootLog?: string[] | null;
 }
 
 const DISPLAY_WORDS: Record<string, string> = {
@@ -341,6 +343,7 @@ export function runStatusView(
     overrun: overrunText,
     attemptsText: attemptsText(run.attempts),
     actions: runActions(run, extras.hasOutput),
+    bootLog: live && extras.bootLog && extras.bootLog.length > 0 ? extras.bootLog : null,
   };
 }
 

@@ -1,6 +1,7 @@
 import * as path from 'node:path';
 import * as vscode from 'vscode';
 import type { UiHost } from './host';
+import { RUN_LOG_SCHEME } from './runLogs';
 import { runsFolderName } from './runsFolders';
 
 /** The real VS Code behind the handlers' UiHost. */
@@ -14,6 +15,8 @@ export function vscodeHost(): UiHost {
       window: vscode.ProgressLocation.Window,
     },
     fileUri: (fsPath) => vscode.Uri.file(fsPath),
+    logUri: (runDir, docPath) =>
+      vscode.Uri.from({ scheme: RUN_LOG_SCHEME, path: docPath, query: runDir }),
     runsDir: (folder) => path.join(folder.uri.fsPath, runsFolderName(folder)),
     env: process.env,
   };

@@ -56,7 +56,15 @@ export interface RunStatusView {
   attemptsText?: string | null;
   /** The buttons that apply to the run now. */
   actions: RunAction[];
+  /**
+   * While the run's pod provisions: the last lines of its boot log (redacted by the host), shown
+   * in place of the chart; null or absent once the pod answers SSH (the chart takes its place).
+   */
+  bootLog?: string[] | null;
 }
+
+/** The most boot log lines a status carries. */
+export const MAX_BOOT_LOG_LINES = 40;
 
 /** One run's points in a snapshot. */
 export interface RunSeriesView {
@@ -162,6 +170,11 @@ export function isRunStatusView(value: unknown): value is RunStatusView {
     isTextOrNull(value.spendText) &&
     isTextOrNull(value.overrun) &&
     (value.attemptsText === undefined || isTextOrNull(value.attemptsText)) &&
+    (value.bootLog === undefined ||
+      value.bootLog === null ||
+      (Array.isArray(value.bootLog) &&
+        value.bootLog.length <= MAX_BOOT_LOG_LINES &&
+        value.bootLog.every(isText))) &&
     Array.isArray(value.actions) &&
     value.actions.length <= RUN_ACTIONS.length &&
     value.actions.every(isRunAction)

@@ -541,3 +541,10 @@ export async function eventually<T>(
   }
   throw new Error(`timed out waiting for ${what}${lastError ? `: ${String(lastError)}` : ''}`);
 }
+
+/** The run view's page: a webview is an iframe (the host frame) holding the page's iframe. */
+export function runPage(workbench: Workbench): ReturnType<Page['frameLocator']> {
+  return workbench.page
+    .frameLocator('iframe.webview.ready:visible')
+    .frameLocator('iframe#active-frame');
+}

@@ -10,6 +10,7 @@ import {
   extensionFolderName,
   launchChromium,
   REPO_ROOT,
+  runPage,
   tempDir,
   UI_TIMEOUT_MS,
   Workbench,
@@ -99,13 +100,6 @@ function stagedExtensionsDir(parent: string): string {
   fs.mkdirSync(extensions, { recursive: true });
   fs.symlinkSync(stage, path.join(extensions, extensionFolderName()));
   return extensions;
-}
-
-/** The run page: a webview is an iframe (the host frame) holding the page's iframe. */
-function runPage(workbench: Workbench): FrameLocator {
-  return workbench.page
-    .frameLocator('iframe.webview.ready:visible')
-    .frameLocator('iframe#active-frame');
 }
 
 async function chartPoints(page: FrameLocator): Promise<number> {

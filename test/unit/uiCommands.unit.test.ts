@@ -11,31 +11,7 @@ import type { RunSummary } from '../../src/ui/runsModel';
 import { cancel, resume } from '../../src/ui/stopCommands';
 import { train } from '../../src/ui/trainCommand';
 import { SetupError } from '../../src/ui/workspace';
-import { fakeContext, folder } from './uiFakeHost';
-
-function run(dir: string, over: Partial<RunSummary> = {}): RunSummary {
-  return {
-    id: path.basename(dir),
-    dir,
-    workspaceName: 'w',
-    target: 'pod',
-    createdUnixS: 1,
-    state: 'running',
-    message: null,
-    problem: null,
-    pod: {
-      podId: 'pod1',
-      state: 'running',
-      gpuType: null,
-      costPerHourUsd: null,
-      deadlineUnixS: null,
-      estimatedSpendUsd: null,
-      keep: false,
-      strayPodIds: [],
-    },
-    ...over,
-  };
-}
+import { fakeContext, folder, runSummary as run } from './uiFakeHost';
 
 describe('ui command handlers (against a fake of the vscode window)', function () {
   let dir: string;

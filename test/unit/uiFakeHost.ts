@@ -20,7 +20,7 @@ export type Shown =
     }
   | { kind: 'quickPick'; items: unknown[]; placeHolder?: string }
   | { kind: 'progress'; title: string }
-  | { kind: 'document'; fsPath: string }
+  | { kind: 'document'; fsPath: string; scheme?: string; query?: string }
   | { kind: 'terminal'; options: vscode.TerminalOptions }
   | { kind: 'command'; command: string; args: unknown[] };
 
@@ -72,7 +72,12 @@ export class FakeHost {
       return task({ report: () => undefined }, { onCancellationRequested: () => undefined });
     },
     showTextDocument: (uri: vscode.Uri): Promise<unknown> => {
-      this.shown.push({ kind: 'document', fsPath: uri.fsPath });
+      this.shown.push({
+        kind: 'document',
+        fsPath: uri.fsPath,
+        scheme: uri.scheme,
+        query: uri.query,
+      });
       return Promise.resolve(undefined);
     },
     createTerminal: (options: vscode.TerminalOptions): unknown => {
@@ -102,6 +107,13 @@ export class FakeHost {
       workspace: workspace as unknown as UiHost['workspace'],
       progress: { notification: 15, window: 10 } as UiHost['progress'],
       fileUri: (fsPath) => ({ fsPath, scheme: 'file' }) as vscode.Uri,
+      logUri: (runDir, docPath) =>
+        ({
+          fsPath: docPath,
+          path: docPath,
+          scheme: 'overbrainer-log',
+          query: runDir,
+        }) as vscode.Uri,
       runsDir: (f) => path.join(f.uri.fsPath, 'runs'),
       env: this.env,
     };
@@ -178,4 +190,29 @@ export function fakeContext(runs: RunSummary[] = []): {
     pods: { refresh: () => Promise.resolve(), isLoaded: false },
   });
   return { ctx, fake, log, clock };
+}
+
+/** A run in `dir` (its ID the directory's name), running on pod `pod1` unless `over` says else. */
+export function runSummary(dir: string, over: Partial<RunSummary> = {}): RunSummary {
+  return {
+    id: path.basename(dir),
+    dir,
+    workspaceName: 'w',
+    target: 'pod',
+    createdUnixS: 1,
+    state: 'running',
+    message: null,
+    problem: null,
+    pod: {
+      podId: 'pod1',
+      state: 'running',
+      gpuType: null,
+      costPerHourUsd: null,
+      deadlineUnixS: null,
+      estimatedSpendUsd: null,
+      keep: false,
+      strayPodIds: [],
+    },
+    ...over,
+  };
 }

@@ -281,6 +281,18 @@ describe('run webview series (model)', function () {
       assert.deepEqual(view.actions, ['openOutput']);
     });
 
+    it('the boot log while the run is live, none once it ended or without lines', function () {
+      const clock = new FakeClock();
+      const lines = ['system: pulling image', 'container: starting sshd'];
+      const preparing = run({ state: 'preparing', pod: pod() });
+      const with_ = (r: RunSummary, bootLog: string[] | null) =>
+        runStatusView(r, new RunSeries('r'), extras(clock, { bootLog })).bootLog;
+      assert.deepEqual(with_(preparing, lines), lines);
+      assert.equal(with_(preparing, []), null);
+      assert.equal(with_(preparing, null), null);
+      assert.equal(with_({ ...preparing, state: 'failed' }, lines), null);
+    });
+
     it('a kept pod: no deadline, Release and Remove offered', function () {
       const clock = new FakeClock();
       const r = run({ state: 'succeeded', pod: pod({ state: 'kept', keep: true }) });

@@ -120,12 +120,31 @@ describe('webview contract (host ↔ page)', function () {
       ['a progress above 1', { type: 'status', status: status({ progress: 1.5 }) }],
       ['a huge text', { type: 'status', status: status({ summary: 'x'.repeat(5000) }) }],
       ['a status missing a field', { type: 'status', status: { ...status(), etaText: undefined } }],
+      [
+        'a boot log that is not a list of texts',
+        { type: 'status', status: { ...status(), bootLog: ['ok', 3] } },
+      ],
+      [
+        'a boot log line too long',
+        { type: 'status', status: status({ bootLog: ['x'.repeat(5000)] }) },
+      ],
+      [
+        'more boot log lines than a status carries',
+        { type: 'status', status: status({ bootLog: Array.from({ length: 41 }, () => 'l') }) },
+      ],
     ];
     for (const [what, value] of bad) {
       it(`refuses ${what}`, function () {
         assert.equal(parseHostMessage(value), null);
       });
     }
+
+    it('accepts a status with the boot log, or with none (null)', function () {
+      for (const bootLog of [['system: pulling image', 'container: sshd up'], null]) {
+        const message = { type: 'status', status: status({ bootLog }) };
+        assert.deepEqual(parseHostMessage(message), message);
+      }
+    });
 
     it('refuses more runs than a compare chart holds', function () {
       const runs = Array.from({ length: MAX_COMPARE_RUNS + 1 }, (_, i) => ({

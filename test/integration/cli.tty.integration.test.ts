@@ -1,0 +1,134 @@
+/**
+ * `overbrainer train` as a terminal user sees it: the built CLI (dist/cli.js) under a real
+ * pseudo-terminal (`script` from util-linux) against the Runpod emulator, whose pods run the real
+ * bootstrap and sshd. On a terminal the boot log's last lines are redrawn in place while the pod
+ * provisions, dimmed unless NO_COLOR is set; without a terminal they are plain lines.
+ */
+import assert from 'node:assert/strict';
+import { spawn, type ChildProcess } from 'node:child_process';
+import * as fs from 'node:fs';
+import * as os from 'node:os';
+import * as path from 'node:path';
+import { startEmulator, type Emulator } from '../emulator/emulator';
+import { CLI_BUILT, ROOT, runCliProcess } from '../helpers/cli';
+import { hasEscapes, screenOf } from '../helpers/terminalScreen';
+
+const TINY = path.join(ROOT, 'examples', 'tiny');
+const TOML = `[project]
+name = "tiny"
+
+[training]
+target = "pod"
+trainer = "command"
+command = "python3 train.py --steps 5 --step-seconds 0.05"
+upload = ["train.py", "data"]
+
+[targets.pod]
+kind = "runpod"
+gpu_types = ["NVIDIA GeForce RTX 4090"]
+max_hours = 1
+boot_grace_minutes = 5
+retrieve_grace_minutes = 10
+`;
+const HEADER = /pod \S+ is booting; the last lines of its log:/;
+const DIM = '\u001b[2m';
+/** Cursor up to the start of a line: the block being redrawn. */
+// eslint-disable-next-line no-control-regex
+const REDRAW = /\u001b\[\d+F\u001b\[J/;
+
+describe('overbrainer train on a terminal (a pseudo-terminal) against the Runpod emulator', function () {
+  this.timeout(150_000);
+  let emulator: Emulator;
+  let tmp: string;
+  let ws: string;
+  const children = new Set<ChildProcess>();
+
+  before(async function () {
+    if (!fs.existsSync(CLI_BUILT))
+      throw new Error(`${CLI_BUILT} is missing: run npm run build first`);
+    emulator = await startEmulator({ bootDelaysMs: { provisioning: 100, starting: 100 } });
+  });
+  after(async () => {
+    await emulator?.close();
+  });
+  beforeEach(() => {
+    tmp = fs.mkdtempSync(path.join(os.tmpdir(), 'cli-tty-'));
+    ws = path.join(tmp, 'ws');
+    fs.mkdirSync(ws);
+    fs.copyFileSync(path.join(TINY, 'train.py'), path.join(ws, 'train.py'));
+    fs.cpSync(path.join(TINY, 'data'), path.join(ws, 'data'), { recursive: true });
+    fs.writeFileSync(path.join(ws, 'overbrainer.toml'), TOML);
+  });
+  afterEach(() => {
+    for (const child of children) child.kill('SIGKILL');
+    children.clear();
+    fs.rmSync(tmp, { recursive: true, force: true });
+  });
+
+  const env = (extra: Record<string, string>): Record<string, string> => ({
+    HOME: '/nonexistent',
+    PATH: process.env.PATH ?? '/usr/bin:/bin',
+    OVERBRAINER_RUNPOD__API_KEY: emulator.apiKey,
+    OVERBRAINER_RUNPOD__BASE_URL: emulator.baseUrl,
+    OVERBRAINER_TIMING_SCALE: '8',
+    ...extra,
+  });
+
+  /** `overbrainer -C ws train` under `script`: what the terminal received, and the exit code. */
+  function trainOnTty(
+    extra: Record<string, string>,
+  ): Promise<{ code: number | null; out: string }> {
+    const command = [process.execPath, CLI_BUILT, '-C', ws, 'train']
+      .map((a) => `'${a.replace(/'/g, `'\\''`)}'`)
+      .join(' ');
+    const child = spawn('script', ['-qfec', command, '/dev/null'], {
+      env: env(extra),
+      stdio: ['ignore', 'pipe', 'pipe'],
+    });
+    children.add(child);
+    let out = '';
+    child.stdout.on('data', (d: Buffer) => (out += d.toString('utf8')));
+    child.stderr.on('data', (d: Buffer) => (out += d.toString('utf8')));
+    return new Promise((resolve) =>
+      child.on('close', (code) => {
+        children.delete(child);
+        resolve({ code, out });
+      }),
+    );
+  }
+
+  it('redraws the boot log in place while the pod provisions, dimmed, and leaves no block behind', async () => {
+    const { code, out } = await trainOnTty({ TERM: 'xterm' });
+    assert.equal(code, 0, out);
+    assert.match(out, HEADER);
+    assert.match(out, REDRAW);
+    assert.ok(out.includes(DIM), 'the block is dimmed when colour is allowed');
+    assert.ok(!out.includes(emulator.apiKey), 'the API key was shown');
+    const screen = screenOf(out);
+    assert.ok(!screen.some((l) => HEADER.test(l)), `a boot block was left:\n${screen.join('\n')}`);
+    assert.ok(
+      screen.some((l) => /^pod: .*ready/.test(l)),
+      screen.join('\n'),
+    );
+  });
+
+  it('with NO_COLOR: the same redraw, without colour', async () => {
+    const { code, out } = await trainOnTty({ TERM: 'xterm', NO_COLOR: '1' });
+    assert.equal(code, 0, out);
+    assert.match(out, HEADER);
+    assert.match(out, REDRAW);
+    assert.ok(!out.includes(DIM), 'coloured despite NO_COLOR');
+  });
+
+  it('without a terminal: plain `pod log:` lines, no control sequence', async () => {
+    const ran = await runCliProcess(['-C', ws, 'train'], {
+      built: true,
+      env: env({ TERM: 'xterm' }),
+      children,
+    });
+    assert.equal(ran.code, 0, ran.stderr);
+    assert.match(ran.stderr, /^pod log: (system|container): /m);
+    assert.ok(!hasEscapes(ran.stderr + ran.stdout), ran.stderr);
+    assert.doesNotMatch(ran.stderr, HEADER);
+  });
+});
