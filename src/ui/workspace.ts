@@ -3,7 +3,7 @@ import type { Clock } from '../core/clock';
 import {
   ENV_API_KEY,
   ENV_BASE_URL,
-  formatConfigError,
+  configErrorWithoutHint,
   loadConfig,
   runpodSettings,
   type Env,
@@ -75,10 +75,12 @@ export class WorkspaceSession {
   config(): OverbrainerConfig {
     const loaded = loadConfig(this.dir, this.env());
     if (loaded.ok) return loaded.config;
-    const first = loaded.errors[0];
+    // Each error's place and rule in the message, their hints once each in the hint (a
+    // notification shows both: the hint is not repeated).
+    const hints = [...new Set(loaded.errors.map((e) => e.hint))];
     throw new SetupError(
-      loaded.errors.map((e) => formatConfigError(e)).join('\n'),
-      first?.hint ?? 'Fix overbrainer.toml (see the Problems panel).',
+      loaded.errors.map((e) => configErrorWithoutHint(e)).join('\n'),
+      hints.length > 0 ? hints.join(' ') : 'Fix overbrainer.toml (see the Problems panel).',
       false,
     );
   }

@@ -59,6 +59,23 @@ describe('workspace session (extension FlowDeps)', function () {
     await s.close();
   });
 
+  it('a config error is a SetupError whose hint is not repeated in its message', function () {
+    const toml = fs
+      .readFileSync(path.join(__dirname, '../../examples/tiny/overbrainer.toml'), 'utf8')
+      .replace(/^boot_grace_minutes = \d+$/m, 'boot_grace_minutes = 1');
+    fs.writeFileSync(path.join(dir, 'overbrainer.toml'), toml);
+    assert.throws(
+      () => session(null, null).config(),
+      (e: unknown) => {
+        assert.ok(e instanceof SetupError, String(e));
+        assert.match(e.message, /boot_grace_minutes/);
+        assert.match(e.hint, /Write boot_grace_minutes = 30/);
+        assert.doesNotMatch(e.message, /Write boot_grace_minutes/);
+        return true;
+      },
+    );
+  });
+
   it('a missing overbrainer.toml is a SetupError with the create hint', function () {
     assert.throws(
       () => session(null, null).config(),

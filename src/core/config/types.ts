@@ -149,12 +149,17 @@ export type ConfigResult =
 
 /** `file:line:column: message. hint`, or `NAME: message. hint` for an environment variable. */
 export function formatConfigError(error: ConfigError): string {
+  return `${configErrorWithoutHint(error)} ${error.hint}`;
+}
+
+/** {@link formatConfigError} without the hint: where, and what is wrong. */
+export function configErrorWithoutHint(error: ConfigError): string {
   // An environment error's message already starts with its variable's name: not twice.
   if (error.envVar !== undefined && error.message.startsWith(error.envVar)) {
-    return `${error.message}. ${error.hint}`;
+    return `${error.message}.`;
   }
   const where = error.envVar ?? `${error.file}:${error.line}:${error.column}`;
-  return `${where}: ${error.message}. ${error.hint}`;
+  return `${where}: ${error.message}.`;
 }
 
 /**
