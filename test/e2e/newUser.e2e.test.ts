@@ -4,7 +4,7 @@ import * as path from 'node:path';
 import type { FrameLocator } from 'playwright-core';
 import { hostKeySecretName } from '../../src/core/runpod/context';
 import { eventually, UI_TIMEOUT_MS, type Workbench } from './harness';
-import { useWindow } from './window';
+import { tinyToml, useWindow } from './window';
 
 /**
  * What a new user meets, in one real VS Code window against the Runpod emulator: the Runs
@@ -13,22 +13,7 @@ import { useWindow } from './window';
  * reason (the pod's own words) in the notification and in the run view; the Pods view and the
  * Runs tree then agree that the pod is gone.
  */
-const TOML = `[project]
-name = "tiny"
-
-[training]
-target = "pod"
-trainer = "command"
-command = "python3 train.py --steps 5 --step-seconds 0.05"
-upload = ["train.py", "data"]
-
-[targets.pod]
-kind = "runpod"
-gpu_types = ["NVIDIA GeForce RTX 4090"]
-max_hours = 1
-boot_grace_minutes = 5
-retrieve_grace_minutes = 10
-`;
+const TOML = tinyToml(`python3 train.py --steps 5 --step-seconds 0.05`);
 
 /** The bootstrap's own words when the host key secret is no key. */
 const BOOT_REASON = 'bootstrap failed: OVERBRAINER_HOST_KEY is not an OpenSSH private key';

@@ -2,7 +2,7 @@ import * as assert from 'node:assert/strict';
 import * as fs from 'node:fs';
 import * as path from 'node:path';
 import { eventually, type Workbench } from './harness';
-import { useWindow } from './window';
+import { tinyToml, useWindow } from './window';
 
 /**
  * Train from the palette against the Runpod emulator, in the real VS Code: the key set through
@@ -13,22 +13,7 @@ import { useWindow } from './window';
 const TIMING_SCALE = '8';
 
 function toml(): string {
-  return `[project]
-name = "tiny"
-
-[training]
-target = "pod"
-trainer = "command"
-command = "python3 train.py --steps 20 --step-seconds 0.05"
-upload = ["train.py", "data"]
-
-[targets.pod]
-kind = "runpod"
-gpu_types = ["NVIDIA GeForce RTX 4090"]
-max_hours = 1
-boot_grace_minutes = 5
-retrieve_grace_minutes = 10
-`;
+  return tinyToml(`python3 train.py --steps 20 --step-seconds 0.05`);
 }
 
 /** Picks the row holding `text` in the QuickPick whose placeholder is `placeholder` (not the palette). */

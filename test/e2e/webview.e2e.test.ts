@@ -11,7 +11,7 @@ import {
   UI_TIMEOUT_MS,
   type Workbench,
 } from './harness';
-import { useWindow } from './window';
+import { tinyToml, useWindow } from './window';
 
 /**
  * The run webview in the real VS Code against the Runpod emulator: Train, Show Run, the chart
@@ -64,22 +64,9 @@ function writeOldRun(ws: string): void {
 }
 
 function toml(): string {
-  return `[project]
-name = "tiny"
-
-[training]
-target = "pod"
-trainer = "command"
-command = "while [ ! -e /workspace/${GATE} ]; do sleep 0.2; done && python3 train.py --steps ${STEPS} --step-seconds ${STEP_SECONDS}"
-upload = ["train.py", "data"]
-
-[targets.pod]
-kind = "runpod"
-gpu_types = ["NVIDIA GeForce RTX 4090"]
-max_hours = 1
-boot_grace_minutes = 5
-retrieve_grace_minutes = 10
-`;
+  return tinyToml(
+    `while [ ! -e /workspace/${GATE} ]; do sleep 0.2; done && python3 train.py --steps ${STEPS} --step-seconds ${STEP_SECONDS}`,
+  );
 }
 
 /**

@@ -97,3 +97,23 @@ export function useWindow(options: WindowOptions): E2eWindow {
 
   return window;
 }
+
+/** The overbrainer.toml of examples/tiny on one RTX 4090 pod, running `command` (no double quotes). */
+export function tinyToml(command: string): string {
+  return `[project]
+name = "tiny"
+
+[training]
+target = "pod"
+trainer = "command"
+command = "${command}"
+upload = ["train.py", "data"]
+
+[targets.pod]
+kind = "runpod"
+gpu_types = ["NVIDIA GeForce RTX 4090"]
+max_hours = 1
+boot_grace_minutes = 5
+retrieve_grace_minutes = 10
+`;
+}
