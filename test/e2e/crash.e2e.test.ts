@@ -2,17 +2,9 @@ import * as assert from 'node:assert/strict';
 import { createHash } from 'node:crypto';
 import * as fs from 'node:fs';
 import * as path from 'node:path';
-import type { Browser, Locator } from 'playwright-core';
-import { startEmulator, type Emulator } from '../emulator/emulator';
-import {
-  CodeServer,
-  eventually,
-  extensionFolderName,
-  launchChromium,
-  REPO_ROOT,
-  tempDir,
-  Workbench,
-} from './harness';
+import type { Locator } from 'playwright-core';
+import { eventually, extensionFolderName, REPO_ROOT, tempDir } from './harness';
+import { tinyToml, useWindow } from './window';
 
 /**
  * Issue #7: the process running the lifecycle dies by SIGKILL mid-job — in VS Code, the extension
@@ -27,22 +19,9 @@ const GATE = 'ob-e2e-go';
 const STEPS = 80;
 
 function toml(): string {
-  return `[project]
-name = "tiny"
-
-[training]
-target = "pod"
-trainer = "command"
-command = "python3 train.py --steps ${STEPS} --step-seconds 0.25 && while [ ! -e /workspace/${GATE} ]; do sleep 0.2; done"
-upload = ["train.py", "data"]
-
-[targets.pod]
-kind = "runpod"
-gpu_types = ["NVIDIA GeForce RTX 4090"]
-max_hours = 1
-boot_grace_minutes = 5
-retrieve_grace_minutes = 10
-`;
+  return tinyToml(
+    `python3 train.py --steps ${STEPS} --step-seconds 0.25 && while [ ! -e /workspace/${GATE} ]; do sleep 0.2; done`,
+  );
 }
 
 const RUN_ID = /tiny_\d{8}-\d{6}(?:_\d+)?/;
@@ -192,24 +171,35 @@ function hashes(dir: string): Record<string, string> {
 
 describe('SIGKILL of the extension host mid-run (issue #7)', function () {
   this.timeout(400_000);
-  let emulator: Emulator;
-  let workspace: ReturnType<typeof tempDir>;
-  let extensions: ReturnType<typeof tempDir>;
-  let server: CodeServer;
-  let browser: Browser;
-  let workbench: Workbench;
+  let extensions: ReturnType<typeof tempDir> | undefined;
+  const window = useWindow({
+    name: 'crash',
+    toml: toml(),
+    extensionsDir: async () => {
+      extensions = tempDir('crash-ext');
+      const extensionsDir = path.join(extensions.dir, 'extensions');
+      await stageBuiltExtension(extensionsDir);
+      return extensionsDir;
+    },
+    env: (emulator) => ({
+      OVERBRAINER_TIMING_SCALE: TIMING_SCALE,
+      OVERBRAINER_RUNPOD__API_KEY: emulator.apiKey,
+    }),
+  });
+  // Registered after useWindow's: runs once code-server, which used the copy, is closed.
+  after(() => extensions?.remove());
 
-  const runDir = (id: string): string => path.join(workspace.dir, 'runs', id);
+  const runDir = (id: string): string => path.join(window.workspace.dir, 'runs', id);
   const readJson = <T>(file: string): T => JSON.parse(fs.readFileSync(file, 'utf8')) as T;
   const billing = (): string[] =>
-    emulator
+    window.emulator
       .ledger()
       .pods.filter((p) => p.billing)
       .map((p) => p.id);
   const countdown = (): Locator =>
-    workbench.page.locator('.statusbar-item', { hasText: /\bleft\b|following/ }).first();
+    window.workbench.page.locator('.statusbar-item', { hasText: /\bleft\b|following/ }).first();
   const runRow = (id: string): Locator =>
-    workbench.viewPane('Runs').locator('.monaco-list-row', { hasText: id }).first();
+    window.workbench.viewPane('Runs').locator('.monaco-list-row', { hasText: id }).first();
 
   /** The run's lock file and whether its holder's process lives (for a failure's message). */
   function lockState(id: string): string {
@@ -267,73 +257,34 @@ describe('SIGKILL of the extension host mid-run (issue #7)', function () {
       'the extension to activate',
       async () => {
         // Before activation the command is not found: close that error dialog and try again.
-        const dialog = workbench.page.locator('.monaco-dialog-box');
+        const dialog = window.workbench.page.locator('.monaco-dialog-box');
         if (await dialog.isVisible()) await dialog.getByRole('button').first().click();
-        await workbench.runCommand('Overbrainer: Show Logs');
-        return /Overbrainer \S+ activated/.test(await workbench.outputText()) ? true : undefined;
+        await window.workbench.runCommand('Overbrainer: Show Logs');
+        return /Overbrainer \S+ activated/.test(await window.workbench.outputText())
+          ? true
+          : undefined;
       },
       timeoutMs,
     );
-    await workbench.page.keyboard.press('Escape');
+    await window.workbench.page.keyboard.press('Escape');
   }
 
   before(async function () {
-    emulator = await startEmulator({ bootDelaysMs: { provisioning: 100, starting: 100 } });
-    workspace = tempDir('crash-ws');
-    const ws = workspace.dir;
-    const tiny = path.join(REPO_ROOT, 'examples', 'tiny');
-    fs.copyFileSync(path.join(tiny, 'train.py'), path.join(ws, 'train.py'));
-    fs.cpSync(path.join(tiny, 'data'), path.join(ws, 'data'), { recursive: true });
-    fs.writeFileSync(path.join(ws, 'overbrainer.toml'), toml());
-    fs.mkdirSync(path.join(ws, '.vscode'));
-    fs.writeFileSync(
-      path.join(ws, '.vscode', 'settings.json'),
-      JSON.stringify({ 'overbrainer.runpod.baseUrl': emulator.baseUrl }, null, 2),
-    );
-    extensions = tempDir('crash-ext');
-    const extensionsDir = path.join(extensions.dir, 'extensions');
-    await stageBuiltExtension(extensionsDir);
-    server = await CodeServer.start({
-      workspace: ws,
-      extensionsDir,
-      env: {
-        OVERBRAINER_TIMING_SCALE: TIMING_SCALE,
-        OVERBRAINER_RUNPOD__API_KEY: emulator.apiKey,
-      },
-    });
-    browser = await launchChromium();
-    workbench = await Workbench.open(browser, server, this.test?.parent?.title ?? 'crash');
-    await workbench.activityBarItem('Overbrainer').first().waitFor({ state: 'visible' });
+    await window.workbench.activityBarItem('Overbrainer').first().waitFor({ state: 'visible' });
     await untilActivated(300_000);
-  });
-
-  afterEach(async function () {
-    if (this.currentTest?.state === 'failed')
-      await workbench?.screenshot('failed').catch(() => undefined);
-  });
-
-  after(async function () {
-    await workbench?.close().catch(() => undefined);
-    await browser?.close();
-    await server?.close();
-    const left = emulator ? billing() : [];
-    await emulator?.close();
-    workspace?.remove();
-    extensions?.remove();
-    assert.deepEqual(left, [], 'a pod was left billing');
   });
 
   it('the restarted extension host follows the run again by itself; the run succeeds, verified, its pod deleted by the client', async function () {
     const started = Date.now();
-    await workbench.openViewContainer('Overbrainer');
-    await workbench.runCommand('Overbrainer: Train');
-    const dialog = workbench.page.locator('.monaco-dialog-box');
+    await window.workbench.openViewContainer('Overbrainer');
+    await window.workbench.runCommand('Overbrainer: Train');
+    const dialog = window.workbench.page.locator('.monaco-dialog-box');
     await dialog.waitFor({ state: 'visible' });
     await dialog.getByRole('button', { name: 'Train', exact: true }).click();
     await dialog.waitFor({ state: 'hidden' });
     const id = await eventually('the new run on disk', async () =>
-      fs.existsSync(path.join(workspace.dir, 'runs'))
-        ? fs.readdirSync(path.join(workspace.dir, 'runs')).find((name) => RUN_ID.test(name))
+      fs.existsSync(path.join(window.workspace.dir, 'runs'))
+        ? fs.readdirSync(path.join(window.workspace.dir, 'runs')).find((name) => RUN_ID.test(name))
         : undefined,
     );
     await untilState(id, 'running', 180_000);
@@ -343,7 +294,7 @@ describe('SIGKILL of the extension host mid-run (issue #7)', function () {
     const run = readJson<{ state: string; remote_dir: string }>(path.join(runDir(id), 'run.json'));
     assert.equal(run.state, 'running');
     const podId = readJson<{ pod_id: string }>(path.join(runDir(id), 'pod.json')).pod_id;
-    const pod = emulator.pod(podId);
+    const pod = window.emulator.pod(podId);
     assert.ok(pod, `the pod ${podId} of ${id} exists`);
     assert.ok(run.remote_dir.startsWith('/workspace/'), run.remote_dir);
     const remote = path.join(pod.dirs.workspace, path.relative('/workspace', run.remote_dir));
@@ -368,14 +319,16 @@ describe('SIGKILL of the extension host mid-run (issue #7)', function () {
         ? readJson<{ pid: number }>(path.join(runDir(id), '.lock'))
         : null;
     assert.equal(lock()?.pid, oldHost, `the extension host holds the run: ${lockState(id)}`);
-    await workbench.screenshot('running before the kill');
+    await window.workbench.screenshot('running before the kill');
 
     // code-server says so in the status bar for 5 s (a first crash in 5 min restarts the host by
     // itself), or, after 3 crashes, in an error toast with a restart button: watch both at once.
-    const restarting = workbench.page
+    const restarting = window.workbench.page
       .locator('.statusbar-item', { hasText: /extension host terminated unexpectedly/i })
       .first();
-    const crashedToast = workbench.notification(/extension host terminated unexpectedly/i).first();
+    const crashedToast = window.workbench
+      .notification(/extension host terminated unexpectedly/i)
+      .first();
     const said = Promise.race([
       restarting.waitFor({ state: 'visible', timeout: 60_000 }).then(() => 'status' as const),
       crashedToast.waitFor({ state: 'visible', timeout: 60_000 }).then(() => 'toast' as const),
@@ -393,7 +346,7 @@ describe('SIGKILL of the extension host mid-run (issue #7)', function () {
       throw new Error(`code-server said nothing of the crash: ${String(error)}`);
     });
     const message = await (how === 'status' ? restarting : crashedToast).innerText();
-    await workbench.screenshot('extension host terminated');
+    await window.workbench.screenshot('extension host terminated');
     console.log(`      code-server said (${how}): ${JSON.stringify(message.trim())}`);
     if (how === 'toast') {
       // Not a first crash: the only user action allowed is the toast's restart button.
@@ -425,13 +378,15 @@ describe('SIGKILL of the extension host mid-run (issue #7)', function () {
     console.log(`      the run had no owner for ${(ownerlessMs / 1000).toFixed(1)} s`);
     assert.ok(ownerlessMs < leaseTtlMs, `ownerless ${ownerlessMs} ms < lease ${leaseTtlMs} ms`);
     // Its log says so (the Overbrainer channel of the new host).
-    await workbench.runCommand('Overbrainer: Show Logs');
+    await window.workbench.runCommand('Overbrainer: Show Logs');
     await eventually('the log to say the run is followed again', async () =>
-      (await workbench.outputText()).includes(`Following run ${id} again.`) ? true : undefined,
+      (await window.workbench.outputText()).includes(`Following run ${id} again.`)
+        ? true
+        : undefined,
     );
-    await workbench.page.keyboard.press('Escape');
-    assert.equal(emulator.pod(podId)?.status, 'RUNNING', 'the pod lived through the crash');
-    await workbench.screenshot('following again after the crash');
+    await window.workbench.page.keyboard.press('Escape');
+    assert.equal(window.emulator.pod(podId)?.status, 'RUNNING', 'the pod lived through the crash');
+    await window.workbench.screenshot('following again after the crash');
 
     // The job trained on without a follower; its results are on the pod: then it may end.
     await eventually(
@@ -444,9 +399,9 @@ describe('SIGKILL of the extension host mid-run (issue #7)', function () {
     fs.writeFileSync(path.join(pod.dirs.workspace, GATE), '');
 
     await untilState(id, 'succeeded', 120_000);
-    await workbench.waitForNotification(new RegExp(`Run ${id} succeeded`));
+    await window.workbench.waitForNotification(new RegExp(`Run ${id} succeeded`));
     await countdown().waitFor({ state: 'detached' });
-    await workbench.screenshot('succeeded after the crash');
+    await window.workbench.screenshot('succeeded after the crash');
 
     // Retrieved and verified: the same files, byte for byte, as the pod's output/.
     const done = readJson<{ state: string; message: string | null }>(
@@ -464,7 +419,7 @@ describe('SIGKILL of the extension host mid-run (issue #7)', function () {
     );
     assert.equal(podRecord.state, 'deleted');
     assert.equal(podRecord.deleted_by, 'client');
-    const entry = emulator.ledger().pods.find((p) => p.id === podId);
+    const entry = window.emulator.ledger().pods.find((p) => p.id === podId);
     assert.ok(entry, `${podId} in the ledger`);
     assert.equal(entry.billing, false);
     assert.equal(entry.deletedBy, 'account', 'deleted with the account key (the client)');

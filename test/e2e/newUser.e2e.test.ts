@@ -1,18 +1,10 @@
 import * as assert from 'node:assert/strict';
 import * as fs from 'node:fs';
 import * as path from 'node:path';
-import type { Browser, FrameLocator } from 'playwright-core';
+import type { FrameLocator } from 'playwright-core';
 import { hostKeySecretName } from '../../src/core/runpod/context';
-import { startEmulator, type Emulator } from '../emulator/emulator';
-import {
-  CodeServer,
-  eventually,
-  launchChromium,
-  REPO_ROOT,
-  tempDir,
-  UI_TIMEOUT_MS,
-  Workbench,
-} from './harness';
+import { eventually, UI_TIMEOUT_MS, type Workbench } from './harness';
+import { tinyToml, useWindow } from './window';
 
 /**
  * What a new user meets, in one real VS Code window against the Runpod emulator: the Runs
@@ -21,22 +13,7 @@ import {
  * reason (the pod's own words) in the notification and in the run view; the Pods view and the
  * Runs tree then agree that the pod is gone.
  */
-const TOML = `[project]
-name = "tiny"
-
-[training]
-target = "pod"
-trainer = "command"
-command = "python3 train.py --steps 5 --step-seconds 0.05"
-upload = ["train.py", "data"]
-
-[targets.pod]
-kind = "runpod"
-gpu_types = ["NVIDIA GeForce RTX 4090"]
-max_hours = 1
-boot_grace_minutes = 5
-retrieve_grace_minutes = 10
-`;
+const TOML = tinyToml(`python3 train.py --steps 5 --step-seconds 0.05`);
 
 /** The bootstrap's own words when the host key secret is no key. */
 const BOOT_REASON = 'bootstrap failed: OVERBRAINER_HOST_KEY is not an OpenSSH private key';
@@ -50,51 +27,16 @@ function runPage(workbench: Workbench): FrameLocator {
 
 describe('A new user in the real VS Code: the welcome, the run view on Train, a failed boot', function () {
   this.timeout(300_000);
-  let emulator: Emulator;
-  let workspace: ReturnType<typeof tempDir>;
-  let server: CodeServer;
-  let browser: Browser;
-  let workbench: Workbench;
-
-  before(async function () {
-    // Pods provision for 3 s: time for the test to spoil the run's host key secret before the
-    // container starts and reads it.
-    emulator = await startEmulator({ bootDelaysMs: { provisioning: 3_000, starting: 100 } });
-    workspace = tempDir('new-user-ws');
-    const ws = workspace.dir;
-    const tiny = path.join(REPO_ROOT, 'examples', 'tiny');
-    fs.copyFileSync(path.join(tiny, 'train.py'), path.join(ws, 'train.py'));
-    fs.cpSync(path.join(tiny, 'data'), path.join(ws, 'data'), { recursive: true });
-    fs.mkdirSync(path.join(ws, '.vscode'));
-    fs.writeFileSync(
-      path.join(ws, '.vscode', 'settings.json'),
-      JSON.stringify({ 'overbrainer.runpod.baseUrl': emulator.baseUrl }, null, 2),
-    );
-    server = await CodeServer.start({ workspace: ws, env: { OVERBRAINER_TIMING_SCALE: '8' } });
-    browser = await launchChromium();
-    workbench = await Workbench.open(browser, server, this.test?.parent?.title ?? 'new user');
-  });
-
-  afterEach(async function () {
-    if (this.currentTest?.state === 'failed')
-      await workbench?.screenshot('failed').catch(() => undefined);
-  });
-
-  after(async function () {
-    await workbench?.close().catch(() => undefined);
-    await browser?.close();
-    await server?.close();
-    const billing = emulator?.ledger().pods.filter((p) => p.billing) ?? [];
-    await emulator?.close();
-    workspace?.remove();
-    assert.deepEqual(
-      billing.map((p) => p.id),
-      [],
-      'a pod was left billing',
-    );
+  // Pods provision for 3 s: time for the test to spoil the run's host key secret before the
+  // container starts and reads it.
+  const window = useWindow({
+    name: 'new-user',
+    emulator: { bootDelaysMs: { provisioning: 3_000, starting: 100 } },
+    env: () => ({ OVERBRAINER_TIMING_SCALE: '8' }),
   });
 
   it('the Runs welcome offers Create overbrainer.toml, then Train and the key step, then Train', async function () {
+    const { emulator, workspace, workbench } = window;
     await workbench.activityBarItem('Overbrainer').first().waitFor({ state: 'visible' });
     await workbench.openViewContainer('Overbrainer');
     const welcome = workbench.viewPane('Runs').locator('.welcome-view-content');
@@ -127,6 +69,7 @@ describe('A new user in the real VS Code: the welcome, the run view on Train, a 
   });
 
   it('Train opens the run view by itself; a failed boot says why there and in the notification; Pods and Runs agree', async function () {
+    const { emulator, workspace, workbench } = window;
     await workbench.runCommand('Overbrainer: Train');
     const dialog = workbench.page.locator('.monaco-dialog-box');
     await dialog.waitFor({ state: 'visible' });

@@ -1,9 +1,8 @@
 import * as assert from 'node:assert/strict';
 import * as fs from 'node:fs';
 import * as path from 'node:path';
-import type { Browser } from 'playwright-core';
-import { startEmulator, type Emulator } from '../emulator/emulator';
-import { CodeServer, eventually, launchChromium, REPO_ROOT, tempDir, Workbench } from './harness';
+import { eventually, type Workbench } from './harness';
+import { tinyToml, useWindow } from './window';
 
 /**
  * Train from the palette against the Runpod emulator, in the real VS Code: the key set through
@@ -14,22 +13,7 @@ import { CodeServer, eventually, launchChromium, REPO_ROOT, tempDir, Workbench }
 const TIMING_SCALE = '8';
 
 function toml(): string {
-  return `[project]
-name = "tiny"
-
-[training]
-target = "pod"
-trainer = "command"
-command = "python3 train.py --steps 20 --step-seconds 0.05"
-upload = ["train.py", "data"]
-
-[targets.pod]
-kind = "runpod"
-gpu_types = ["NVIDIA GeForce RTX 4090"]
-max_hours = 1
-boot_grace_minutes = 5
-retrieve_grace_minutes = 10
-`;
+  return tinyToml(`python3 train.py --steps 20 --step-seconds 0.05`);
 }
 
 /** Picks the row holding `text` in the QuickPick whose placeholder is `placeholder` (not the palette). */
@@ -46,53 +30,14 @@ async function pickQuick(workbench: Workbench, placeholder: string, text: string
 
 describe('Train in the real VS Code against the Runpod emulator', function () {
   this.timeout(300_000);
-  let emulator: Emulator;
-  let workspace: ReturnType<typeof tempDir>;
-  let server: CodeServer;
-  let browser: Browser;
-  let workbench: Workbench;
-
-  before(async function () {
-    emulator = await startEmulator({ bootDelaysMs: { provisioning: 100, starting: 100 } });
-    workspace = tempDir('train-ws');
-    const ws = workspace.dir;
-    const tiny = path.join(REPO_ROOT, 'examples', 'tiny');
-    fs.copyFileSync(path.join(tiny, 'train.py'), path.join(ws, 'train.py'));
-    fs.cpSync(path.join(tiny, 'data'), path.join(ws, 'data'), { recursive: true });
-    fs.writeFileSync(path.join(ws, 'overbrainer.toml'), toml());
-    fs.mkdirSync(path.join(ws, '.vscode'));
-    fs.writeFileSync(
-      path.join(ws, '.vscode', 'settings.json'),
-      JSON.stringify({ 'overbrainer.runpod.baseUrl': emulator.baseUrl }, null, 2),
-    );
-    server = await CodeServer.start({
-      workspace: ws,
-      env: { OVERBRAINER_TIMING_SCALE: TIMING_SCALE },
-    });
-    browser = await launchChromium();
-    workbench = await Workbench.open(browser, server, this.test?.parent?.title ?? 'train');
-  });
-
-  afterEach(async function () {
-    if (this.currentTest?.state === 'failed')
-      await workbench?.screenshot('failed').catch(() => undefined);
-  });
-
-  after(async function () {
-    await workbench?.close().catch(() => undefined);
-    await browser?.close();
-    await server?.close();
-    const billing = emulator?.ledger().pods.filter((p) => p.billing) ?? [];
-    await emulator?.close();
-    workspace?.remove();
-    assert.deepEqual(
-      billing.map((p) => p.id),
-      [],
-      'a pod was left billing',
-    );
+  const window = useWindow({
+    name: 'train',
+    toml: toml(),
+    env: () => ({ OVERBRAINER_TIMING_SCALE: TIMING_SCALE }),
   });
 
   it('sets the key, trains, shows the run in the tree until it succeeded, with its output', async function () {
+    const { emulator, workspace, workbench } = window;
     // The extension is registered once its container shows; commands are not in the palette before.
     await workbench.activityBarItem('Overbrainer').first().waitFor({ state: 'visible' });
     await workbench.runCommand('Overbrainer: Set Runpod API Key');
@@ -182,6 +127,7 @@ describe('Train in the real VS Code against the Runpod emulator', function () {
   });
 
   it('trains with Keep Pod: the pod survives the job, then Remove Pod deletes it', async function () {
+    const { emulator, workbench } = window;
     await workbench.runCommand('Overbrainer: Train');
     const dialog = workbench.page.locator('.monaco-dialog-box');
     await dialog.waitFor({ state: 'visible' });
@@ -218,6 +164,7 @@ describe('Train in the real VS Code against the Runpod emulator', function () {
   });
 
   it('shows a broken overbrainer.toml in the Problems panel at its line', async function () {
+    const { workspace, workbench } = window;
     const file = path.join(workspace.dir, 'overbrainer.toml');
     fs.writeFileSync(file, toml().replace('max_hours = 1', 'max_hours = "one"'));
     await workbench.runCommand('View: Focus Problems (Errors, Warnings, Infos)');

@@ -1,20 +1,18 @@
 import * as assert from 'node:assert/strict';
 import * as fs from 'node:fs';
 import * as path from 'node:path';
-import type { Browser, FrameLocator } from 'playwright-core';
+import type { FrameLocator } from 'playwright-core';
 import { encodeRunRecord } from '../../src/core/runs/runRecord';
-import { startEmulator, type Emulator } from '../emulator/emulator';
 import {
-  CodeServer,
   eventually,
   extensionFolderName,
-  launchChromium,
   REPO_ROOT,
   runPage,
   tempDir,
   UI_TIMEOUT_MS,
-  Workbench,
+  type Workbench,
 } from './harness';
+import { tinyToml, useWindow } from './window';
 
 /**
  * The run webview in the real VS Code against the Runpod emulator: Train, Show Run, the chart
@@ -67,22 +65,9 @@ function writeOldRun(ws: string): void {
 }
 
 function toml(): string {
-  return `[project]
-name = "tiny"
-
-[training]
-target = "pod"
-trainer = "command"
-command = "while [ ! -e /workspace/${GATE} ]; do sleep 0.2; done && python3 train.py --steps ${STEPS} --step-seconds ${STEP_SECONDS}"
-upload = ["train.py", "data"]
-
-[targets.pod]
-kind = "runpod"
-gpu_types = ["NVIDIA GeForce RTX 4090"]
-max_hours = 1
-boot_grace_minutes = 5
-retrieve_grace_minutes = 10
-`;
+  return tinyToml(
+    `while [ ! -e /workspace/${GATE} ]; do sleep 0.2; done && python3 train.py --steps ${STEPS} --step-seconds ${STEP_SECONDS}`,
+  );
 }
 
 /**
@@ -109,66 +94,30 @@ async function chartPoints(page: FrameLocator): Promise<number> {
 
 describe('The run webview in the real VS Code', function () {
   this.timeout(300_000);
-  let emulator: Emulator;
-  let workspace: ReturnType<typeof tempDir>;
-  let extensionCopy: ReturnType<typeof tempDir>;
-  let server: CodeServer;
-  let browser: Browser;
-  let workbench: Workbench;
-
-  before(async function () {
-    emulator = await startEmulator({ bootDelaysMs: { provisioning: 100, starting: 100 } });
-    workspace = tempDir('webview-ws');
-    const ws = workspace.dir;
-    const tiny = path.join(REPO_ROOT, 'examples', 'tiny');
-    fs.copyFileSync(path.join(tiny, 'train.py'), path.join(ws, 'train.py'));
-    fs.cpSync(path.join(tiny, 'data'), path.join(ws, 'data'), { recursive: true });
-    fs.writeFileSync(path.join(ws, 'overbrainer.toml'), toml());
-    writeOldRun(ws);
-    fs.mkdirSync(path.join(ws, '.vscode'));
-    fs.writeFileSync(
-      path.join(ws, '.vscode', 'settings.json'),
-      JSON.stringify({ 'overbrainer.runpod.baseUrl': emulator.baseUrl }, null, 2),
-    );
-    extensionCopy = tempDir('webview-ext');
-    server = await CodeServer.start({
-      workspace: ws,
-      extensionsDir: stagedExtensionsDir(extensionCopy.dir),
-      // The key reaches the extension through its environment (the Train test sets it by palette).
-      // SHELL: code-server resolves the login shell's environment at every extension host start;
-      // root's bash runs `pyenv init`, which on the loaded machine ran into VS Code's timeout and
-      // held the restart after a reload for over 2 minutes.
-      env: {
-        OVERBRAINER_TIMING_SCALE: TIMING_SCALE,
-        OVERBRAINER_RUNPOD__API_KEY: emulator.apiKey,
-        SHELL: '/bin/sh',
-      },
-    });
-    browser = await launchChromium();
-    workbench = await Workbench.open(browser, server, this.test?.parent?.title ?? 'webview');
+  let extensionCopy: ReturnType<typeof tempDir> | undefined;
+  const window = useWindow({
+    name: 'webview',
+    toml: toml(),
+    prepare: (ws) => writeOldRun(ws),
+    extensionsDir: () => {
+      extensionCopy = tempDir('webview-ext');
+      return stagedExtensionsDir(extensionCopy.dir);
+    },
+    // The key reaches the extension through its environment (the Train test sets it by palette).
+    // SHELL: code-server resolves the login shell's environment at every extension host start;
+    // root's bash runs `pyenv init`, which on the loaded machine ran into VS Code's timeout and
+    // held the restart after a reload for over 2 minutes.
+    env: (emulator) => ({
+      OVERBRAINER_TIMING_SCALE: TIMING_SCALE,
+      OVERBRAINER_RUNPOD__API_KEY: emulator.apiKey,
+      SHELL: '/bin/sh',
+    }),
   });
-
-  afterEach(async function () {
-    if (this.currentTest?.state === 'failed')
-      await workbench?.screenshot('failed').catch(() => undefined);
-  });
-
-  after(async function () {
-    await workbench?.close().catch(() => undefined);
-    await browser?.close();
-    await server?.close();
-    const billing = emulator?.ledger().pods.filter((p) => p.billing) ?? [];
-    await emulator?.close();
-    workspace?.remove();
-    extensionCopy?.remove();
-    assert.deepEqual(
-      billing.map((p) => p.id),
-      [],
-      'a pod was left billing',
-    );
-  });
+  // Registered after useWindow's: runs once code-server, which used the copy, is closed.
+  after(() => extensionCopy?.remove());
 
   it('charts the loss live while the job trains, and shows the run succeeded', async function () {
+    const { emulator, workspace, workbench } = window;
     await workbench.activityBarItem('Overbrainer').first().waitFor({ state: 'visible' });
     await workbench.openViewContainer('Overbrainer');
     await workbench.runCommand('Overbrainer: Train');
@@ -261,6 +210,7 @@ describe('The run webview in the real VS Code', function () {
   });
 
   it('restores the panel with its points after a window reload', async function () {
+    const { workbench } = window;
     await workbench.runCommand('Developer: Reload Window');
     // The whole workbench loads again (≈10 MB of scripts) on a shared machine.
     await workbench.page
@@ -274,6 +224,7 @@ describe('The run webview in the real VS Code', function () {
     await workbench.screenshot('run chart restored after reload');
   });
   it('compares runs: both loss curves on one chart', async function () {
+    const { workbench } = window;
     await workbench.runCommand('Overbrainer: Compare Runs');
     const widget = workbench.page.locator('.quick-input-widget');
     const input = widget.locator('input[placeholder="Runs to compare (loss curves on one chart)"]');
