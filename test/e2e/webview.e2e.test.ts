@@ -10,7 +10,6 @@ import {
   runPage,
   tempDir,
   UI_TIMEOUT_MS,
-  type Workbench,
 } from './harness';
 import { tinyToml, useWindow } from './window';
 
