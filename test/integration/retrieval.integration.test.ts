@@ -469,6 +469,30 @@ describe('retrieve with the local executor', function () {
     }
   });
 
+  it("never takes another retrieval's staging directory (a checkpoint copy of output/ in flight on the pod)", async () => {
+    const dir = mkdtempSync(join(tmpdir(), 'ob-retrieve-staging-'));
+    const executor = new LocalExecutor();
+    try {
+      const files = makeRun(join(dir, 'remote'));
+      // What the checkpoint stream's retrieval of output/checkpoint-N leaves while it runs.
+      mkdirSync(join(dir, 'remote', 'output', STAGING_DIR), { recursive: true });
+      writeFileSync(join(dir, 'remote', 'output', STAGING_DIR, 'changes.0123abcd'), '');
+      const result = await retrieve({
+        executor,
+        remoteRunDir: join(dir, 'remote'),
+        localRunDir: join(dir, 'local'),
+        entries: ENTRIES,
+        excludes: EXCLUDES,
+      });
+      assert.equal(result.verified, true);
+      assertRetrieved(join(dir, 'local'), files);
+      assert.equal(existsSync(join(dir, 'local', 'output', STAGING_DIR)), false);
+    } finally {
+      executor.dispose();
+      rmSync(dir, { recursive: true, force: true });
+    }
+  });
+
   it("brings a stopped run's snapshot checkpoint home (`!output/checkpoint-20`) and still leaves out the other checkpoints", async () => {
     const dir = mkdtempSync(join(tmpdir(), 'ob-retrieve-keep-'));
     const executor = new LocalExecutor();

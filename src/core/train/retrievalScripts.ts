@@ -23,7 +23,9 @@ function findScript(
   postlude: string[] = [],
 ): string {
   const paths = normalizeEntries(entries);
-  const { globs, kept } = splitExcludes(excludeGlobs);
+  // The staging name is reserved at every depth: a retrieval of a subdirectory (the checkpoint
+  // stream's copy of output/checkpoint-N) keeps its change marker there while it runs.
+  const { globs, kept } = splitExcludes([...excludeGlobs, STAGING_DIR]);
   const keep = kept.map((path) => ` ! -path ${shQuote(`./${path}`)}`).join('');
   const prune =
     globs.length === 0
@@ -44,8 +46,8 @@ function findScript(
 
 /**
  * The change marker of one retrieval on the pod, relative to the run
- * directory: inside the reserved staging name, which no entry can be or
- * contain, so it is never walked nor retrieved.
+ * directory: inside the reserved staging name, which no entry can be and no
+ * walk enters, so it is never retrieved, by this retrieval or another.
  */
 function changeMarkerPath(marker: string): string {
   if (!/^[0-9a-f]{8,64}$/.test(marker)) {
