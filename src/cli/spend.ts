@@ -1,6 +1,7 @@
 /** `overbrainer spend`: estimates beside Runpod's bills, as a table or JSON. Pure. */
 import { billedMismatch } from '../core/runpod/billing';
 import type { PodRecord } from '../core/runs/podRecord';
+import { usd4 } from '../core/runs/spend';
 
 export interface SpendRow {
   runId: string;
@@ -61,7 +62,7 @@ export function spendJson(rows: readonly SpendRow[]): Record<string, unknown> {
   };
 }
 
-const money = (v: number | null): string => (v === null ? '-' : `$${v.toFixed(4)}`);
+const money = usd4;
 
 export function spendTable(rows: readonly SpendRow[]): string[] {
   if (rows.length === 0) return ['spend: no run with a pod'];

@@ -4,7 +4,7 @@
  * flagged); kept pods older than the reminder age are picked out for one notification each.
  */
 import { billedMismatch } from '../core/runpod/billing';
-import { budgetLines, type ProjectSpend } from '../core/runs/spend';
+import { budgetLines, usd4, type ProjectSpend } from '../core/runs/spend';
 
 export interface SpendRowView {
   id: string;
@@ -14,7 +14,7 @@ export interface SpendRowView {
   flagged: boolean;
 }
 
-const money = (v: number | null): string => (v === null ? '-' : `$${v.toFixed(4)}`);
+const money = usd4;
 
 /** The rows of the Spend view: the budget lines, then each run newest first. */
 export function spendRows(spend: ProjectSpend): SpendRowView[] {

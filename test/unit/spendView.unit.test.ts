@@ -48,7 +48,7 @@ describe('Spend view (model)', () => {
     assert.equal(a.flagged, true);
     assert.match(
       a.description,
-      /estimate \$1\.0000 · billed \$1\.2000 · difference \$-0\.2000 · over 1 % apart/,
+      /estimate \$1\.0000 · billed \$1\.2000 · difference -\$0\.2000 · over 1 % apart/,
     );
     assert.equal(rows.find((r) => r.id === 'run-b')!.flagged, false);
     assert.match(rows.find((r) => r.id === 'run-k')!.label, /\(kept, billing\)/);

@@ -47,6 +47,11 @@ export interface PodSpend {
 
 const round4 = (usd: number): number => Math.round(usd * 10_000) / 10_000;
 
+/** An amount to the hundredth of a cent, as the spend listings show it: `$0.0123`, `-$0.2000`. */
+export function usd4(value: number | null): string {
+  return value === null ? '-' : `${value < 0 ? '-' : ''}$${Math.abs(value).toFixed(4)}`;
+}
+
 /** The money side of one pod record at `nowMs`. */
 export function podSpend(pod: PodRecord, nowMs: number): PodSpend {
   const rate = pod.costPerHourUsd;
