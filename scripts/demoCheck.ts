@@ -87,7 +87,7 @@ export async function runCheck(context: CheckContext): Promise<boolean> {
       const activated = await eventually(
         'the activation line in the Overbrainer log',
         async () => {
-          await opened.runCommand('Overbrainer: Show Logs');
+          await opened.showOverbrainerOutput();
           const text = await opened.outputText().catch(() => '');
           const line = /Overbrainer \S+ activated[^\n]*/.exec(text)?.[0];
           if (line === undefined) {

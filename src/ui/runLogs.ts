@@ -125,11 +125,18 @@ export async function showLogs(ctx: UiContext, arg: unknown): Promise<void> {
   }
 }
 
-/** The run of a tree item, else a QuickPick of the runs with a log, the output channel first. */
+/**
+ * The run of a tree item, else a QuickPick of the runs with a log, the output channel first; with
+ * no run log at all, the output channel at once (nothing to choose).
+ */
 async function pickLogRun(ctx: UiContext, arg: unknown): Promise<RunSummary | undefined> {
   if (typeof arg === 'object' && arg !== null) return ctx.pickRun(arg, () => true, 'show');
   await ctx.runs.ensureLoaded().catch(() => undefined);
   const runs = ctx.runs.all.filter((r) => runLogSources(r.dir).length > 0);
+  if (runs.length === 0) {
+    ctx.log.show();
+    return undefined;
+  }
   const pick = await ctx.window.showQuickPick(
     [
       { label: 'Overbrainer output', description: "this extension's log", run: undefined },

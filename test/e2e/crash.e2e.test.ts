@@ -259,7 +259,7 @@ describe('SIGKILL of the extension host mid-run (issue #7)', function () {
         // Before activation the command is not found: close that error dialog and try again.
         const dialog = window.workbench.page.locator('.monaco-dialog-box');
         if (await dialog.isVisible()) await dialog.getByRole('button').first().click();
-        await window.workbench.runCommand('Overbrainer: Show Logs');
+        await window.workbench.showOverbrainerOutput();
         return /Overbrainer \S+ activated/.test(await window.workbench.outputText())
           ? true
           : undefined;
@@ -378,7 +378,7 @@ describe('SIGKILL of the extension host mid-run (issue #7)', function () {
     console.log(`      the run had no owner for ${(ownerlessMs / 1000).toFixed(1)} s`);
     assert.ok(ownerlessMs < leaseTtlMs, `ownerless ${ownerlessMs} ms < lease ${leaseTtlMs} ms`);
     // Its log says so (the Overbrainer channel of the new host).
-    await window.workbench.runCommand('Overbrainer: Show Logs');
+    await window.workbench.showOverbrainerOutput();
     await eventually('the log to say the run is followed again', async () =>
       (await window.workbench.outputText()).includes(`Following run ${id} again.`)
         ? true

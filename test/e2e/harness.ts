@@ -497,6 +497,19 @@ export class Workbench {
       .click();
   }
 
+  /**
+   * Overbrainer: Show Logs from the palette, for the extension's own output: a workspace whose
+   * runs have logs asks first (runs' logs or the output), and "Overbrainer output" is taken.
+   */
+  async showOverbrainerOutput(): Promise<void> {
+    await this.runCommand('Overbrainer: Show Logs');
+    await this.page
+      .locator('.quick-input-widget .monaco-list-row', { hasText: 'Overbrainer output' })
+      .first()
+      .click({ timeout: 3_000 * SLOW })
+      .catch(() => undefined); // No run has a log: the output opened without asking.
+  }
+
   /** The text shown in the Output panel's editor (the selected channel). */
   async outputText(): Promise<string> {
     const lines = this.page.locator(

@@ -238,7 +238,7 @@ describe('User journeys in the real VS Code against the Runpod emulator', functi
         // Before activation the command is not found: close that error dialog and try again.
         const dialog = workbench.page.locator('.monaco-dialog-box');
         if (await dialog.isVisible()) await dialog.getByRole('button').first().click();
-        await workbench.runCommand('Overbrainer: Show Logs');
+        await workbench.showOverbrainerOutput();
         return /Overbrainer \S+ activated/.test(await workbench.outputText()) ? true : undefined;
       },
       300_000,

@@ -148,7 +148,7 @@ describe('npm run package: the .vsix', function () {
       browser = await launchChromium();
       workbench = await Workbench.open(browser, server, this.test?.fullTitle() ?? 'install');
       await workbench.activityBarItem('Overbrainer').first().waitFor({ state: 'visible' });
-      await workbench.runCommand('Overbrainer: Show Logs');
+      await workbench.showOverbrainerOutput();
       const output = await eventually('the activation line in the log', async () => {
         const text = await workbench.outputText();
         return /Overbrainer \S+ activated/.test(text) ? text : undefined;

@@ -73,6 +73,13 @@ describe('Show Logs on a run (against a fake of the vscode window)', function ()
     assert.equal(log.shown, 1);
   });
 
+  it('from the palette with no run log: the extension output at once, no pick', async function () {
+    const { ctx, fake, log } = fakeContext([runSummary(runDir)]);
+    await showLogs(ctx, undefined);
+    assert.deepEqual(fake.shown, []);
+    assert.equal(log.shown, 1);
+  });
+
   it('from the palette: a pick of the runs with a log, the extension output first', async function () {
     fs.writeFileSync(path.join(runDir, 'job.log'), 'step 1\n');
     const other = runSummary(path.join(dir, 'runs', 'r2'));
