@@ -93,8 +93,10 @@ export function startCore(shell: Shell): Core {
       if (event.type === 'pod' || event.type === 'runState') spendTree.refresh();
     }),
     bindPodsViewMessage(shell.podsView, pods, systemClock),
-    // Only models already shown are reloaded; a hidden view loads when it is first shown.
+    // Only models already shown are reloaded; a hidden view loads when it is first shown. The
+    // Spend view reads the records again too: a bill read after a pod ended comes with no event.
     watchRunsFolders(() => {
+      spendTree.refresh();
       for (const model of [runs, pods]) {
         if (model.isLoaded) {
           model.refresh().catch((error: unknown) => log.warn(`Reload failed: ${errorText(error)}`));

@@ -9,6 +9,7 @@ import type { Clock } from '../core/clock';
 import { DEFAULT_KEPT_POD_REMINDER_HOURS, loadConfig } from '../core/config';
 import { projectSpend } from '../core/runs/spend';
 import { RunStore } from '../core/runs/store';
+import { runsFolderName } from './runsFolderName';
 import { keptPodReminders, spendRows, type SpendRowView } from './spendModel';
 
 export class SpendTreeProvider implements vscode.TreeDataProvider<SpendRowView>, vscode.Disposable {
@@ -36,11 +37,13 @@ export class SpendTreeProvider implements vscode.TreeDataProvider<SpendRowView>,
 
   getChildren(parent?: SpendRowView): SpendRowView[] {
     if (parent !== undefined) return [];
-    const dir = vscode.workspace.workspaceFolders?.[0]?.uri.fsPath;
-    if (dir === undefined) return [];
+    const folder = vscode.workspace.workspaceFolders?.[0];
+    if (folder === undefined) return [];
+    const dir = folder.uri.fsPath;
     const loaded = loadConfig(dir, process.env);
     const budget = loaded.ok ? (loaded.config.budget ?? null) : null;
-    const store = new RunStore(path.join(dir, 'runs'), this.clock);
+    // The runs folder the overbrainer.runsFolder setting names, as the Runs view reads it.
+    const store = new RunStore(path.join(dir, runsFolderName(folder)), this.clock);
     const spend = projectSpend(store, budget, this.clock.nowMs());
     const hours = budget?.keptPodReminderHours ?? DEFAULT_KEPT_POD_REMINDER_HOURS;
     for (const reminder of keptPodReminders(spend, hours, this.reminded)) {
