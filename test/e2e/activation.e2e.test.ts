@@ -49,8 +49,7 @@ describe('Overbrainer in the real VS Code (code-server + Chromium)', function ()
   });
 
   it('shows the Overbrainer container with the Runs welcome', async function () {
-    const item = workbench.activityBarItem('Overbrainer').first();
-    await item.waitFor({ state: 'visible' });
+    await workbench.untilOverbrainerShown();
     await workbench.screenshot('activity bar');
     await workbench.openViewContainer('Overbrainer');
     const runs = workbench.viewPane('Runs');

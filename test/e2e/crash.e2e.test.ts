@@ -270,7 +270,7 @@ describe('SIGKILL of the extension host mid-run (issue #7)', function () {
   }
 
   before(async function () {
-    await window.workbench.activityBarItem('Overbrainer').first().waitFor({ state: 'visible' });
+    await window.workbench.untilOverbrainerShown();
     await untilActivated(300_000);
   });
 

@@ -43,6 +43,12 @@ const CHROMIUM = process.env.OVERBRAINER_E2E_CHROMIUM ?? '/usr/bin/chromium';
  */
 const SLOW = process.env.OVERBRAINER_E2E_SLOW === '1' ? 3 : 1;
 export const UI_TIMEOUT_MS = 45_000 * SLOW;
+/**
+ * How long a new window may take to show the Overbrainer container: the extension host shows it
+ * once it has scanned the extensions, which took over 45 s for the suite's first code-server
+ * start while the load test booted its 20 pods beside it.
+ */
+export const EXTENSION_HOST_TIMEOUT_MS = 150_000 * SLOW;
 /** code-server start and the first workbench load (≈10 MB of scripts) on a loaded machine. */
 const SERVE_TIMEOUT_MS = 120_000 * SLOW;
 
@@ -508,6 +514,13 @@ export class Workbench {
       .first()
       .click({ timeout: 3_000 * SLOW })
       .catch(() => undefined); // No run has a log: the output opened without asking.
+  }
+
+  /** Waits until the Overbrainer container is in the activity bar (see EXTENSION_HOST_TIMEOUT_MS). */
+  async untilOverbrainerShown(): Promise<void> {
+    await this.activityBarItem('Overbrainer')
+      .first()
+      .waitFor({ state: 'visible', timeout: EXTENSION_HOST_TIMEOUT_MS });
   }
 
   /** The text shown in the Output panel's editor (the selected channel). */

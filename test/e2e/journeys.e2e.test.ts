@@ -229,7 +229,7 @@ describe('User journeys in the real VS Code against the Runpod emulator', functi
     });
     browser = await launchChromium();
     workbench = await Workbench.open(browser, server, this.test?.parent?.title ?? 'journeys');
-    await workbench.activityBarItem('Overbrainer').first().waitFor({ state: 'visible' });
+    await workbench.untilOverbrainerShown();
     // The container shows from the manifest; the commands exist once the extension activated,
     // which its log channel says (on a loaded machine the extension host starts minutes late).
     await eventually(

@@ -94,7 +94,7 @@ describe('Pod logs in the real VS Code (run view while booting, Show Logs)', fun
   });
 
   it('shows the boot log in the run view while the pod boots, then the kept pod log by Show Logs', async function () {
-    await workbench.activityBarItem('Overbrainer').first().waitFor({ state: 'visible' });
+    await workbench.untilOverbrainerShown();
     await workbench.runCommand('Overbrainer: Train');
     const dialog = workbench.page.locator('.monaco-dialog-box');
     await dialog.waitFor({ state: 'visible' });

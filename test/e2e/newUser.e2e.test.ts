@@ -37,7 +37,7 @@ describe('A new user in the real VS Code: the welcome, the run view on Train, a 
 
   it('the Runs welcome offers Create overbrainer.toml, then Train and the key step, then Train', async function () {
     const { emulator, workspace, workbench } = window;
-    await workbench.activityBarItem('Overbrainer').first().waitFor({ state: 'visible' });
+    await workbench.untilOverbrainerShown();
     await workbench.openViewContainer('Overbrainer');
     const welcome = workbench.viewPane('Runs').locator('.welcome-view-content');
     const button = (name: string) => welcome.getByRole('button', { name, exact: true });

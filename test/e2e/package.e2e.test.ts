@@ -147,7 +147,7 @@ describe('npm run package: the .vsix', function () {
       server = await CodeServer.start({ workspace: workspace.dir, extensionsDir });
       browser = await launchChromium();
       workbench = await Workbench.open(browser, server, this.test?.fullTitle() ?? 'install');
-      await workbench.activityBarItem('Overbrainer').first().waitFor({ state: 'visible' });
+      await workbench.untilOverbrainerShown();
       await workbench.showOverbrainerOutput();
       const output = await eventually('the activation line in the log', async () => {
         const text = await workbench.outputText();

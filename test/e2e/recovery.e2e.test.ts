@@ -34,7 +34,7 @@ describe('A pod deleted mid-run in the real VS Code: the run recovers on a new p
 
   it('the notification, the run page and the Runs tree show the second attempt; the run succeeds', async function () {
     const { emulator, workspace, workbench } = window;
-    await workbench.activityBarItem('Overbrainer').first().waitFor({ state: 'visible' });
+    await workbench.untilOverbrainerShown();
     await workbench.openViewContainer('Overbrainer');
     await workbench.runCommand('Overbrainer: Train');
     const dialog = workbench.page.locator('.monaco-dialog-box');

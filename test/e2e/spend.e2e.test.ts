@@ -24,7 +24,7 @@ max_usd_per_day = ${DAILY_BUDGET_USD}
 
   it('the confirmation shows the quote; a budget below the worst case refuses with its figures and creates no pod', async function () {
     const { emulator, workbench } = window;
-    await workbench.activityBarItem('Overbrainer').first().waitFor({ state: 'visible' });
+    await workbench.untilOverbrainerShown();
     await workbench.openViewContainer('Overbrainer');
     await workbench.runCommand('Overbrainer: Train');
     const dialog = workbench.page.locator('.monaco-dialog-box');

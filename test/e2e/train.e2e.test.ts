@@ -39,7 +39,7 @@ describe('Train in the real VS Code against the Runpod emulator', function () {
   it('sets the key, trains, shows the run in the tree until it succeeded, with its output', async function () {
     const { emulator, workspace, workbench } = window;
     // The extension is registered once its container shows; commands are not in the palette before.
-    await workbench.activityBarItem('Overbrainer').first().waitFor({ state: 'visible' });
+    await workbench.untilOverbrainerShown();
     await workbench.runCommand('Overbrainer: Set Runpod API Key');
     const input = workbench.page.locator('.quick-input-widget .quick-input-box input');
     // The password box replaces the palette once the handler ran: type only into it.

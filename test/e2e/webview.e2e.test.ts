@@ -117,7 +117,7 @@ describe('The run webview in the real VS Code', function () {
 
   it('charts the loss live while the job trains, and shows the run succeeded', async function () {
     const { emulator, workspace, workbench } = window;
-    await workbench.activityBarItem('Overbrainer').first().waitFor({ state: 'visible' });
+    await workbench.untilOverbrainerShown();
     await workbench.openViewContainer('Overbrainer');
     await workbench.runCommand('Overbrainer: Train');
     const dialog = workbench.page.locator('.monaco-dialog-box');

@@ -17,8 +17,8 @@ const RUNS = Number(process.env.OVERBRAINER_LOAD_RUNS ?? 20);
 const HOURS = Number(process.env.OVERBRAINER_LOAD_HOURS ?? 1);
 /**
  * Production timing divided by this: 60 (an hour in a minute, the lease renewed every 5 s real
- * and lasting 15 s) alone; `npm test` runs it at 30 beside the e2e tier (renewed every 10 s,
- * lasting 30 s), so a renewal delayed by the other tier's CPU use still has 20 s, not 10, before
+ * and lasting 15 s) alone; `npm test` runs it at 20 beside the e2e tier (renewed every 15 s,
+ * lasting 45 s), so a renewal delayed by the other tier's CPU use still has 30 s, not 10, before
  * the bound `leaseMaxAgeMs < leaseTtlMs` fails; a client that stops renewing still fails it.
  */
 const SCALE = Number(process.env.OVERBRAINER_LOAD_SCALE ?? 60);
