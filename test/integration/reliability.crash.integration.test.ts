@@ -7,7 +7,9 @@
  * `overbrainer train attach` (the CLI) finishes the run or cleans up, or nobody attaches and the
  * pod's watchdog alone deletes the pod within the bound the safety model states
  * (docs/RELIABILITY.md): max(deadline, last lease renewal + lease TTL) + one watchdog tick, or
- * one tick after the retrieved marker.
+ * one tick after the retrieved marker; a job the deadline's snapshot stopped (mid-job, a job
+ * longer than the deadline) is kept for its retrieval until min(deadline, job end) + the
+ * retrieve grace.
  *
  * Each case has its own lab (emulator with real pods + workspace) and asserts on run.json,
  * pod.json, the files on disk and the emulator's ledger: every pod deleted, never two billing pods
@@ -86,6 +88,15 @@ async function until(what: string, probe: () => boolean, timeoutMs = 180_000): P
   }
 }
 
+/** When the watchdog logged a line matching `line` ("<UTC ts> <msg>", whole seconds), or null. */
+function logTimeMs(log: string, line: RegExp): number | null {
+  for (const text of log.split('\n')) {
+    const match = /^(\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ) (.*)$/.exec(text);
+    if (match && line.test(match[2]!)) return Date.parse(match[1]!);
+  }
+  return null;
+}
+
 const podEvent = (events: CoreEvent[], kind: string): boolean =>
   events.some((e) => e.type === 'pod' && e.status.kind === kind);
 
@@ -105,7 +116,12 @@ function labOptions(c: Case): LabOptions {
   };
   switch (c.step) {
     case 'mid-job':
-      return { ...base, steps: 150, stepSeconds: 0.1 };
+      return c.then === 'attach'
+        ? { ...base, steps: 150, stepSeconds: 0.1 }
+        : // A job longer than the deadline, as a user's would be: once the lease is stale the
+          // watchdog asks for the deadline's snapshot, the trainer saves and ends, and the pod is
+          // kept for its retrieval (the shortest retrieve grace, 1 min) before it is deleted.
+          { ...base, steps: 1_000, stepSeconds: 0.1, retrieveGraceMinutes: 1 };
     case 'mid-download':
       return {
         ...base,
@@ -448,25 +464,49 @@ async function scenario(c: Case, name: string): Promise<void> {
       const tickMs = lab.timing.watchdogIntervalS * 1000;
       for (const p of lab.podsOfRun(runId)) {
         const deadlineMs = p.createdAtMs + SHORT_MAX_HOURS * 3_600_000 + 1_000;
-        const boundMs =
-          c.step === 'after-marker'
-            ? k.killAtMs + tickMs + SLACK_MS
-            : Math.max(deadlineMs, k.killAtMs + lab.timing.leaseTtlMs) + tickMs + SLACK_MS;
+        const podLog = (): string => lab.emulator.podLog(p.id);
+        let boundMs: number;
+        let reason: RegExp;
+        if (c.step === 'after-marker') {
+          boundMs = k.killAtMs + tickMs + SLACK_MS;
+          reason = /delete reason=retrieved/;
+        } else if (c.step === 'mid-job') {
+          // The deadline's snapshot ends the job (asked for at the deadline minus the lead, or
+          // once the lease is stale, within the snapshot wait); the pod is then kept for its
+          // retrieval until min(deadline, job end) + retrieve grace: abandoned before the
+          // deadline, or the deadline's delete after it.
+          const snapshotBoundMs =
+            Math.max(deadlineMs, k.killAtMs + lab.timing.leaseTtlMs) +
+            lab.timing.snapshotWaitS * 1000 +
+            tickMs +
+            SLACK_MS;
+          await until(
+            `the deadline's snapshot to end the job on pod ${p.id}`,
+            () => logTimeMs(podLog(), /job ended/) !== null,
+            snapshotBoundMs - Date.now(),
+          );
+          assert.match(podLog(), /snapshot requested reason=deadline/);
+          const endedMs = logTimeMs(podLog(), /job ended/)! + 1_000;
+          boundMs = Math.min(deadlineMs, endedMs) + 60_000 + tickMs + SLACK_MS;
+          reason = /delete reason=(abandoned|deadline)/;
+        } else {
+          boundMs = Math.max(deadlineMs, k.killAtMs + lab.timing.leaseTtlMs) + tickMs + SLACK_MS;
+          reason = /delete reason=deadline/;
+        }
         await until(
           `pod ${p.id} deleted by its watchdog`,
           () => !lab.ledgerOf(p.id).billing,
           boundMs - Date.now() + 5_000,
-        );
+        ).catch((error: unknown) => {
+          throw new Error(`${String(error)}\nits watchdog's log:\n${podLog()}`);
+        });
         const entry = lab.ledgerOf(p.id);
         assert.equal(entry.deletedBy, 'pod', 'its own watchdog deleted it');
         assert.ok(
           entry.deletedAtMs! <= boundMs,
           `deleted ${entry.deletedAtMs! - boundMs} ms past its bound`,
         );
-        assert.match(
-          lab.emulator.podLog(p.id),
-          c.step === 'after-marker' ? /delete reason=retrieved/ : /delete reason=deadline/,
-        );
+        assert.match(podLog(), reason);
       }
       // The next look (attach, in process) records what happened.
       const attached = await attach(lab.deps, lab.config, runId).catch((e: unknown) => e);
