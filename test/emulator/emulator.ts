@@ -13,7 +13,8 @@
  * The server is built in layers, one file each (see ./base.ts for the order); this file holds
  * the top one: the handle a test gets, the injected faults and shutdown.
  */
-import { readFileSync, rmSync } from 'node:fs';
+import { readFileSync } from 'node:fs';
+import { rm } from 'node:fs/promises';
 import { join } from 'node:path';
 import { type Fault, parseFault } from './faults';
 import { type Emulator, type EmulatorOptions, type FaultsApi } from './types';
@@ -259,7 +260,7 @@ class EmulatorServer extends HttpLayer {
     });
     live.delete(this);
     this.unmountVolumes();
-    if (this.ownsStateDir) rmSync(this.stateDir, { recursive: true, force: true });
+    if (this.ownsStateDir) await rm(this.stateDir, { recursive: true, force: true });
   }
 }
 

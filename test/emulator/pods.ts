@@ -2,7 +2,8 @@
  * The emulator's pods as the API sees them: create (validation, placement, stock, mounts), the
  * start/stop/restart/terminate actions, delete, the pod JSON, and network-volume quotas.
  */
-import { mkdirSync, rmSync, writeFileSync } from 'node:fs';
+import { mkdirSync, writeFileSync } from 'node:fs';
+import { rm } from 'node:fs/promises';
 import { spawnSync } from 'node:child_process';
 import { join } from 'node:path';
 import { rfc3339 } from '../../src/core/clock';
@@ -263,8 +264,9 @@ export abstract class Pods extends PodContainers {
     this.podsById.delete(pod.id);
     this.releaseStock(pod);
     this.podLogLine(pod, `deleted by ${by}`);
-    rmSync(pod.dirs.root, { recursive: true, force: true });
-    rmSync(pod.runtimeDir, { recursive: true, force: true });
+    // Not rmSync: a pod's files can be hundreds of MiB, and every lab of this process waits.
+    await rm(pod.dirs.root, { recursive: true, force: true });
+    await rm(pod.runtimeDir, { recursive: true, force: true });
   }
 
   protected async podAction(pod: PodState, action: string, by: DeletedBy): Promise<Reply> {

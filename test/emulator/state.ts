@@ -184,7 +184,11 @@ export function sshdConfig(port: number): string {
   ].join('\n');
 }
 
+/** Whether {@link checkPrerequisites} passed once in this process (its probes are spawnSync). */
+let prerequisitesMet = false;
+
 export function checkPrerequisites(): void {
+  if (prerequisitesMet) return;
   if (typeof process.getuid === 'function' && process.getuid() !== 0) {
     throw new Error(
       'The Runpod emulator runs each pod in its own Linux mount and PID namespaces and needs root: run it as root (or in a root container).',
@@ -198,6 +202,7 @@ export function checkPrerequisites(): void {
       );
     }
   }
+  prerequisitesMet = true;
 }
 
 export interface CreatePodBody {

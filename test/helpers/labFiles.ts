@@ -14,18 +14,54 @@ export function readJson(file: string): Record<string, unknown> {
  * a pod's processes see its directories bind-mounted from there, so any survivor shows up,
  * whatever it is called (sshd, the watchdog, the job).
  */
-export function processesMounting(marker: string): string[] {
+export async function processesMounting(marker: string): Promise<string[]> {
+  // Read one process at a time with the event loop free between them: a loaded machine has
+  // hundreds of processes with long mount tables (every pod's), and the labs sharing this
+  // process (their emulators answer pods from it) must not stall meanwhile.
   const found: string[] = [];
-  for (const entry of fs.readdirSync('/proc')) {
+  for (const entry of await fs.promises.readdir('/proc')) {
     if (!/^\d+$/.test(entry)) continue;
     try {
-      const mounts = fs.readFileSync(`/proc/${entry}/mountinfo`, 'utf8');
+      const mounts = await fs.promises.readFile(`/proc/${entry}/mountinfo`, 'utf8');
       if (!mounts.includes(marker)) continue;
-      const name = fs.readFileSync(`/proc/${entry}/comm`, 'utf8').trim();
+      const name = (await fs.promises.readFile(`/proc/${entry}/comm`, 'utf8')).trim();
       found.push(`${entry} (${name})`);
     } catch {
       // Gone meanwhile, or not ours to read.
     }
+  }
+  return found;
+}
+
+/** Files under `dir` (relative paths, sorted), listed without blocking the event loop. */
+export async function filePathsUnder(dir: string): Promise<string[]> {
+  const out: string[] = [];
+  const walk = async (rel: string): Promise<void> => {
+    for (const entry of await fs.promises.readdir(path.join(dir, rel), { withFileTypes: true })) {
+      const child = rel === '' ? entry.name : `${rel}/${entry.name}`;
+      if (entry.isDirectory()) await walk(child);
+      else if (entry.isFile()) out.push(child);
+    }
+  };
+  if (fs.existsSync(dir)) await walk('');
+  return out.sort();
+}
+
+/**
+ * Which of `needles` (latin1 strings) occur in `file`, read 1 MiB at a time (a pod's results can
+ * be hundreds of MiB: read whole, synchronously, they stalled every lab of the process).
+ */
+export async function needlesIn(file: string, needles: readonly string[]): Promise<Set<string>> {
+  const found = new Set<string>();
+  const raw = needles.map((n) => Buffer.from(n, 'latin1'));
+  const overlap = Math.max(0, ...raw.map((n) => n.length)) - 1;
+  let tail = Buffer.alloc(0);
+  for await (const chunk of fs.createReadStream(file, { highWaterMark: 1024 * 1024 })) {
+    const data = tail.length > 0 ? Buffer.concat([tail, chunk as Buffer]) : (chunk as Buffer);
+    raw.forEach((needle, i) => {
+      if (data.includes(needle)) found.add(needles[i]!);
+    });
+    tail = overlap > 0 ? Buffer.from(data.subarray(Math.max(0, data.length - overlap))) : tail;
   }
   return found;
 }

@@ -23,7 +23,7 @@ import { scaleTiming, type Timing } from '../../src/core/timing';
 import { startEmulator, type Emulator, type EmulatorOptions } from '../emulator/emulator';
 import type { LedgerEntry } from '../emulator/ledger';
 import { ApiClient } from '../emulator/testing';
-import { filesUnder, processesMounting, readJson } from './labFiles';
+import { filePathsUnder, filesUnder, needlesIn, processesMounting, readJson } from './labFiles';
 import { recordLedger } from './reliability';
 
 export const ROOT = path.join(__dirname, '..', '..');
@@ -410,15 +410,21 @@ export class Lab {
    * Files of the workspace holding a secret: the API key anywhere, or a private key (armored, or
    * base64 of armored as the host-key secret holds it) anywhere but a run's ssh/id_ed25519.
    */
-  secretLeaks(): string[] {
+  async secretLeaks(): Promise<string[]> {
     const armored = '-----BEGIN OPENSSH PRIVATE KEY-----';
     const armoredB64 = Buffer.from(armored).toString('base64').slice(0, 40);
+    const apiKey = this.emulator.apiKey;
     const found: string[] = [];
-    for (const [file, data] of filesUnder(this.workspace)) {
-      const text = data.toString('latin1');
-      if (text.includes(this.emulator.apiKey)) found.push(`${file}: the API key`);
+    for (const file of await filePathsUnder(this.workspace)) {
+      let seen: Set<string>;
+      try {
+        seen = await needlesIn(path.join(this.workspace, file), [apiKey, armored, armoredB64]);
+      } catch {
+        continue; // removed while we looked (a retrieval's staging file)
+      }
+      if (seen.has(apiKey)) found.push(`${file}: the API key`);
       const clientKey = /^runs\/[^/]+\/ssh\/id_ed25519$/.test(file);
-      if ((text.includes(armored) && !clientKey) || text.includes(armoredB64)) {
+      if ((seen.has(armored) && !clientKey) || seen.has(armoredB64)) {
         found.push(`${file}: a private key`);
       }
     }
@@ -426,7 +432,7 @@ export class Lab {
   }
 
   /** Host processes living in any pod of this lab (what `close()` proves is empty afterwards). */
-  podProcesses(): string[] {
+  podProcesses(): Promise<string[]> {
     return processesMounting(path.basename(this.emulator.stateDir));
   }
 
@@ -448,7 +454,7 @@ export class Lab {
       }
     }
     const billing = this.billing();
-    const leaks = this.secretLeaks();
+    const leaks = await this.secretLeaks();
     this.client.dispose();
     const marker = path.basename(this.emulator.stateDir);
     await this.emulator.close();
@@ -458,8 +464,8 @@ export class Lab {
       new Promise((resolve) => setTimeout(resolve, 60_000).unref()),
     ]);
     const violations = this.emulator.contractViolations();
-    const survivors = processesMounting(marker);
-    fs.rmSync(this.tmp, { recursive: true, force: true });
+    const survivors = await processesMounting(marker);
+    await fs.promises.rm(this.tmp, { recursive: true, force: true });
     assert.deepEqual(
       survivors,
       [],

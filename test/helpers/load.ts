@@ -332,7 +332,7 @@ export async function runLoad(options: LoadOptions): Promise<LoadFigures> {
     const ledger = lab.emulator.ledger();
     const podsCreated = ledger.totals.podsCreated;
     const podsLeaked = ledger.pods.filter((p) => p.billing).length;
-    problems.push(...lab.emulator.contractViolations(), ...lab.secretLeaks());
+    problems.push(...lab.emulator.contractViolations(), ...(await lab.secretLeaks()));
 
     const fifth = Math.max(1, Math.floor(memory.length / 5));
     const head = memory.slice(0, fifth);

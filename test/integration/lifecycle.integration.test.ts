@@ -26,15 +26,16 @@ describe('lifecycle core against the Runpod emulator', function () {
     const l = await lab();
     const run = runIdHolder();
     const podOutput = l.capturePodFilesOnDelete(() => run.id, 'output');
-    let whileReady: string[] = [];
+    let whileReady: Promise<string[]> = Promise.resolve([]);
     l.bus.on((event) => {
       if (event.type === 'pod' && event.status.kind === 'ready') whileReady = l.podProcesses();
     });
     const result = await train(l.deps, l.config, l.workspace, { onRun: run.onRun });
     // The leftover check of Lab.close() sees a live pod's processes (sshd among them).
+    const seen = await whileReady;
     assert.ok(
-      whileReady.some((p) => p.includes('(sshd)')),
-      whileReady.join(', '),
+      seen.some((p) => p.includes('(sshd)')),
+      seen.join(', '),
     );
     const id = l.onlyRunId();
     assert.equal(result.run.id, id);

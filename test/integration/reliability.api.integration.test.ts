@@ -153,7 +153,7 @@ function assertCommon(o: Outcome, what: string): void {
     [],
     `${what}: a pod was left billing`,
   );
-  assert.deepEqual(o.lab.secretLeaks(), [], `${what}: secrets on disk`);
+  // Secrets on disk: Lab.close() (each case's end) scans the workspace.
 }
 
 const retried = (o: Outcome, route: string): boolean =>

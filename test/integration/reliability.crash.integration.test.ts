@@ -21,6 +21,7 @@ import assert from 'node:assert/strict';
 import { createHash } from 'node:crypto';
 import * as fs from 'node:fs';
 import * as path from 'node:path';
+import { sha256File } from '../../src/core/exec/localFiles';
 import { attach } from '../../src/core/flow';
 import type { CoreEvent } from '../../src/core/events';
 import type { Fault } from '../emulator/faults';
@@ -308,7 +309,7 @@ async function crash(c: Case): Promise<Killed> {
   let podBigSha: string | null = null;
   if (c.step === 'mid-download' && c.then === 'attach') {
     const podId = String(lab.podJson(runId).pod_id);
-    podBigSha = sha(fs.readFileSync(lab.podFile(podId, runId, 'output/big.bin')));
+    podBigSha = (await sha256File(lab.podFile(podId, runId, 'output/big.bin'))).sha256;
   }
   // The faults that opened the window are done: what follows sees a healthy Runpod.
   lab.emulator.faults.clear();
@@ -355,7 +356,7 @@ function assertLeft(k: Killed, step: Step): void {
 }
 
 /** The end every case must reach: nothing bills, the records agree, no result lost. */
-function assertEnd(k: Killed, step: Step, finisher: 'attach' | 'nobody'): void {
+async function assertEnd(k: Killed, step: Step, finisher: 'attach' | 'nobody'): Promise<void> {
   const run = k.lab.runJson(k.runId);
   const pod = k.lab.podJson(k.runId);
   const pods = k.lab.podsOfRun(k.runId);
@@ -388,7 +389,7 @@ function assertEnd(k: Killed, step: Step, finisher: 'attach' | 'nobody'): void {
       if (finisher === 'attach') {
         assert.equal(run.state, 'succeeded', String(run.message));
         // The partial download was resumed or redone, then verified: the pod's bytes exactly.
-        assert.equal(sha(fs.readFileSync(path.join(output, 'big.bin'))), k.podBigSha);
+        assert.equal((await sha256File(path.join(output, 'big.bin'))).sha256, k.podBigSha);
         assert.ok(!fs.existsSync(path.join(k.lab.runDir(k.runId), '.retrieving')));
       } else {
         assert.equal(run.state, 'failed');
@@ -515,7 +516,7 @@ async function scenario(c: Case, name: string): Promise<void> {
         String(attached),
       );
     }
-    assertEnd(k, c.step, c.then);
+    await assertEnd(k, c.step, c.then);
     recordLedger(name, lab.emulator.ledger());
     const verified =
       c.step === 'after-marker' || c.step === 'mid-delete'
