@@ -27,7 +27,8 @@ import { EventBus } from '../src/core/events';
 import { SshExecutor } from '../src/core/exec/ssh';
 import { PRODUCTION_TIMING, scaleTiming } from '../src/core/timing';
 import { MetricsFollower, PollingMetricsReader } from '../src/core/train/follow';
-import { startSshd } from '../test/helpers/sshd';
+import { startSshd, type Sshd } from '../test/helpers/sshd';
+import { forkBundled, fromParent, toParent, type Message } from './child';
 import {
   productionPushes,
   below,
@@ -62,9 +63,110 @@ function line(step: number): string {
   return `${JSON.stringify({ event: 'log', time, step, max_steps: 1_000_000, loss: 1 / (step + 1) })}\n`;
 }
 
+/** Wall-clock ms with sub-ms precision, comparable across processes of this machine. */
+const wallNowMs = (): number => performance.timeOrigin + performance.now();
+
+interface ChildParams extends Message {
+  type: 'params';
+  side: 'ours' | 'baseline';
+  host: string;
+  port: number;
+  /** base64 */
+  privateKey: string;
+  hostPublicKey: string;
+  runDir: string;
+}
+
+interface ChildResult extends Message {
+  type: 'result';
+  /** [step, wall ms at its metric event] */
+  receipts: [number, number][];
+  cpuMs: number;
+  sshRequests: number;
+  wallMs: number;
+}
+
+/**
+ * The measured side, in a bundled process of its own (bench/child.ts): follows (ours) or polls
+ * (baseline) the run over SSH and reports when each metric event was published, its CPU and SSH
+ * requests over the window, and (ours) when the job's end was seen.
+ */
+async function child(): Promise<void> {
+  const params = await fromParent<ChildParams>('params');
+  countSshRequests();
+  const executor = await SshExecutor.connect({
+    host: params.host,
+    port: params.port,
+    username: 'root',
+    privateKey: Buffer.from(params.privateKey, 'base64'),
+    hostPublicKey: params.hostPublicKey,
+    clock: systemClock,
+    timing: scaleTiming(1),
+  });
+  const bus = new EventBus();
+  const receivedAtMs = new Map<number, number>();
+  bus.on((event) => {
+    if (event.type === 'metric') receivedAtMs.set(event.metric.step, wallNowMs());
+  });
+  const stop = new AbortController();
+  const common = {
+    executor,
+    runId: 'bench',
+    runDir: params.runDir,
+    bus,
+    clock: systemClock,
+    timing: scaleTiming(1),
+  };
+  let settledAtMs: number | null = null;
+  const running = (
+    params.side === 'ours'
+      ? new MetricsFollower({ ...common, pushes: productionPushes() }).follow(stop.signal)
+      : new PollingMetricsReader(common).run(stop.signal)
+  ).then(
+    () => (settledAtMs = wallNowMs()),
+    (error: unknown) => {
+      settledAtMs = wallNowMs();
+      if (!stop.signal.aborted) console.error(error);
+    },
+  );
+  // Warm-up: reading (stream up, or the poll loop going) once step 0 arrives.
+  await waitUntil(`${params.side}: the first line`, () => receivedAtMs.has(0), 30_000);
+  toParent({ type: 'ready' });
+  await fromParent('start');
+  const ssh0 = snapshotSsh();
+  const cpu0 = cpuMs();
+  const start = performance.now();
+  const { lastStep } = await fromParent<Message & { lastStep: number }>('stop');
+  // Everything arrives within a poll interval and a bit; the rest counts as lost.
+  await waitUntil(`${params.side}: the last line`, () => receivedAtMs.has(lastStep), 15_000).catch(
+    () => undefined,
+  );
+  toParent({
+    type: 'result',
+    receipts: [...receivedAtMs],
+    cpuMs: cpuMs() - cpu0,
+    sshRequests: sshTotal(sshDelta(snapshotSsh(), ssh0)),
+    wallMs: performance.now() - start,
+  } satisfies ChildResult);
+  if (params.side === 'ours') {
+    const { writtenAtMs } = await fromParent<Message & { writtenAtMs: number }>('ended');
+    await waitUntil('ours: the job end seen', () => settledAtMs !== null, 15_000).catch(
+      () => undefined,
+    );
+    toParent({
+      type: 'endSeen',
+      endSeenMs: settledAtMs === null ? null : settledAtMs - writtenAtMs,
+    });
+  }
+  stop.abort();
+  await running;
+  executor.dispose();
+}
+
+/** One side's round: the child follows, this process writes the lines (as the trainer would). */
 async function measure(
   side: 'ours' | 'baseline',
-  executor: SshExecutor,
+  sshd: Sshd,
   runDir: string,
   jobPgid: number,
   lines: number,
@@ -72,87 +174,54 @@ async function measure(
   mkdirSync(runDir, { recursive: true });
   writeFileSync(join(runDir, 'job.pid'), `${jobPgid}\n`);
   const file = join(runDir, 'metrics.jsonl');
-  const bus = new EventBus();
-  const sentAt = new Map<number, number>();
-  const seen = new Set<number>();
-  const latencies: number[] = [];
-  bus.on((event) => {
-    if (event.type !== 'metric') return;
-    const now = performance.now();
-    seen.add(event.metric.step);
-    const at = sentAt.get(event.metric.step);
-    if (at !== undefined) latencies.push(now - at);
-  });
-  const stop = new AbortController();
-  const timing = scaleTiming(1);
-  let running: Promise<unknown>;
-  if (side === 'ours') {
-    const follower = new MetricsFollower({
-      executor,
-      runId: 'bench',
-      runDir,
-      bus,
-      clock: systemClock,
-      timing,
-      pushes: productionPushes(),
-    });
-    running = follower.follow(stop.signal);
-  } else {
-    const reader = new PollingMetricsReader({
-      executor,
-      runId: 'bench',
-      runDir,
-      bus,
-      clock: systemClock,
-      timing,
-    });
-    running = reader.run(stop.signal);
-  }
-  const settled = running.then(
-    () => undefined,
-    (error: unknown) => error,
-  );
+  const proc = forkBundled(__filename);
   try {
-    // Warm-up: the follower is reading (stream up, or the poll loop going) once step 0 arrives.
+    proc.send({
+      type: 'params',
+      side,
+      host: sshd.host,
+      port: sshd.port,
+      privateKey: sshd.clientPrivateKey.toString('base64'),
+      hostPublicKey: sshd.hostPublicKey,
+      runDir,
+    } satisfies ChildParams);
     appendFileSync(file, line(0));
-    await waitUntil(`${side}: the first line`, () => seen.has(0), 30_000);
-    const ssh0 = snapshotSsh();
-    const cpu0 = cpuMs();
+    await proc.next('ready', 60_000);
+    proc.send({ type: 'start' });
+    const sentAtMs = new Map<number, number>();
     const start = performance.now();
     for (let step = 1; step <= lines; step++) {
       const due = start + (step - 1) * (1000 / LINES_PER_S);
       const wait = due - performance.now();
       if (wait > 0) await new Promise((resolve) => setTimeout(resolve, wait));
-      sentAt.set(step, performance.now());
+      sentAtMs.set(step, wallNowMs());
       appendFileSync(file, line(step));
     }
-    // Everything arrives within a poll interval and a bit; the rest counts as lost.
-    await waitUntil(`${side}: the last line`, () => seen.has(lines), 15_000).catch(() => undefined);
-    const wallMs = performance.now() - start;
-    const failed = await Promise.race([settled, Promise.resolve(null)]);
-    if (failed instanceof Error) throw failed;
-    const ssh = sshDelta(snapshotSsh(), ssh0);
-    const cpu = cpuMs() - cpu0;
+    proc.send({ type: 'stop', lastStep: lines });
+    const result = await proc.next<ChildResult>('result', 60_000);
+    const latenciesMs = result.receipts.flatMap(([step, atMs]) => {
+      const sent = sentAtMs.get(step);
+      return sent === undefined ? [] : [atMs - sent];
+    });
     let endSeenMs: number | null = null;
     if (side === 'ours') {
-      const endAt = performance.now();
+      const writtenAtMs = wallNowMs();
       writeFileSync(join(runDir, 'exit_code'), '0\n');
-      let ended = false;
-      void settled.then(() => (ended = true));
-      await waitUntil('ours: the job end seen', () => ended, 15_000).catch(() => undefined);
-      if (ended) endSeenMs = performance.now() - endAt;
+      proc.send({ type: 'ended', writtenAtMs });
+      endSeenMs = (await proc.next<Message & { endSeenMs: number | null }>('endSeen', 30_000))
+        .endSeenMs;
     }
+    await proc.done();
     return {
-      latenciesMs: latencies,
-      lost: lines - latencies.length,
-      cpuMs: cpu,
-      sshRequests: sshTotal(ssh),
-      wallMs,
+      latenciesMs,
+      lost: lines - latenciesMs.length,
+      cpuMs: result.cpuMs,
+      sshRequests: result.sshRequests,
+      wallMs: result.wallMs,
       endSeenMs,
     };
   } finally {
-    stop.abort();
-    await settled;
+    proc.process.kill();
   }
 }
 
@@ -164,24 +233,14 @@ export async function latencyBench(options: BenchOptions): Promise<BenchReport> 
   // The job: a real process group that the status script finds alive.
   const job = spawn('sleep', ['3600'], { detached: true, stdio: 'ignore' });
   const pgid = job.pid!;
-  let executor: SshExecutor | null = null;
   try {
-    executor = await SshExecutor.connect({
-      host: sshd.host,
-      port: sshd.port,
-      username: 'root',
-      privateKey: sshd.clientPrivateKey,
-      hostPublicKey: sshd.hostPublicKey,
-      clock: systemClock,
-      timing: scaleTiming(1),
-    });
     const all = { ours: [] as SideResult[], baseline: [] as SideResult[] };
     for (let round = 0; round < rounds; round++) {
       const order: ('ours' | 'baseline')[] =
         round % 2 ? ['ours', 'baseline'] : ['baseline', 'ours'];
       for (const side of order) {
         const runDir = join(sshd.root, `run-${round}-${side}`);
-        all[side].push(await measure(side, executor, runDir, pgid, lines));
+        all[side].push(await measure(side, sshd, runDir, pgid, lines));
       }
     }
     const pooled = (side: 'ours' | 'baseline'): number[] => all[side].flatMap((r) => r.latenciesMs);
@@ -281,7 +340,6 @@ export async function latencyBench(options: BenchOptions): Promise<BenchReport> 
       raw: all,
     };
   } finally {
-    executor?.dispose();
     try {
       process.kill(-pgid, 'SIGKILL');
     } catch {
@@ -291,7 +349,14 @@ export async function latencyBench(options: BenchOptions): Promise<BenchReport> 
   }
 }
 
-if (require.main === module) {
+if (require.main === module && process.argv.includes('--child')) {
+  child()
+    .then(() => process.exit(0))
+    .catch((error: unknown) => {
+      console.error(error);
+      process.exit(1);
+    });
+} else if (require.main === module) {
   const quick = process.argv.includes('--quick');
   const runsArg = process.argv.indexOf('--runs');
   const runs = runsArg >= 0 ? Number(process.argv[runsArg + 1]) : 3;

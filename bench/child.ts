@@ -1,0 +1,132 @@
+/**
+ * A benchmark's measured side in a process of its own, run the way the product runs: its entry
+ * is bundled by esbuild (as dist/ is) and started with plain node. So the CPU figures hold only
+ * the client's work: neither the TypeScript loader (tsx alone costs 0.5–0.9 s of CPU per idle
+ * minute in a process) nor the benchmark's writer counts in them. Parameters and results go over
+ * the IPC channel, never the command line (they include a private key).
+ */
+import { fork, type ChildProcess } from 'node:child_process';
+import { mkdirSync } from 'node:fs';
+import { basename, join } from 'node:path';
+import { buildSync } from 'esbuild';
+
+/** Where bundles go: inside the checkout, so their packages resolve from node_modules. */
+const OUT_DIR = join(__dirname, '..', '.bench-tmp');
+
+const built = new Set<string>();
+
+/** `entry` (a bench file whose main block runs `--child`) bundled once per process. */
+function bundle(entry: string): string {
+  const outfile = join(OUT_DIR, `${basename(entry).replace(/\.ts$/, '')}.cjs`);
+  if (!built.has(entry)) {
+    mkdirSync(OUT_DIR, { recursive: true });
+    buildSync({
+      entryPoints: [entry],
+      bundle: true,
+      platform: 'node',
+      target: 'node20',
+      format: 'cjs',
+      packages: 'external',
+      outfile,
+      logLevel: 'warning',
+    });
+    built.add(entry);
+  }
+  return outfile;
+}
+
+/** A message of the parent ↔ child protocol: a type and its fields. */
+export interface Message {
+  type: string;
+  [field: string]: unknown;
+}
+
+export interface BenchChild {
+  process: ChildProcess;
+  send(message: Message): void;
+  /** The next message of `type` (rejects when the child ends first or after `timeoutMs`). */
+  next<T extends Message>(type: string, timeoutMs: number): Promise<T>;
+  /** Waits for the child to end; rejects on a non-zero exit. */
+  done(): Promise<void>;
+}
+
+/** Messages as they come, taken by type (none lost to a listener attached late). */
+class Inbox {
+  private readonly queue: Message[] = [];
+  private readonly waiters: (() => void)[] = [];
+  private endedAs: string | null = null;
+
+  push(message: Message): void {
+    this.queue.push(message);
+    this.wake();
+  }
+
+  end(why: string): void {
+    this.endedAs = why;
+    this.wake();
+  }
+
+  private wake(): void {
+    this.waiters.splice(0).forEach((w) => w());
+  }
+
+  async next<T extends Message>(type: string, timeoutMs: number): Promise<T> {
+    const until = performance.now() + timeoutMs;
+    for (;;) {
+      const index = this.queue.findIndex((m) => m.type === type);
+      if (index >= 0) return this.queue.splice(index, 1)[0] as T;
+      if (this.endedAs !== null) throw new Error(`${this.endedAs} before '${type}'`);
+      const left = until - performance.now();
+      if (left <= 0) throw new Error(`timed out waiting for '${type}'`);
+      await new Promise<void>((resolve) => {
+        const timer = setTimeout(resolve, left);
+        this.waiters.push(() => {
+          clearTimeout(timer);
+          resolve();
+        });
+      });
+    }
+  }
+}
+
+/** Starts `entry` bundled, with `--child` (and `--expose-gc` when asked). */
+export function forkBundled(entry: string, options: { exposeGc?: boolean } = {}): BenchChild {
+  const proc = fork(bundle(entry), ['--child'], {
+    execArgv: options.exposeGc ? ['--expose-gc'] : [],
+    stdio: ['ignore', 'inherit', 'inherit', 'ipc'],
+  });
+  const inbox = new Inbox();
+  proc.on('message', (m) => inbox.push(m as Message));
+  const closed = new Promise<number | null>((resolve) =>
+    proc.on('exit', (code) => {
+      inbox.end(`the child ended (exit ${code})`);
+      resolve(code);
+    }),
+  );
+  return {
+    process: proc,
+    send: (message) => proc.send(message),
+    next: (type, timeoutMs) => inbox.next(type, timeoutMs),
+    async done(): Promise<void> {
+      const code = await closed;
+      if (code !== 0) throw new Error(`the child failed (exit ${code})`);
+    },
+  };
+}
+
+let parentInbox: Inbox | null = null;
+
+/** In the child: the parent's next message of `type` (messages are queued from the first call). */
+export function fromParent<T extends Message>(type: string, timeoutMs = 3_600_000): Promise<T> {
+  if (parentInbox === null) {
+    const inbox = (parentInbox = new Inbox());
+    process.on('message', (m) => inbox.push(m as Message));
+    process.on('disconnect', () => inbox.end('the parent went away'));
+  }
+  return parentInbox.next(type, timeoutMs);
+}
+
+/** In the child: a message to the parent. */
+export function toParent(message: Message): void {
+  process.send!(message);
+}
