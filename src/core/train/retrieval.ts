@@ -38,6 +38,8 @@ import {
   EXIT_NO_RUN_DIR,
   listingScript,
   manifestScript,
+  parseSizes,
+  sizesScript,
 } from './retrievalScripts';
 
 export {
@@ -101,6 +103,11 @@ export interface RetrieveProgress {
   filesTotal: number;
   /** Bytes of finished and partially downloaded files on disk so far. */
   bytesDone: number;
+  /**
+   * Bytes of all the files listed (from a walk of their sizes beside the listing, asked only
+   * when `onProgress` is given); null until it came, or when the pod could not tell.
+   */
+  bytesTotal?: number | null;
   file?: string;
 }
 
@@ -182,6 +189,7 @@ class Retrieval {
   private settledBytes = 0;
   private readonly inFlight = new Map<string, number>();
   private filesTotal = 0;
+  private bytesTotal: number | null = null;
   private lastReportMs = -Infinity;
 
   constructor(private readonly options: RetrieveOptions) {
@@ -201,11 +209,27 @@ class Retrieval {
     this.options.onProgress?.({ phase: 'listing', filesDone: 0, filesTotal: 0, bytesDone: 0 });
     // The pod hashes while the files already travel; a refused manifest stops the transfer.
     const manifestDone = this.hashOnPod();
+    // The total is for the progress only: asked beside the listing (the same walk, as quick),
+    // so the download's first report has it; its failure leaves it unknown, nothing else.
+    const sized = this.options.onProgress ? this.sizeOnPod() : Promise.resolve();
+    try {
+      return await this.retrieveListed(manifestDone, sized);
+    } finally {
+      await sized;
+    }
+  }
+
+  private async retrieveListed(
+    manifestDone: Promise<ManifestEntry[]>,
+    sized: Promise<void>,
+  ): Promise<RetrieveResult> {
     const listed = await this.listOnPod(manifestDone);
+    await sized;
     await this.prepareStaging(listed);
     const listedSet = new Set(listed);
     const staged = await this.reuseStaged(listedSet);
     this.filesTotal = listed.length;
+    this.report(undefined, true);
 
     let downloadError: unknown;
     await this.downloadAll(listed).catch((error: unknown) => (downloadError = error));
@@ -311,6 +335,21 @@ class Retrieval {
     }
   }
 
+  /** The total size of the files listed, for the progress; never fails the retrieval. */
+  private async sizeOnPod(): Promise<void> {
+    const { remoteRunDir, executor } = this.options;
+    try {
+      const result = await executor.exec(sizesScript(remoteRunDir, this.entries, this.excludes), {
+        signal: this.signal,
+        maxOutputBytes: MANIFEST_MAX_BYTES,
+      });
+      const sizes = result.code === 0 ? parseSizes(result.stdout.toString('utf8')) : null;
+      if (sizes !== null) this.bytesTotal = sizes.bytes;
+    } catch {
+      // No total: the progress shows the bytes done alone.
+    }
+  }
+
   /** Files the pod says were written since the marker; none when it could not make one. */
   private async changedOnPod(): Promise<Set<string>> {
     let tries = 0;
@@ -402,6 +441,7 @@ class Retrieval {
       filesDone: this.local.size,
       filesTotal: this.filesTotal,
       bytesDone: this.settledBytes + partial,
+      bytesTotal: this.bytesTotal,
       file,
     });
   }

@@ -182,3 +182,31 @@ export function listingScript(
 ): string {
   return findScript(runDir, entries, excludeGlobs, (find) => [`${find} -print0 || exit 4`]);
 }
+
+/**
+ * The same walk as {@link listingScript}, each file's size in bytes on a line of its own (no
+ * names: nothing a name holds can break the lines), for a transfer's total. `stat -c` is GNU's
+ * and busybox's; where it is missing the script fails and the total stays unknown.
+ */
+export function sizesScript(
+  runDir: string,
+  entries: readonly string[],
+  excludeGlobs: readonly string[] = [],
+): string {
+  return findScript(runDir, entries, excludeGlobs, (find) => [
+    `${find} -exec stat -c %s -- {} + || exit 4`,
+  ]);
+}
+
+/** The total of {@link sizesScript}'s lines; null when one is not a size. */
+export function parseSizes(text: string): { bytes: number; files: number } | null {
+  let bytes = 0;
+  let files = 0;
+  for (const line of text.split('\n')) {
+    if (line === '') continue;
+    if (!/^\d{1,16}$/.test(line)) return null;
+    bytes += Number(line);
+    files++;
+  }
+  return { bytes, files };
+}
