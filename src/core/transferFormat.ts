@@ -34,6 +34,11 @@ export function formatTransferTime(ms: number): string {
   return `${Math.floor(m / 60)} h ${String(m % 60).padStart(2, '0')} min`;
 }
 
+/** How long a transfer took: `0.4 s` under 10 s (a short one is not said to take a second), then as above. */
+export function formatElapsed(ms: number): string {
+  return ms < 9_950 ? `${(Math.max(0, ms) / 1000).toFixed(1)} s` : formatTransferTime(ms);
+}
+
 /** Whole percent done, never 100 before the end; null while the total is unknown. */
 export function percentDone(
   t: Pick<TransferProgress, 'bytesDone' | 'bytesTotal' | 'phase'>,
@@ -59,5 +64,5 @@ export function transferLiveLine(t: TransferProgress): string {
 export function transferDoneLine(t: TransferProgress): string {
   const files = t.filesDone === 1 ? '1 file' : `${t.filesDone} files`;
   const rate = t.rateBytesPerS === null ? '' : `, ${formatRate(t.rateBytesPerS)}`;
-  return `${t.direction}: ${formatBytes(t.bytesDone)} (${files}) in ${formatTransferTime(t.elapsedMs)}${rate}`;
+  return `${t.direction}: ${formatBytes(t.bytesDone)} (${files}) in ${formatElapsed(t.elapsedMs)}${rate}`;
 }

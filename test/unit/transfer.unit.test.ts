@@ -3,6 +3,7 @@ import { EventBus, type CoreEvent, type TransferProgress } from '../../src/core/
 import { TRANSFER_REPORT_MS } from '../../src/core/timing';
 import {
   formatBytes,
+  formatElapsed,
   formatTransferTime,
   percentDone,
   transferDoneLine,
@@ -183,6 +184,9 @@ describe('transfer figures as read', () => {
     assert.equal(formatTransferTime(14_200), '15 s');
     assert.equal(formatTransferTime(125_000), '2 min 05 s');
     assert.equal(formatTransferTime(72 * 60_000), '1 h 12 min');
+    assert.equal(formatElapsed(240), '0.2 s', 'a short transfer is not said to take a second');
+    assert.equal(formatElapsed(9_940), '9.9 s');
+    assert.equal(formatElapsed(9_960), '10 s');
   });
 
   it('the live line and the final line', () => {
