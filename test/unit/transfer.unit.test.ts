@@ -9,6 +9,7 @@ import {
   transferDoneLine,
   transferLiveLine,
 } from '../../src/core/transferFormat';
+import { splitSizes } from '../../src/core/train/retrievalScripts';
 import { TransferReporter } from '../../src/core/transferProgress';
 import { RateMeter } from '../../src/core/transferRate';
 import { FakeClock } from '../helpers/fakeClock';
@@ -219,5 +220,28 @@ describe('transfer figures as read', () => {
     assert.equal(percentDone({ ...base, bytesDone: base.bytesTotal! }), 99);
     assert.equal(percentDone({ ...base, phase: 'done' }), 100);
     assert.equal(percentDone({ ...base, bytesTotal: null }), null);
+  });
+});
+
+describe("a retrieval's total from its listing (splitSizes)", () => {
+  const nul = (...records: string[]): Buffer => Buffer.from(records.map((r) => `${r}\0`).join(''));
+
+  it('takes the size records out of the listing and sums them', () => {
+    const { listing, sizes } = splitSizes(
+      nul('./output/a', './output/new\nline', '=5', '=2', './m', '=3'),
+    );
+    assert.deepEqual(listing, nul('./output/a', './output/new\nline', './m'));
+    assert.deepEqual(sizes, { bytes: 10, files: 3 });
+  });
+
+  it('no size for listed files (no `stat -c` on the pod): the total is unknown', () => {
+    assert.deepEqual(splitSizes(nul('./a')), { listing: nul('./a'), sizes: null });
+    assert.deepEqual(splitSizes(Buffer.alloc(0)).sizes, { bytes: 0, files: 0 });
+  });
+
+  it('a listing cut short stays cut short (the listing refuses it, not this)', () => {
+    const cut = Buffer.from('./a\0./b');
+    assert.deepEqual(splitSizes(cut).listing, cut);
+    assert.deepEqual(splitSizes(Buffer.from('./a\0=12')).listing, Buffer.from('./a\0=12'));
   });
 });

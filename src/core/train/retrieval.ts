@@ -38,8 +38,7 @@ import {
   EXIT_NO_RUN_DIR,
   listingScript,
   manifestScript,
-  parseSizes,
-  sizesScript,
+  splitSizes,
 } from './retrievalScripts';
 
 export {
@@ -104,8 +103,8 @@ export interface RetrieveProgress {
   /** Bytes of finished and partially downloaded files on disk so far. */
   bytesDone: number;
   /**
-   * Bytes of all the files listed (from a walk of their sizes beside the listing, asked only
-   * when `onProgress` is given); null until it came, or when the pod could not tell.
+   * Bytes of all the files listed (their sizes come with the listing, in its request, when
+   * `onProgress` is given); null when the pod could not tell.
    */
   bytesTotal?: number | null;
   file?: string;
@@ -209,22 +208,7 @@ class Retrieval {
     this.options.onProgress?.({ phase: 'listing', filesDone: 0, filesTotal: 0, bytesDone: 0 });
     // The pod hashes while the files already travel; a refused manifest stops the transfer.
     const manifestDone = this.hashOnPod();
-    // The total is for the progress only: asked beside the listing (the same walk, as quick),
-    // so the download's first report has it; its failure leaves it unknown, nothing else.
-    const sized = this.options.onProgress ? this.sizeOnPod() : Promise.resolve();
-    try {
-      return await this.retrieveListed(manifestDone, sized);
-    } finally {
-      await sized;
-    }
-  }
-
-  private async retrieveListed(
-    manifestDone: Promise<ManifestEntry[]>,
-    sized: Promise<void>,
-  ): Promise<RetrieveResult> {
     const listed = await this.listOnPod(manifestDone);
-    await sized;
     await this.prepareStaging(listed);
     const listedSet = new Set(listed);
     const staged = await this.reuseStaged(listedSet);
@@ -315,13 +299,18 @@ class Retrieval {
   private async listOnPod(manifestDone: Promise<ManifestEntry[]>): Promise<string[]> {
     const { remoteRunDir } = this.options;
     try {
+      // With a progress to report, the files' sizes come in the same request (for its total).
+      const withSizes = this.options.onProgress !== undefined;
       const result = await this.execScript(
-        listingScript(remoteRunDir, this.entries, this.excludes),
+        listingScript(remoteRunDir, this.entries, this.excludes, withSizes),
       );
-      return parseListing(this.outputOf(result, 'listing'), {
-        entries: this.entries,
-        excludes: this.excludes,
-      });
+      let output = this.outputOf(result, 'listing');
+      if (withSizes) {
+        const split = splitSizes(output);
+        output = split.listing;
+        this.bytesTotal = split.sizes?.bytes ?? null;
+      }
+      return parseListing(output, { entries: this.entries, excludes: this.excludes });
     } catch (error) {
       this.stop.abort();
       const manifestError = await manifestDone.then(
@@ -332,21 +321,6 @@ class Retrieval {
       const ours =
         error instanceof ExecError && error.kind === 'aborted' && !this.options.signal?.aborted;
       throw ours && manifestError ? manifestError : error;
-    }
-  }
-
-  /** The total size of the files listed, for the progress; never fails the retrieval. */
-  private async sizeOnPod(): Promise<void> {
-    const { remoteRunDir, executor } = this.options;
-    try {
-      const result = await executor.exec(sizesScript(remoteRunDir, this.entries, this.excludes), {
-        signal: this.signal,
-        maxOutputBytes: MANIFEST_MAX_BYTES,
-      });
-      const sizes = result.code === 0 ? parseSizes(result.stdout.toString('utf8')) : null;
-      if (sizes !== null) this.bytesTotal = sizes.bytes;
-    } catch {
-      // No total: the progress shows the bytes done alone.
     }
   }
 
