@@ -6,14 +6,36 @@
  */
 import type { CoreEvent, TransferDirection, TransferProgress } from '../core/events';
 import { TRANSFER_LIVE_AFTER_MS } from '../core/timing';
-import { formatBytes, formatRate, formatTransferTime, percentDone } from '../core/transferFormat';
+import {
+  formatBytes,
+  formatElapsed,
+  formatRate,
+  formatTransferTime,
+  percentDone,
+} from '../core/transferFormat';
 import type { StatusView } from './statusModel';
 
-const WORDS: Record<TransferDirection, { icon: string; verb: string; what: string }> = {
-  upload: { icon: 'cloud-upload', verb: 'Uploading', what: 'the run directory to the pod' },
-  retrieve: { icon: 'cloud-download', verb: 'Retrieving', what: 'the results from the pod' },
-  checkpoint: { icon: 'cloud-download', verb: 'Copying checkpoint', what: 'a checkpoint home' },
-};
+const WORDS: Record<TransferDirection, { icon: string; verb: string; done: string; what: string }> =
+  {
+    upload: {
+      icon: 'cloud-upload',
+      verb: 'Uploading',
+      done: 'Uploaded',
+      what: 'the run directory to the pod',
+    },
+    retrieve: {
+      icon: 'cloud-download',
+      verb: 'Retrieving',
+      done: 'Retrieved',
+      what: 'the results from the pod',
+    },
+    checkpoint: {
+      icon: 'cloud-download',
+      verb: 'Copying checkpoint',
+      done: 'Copied checkpoint',
+      what: 'a checkpoint home',
+    },
+  };
 
 export class TransferModel {
   /** By run, then by direction. */
@@ -42,6 +64,31 @@ export class TransferModel {
   }
 }
 
+/**
+ * The line a progress notification shows while `t` goes on (the start's and the retrieval's):
+ * `Uploading 30 % · 312.4 MiB of 1.00 GiB · 48.2 MiB/s · 15 s left`; at its end the total and
+ * the time (`Uploaded 1.00 GiB in 21 s`). Null for a transfer too short to show yet.
+ */
+export function transferMessage(t: TransferProgress): string | null {
+  const words = WORDS[t.direction];
+  if (t.phase === 'failed') return null;
+  if (t.phase === 'done') {
+    return `${words.done} ${formatBytes(t.bytesDone)} in ${formatElapsed(t.elapsedMs)}`;
+  }
+  if (t.elapsedMs < TRANSFER_LIVE_AFTER_MS) return null;
+  const percent = percentDone(t);
+  const parts = [percent === null ? words.verb : `${words.verb} ${percent} %`, amountOf(t)];
+  if (t.rateBytesPerS !== null) parts.push(formatRate(t.rateBytesPerS));
+  if (t.etaMs !== null) parts.push(`${formatTransferTime(t.etaMs)} left`);
+  return parts.join(' · ');
+}
+
+function amountOf(t: TransferProgress): string {
+  return t.bytesTotal === null
+    ? formatBytes(t.bytesDone)
+    : `${formatBytes(t.bytesDone)} of ${formatBytes(t.bytesTotal)}`;
+}
+
 /** The status bar item for `runId` while `t` goes on. */
 export function transferStatusView(runId: string, t: TransferProgress): StatusView {
   const words = WORDS[t.direction];
@@ -50,10 +97,7 @@ export function transferStatusView(runId: string, t: TransferProgress): StatusVi
   if (percent !== null) parts[0] = `${words.verb} ${percent} %`;
   if (t.rateBytesPerS !== null) parts.push(formatRate(t.rateBytesPerS));
   if (t.etaMs !== null) parts.push(`${formatTransferTime(t.etaMs)} left`);
-  const amount =
-    t.bytesTotal === null
-      ? formatBytes(t.bytesDone)
-      : `${formatBytes(t.bytesDone)} of ${formatBytes(t.bytesTotal)}`;
+  const amount = amountOf(t);
   const files = t.filesTotal === null ? '' : ` (${t.filesDone} of ${t.filesTotal} files)`;
   return {
     text: `$(${words.icon}) ${parts.join(' · ')}`,

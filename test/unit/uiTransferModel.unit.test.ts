@@ -1,6 +1,6 @@
 import assert from 'node:assert/strict';
 import type { TransferProgress } from '../../src/core/events';
-import { TransferModel, transferStatusView } from '../../src/ui/transferModel';
+import { TransferModel, transferMessage, transferStatusView } from '../../src/ui/transferModel';
 
 const MIB = 1024 * 1024;
 
@@ -53,5 +53,30 @@ describe('ui: a transfer in the status bar', () => {
     );
     model.onEvent(event({ direction: 'checkpoint', phase: 'failed' }));
     assert.match(transferStatusView('r1', model.of('r1')!).text, /Retrieving/);
+  });
+});
+
+describe('ui: a transfer in the progress notifications (the start, the retrieval)', () => {
+  it('the percent, the bytes, the rate and the time left; at the end the total and the time', () => {
+    assert.equal(
+      transferMessage(event({})),
+      'Uploading 30 % · 317.0 MiB of 1.00 GiB · 48.2 MiB/s · 15 s left',
+    );
+    assert.equal(
+      transferMessage(
+        event({ direction: 'retrieve', bytesTotal: null, rateBytesPerS: null, etaMs: null }),
+      ),
+      'Retrieving · 317.0 MiB',
+    );
+    assert.equal(
+      transferMessage(event({ phase: 'done', bytesDone: 1024 * MIB, elapsedMs: 21_000 })),
+      'Uploaded 1.00 GiB in 21 s',
+    );
+  });
+
+  it('nothing for a transfer too short to show yet, nor for a failed one (its error says it)', () => {
+    assert.equal(transferMessage(event({ phase: 'start', elapsedMs: 0 })), null);
+    assert.equal(transferMessage(event({ elapsedMs: 900 })), null);
+    assert.equal(transferMessage(event({ phase: 'failed' })), null);
   });
 });
