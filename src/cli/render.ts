@@ -130,9 +130,9 @@ export class CliRenderer implements Disposable {
    */
   private transferLine(event: CoreEvent & { type: 'transfer' }): string | null {
     const key = `${event.runId} ${event.direction}`;
-    if (event.phase === 'start' || event.phase === 'progress') {
-      if (this.options.status === undefined || event.elapsedMs < TRANSFER_LIVE_AFTER_MS)
-        return null;
+    if (event.phase === 'start' || event.phase === 'progress' || event.phase === 'checking') {
+      const shown = this.transfers.has(key) || event.elapsedMs >= TRANSFER_LIVE_AFTER_MS;
+      if (this.options.status === undefined || !shown) return null;
       this.transfers.set(key, transferLiveLine(event));
       this.redraw();
       return null;

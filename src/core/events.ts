@@ -54,11 +54,13 @@ export type TransferDirection = 'upload' | 'retrieve' | 'checkpoint';
 
 /**
  * Where a transfer stands. `start` and the last (`done` or `failed`) always come; `progress`
- * at most a few times a second in between (core/transferProgress.ts).
+ * at most a few times a second in between (core/transferProgress.ts); `checking` once every byte
+ * went, while the other side's hashes are awaited (the pod's check of an upload, its manifest
+ * for a retrieval), which can take seconds for a GiB.
  */
 export interface TransferProgress {
   direction: TransferDirection;
-  phase: 'start' | 'progress' | 'done' | 'failed';
+  phase: 'start' | 'progress' | 'checking' | 'done' | 'failed';
   bytesDone: number;
   /** Null while unknown (the pod's listing of sizes has not come yet, or could not be made). */
   bytesTotal: number | null;

@@ -48,8 +48,19 @@ export function percentDone(
   return Math.min(99, Math.floor((t.bytesDone / t.bytesTotal) * 100));
 }
 
-/** `upload: 312.4 MiB of 1.00 GiB, 48.2 MiB/s, 15 s left` (what is not known yet left out). */
+/** What a transfer waits for once every byte went: the other side's hashes. */
+export function checkingWords(t: Pick<TransferProgress, 'direction' | 'bytesDone'>): string {
+  return t.direction === 'upload'
+    ? `${formatBytes(t.bytesDone)} sent, the pod checks it`
+    : `${formatBytes(t.bytesDone)} received, checking it against the pod's hashes`;
+}
+
+/**
+ * `upload: 312.4 MiB of 1.00 GiB, 48.2 MiB/s, 15 s left` (what is not known yet left out);
+ * `upload: 1.00 GiB sent, the pod checks it` once every byte went.
+ */
 export function transferLiveLine(t: TransferProgress): string {
+  if (t.phase === 'checking') return `${t.direction}: ${checkingWords(t)}`;
   const parts = [
     t.bytesTotal === null
       ? formatBytes(t.bytesDone)

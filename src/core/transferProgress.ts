@@ -14,6 +14,8 @@ export interface TransferCounts {
   bytesTotal: number | null;
   filesDone: number;
   filesTotal: number | null;
+  /** Every byte went; the hashes of the other side are awaited (published once, at once). */
+  checking?: boolean;
 }
 
 export type TransferCallback = (counts: TransferCounts) => void;
@@ -23,6 +25,7 @@ export class TransferReporter {
   private counts: TransferCounts | null = null;
   private lastPublishMs = -Infinity;
   private ended = false;
+  private checking = false;
 
   constructor(
     private readonly bus: EventBus,
@@ -37,11 +40,15 @@ export class TransferReporter {
     if (this.ended) return;
     const nowMs = this.clock.nowMs();
     const first = this.counts === null;
-    this.counts = { ...counts };
+    const { checking, ...rest } = counts;
+    this.counts = rest;
     this.meter.sample(nowMs, counts.bytesDone);
     if (first) {
       this.publish('start', nowMs);
-    } else if (nowMs - this.lastPublishMs >= this.intervalMs) {
+    } else if (checking === true && !this.checking) {
+      this.checking = true;
+      this.publish('checking', nowMs);
+    } else if (!this.checking && nowMs - this.lastPublishMs >= this.intervalMs) {
       this.publish('progress', nowMs);
     }
   };
@@ -86,12 +93,18 @@ export class TransferReporter {
       runId: this.runId,
       direction: this.direction,
       phase,
-      ...counts,
+      bytesDone: counts.bytesDone,
+      filesDone: counts.filesDone,
+      filesTotal: counts.filesTotal,
       bytesTotal,
       rateBytesPerS: done
         ? this.meter.averageBytesPerS(nowMs, counts.bytesDone)
         : this.meter.rateBytesPerS(),
-      etaMs: done ? 0 : phase === 'failed' ? null : this.meter.etaMs(bytesTotal),
+      etaMs: done
+        ? 0
+        : phase === 'failed' || phase === 'checking'
+          ? null
+          : this.meter.etaMs(bytesTotal),
       elapsedMs: this.meter.elapsedMs(nowMs),
     });
   }

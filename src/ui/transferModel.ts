@@ -7,6 +7,7 @@
 import type { CoreEvent, TransferDirection, TransferProgress } from '../core/events';
 import { TRANSFER_LIVE_AFTER_MS } from '../core/timing';
 import {
+  checkingWords,
   formatBytes,
   formatElapsed,
   formatRate,
@@ -51,7 +52,7 @@ export class TransferModel {
       if (ofRun?.size === 0) this.live.delete(runId);
       return had;
     }
-    if (event.elapsedMs < TRANSFER_LIVE_AFTER_MS) return false;
+    if (event.elapsedMs < TRANSFER_LIVE_AFTER_MS && !ofRun?.has(direction)) return false;
     const { type: _type, runId: _runId, ...progress } = event;
     this.live.set(runId, (ofRun ?? new Map()).set(direction, progress));
     return true;
@@ -76,6 +77,7 @@ export function transferMessage(t: TransferProgress): string | null {
     return `${words.done} ${formatBytes(t.bytesDone)} in ${formatElapsed(t.elapsedMs)}`;
   }
   if (t.elapsedMs < TRANSFER_LIVE_AFTER_MS) return null;
+  if (t.phase === 'checking') return `${words.verb}: ${checkingWords(t)}`;
   const percent = percentDone(t);
   const parts = [percent === null ? words.verb : `${words.verb} ${percent} %`, amountOf(t)];
   if (t.rateBytesPerS !== null) parts.push(formatRate(t.rateBytesPerS));
@@ -93,10 +95,14 @@ function amountOf(t: TransferProgress): string {
 export function transferStatusView(runId: string, t: TransferProgress): StatusView {
   const words = WORDS[t.direction];
   const parts = [words.verb];
-  const percent = percentDone(t);
-  if (percent !== null) parts[0] = `${words.verb} ${percent} %`;
-  if (t.rateBytesPerS !== null) parts.push(formatRate(t.rateBytesPerS));
-  if (t.etaMs !== null) parts.push(`${formatTransferTime(t.etaMs)} left`);
+  if (t.phase === 'checking') {
+    parts.push(t.direction === 'upload' ? 'the pod checks it' : "checking the pod's hashes");
+  } else {
+    const percent = percentDone(t);
+    if (percent !== null) parts[0] = `${words.verb} ${percent} %`;
+    if (t.rateBytesPerS !== null) parts.push(formatRate(t.rateBytesPerS));
+    if (t.etaMs !== null) parts.push(`${formatTransferTime(t.etaMs)} left`);
+  }
   const amount = amountOf(t);
   const files = t.filesTotal === null ? '' : ` (${t.filesDone} of ${t.filesTotal} files)`;
   return {

@@ -92,7 +92,10 @@ describe('transfer progress events over SSH', function () {
       ['done', total, total, 2, 2],
     );
     assert.ok(last.rateBytesPerS !== null && last.rateBytesPerS > 0, String(last.rateBytesPerS));
-    const between = events.slice(1, -1);
+    // Then every byte sent: the pod's check, once, just before the end.
+    const checking = events.at(-2)!;
+    assert.deepEqual([checking.phase, checking.bytesDone], ['checking', total]);
+    const between = events.slice(1, -2);
     assert.ok(between.every((e) => e.phase === 'progress' && e.bytesTotal === total));
 
     // Again: the pod has every file already; nothing to send, and the events say so.
@@ -122,6 +125,11 @@ describe('transfer progress events over SSH', function () {
     assert.deepEqual(
       [first.phase, first.direction, first.bytesDone, first.bytesTotal, first.filesTotal],
       ['start', 'retrieve', 0, total, files.size],
+    );
+    assert.deepEqual(
+      events.filter((e) => e.phase === 'checking').map((e) => [e.bytesDone, e.filesDone]),
+      [[total, files.size]],
+      'every file here, the pod hashes awaited: once',
     );
     const last = events.at(-1)!;
     assert.deepEqual(

@@ -57,6 +57,9 @@ describe('cli: a transfer on a terminal and off it', () => {
       elapsedMs: 6_500,
     });
     assert.deepEqual(blocks.at(-1), ['upload: 312.4 MiB of 1.00 GiB, 48.2 MiB/s, 15 s left']);
+    // Every byte sent: the pod's check can take seconds for a GiB, and the line says so.
+    transfer(bus, { phase: 'checking', bytesDone: 1024 * MIB, elapsedMs: 20_000 });
+    assert.deepEqual(blocks.at(-1), ['upload: 1.00 GiB sent, the pod checks it']);
     transfer(bus, DONE);
     assert.deepEqual(blocks.at(-1), [], 'the live line goes at the end');
     assert.deepEqual(lines, ['upload: 1.00 GiB (2 files) in 21 s, 48.7 MiB/s']);

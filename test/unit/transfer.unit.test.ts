@@ -150,6 +150,25 @@ describe('transfer events (TransferReporter)', () => {
     assert.equal(events.length, 0);
   });
 
+  it('once every byte went, `checking` at once (not throttled), and no progress after it', () => {
+    const clock = { nowMs: () => 1_000, sleep: () => Promise.resolve() };
+    const { bus, events } = collect();
+    const reporter = new TransferReporter(bus, clock, 'r1', 'upload');
+    reporter.report({ bytesDone: 0, bytesTotal: 10, filesDone: 0, filesTotal: 1 });
+    reporter.report({ bytesDone: 10, bytesTotal: 10, filesDone: 1, filesTotal: 1, checking: true });
+    reporter.report({ bytesDone: 10, bytesTotal: 10, filesDone: 1, filesTotal: 1, checking: true });
+    reporter.end(true);
+    assert.deepEqual(
+      events.map((e) => [e.phase, e.bytesDone, e.etaMs]),
+      [
+        ['start', 0, null],
+        ['checking', 10, null],
+        ['done', 10, 0],
+      ],
+    );
+    assert.ok(!('checking' in events[1]!), 'the flag is not an event field');
+  });
+
   it('never shows more done than in all (a file grew since the sizes were taken)', () => {
     const { bus, events } = collect();
     const reporter = new TransferReporter(bus, new FakeClock(), 'r1', 'retrieve');
@@ -192,6 +211,14 @@ describe('transfer figures as read', () => {
 
   it('the live line and the final line', () => {
     assert.equal(transferLiveLine(base), 'upload: 312.4 MiB of 1.00 GiB, 48.2 MiB/s, 15 s left');
+    assert.equal(
+      transferLiveLine({ ...base, phase: 'checking', bytesDone: 1024 * MIB }),
+      'upload: 1.00 GiB sent, the pod checks it',
+    );
+    assert.equal(
+      transferLiveLine({ ...base, direction: 'retrieve', phase: 'checking', bytesDone: MIB }),
+      "retrieve: 1.00 MiB received, checking it against the pod's hashes",
+    );
     assert.equal(
       transferLiveLine({
         ...base,

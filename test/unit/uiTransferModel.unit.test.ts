@@ -34,6 +34,11 @@ describe('ui: a transfer in the status bar', () => {
     assert.match(view.tooltip, /317\.0 MiB of 1\.00 GiB \(3 of 12 files\)/);
     assert.equal(view.background, 'none');
     assert.equal(model.of('r2'), null);
+    assert.equal(model.onEvent(event({ phase: 'checking', bytesDone: 1024 * MIB })), true);
+    assert.equal(
+      transferStatusView('r1', model.of('r1')!).text,
+      '$(cloud-upload) Uploading · the pod checks it',
+    );
     assert.equal(model.onEvent(event({ phase: 'done' })), true);
     assert.equal(model.of('r1'), null);
     assert.equal(model.onEvent({ type: 'runWatched', runId: 'r1' }), false);
@@ -67,6 +72,10 @@ describe('ui: a transfer in the progress notifications (the start, the retrieval
         event({ direction: 'retrieve', bytesTotal: null, rateBytesPerS: null, etaMs: null }),
       ),
       'Retrieving · 317.0 MiB',
+    );
+    assert.equal(
+      transferMessage(event({ direction: 'retrieve', phase: 'checking', bytesDone: 1024 * MIB })),
+      "Retrieving: 1.00 GiB received, checking it against the pod's hashes",
     );
     assert.equal(
       transferMessage(event({ phase: 'done', bytesDone: 1024 * MIB, elapsedMs: 21_000 })),

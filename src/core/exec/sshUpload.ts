@@ -193,20 +193,21 @@ export async function uploadVerified(
       `unpacking the upload into ${remoteDir} on ${link.where} failed (exit ${result.code ?? result.signal}): ${excerpt(result.stderr)}`,
     );
   }
+  if (sums.size > 0) progress.checking();
   await checkOnTarget(link, remoteDir, sums, signal);
   return { sent: sums.size, kept: kept.size };
 }
 
 /**
  * The upload's reports: the totals (the files not kept) at once, then each piece of content and
- * each file as it goes into the archive.
+ * each file as it goes into the archive, then the pod's check.
  */
 function uploadProgress(
   all: readonly string[],
   sizes: ReadonlyMap<string, number>,
   kept: ReadonlySet<string>,
   onProgress: UploadOptions['onProgress'],
-): { bytes: (n: number) => void; fileDone: () => void } {
+): { bytes: (n: number) => void; fileDone: () => void; checking: () => void } {
   const sent = all.filter((path) => !kept.has(path));
   const counts = {
     bytesDone: 0,
@@ -224,6 +225,7 @@ function uploadProgress(
       counts.filesDone++;
       onProgress?.({ ...counts });
     },
+    checking: () => onProgress?.({ ...counts, checking: true }),
   };
 }
 

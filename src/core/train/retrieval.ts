@@ -97,7 +97,11 @@ export function describeMismatches(mismatches: readonly Mismatch[]): string {
 }
 
 export interface RetrieveProgress {
-  phase: 'listing' | 'checking' | 'downloading' | 'moving';
+  /**
+   * `checking`: an earlier call's staged files hashed again; `verifying`: every file is here, the
+   * pod's manifest (its hashes) awaited and compared.
+   */
+  phase: 'listing' | 'checking' | 'downloading' | 'verifying' | 'moving';
   filesDone: number;
   filesTotal: number;
   /** Bytes of finished and partially downloaded files on disk so far. */
@@ -217,6 +221,7 @@ class Retrieval {
 
     let downloadError: unknown;
     await this.downloadAll(listed).catch((error: unknown) => (downloadError = error));
+    if (!downloadError) this.report(undefined, true, 'verifying');
     const manifest = await this.distrusting(manifestDone);
     if (downloadError) throw downloadError;
     const expected = new Map(manifest.map((entry) => [entry.path, entry.sha256]));
@@ -403,7 +408,11 @@ class Retrieval {
 
   // ---- download --------------------------------------------------------------------------
 
-  private report(file: string | undefined, force: boolean): void {
+  private report(
+    file: string | undefined,
+    force: boolean,
+    phase: 'downloading' | 'verifying' = 'downloading',
+  ): void {
     if (!this.options.onProgress) return;
     const now = this.clock.nowMs();
     if (!force && now - this.lastReportMs < (this.options.progressIntervalMs ?? 100)) return;
@@ -411,7 +420,7 @@ class Retrieval {
     let partial = 0;
     for (const value of this.inFlight.values()) partial += value;
     this.options.onProgress({
-      phase: 'downloading',
+      phase,
       filesDone: this.local.size,
       filesTotal: this.filesTotal,
       bytesDone: this.settledBytes + partial,

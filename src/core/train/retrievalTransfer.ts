@@ -1,6 +1,7 @@
 /**
  * A retrieval published as a transfer (`transfer` events on the core bus): its download phase
- * reports the bytes and files done of those the pod listed, its end the files it verified.
+ * reports the bytes and files done of those the pod listed, then its wait for the pod's hashes
+ * (`checking`), its end the files it verified.
  */
 import type { Clock } from '../clock';
 import type { EventBus, TransferDirection } from '../events';
@@ -20,9 +21,10 @@ export function retrieveReported(
       retrieve({
         ...options,
         onProgress: (p) => {
-          if (p.phase !== 'downloading') return;
+          if (p.phase !== 'downloading' && p.phase !== 'verifying') return;
           const { bytesDone, filesDone, filesTotal } = p;
-          report({ bytesDone, bytesTotal: p.bytesTotal ?? null, filesDone, filesTotal });
+          const checking = p.phase === 'verifying';
+          report({ bytesDone, bytesTotal: p.bytesTotal ?? null, filesDone, filesTotal, checking });
         },
       }),
     (result) => ({
