@@ -160,6 +160,7 @@ describe('overbrainer train on a terminal (a pseudo-terminal) against the Runpod
     assert.equal(code, 0, out);
     assert.match(out, LIVE_UPLOAD);
     assert.match(out, / left/, 'no time left was shown');
+    assert.match(out, /upload: 160\.\d MiB sent, the pod checks it/);
     const screen = screenOf(out);
     assert.ok(
       !screen.some((l) => LIVE_UPLOAD.test(l)),
