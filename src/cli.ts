@@ -7,7 +7,7 @@
  * Test hook (not in the usage): OVERBRAINER_TIMING_SCALE=<factor ≥ 1> scales
  * every production duration down (see ./cli/main.ts `timingFrom`).
  */
-import { colorAllowed, LiveArea } from './cli/liveArea';
+import { colorAllowed, liveAllowed, LiveArea } from './cli/liveArea';
 import { runCli } from './cli/main';
 
 function writer(stream: NodeJS.WriteStream): (line: string) => void {
@@ -31,7 +31,7 @@ function tolerateClosedPipes(): void {
 async function main(): Promise<void> {
   tolerateClosedPipes();
   // On a terminal, stderr keeps a block of status lines redrawn in place below its lines.
-  const area = process.stderr.isTTY
+  const area = liveAllowed(process.env, process.stderr.isTTY)
     ? new LiveArea((chunk) => process.stderr.write(chunk), {
         color: colorAllowed(process.env, true),
         // A pseudo-terminal without a size reports 0 columns.

@@ -28,6 +28,14 @@ export function colorAllowed(env: Record<string, string | undefined>, isTty: boo
   return env.TERM !== 'dumb';
 }
 
+/**
+ * Whether stderr gets a live area at all: a terminal that can move its cursor (`TERM=dumb`, as
+ * Emacs' shell sets it, cannot: it gets plain lines, as a pipe does).
+ */
+export function liveAllowed(env: Record<string, string | undefined>, isTty: boolean): boolean {
+  return isTty && env.TERM !== 'dumb';
+}
+
 /** `text` cut to `width` columns (an ellipsis marks the cut); control characters shown as `?`. */
 export function fitLine(text: string, width: number): string {
   // eslint-disable-next-line no-control-regex

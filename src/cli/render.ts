@@ -8,7 +8,9 @@
 import type { Clock } from '../core/clock';
 import type { Disposable } from '../core/disposable';
 import type { CoreEvent, EventBus } from '../core/events';
+import { TRANSFER_LIVE_AFTER_MS } from '../core/timing';
 import { MetricLineThrottle } from '../core/train/render';
+import { transferDoneLine, transferLiveLine } from '../core/transferFormat';
 import { jobStatusWords, podLine } from './format';
 
 export interface RenderOptions {
@@ -17,7 +19,8 @@ export interface RenderOptions {
   debug: boolean;
   /**
    * On a terminal: replaces the status block redrawn in place below the lines (./liveArea.ts).
-   * Absent (not a terminal): the boot log comes as plain `pod log: …` lines.
+   * Absent (not a terminal): the boot log comes as plain `pod log: …` lines, and a transfer
+   * only as its final line.
    */
   status?: (lines: string[]) => void;
 }
@@ -36,6 +39,10 @@ export class CliRenderer implements Disposable {
   private readonly podOfRun = new Map<string, string>();
   /** The last boot log lines shown in the status block, while one provisions. */
   private bootLines: string[] = [];
+  /** The header above them (which pod boots). */
+  private bootHeader = '';
+  /** The live line of each transfer under way that has lasted long enough to show one. */
+  private readonly transfers = new Map<string, string>();
 
   constructor(
     bus: EventBus,
@@ -57,12 +64,12 @@ export class CliRenderer implements Disposable {
         const line = `${event.source}: ${event.line}`;
         if (this.options.status === undefined) return `pod log: ${line}`;
         this.bootLines = [...this.bootLines, line].slice(-BOOT_LOG_LINES);
-        this.options.status([
-          `pod ${event.podId} is booting; the last lines of its log:`,
-          ...this.bootLines.map((l) => `  ${l}`),
-        ]);
+        this.bootHeader = `pod ${event.podId} is booting; the last lines of its log:`;
+        this.redraw();
         return null;
       }
+      case 'transfer':
+        return this.transferLine(event);
       case 'pod':
         if (
           event.status.kind !== 'creating' &&
@@ -112,7 +119,34 @@ export class CliRenderer implements Disposable {
     this.booted.add(podId);
     if (this.bootLines.length === 0) return;
     this.bootLines = [];
-    this.options.status?.([]);
+    this.redraw();
+  }
+
+  /**
+   * A transfer on a terminal: one line redrawn in place once it has lasted
+   * TRANSFER_LIVE_AFTER_MS (a shorter one shows its final line alone). Anywhere: the final line
+   * with the total, the time and the average rate (a checkpoint's copy says so in its own log
+   * line). A failed transfer's line goes; its error is told by whoever it failed.
+   */
+  private transferLine(event: CoreEvent & { type: 'transfer' }): string | null {
+    const key = `${event.runId} ${event.direction}`;
+    if (event.phase === 'start' || event.phase === 'progress' || event.phase === 'checking') {
+      const shown = this.transfers.has(key) || event.elapsedMs >= TRANSFER_LIVE_AFTER_MS;
+      if (this.options.status === undefined || !shown) return null;
+      this.transfers.set(key, transferLiveLine(event));
+      this.redraw();
+      return null;
+    }
+    if (this.transfers.delete(key)) this.redraw();
+    if (event.phase === 'failed' || event.direction === 'checkpoint') return null;
+    return event.filesDone === 0 && event.bytesDone === 0 ? null : transferDoneLine(event);
+  }
+
+  /** The status block: the boot log while a pod provisions, then the transfers' lines. */
+  private redraw(): void {
+    const boot =
+      this.bootLines.length === 0 ? [] : [this.bootHeader, ...this.bootLines.map((l) => `  ${l}`)];
+    this.options.status?.([...boot, ...this.transfers.values()]);
   }
 
   /** Shows the last metric line the throttle held back, if any. */

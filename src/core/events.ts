@@ -49,6 +49,29 @@ export type PodStatusEvent =
 export type JobStatus =
   { kind: 'running' } | { kind: 'exited'; code: number } | { kind: 'cancelled' } | { kind: 'lost' };
 
+/** Which way a transfer goes: the run directory to the pod, the results home, a checkpoint home. */
+export type TransferDirection = 'upload' | 'retrieve' | 'checkpoint';
+
+/**
+ * Where a transfer stands. `start` and the last (`done` or `failed`) always come; `progress`
+ * at most a few times a second in between (core/transferProgress.ts); `checking` once every byte
+ * went, while the other side's hashes are awaited (the pod's check of an upload, its manifest
+ * for a retrieval), which can take seconds for a GiB.
+ */
+export interface TransferProgress {
+  direction: TransferDirection;
+  phase: 'start' | 'progress' | 'checking' | 'done' | 'failed';
+  bytesDone: number;
+  /** Null while unknown (the pod's listing of sizes has not come yet, or could not be made). */
+  bytesTotal: number | null;
+  filesDone: number;
+  filesTotal: number | null;
+  /** Smoothed rate while it runs; the average over the whole transfer in `done`. */
+  rateBytesPerS: number | null;
+  etaMs: number | null;
+  elapsedMs: number;
+}
+
 export type RunState = 'preparing' | 'running' | 'succeeded' | 'failed' | 'cancelled' | 'stopped';
 
 /** Everything the core tells its listeners (the extension, the CLI, tests). */
@@ -57,6 +80,7 @@ export type CoreEvent =
   /** A line of the run's pod log (redacted), as it is captured. */
   | { type: 'podLog'; runId: string; podId: string; source: 'container' | 'system'; line: string }
   | { type: 'metric'; runId: string; metric: TrainMetric }
+  | ({ type: 'transfer'; runId: string } & TransferProgress)
   | { type: 'jobStatus'; runId: string; status: JobStatus }
   | { type: 'runState'; runId: string; state: RunState; message: string | null }
   | { type: 'runWatched'; runId: string }

@@ -205,3 +205,15 @@ export function timingFromEnv(env: Readonly<Record<string, string | undefined>>)
   }
   return { timing: scaleTiming(factor), problem: null };
 }
+
+/**
+ * Least time between two `transfer` progress events of one transfer (its first and last always
+ * go): four a second at most, so a GiB in 64 KiB chunks does not flood the bus. Never scaled.
+ */
+export const TRANSFER_REPORT_MS = 250;
+
+/**
+ * A transfer is shown live (the CLI's redrawn line) only once it has lasted this long: a
+ * shorter one shows its final line alone. Never scaled.
+ */
+export const TRANSFER_LIVE_AFTER_MS = 1_000;

@@ -13,9 +13,10 @@ import { openOutput, showRun } from './outputCommands';
 import { keep, openSshTerminal, removePod } from './podCommands';
 import type { RunsModel, RunSummary } from './runsModel';
 import { runSpendLines } from '../core/runs/spend';
-import { etaFromNow, statusForPod } from './statusModel';
+import { etaFromNow, statusForPod, type StatusView } from './statusModel';
 import { cancel, resume, stopRun } from './stopCommands';
 import { train } from './trainCommand';
+import { TransferModel, transferStatusView } from './transferModel';
 import { UiContext } from './uiContext';
 import { vscodeHost } from './vscodeHost';
 import { WelcomeContext, type Settling } from './welcome';
@@ -34,6 +35,8 @@ export class Controller implements vscode.Disposable {
   private readonly statusItem: vscode.StatusBarItem;
   private readonly ticker: ReturnType<typeof setInterval>;
   private readonly subs: { dispose(): void }[] = [];
+  /** Transfers under way: the status bar shows one while it lasts. */
+  private readonly transfers = new TransferModel();
 
   constructor(
     bus: EventBus,
@@ -52,6 +55,11 @@ export class Controller implements vscode.Disposable {
     this.statusItem.command = 'overbrainer.showRun';
     const events = new CoreEventsView(this.ctx);
     this.subs.push(bus.on((event) => events.onEvent(event)));
+    this.subs.push(
+      bus.on((event) => {
+        if (this.transfers.onEvent(event)) this.updateStatus();
+      }),
+    );
     this.ticker = setInterval(() => this.updateStatus(), 1000);
   }
 
@@ -102,6 +110,11 @@ export class Controller implements vscode.Disposable {
       this.statusItem.hide();
       return;
     }
+    const transfer = this.transfers.of(f.runId);
+    if (transfer !== null) {
+      this.show(transferStatusView(f.runId, transfer));
+      return;
+    }
     const now = clock.nowMs();
     let pod: DeadlineView | null = null;
     try {
@@ -111,7 +124,10 @@ export class Controller implements vscode.Disposable {
     }
     const etaMs = etaFromNow(f.pace.eta(), now - f.lastMetricMs);
     const spend = runSpendLines(f.session.store, f.runId, null, now, { etaMs });
-    const view = statusForPod(f.runId, pod, now, etaMs, spend);
+    this.show(statusForPod(f.runId, pod, now, etaMs, spend));
+  }
+
+  private show(view: StatusView): void {
     this.statusItem.text = view.text;
     this.statusItem.tooltip = view.tooltip;
     this.statusItem.backgroundColor =

@@ -4,6 +4,7 @@ import type { NotifyAction } from './notifyModel';
 import { openOutput } from './outputCommands';
 import { keep, removePod } from './podCommands';
 import { resume } from './stopCommands';
+import { transferMessage } from './transferModel';
 import { podText, type UiContext } from './uiContext';
 
 /**
@@ -13,6 +14,8 @@ import { podText, type UiContext } from './uiContext';
 export class CoreEventsView {
   /** Runs whose pod answered SSH: their pod log no longer goes to the output channel. */
   private readonly booted = new Set<string>();
+  /** The retrieval notification of each run whose results are coming home: its message. */
+  private readonly retrievals = new Map<string, (message: string) => void>();
 
   constructor(private readonly ctx: UiContext) {}
 
@@ -28,6 +31,10 @@ export class CoreEventsView {
     }
     if (event.type === 'jobStatus' && event.status.kind !== 'running') {
       this.showRetrieval(event.runId);
+    }
+    if (event.type === 'transfer' && event.direction === 'retrieve') {
+      const message = transferMessage(event);
+      if (message !== null) this.retrievals.get(event.runId)?.(message);
     }
     if (event.type === 'pod') log.info(`${event.runId}: ${podText(event)}`);
     // The pod's boot log (already redacted by the core), until its pod answers SSH.
@@ -61,7 +68,10 @@ export class CoreEventsView {
         title: `Overbrainer: retrieving the results of ${runId}`,
         cancellable: false,
       },
-      () => done,
+      (progress) => {
+        this.retrievals.set(runId, (message) => progress.report({ message }));
+        return done.finally(() => this.retrievals.delete(runId));
+      },
     );
   }
 }

@@ -352,6 +352,9 @@ export class RunPanels implements vscode.Disposable {
       case 'warning':
         if (event.code === 'overrun') this.entry(runId).overrunMessage = event.message;
         break;
+      case 'transfer':
+        // Up to four a second, and nothing the page shows: the status bar shows transfers.
+        return;
       case 'pod':
         this.podExtras.clear();
         if ('podId' in event.status && event.status.kind !== 'created') {

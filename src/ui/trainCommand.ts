@@ -6,6 +6,7 @@ import { errorText } from './errorText';
 import { finish } from './following';
 import type { RunSummary } from './runsModel';
 import { trainConfirmation } from './trainConfirm';
+import { transferMessage } from './transferModel';
 import { keyProblem, podText, type UiContext } from './uiContext';
 import type { WorkspaceSession } from './workspace';
 
@@ -115,8 +116,12 @@ export async function train(ctx: UiContext, resume?: RunSummary): Promise<void> 
         abort.abort(Object.assign(new Error('cancelled in VS Code'), { name: 'AbortError' })),
       );
       const sub = ctx.bus.on((event) => {
-        if (event.type === 'pod' && event.runId === runId)
-          progress.report({ message: podText(event) });
+        if (!('runId' in event) || event.runId !== runId) return;
+        if (event.type === 'pod') progress.report({ message: podText(event) });
+        if (event.type === 'transfer' && event.direction === 'upload') {
+          const message = transferMessage(event);
+          if (message !== null) progress.report({ message });
+        }
       });
       await Promise.race([
         jobStarted,

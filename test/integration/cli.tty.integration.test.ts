@@ -2,7 +2,8 @@
  * `overbrainer train` as a terminal user sees it: the built CLI (dist/cli.js) under a real
  * pseudo-terminal (`script` from util-linux) against the Runpod emulator, whose pods run the real
  * bootstrap and sshd. On a terminal the boot log's last lines are redrawn in place while the pod
- * provisions, dimmed unless NO_COLOR is set; without a terminal they are plain lines.
+ * provisions, dimmed unless NO_COLOR is set; without a terminal (or with TERM=dumb) they are plain
+ * lines. A long upload shows one progress line redrawn in place, then its final line.
  */
 import assert from 'node:assert/strict';
 import { spawn, type ChildProcess } from 'node:child_process';
@@ -32,6 +33,13 @@ retrieve_grace_minutes = 10
 `;
 const HEADER = /pod \S+ is booting; the last lines of its log:/;
 const DIM = '\u001b[2m';
+/** The dataset of the transfer tests: big enough for the upload to last a few seconds. */
+const BIG_MIB = 160;
+/** The upload's live line: the bytes of the whole, the rate, and (once a rate is known) the time left. */
+const LIVE_UPLOAD =
+  /upload: [\d.]+ (B|KiB|MiB) of 160\.\d MiB(, [\d.]+ (B|KiB|MiB|GiB)\/s(, [\dhmins ]+ left)?)?/;
+/** The upload's final line: the total, the time and the average rate. */
+const FINAL_UPLOAD = /^upload: 160\.\d MiB \(\d+ files\) in [\d.hmins ]+, [\d.]+ (KiB|MiB|GiB)\/s$/;
 /** Cursor up to the start of a line: the block being redrawn. */
 // eslint-disable-next-line no-control-regex
 const REDRAW = /\u001b\[\d+F\u001b\[J/;
@@ -59,6 +67,13 @@ describe('overbrainer train on a terminal (a pseudo-terminal) against the Runpod
     fs.cpSync(path.join(TINY, 'data'), path.join(ws, 'data'), { recursive: true });
     fs.writeFileSync(path.join(ws, 'overbrainer.toml'), TOML);
   });
+  /** A sparse file of BIG_MIB in the uploaded data (zeros cross SSH as any bytes do). */
+  const addDataset = (): void => {
+    const file = path.join(ws, 'data', 'big.bin');
+    fs.closeSync(fs.openSync(file, 'w'));
+    fs.truncateSync(file, BIG_MIB * 1024 * 1024);
+  };
+
   afterEach(() => {
     for (const child of children) child.kill('SIGKILL');
     children.clear();
@@ -130,5 +145,45 @@ describe('overbrainer train on a terminal (a pseudo-terminal) against the Runpod
     assert.match(ran.stderr, /^pod log: (system|container): /m);
     assert.ok(!hasEscapes(ran.stderr + ran.stdout), ran.stderr);
     assert.doesNotMatch(ran.stderr, HEADER);
+  });
+
+  it('TERM=dumb: plain lines, no control sequence (that terminal cannot move its cursor)', async () => {
+    const { code, out } = await trainOnTty({ TERM: 'dumb' });
+    assert.equal(code, 0, out);
+    assert.match(out, /^pod log: (system|container): /m);
+    assert.ok(!hasEscapes(out), out);
+  });
+
+  it('a long upload: one line redrawn in place with bytes, rate and time left, then its final line', async () => {
+    addDataset();
+    const { code, out } = await trainOnTty({ TERM: 'xterm' });
+    assert.equal(code, 0, out);
+    assert.match(out, LIVE_UPLOAD);
+    assert.match(out, / left/, 'no time left was shown');
+    assert.match(out, /upload: 160\.\d MiB sent, the pod checks it/);
+    const screen = screenOf(out);
+    assert.ok(
+      !screen.some((l) => LIVE_UPLOAD.test(l)),
+      `a live line was left:\n${screen.join('\n')}`,
+    );
+    assert.equal(screen.filter((l) => FINAL_UPLOAD.test(l)).length, 1, screen.join('\n'));
+    assert.ok(
+      screen.some((l) => /^retrieve: [\d.]+ (B|KiB|MiB) \(\d+ files?\) in /.test(l)),
+      screen.join('\n'),
+    );
+  });
+
+  it('a long upload off a terminal: its final line only, no line per chunk', async () => {
+    addDataset();
+    const ran = await runCliProcess(['-C', ws, 'train'], {
+      built: true,
+      env: env({ TERM: 'xterm' }),
+      children,
+    });
+    assert.equal(ran.code, 0, ran.stderr);
+    const lines = ran.stderr.split('\n');
+    assert.equal(lines.filter((l) => FINAL_UPLOAD.test(l)).length, 1, ran.stderr);
+    assert.equal(lines.filter((l) => /^upload: /.test(l)).length, 1, ran.stderr);
+    assert.ok(!hasEscapes(ran.stderr + ran.stdout), ran.stderr);
   });
 });

@@ -97,7 +97,7 @@ describe('retrieve over SSH', function () {
     );
     assert.equal(result.transferredBytes, result.bytes);
     assertRetrieved(base().localRunDir, files);
-    assert.deepEqual([...phases], ['listing', 'downloading', 'moving']);
+    assert.deepEqual([...phases], ['listing', 'downloading', 'verifying', 'moving']);
   });
 
   it('merges into existing local folders and replaces older copies', async () => {

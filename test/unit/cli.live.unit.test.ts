@@ -1,5 +1,5 @@
 import assert from 'node:assert/strict';
-import { colorAllowed, fitLine, LiveArea } from '../../src/cli/liveArea';
+import { colorAllowed, fitLine, liveAllowed, LiveArea } from '../../src/cli/liveArea';
 import { BOOT_LOG_LINES, CliRenderer } from '../../src/cli/render';
 import { EventBus } from '../../src/core/events';
 import { FakeClock } from '../helpers/fakeClock';
@@ -68,6 +68,17 @@ describe('cli: the live area on a terminal', () => {
     assert.equal(colorAllowed({ NO_COLOR: '0' }, true), false);
     assert.equal(colorAllowed({ NO_COLOR: '' }, true), true);
     assert.equal(colorAllowed({ TERM: 'dumb' }, true), false);
+  });
+
+  it('no live area on a terminal that cannot move its cursor (TERM=dumb), nor off a terminal', () => {
+    assert.equal(liveAllowed({ TERM: 'xterm' }, true), true);
+    assert.equal(
+      liveAllowed({ NO_COLOR: '1' }, true),
+      true,
+      'NO_COLOR drops colour, not the redraw',
+    );
+    assert.equal(liveAllowed({ TERM: 'dumb' }, true), false);
+    assert.equal(liveAllowed({ TERM: 'xterm' }, false), false);
   });
 });
 

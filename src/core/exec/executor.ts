@@ -1,4 +1,5 @@
 import type { Disposable } from '../disposable';
+import type { TransferCallback } from '../transferProgress';
 
 /** What an executed command gave back. `code` is null when it died of a signal. */
 export interface ExecResult {
@@ -56,6 +57,11 @@ export interface UploadOptions {
   signal?: AbortSignal;
   /** Told about what was skipped (symlinks are never followed, sockets/devices never sent). */
   onWarning?: (message: string) => void;
+  /**
+   * The bytes and files sent so far of those to send (the ones the target already has are not
+   * counted): once the totals are known, then as the bytes go. The local target copies without.
+   */
+  onProgress?: TransferCallback;
 }
 
 export interface DownloadProgress {

@@ -30,8 +30,15 @@ function listable(path: string): boolean {
   return !/[\\\n\r]/.test(path);
 }
 
-/** The regular files under `dir` (relative POSIX paths), minus top-level `exclude`; links skipped. */
-export async function regularFiles(dir: string, exclude: readonly string[]): Promise<string[]> {
+/**
+ * The regular files under `dir` (relative POSIX paths), minus top-level `exclude`; links skipped.
+ * Their sizes go into `sizes` when given.
+ */
+export async function regularFiles(
+  dir: string,
+  exclude: readonly string[],
+  sizes?: Map<string, number>,
+): Promise<string[]> {
   const out: string[] = [];
   const skip = new Set(exclude);
   const walk = async (relative: string): Promise<void> => {
@@ -41,7 +48,10 @@ export async function regularFiles(dir: string, exclude: readonly string[]): Pro
       const path = relative ? `${relative}/${name}` : name;
       const stats = await lstat(join(dir, path)).catch(() => null);
       if (stats?.isDirectory()) await walk(path);
-      else if (stats?.isFile()) out.push(path);
+      else if (stats?.isFile()) {
+        out.push(path);
+        sizes?.set(path, stats.size);
+      }
     }
   };
   await walk('');
@@ -124,15 +134,15 @@ export async function uploadVerified(
   options: UploadOptions,
 ): Promise<UploadSummary> {
   const { signal } = options;
-  const files = (
-    await regularFiles(localDir, options.exclude).catch((error: unknown) => {
-      throw new ExecError(
-        'io',
-        `the upload could not read its input: ${error instanceof Error ? error.message : String(error)}`,
-        { cause: error },
-      );
-    })
-  ).filter(listable);
+  const sizes = new Map<string, number>();
+  const all = await regularFiles(localDir, options.exclude, sizes).catch((error: unknown) => {
+    throw new ExecError(
+      'io',
+      `the upload could not read its input: ${error instanceof Error ? error.message : String(error)}`,
+      { cause: error },
+    );
+  });
+  const files = all.filter(listable);
   // Only a directory that exists (a volume mounted again) has any: one short command otherwise.
   // When it exists, the local files are hashed while the target hashes its copies.
   const ours = new Map<string, string | null>();
@@ -154,6 +164,7 @@ export async function uploadVerified(
   await hashing;
   const kept = new Set<string>();
   for (const [path, sum] of theirs) if (ours.get(path) === sum) kept.add(path);
+  const progress = uploadProgress(all, sizes, kept, options.onProgress);
   const sums = new Map<string, string>();
   const archive = coalesce(
     tarDirectory(localDir, {
@@ -161,7 +172,11 @@ export async function uploadVerified(
       onWarning: options.onWarning,
       signal,
       skip: (path) => kept.has(path),
-      onFileHash: (path, sum) => sums.set(path, sum),
+      onFileHash: (path, sum) => {
+        sums.set(path, sum);
+        progress.fileDone();
+      },
+      onContentBytes: progress.bytes,
     }),
     ARCHIVE_PIECE_BYTES,
   );
@@ -178,8 +193,40 @@ export async function uploadVerified(
       `unpacking the upload into ${remoteDir} on ${link.where} failed (exit ${result.code ?? result.signal}): ${excerpt(result.stderr)}`,
     );
   }
+  if (sums.size > 0) progress.checking();
   await checkOnTarget(link, remoteDir, sums, signal);
   return { sent: sums.size, kept: kept.size };
+}
+
+/**
+ * The upload's reports: the totals (the files not kept) at once, then each piece of content and
+ * each file as it goes into the archive, then the pod's check.
+ */
+function uploadProgress(
+  all: readonly string[],
+  sizes: ReadonlyMap<string, number>,
+  kept: ReadonlySet<string>,
+  onProgress: UploadOptions['onProgress'],
+): { bytes: (n: number) => void; fileDone: () => void; checking: () => void } {
+  const sent = all.filter((path) => !kept.has(path));
+  const counts = {
+    bytesDone: 0,
+    bytesTotal: sent.reduce((sum, path) => sum + (sizes.get(path) ?? 0), 0),
+    filesDone: 0,
+    filesTotal: sent.length,
+  };
+  onProgress?.({ ...counts });
+  return {
+    bytes: (n) => {
+      counts.bytesDone += n;
+      onProgress?.({ ...counts });
+    },
+    fileDone: () => {
+      counts.filesDone++;
+      onProgress?.({ ...counts });
+    },
+    checking: () => onProgress?.({ ...counts, checking: true }),
+  };
 }
 
 /** The target hashes what it wrote; any file that differs (or is missing) fails the upload. */

@@ -144,6 +144,8 @@ export interface TarOptions {
   skip?: (path: string) => boolean;
   /** Each file's SHA-256 (hex) over the bytes the archive carries, once they are all in it. */
   onFileHash?: (path: string, sha256: string) => void;
+  /** Bytes of file content as each piece goes into the archive (a transfer's progress). */
+  onContentBytes?: (bytes: number) => void;
 }
 
 /**
@@ -225,6 +227,7 @@ export async function* tarDirectory(dir: string, options: TarOptions = {}): Asyn
           warn(`${path} shrank while it was uploaded: its end was sent as zeros`);
           const zeros = Buffer.alloc(size - done);
           hash?.update(zeros);
+          options.onContentBytes?.(zeros.length);
           yield zeros;
           done = size;
           break;
@@ -232,6 +235,7 @@ export async function* tarDirectory(dir: string, options: TarOptions = {}): Asyn
         done += bytesRead;
         const piece = bytesRead === buffer.length ? buffer : buffer.subarray(0, bytesRead);
         hash?.update(piece);
+        options.onContentBytes?.(piece.length);
         yield piece;
       }
       if (hash) options.onFileHash?.(path, hash.digest('hex'));

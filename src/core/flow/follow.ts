@@ -20,7 +20,8 @@ import { MetricsFollower, type FollowResult } from '../train/follow';
 import { SNAPSHOT_JSON } from '../train/job';
 import { jobOutcome, withSnapshot, type JobOutcome } from '../train/outcome';
 import { readSnapshot } from '../train/snapshot';
-import { describeMismatches, retrieve } from '../train/retrieval';
+import { describeMismatches } from '../train/retrieval';
+import { retrieveReported } from '../train/retrievalTransfer';
 import type { PodRecord } from '../runs/podRecord';
 import type { RunRecord } from '../runs/runRecord';
 import { type FlowDeps, FlowError, type FlowResult, publishState, summaryLine } from './deps';
@@ -249,7 +250,7 @@ export async function collect(
     const seeded = kept === undefined ? 0 : await seedFromStream(deps.store.runDir(run.id), kept);
     // The lease is renewed while the results download: the deadline never cuts a retrieval.
     const got = await holdLeaseDuring(ctx, executor, run, pod, () =>
-      retrieve({
+      retrieveReported(deps, run.id, 'retrieve', {
         executor,
         remoteRunDir: run.remoteDir,
         localRunDir: deps.store.runDir(run.id),

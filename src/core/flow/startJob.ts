@@ -8,6 +8,7 @@ import { PodError } from '../runpod/podError';
 import type { RunRecord } from '../runs/runRecord';
 import { LOCAL_ONLY } from '../runs/store';
 import { cancelJob, jobScript, POD_JOB_ENV, startJob, type TrainerJob } from '../train/job';
+import { TransferReporter } from '../transferProgress';
 import type { FlowDeps } from './deps';
 
 export interface StartJobOptions {
@@ -22,9 +23,15 @@ export interface StartJobOptions {
   onUploaded?: () => void;
 }
 
-/** Sends the run directory (minus what stays local) to the run's directory on the pod. */
+/**
+ * Sends the run directory (minus what stays local) to the run's directory on the pod, its
+ * progress published as `transfer` events (`upload`).
+ */
 export function uploadRunDir(deps: FlowDeps, executor: Executor, run: RunRecord): Promise<void> {
-  return executor.upload(deps.store.runDir(run.id), run.remoteDir, { exclude: LOCAL_ONLY });
+  const reporter = new TransferReporter(deps.bus, deps.clock, run.id, 'upload');
+  return reporter.around((onProgress) =>
+    executor.upload(deps.store.runDir(run.id), run.remoteDir, { exclude: LOCAL_ONLY, onProgress }),
+  );
 }
 
 /**

@@ -21,7 +21,8 @@ import type { Executor } from '../exec/executor';
 import { CHECKPOINTS_DIR } from '../runs/store';
 import type { RunRecord } from '../runs/runRecord';
 import { lookScript } from '../train/podWatcher';
-import { retrieve, STAGING_DIR } from '../train/retrieval';
+import { STAGING_DIR } from '../train/retrieval';
+import { retrieveReported } from '../train/retrievalTransfer';
 import { log, type PodCtx } from './context';
 import { HASHES_SUFFIX, mirrorMetrics, writeHashes } from './checkpointHome';
 import type { PodPushes, Pushed } from './podPushes';
@@ -184,7 +185,7 @@ export async function watchCheckpoints(
     // mirrored beside the copy, at the same time: the checkpoint was saved, so the file holds
     // its step already. Never rejects.
     const mirrored = mirrorMetrics(executor, run.remoteDir, localRunDir, signal);
-    const got = await retrieve({
+    const got = await retrieveReported(ctx, run.id, 'checkpoint', {
       executor,
       remoteRunDir: parent === '' ? run.remoteDir : `${run.remoteDir}/${parent}`,
       localRunDir: home,

@@ -38,6 +38,7 @@ import {
   EXIT_NO_RUN_DIR,
   listingScript,
   manifestScript,
+  splitSizes,
 } from './retrievalScripts';
 
 export {
@@ -96,11 +97,20 @@ export function describeMismatches(mismatches: readonly Mismatch[]): string {
 }
 
 export interface RetrieveProgress {
-  phase: 'listing' | 'checking' | 'downloading' | 'moving';
+  /**
+   * `checking`: an earlier call's staged files hashed again; `verifying`: every file is here, the
+   * pod's manifest (its hashes) awaited and compared.
+   */
+  phase: 'listing' | 'checking' | 'downloading' | 'verifying' | 'moving';
   filesDone: number;
   filesTotal: number;
   /** Bytes of finished and partially downloaded files on disk so far. */
   bytesDone: number;
+  /**
+   * Bytes of all the files listed (their sizes come with the listing, in its request, when
+   * `onProgress` is given); null when the pod could not tell.
+   */
+  bytesTotal?: number | null;
   file?: string;
 }
 
@@ -182,6 +192,7 @@ class Retrieval {
   private settledBytes = 0;
   private readonly inFlight = new Map<string, number>();
   private filesTotal = 0;
+  private bytesTotal: number | null = null;
   private lastReportMs = -Infinity;
 
   constructor(private readonly options: RetrieveOptions) {
@@ -206,9 +217,11 @@ class Retrieval {
     const listedSet = new Set(listed);
     const staged = await this.reuseStaged(listedSet);
     this.filesTotal = listed.length;
+    this.report(undefined, true);
 
     let downloadError: unknown;
     await this.downloadAll(listed).catch((error: unknown) => (downloadError = error));
+    if (!downloadError) this.report(undefined, true, 'verifying');
     const manifest = await this.distrusting(manifestDone);
     if (downloadError) throw downloadError;
     const expected = new Map(manifest.map((entry) => [entry.path, entry.sha256]));
@@ -291,13 +304,18 @@ class Retrieval {
   private async listOnPod(manifestDone: Promise<ManifestEntry[]>): Promise<string[]> {
     const { remoteRunDir } = this.options;
     try {
+      // With a progress to report, the files' sizes come in the same request (for its total).
+      const withSizes = this.options.onProgress !== undefined;
       const result = await this.execScript(
-        listingScript(remoteRunDir, this.entries, this.excludes),
+        listingScript(remoteRunDir, this.entries, this.excludes, withSizes),
       );
-      return parseListing(this.outputOf(result, 'listing'), {
-        entries: this.entries,
-        excludes: this.excludes,
-      });
+      let output = this.outputOf(result, 'listing');
+      if (withSizes) {
+        const split = splitSizes(output);
+        output = split.listing;
+        this.bytesTotal = split.sizes?.bytes ?? null;
+      }
+      return parseListing(output, { entries: this.entries, excludes: this.excludes });
     } catch (error) {
       this.stop.abort();
       const manifestError = await manifestDone.then(
@@ -390,7 +408,11 @@ class Retrieval {
 
   // ---- download --------------------------------------------------------------------------
 
-  private report(file: string | undefined, force: boolean): void {
+  private report(
+    file: string | undefined,
+    force: boolean,
+    phase: 'downloading' | 'verifying' = 'downloading',
+  ): void {
     if (!this.options.onProgress) return;
     const now = this.clock.nowMs();
     if (!force && now - this.lastReportMs < (this.options.progressIntervalMs ?? 100)) return;
@@ -398,10 +420,11 @@ class Retrieval {
     let partial = 0;
     for (const value of this.inFlight.values()) partial += value;
     this.options.onProgress({
-      phase: 'downloading',
+      phase,
       filesDone: this.local.size,
       filesTotal: this.filesTotal,
       bytesDone: this.settledBytes + partial,
+      bytesTotal: this.bytesTotal,
       file,
     });
   }

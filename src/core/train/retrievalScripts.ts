@@ -173,12 +173,50 @@ export function changedScript(
 /**
  * The same walk as {@link manifestScript} without hashing: `./<path>\0` per
  * file, at once. Retrieval starts downloading from it while the manifest is
- * still hashing on the pod; the manifest stays the authority.
+ * still hashing on the pod; the manifest stays the authority. `withSizes`: each
+ * entry's walk is followed by its files' sizes, `=<bytes>\0` each (no name can
+ * start with `=`: every one starts with `./`), for a transfer's total, in the
+ * same request; `stat -c` is GNU's and busybox's, and where it fails the sizes
+ * are simply missing (see {@link splitSizes}).
  */
 export function listingScript(
   runDir: string,
   entries: readonly string[],
   excludeGlobs: readonly string[] = [],
+  withSizes = false,
 ): string {
-  return findScript(runDir, entries, excludeGlobs, (find) => [`${find} -print0 || exit 4`]);
+  return findScript(runDir, entries, excludeGlobs, (find) => [
+    `${find} -print0 || exit 4`,
+    ...(withSizes ? [`{ ${find} -exec stat -c =%s -- {} + | tr '\\n' '\\000'; } 2>/dev/null`] : []),
+  ]);
+}
+
+/**
+ * A listing made `withSizes`, split: the names' records as {@link parseListing} takes them, and
+ * the total of the sizes (null when the pod gave none for files it listed). The sizes only
+ * serve the progress: a pod that lies about them lies to its own progress bar.
+ */
+export function splitSizes(buffer: Buffer): {
+  listing: Buffer;
+  sizes: { bytes: number; files: number } | null;
+} {
+  const names: Buffer[] = [];
+  let bytes = 0;
+  let files = 0;
+  let start = 0;
+  while (start < buffer.length) {
+    let end = buffer.indexOf(0, start);
+    if (end < 0) end = buffer.length - 1; // not NUL-terminated: parseListing says so
+    const record = buffer.subarray(start, end + 1);
+    const size = /^=(\d{1,16})\0$/.exec(record.toString('latin1'));
+    if (size) {
+      bytes += Number(size[1]);
+      files++;
+    } else {
+      names.push(record);
+    }
+    start = end + 1;
+  }
+  const listing = Buffer.concat(names);
+  return { listing, sizes: files === 0 && listing.length > 0 ? null : { bytes, files } };
 }
