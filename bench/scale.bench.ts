@@ -6,7 +6,8 @@
  * logging (36,000 lines at 10 lines/s) when following starts, like an attach
  * to runs an hour in; then every run logs 10 lines/s more (200 lines/s in all)
  * for the window. The followers run in a child process whose CPU time and RSS
- * are its own (the writer is this process); production timing.
+ * are its own (the writer is this process), bundled as the product is (bench/child.ts: no
+ * TypeScript loader in the figures); production timing.
  *
  *   ours      20 MetricsFollowers (catch-up with 1 MiB reads, then one stream each + status poll)
  *   baseline  20 PollingMetricsReaders (the original: a new tail -c +N | head -c 1MiB every 2 s)
@@ -20,7 +21,6 @@
 import { spawn } from 'node:child_process';
 import { appendFileSync, mkdirSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { createInterface } from 'node:readline';
 import { systemClock } from '../src/core/clock';
 import { EventBus } from '../src/core/events';
 import { SshExecutor } from '../src/core/exec/ssh';
@@ -42,11 +42,13 @@ import {
   type BenchOptions,
   type BenchReport,
 } from './lib';
+import { forkBundled, fromParent, toParent, type Message } from './child';
 
 const RUNS = 20;
 const LINES_PER_S = 10;
 
-interface ChildParams {
+interface ChildParams extends Message {
+  type: 'params';
   side: 'ours' | 'baseline';
   host: string;
   port: number;
@@ -57,7 +59,8 @@ interface ChildParams {
   windowMs: number;
 }
 
-interface ChildResult {
+interface ChildResult extends Message {
+  type: 'result';
   catchUpMs: number;
   catchUpCpuMs: number;
   steadyCpuMs: number;
@@ -81,7 +84,8 @@ function gcHeap(): number {
 }
 
 /** The measured side: follow every run, report CPU and memory. */
-async function child(params: ChildParams): Promise<void> {
+async function child(): Promise<void> {
+  const params = await fromParent<ChildParams>('params');
   countSshRequests();
   const bus = new EventBus();
   let metrics = 0;
@@ -125,7 +129,7 @@ async function child(params: ChildParams): Promise<void> {
   const heapAfterCatchUpBytes = gcHeap();
   const rssAfterCatchUpKiB = Math.round(process.memoryUsage().rss / 1024);
   const ssh0 = sshTotal(snapshotSsh());
-  process.stdout.write('ready\n');
+  toParent({ type: 'ready' });
   const cpu1 = cpuMs();
   const steadyStart = performance.now();
   await sleep(params.windowMs);
@@ -134,6 +138,7 @@ async function child(params: ChildParams): Promise<void> {
   const sshRequests = sshTotal(snapshotSsh()) - ssh0;
   const heapEndBytes = gcHeap();
   const result: ChildResult = {
+    type: 'result',
     catchUpMs,
     catchUpCpuMs,
     steadyCpuMs,
@@ -146,7 +151,7 @@ async function child(params: ChildParams): Promise<void> {
     metrics,
     sshRequests,
   };
-  process.stdout.write(`${JSON.stringify(result)}\n`);
+  toParent(result);
   stop.abort();
   await Promise.all(running);
   for (const executor of executors) executor.dispose();
@@ -156,37 +161,33 @@ async function measure(
   params: ChildParams,
   files: string[],
 ): Promise<ChildResult & { written: number }> {
-  const proc = spawn(
-    process.execPath,
-    ['--expose-gc', '--import', 'tsx', __filename, '--child', JSON.stringify(params)],
-    { stdio: ['ignore', 'pipe', 'inherit'] },
-  );
-  const lines = createInterface({ input: proc.stdout });
-  let ready = false;
-  let result: ChildResult | null = null;
-  lines.on('line', (line) => {
-    if (line === 'ready') ready = true;
-    else if (line.startsWith('{')) result = JSON.parse(line) as ChildResult;
-  });
-  const closed = new Promise<number | null>((resolve) => proc.on('close', resolve));
-  let failed = false;
-  void closed.then(() => (failed = !ready || result === null));
-  await waitUntil('the followers to replay', () => ready || failed, 600_000);
-  if (failed) throw new Error(`the ${params.side} child ended before it was ready`);
-  // Live logging: every run appends 10 lines/s until the child reports.
-  let written = 0;
-  let step = params.prefillLines;
-  const start = performance.now();
-  while (result === null && !failed) {
-    step++;
-    for (const file of files) appendFileSync(file, metricLine(step));
-    written += files.length;
-    const due = start + (step - params.prefillLines) * (1000 / LINES_PER_S);
-    await sleep(Math.max(0, due - performance.now()));
+  const proc = forkBundled(__filename, { exposeGc: true });
+  try {
+    proc.send(params);
+    await proc.next('ready', 600_000);
+    // Live logging: every run appends 10 lines/s until the child reports.
+    let result: ChildResult | null = null;
+    const reported = proc
+      .next<ChildResult>('result', params.windowMs + 120_000)
+      .then((r) => (result = r));
+    let failed: unknown = null;
+    reported.catch((error: unknown) => (failed = error));
+    let written = 0;
+    let step = params.prefillLines;
+    const start = performance.now();
+    while (result === null && failed === null) {
+      step++;
+      for (const file of files) appendFileSync(file, metricLine(step));
+      written += files.length;
+      const due = start + (step - params.prefillLines) * (1000 / LINES_PER_S);
+      await sleep(Math.max(0, due - performance.now()));
+    }
+    const got = await reported;
+    await proc.done();
+    return { ...got, written };
+  } finally {
+    proc.process.kill();
   }
-  const code = await closed;
-  if (code !== 0 || result === null) throw new Error(`the ${params.side} child failed (${code})`);
-  return { ...(result as ChildResult), written };
 }
 
 export async function scaleBench(options: BenchOptions): Promise<BenchReport> {
@@ -222,6 +223,7 @@ export async function scaleBench(options: BenchOptions): Promise<BenchReport> {
         results[side].push(
           await measure(
             {
+              type: 'params',
               side,
               host: sshd.host,
               port: sshd.port,
@@ -310,21 +312,18 @@ export async function scaleBench(options: BenchOptions): Promise<BenchReport> {
   }
 }
 
-if (require.main === module) {
-  const index = process.argv.indexOf('--child');
-  if (index >= 0) {
-    child(JSON.parse(process.argv[index + 1]!) as ChildParams)
-      .then(() => process.exit(0))
-      .catch((error: unknown) => {
-        console.error(error);
-        process.exit(1);
-      });
-  } else {
-    scaleBench({ quick: process.argv.includes('--quick'), runs: 1 })
-      .then((report) => console.log(report.rows, report.notes))
-      .catch((error: unknown) => {
-        console.error(error);
-        process.exitCode = 1;
-      });
-  }
+if (require.main === module && process.argv.includes('--child')) {
+  child()
+    .then(() => process.exit(0))
+    .catch((error: unknown) => {
+      console.error(error);
+      process.exit(1);
+    });
+} else if (require.main === module) {
+  scaleBench({ quick: process.argv.includes('--quick'), runs: 1 })
+    .then((report) => console.log(report.rows, report.notes))
+    .catch((error: unknown) => {
+      console.error(error);
+      process.exitCode = 1;
+    });
 }
