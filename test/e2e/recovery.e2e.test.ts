@@ -82,6 +82,24 @@ describe('A pod deleted mid-run in the real VS Code: the run recovers on a new p
       .waitFor();
     await workbench.screenshot('attempt rows');
 
+    // The Spend view (#16): the ended run with our estimate beside Runpod's bill.
+    const spendRow = workbench
+      .viewPane('Spend')
+      .locator('.monaco-list-row', { hasText: id })
+      .first();
+    let last = '';
+    const spent = await eventually('the ended run in the Spend view, billed', async () => {
+      last = await spendRow.innerText().catch(() => '');
+      return /estimate \$\d+\.\d+ · billed \$\d+\.\d+ · difference -?\$\d+\.\d+/.test(last) &&
+        !last.includes('(live)')
+        ? last
+        : undefined;
+    }).catch((error: unknown) => {
+      throw new Error(`${String(error)}; its row said: ${JSON.stringify(last)}`);
+    });
+    assert.doesNotMatch(spent, /over 1 % apart/);
+    await workbench.screenshot('spend view');
+
     const model = JSON.parse(
       fs.readFileSync(path.join(runDir, 'output', 'model.json'), 'utf8'),
     ) as { step: number };
