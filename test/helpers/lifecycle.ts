@@ -15,7 +15,7 @@ import { loadConfig, type OverbrainerConfig } from '../../src/core/config';
 import { EventBus, type CoreEvent, type PodStatusEvent } from '../../src/core/events';
 import { CLIENT_VERSION, RunpodClient } from '../../src/core/runpod/client';
 import { hostKeySecretName } from '../../src/core/runpod/context';
-import type { FlowDeps } from '../../src/core/flow';
+import { train, type FlowDeps, type FlowResult } from '../../src/core/flow';
 import { RunStore } from '../../src/core/runs/store';
 import { scaleTiming, type Timing } from '../../src/core/timing';
 import { startEmulator, type Emulator, type EmulatorOptions } from '../emulator/emulator';
@@ -71,6 +71,13 @@ export interface LabOptions extends TinyTomlOptions {
   emulator?: EmulatorOptions;
   /** Lock owner name in the FlowDeps. */
   owner?: string;
+}
+
+/** How a `train` ended: a result or an error, and the run's ID if one was made. */
+export interface TrainOutcome {
+  result: FlowResult | null;
+  error: unknown;
+  runId: string | null;
 }
 
 export interface RecordedEvent {
@@ -196,6 +203,48 @@ export class Lab {
     this.background.add(settled);
     void settled.then(() => this.background.delete(settled));
     return work;
+  }
+
+  /**
+   * `train` on the lab's workspace (tracked) to its end: its result or its error, and the run's
+   * ID once it had one (`onRun` hears it too).
+   */
+  async trainOutcome(onRun?: (id: string) => void): Promise<TrainOutcome> {
+    let runId: string | null = null;
+    try {
+      const result = await this.track(
+        train(this.deps, this.config, this.workspace, {
+          onRun: (r) => {
+            runId = r.id;
+            onRun?.(r.id);
+          },
+        }),
+      );
+      return { result, error: null, runId };
+    } catch (error) {
+      return { result: null, error, runId };
+    }
+  }
+
+  /**
+   * `trainOutcome` of a run whose pod's bootstrap fails before sshd: as its pod is created, the
+   * run's host key secret becomes no key (the bootstrap refuses it; its watchdog deletes the pod).
+   */
+  async trainWithBadHostKey(): Promise<TrainOutcome> {
+    let runId: string | null = null;
+    const spoiler = this.bus.on((event) => {
+      if (event.type === 'pod' && event.status.kind === 'creating' && runId !== null) {
+        this.emulator.setSecret(
+          hostKeySecretName(runId),
+          Buffer.from('not a key').toString('base64'),
+        );
+      }
+    });
+    try {
+      return await this.trainOutcome((id) => (runId = id));
+    } finally {
+      spoiler.dispose();
+    }
   }
 
   /** What a child process needs to drive the same workspace against the same emulator. */
