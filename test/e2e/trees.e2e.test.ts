@@ -4,7 +4,7 @@ import * as path from 'node:path';
 import { systemClock } from '../../src/core/clock';
 import { newPodRecord } from '../../src/core/runs/podRecord';
 import { RunStore } from '../../src/core/runs/store';
-import { ApiClient } from '../emulator/testing';
+import { ApiClient, postRunPod } from '../emulator/testing';
 import { eventually } from './harness';
 import { useWindow } from './window';
 
@@ -72,19 +72,7 @@ describe('The Runs and Pods trees in the real VS Code', function () {
     prepare: async (ws, emulator) => {
       const api = new ApiClient(emulator.baseUrl, emulator.apiKey);
       // A pod of a run another checkout started: an orphan for this workspace.
-      const orphan = await api.post<{ id: string }>('/pods', {
-        name: `overbrainer-${OTHER_RUN}-1`,
-        image: 'runpod/pytorch:1.0.2-cu1281-torch280-ubuntu2404',
-        cloud: 'SECURE',
-        gpu: { id: 'NVIDIA GeForce RTX 4090', count: 1, minCudaVersion: '13.0' },
-        disk: 20,
-        ports: ['22/tcp'],
-        startSsh: false,
-        env: { OVERBRAINER_RUN_ID: OTHER_RUN },
-        cmd: ['sleep', '600'],
-      });
-      assert.equal(orphan.status, 201);
-      orphanId = orphan.body.id;
+      orphanId = await postRunPod(api, OTHER_RUN, ['sleep', '600']);
       ids = prepareRuns(path.join(ws, 'runs'));
     },
     apiKeyInEnv: true,

@@ -13,7 +13,7 @@ import type { ChildProcess } from 'node:child_process';
 import * as fs from 'node:fs';
 import * as path from 'node:path';
 import { startEmulator, type Emulator } from '../emulator/emulator';
-import { ApiClient } from '../emulator/testing';
+import { ApiClient, postRunPod } from '../emulator/testing';
 import { FAILED_BY_POD_RM } from '../../src/core/runpod/podAdmin';
 import { startCli, type Ran, type Running } from '../helpers/cli';
 import { readJson } from '../helpers/labFiles';
@@ -121,30 +121,19 @@ describe('overbrainer CLI against the Runpod emulator', function () {
   it('trains: results verified on disk, pod deleted and confirmed, client key and host-key secret gone; runs ls', async () => {
     // A pod of a run another checkout started: warned about before the run, never deleted.
     const other = 'elsewhere_20260101-000000';
-    const orphan = await api.post<{ id: string }>('/pods', {
-      name: `overbrainer-${other}-1`,
-      image: 'runpod/pytorch:1.0.2-cu1281-torch280-ubuntu2404',
-      cloud: 'SECURE',
-      gpu: { id: 'NVIDIA GeForce RTX 4090', count: 1, minCudaVersion: '13.0' },
-      disk: 20,
-      ports: ['22/tcp'],
-      startSsh: false,
-      env: { OVERBRAINER_RUN_ID: other },
-      cmd: ['sleep', '600'],
-    });
-    assert.equal(orphan.status, 201);
+    const orphanId = await postRunPod(api, other, ['sleep', '600']);
     const ran = await cli(['train']);
     assert.ok(
       ran.stderr.includes(
-        `warning: pod ${orphan.body.id} is still on Runpod at $0.69/h: not in this project's runs/; if no other checkout owns it, \`overbrainer pod rm ${other} --force\``,
+        `warning: pod ${orphanId} is still on Runpod at $0.69/h: not in this project's runs/; if no other checkout owns it, \`overbrainer pod rm ${other} --force\``,
       ) ||
         ran.stderr.includes(
-          `warning: pod ${orphan.body.id} is still on Runpod: not in this project's runs/; if no other checkout owns it, \`overbrainer pod rm ${other} --force\``,
+          `warning: pod ${orphanId} is still on Runpod: not in this project's runs/; if no other checkout owns it, \`overbrainer pod rm ${other} --force\``,
         ),
       ran.stderr,
     );
-    assert.equal(ledgerOf(orphan.body.id).billing, true, 'the warning never deletes');
-    await api.delete(`/pods/${orphan.body.id}`);
+    assert.equal(ledgerOf(orphanId).billing, true, 'the warning never deletes');
+    await api.delete(`/pods/${orphanId}`);
     assert.equal(ran.code, 0, ran.stderr);
     noSecretIn(ran);
     const id = onlyRun();
