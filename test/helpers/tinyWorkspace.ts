@@ -40,15 +40,7 @@ export function tomlFor(options: TinyTomlOptions): string {
     options.command ??
     `python3 train.py --steps ${options.steps ?? 20} --step-seconds ${options.stepSeconds ?? 0.05}`;
   const gpuTypes = (options.gpuTypes ?? [GPU.rtx4090]).map((g) => JSON.stringify(g)).join(', ');
-  return `[project]
-name = "tiny"
-
-[training]
-target = "pod"
-trainer = "command"
-command = ${JSON.stringify(command)}
-upload = ["train.py", "data"]
-
+  return `${trainingOn('pod', command)}
 [targets.pod]
 kind = "runpod"
 gpu_types = [${gpuTypes}]
@@ -61,6 +53,26 @@ ${options.targetExtra ?? ''}`;
 /** The overbrainer.toml of examples/tiny on one RTX 4090 pod, running `command`. */
 export function tinyToml(command: string, targetExtra = ''): string {
   return tomlFor({ command, retrieveGraceMinutes: 10, targetExtra });
+}
+
+/** The `[project]` and `[training]` of examples/tiny on target `target`, running `command`. */
+function trainingOn(target: string, command: string, upload = true): string {
+  return `[project]
+name = "tiny"
+
+[training]
+target = "${target}"
+trainer = "command"
+command = ${JSON.stringify(command)}
+${upload ? 'upload = ["train.py", "data"]\n' : ''}`;
+}
+
+/** An overbrainer.toml on a `local` target named `here`, running `command` (uploading the tiny files). */
+export function localToml(command: string, upload = true): string {
+  return `${trainingOn('here', command, upload)}
+[targets.here]
+kind = "local"
+`;
 }
 
 /** Copies examples/tiny's train.py and data into `dir`, and writes `toml` as its overbrainer.toml. */
