@@ -17,6 +17,7 @@ import { readRuns } from './ui/runsSource';
 import { bindPodsViewMessage, errorText, podsTreeProvider, runsTreeProvider } from './ui/runsTree';
 import type { SpendRowView } from './ui/spendModel';
 import { SpendTreeProvider } from './ui/spendTree';
+import { refreshesSpend } from './ui/spendModel';
 
 /** What the thin first bundle (src/extension.ts) built at activation and hands to the core. */
 export interface Shell {
@@ -90,7 +91,7 @@ export function startCore(shell: Shell): Core {
     podsTree,
     spendTree,
     bus.on((event) => {
-      if (event.type === 'pod' || event.type === 'runState') spendTree.refresh();
+      if (refreshesSpend(event)) spendTree.refresh();
     }),
     bindPodsViewMessage(shell.podsView, pods, systemClock),
     // Only models already shown are reloaded; a hidden view loads when it is first shown. The

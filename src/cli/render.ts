@@ -93,6 +93,9 @@ export class CliRenderer implements Disposable {
       }
       case 'runWatched':
         return `train: following run ${event.runId} again`;
+      case 'billed':
+        // `overbrainer spend` and `runs show` list the bill beside the estimate.
+        return null;
       case 'runState':
         if (event.state !== 'preparing') this.endBoot(this.podOfRun.get(event.runId));
         return null;

@@ -84,6 +84,8 @@ export type CoreEvent =
   | { type: 'jobStatus'; runId: string; status: JobStatus }
   | { type: 'runState'; runId: string; state: RunState; message: string | null }
   | { type: 'runWatched'; runId: string }
+  /** What Runpod billed the run's ended pod was read and saved in its pod.json. */
+  | { type: 'billed'; runId: string; podId: string; billedUsd: number }
   | {
       type: 'warning';
       runId: string | null;

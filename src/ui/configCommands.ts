@@ -96,6 +96,37 @@ async function pickRunpodTarget(
     : ctx.window.showQuickPick(names, { placeHolder: 'Runpod target' });
 }
 
+/**
+ * What Pick Data Centers and Pick Volume share: the workspace folder, its session (closed after)
+ * and one of its Runpod targets, handed to `pick`. A cancel at any step does nothing; an error is
+ * shown under `failure`.
+ */
+async function onRunpodTarget(
+  ctx: UiContext,
+  failure: string,
+  pick: (on: {
+    folderPath: string;
+    session: Awaited<ReturnType<UiContext['session']>>;
+    targetName: string;
+    target: RunpodTargetConfig;
+  }) => Promise<void>,
+): Promise<void> {
+  const folder = await ctx.pickFolder();
+  if (!folder) return;
+  const session = await ctx.session(folder);
+  try {
+    const config = session.config();
+    const targetName = await pickRunpodTarget(ctx, config.targets);
+    if (targetName === undefined) return;
+    const target = config.targets[targetName] as RunpodTargetConfig;
+    await pick({ folderPath: folder.uri.fsPath, session, targetName, target });
+  } catch (error) {
+    await ctx.showError(failure, error);
+  } finally {
+    await session.close();
+  }
+}
+
 /** Rewrites one target value of the folder's overbrainer.toml in place (comments kept). */
 function editConfig(dir: string, edit: (text: string) => string): void {
   const file = path.join(dir, CONFIG_FILE);
@@ -110,49 +141,42 @@ const AUTO_LABEL = 'Any data center (auto)';
  * volume's data center (Pick Volume sets both).
  */
 export async function pickDataCenters(ctx: UiContext): Promise<void> {
-  const folder = await ctx.pickFolder();
-  if (!folder) return;
-  const session = await ctx.session(folder);
-  try {
-    const config = session.config();
-    const targetName = await pickRunpodTarget(ctx, config.targets);
-    if (targetName === undefined) return;
-    const target = config.targets[targetName] as RunpodTargetConfig;
-    if (target.networkVolumeId !== null) {
-      void ctx.window.showInformationMessage(
-        `Target ${targetName} uses network volume ${target.networkVolumeId}: its pods run in the volume's data center. Pick Volume changes both.`,
+  await onRunpodTarget(
+    ctx,
+    'Cannot pick data centers',
+    async ({ folderPath, session, targetName, target }) => {
+      if (target.networkVolumeId !== null) {
+        void ctx.window.showInformationMessage(
+          `Target ${targetName} uses network volume ${target.networkVolumeId}: its pods run in the volume's data center. Pick Volume changes both.`,
+        );
+        return;
+      }
+      const centers = await ctx.window.withProgress(
+        { location: ctx.host.progress.window, title: 'Overbrainer: loading data centers' },
+        () => session.api().listDataCenters(),
       );
-      return;
-    }
-    const centers = await ctx.window.withProgress(
-      { location: ctx.host.progress.window, title: 'Overbrainer: loading data centers' },
-      () => session.api().listDataCenters(),
-    );
-    const chosen = new Set(target.dataCenterIds === 'auto' ? [] : target.dataCenterIds);
-    const picks = await ctx.window.showQuickPick(
-      [
-        { label: AUTO_LABEL, description: 'Runpod places the pod', picked: false },
-        ...centers.map((dc) => ({
-          label: dc.id,
-          description: [dc.name, dc.region, stockOf(dc.gpuAvailability)]
-            .filter(Boolean)
-            .join(' · '),
-          picked: chosen.has(dc.id),
-        })),
-      ],
-      { canPickMany: true, placeHolder: `Data centers for target ${targetName}` },
-    );
-    if (picks === undefined || picks.length === 0) return;
-    const ids = picks.some((p) => p.label === AUTO_LABEL) ? 'auto' : picks.map((p) => p.label);
-    editConfig(folder.uri.fsPath, (text) => setDataCenterIds(text, targetName, ids));
-    void ctx.window.showInformationMessage(
-      `Data centers of ${targetName}: ${ids === 'auto' ? 'auto' : ids.join(', ')}`,
-    );
-  } catch (error) {
-    await ctx.showError('Cannot pick data centers', error);
-  } finally {
-    await session.close();
-  }
+      const chosen = new Set(target.dataCenterIds === 'auto' ? [] : target.dataCenterIds);
+      const picks = await ctx.window.showQuickPick(
+        [
+          { label: AUTO_LABEL, description: 'Runpod places the pod', picked: false },
+          ...centers.map((dc) => ({
+            label: dc.id,
+            description: [dc.name, dc.region, stockOf(dc.gpuAvailability)]
+              .filter(Boolean)
+              .join(' · '),
+            picked: chosen.has(dc.id),
+          })),
+        ],
+        { canPickMany: true, placeHolder: `Data centers for target ${targetName}` },
+      );
+      if (picks === undefined || picks.length === 0) return;
+      const ids = picks.some((p) => p.label === AUTO_LABEL) ? 'auto' : picks.map((p) => p.label);
+      editConfig(folderPath, (text) => setDataCenterIds(text, targetName, ids));
+      void ctx.window.showInformationMessage(
+        `Data centers of ${targetName}: ${ids === 'auto' ? 'auto' : ids.join(', ')}`,
+      );
+    },
+  );
 }
 
 /**
@@ -161,44 +185,40 @@ export async function pickDataCenters(ctx: UiContext): Promise<void> {
  * in the volume's data center).
  */
 export async function pickVolume(ctx: UiContext): Promise<void> {
-  const folder = await ctx.pickFolder();
-  if (!folder) return;
-  const session = await ctx.session(folder);
-  try {
-    const config = session.config();
-    const targetName = await pickRunpodTarget(ctx, config.targets);
-    if (targetName === undefined) return;
-    const volumes = await ctx.window.withProgress(
-      { location: ctx.host.progress.window, title: 'Overbrainer: loading network volumes' },
-      () => session.api().listNetworkVolumes(),
-    );
-    if (volumes.length === 0) {
-      void ctx.window.showInformationMessage(
-        'Overbrainer: the Runpod account has no network volume (create one in Runpod → Storage).',
+  await onRunpodTarget(
+    ctx,
+    'Cannot pick a network volume',
+    async ({ folderPath, session, targetName }) => {
+      const volumes = await ctx.window.withProgress(
+        { location: ctx.host.progress.window, title: 'Overbrainer: loading network volumes' },
+        () => session.api().listNetworkVolumes(),
       );
-      return;
-    }
-    const pick = await ctx.window.showQuickPick(
-      volumes.map((v) => ({
-        label: v.id,
-        description: [v.name, `${v.sizeGb} GB`, v.dataCenterId, v.type].filter(Boolean).join(' · '),
-        volume: v,
-      })),
-      { placeHolder: `Network volume for target ${targetName} (mounted at the pod's data path)` },
-    );
-    if (pick === undefined) return;
-    const { id, dataCenterId } = pick.volume;
-    editConfig(folder.uri.fsPath, (text) =>
-      setDataCenterIds(setNetworkVolumeId(text, targetName, id), targetName, [dataCenterId]),
-    );
-    void ctx.window.showInformationMessage(
-      `Network volume of ${targetName}: ${id} (data center ${dataCenterId})`,
-    );
-  } catch (error) {
-    await ctx.showError('Cannot pick a network volume', error);
-  } finally {
-    await session.close();
-  }
+      if (volumes.length === 0) {
+        void ctx.window.showInformationMessage(
+          'Overbrainer: the Runpod account has no network volume (create one in Runpod → Storage).',
+        );
+        return;
+      }
+      const pick = await ctx.window.showQuickPick(
+        volumes.map((v) => ({
+          label: v.id,
+          description: [v.name, `${v.sizeGb} GB`, v.dataCenterId, v.type]
+            .filter(Boolean)
+            .join(' · '),
+          volume: v,
+        })),
+        { placeHolder: `Network volume for target ${targetName} (mounted at the pod's data path)` },
+      );
+      if (pick === undefined) return;
+      const { id, dataCenterId } = pick.volume;
+      editConfig(folderPath, (text) =>
+        setDataCenterIds(setNetworkVolumeId(text, targetName, id), targetName, [dataCenterId]),
+      );
+      void ctx.window.showInformationMessage(
+        `Network volume of ${targetName}: ${id} (data center ${dataCenterId})`,
+      );
+    },
+  );
 }
 
 function stockOf(gpus: readonly { availability: AvailabilityLevel }[]): string | null {

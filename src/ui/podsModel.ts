@@ -7,7 +7,13 @@ import { listPods, type PodRow, type PodRowKind } from '../core/runpod/podAdmin'
 import type { RunStore } from '../core/runs/store';
 import { PRODUCTION_TIMING } from '../core/timing';
 import { LazyList } from './lazyList';
-import { escapeMarkdown, formatDurationS, formatUsd, type RunSummary } from './runsModel';
+import {
+  escapeMarkdown,
+  formatDurationS,
+  formatUsd,
+  type ItemView,
+  type RunSummary,
+} from './runsModel';
 
 /**
  * The Pods view's model, free of the `vscode` module: every pod of the Runpod account that
@@ -380,18 +386,8 @@ export function comparePods(a: PodEntry, b: PodEntry): number {
   return ka < kb ? -1 : ka > kb ? 1 : 0;
 }
 
-export interface PodItemView {
-  id: string;
-  label: string;
-  description: string;
-  tooltip: string;
-  iconId: string;
-  colorId: string;
-  /** `pod.<role>`: package.json menus key on it. */
-  contextValue: string;
-  /** What a click runs (message rows: the next action). */
-  command?: { id: string; title: string } | null;
-}
+/** A pod's row (`contextValue` `pod.<role>`). */
+export type PodItemView = ItemView;
 
 const ROLE: Record<PodRole, { iconId: string; colorId: string; label: string }> = {
   running: { iconId: 'vm-running', colorId: 'charts.blue', label: 'in use' },

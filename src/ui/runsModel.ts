@@ -109,8 +109,11 @@ export function displayState(run: RunSummary): RunDisplayState {
   return run.state;
 }
 
-/** A TreeItem's content without the vscode types: ids of codicons and theme colours. */
-export interface RunItemView {
+/**
+ * A tree row without the vscode types, as the models' `present*` functions build it: ids of
+ * codicons and theme colours.
+ */
+export interface ItemView {
   id: string;
   label: string;
   description: string;
@@ -120,9 +123,14 @@ export interface RunItemView {
   iconId: string;
   /** A theme colour id, e.g. `testing.iconPassed`. */
   colorId: string;
-  /** `run.<display state>`: package.json menus key on it. */
+  /** `run.<display state>`, `pod.<role>`…: package.json menus key on it. */
   contextValue: string;
+  /** What a click runs, if anything (message rows: the next action). */
+  command?: { id: string; title: string } | null;
 }
+
+/** A run's row. */
+export type RunItemView = ItemView;
 
 const ICONS: Record<RunDisplayState, { iconId: string; colorId: string; label: string }> = {
   preparing: { iconId: 'loading~spin', colorId: 'charts.yellow', label: 'preparing' },

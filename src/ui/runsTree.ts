@@ -10,6 +10,7 @@ import { podsViewMessage, presentPodsItem, type PodsItem, type PodsModel } from 
 import {
   isRunChild,
   presentRun,
+  type ItemView,
   type RunChild,
   type RunsModel,
   type RunsNode,
@@ -19,20 +20,6 @@ import { readDirChildren, readRunChildren } from './runsSource';
 import { errorText } from './errorText';
 
 export { errorText };
-
-/** A tree row without vscode types, as the models' `present*` functions build it. */
-export interface ItemView {
-  id: string;
-  label: string;
-  description: string;
-  /** Markdown. */
-  tooltip: string;
-  iconId: string;
-  colorId: string;
-  contextValue: string;
-  /** What a click runs, if anything. */
-  command?: { id: string; title: string } | null;
-}
 
 /**
  * The row without its tooltip: VS Code asks for it (resolveTreeItem) when the row is hovered, so

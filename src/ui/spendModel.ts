@@ -3,6 +3,7 @@
  * then one row per run with a pod: our estimate, Runpod's bill, the difference (over 1 %
  * flagged); kept pods older than the reminder age are picked out for one notification each.
  */
+import type { CoreEvent } from '../core/events';
 import { billedMismatch } from '../core/runpod/billing';
 import { budgetLines, usd4, type ProjectSpend } from '../core/runs/spend';
 
@@ -15,6 +16,14 @@ export interface SpendRowView {
 }
 
 const money = usd4;
+
+/**
+ * Whether the Spend view reads the records again on `event`: a pod's life, a run's state, and a
+ * bill read after its pod ended (no file event is sure to follow that write in time).
+ */
+export function refreshesSpend(event: CoreEvent): boolean {
+  return event.type === 'pod' || event.type === 'runState' || event.type === 'billed';
+}
 
 /** The rows of the Spend view: the budget lines, then each run newest first. */
 export function spendRows(spend: ProjectSpend): SpendRowView[] {

@@ -1,9 +1,8 @@
 import * as assert from 'node:assert/strict';
 import { mkdirSync, writeFileSync } from 'node:fs';
 import * as path from 'node:path';
-import type { Browser } from 'playwright-core';
-import { startEmulator, type Emulator } from '../emulator/emulator';
-import { CodeServer, eventually, launchChromium, tempDir, Workbench } from './harness';
+import { eventually } from './harness';
+import { openKeyBox, useWindow } from './window';
 
 /**
  * The extension in the real VS Code: its container in the activity bar, the Runs view and its
@@ -11,44 +10,16 @@ import { CodeServer, eventually, launchChromium, tempDir, Workbench } from './ha
  * feature has not landed saying so.
  */
 describe('Overbrainer in the real VS Code (code-server + Chromium)', function () {
-  let workspace: ReturnType<typeof tempDir>;
-  let emulator: Emulator;
-  let server: CodeServer;
-  let browser: Browser;
-  let workbench: Workbench;
+  // Runpod is the emulator, which refuses the made-up key below (401) at once: the Pods view
+  // then shows the pods the run records name. Never api.runpod.io: without a network the
+  // account's listing waited ~20 s for its connection retries before the view showed anything.
+  // No overbrainer.toml and no project files: the welcome's first step.
+  const window = useWindow({ name: 'activation', emulator: {}, tiny: false });
   // A made-up key: long enough to pass validation, recognisable if it ever leaked onto the page.
   const apiKey = `rpa_E2E${'K'.repeat(12)}SECRET${Date.now()}`;
 
-  before(async function () {
-    workspace = tempDir('workspace');
-    // Runpod is the emulator, which refuses the made-up key (401) at once: the Pods view then
-    // shows the pods the run records name. Never api.runpod.io: without a network the account's
-    // listing waited ~20 s for its connection retries before the view showed anything.
-    emulator = await startEmulator();
-    mkdirSync(path.join(workspace.dir, '.vscode'));
-    writeFileSync(
-      path.join(workspace.dir, '.vscode', 'settings.json'),
-      JSON.stringify({ 'overbrainer.runpod.baseUrl': emulator.baseUrl }, null, 2),
-    );
-    server = await CodeServer.start({ workspace: workspace.dir });
-    browser = await launchChromium();
-    workbench = await Workbench.open(browser, server, this.test?.parent?.title ?? 'activation');
-  });
-
-  afterEach(async function () {
-    if (this.currentTest?.state === 'failed')
-      await workbench?.screenshot('failed').catch(() => undefined);
-  });
-
-  after(async function () {
-    await workbench?.close().catch(() => undefined);
-    await browser?.close();
-    await server?.close();
-    await emulator?.close();
-    workspace?.remove();
-  });
-
   it('shows the Overbrainer container with the Runs welcome', async function () {
+    const { workbench } = window;
     await workbench.untilOverbrainerShown();
     await workbench.screenshot('activity bar');
     await workbench.openViewContainer('Overbrainer');
@@ -66,13 +37,8 @@ describe('Overbrainer in the real VS Code (code-server + Chromium)', function ()
   });
 
   it('stores the Runpod API key typed into a password box, never echoing it', async function () {
-    await workbench.runCommand('Overbrainer: Set Runpod API Key');
-    const input = workbench.page.locator('.quick-input-widget .quick-input-box input');
-    await workbench.page
-      .locator('.quick-input-widget')
-      .getByText('secret storage', { exact: false })
-      .first()
-      .waitFor();
+    const { workbench } = window;
+    const input = await openKeyBox(workbench);
     assert.equal(await input.getAttribute('type'), 'password');
     await input.pressSequentially(apiKey);
     await workbench.screenshot('api key typed');
@@ -94,6 +60,7 @@ describe('Overbrainer in the real VS Code (code-server + Chromium)', function ()
   });
 
   it('Show Logs opens the Overbrainer log channel, with the key redacted', async function () {
+    const { workbench } = window;
     await workbench.runCommand('Overbrainer: Show Logs');
     const output = await eventually('the Overbrainer log in the Output panel', async () => {
       const text = await workbench.outputText();
@@ -105,6 +72,7 @@ describe('Overbrainer in the real VS Code (code-server + Chromium)', function ()
   });
 
   it('lists runs/*/run.json newest first, with state and pod details, and follows changes', async function () {
+    const { workbench, workspace } = window;
     const writeRun = (id: string, created: string, run: object, pod?: object): void => {
       const dir = path.join(workspace.dir, 'runs', id);
       mkdirSync(dir, { recursive: true });
@@ -220,6 +188,7 @@ describe('Overbrainer in the real VS Code (code-server + Chromium)', function ()
   });
 
   it('Compare Runs offers the runs to compare', async function () {
+    const { workbench } = window;
     await workbench.runCommand('Overbrainer: Compare Runs');
     const input = workbench.page.locator(
       '.quick-input-widget input[placeholder="Runs to compare (loss curves on one chart)"]',
@@ -231,6 +200,7 @@ describe('Overbrainer in the real VS Code (code-server + Chromium)', function ()
   });
 
   it('offers the getting-started walkthrough', async function () {
+    const { workbench } = window;
     await workbench.runCommand('Welcome: Open Walkthrough...');
     const title = 'Train on a Runpod GPU with Overbrainer';
     await workbench.page

@@ -2,9 +2,9 @@ import * as assert from 'node:assert/strict';
 import { createHash } from 'node:crypto';
 import * as fs from 'node:fs';
 import * as path from 'node:path';
-import type { Locator } from 'playwright-core';
-import { eventually, extensionFolderName, REPO_ROOT, tempDir } from './harness';
-import { tinyToml, useWindow } from './window';
+import { eventually } from './harness';
+import { billingPods, countdown, dead, lockState, RUN_ID, untilState } from './runRows';
+import { confirmTrain, tinyToml, untilActivated, useWindow } from './window';
 
 /**
  * Issue #7: the process running the lifecycle dies by SIGKILL mid-job — in VS Code, the extension
@@ -22,34 +22,6 @@ function toml(): string {
   return tinyToml(
     `python3 train.py --steps ${STEPS} --step-seconds 0.25 && while [ ! -e /workspace/${GATE} ]; do sleep 0.2; done`,
   );
-}
-
-const RUN_ID = /tiny_\d{8}-\d{6}(?:_\d+)?/;
-// No leading \b: the row's text joins the label (ending in a digit) and the description.
-const STATE = /(?<![a-z])(preparing|running|succeeded|failed|cancelled|stopped)\b/;
-
-/**
- * A copy of today's build as an installed extension: a `npm run build` elsewhere empties dist/
- * while it runs, and this test loads the extension twice (before and after the crash).
- */
-async function stageBuiltExtension(extensionsDir: string): Promise<void> {
-  const dist = path.join(REPO_ROOT, 'dist', 'extension.js');
-  await eventually(
-    'a complete dist/extension.js (npm run build)',
-    async () => {
-      if (!fs.existsSync(dist)) return undefined;
-      const size = fs.statSync(dist).size;
-      await new Promise((resolve) => setTimeout(resolve, 1000));
-      return fs.existsSync(dist) && fs.statSync(dist).size === size && size > 0 ? true : undefined;
-    },
-    60_000,
-  );
-  const stage = path.join(extensionsDir, extensionFolderName());
-  fs.mkdirSync(stage, { recursive: true });
-  fs.copyFileSync(path.join(REPO_ROOT, 'package.json'), path.join(stage, 'package.json'));
-  for (const dir of ['dist', 'media']) {
-    fs.cpSync(path.join(REPO_ROOT, dir), path.join(stage, dir), { recursive: true });
-  }
 }
 
 interface Proc {
@@ -100,16 +72,6 @@ function descendantsOfThisTest(): Proc[] {
  */
 function extensionHosts(): Proc[] {
   return descendantsOfThisTest().filter((p) => p.cmdline.includes('--type=extensionHost'));
-}
-
-/** Whether `pid` is gone or a zombie (dead, not yet reaped by its parent). */
-function dead(pid: number): boolean {
-  try {
-    const stat = fs.readFileSync(`/proc/${pid}/stat`, 'utf8');
-    return stat.slice(stat.lastIndexOf(')') + 2).startsWith('Z');
-  } catch {
-    return true;
-  }
 }
 
 /** The code-server's home dir (its cwd): the user data dir with the logs is inside it. */
@@ -171,51 +133,17 @@ function hashes(dir: string): Record<string, string> {
 
 describe('SIGKILL of the extension host mid-run (issue #7)', function () {
   this.timeout(400_000);
-  let extensions: ReturnType<typeof tempDir> | undefined;
+  // The extension loads twice (before and after the crash): a copy of today's build.
   const window = useWindow({
     name: 'crash',
     toml: toml(),
-    extensionsDir: async () => {
-      extensions = tempDir('crash-ext');
-      const extensionsDir = path.join(extensions.dir, 'extensions');
-      await stageBuiltExtension(extensionsDir);
-      return extensionsDir;
-    },
-    env: (emulator) => ({
-      OVERBRAINER_TIMING_SCALE: TIMING_SCALE,
-      OVERBRAINER_RUNPOD__API_KEY: emulator.apiKey,
-    }),
+    stagedExtension: true,
+    timingScale: TIMING_SCALE,
+    apiKeyInEnv: true,
   });
-  // Registered after useWindow's: runs once code-server, which used the copy, is closed.
-  after(() => extensions?.remove());
 
   const runDir = (id: string): string => path.join(window.workspace.dir, 'runs', id);
   const readJson = <T>(file: string): T => JSON.parse(fs.readFileSync(file, 'utf8')) as T;
-  const billing = (): string[] =>
-    window.emulator
-      .ledger()
-      .pods.filter((p) => p.billing)
-      .map((p) => p.id);
-  const countdown = (): Locator =>
-    window.workbench.page.locator('.statusbar-item', { hasText: /\bleft\b|following/ }).first();
-  const runRow = (id: string): Locator =>
-    window.workbench.viewPane('Runs').locator('.monaco-list-row', { hasText: id }).first();
-
-  /** The run's lock file and whether its holder's process lives (for a failure's message). */
-  function lockState(id: string): string {
-    const file = path.join(runDir(id), '.lock');
-    if (!fs.existsSync(file)) return 'none';
-    const text = fs.readFileSync(file, 'utf8');
-    const ageS = (Date.now() - fs.statSync(file).mtimeMs) / 1000;
-    let pid = -1;
-    try {
-      pid = (JSON.parse(text) as { pid: number }).pid;
-    } catch {
-      // Unreadable: its text says enough.
-    }
-    return `${text.trim()} (pid ${pid} ${dead(pid) ? 'dead' : 'alive'}, heartbeat ${ageS.toFixed(0)} s ago)`;
-  }
-
   /** What a failure needs: the lock, run.json, pod.json and the extension's log files. */
   function evidence(id: string): string {
     const read = (name: string): string => {
@@ -223,7 +151,7 @@ describe('SIGKILL of the extension host mid-run (issue #7)', function () {
       return fs.existsSync(file) ? fs.readFileSync(file, 'utf8').trim() : '(missing)';
     };
     return [
-      `lock: ${lockState(id)}`,
+      `lock: ${lockState(runDir(id))}`,
       `run.json: ${read('run.json')}`,
       `pod.json state: ${/"state":\s*"(\w+)"/.exec(read('pod.json'))?.[1] ?? '?'}`,
       `extension hosts now: ${JSON.stringify(extensionHosts().map((p) => p.pid))}`,
@@ -231,64 +159,23 @@ describe('SIGKILL of the extension host mid-run (issue #7)', function () {
     ].join('\n');
   }
 
-  /** Waits until the run's row in the Runs view says `state`; fails early on another end state. */
-  async function untilState(id: string, state: string, timeoutMs: number): Promise<string> {
-    let last = '';
-    return eventually(
-      `run ${id} ${state} in the Runs view`,
-      async () => {
-        last = await runRow(id).innerText();
-        const seen = STATE.exec(last)?.[1];
-        if (seen === state) return last;
-        if (seen !== undefined && !['preparing', 'running'].includes(seen)) {
-          throw new Error(`run ${id} is ${seen}: ${last}`);
-        }
-        return undefined;
-      },
-      timeoutMs,
-    ).catch((error: unknown) => {
-      throw new Error(`${String(error)}; its row said: ${JSON.stringify(last)}\n${evidence(id)}`);
-    });
-  }
-
-  /** The extension activated in the current extension host: its log says so. */
-  async function untilActivated(timeoutMs: number): Promise<void> {
-    await eventually(
-      'the extension to activate',
-      async () => {
-        // Before activation the command is not found: close that error dialog and try again.
-        const dialog = window.workbench.page.locator('.monaco-dialog-box');
-        if (await dialog.isVisible()) await dialog.getByRole('button').first().click();
-        await window.workbench.showOverbrainerOutput();
-        return /Overbrainer \S+ activated/.test(await window.workbench.outputText())
-          ? true
-          : undefined;
-      },
-      timeoutMs,
-    );
-    await window.workbench.page.keyboard.press('Escape');
-  }
-
   before(async function () {
     await window.workbench.untilOverbrainerShown();
-    await untilActivated(300_000);
+    await untilActivated(window.workbench, 300_000);
   });
 
   it('the restarted extension host follows the run again by itself; the run succeeds, verified, its pod deleted by the client', async function () {
     const started = Date.now();
     await window.workbench.openViewContainer('Overbrainer');
-    await window.workbench.runCommand('Overbrainer: Train');
-    const dialog = window.workbench.page.locator('.monaco-dialog-box');
-    await dialog.waitFor({ state: 'visible' });
-    await dialog.getByRole('button', { name: 'Train', exact: true }).click();
-    await dialog.waitFor({ state: 'hidden' });
+    await confirmTrain(window.workbench);
+    await window.workbench.page.locator('.monaco-dialog-box').waitFor({ state: 'hidden' });
     const id = await eventually('the new run on disk', async () =>
       fs.existsSync(path.join(window.workspace.dir, 'runs'))
         ? fs.readdirSync(path.join(window.workspace.dir, 'runs')).find((name) => RUN_ID.test(name))
         : undefined,
     );
-    await untilState(id, 'running', 180_000);
-    await countdown().waitFor({ state: 'visible' });
+    await untilState(window.workbench, id, 'running', 180_000, () => evidence(id));
+    await countdown(window.workbench).waitFor({ state: 'visible' });
 
     // Mid-job: run.json says running and the trainer has logged metrics on the pod.
     const run = readJson<{ state: string; remote_dir: string }>(path.join(runDir(id), 'run.json'));
@@ -318,7 +205,11 @@ describe('SIGKILL of the extension host mid-run (issue #7)', function () {
       fs.existsSync(path.join(runDir(id), '.lock'))
         ? readJson<{ pid: number }>(path.join(runDir(id), '.lock'))
         : null;
-    assert.equal(lock()?.pid, oldHost, `the extension host holds the run: ${lockState(id)}`);
+    assert.equal(
+      lock()?.pid,
+      oldHost,
+      `the extension host holds the run: ${lockState(runDir(id))}`,
+    );
     await window.workbench.screenshot('running before the kill');
 
     // code-server says so in the status bar for 5 s (a first crash in 5 min restarts the host by
@@ -360,10 +251,10 @@ describe('SIGKILL of the extension host mid-run (issue #7)', function () {
       const now = extensionHosts().filter((p) => p.pid !== oldHost);
       return now.length === 1 ? now[0]!.pid : undefined;
     });
-    await untilActivated(120_000);
+    await untilActivated(window.workbench, 120_000);
 
     // It follows the run again: the countdown is back, the lock is the new host's.
-    await countdown()
+    await countdown(window.workbench)
       .waitFor({ state: 'visible', timeout: 90_000 })
       .catch((error: unknown) => {
         throw new Error(
@@ -371,7 +262,11 @@ describe('SIGKILL of the extension host mid-run (issue #7)', function () {
         );
       });
     const taken = lock() as { pid: number; acquired_at: string } | null;
-    assert.equal(taken?.pid, newHost, `the new extension host took the run over: ${lockState(id)}`);
+    assert.equal(
+      taken?.pid,
+      newHost,
+      `the new extension host took the run over: ${lockState(runDir(id))}`,
+    );
     // Ownerless from the kill to the takeover: well within the pod's lease (15 min / scale).
     const ownerlessMs = Date.parse(taken.acquired_at) - killedAtMs;
     const leaseTtlMs = (15 * 60_000) / Number(TIMING_SCALE);
@@ -398,9 +293,9 @@ describe('SIGKILL of the extension host mid-run (issue #7)', function () {
     const onPod = hashes(path.join(remote, 'output'));
     fs.writeFileSync(path.join(pod.dirs.workspace, GATE), '');
 
-    await untilState(id, 'succeeded', 120_000);
+    await untilState(window.workbench, id, 'succeeded', 120_000, () => evidence(id));
     await window.workbench.waitForNotification(new RegExp(`Run ${id} succeeded`));
-    await countdown().waitFor({ state: 'detached' });
+    await countdown(window.workbench).waitFor({ state: 'detached' });
     await window.workbench.screenshot('succeeded after the crash');
 
     // Retrieved and verified: the same files, byte for byte, as the pod's output/.
@@ -423,7 +318,7 @@ describe('SIGKILL of the extension host mid-run (issue #7)', function () {
     assert.ok(entry, `${podId} in the ledger`);
     assert.equal(entry.billing, false);
     assert.equal(entry.deletedBy, 'account', 'deleted with the account key (the client)');
-    assert.deepEqual(billing(), []);
+    assert.deepEqual(billingPods(window.emulator), []);
     assert.ok(!fs.existsSync(path.join(runDir(id), '.lock')), 'the run is released');
     console.log(`      the case took ${((Date.now() - started) / 1000).toFixed(1)} s`);
   });

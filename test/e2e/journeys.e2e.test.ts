@@ -1,17 +1,9 @@
 import * as assert from 'node:assert/strict';
 import * as fs from 'node:fs';
 import * as path from 'node:path';
-import type { Browser, Locator } from 'playwright-core';
-import { startEmulator, type Emulator } from '../emulator/emulator';
-import {
-  CodeServer,
-  eventually,
-  extensionFolderName,
-  launchChromium,
-  REPO_ROOT,
-  tempDir,
-  Workbench,
-} from './harness';
+import { eventually } from './harness';
+import { billingPods, countdown, lockState, RUN_ID, runRow, untilState } from './runRows';
+import { confirmTrain, pickQuick, untilActivated, useWindow, type E2eWindow } from './window';
 
 /**
  * The user's journeys beyond a plain Train, in the real VS Code against the Runpod emulator, one
@@ -56,65 +48,35 @@ retrieve_grace_minutes = 10
 `;
 }
 
-/** Picks the row holding `text` in the QuickPick whose placeholder is `placeholder`. */
-async function pickQuick(workbench: Workbench, placeholder: string, text: string): Promise<void> {
-  const widget = workbench.page.locator('.quick-input-widget');
-  const input = widget.locator(`input[placeholder="${placeholder}"]`);
-  await input.waitFor({ state: 'visible' });
-  await input.fill(text);
-  await widget.locator('.monaco-list-row', { hasText: text }).first().waitFor();
-  await input.press('Enter');
-  await widget.waitFor({ state: 'hidden' });
-}
-
-/**
- * A copy of today's build (manifest, dist/, media/) as an installed extension: a `npm run build`
- * elsewhere in the tree empties dist/ while it runs, and the Reload journey loads the extension
- * twice, so the test must not depend on dist/ staying in place.
- */
-async function stageBuiltExtension(extensionsDir: string): Promise<void> {
-  const dist = path.join(REPO_ROOT, 'dist', 'extension.js');
-  await eventually(
-    'a complete dist/extension.js (npm run build)',
-    async () => {
-      if (!fs.existsSync(dist)) return undefined;
-      const size = fs.statSync(dist).size;
-      await new Promise((resolve) => setTimeout(resolve, 1000));
-      return fs.existsSync(dist) && fs.statSync(dist).size === size && size > 0 ? true : undefined;
-    },
-    60_000,
-  );
-  const stage = path.join(extensionsDir, extensionFolderName());
-  fs.mkdirSync(stage, { recursive: true });
-  fs.copyFileSync(path.join(REPO_ROOT, 'package.json'), path.join(stage, 'package.json'));
-  for (const dir of ['dist', 'media']) {
-    fs.cpSync(path.join(REPO_ROOT, dir), path.join(stage, dir), { recursive: true });
-  }
-}
-
-const RUN_ID = /tiny_\d{8}-\d{6}(?:_\d+)?/;
-// No leading \b: the row's text joins the label (ending in a digit) and the description.
-const STATE = /(?<![a-z])(preparing|running|succeeded|failed|cancelled|stopped)\b/;
-
 describe('User journeys in the real VS Code against the Runpod emulator', function () {
   this.timeout(420_000);
-  let emulator: Emulator;
-  let workspace: ReturnType<typeof tempDir>;
-  let extensions: ReturnType<typeof tempDir>;
-  let server: CodeServer;
-  let browser: Browser;
-  let workbench: Workbench;
+  // The Reload journey loads the extension twice: a copy of today's build.
+  const window = useWindow({
+    name: 'journeys',
+    toml: toml({ steps: 20, stepSeconds: 0.1, maxHours: 1 }),
+    stagedExtension: true,
+    // The key from VS Code's environment (the palette's key box is the train journey's part).
+    timingScale: TIMING_SCALE,
+    apiKeyInEnv: true,
+    env: {
+      // A browser reload drops the connection without ending the extension host: code-server
+      // keeps it for a reconnection (3 h by default), still following its runs and holding
+      // their locks. Desktop VS Code ends it on reload; 10 s here comes close, so the reloaded
+      // window takes the run over (it looks again at a held lock for a minute). In seconds;
+      // code-server's own setting: it overwrites VSCODE_RECONNECTION_GRACE_TIME (set here
+      // before, never seen by the extension host, so the reload journey waited on a lock the
+      // old window kept).
+      CODE_SERVER_RECONNECTION_GRACE_TIME: '10',
+    },
+  });
+  // Not destructured: useWindow's `before` fills these in.
+  let emulator: E2eWindow['emulator'];
+  let workspace: E2eWindow['workspace'];
+  let workbench: E2eWindow['workbench'];
 
   const configFile = (): string => path.join(workspace.dir, 'overbrainer.toml');
-  const billing = (): string[] =>
-    emulator
-      .ledger()
-      .pods.filter((p) => p.billing)
-      .map((p) => p.id);
-  const countdown = (): Locator =>
-    workbench.page.locator('.statusbar-item', { hasText: /\bleft\b|following/ }).first();
-  const runRow = (id: string): Locator =>
-    workbench.viewPane('Runs').locator('.monaco-list-row', { hasText: id }).first();
+  const billing = (): string[] => billingPods(emulator);
+  const runDir = (id: string): string => path.join(workspace.dir, 'runs', id);
 
   const podOf = (id: string): string =>
     (
@@ -122,27 +84,6 @@ describe('User journeys in the real VS Code against the Runpod emulator', functi
         pod_id: string;
       }
     ).pod_id;
-
-  /** The run's lock file and whether its holder's process lives (for a failure's message). */
-  function lockState(id: string): string {
-    const file = path.join(workspace.dir, 'runs', id, '.lock');
-    if (!fs.existsSync(file)) return 'none';
-    const text = fs.readFileSync(file, 'utf8');
-    const ageS = (Date.now() - fs.statSync(file).mtimeMs) / 1000;
-    let alive = 'unknown';
-    try {
-      const { pid } = JSON.parse(text) as { pid: number };
-      try {
-        process.kill(pid, 0);
-        alive = `pid ${pid} alive`;
-      } catch {
-        alive = `pid ${pid} dead`;
-      }
-    } catch {
-      // Unreadable: its text says enough.
-    }
-    return `${text.trim()} (${alive}, heartbeat ${ageS.toFixed(0)} s ago)`;
-  }
 
   /** Ends a gated job: the gate file appears in its pod's /workspace. */
   function letJobEnd(id: string): void {
@@ -159,12 +100,8 @@ describe('User journeys in the real VS Code against the Runpod emulator', functi
         : [],
     );
     await workbench.openViewContainer('Overbrainer');
-    await workbench.runCommand('Overbrainer: Train');
-    const dialog = workbench.page.locator('.monaco-dialog-box');
-    await dialog.waitFor({ state: 'visible' });
-    const text = await dialog.innerText();
-    await dialog.getByRole('button', { name: button, exact: true }).click();
-    await dialog.waitFor({ state: 'hidden' });
+    const text = await confirmTrain(workbench, button);
+    await workbench.page.locator('.monaco-dialog-box').waitFor({ state: 'hidden' });
     const id = await eventually('the new run on disk', async () =>
       fs
         .readdirSync(path.join(workspace.dir, 'runs'))
@@ -174,92 +111,10 @@ describe('User journeys in the real VS Code against the Runpod emulator', functi
     return id;
   }
 
-  /** Waits until the run's row in the Runs view says `state`; fails early on another end state. */
-  async function untilState(id: string, state: string, timeoutMs = 180_000): Promise<string> {
-    let last = '';
-    return eventually(
-      `run ${id} ${state} in the Runs view`,
-      async () => {
-        last = await runRow(id).innerText();
-        const seen = STATE.exec(last)?.[1];
-        if (seen === state) return last;
-        if (seen !== undefined && !['preparing', 'running'].includes(seen)) {
-          throw new Error(`run ${id} is ${seen}: ${last}`);
-        }
-        return undefined;
-      },
-      timeoutMs,
-    ).catch((error: unknown) => {
-      throw new Error(`${String(error)}; its row said: ${JSON.stringify(last)}`);
-    });
-  }
-
   before(async function () {
-    emulator = await startEmulator({ bootDelaysMs: { provisioning: 100, starting: 100 } });
-    workspace = tempDir('journeys-ws');
-    const ws = workspace.dir;
-    const tiny = path.join(REPO_ROOT, 'examples', 'tiny');
-    fs.copyFileSync(path.join(tiny, 'train.py'), path.join(ws, 'train.py'));
-    fs.cpSync(path.join(tiny, 'data'), path.join(ws, 'data'), { recursive: true });
-    fs.writeFileSync(configFile(), toml({ steps: 20, stepSeconds: 0.1, maxHours: 1 }));
-    fs.mkdirSync(path.join(ws, '.vscode'));
-    fs.writeFileSync(
-      path.join(ws, '.vscode', 'settings.json'),
-      JSON.stringify({ 'overbrainer.runpod.baseUrl': emulator.baseUrl }, null, 2),
-    );
-    extensions = tempDir('journeys-ext');
-    const extensionsDir = path.join(extensions.dir, 'extensions');
-    await stageBuiltExtension(extensionsDir);
-    // The key from VS Code's environment (the palette's key box is the train journey's part).
-    server = await CodeServer.start({
-      workspace: ws,
-      extensionsDir,
-      env: {
-        OVERBRAINER_TIMING_SCALE: TIMING_SCALE,
-        OVERBRAINER_RUNPOD__API_KEY: emulator.apiKey,
-        // A browser reload drops the connection without ending the extension host: code-server
-        // keeps it for a reconnection (3 h by default), still following its runs and holding
-        // their locks. Desktop VS Code ends it on reload; 10 s here comes close, so the reloaded
-        // window takes the run over (it looks again at a held lock for a minute). In seconds;
-        // code-server's own setting: it overwrites VSCODE_RECONNECTION_GRACE_TIME (set here
-        // before, never seen by the extension host, so the reload journey waited on a lock the
-        // old window kept).
-        CODE_SERVER_RECONNECTION_GRACE_TIME: '10',
-      },
-    });
-    browser = await launchChromium();
-    workbench = await Workbench.open(browser, server, this.test?.parent?.title ?? 'journeys');
+    ({ emulator, workspace, workbench } = window);
     await workbench.untilOverbrainerShown();
-    // The container shows from the manifest; the commands exist once the extension activated,
-    // which its log channel says (on a loaded machine the extension host starts minutes late).
-    await eventually(
-      'the extension to activate',
-      async () => {
-        // Before activation the command is not found: close that error dialog and try again.
-        const dialog = workbench.page.locator('.monaco-dialog-box');
-        if (await dialog.isVisible()) await dialog.getByRole('button').first().click();
-        await workbench.showOverbrainerOutput();
-        return /Overbrainer \S+ activated/.test(await workbench.outputText()) ? true : undefined;
-      },
-      300_000,
-    );
-    await workbench.page.keyboard.press('Escape');
-  });
-
-  afterEach(async function () {
-    if (this.currentTest?.state === 'failed')
-      await workbench?.screenshot('failed').catch(() => undefined);
-  });
-
-  after(async function () {
-    await workbench?.close().catch(() => undefined);
-    await browser?.close();
-    await server?.close();
-    const left = emulator ? billing() : [];
-    await emulator?.close();
-    workspace?.remove();
-    extensions?.remove();
-    assert.deepEqual(left, [], 'a pod was left billing');
+    await untilActivated(workbench, 300_000);
   });
 
   it('Pick GPU Types: a QuickPick over the live catalog rewrites overbrainer.toml keeping its comments', async function () {
@@ -305,15 +160,15 @@ describe('User journeys in the real VS Code against the Runpod emulator', functi
     assert.match(dialog, /Hourly rate: \$\d+\.\d{2}\/h on NVIDIA GeForce RTX 4090/);
     assert.match(dialog, /max_hours: 0\.9/);
     assert.match(dialog, /Deadline: /);
-    await untilState(id, 'running');
+    await untilState(workbench, id, 'running', 180_000);
 
     // The countdown: seconds in the last hour, a new text every second, no API call needed.
-    await countdown().waitFor({ state: 'visible' });
-    const first = await countdown().innerText();
+    await countdown(workbench).waitFor({ state: 'visible' });
+    const first = await countdown(workbench).innerText();
     const texts = new Set([first]);
     const requestsBefore = emulator.requests().length;
     await eventually('the countdown to change', async () => {
-      texts.add(await countdown().innerText());
+      texts.add(await countdown(workbench).innerText());
       return texts.size >= 3 ? true : undefined;
     });
     for (const text of texts) assert.match(text, /\d+m \d{2}s left/);
@@ -332,7 +187,7 @@ describe('User journeys in the real VS Code against the Runpod emulator', functi
       'the run to end with its pod kept',
       async () => {
         // A kept run's row says `pod kept`; that its job succeeded is in run.json.
-        const row = await runRow(id).innerText();
+        const row = await runRow(workbench, id).innerText();
         const record = JSON.parse(
           fs.readFileSync(path.join(workspace.dir, 'runs', id, 'run.json'), 'utf8'),
         ) as { state?: string };
@@ -389,7 +244,7 @@ describe('User journeys in the real VS Code against the Runpod emulator', functi
     // 6000 steps of 0.25 s need 25 min; max_hours 0.3 gives the pod 18 min.
     fs.writeFileSync(configFile(), toml({ steps: 6000, stepSeconds: 0.25, maxHours: 0.3 }));
     const id = await train('Train');
-    await untilState(id, 'running');
+    await untilState(workbench, id, 'running', 180_000);
     const overrun = await workbench.waitForNotification(/past max_hours/);
     const actions = await overrun.locator('.monaco-button').allInnerTexts();
     assert.deepEqual(
@@ -423,25 +278,25 @@ describe('User journeys in the real VS Code against the Runpod emulator', functi
     await confirm.waitFor({ state: 'visible' });
     await confirm.getByRole('button', { name: 'Cancel Run', exact: true }).click();
     await workbench.waitForNotification(new RegExp(`Run ${id} cancelled`));
-    await untilState(id, 'cancelled', 60_000);
+    await untilState(workbench, id, 'cancelled', 60_000);
     await workbench.screenshot('cancelled');
     assert.ok(!billing().includes(podId), 'the cancelled run’s pod is deleted');
     const pod = JSON.parse(
       fs.readFileSync(path.join(workspace.dir, 'runs', id, 'pod.json'), 'utf8'),
     ) as { state: string };
     assert.equal(pod.state, 'deleted');
-    await countdown().waitFor({ state: 'detached' });
+    await countdown(workbench).waitFor({ state: 'detached' });
   });
 
   it('Stop and Snapshot stops a run with its checkpoint home; Resume Run continues it to its last step', async function () {
     const steps = 400;
     fs.writeFileSync(configFile(), toml({ steps, stepSeconds: 0.05, maxHours: 1 }));
     const id = await train('Train');
-    await untilState(id, 'running');
+    await untilState(workbench, id, 'running', 180_000);
     await workbench.runCommand('Overbrainer: Stop and Snapshot');
     await pickQuick(workbench, 'Run to stop with a snapshot', id);
     await workbench.waitForNotification(new RegExp(`Run ${id} saves a snapshot`));
-    await untilState(id, 'stopped', 120_000);
+    await untilState(workbench, id, 'stopped', 120_000);
     const ended = await workbench.waitForNotification(new RegExp(`Run ${id} stopped at step \\d+`));
     const actions = await ended.locator('.monaco-button').allInnerTexts();
     assert.deepEqual(
@@ -474,7 +329,7 @@ describe('User journeys in the real VS Code against the Runpod emulator', functi
         .readdirSync(path.join(workspace.dir, 'runs'))
         .find((name) => RUN_ID.test(name) && !before.has(name)),
     );
-    await untilState(next, 'succeeded');
+    await untilState(workbench, next, 'succeeded', 180_000);
     const nextDir = path.join(workspace.dir, 'runs', next);
     const resumed = JSON.parse(fs.readFileSync(path.join(nextDir, 'run.json'), 'utf8')) as {
       resumed_from: string;
@@ -497,25 +352,25 @@ describe('User journeys in the real VS Code against the Runpod emulator', functi
       toml({ steps: 40, stepSeconds: 0.25, maxHours: 1, gated: true }),
     );
     const id = await train('Train');
-    await untilState(id, 'running');
-    await countdown().waitFor({ state: 'visible' });
+    await untilState(workbench, id, 'running', 180_000);
+    await countdown(workbench).waitFor({ state: 'visible' });
     const reloaded = workbench.page.waitForEvent('load', { timeout: 120_000 });
     await workbench.runCommand('Developer: Reload Window');
     // The old workbench goes away; the new one follows the run again without being asked.
     await reloaded;
     await workbench.page.locator('.monaco-workbench').waitFor({ state: 'visible' });
-    await countdown()
+    await countdown(workbench)
       .waitFor({ state: 'visible', timeout: 120_000 })
       .catch((error: unknown) => {
         // Who holds the run: the reloaded window resumes only once the old one let go.
-        throw new Error(`${String(error)}; the run's lock: ${lockState(id)}`);
+        throw new Error(`${String(error)}; the run's lock: ${lockState(runDir(id))}`);
       });
     await workbench.screenshot('following again after reload');
     letJobEnd(id);
     await workbench.openViewContainer('Overbrainer');
-    await untilState(id, 'succeeded');
+    await untilState(workbench, id, 'succeeded', 180_000);
     await workbench.waitForNotification(new RegExp(`Run ${id} succeeded`));
-    await countdown().waitFor({ state: 'detached' });
+    await countdown(workbench).waitFor({ state: 'detached' });
     await workbench.screenshot('succeeded after reload');
     assert.ok(fs.readdirSync(path.join(workspace.dir, 'runs', id, 'output')).length > 0);
     // This run's pod: an earlier journey's failure must not be reported here as well.

@@ -1,18 +1,8 @@
 import * as assert from 'node:assert/strict';
 import * as fs from 'node:fs';
 import * as path from 'node:path';
-import type { Browser } from 'playwright-core';
-import { startEmulator, type Emulator } from '../emulator/emulator';
-import {
-  CodeServer,
-  eventually,
-  launchChromium,
-  REPO_ROOT,
-  runPage,
-  tempDir,
-  UI_TIMEOUT_MS,
-  Workbench,
-} from './harness';
+import { eventually, runPage, UI_TIMEOUT_MS } from './harness';
+import { confirmTrain, tinyToml, useWindow } from './window';
 
 /**
  * The pod's log in the real VS Code against the Runpod emulator: a pod whose sshd never answers
@@ -21,84 +11,24 @@ import {
  * from the palette picks the run and opens its captured pod log as a read-only document.
  * Timings: the production constants divided by OVERBRAINER_TIMING_SCALE.
  */
-const TIMING_SCALE = '8';
-const TOML = `[project]
-name = "tiny"
-
-[training]
-target = "pod"
-trainer = "command"
-command = "python3 train.py --steps 5 --step-seconds 0.05"
-upload = ["train.py", "data"]
-
-[targets.pod]
-kind = "runpod"
-gpu_types = ["NVIDIA GeForce RTX 4090"]
-max_hours = 1
-boot_grace_minutes = 5
-retrieve_grace_minutes = 10
-`;
-
 describe('Pod logs in the real VS Code (run view while booting, Show Logs)', function () {
   this.timeout(180_000);
-  let emulator: Emulator;
-  let workspace: ReturnType<typeof tempDir>;
-  let server: CodeServer;
-  let browser: Browser;
-  let workbench: Workbench;
-
-  before(async function () {
-    emulator = await startEmulator({ bootDelaysMs: { provisioning: 100, starting: 100 } });
+  const window = useWindow({
+    name: 'logs',
+    toml: tinyToml('python3 train.py --steps 5 --step-seconds 0.05'),
     // The next pod's sshd refuses connections: it boots, logs, and never answers SSH.
-    await emulator.faults.sshdNeverStarts('closed');
-    workspace = tempDir('logs-ws');
-    const ws = workspace.dir;
-    const tiny = path.join(REPO_ROOT, 'examples', 'tiny');
-    fs.copyFileSync(path.join(tiny, 'train.py'), path.join(ws, 'train.py'));
-    fs.cpSync(path.join(tiny, 'data'), path.join(ws, 'data'), { recursive: true });
-    fs.writeFileSync(path.join(ws, 'overbrainer.toml'), TOML);
-    fs.mkdirSync(path.join(ws, '.vscode'));
-    fs.writeFileSync(
-      path.join(ws, '.vscode', 'settings.json'),
-      JSON.stringify({ 'overbrainer.runpod.baseUrl': emulator.baseUrl }, null, 2),
-    );
-    server = await CodeServer.start({
-      workspace: ws,
-      env: {
-        OVERBRAINER_TIMING_SCALE: TIMING_SCALE,
-        OVERBRAINER_RUNPOD__API_KEY: emulator.apiKey,
-        SHELL: '/bin/sh',
-      },
-    });
-    browser = await launchChromium();
-    workbench = await Workbench.open(browser, server, this.test?.parent?.title ?? 'logs');
-  });
-
-  afterEach(async function () {
-    if (this.currentTest?.state === 'failed')
-      await workbench?.screenshot('failed').catch(() => undefined);
-  });
-
-  after(async function () {
-    await workbench?.close().catch(() => undefined);
-    await browser?.close();
-    await server?.close();
-    const billing = emulator?.ledger().pods.filter((p) => p.billing) ?? [];
-    await emulator?.close();
-    workspace?.remove();
-    assert.deepEqual(
-      billing.map((p) => p.id),
-      [],
-      'a pod was left billing',
-    );
+    prepare: async (_ws, emulator) => {
+      await emulator.faults.sshdNeverStarts('closed');
+    },
+    timingScale: '8',
+    apiKeyInEnv: true,
+    env: { SHELL: '/bin/sh' },
   });
 
   it('shows the boot log in the run view while the pod boots, then the kept pod log by Show Logs', async function () {
+    const { emulator, workspace, workbench } = window;
     await workbench.untilOverbrainerShown();
-    await workbench.runCommand('Overbrainer: Train');
-    const dialog = workbench.page.locator('.monaco-dialog-box');
-    await dialog.waitFor({ state: 'visible' });
-    await dialog.getByRole('button', { name: 'Train', exact: true }).click();
+    await confirmTrain(workbench);
 
     // Train opens the run view; while the pod boots its log's last lines replace the chart.
     const page = runPage(workbench);

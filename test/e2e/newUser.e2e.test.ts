@@ -1,10 +1,9 @@
 import * as assert from 'node:assert/strict';
 import * as fs from 'node:fs';
 import * as path from 'node:path';
-import type { FrameLocator } from 'playwright-core';
 import { hostKeySecretName } from '../../src/core/runpod/context';
-import { eventually, UI_TIMEOUT_MS, type Workbench } from './harness';
-import { tinyToml, useWindow } from './window';
+import { eventually, runPage, UI_TIMEOUT_MS } from './harness';
+import { confirmTrain, setApiKey, tinyToml, useWindow } from './window';
 
 /**
  * What a new user meets, in one real VS Code window against the Runpod emulator: the Runs
@@ -18,13 +17,6 @@ const TOML = tinyToml(`python3 train.py --steps 5 --step-seconds 0.05`);
 /** The bootstrap's own words when the host key secret is no key. */
 const BOOT_REASON = 'bootstrap failed: OVERBRAINER_HOST_KEY is not an OpenSSH private key';
 
-/** The run page: a webview is an iframe (the host frame) holding the page's iframe. */
-function runPage(workbench: Workbench): FrameLocator {
-  return workbench.page
-    .frameLocator('iframe.webview.ready:visible')
-    .frameLocator('iframe#active-frame');
-}
-
 describe('A new user in the real VS Code: the welcome, the run view on Train, a failed boot', function () {
   this.timeout(300_000);
   // Pods provision for 3 s: time for the test to spoil the run's host key secret before the
@@ -32,7 +24,7 @@ describe('A new user in the real VS Code: the welcome, the run view on Train, a 
   const window = useWindow({
     name: 'new-user',
     emulator: { bootDelaysMs: { provisioning: 3_000, starting: 100 } },
-    env: () => ({ OVERBRAINER_TIMING_SCALE: '8' }),
+    timingScale: '8',
   });
 
   it('the Runs welcome offers Create overbrainer.toml, then Train and the key step, then Train', async function () {
@@ -53,16 +45,7 @@ describe('A new user in the real VS Code: the welcome, the run view on Train, a 
     assert.equal(await button('Create overbrainer.toml').count(), 0);
     await workbench.screenshot('welcome with config, no key');
 
-    await workbench.runCommand('Overbrainer: Set Runpod API Key');
-    const input = workbench.page.locator('.quick-input-widget .quick-input-box input');
-    await workbench.page
-      .locator('.quick-input-widget')
-      .getByText('secret storage', { exact: false })
-      .first()
-      .waitFor();
-    await input.pressSequentially(emulator.apiKey);
-    await input.press('Enter');
-    await workbench.waitForNotification('Runpod API key saved');
+    await setApiKey(workbench, emulator.apiKey);
     await button('Set Runpod API Key').waitFor({ state: 'detached' });
     await button('Train').waitFor();
     await workbench.screenshot('welcome with config and key');
@@ -70,10 +53,7 @@ describe('A new user in the real VS Code: the welcome, the run view on Train, a 
 
   it('Train opens the run view by itself; a failed boot says why there and in the notification; Pods and Runs agree', async function () {
     const { emulator, workspace, workbench } = window;
-    await workbench.runCommand('Overbrainer: Train');
-    const dialog = workbench.page.locator('.monaco-dialog-box');
-    await dialog.waitFor({ state: 'visible' });
-    await dialog.getByRole('button', { name: 'Train', exact: true }).click();
+    await confirmTrain(workbench);
 
     // The pod is created: its host key secret becomes no key before its container starts.
     const runsDir = path.join(workspace.dir, 'runs');

@@ -1,9 +1,9 @@
 import * as assert from 'node:assert/strict';
 import * as fs from 'node:fs';
 import * as path from 'node:path';
-import type { FrameLocator } from 'playwright-core';
-import { eventually, UI_TIMEOUT_MS, type Workbench } from './harness';
-import { tinyToml, useWindow } from './window';
+import { eventually, runPage, UI_TIMEOUT_MS } from './harness';
+import { RUN_ID } from './runRows';
+import { confirmTrain, tinyToml, useWindow } from './window';
 
 /**
  * Issue #19 in the real VS Code against the Runpod emulator: the pod is deleted mid-run (as
@@ -12,34 +12,21 @@ import { tinyToml, useWindow } from './window';
  * succeeded with its results home.
  */
 const STEPS = 60;
-const RUN_ID = /tiny_\d{8}-\d{6}(?:_\d+)?/;
-
-/** The run page: a webview is an iframe (the host frame) holding the page's iframe. */
-function runPage(workbench: Workbench): FrameLocator {
-  return workbench.page
-    .frameLocator('iframe.webview.ready:visible')
-    .frameLocator('iframe#active-frame');
-}
 
 describe('A pod deleted mid-run in the real VS Code: the run recovers on a new pod', function () {
   this.timeout(300_000);
   const window = useWindow({
     name: 'recovery',
     toml: tinyToml(`python3 train.py --steps ${STEPS} --step-seconds 0.1 --save-every 5`),
-    env: (emulator) => ({
-      OVERBRAINER_TIMING_SCALE: '8',
-      OVERBRAINER_RUNPOD__API_KEY: emulator.apiKey,
-    }),
+    timingScale: '8',
+    apiKeyInEnv: true,
   });
 
   it('the notification, the run page and the Runs tree show the second attempt; the run succeeds', async function () {
     const { emulator, workspace, workbench } = window;
     await workbench.untilOverbrainerShown();
     await workbench.openViewContainer('Overbrainer');
-    await workbench.runCommand('Overbrainer: Train');
-    const dialog = workbench.page.locator('.monaco-dialog-box');
-    await dialog.waitFor({ state: 'visible' });
-    await dialog.getByRole('button', { name: 'Train', exact: true }).click();
+    await confirmTrain(workbench);
 
     const runsDir = path.join(workspace.dir, 'runs');
     const id = await eventually('the new run on disk', async () =>
@@ -81,6 +68,24 @@ describe('A pod deleted mid-run in the real VS Code: the run recovers on a new p
       .first()
       .waitFor();
     await workbench.screenshot('attempt rows');
+
+    // The Spend view (#16): the ended run with our estimate beside Runpod's bill.
+    const spendRow = workbench
+      .viewPane('Spend')
+      .locator('.monaco-list-row', { hasText: id })
+      .first();
+    let last = '';
+    const spent = await eventually('the ended run in the Spend view, billed', async () => {
+      last = await spendRow.innerText().catch(() => '');
+      return /estimate \$\d+\.\d+ · billed \$\d+\.\d+ · difference -?\$\d+\.\d+/.test(last) &&
+        !last.includes('(live)')
+        ? last
+        : undefined;
+    }).catch((error: unknown) => {
+      throw new Error(`${String(error)}; its row said: ${JSON.stringify(last)}`);
+    });
+    assert.doesNotMatch(spent, /over 1 % apart/);
+    await workbench.screenshot('spend view');
 
     const model = JSON.parse(
       fs.readFileSync(path.join(runDir, 'output', 'model.json'), 'utf8'),

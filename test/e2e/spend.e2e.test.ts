@@ -1,5 +1,5 @@
 import * as assert from 'node:assert/strict';
-import { tinyToml, useWindow } from './window';
+import { confirmTrain, tinyToml, useWindow } from './window';
 
 /**
  * Issue #16 in the real VS Code against the Runpod emulator: Train's confirmation quotes the run
@@ -16,25 +16,20 @@ describe('Spend in the real VS Code: the quote in the Train confirmation, the bu
 [budget]
 max_usd_per_day = ${DAILY_BUDGET_USD}
 `,
-    env: (emulator) => ({
-      OVERBRAINER_TIMING_SCALE: '8',
-      OVERBRAINER_RUNPOD__API_KEY: emulator.apiKey,
-    }),
+    timingScale: '8',
+    apiKeyInEnv: true,
   });
 
   it('the confirmation shows the quote; a budget below the worst case refuses with its figures and creates no pod', async function () {
     const { emulator, workbench } = window;
     await workbench.untilOverbrainerShown();
     await workbench.openViewContainer('Overbrainer');
-    await workbench.runCommand('Overbrainer: Train');
-    const dialog = workbench.page.locator('.monaco-dialog-box');
-    await dialog.waitFor({ state: 'visible' });
-    const words = await dialog.innerText();
-    assert.match(words, /Hourly rate: \$\d+\.\d\d\/h on NVIDIA GeForce RTX 4090/);
-    assert.match(words, /Expected: .*\$\d+\.\d\d/);
-    assert.match(words, /Worst case: .*\$\d+\.\d\d/);
-    await workbench.screenshot('the quote in the confirmation');
-    await dialog.getByRole('button', { name: 'Train', exact: true }).click();
+    await confirmTrain(workbench, 'Train', async (words) => {
+      assert.match(words, /Hourly rate: \$\d+\.\d\d\/h on NVIDIA GeForce RTX 4090/);
+      assert.match(words, /Expected: .*\$\d+\.\d\d/);
+      assert.match(words, /Worst case: .*\$\d+\.\d\d/);
+      await workbench.screenshot('the quote in the confirmation');
+    });
 
     const toast = await workbench.waitForNotification('would pass what is left of the budget');
     const refusal = await toast.innerText();

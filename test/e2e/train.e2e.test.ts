@@ -1,8 +1,8 @@
 import * as assert from 'node:assert/strict';
 import * as fs from 'node:fs';
 import * as path from 'node:path';
-import { eventually, type Workbench } from './harness';
-import { tinyToml, useWindow } from './window';
+import { eventually } from './harness';
+import { confirmTrain, pickQuick, setApiKey, tinyToml, useWindow } from './window';
 
 /**
  * Train from the palette against the Runpod emulator, in the real VS Code: the key set through
@@ -16,52 +16,27 @@ function toml(): string {
   return tinyToml(`python3 train.py --steps 20 --step-seconds 0.05`);
 }
 
-/** Picks the row holding `text` in the QuickPick whose placeholder is `placeholder` (not the palette). */
-async function pickQuick(workbench: Workbench, placeholder: string, text: string): Promise<void> {
-  const widget = workbench.page.locator('.quick-input-widget');
-  await widget.locator(`input[placeholder="${placeholder}"]`).waitFor({ state: 'visible' });
-  // Filter to the row and accept it with Enter (a click can land on the row's hover instead).
-  const input = widget.locator(`input[placeholder="${placeholder}"]`);
-  await input.fill(text);
-  await widget.locator('.monaco-list-row', { hasText: text }).first().waitFor();
-  await input.press('Enter');
-  await widget.waitFor({ state: 'hidden' });
-}
-
 describe('Train in the real VS Code against the Runpod emulator', function () {
   this.timeout(300_000);
   const window = useWindow({
     name: 'train',
     toml: toml(),
-    env: () => ({ OVERBRAINER_TIMING_SCALE: TIMING_SCALE }),
+    timingScale: TIMING_SCALE,
   });
 
   it('sets the key, trains, shows the run in the tree until it succeeded, with its output', async function () {
     const { emulator, workspace, workbench } = window;
     // The extension is registered once its container shows; commands are not in the palette before.
     await workbench.untilOverbrainerShown();
-    await workbench.runCommand('Overbrainer: Set Runpod API Key');
-    const input = workbench.page.locator('.quick-input-widget .quick-input-box input');
-    // The password box replaces the palette once the handler ran: type only into it.
-    await workbench.page
-      .locator('.quick-input-widget')
-      .getByText('secret storage', { exact: false })
-      .first()
-      .waitFor();
-    await input.pressSequentially(emulator.apiKey);
-    await input.press('Enter');
-    await workbench.waitForNotification('Runpod API key saved');
+    await setApiKey(workbench, emulator.apiKey);
 
     await workbench.openViewContainer('Overbrainer');
-    await workbench.runCommand('Overbrainer: Train');
-    const dialog = workbench.page.locator('.monaco-dialog-box');
-    await dialog.waitFor({ state: 'visible' });
-    const dialogText = await dialog.innerText();
-    assert.match(dialogText, /Train on "pod"\?/);
-    assert.match(dialogText, /GPU types: NVIDIA GeForce RTX 4090/);
-    assert.match(dialogText, /max_hours: 1/);
-    await workbench.screenshot('train confirmation');
-    await dialog.getByRole('button', { name: 'Train', exact: true }).click();
+    await confirmTrain(workbench, 'Train', async (words) => {
+      assert.match(words, /Train on "pod"\?/);
+      assert.match(words, /GPU types: NVIDIA GeForce RTX 4090/);
+      assert.match(words, /max_hours: 1/);
+      await workbench.screenshot('train confirmation');
+    });
 
     const runs = workbench.viewPane('Runs');
     const row = runs.locator('.monaco-list-row', { hasText: 'tiny_' }).first();
@@ -128,10 +103,7 @@ describe('Train in the real VS Code against the Runpod emulator', function () {
 
   it('trains with Keep Pod: the pod survives the job, then Remove Pod deletes it', async function () {
     const { emulator, workbench } = window;
-    await workbench.runCommand('Overbrainer: Train');
-    const dialog = workbench.page.locator('.monaco-dialog-box');
-    await dialog.waitFor({ state: 'visible' });
-    await dialog.getByRole('button', { name: 'Train and Keep Pod', exact: true }).click();
+    await confirmTrain(workbench, 'Train and Keep Pod');
     const runs = workbench.viewPane('Runs');
     const rows = runs.locator('.monaco-list-row');
     await eventually('a second run', async () => ((await rows.count()) === 2 ? true : undefined));

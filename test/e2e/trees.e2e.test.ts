@@ -1,13 +1,12 @@
 import * as assert from 'node:assert/strict';
 import * as fs from 'node:fs';
 import * as path from 'node:path';
-import type { Browser } from 'playwright-core';
 import { systemClock } from '../../src/core/clock';
 import { newPodRecord } from '../../src/core/runs/podRecord';
 import { RunStore } from '../../src/core/runs/store';
-import { startEmulator, type Emulator } from '../emulator/emulator';
-import { ApiClient } from '../emulator/testing';
-import { CodeServer, eventually, launchChromium, tempDir, Workbench } from './harness';
+import { ApiClient, postRunPod } from '../emulator/testing';
+import { eventually } from './harness';
+import { useWindow } from './window';
 
 /**
  * The Runs and Pods trees in the real VS Code, on a runs/ folder prepared on disk (as the CLI or
@@ -64,64 +63,27 @@ function prepareRuns(runsDir: string): Record<string, string> {
 
 describe('The Runs and Pods trees in the real VS Code', function () {
   this.timeout(420_000);
-  let emulator: Emulator;
-  let workspace: ReturnType<typeof tempDir>;
-  let server: CodeServer;
-  let browser: Browser;
-  let workbench: Workbench;
   let ids: Record<string, string>;
   let orphanId: string;
-
-  before(async function () {
-    emulator = await startEmulator({ bootDelaysMs: { provisioning: 100, starting: 100 } });
-    const api = new ApiClient(emulator.baseUrl, emulator.apiKey);
-    // A pod of a run another checkout started: an orphan for this workspace.
-    const orphan = await api.post<{ id: string }>('/pods', {
-      name: `overbrainer-${OTHER_RUN}-1`,
-      image: 'runpod/pytorch:1.0.2-cu1281-torch280-ubuntu2404',
-      cloud: 'SECURE',
-      gpu: { id: 'NVIDIA GeForce RTX 4090', count: 1, minCudaVersion: '13.0' },
-      disk: 20,
-      ports: ['22/tcp'],
-      startSsh: false,
-      env: { OVERBRAINER_RUN_ID: OTHER_RUN },
-      cmd: ['sleep', '600'],
-    });
-    assert.equal(orphan.status, 201);
-    orphanId = orphan.body.id;
-    workspace = tempDir('trees-ws');
-    ids = prepareRuns(path.join(workspace.dir, 'runs'));
-    fs.writeFileSync(
-      path.join(workspace.dir, 'overbrainer.toml'),
-      '[project]\nname = "tiny"\n\n[targets.pod]\nkind = "runpod"\ngpu_types = ["NVIDIA GeForce RTX 4090"]\nmax_hours = 1\n',
-    );
-    fs.mkdirSync(path.join(workspace.dir, '.vscode'));
-    fs.writeFileSync(
-      path.join(workspace.dir, '.vscode', 'settings.json'),
-      JSON.stringify({ 'overbrainer.runpod.baseUrl': emulator.baseUrl }, null, 2),
-    );
-    server = await CodeServer.start({
-      workspace: workspace.dir,
-      env: { OVERBRAINER_RUNPOD__API_KEY: emulator.apiKey },
-    });
-    browser = await launchChromium();
-    workbench = await Workbench.open(browser, server, this.test?.parent?.title ?? 'trees');
-  });
-
-  afterEach(async function () {
-    if (this.currentTest?.state === 'failed')
-      await workbench?.screenshot('failed').catch(() => undefined);
-  });
-
-  after(async function () {
-    await workbench?.close().catch(() => undefined);
-    await browser?.close();
-    await server?.close();
-    await emulator?.close();
-    workspace?.remove();
+  const window = useWindow({
+    name: 'trees',
+    tiny: false,
+    toml: '[project]\nname = "tiny"\n\n[targets.pod]\nkind = "runpod"\ngpu_types = ["NVIDIA GeForce RTX 4090"]\nmax_hours = 1\n',
+    prepare: async (ws, emulator) => {
+      const api = new ApiClient(emulator.baseUrl, emulator.apiKey);
+      // A pod of a run another checkout started: an orphan for this workspace.
+      orphanId = await postRunPod(api, OTHER_RUN, ['sleep', '600']);
+      ids = prepareRuns(path.join(ws, 'runs'));
+    },
+    apiKeyInEnv: true,
+    // The orphan is the test's own: no run of this workspace was to delete it.
+    cleanup: async (emulator) => {
+      await new ApiClient(emulator.baseUrl, emulator.apiKey).delete(`/pods/${orphanId}`);
+    },
   });
 
   it('shows the prepared runs newest first with their descriptions, a damaged record as an error item', async function () {
+    const { workbench } = window;
     await workbench.openViewContainer('Overbrainer');
     const runs = workbench.viewPane('Runs');
     const rows = runs.locator('.monaco-list-row');
@@ -162,6 +124,7 @@ describe('The Runs and Pods trees in the real VS Code', function () {
   });
 
   it('shows a run written after activation (the CLI, another window) by its file watcher', async function () {
+    const { workbench, workspace } = window;
     const store = storeAt(path.join(workspace.dir, 'runs'), Date.parse('2026-12-02T09:00:00Z'));
     const run = store.create({ project: 'tiny', target: 'pod', remoteDir: (id) => id });
     run.state = 'running';
@@ -180,6 +143,7 @@ describe('The Runs and Pods trees in the real VS Code', function () {
   });
 
   it('lists the account’s pod of another checkout in the Pods view, flagged orphan', async function () {
+    const { workbench } = window;
     // The Pods view shares the Overbrainer container with the Runs view: it is already open.
     const pods = workbench.viewPane('Pods');
     const row = pods.locator('.monaco-list-row', { hasText: orphanId }).first();

@@ -3,15 +3,8 @@ import * as fs from 'node:fs';
 import * as path from 'node:path';
 import type { FrameLocator } from 'playwright-core';
 import { encodeRunRecord } from '../../src/core/runs/runRecord';
-import {
-  eventually,
-  extensionFolderName,
-  REPO_ROOT,
-  runPage,
-  tempDir,
-  UI_TIMEOUT_MS,
-} from './harness';
-import { tinyToml, useWindow } from './window';
+import { eventually, runPage, UI_TIMEOUT_MS } from './harness';
+import { confirmTrain, tinyToml, useWindow } from './window';
 
 /**
  * The run webview in the real VS Code against the Runpod emulator: Train, Show Run, the chart
@@ -74,18 +67,6 @@ function toml(): string {
  * which every `npm run build` on the shared tree deletes and rewrites: an extension host that
  * (re)starts meanwhile — as after Reload Window — finds no extension.js and never activates.
  */
-function stagedExtensionsDir(parent: string): string {
-  const stage = path.join(parent, 'stage');
-  fs.mkdirSync(stage, { recursive: true });
-  fs.copyFileSync(path.join(REPO_ROOT, 'package.json'), path.join(stage, 'package.json'));
-  fs.cpSync(path.join(REPO_ROOT, 'dist'), path.join(stage, 'dist'), { recursive: true });
-  fs.cpSync(path.join(REPO_ROOT, 'media'), path.join(stage, 'media'), { recursive: true });
-  const extensions = path.join(parent, 'extensions');
-  fs.mkdirSync(extensions, { recursive: true });
-  fs.symlinkSync(stage, path.join(extensions, extensionFolderName()));
-  return extensions;
-}
-
 async function chartPoints(page: FrameLocator): Promise<number> {
   const value = await page.locator('#chart').getAttribute('data-points', { timeout: 5_000 });
   return Number(value ?? '0');
@@ -93,36 +74,25 @@ async function chartPoints(page: FrameLocator): Promise<number> {
 
 describe('The run webview in the real VS Code', function () {
   this.timeout(300_000);
-  let extensionCopy: ReturnType<typeof tempDir> | undefined;
   const window = useWindow({
     name: 'webview',
     toml: toml(),
     prepare: (ws) => writeOldRun(ws),
-    extensionsDir: () => {
-      extensionCopy = tempDir('webview-ext');
-      return stagedExtensionsDir(extensionCopy.dir);
-    },
+    stagedExtension: true,
     // The key reaches the extension through its environment (the Train test sets it by palette).
     // SHELL: code-server resolves the login shell's environment at every extension host start;
     // root's bash runs `pyenv init`, which on the loaded machine ran into VS Code's timeout and
     // held the restart after a reload for over 2 minutes.
-    env: (emulator) => ({
-      OVERBRAINER_TIMING_SCALE: TIMING_SCALE,
-      OVERBRAINER_RUNPOD__API_KEY: emulator.apiKey,
-      SHELL: '/bin/sh',
-    }),
+    timingScale: TIMING_SCALE,
+    apiKeyInEnv: true,
+    env: { SHELL: '/bin/sh' },
   });
-  // Registered after useWindow's: runs once code-server, which used the copy, is closed.
-  after(() => extensionCopy?.remove());
 
   it('charts the loss live while the job trains, and shows the run succeeded', async function () {
     const { emulator, workspace, workbench } = window;
     await workbench.untilOverbrainerShown();
     await workbench.openViewContainer('Overbrainer');
-    await workbench.runCommand('Overbrainer: Train');
-    const dialog = workbench.page.locator('.monaco-dialog-box');
-    await dialog.waitFor({ state: 'visible' });
-    await dialog.getByRole('button', { name: 'Train', exact: true }).click();
+    await confirmTrain(workbench);
 
     const row = workbench
       .viewPane('Runs')

@@ -1,17 +1,22 @@
 import * as assert from 'node:assert/strict';
 import * as fs from 'node:fs';
 import * as path from 'node:path';
-import type { Browser } from 'playwright-core';
+import type { Browser, Locator } from 'playwright-core';
 import { startEmulator, type Emulator } from '../emulator/emulator';
 import type { EmulatorOptions } from '../emulator/types';
+import { tinyToml, writeTinyWorkspace } from '../helpers/tinyWorkspace';
 import {
   CodeServer,
+  eventually,
+  extensionFolderName,
   launchChromium,
   REPO_ROOT,
   tempDir,
   Workbench,
   type CodeServerOptions,
 } from './harness';
+
+export { tinyToml };
 
 /** What a journey's window is made of; filled by the `before` hook that `useWindow` registers. */
 export interface E2eWindow {
@@ -29,12 +34,24 @@ export interface WindowOptions {
   emulator?: EmulatorOptions;
   /** Written as the workspace's overbrainer.toml; none when absent. */
   toml?: string;
+  /** Whether the workspace holds examples/tiny's train.py and data (default true). */
+  tiny?: boolean;
   /** Extra files in the workspace, written before code-server starts. */
   prepare?: (workspaceDir: string, emulator: Emulator) => void | Promise<void>;
-  /** code-server's extensions folder (default: the built extension, linked by CodeServer). */
-  extensionsDir?: (emulator: Emulator) => string | Promise<string>;
-  /** Environment for code-server and so the extension host. */
-  env?: (emulator: Emulator) => Record<string, string>;
+  /**
+   * Install a copy of today's build instead of linking dist/ (default false): a `npm run build`
+   * elsewhere in the tree empties dist/ while it runs, so a test that loads the extension more
+   * than once (a reload, a crash) must not depend on dist/ staying in place.
+   */
+  stagedExtension?: boolean;
+  /** OVERBRAINER_TIMING_SCALE: the production timing divided by it (default: production). */
+  timingScale?: string;
+  /** Give the extension the emulator's API key in its environment (default false). */
+  apiKeyInEnv?: boolean;
+  /** More environment for code-server and so the extension host. */
+  env?: Record<string, string>;
+  /** Runs in `after` before the billing check: ends what the test started on the account. */
+  cleanup?: (emulator: Emulator) => Promise<void>;
 }
 
 /**
@@ -45,6 +62,7 @@ export interface WindowOptions {
  */
 export function useWindow(options: WindowOptions): E2eWindow {
   const window = {} as E2eWindow;
+  let extensions: ReturnType<typeof tempDir> | undefined;
 
   before(async function () {
     window.emulator = await startEmulator(
@@ -52,10 +70,8 @@ export function useWindow(options: WindowOptions): E2eWindow {
     );
     window.workspace = tempDir(`${options.name}-ws`);
     const ws = window.workspace.dir;
-    const tiny = path.join(REPO_ROOT, 'examples', 'tiny');
-    fs.copyFileSync(path.join(tiny, 'train.py'), path.join(ws, 'train.py'));
-    fs.cpSync(path.join(tiny, 'data'), path.join(ws, 'data'), { recursive: true });
-    if (options.toml !== undefined)
+    if (options.tiny ?? true) writeTinyWorkspace(ws, options.toml);
+    else if (options.toml !== undefined)
       fs.writeFileSync(path.join(ws, 'overbrainer.toml'), options.toml);
     fs.mkdirSync(path.join(ws, '.vscode'));
     fs.writeFileSync(
@@ -63,10 +79,21 @@ export function useWindow(options: WindowOptions): E2eWindow {
       JSON.stringify({ 'overbrainer.runpod.baseUrl': window.emulator.baseUrl }, null, 2),
     );
     await options.prepare?.(ws, window.emulator);
-    const serverOptions: CodeServerOptions = { workspace: ws };
-    if (options.env) serverOptions.env = options.env(window.emulator);
-    if (options.extensionsDir)
-      serverOptions.extensionsDir = await options.extensionsDir(window.emulator);
+    const serverOptions: CodeServerOptions = {
+      workspace: ws,
+      env: {
+        ...(options.timingScale === undefined
+          ? {}
+          : { OVERBRAINER_TIMING_SCALE: options.timingScale }),
+        ...(options.apiKeyInEnv ? { OVERBRAINER_RUNPOD__API_KEY: window.emulator.apiKey } : {}),
+        ...options.env,
+      },
+    };
+    if (options.stagedExtension) {
+      extensions = tempDir(`${options.name}-ext`);
+      serverOptions.extensionsDir = path.join(extensions.dir, 'extensions');
+      await stageBuiltExtension(serverOptions.extensionsDir);
+    }
     window.server = await CodeServer.start(serverOptions);
     window.browser = await launchChromium();
     window.workbench = await Workbench.open(
@@ -85,9 +112,11 @@ export function useWindow(options: WindowOptions): E2eWindow {
     await window.workbench?.close().catch(() => undefined);
     await window.browser?.close();
     await window.server?.close();
+    if (window.emulator) await options.cleanup?.(window.emulator);
     const billing = window.emulator?.ledger().pods.filter((p) => p.billing) ?? [];
     await window.emulator?.close();
     window.workspace?.remove();
+    extensions?.remove();
     assert.deepEqual(
       billing.map((p) => p.id),
       [],
@@ -98,22 +127,98 @@ export function useWindow(options: WindowOptions): E2eWindow {
   return window;
 }
 
-/** The overbrainer.toml of examples/tiny on one RTX 4090 pod, running `command` (no double quotes). */
-export function tinyToml(command: string): string {
-  return `[project]
-name = "tiny"
+/** Copies today's build (manifest, dist/, media/) into `extensionsDir` as an installed extension. */
+async function stageBuiltExtension(extensionsDir: string): Promise<void> {
+  const dist = path.join(REPO_ROOT, 'dist', 'extension.js');
+  await eventually(
+    'a complete dist/extension.js (npm run build)',
+    async () => {
+      if (!fs.existsSync(dist)) return undefined;
+      const size = fs.statSync(dist).size;
+      await new Promise((resolve) => setTimeout(resolve, 1000));
+      return fs.existsSync(dist) && fs.statSync(dist).size === size && size > 0 ? true : undefined;
+    },
+    60_000,
+  );
+  const stage = path.join(extensionsDir, extensionFolderName());
+  fs.mkdirSync(stage, { recursive: true });
+  fs.copyFileSync(path.join(REPO_ROOT, 'package.json'), path.join(stage, 'package.json'));
+  for (const dir of ['dist', 'media']) {
+    fs.cpSync(path.join(REPO_ROOT, dir), path.join(stage, dir), { recursive: true });
+  }
+}
 
-[training]
-target = "pod"
-trainer = "command"
-command = "${command}"
-upload = ["train.py", "data"]
+/**
+ * Runs Overbrainer: Train from the palette and answers its confirmation with `button`, after
+ * `inspect` (asserts, a screenshot) had the dialog's words; returns them.
+ */
+export async function confirmTrain(
+  workbench: Workbench,
+  button: 'Train' | 'Train and Keep Pod' = 'Train',
+  inspect?: (words: string) => void | Promise<void>,
+): Promise<string> {
+  await workbench.runCommand('Overbrainer: Train');
+  const dialog = workbench.page.locator('.monaco-dialog-box');
+  await dialog.waitFor({ state: 'visible' });
+  const words = await dialog.innerText();
+  await inspect?.(words);
+  await dialog.getByRole('button', { name: button, exact: true }).click();
+  return words;
+}
 
-[targets.pod]
-kind = "runpod"
-gpu_types = ["NVIDIA GeForce RTX 4090"]
-max_hours = 1
-boot_grace_minutes = 5
-retrieve_grace_minutes = 10
-`;
+/** Runs Set Runpod API Key from the palette; the password box, once it asks for the key. */
+export async function openKeyBox(workbench: Workbench): Promise<Locator> {
+  await workbench.runCommand('Overbrainer: Set Runpod API Key');
+  const input = workbench.page.locator('.quick-input-widget .quick-input-box input');
+  // The password box replaces the palette once the handler ran: type only into it.
+  await workbench.page
+    .locator('.quick-input-widget')
+    .getByText('secret storage', { exact: false })
+    .first()
+    .waitFor();
+  return input;
+}
+
+/** Types `apiKey` into Set Runpod API Key's box and waits until the extension saved it. */
+export async function setApiKey(workbench: Workbench, apiKey: string): Promise<void> {
+  const input = await openKeyBox(workbench);
+  await input.pressSequentially(apiKey);
+  await input.press('Enter');
+  await workbench.waitForNotification('Runpod API key saved');
+}
+
+/**
+ * Waits until the extension activated in the current extension host, as its log channel says:
+ * the container shows from the manifest long before (on a loaded machine the extension host
+ * starts minutes late), and its commands exist only then.
+ */
+export async function untilActivated(workbench: Workbench, timeoutMs: number): Promise<void> {
+  await eventually(
+    'the extension to activate',
+    async () => {
+      // Before activation the command is not found: close that error dialog and try again.
+      const dialog = workbench.page.locator('.monaco-dialog-box');
+      if (await dialog.isVisible()) await dialog.getByRole('button').first().click();
+      await workbench.showOverbrainerOutput();
+      return /Overbrainer \S+ activated/.test(await workbench.outputText()) ? true : undefined;
+    },
+    timeoutMs,
+  );
+  await workbench.page.keyboard.press('Escape');
+}
+
+/** Picks the row holding `text` in the QuickPick whose placeholder is `placeholder` (not the palette). */
+export async function pickQuick(
+  workbench: Workbench,
+  placeholder: string,
+  text: string,
+): Promise<void> {
+  const widget = workbench.page.locator('.quick-input-widget');
+  const input = widget.locator(`input[placeholder="${placeholder}"]`);
+  await input.waitFor({ state: 'visible' });
+  // Filter to the row and accept it with Enter (a click can land on the row's hover instead).
+  await input.fill(text);
+  await widget.locator('.monaco-list-row', { hasText: text }).first().waitFor();
+  await input.press('Enter');
+  await widget.waitFor({ state: 'hidden' });
 }

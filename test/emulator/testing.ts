@@ -292,6 +292,31 @@ export async function sshExec(
 }
 
 /** Polls `probe` (real time) until it returns a value other than undefined. */
+/**
+ * Creates a pod as the client would for run `runId` (name `overbrainer-<runId>-<suffix>`, the
+ * run marker in its env, SSH off until its script says), running `cmd`; its ID.
+ */
+export async function postRunPod(
+  api: ApiClient,
+  runId: string,
+  cmd: string[],
+  options: { suffix?: string; env?: Record<string, string> } = {},
+): Promise<string> {
+  const created = await api.post<PodBody>('/pods', {
+    name: `overbrainer-${runId}-${options.suffix ?? '1'}`,
+    image: 'runpod/pytorch:1.0.2-cu1281-torch280-ubuntu2404',
+    cloud: 'SECURE',
+    gpu: { id: 'NVIDIA GeForce RTX 4090', count: 1, minCudaVersion: '13.0' },
+    disk: 20,
+    ports: ['22/tcp'],
+    startSsh: false,
+    env: options.env ?? { OVERBRAINER_RUN_ID: runId },
+    cmd,
+  });
+  assert.equal(created.status, 201, JSON.stringify(created.body));
+  return created.body.id;
+}
+
 export async function waitFor<T>(
   what: string | (() => string),
   probe: () => Promise<T | undefined> | T | undefined,

@@ -34,6 +34,8 @@ export interface StartOptions {
   built?: boolean;
   /** Collects the children so a test's cleanup can kill what is left. */
   children?: Set<ChildProcess>;
+  /** How stdout and stderr are decoded (default utf8; latin1 keeps every byte as a character). */
+  encoding?: BufferEncoding;
 }
 
 /** Starts `overbrainer ARGS…`. */
@@ -51,8 +53,9 @@ export function startCli(args: readonly string[], options: StartOptions = {}): R
   });
   options.children?.add(child);
   const out = { stdout: '', stderr: '' };
-  child.stdout?.on('data', (chunk: Buffer) => (out.stdout += chunk.toString('utf8')));
-  child.stderr?.on('data', (chunk: Buffer) => (out.stderr += chunk.toString('utf8')));
+  const encoding = options.encoding ?? 'utf8';
+  child.stdout?.on('data', (chunk: Buffer) => (out.stdout += chunk.toString(encoding)));
+  child.stderr?.on('data', (chunk: Buffer) => (out.stderr += chunk.toString(encoding)));
   const done = new Promise<Ran>((resolve) => {
     child.on('close', (code, signal) => {
       options.children?.delete(child);

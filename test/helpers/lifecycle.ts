@@ -8,34 +8,31 @@
  * pods survives.
  */
 import assert from 'node:assert/strict';
-import { spawn } from 'node:child_process';
 import * as fs from 'node:fs';
-import * as os from 'node:os';
 import * as path from 'node:path';
 import { systemClock } from '../../src/core/clock';
 import { loadConfig, type OverbrainerConfig } from '../../src/core/config';
 import { EventBus, type CoreEvent, type PodStatusEvent } from '../../src/core/events';
 import { CLIENT_VERSION, RunpodClient } from '../../src/core/runpod/client';
 import { hostKeySecretName } from '../../src/core/runpod/context';
-import type { FlowDeps } from '../../src/core/flow';
+import { train, type FlowDeps, type FlowResult } from '../../src/core/flow';
 import { RunStore } from '../../src/core/runs/store';
 import { scaleTiming, type Timing } from '../../src/core/timing';
 import { startEmulator, type Emulator, type EmulatorOptions } from '../emulator/emulator';
 import type { LedgerEntry } from '../emulator/ledger';
 import { ApiClient } from '../emulator/testing';
 import { filePathsUnder, filesUnder, needlesIn, processesMounting, readJson } from './labFiles';
+import { ROOT, startCli as startUserCli } from './cli';
 import { recordLedger } from './reliability';
+import {
+  emulatorEnv,
+  GPU,
+  tempTinyWorkspace,
+  tomlFor,
+  type TinyTomlOptions,
+} from './tinyWorkspace';
 
-export const ROOT = path.join(__dirname, '..', '..');
-const TINY = path.join(ROOT, 'examples', 'tiny');
-
-/** GPU types of the emulator's default catalog (H100 is out of stock everywhere). */
-export const GPU = {
-  rtx4090: 'NVIDIA GeForce RTX 4090',
-  a5000: 'NVIDIA RTX A5000',
-  a100: 'NVIDIA A100 80GB PCIe',
-  h100: 'NVIDIA H100 80GB HBM3',
-} as const;
+export { GPU, ROOT, tomlFor };
 
 /**
  * Production timing / 60 (a lease of 15 s, a margin of 5 s, pod polls of 83 ms, the watchdog's
@@ -69,50 +66,23 @@ export function labTiming(overrides: Partial<Timing> = {}): Timing {
   });
 }
 
-export interface LabOptions {
-  /** Steps and seconds per step of examples/tiny/train.py. */
-  steps?: number;
-  stepSeconds?: number;
-  /** The command run on the pod (default: train.py with `steps` and `stepSeconds`). */
-  command?: string;
-  gpuTypes?: string[];
-  maxHours?: number;
-  bootGraceMinutes?: number;
-  retrieveGraceMinutes?: number;
+export interface LabOptions extends TinyTomlOptions {
   timing?: Partial<Timing>;
-  /** More lines for the `[targets.pod]` table. */
-  targetExtra?: string;
   emulator?: EmulatorOptions;
   /** Lock owner name in the FlowDeps. */
   owner?: string;
 }
 
+/** How a `train` ended: a result or an error, and the run's ID if one was made. */
+export interface TrainOutcome {
+  result: FlowResult | null;
+  error: unknown;
+  runId: string | null;
+}
+
 export interface RecordedEvent {
   atMs: number;
   event: CoreEvent;
-}
-
-export function tomlFor(options: LabOptions): string {
-  const command =
-    options.command ??
-    `python3 train.py --steps ${options.steps ?? 20} --step-seconds ${options.stepSeconds ?? 0.05}`;
-  const gpuTypes = (options.gpuTypes ?? [GPU.rtx4090]).map((g) => JSON.stringify(g)).join(', ');
-  return `[project]
-name = "tiny"
-
-[training]
-target = "pod"
-trainer = "command"
-command = ${JSON.stringify(command)}
-upload = ["train.py", "data"]
-
-[targets.pod]
-kind = "runpod"
-gpu_types = [${gpuTypes}]
-max_hours = ${options.maxHours ?? 1}
-boot_grace_minutes = ${options.bootGraceMinutes ?? 5}
-retrieve_grace_minutes = ${options.retrieveGraceMinutes ?? 1}
-${options.targetExtra ?? ''}`;
 }
 
 /** What a child process needs to build the same FlowDeps (see lifecycleChild.ts). */
@@ -186,13 +156,8 @@ export class Lab {
       bootDelaysMs: { provisioning: 100, starting: 100 },
       ...options.emulator,
     });
-    const tmp = fs.mkdtempSync(path.join(os.tmpdir(), 'lifecycle-it-'));
+    const { tmp, ws: workspace } = tempTinyWorkspace('lifecycle-it-', tomlFor(options));
     try {
-      const workspace = path.join(tmp, 'ws');
-      fs.mkdirSync(workspace);
-      fs.copyFileSync(path.join(TINY, 'train.py'), path.join(workspace, 'train.py'));
-      fs.cpSync(path.join(TINY, 'data'), path.join(workspace, 'data'), { recursive: true });
-      fs.writeFileSync(path.join(workspace, 'overbrainer.toml'), tomlFor(options));
       const timing = labTiming(options.timing);
       const { config, store, bus, client } = coreFor(
         workspace,
@@ -238,6 +203,48 @@ export class Lab {
     this.background.add(settled);
     void settled.then(() => this.background.delete(settled));
     return work;
+  }
+
+  /**
+   * `train` on the lab's workspace (tracked) to its end: its result or its error, and the run's
+   * ID once it had one (`onRun` hears it too).
+   */
+  async trainOutcome(onRun?: (id: string) => void): Promise<TrainOutcome> {
+    let runId: string | null = null;
+    try {
+      const result = await this.track(
+        train(this.deps, this.config, this.workspace, {
+          onRun: (r) => {
+            runId = r.id;
+            onRun?.(r.id);
+          },
+        }),
+      );
+      return { result, error: null, runId };
+    } catch (error) {
+      return { result: null, error, runId };
+    }
+  }
+
+  /**
+   * `trainOutcome` of a run whose pod's bootstrap fails before sshd: as its pod is created, the
+   * run's host key secret becomes no key (the bootstrap refuses it; its watchdog deletes the pod).
+   */
+  async trainWithBadHostKey(): Promise<TrainOutcome> {
+    let runId: string | null = null;
+    const spoiler = this.bus.on((event) => {
+      if (event.type === 'pod' && event.status.kind === 'creating' && runId !== null) {
+        this.emulator.setSecret(
+          hostKeySecretName(runId),
+          Buffer.from('not a key').toString('base64'),
+        );
+      }
+    });
+    try {
+      return await this.trainOutcome((id) => (runId = id));
+    } finally {
+      spoiler.dispose();
+    }
   }
 
   /** What a child process needs to drive the same workspace against the same emulator. */
@@ -505,29 +512,9 @@ export function startCli(
   env: Record<string, string> = {},
   scale = '8',
 ): CliProcess {
-  const child = spawn(
-    process.execPath,
-    ['--import', 'tsx', path.join(ROOT, 'src', 'cli.ts'), '-C', lab.workspace, ...args],
-    {
-      cwd: ROOT,
-      env: {
-        HOME: '/nonexistent',
-        NO_COLOR: '1',
-        PATH: process.env.PATH ?? '/usr/bin:/bin',
-        OVERBRAINER_RUNPOD__API_KEY: lab.emulator.apiKey,
-        OVERBRAINER_RUNPOD__BASE_URL: lab.emulator.baseUrl,
-        OVERBRAINER_TIMING_SCALE: scale,
-        ...env,
-      },
-      stdio: ['ignore', 'pipe', 'pipe'],
-    },
-  );
-  const out = { stdout: '', stderr: '' };
-  child.stdout.on('data', (chunk: Buffer) => (out.stdout += chunk.toString('utf8')));
-  child.stderr.on('data', (chunk: Buffer) => (out.stderr += chunk.toString('utf8')));
-  const done = new Promise<CliRan>((resolve) =>
-    child.on('close', (code) => resolve({ code, ...out })),
-  );
+  const { child, out, done } = startUserCli(['-C', lab.workspace, ...args], {
+    env: { ...emulatorEnv(lab.emulator, scale), ...env },
+  });
   return { pid: child.pid ?? -1, out, done, kill: (signal = 'SIGKILL') => child.kill(signal) };
 }
 

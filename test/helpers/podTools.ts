@@ -5,10 +5,8 @@
 import { chmodSync, mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { systemClock } from '../../src/core/clock';
 import { SshExecutor } from '../../src/core/exec/ssh';
-import { scaleTiming } from '../../src/core/timing';
-import { startSshd, type Sshd } from './sshd';
+import { executorOptions, startSshd, type Sshd } from './sshd';
 
 export interface PodWithTools {
   sshd: Sshd;
@@ -29,15 +27,7 @@ export async function podWithTools(
   }
   writeFileSync(join(tools, 'rc'), `PATH=${join(tools, 'bin')}:$PATH; export PATH\n`);
   const sshd = await startSshd({ env: { BASH_ENV: join(tools, 'rc') }, root });
-  const executor = await SshExecutor.connect({
-    host: sshd.host,
-    port: sshd.port,
-    username: sshd.user,
-    privateKey: sshd.clientPrivateKey,
-    hostPublicKey: sshd.hostPublicKey,
-    clock: systemClock,
-    timing: scaleTiming(1),
-  });
+  const executor = await SshExecutor.connect(executorOptions(sshd));
   return {
     sshd,
     executor,

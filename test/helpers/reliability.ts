@@ -78,3 +78,31 @@ export function recordLedger(
 export function recordResult(ref: CaseRef, figures: { verified: number; lost: number }): void {
   append({ type: 'result', test: caseName(ref), ...figures });
 }
+
+/** mulberry32: a small seeded PRNG (floats in [0, 1)), the same script on every machine. */
+export function seededRandom(seed: number): () => number {
+  let a = seed >>> 0;
+  return () => {
+    a = (a + 0x6d2b79f5) >>> 0;
+    let t = a;
+    t = Math.imul(t ^ (t >>> 15), t | 1);
+    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
+    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
+  };
+}
+
+export const sleep = (ms: number): Promise<void> =>
+  new Promise((resolve) => setTimeout(resolve, ms));
+
+/** Polls `probe` every 20 ms until it holds; fails naming `what` after `timeoutMs`. */
+export async function until(
+  what: string,
+  probe: () => boolean,
+  timeoutMs = 180_000,
+): Promise<void> {
+  const end = Date.now() + timeoutMs;
+  while (!probe()) {
+    if (Date.now() > end) throw new Error(`timed out waiting for ${what}`);
+    await sleep(20);
+  }
+}

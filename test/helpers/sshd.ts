@@ -10,7 +10,10 @@ import { mkdtempSync, mkdirSync, readdirSync, readFileSync, rmSync, writeFileSyn
 import { createConnection, createServer, type Server, type Socket } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { systemClock } from '../../src/core/clock';
+import type { SshExecutorOptions } from '../../src/core/exec/ssh';
 import { generateEd25519KeyPair } from '../../src/core/exec/sshKeys';
+import { scaleTiming } from '../../src/core/timing';
 
 export interface KeyPair {
   /** OpenSSH private key (`-----BEGIN OPENSSH PRIVATE KEY-----`). */
@@ -140,10 +143,11 @@ function commOf(pid: number): string {
   }
 }
 
-function killAll(pids: number[]): void {
+/** SIGKILLs each process (each process group, with `groups`) still there; gone ones are fine. */
+export function killAll(pids: Iterable<number>, groups = false): void {
   for (const pid of pids) {
     try {
-      process.kill(pid, 'SIGKILL');
+      process.kill(groups ? -pid : pid, 'SIGKILL');
     } catch {
       // Already gone.
     }
@@ -414,5 +418,25 @@ export async function startTcpProxy(targetPort: number): Promise<TcpProxy> {
       pairs.clear();
       await new Promise<void>((resolve) => server.close(() => resolve()));
     },
+  };
+}
+
+/**
+ * SshExecutor options for the client key `sshd` authorizes, pinned to its host key, on the
+ * system clock and production timing; `overrides` win (another port: a proxy in between).
+ */
+export function executorOptions(
+  sshd: Sshd,
+  overrides: Partial<SshExecutorOptions> = {},
+): SshExecutorOptions {
+  return {
+    host: sshd.host,
+    port: sshd.port,
+    username: sshd.user,
+    privateKey: sshd.clientPrivateKey,
+    hostPublicKey: sshd.hostPublicKey,
+    clock: systemClock,
+    timing: scaleTiming(1),
+    ...overrides,
   };
 }

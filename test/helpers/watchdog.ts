@@ -411,3 +411,27 @@ export const settle = (p: Promise<void>): Promise<Settled> =>
     () => ({ ok: true }) as const,
     (error: unknown) => ({ ok: false, error }) as const,
   );
+
+/**
+ * In the current `describe`: a `before` that fails unless `shell` runs and then starts every
+ * scenario at once under it, and an `after` that waits for them all. Each scenario's end, by
+ * title, for its `it` to await.
+ */
+export function startScenarios(
+  shell: Shell,
+  scenarios: readonly { title: string; run: (shell: Shell) => Promise<void> }[],
+): Map<string, Promise<Settled>> {
+  const results = new Map<string, Promise<Settled>>();
+  before(function () {
+    const hasShell = spawnSync(shell.argv[0]!, [...shell.argv.slice(1), '-c', 'exit 0']);
+    if (hasShell.status !== 0)
+      assert.fail(
+        `${shell.name} does not run: install it (apt-get install -y busybox dash; \`npm run test:integration\` does)`,
+      );
+    for (const scenario of scenarios) results.set(scenario.title, settle(scenario.run(shell)));
+  });
+  after(async function () {
+    await Promise.all(results.values());
+  });
+  return results;
+}

@@ -17,8 +17,7 @@ import { CLIENT_VERSION } from '../../src/core/runpod/client';
 import { defaultCatalog } from '../emulator/catalog';
 import { startEmulator, type Emulator } from '../emulator/emulator';
 import { ROOT, runCliProcess, type Ran } from '../helpers/cli';
-
-const TINY = path.join(ROOT, 'examples', 'tiny');
+import { localToml, writeTinyWorkspace } from '../helpers/tinyWorkspace';
 
 describe('overbrainer CLI commands (the built bundle)', function () {
   this.timeout(120_000);
@@ -249,23 +248,7 @@ describe('overbrainer CLI commands (the built bundle)', function () {
   });
 
   it('runs ls and runs show describe a finished local run: state, steps, last loss, output, next commands; --json parses', async () => {
-    fs.copyFileSync(path.join(TINY, 'train.py'), path.join(ws, 'train.py'));
-    fs.cpSync(path.join(TINY, 'data'), path.join(ws, 'data'), { recursive: true });
-    fs.writeFileSync(
-      path.join(ws, 'overbrainer.toml'),
-      `[project]
-name = "tiny"
-
-[training]
-target = "here"
-trainer = "command"
-command = "python3 train.py --steps 12 --step-seconds 0.01"
-upload = ["train.py", "data"]
-
-[targets.here]
-kind = "local"
-`,
-    );
+    writeTinyWorkspace(ws, localToml('python3 train.py --steps 12 --step-seconds 0.01'));
     const empty = json(await cli(['runs', 'ls', '--json'], null));
     assert.deepEqual(empty, { runs: [] });
 
@@ -311,20 +294,7 @@ kind = "local"
   });
 
   it('exits 1 for a failed run and says so on its final line', async () => {
-    fs.writeFileSync(
-      path.join(ws, 'overbrainer.toml'),
-      `[project]
-name = "tiny"
-
-[training]
-target = "here"
-trainer = "command"
-command = "exit 3"
-
-[targets.here]
-kind = "local"
-`,
-    );
+    fs.writeFileSync(path.join(ws, 'overbrainer.toml'), localToml('exit 3', false));
     const failed = await cli(['train'], null);
     assert.equal(failed.code, 1, failed.stderr);
     assert.match(failed.stdout, /^train: run tiny_\S+ failed/m);

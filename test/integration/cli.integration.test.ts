@@ -5,46 +5,22 @@
  * watchdog and sshd. The workspace is examples/tiny/ with a `command`
  * trainer. Every scenario asserts on run.json, pod.json, the files on disk and
  * the emulator's ledger (what Runpod would bill), never on the CLI's words
- * alone. Timings: the production constants divided by OVERBRAINER_TIMING_SCALE.
+ * alone. Timings: the production constants divided by OVERBRAINER_TIMING_SCALE (8, see
+ * emulatorEnv).
  */
 import assert from 'node:assert/strict';
 import type { ChildProcess } from 'node:child_process';
 import * as fs from 'node:fs';
-import * as os from 'node:os';
 import * as path from 'node:path';
 import { startEmulator, type Emulator } from '../emulator/emulator';
-import { ApiClient } from '../emulator/testing';
+import { ApiClient, postRunPod } from '../emulator/testing';
 import { FAILED_BY_POD_RM } from '../../src/core/runpod/podAdmin';
-import { ROOT, startCli, type Ran, type Running } from '../helpers/cli';
-
-const TINY = path.join(ROOT, 'examples', 'tiny');
-/**
- * 8: SSH commands into an emulated pod take up to ~2 s each on a loaded machine, so the scaled
- * request timeout (30 s / 8) keeps a margin; polls and confirmations still take well under a second.
- */
-const TIMING_SCALE = '8';
+import { startCli, type Ran, type Running } from '../helpers/cli';
+import { readJson } from '../helpers/labFiles';
+import { emulatorEnv, tempTinyWorkspace, tinyToml } from '../helpers/tinyWorkspace';
 
 function toml(extra = ''): string {
-  return `[project]
-name = "tiny"
-
-[training]
-target = "pod"
-trainer = "command"
-command = "python3 train.py --steps 20 --step-seconds 0.05"
-upload = ["train.py", "data"]
-
-[targets.pod]
-kind = "runpod"
-gpu_types = ["NVIDIA GeForce RTX 4090"]
-max_hours = 1
-boot_grace_minutes = 5
-retrieve_grace_minutes = 10
-${extra}`;
-}
-
-function readJson(file: string): Record<string, unknown> {
-  return JSON.parse(fs.readFileSync(file, 'utf8')) as Record<string, unknown>;
+  return tinyToml('python3 train.py --steps 20 --step-seconds 0.05', extra);
 }
 
 describe('overbrainer CLI against the Runpod emulator', function () {
@@ -66,12 +42,7 @@ describe('overbrainer CLI against the Runpod emulator', function () {
   });
 
   beforeEach(() => {
-    tmp = fs.mkdtempSync(path.join(os.tmpdir(), 'cli-it-'));
-    ws = path.join(tmp, 'ws');
-    fs.mkdirSync(ws);
-    fs.copyFileSync(path.join(TINY, 'train.py'), path.join(ws, 'train.py'));
-    fs.cpSync(path.join(TINY, 'data'), path.join(ws, 'data'), { recursive: true });
-    fs.writeFileSync(path.join(ws, 'overbrainer.toml'), toml());
+    ({ tmp, ws } = tempTinyWorkspace('cli-it-', toml()));
   });
 
   afterEach(async function () {
@@ -95,12 +66,7 @@ describe('overbrainer CLI against the Runpod emulator', function () {
   function start(args: string[], env: Record<string, string> = {}): Running {
     return startCli(['-C', ws, ...args], {
       children,
-      env: {
-        OVERBRAINER_RUNPOD__API_KEY: emulator.apiKey,
-        OVERBRAINER_RUNPOD__BASE_URL: emulator.baseUrl,
-        OVERBRAINER_TIMING_SCALE: TIMING_SCALE,
-        ...env,
-      },
+      env: { ...emulatorEnv(emulator), ...env },
     });
   }
 
@@ -155,30 +121,19 @@ describe('overbrainer CLI against the Runpod emulator', function () {
   it('trains: results verified on disk, pod deleted and confirmed, client key and host-key secret gone; runs ls', async () => {
     // A pod of a run another checkout started: warned about before the run, never deleted.
     const other = 'elsewhere_20260101-000000';
-    const orphan = await api.post<{ id: string }>('/pods', {
-      name: `overbrainer-${other}-1`,
-      image: 'runpod/pytorch:1.0.2-cu1281-torch280-ubuntu2404',
-      cloud: 'SECURE',
-      gpu: { id: 'NVIDIA GeForce RTX 4090', count: 1, minCudaVersion: '13.0' },
-      disk: 20,
-      ports: ['22/tcp'],
-      startSsh: false,
-      env: { OVERBRAINER_RUN_ID: other },
-      cmd: ['sleep', '600'],
-    });
-    assert.equal(orphan.status, 201);
+    const orphanId = await postRunPod(api, other, ['sleep', '600']);
     const ran = await cli(['train']);
     assert.ok(
       ran.stderr.includes(
-        `warning: pod ${orphan.body.id} is still on Runpod at $0.69/h: not in this project's runs/; if no other checkout owns it, \`overbrainer pod rm ${other} --force\``,
+        `warning: pod ${orphanId} is still on Runpod at $0.69/h: not in this project's runs/; if no other checkout owns it, \`overbrainer pod rm ${other} --force\``,
       ) ||
         ran.stderr.includes(
-          `warning: pod ${orphan.body.id} is still on Runpod: not in this project's runs/; if no other checkout owns it, \`overbrainer pod rm ${other} --force\``,
+          `warning: pod ${orphanId} is still on Runpod: not in this project's runs/; if no other checkout owns it, \`overbrainer pod rm ${other} --force\``,
         ),
       ran.stderr,
     );
-    assert.equal(ledgerOf(orphan.body.id).billing, true, 'the warning never deletes');
-    await api.delete(`/pods/${orphan.body.id}`);
+    assert.equal(ledgerOf(orphanId).billing, true, 'the warning never deletes');
+    await api.delete(`/pods/${orphanId}`);
     assert.equal(ran.code, 0, ran.stderr);
     noSecretIn(ran);
     const id = onlyRun();

@@ -5,38 +5,11 @@
  * A dry run prints the quote and the plan and creates nothing (no run directory, pod or secret).
  */
 import assert from 'node:assert/strict';
-import { spawn } from 'node:child_process';
 import * as fs from 'node:fs';
-import * as os from 'node:os';
 import * as path from 'node:path';
 import { startEmulator, type Emulator } from '../emulator/emulator';
-
-const ROOT = path.join(__dirname, '..', '..');
-const CLI = path.join(ROOT, 'src', 'cli.ts');
-const TINY = path.join(ROOT, 'examples', 'tiny');
-
-const TOML = `[project]
-name = "tiny"
-
-[training]
-target = "pod"
-trainer = "command"
-command = "python3 train.py --steps 20 --step-seconds 0.05"
-upload = ["train.py", "data"]
-
-[targets.pod]
-kind = "runpod"
-gpu_types = ["NVIDIA GeForce RTX 4090"]
-max_hours = 1
-boot_grace_minutes = 5
-retrieve_grace_minutes = 10
-`;
-
-interface Ran {
-  code: number | null;
-  stdout: string;
-  stderr: string;
-}
+import { runCliProcess, type Ran } from '../helpers/cli';
+import { emulatorEnv, tempTinyWorkspace, tinyToml } from '../helpers/tinyWorkspace';
 
 describe('overbrainer spend and train --dry-run against the Runpod emulator', function () {
   this.timeout(150_000);
@@ -46,12 +19,10 @@ describe('overbrainer spend and train --dry-run against the Runpod emulator', fu
 
   before(async () => {
     emulator = await startEmulator({ bootDelaysMs: { provisioning: 100, starting: 100 } });
-    tmp = fs.mkdtempSync(path.join(os.tmpdir(), 'cli-spend-it-'));
-    ws = path.join(tmp, 'ws');
-    fs.mkdirSync(ws);
-    fs.copyFileSync(path.join(TINY, 'train.py'), path.join(ws, 'train.py'));
-    fs.cpSync(path.join(TINY, 'data'), path.join(ws, 'data'), { recursive: true });
-    fs.writeFileSync(path.join(ws, 'overbrainer.toml'), TOML);
+    ({ tmp, ws } = tempTinyWorkspace(
+      'cli-spend-it-',
+      tinyToml('python3 train.py --steps 20 --step-seconds 0.05'),
+    ));
   });
 
   after(async () => {
@@ -67,24 +38,8 @@ describe('overbrainer spend and train --dry-run against the Runpod emulator', fu
     }
   });
 
-  function cli(args: string[]): Promise<Ran> {
-    const child = spawn(process.execPath, ['--import', 'tsx', CLI, '-C', ws, ...args], {
-      cwd: ROOT,
-      env: {
-        HOME: '/nonexistent',
-        NO_COLOR: '1',
-        PATH: process.env.PATH ?? '/usr/bin:/bin',
-        OVERBRAINER_RUNPOD__API_KEY: emulator.apiKey,
-        OVERBRAINER_RUNPOD__BASE_URL: emulator.baseUrl,
-        OVERBRAINER_TIMING_SCALE: '8',
-      },
-      stdio: ['ignore', 'pipe', 'pipe'],
-    });
-    const out = { stdout: '', stderr: '' };
-    child.stdout.on('data', (chunk: Buffer) => (out.stdout += chunk.toString('utf8')));
-    child.stderr.on('data', (chunk: Buffer) => (out.stderr += chunk.toString('utf8')));
-    return new Promise((resolve) => child.on('close', (code) => resolve({ code, ...out })));
-  }
+  const cli = (args: string[]): Promise<Ran> =>
+    runCliProcess(['-C', ws, ...args], { env: emulatorEnv(emulator) });
 
   it('train --dry-run prints the plan and the quote without earlier runs, and creates nothing', async () => {
     const before = emulator.requests().length;

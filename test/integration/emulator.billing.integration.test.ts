@@ -4,13 +4,22 @@
  * bucketing and the window's snapping.
  */
 import assert from 'node:assert/strict';
+import * as fs from 'node:fs';
+import * as os from 'node:os';
+import * as path from 'node:path';
+import { EventBus, type CoreEvent } from '../../src/core/events';
+import { recordBilled } from '../../src/core/runpod/billing';
 import { RunpodClient } from '../../src/core/runpod/client';
+import { newPodRecord } from '../../src/core/runs/podRecord';
+import { RunStore } from '../../src/core/runs/store';
 import { PRODUCTION_TIMING } from '../../src/core/timing';
+import { refreshesSpend } from '../../src/ui/spendModel';
 import { FakeClock } from '../helpers/fakeClock';
 import { startEmulator, type Emulator } from '../emulator/emulator';
 import { ApiClient, waitForPod, type PodBody, type Problem } from '../emulator/testing';
 
 const GPU = 'NVIDIA GeForce RTX 4090';
+const HOST_KEY = 'ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIOMqqnkVzrm0SdG6UOoqKLsabgH5C9okWi0dh2l9GKJl';
 
 interface Amounts {
   totalAmount: number;
@@ -147,5 +156,37 @@ describe('Runpod emulator: GET /v2/billing/pods', function () {
         ['2026-09-30T00:00:00.000Z', 0.02],
       ],
     );
+  });
+
+  it("recordBilled saves the ended pod's bill in pod.json and publishes it, on which the Spend view reads the records again", async () => {
+    const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'ob-billing-it-'));
+    try {
+      const store = new RunStore(path.join(dir, 'runs'), clock);
+      const run = store.create({ project: 'tiny', target: 'pod', remoteDir: (id) => id });
+      const pod = newPodRecord(run.id, false, 2, HOST_KEY);
+      const createdMs = Date.parse('2026-09-29T12:00:00Z');
+      pod.beginAttempt(GPU, createdMs, 6);
+      pod.created({ id: billed, costPerHourUsd: 1.38 }, 'created', createdMs);
+      pod.deleted('client', createdMs + 13 * 3_600_000);
+      store.savePod(pod);
+      const bus = new EventBus();
+      const events: CoreEvent[] = [];
+      bus.on((event) => events.push(event));
+      const client = new RunpodClient({
+        baseUrl: emulator.baseUrl,
+        apiKey: emulator.apiKey,
+        clock,
+        timing: PRODUCTION_TIMING,
+      });
+
+      assert.equal(await recordBilled({ client, store, clock, bus }, pod), 1.62);
+      assert.equal(store.loadPod(run.id)?.billedUsd, 1.62);
+      // No file event is sure to follow the write in time: the bus says the bill came in.
+      const said = events.filter((e) => e.type === 'billed');
+      assert.deepEqual(said, [{ type: 'billed', runId: run.id, podId: billed, billedUsd: 1.62 }]);
+      assert.ok(said.every(refreshesSpend), 'the Spend view reads the records again on it');
+    } finally {
+      fs.rmSync(dir, { recursive: true, force: true });
+    }
   });
 });

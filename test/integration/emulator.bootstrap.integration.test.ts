@@ -12,11 +12,11 @@ import {
   ApiClient,
   assertPodGone,
   ed25519,
+  postRunPod,
   snapshotPod,
   sshExec,
   waitFor,
   waitForPod,
-  type PodBody,
 } from '../emulator/testing';
 
 const POD_SCRIPTS = join(__dirname, '..', '..', 'src', 'core', 'runpod', 'podScripts.ts');
@@ -69,19 +69,7 @@ describe('Runpod emulator: the real bootstrap and watchdog', function () {
         preflightTimeoutMs: 60_000,
       },
     });
-    const created = await api.post<PodBody>('/pods', {
-      name: `overbrainer-${runId}-a1`,
-      image: 'runpod/pytorch:1.0.2-cu1281-torch280-ubuntu2404',
-      cloud: 'SECURE',
-      gpu: { id: 'NVIDIA GeForce RTX 4090', count: 1, minCudaVersion: '13.0' },
-      disk: 20,
-      ports: ['22/tcp'],
-      startSsh: false,
-      env,
-      cmd: scripts.podCmd(),
-    });
-    assert.equal(created.status, 201);
-    const id = created.body.id;
+    const id = await postRunPod(api, runId, scripts.podCmd(), { suffix: 'a1', env });
     const { pod } = await waitForPod(api, id, (p) => p.ssh.direct !== null, 40_000);
     const internals = emulator.pod(id);
     assert.ok(internals);

@@ -19,28 +19,10 @@ import {
 } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { ExecError, type DownloadedFile } from '../../src/core/exec/executor';
+import type { DownloadedFile } from '../../src/core/exec/executor';
 import { LocalExecutor } from '../../src/core/exec/local';
 import { processAlive } from '../helpers/sshd';
-
-async function rejects(promise: Promise<unknown>, kind: ExecError['kind']): Promise<ExecError> {
-  try {
-    await promise;
-  } catch (error) {
-    assert.ok(error instanceof ExecError, `expected an ExecError, got ${String(error)}`);
-    assert.equal(error.kind, kind, error.message);
-    return error;
-  }
-  assert.fail(`expected a rejection with ${kind}`);
-}
-
-async function waitFor(check: () => boolean, timeoutMs = 10_000): Promise<void> {
-  const until = Date.now() + timeoutMs;
-  while (!check()) {
-    if (Date.now() > until) assert.fail('condition not reached in time');
-    await new Promise((resolve) => setTimeout(resolve, 20));
-  }
-}
+import { rejects, waitFor } from '../helpers/execAsserts';
 
 describe('LocalExecutor', function () {
   this.timeout(30_000);

@@ -21,50 +21,22 @@ import {
 } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { systemClock } from '../../src/core/clock';
-import { ExecError } from '../../src/core/exec/executor';
 import { SshExecutor, type SshExecutorOptions } from '../../src/core/exec/ssh';
 import { scaleTiming } from '../../src/core/timing';
 import {
+  executorOptions,
   generateEd25519,
   processAlive,
   startSshd,
   startTcpProxy,
   type Sshd,
 } from '../helpers/sshd';
+import { rejects, waitFor } from '../helpers/execAsserts';
 
 const TIMING = scaleTiming(1, { connectTimeoutMs: 10_000 });
 
 function options(sshd: Sshd, overrides: Partial<SshExecutorOptions> = {}): SshExecutorOptions {
-  return {
-    host: sshd.host,
-    port: sshd.port,
-    username: sshd.user,
-    privateKey: sshd.clientPrivateKey,
-    hostPublicKey: sshd.hostPublicKey,
-    clock: systemClock,
-    timing: TIMING,
-    ...overrides,
-  };
-}
-
-async function rejects(promise: Promise<unknown>, kind: ExecError['kind']): Promise<ExecError> {
-  try {
-    await promise;
-  } catch (error) {
-    assert.ok(error instanceof ExecError, `expected an ExecError, got ${String(error)}`);
-    assert.equal(error.kind, kind, error.message);
-    return error;
-  }
-  assert.fail(`expected a rejection with ${kind}`);
-}
-
-async function waitFor(check: () => boolean, timeoutMs = 10_000): Promise<void> {
-  const until = Date.now() + timeoutMs;
-  while (!check()) {
-    if (Date.now() > until) assert.fail('condition not reached in time');
-    await new Promise((resolve) => setTimeout(resolve, 20));
-  }
+  return executorOptions(sshd, { timing: TIMING, ...overrides });
 }
 
 /** Authentication attempts sshd logged (a refused host key must leave none). */

@@ -14,7 +14,7 @@ import { scaleTiming } from '../../src/core/timing';
 import { MetricsFollower, PUSH_ALIVE, silenceLimitMs } from '../../src/core/train/follow';
 import { jobScript, startJob } from '../../src/core/train/job';
 import { parseMetricLine } from '../../src/core/train/metrics';
-import { startSshd, type Sshd } from '../helpers/sshd';
+import { executorOptions, killAll, startSshd, type Sshd } from '../helpers/sshd';
 
 const EXAMPLE = path.resolve(__dirname, '..', '..', 'examples', 'tiny');
 
@@ -70,32 +70,12 @@ describe('following with the job status pushed on the stream (real sshd)', funct
     if (probe.status !== 0) this.skip();
     python = probe.stdout.trim();
     sshd = await startSshd();
-    ssh = await SshExecutor.connect({
-      host: '127.0.0.1',
-      port: sshd.port,
-      username: sshd.user,
-      privateKey: sshd.clientPrivateKey,
-      hostPublicKey: sshd.hostPublicKey,
-      clock: systemClock,
-      timing: scaleTiming(1),
-    });
+    ssh = await SshExecutor.connect(executorOptions(sshd));
   });
 
   after(async () => {
-    for (const pid of frozen) {
-      try {
-        process.kill(pid, 'SIGKILL');
-      } catch {
-        // Ended already.
-      }
-    }
-    for (const pid of groups) {
-      try {
-        process.kill(-pid, 'SIGKILL');
-      } catch {
-        // Ended already.
-      }
-    }
+    killAll(frozen);
+    killAll(groups, true);
     ssh?.dispose();
     await sshd?.stop();
   });

@@ -16,7 +16,14 @@ import { scaleTiming } from '../../src/core/timing';
 import { MetricsFollower } from '../../src/core/train/follow';
 import { cancelJob, jobScript, jobStatus, startJob } from '../../src/core/train/job';
 import { parseMetricLine } from '../../src/core/train/metrics';
-import { startSshd, startTcpProxy, type Sshd, type TcpProxy } from '../helpers/sshd';
+import {
+  executorOptions,
+  killAll,
+  startSshd,
+  startTcpProxy,
+  type Sshd,
+  type TcpProxy,
+} from '../helpers/sshd';
 
 const EXAMPLE = path.resolve(__dirname, '..', '..', 'examples', 'tiny');
 
@@ -55,27 +62,13 @@ describe('the job over SSH (real sshd, connection cut mid-job)', function () {
     python = probe.stdout.trim();
     sshd = await startSshd();
     proxy = await startTcpProxy(sshd.port);
-    executor = await SshExecutor.connect({
-      host: '127.0.0.1',
-      port: proxy.port,
-      username: sshd.user,
-      privateKey: sshd.clientPrivateKey,
-      hostPublicKey: sshd.hostPublicKey,
-      clock: systemClock,
-      timing: scaleTiming(1),
-      keepaliveIntervalMs: 500,
-      keepaliveCountMax: 1,
-    });
+    executor = await SshExecutor.connect(
+      executorOptions(sshd, { port: proxy.port, keepaliveIntervalMs: 500, keepaliveCountMax: 1 }),
+    );
   });
 
   after(async () => {
-    for (const pid of started) {
-      try {
-        process.kill(-pid, 'SIGKILL');
-      } catch {
-        // Ended already.
-      }
-    }
+    killAll(started, true);
     executor?.dispose();
     await proxy?.close();
     await sshd?.stop();

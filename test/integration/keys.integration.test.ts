@@ -174,8 +174,14 @@ describe('keys: the run ssh config against a real sshd', function () {
     fs.rmSync(dir, { recursive: true, force: true });
   });
 
-  it('ssh -F runs/<id>/ssh/config overbrainer-<id> logs in with the pinned host key', async () => {
-    const runId = 'tiny_20260929-120000';
+  /**
+   * The keys of `runId` and an sshd holding its host key and authorizing its client key; the
+   * run's ssh config points at it and pins `pinned` (default: the daemon's own host key).
+   */
+  async function pinnedDaemon(
+    runId: string,
+    pinned?: string,
+  ): Promise<{ sshDir: string; daemon: Daemon }> {
     const sshDir = store.sshDir(runId);
     const keys = generateRunKeys(sshDir, alias(runId));
     const daemon = await startSshd(dir, keys.hostPrivateB64, keys.clientPublic);
@@ -184,8 +190,14 @@ describe('keys: the run ssh config against a real sshd', function () {
       sshDir,
       alias(runId),
       { host: '127.0.0.1', port: daemon.port, user: os.userInfo().username },
-      keys.hostPublic,
+      pinned ?? keys.hostPublic,
     );
+    return { sshDir, daemon };
+  }
+
+  it('ssh -F runs/<id>/ssh/config overbrainer-<id> logs in with the pinned host key', async () => {
+    const runId = 'tiny_20260929-120000';
+    const { daemon } = await pinnedDaemon(runId);
 
     const ok = await ssh(dir, home, runId, 'true');
     assert.equal(ok.code, 0, `${ok.stderr}\n--- sshd ---\n${daemon.log()}`);
@@ -199,17 +211,8 @@ describe('keys: the run ssh config against a real sshd', function () {
 
   it('a different pinned host key is refused before anything runs', async () => {
     const runId = 'tiny_20260929-120001';
-    const sshDir = store.sshDir(runId);
-    const keys = generateRunKeys(sshDir, alias(runId));
-    const daemon = await startSshd(dir, keys.hostPrivateB64, keys.clientPublic);
-    daemons.push(daemon);
     const impostor = generateRunKeys(path.join(dir, 'other-ssh'), alias(runId));
-    writeSshConfig(
-      sshDir,
-      alias(runId),
-      { host: '127.0.0.1', port: daemon.port, user: os.userInfo().username },
-      impostor.hostPublic,
-    );
+    const { sshDir, daemon } = await pinnedDaemon(runId, impostor.hostPublic);
 
     const marker = path.join(dir, 'ran');
     const refused = await ssh(dir, home, runId, `touch ${marker}`);
@@ -229,16 +232,7 @@ describe('keys: the run ssh config against a real sshd', function () {
 
   it('once the client key is forgotten, the pod no longer lets this client in', async () => {
     const runId = 'tiny_20260929-120002';
-    const sshDir = store.sshDir(runId);
-    const keys = generateRunKeys(sshDir, alias(runId));
-    const daemon = await startSshd(dir, keys.hostPrivateB64, keys.clientPublic);
-    daemons.push(daemon);
-    writeSshConfig(
-      sshDir,
-      alias(runId),
-      { host: '127.0.0.1', port: daemon.port, user: os.userInfo().username },
-      keys.hostPublic,
-    );
+    const { sshDir } = await pinnedDaemon(runId);
     assert.equal((await ssh(dir, home, runId, 'true')).code, 0);
 
     assert.equal(forgetClientKey(sshDir), true);

@@ -12,7 +12,6 @@
 import assert from 'node:assert/strict';
 import * as fs from 'node:fs';
 import * as path from 'node:path';
-import { hostKeySecretName } from '../../src/core/runpod/context';
 import { PodError } from '../../src/core/runpod/podError';
 import { train } from '../../src/core/flow';
 import { filesUnder, GPU, runIdHolder } from '../helpers/lifecycle';
@@ -202,15 +201,9 @@ describe('lifecycle core against the Runpod emulator', function () {
     const l = await lab({ gpuTypes: [GPU.rtx4090, GPU.a100], timing: { readyTimeoutMs: 5_000 } });
     await l.emulator.faults.add({ kind: 'sshd', mode: 'closed', pods: 1 });
     await l.emulator.faults.add({ kind: 'sshd', mode: 'unpublished', pods: 1 });
-    const run = runIdHolder();
-    await assert.rejects(
-      train(l.deps, l.config, l.workspace, { onRun: run.onRun }),
-      (error: unknown) => {
-        assert.ok(error instanceof PodError && error.kind === 'no_capacity', String(error));
-        return true;
-      },
-    );
-    const id = run.id!;
+    const { error, runId } = await l.trainOutcome();
+    assert.ok(error instanceof PodError && error.kind === 'no_capacity', String(error));
+    const id = runId!;
     const runJson = l.runJson(id);
     assert.equal(runJson.state, 'failed');
     assert.equal(
@@ -262,17 +255,9 @@ describe('lifecycle core against the Runpod emulator', function () {
     // A host key secret that is no key: the bootstrap fails before sshd, its watchdog deletes the pod.
     const badSecret = async (): Promise<void> => {
       const l = await lab();
-      const run = runIdHolder();
-      l.bus.on((event) => {
-        if (event.type === 'pod' && event.status.kind === 'creating' && run.id !== null) {
-          l.emulator.setSecret(
-            hostKeySecretName(run.id),
-            Buffer.from('not a key').toString('base64'),
-          );
-        }
-      });
-      await assert.rejects(train(l.deps, l.config, l.workspace, { onRun: run.onRun }));
-      const id = run.id!;
+      const { runId, error } = await l.trainWithBadHostKey();
+      assert.notEqual(error, null, 'train failed');
+      const id = runId!;
       const runJson = l.runJson(id);
       assert.equal(runJson.state, 'failed');
       // The client sees the pod its watchdog deletes as TERMINATED or gone (404 confirmed), by
@@ -342,15 +327,9 @@ describe('lifecycle core against the Runpod emulator', function () {
         times: 'always',
         effect: { type: 'status', status: 403 },
       });
-      const run = runIdHolder();
-      await assert.rejects(
-        train(l.deps, l.config, l.workspace, { onRun: run.onRun }),
-        (error: unknown) => {
-          assert.ok(error instanceof PodError && error.kind === 'watchdog_refused', String(error));
-          return true;
-        },
-      );
-      const id = run.id!;
+      const { error, runId } = await l.trainOutcome();
+      assert.ok(error instanceof PodError && error.kind === 'watchdog_refused', String(error));
+      const id = runId!;
       const runJson = l.runJson(id);
       assert.equal(runJson.state, 'failed');
       assert.equal(

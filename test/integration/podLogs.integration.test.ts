@@ -11,7 +11,6 @@ import * as os from 'node:os';
 import * as path from 'node:path';
 import { systemClock } from '../../src/core/clock';
 import { CLIENT_VERSION, RunpodClient } from '../../src/core/runpod/client';
-import { hostKeySecretName } from '../../src/core/runpod/context';
 import {
   drainPodLog,
   lastPodLogLines,
@@ -22,11 +21,10 @@ import {
 import { PodError } from '../../src/core/runpod/podError';
 import { streamPodLogs, type PodLogLine } from '../../src/core/runpod/podLogs';
 import { EventBus, type CoreEvent } from '../../src/core/events';
-import { train } from '../../src/core/flow';
 import { RunStore } from '../../src/core/runs/store';
 import { startEmulator, type Emulator } from '../emulator/emulator';
 import { ApiClient, waitFor, waitForPod, type PodBody } from '../emulator/testing';
-import { labTiming, matrixLabs, runCli, runIdHolder, type Lab } from '../helpers/lifecycle';
+import { labTiming, matrixLabs, runCli, type Lab } from '../helpers/lifecycle';
 import { recordFault, recordLedger } from '../helpers/reliability';
 
 const GPU = 'NVIDIA GeForce RTX 4090';
@@ -283,20 +281,8 @@ describe('pod logs: a pod deleted before its job started leaves its log and its 
 
   /** A run whose bootstrap fails before sshd (a host key secret that is no key). */
   async function failedBoot(l: Lab): Promise<{ id: string; error: unknown }> {
-    const run = runIdHolder();
-    l.bus.on((event) => {
-      if (event.type === 'pod' && event.status.kind === 'creating' && run.id !== null) {
-        l.emulator.setSecret(
-          hostKeySecretName(run.id),
-          Buffer.from('not a key').toString('base64'),
-        );
-      }
-    });
-    const error = await train(l.deps, l.config, l.workspace, { onRun: run.onRun }).then(
-      () => null,
-      (e: unknown) => e,
-    );
-    return { id: run.id!, error };
+    const { runId, error } = await l.trainWithBadHostKey();
+    return { id: runId!, error };
   }
 
   it('overbrainer runs logs, spawned as a user runs it: the pod log kept (--pod, --tail, --source), the API stream (--follow), the job log, usage errors', async function () {
@@ -353,22 +339,10 @@ describe('pod logs: a pod deleted before its job started leaves its log and its 
 
   it('a bootstrap failure before sshd: the error says the watchdog verdict and the log lines; runs/<id>/.pod/pod.log keeps the boot', async function () {
     const l = await lab();
-    const run = runIdHolder();
-    l.bus.on((event) => {
-      if (event.type === 'pod' && event.status.kind === 'creating' && run.id !== null) {
-        l.emulator.setSecret(
-          hostKeySecretName(run.id),
-          Buffer.from('not a key').toString('base64'),
-        );
-      }
-    });
     recordFault(this, 'pod.bootstrap-failed');
-    const error = await train(l.deps, l.config, l.workspace, { onRun: run.onRun }).then(
-      () => null,
-      (e: unknown) => e,
-    );
+    const { runId, error } = await l.trainWithBadHostKey();
     assert.ok(error instanceof PodError && error.kind === 'bootstrap_failed', String(error));
-    const id = run.id!;
+    const id = runId!;
     const reason = 'bootstrap failed: OVERBRAINER_HOST_KEY is not an OpenSSH private key';
     assert.ok(error.message.includes(reason), error.message);
     assert.match(error.message, /the watchdog's verdict: failed bootstrap: OVERBRAINER_HOST_KEY/);

@@ -10,17 +10,11 @@
 import assert from 'node:assert/strict';
 import { removeRunOrPod } from '../../src/core/runpod/podAdmin';
 import { PodError } from '../../src/core/runpod/podError';
-import { train, type FlowResult } from '../../src/core/flow';
+import { train } from '../../src/core/flow';
 import { FollowError } from '../../src/core/train/follow';
-import { GPU, Lab, matrixLabs } from '../helpers/lifecycle';
+import { GPU, Lab, matrixLabs, type TrainOutcome } from '../helpers/lifecycle';
 import { recordFault } from '../helpers/reliability';
 import { startTcpProxy, type TcpProxy } from '../helpers/sshd';
-
-interface Outcome {
-  result: FlowResult | null;
-  error: unknown;
-  runId: string | null;
-}
 
 /** The example of Runpod's document for a 400: no word of capacity in it. */
 const DOCUMENT_400_DETAIL = 'request could not be processed';
@@ -29,19 +23,7 @@ describe('reliability: Runpod API limits and answers as its document describes',
   this.timeout(180_000);
   const lab = matrixLabs();
 
-  async function run(l: Lab): Promise<Outcome> {
-    let runId: string | null = null;
-    try {
-      const result = await train(l.deps, l.config, l.workspace, {
-        onRun: (r) => {
-          runId = r.id;
-        },
-      });
-      return { result, error: null, runId };
-    } catch (error) {
-      return { result: null, error, runId };
-    }
-  }
+  const run = (l: Lab): Promise<TrainOutcome> => l.trainOutcome();
 
   const calls = (l: Lab, route: string) => l.emulator.requests().filter((r) => r.route === route);
   const attempts = (l: Lab, id: string): string[] =>

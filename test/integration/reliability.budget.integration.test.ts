@@ -23,7 +23,7 @@ import {
   spawnLifecycleChild,
   tomlFor,
 } from '../helpers/lifecycle';
-import { recordFault, recordResult } from '../helpers/reliability';
+import { recordFault, recordResult, seededRandom, sleep, until } from '../helpers/reliability';
 
 /** A GPU at $36/h ($0.01 a second): a pod of seconds costs cents, a cap of $0.60 is a minute. */
 const PRICE = 36;
@@ -34,28 +34,6 @@ function pricedCatalog() {
   const gpu = catalog.gpuTypes.find((g) => g.id === GPU.rtx4090)!;
   gpu.priceSecureUsdPerHour = PRICE;
   return catalog;
-}
-
-/** mulberry32: the day's script is the same on every machine. */
-function seeded(seed: number): () => number {
-  let a = seed >>> 0;
-  return () => {
-    a = (a + 0x6d2b79f5) >>> 0;
-    let t = a;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
-}
-
-const sleep = (ms: number): Promise<void> => new Promise((resolve) => setTimeout(resolve, ms));
-
-async function until(what: string, probe: () => boolean, timeoutMs = 180_000): Promise<void> {
-  const end = Date.now() + timeoutMs;
-  while (!probe()) {
-    if (Date.now() > end) throw new Error(`timed out waiting for ${what}`);
-    await sleep(20);
-  }
 }
 
 describe('reliability: spend you can trust (figures)', function () {
@@ -131,7 +109,7 @@ describe('reliability: spend you can trust (figures)', function () {
       targetExtra: extra,
     });
     const toml = path.join(l.workspace, 'overbrainer.toml');
-    const random = seeded(16);
+    const random = seededRandom(16);
     const script: string[] = [];
     let refused = false;
     let killed = 0;

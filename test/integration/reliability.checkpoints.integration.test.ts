@@ -10,8 +10,7 @@
 import assert from 'node:assert/strict';
 import * as fs from 'node:fs';
 import * as path from 'node:path';
-import { train, type FlowResult } from '../../src/core/flow';
-import { matrixLabs, type Lab, type LabOptions } from '../helpers/lifecycle';
+import { matrixLabs, type Lab, type LabOptions, type TrainOutcome } from '../helpers/lifecycle';
 import { recordFault, recordResult } from '../helpers/reliability';
 
 /**
@@ -37,12 +36,6 @@ fi
 echo stopped > output/done
 `;
 
-interface Outcome {
-  result: FlowResult | null;
-  error: unknown;
-  runId: string | null;
-}
-
 interface Latest {
   path: string;
   step: number;
@@ -58,22 +51,7 @@ describe('checkpoints streamed home while a run is followed', function () {
   const start = (options: LabOptions): Promise<Lab> =>
     lab({ ...options, timing: { checkpointPollMs: 200, ...options.timing } });
 
-  function run(l: Lab, onRun: (id: string) => void): Promise<Outcome> {
-    let runId: string | null = null;
-    return l
-      .track(
-        train(l.deps, l.config, l.workspace, {
-          onRun: (r) => {
-            runId = r.id;
-            onRun(r.id);
-          },
-        }),
-      )
-      .then(
-        (result) => ({ result, error: null, runId }),
-        (error: unknown) => ({ result: null, error, runId }),
-      );
-  }
+  const run = (l: Lab, onRun: (id: string) => void): Promise<TrainOutcome> => l.trainOutcome(onRun);
 
   const latestOf = (l: Lab, id: string): Latest | null => {
     try {

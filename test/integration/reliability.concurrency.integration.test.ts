@@ -15,7 +15,7 @@ import * as path from 'node:path';
 import { FAILED_BY_POD_RM } from '../../src/core/runpod/podAdmin';
 import { LOCK_FILE } from '../../src/core/runs/lock';
 import { Lab, runCli, spawnLifecycleChild, startCli, type CliProcess } from '../helpers/lifecycle';
-import { recordFault, recordLedger, recordResult } from '../helpers/reliability';
+import { recordFault, recordLedger, recordResult, sleep, until } from '../helpers/reliability';
 
 /**
  * A job that reports 20 steps, then waits until the test lets it end (a `go` file in its run
@@ -30,16 +30,6 @@ const GATED = {
 function letEnd(lab: Lab, id: string): void {
   const podId = String(lab.podJson(id).pod_id);
   fs.writeFileSync(lab.podFile(podId, id, 'go'), '');
-}
-
-const sleep = (ms: number): Promise<void> => new Promise((resolve) => setTimeout(resolve, ms));
-
-async function until(what: string, probe: () => boolean, timeoutMs = 180_000): Promise<void> {
-  const end = Date.now() + timeoutMs;
-  while (!probe()) {
-    if (Date.now() > end) throw new Error(`timed out waiting for ${what}`);
-    await sleep(20);
-  }
 }
 
 /** The pid in the run's lock file, or null when nobody holds it. */

@@ -12,37 +12,31 @@ import { existsSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
 import { removePods } from '../../src/core/runpod/podAdmin';
 import { PodError } from '../../src/core/runpod/podError';
-import { train, type FlowResult } from '../../src/core/flow';
-import { GPU, Lab, matrixLabs } from '../helpers/lifecycle';
+import { train } from '../../src/core/flow';
+import { GPU, Lab, matrixLabs, type TrainOutcome } from '../helpers/lifecycle';
 import { recordFault } from '../helpers/reliability';
-
-interface Outcome {
-  result: FlowResult | null;
-  error: unknown;
-  runId: string | null;
-}
 
 describe('reliability: creates that went unanswered', function () {
   this.timeout(180_000);
   const lab = matrixLabs();
 
-  async function run(l: Lab): Promise<Outcome> {
-    let runId: string | null = null;
-    try {
-      const result = await train(l.deps, l.config, l.workspace, {
-        onRun: (r) => {
-          runId = r.id;
-        },
-      });
-      return { result, error: null, runId };
-    } catch (error) {
-      return { result: null, error, runId };
-    }
-  }
+  const run = (l: Lab): Promise<TrainOutcome> => l.trainOutcome();
 
   const creates = (l: Lab) => l.emulator.requests().filter((r) => r.route === 'createPod');
   const attempts = (l: Lab, id: string): string[] =>
     (l.podJson(id).attempts as { result: string }[]).map((a) => a.result);
+
+  /** Trains on `l`: the run succeeds on the one pod its only create made, adopted. Its ID. */
+  async function adoptedOnce(l: Lab): Promise<string> {
+    const o = await run(l);
+    assert.equal(o.error, null, `${String(o.error)}\n${l.transcript()}`);
+    const id = o.runId!;
+    assert.equal(o.result?.run.state, 'succeeded', l.transcript());
+    assert.equal(creates(l).length, 1, 'the create was never sent again');
+    assert.deepEqual(attempts(l, id), ['adopted']);
+    assert.equal(l.podsOfRun(id).length, 1, 'one pod was ever made');
+    return id;
+  }
 
   it('a create answered 500 while the pod lists fail too: the list is retried until it answers, the create is never sent again, the pod is adopted', async function () {
     const l = await lab({ steps: 3 });
@@ -57,13 +51,7 @@ describe('reliability: creates that went unanswered', function () {
     });
     recordFault(this, 'api.createPod.created-500');
     recordFault(this, 'api.listPods.500', 2 * (l.timing.retries + 1) + 1);
-    const o = await run(l);
-    assert.equal(o.error, null, `${String(o.error)}\n${l.transcript()}`);
-    const id = o.runId!;
-    assert.equal(o.result?.run.state, 'succeeded', l.transcript());
-    assert.equal(creates(l).length, 1, 'the create was never sent again');
-    assert.deepEqual(attempts(l, id), ['adopted']);
-    assert.equal(l.podsOfRun(id).length, 1, 'one pod was ever made');
+    await adoptedOnce(l);
     assert.deepEqual(
       l.billing().map((p) => p.id),
       [],
@@ -84,13 +72,7 @@ describe('reliability: creates that went unanswered', function () {
     });
     recordFault(this, 'api.createPod.created-500');
     recordFault(this, 'api.listPods.unreachable', lost);
-    const o = await run(l);
-    assert.equal(o.error, null, `${String(o.error)}\n${l.transcript()}`);
-    const id = o.runId!;
-    assert.equal(o.result?.run.state, 'succeeded', l.transcript());
-    assert.equal(creates(l).length, 1, 'the create was never sent again');
-    assert.deepEqual(attempts(l, id), ['adopted']);
-    assert.equal(l.podsOfRun(id).length, 1, 'one pod was ever made');
+    const id = await adoptedOnce(l);
     const countdown = l.warnings().filter((w) => w.code === 'api_unreachable');
     assert.equal(countdown.length, 2, `one warning per failed list\n${l.transcript()}`);
     for (const warning of countdown) {

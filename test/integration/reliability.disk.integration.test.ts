@@ -11,8 +11,7 @@
 import assert from 'node:assert/strict';
 import * as fs from 'node:fs';
 import * as path from 'node:path';
-import { train, type FlowResult } from '../../src/core/flow';
-import { matrixLabs, type Lab, type LabOptions } from '../helpers/lifecycle';
+import { matrixLabs, type Lab, type LabOptions, type TrainOutcome } from '../helpers/lifecycle';
 import { recordFault, recordResult } from '../helpers/reliability';
 
 const MIB = 1024 * 1024;
@@ -46,12 +45,6 @@ done
 echo "finished $i steps" > output/done
 `;
 
-interface Outcome {
-  result: FlowResult | null;
-  error: unknown;
-  runId: string | null;
-}
-
 describe('disk policy: a followed run whose disk fills', function () {
   this.timeout(300_000);
   const lab = matrixLabs();
@@ -65,23 +58,26 @@ describe('disk policy: a followed run whose disk fills', function () {
     return l;
   }
 
-  async function run(l: Lab): Promise<Outcome> {
-    let runId: string | null = null;
-    try {
-      const result = await l.track(
-        train(l.deps, l.config, l.workspace, { onRun: (r) => (runId = r.id) }),
-      );
-      return { result, error: null, runId };
-    } catch (error) {
-      return { result: null, error, runId };
-    }
-  }
+  const run = (l: Lab): Promise<TrainOutcome> => l.trainOutcome();
 
   const diskWarnings = (l: Lab, code: string): string[] =>
     l
       .warnings()
       .filter((w) => w.code === code)
       .map((w) => w.message);
+
+  /** The run warned that the disk was 85 % full, then 90 %. */
+  function warnedFullAt85And90(l: Lab): void {
+    const full = diskWarnings(l, 'disk_full');
+    assert.ok(
+      full.some((m) => / 85 % full/.test(m)),
+      `no 85 % warning: ${full.join(' | ')}`,
+    );
+    assert.ok(
+      full.some((m) => / 90 % full/.test(m)),
+      `no 90 % warning: ${full.join(' | ')}`,
+    );
+  }
 
   /**
    * The run ended `stopped` with the job's snapshot (reason disk) as run.json records it, and the
@@ -179,15 +175,7 @@ describe('disk policy: a followed run whose disk fills', function () {
     const volume = await l.api.get<{ size: number }>(`/network-volumes/${VOLUME_ID}`);
     assert.equal(volume.body.size, 100);
     assert.equal(fs.readFileSync(onVolume(l, id, '.pod/volume_gb'), 'utf8'), '100\n');
-    const full = diskWarnings(l, 'disk_full');
-    assert.ok(
-      full.some((m) => / 85 % full/.test(m)),
-      `no 85 % warning: ${full.join(' | ')}`,
-    );
-    assert.ok(
-      full.some((m) => / 90 % full/.test(m)),
-      `no 90 % warning: ${full.join(' | ')}`,
-    );
+    warnedFullAt85And90(l);
     assert.match(diskWarnings(l, 'disk_grow').join('\n'), /network volume grows from 50 to 100 GB/);
     assert.deepEqual(diskWarnings(l, 'disk_snapshot'), []);
     assert.equal(fs.existsSync(onVolume(l, id, 'snapshot.request')), false);
@@ -205,15 +193,7 @@ describe('disk policy: a followed run whose disk fills', function () {
     const id = o.runId!;
     assert.equal(o.error, null, `${String(o.error)}\n${l.transcript()}`);
     stoppedWithDiskSnapshot(l, id);
-    const full = diskWarnings(l, 'disk_full');
-    assert.ok(
-      full.some((m) => / 85 % full/.test(m)),
-      `no 85 % warning: ${full.join(' | ')}`,
-    );
-    assert.ok(
-      full.some((m) => / 90 % full/.test(m)),
-      `no 90 % warning: ${full.join(' | ')}`,
-    );
+    warnedFullAt85And90(l);
     assert.match(
       diskWarnings(l, 'disk_snapshot').join('\n'),
       /disk is about to fill: it is 9\d % full .*reason disk/,

@@ -8,7 +8,6 @@
  * left as they were, nothing written outside the run's directory, nothing lost.
  */
 import assert from 'node:assert/strict';
-import { spawn } from 'node:child_process';
 import * as fs from 'node:fs';
 import * as net from 'node:net';
 import * as os from 'node:os';
@@ -18,17 +17,10 @@ import { RunStore } from '../../src/core/runs/store';
 import { systemClock } from '../../src/core/clock';
 import { isRunsError } from '../../src/core/runs/errors';
 import { startEmulator, type Emulator } from '../emulator/emulator';
-import { Lab, ROOT, tomlFor } from '../helpers/lifecycle';
+import { runCliProcess, type Ran } from '../helpers/cli';
+import { Lab, tomlFor } from '../helpers/lifecycle';
 import { recordFault, recordLedger, recordResult } from '../helpers/reliability';
-
-const CLI = path.join(ROOT, 'src', 'cli.ts');
-const TINY = path.join(ROOT, 'examples', 'tiny');
-
-interface Ran {
-  code: number | null;
-  stdout: string;
-  stderr: string;
-}
+import { emulatorEnv, tempTinyWorkspace } from '../helpers/tinyWorkspace';
 
 /** Every path under `dir` with its bytes (directories and links included), for before/after. */
 function tree(dir: string): Map<string, string> {
@@ -63,37 +55,14 @@ describe('reliability: hostile or broken input (CLI)', function () {
     if (emulator) assert.deepEqual(emulator.contractViolations(), []);
   });
   beforeEach(() => {
-    tmp = fs.mkdtempSync(path.join(os.tmpdir(), 'input-it-'));
-    ws = path.join(tmp, 'ws');
-    fs.mkdirSync(ws);
-    fs.copyFileSync(path.join(TINY, 'train.py'), path.join(ws, 'train.py'));
-    fs.cpSync(path.join(TINY, 'data'), path.join(ws, 'data'), { recursive: true });
-    fs.writeFileSync(path.join(ws, 'overbrainer.toml'), tomlFor({}));
+    ({ tmp, ws } = tempTinyWorkspace('input-it-', tomlFor({})));
   });
   afterEach(() => {
     fs.rmSync(tmp, { recursive: true, force: true });
   });
 
-  function cli(args: string[], env: Record<string, string> = {}): Promise<Ran> {
-    const child = spawn(process.execPath, ['--import', 'tsx', CLI, '-C', ws, ...args], {
-      cwd: ROOT,
-      env: {
-        HOME: '/nonexistent',
-        NO_COLOR: '1',
-        PATH: process.env.PATH ?? '/usr/bin:/bin',
-        OVERBRAINER_RUNPOD__API_KEY: emulator.apiKey,
-        OVERBRAINER_RUNPOD__BASE_URL: emulator.baseUrl,
-        OVERBRAINER_TIMING_SCALE: '8',
-        ...env,
-      },
-      stdio: ['ignore', 'pipe', 'pipe'],
-    });
-    let stdout = '';
-    let stderr = '';
-    child.stdout.on('data', (c: Buffer) => (stdout += c.toString('utf8')));
-    child.stderr.on('data', (c: Buffer) => (stderr += c.toString('utf8')));
-    return new Promise((resolve) => child.on('close', (code) => resolve({ code, stdout, stderr })));
-  }
+  const cli = (args: string[], env: Record<string, string> = {}): Promise<Ran> =>
+    runCliProcess(['-C', ws, ...args], { env: { ...emulatorEnv(emulator), ...env } });
 
   /** A run as the CLI leaves one that ended: run.json, pod.json of a deleted pod, its output. */
   function seedRun(id: string): string {

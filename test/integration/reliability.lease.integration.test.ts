@@ -11,7 +11,6 @@ import * as fs from 'node:fs';
 import * as path from 'node:path';
 import { PodError } from '../../src/core/runpod/podError';
 import type { PodRecord } from '../../src/core/runs/podRecord';
-import { train } from '../../src/core/flow';
 import { Lab, matrixLabs } from '../helpers/lifecycle';
 import { recordFault } from '../helpers/reliability';
 
@@ -36,26 +35,21 @@ describe('reliability: pod.json cannot be saved after a create was answered', fu
     return { brokenFor: () => brokenFor };
   }
 
-  it('pod.json cannot be written once the create is answered: the pod is deleted before train returns, the error names it, the keys go only after the delete is confirmed', async function () {
-    const l = await lab({ steps: 3 });
-    const fault = breakPodJsonOnceCreated(l);
-    recordFault(this, 'disk.pod-json.unwritable-after-create');
-    let runId: string | null = null;
-    let error: unknown = null;
-    try {
-      await train(l.deps, l.config, l.workspace, {
-        onRun: (r) => {
-          runId = r.id;
-        },
-      });
-    } catch (caught) {
-      error = caught;
-    }
+  /** Trains on `l` with pod.json broken by `fault`: the run's one pod, as the ledger has it. */
+  async function trainOnePod(l: Lab, fault: { brokenFor: () => string | null }) {
+    const { runId, error } = await l.trainOutcome();
     assert.ok(runId !== null);
     assert.equal(fault.brokenFor(), runId, 'the fault was applied');
     const made = l.podsOfRun(runId);
     assert.equal(made.length, 1, 'one pod was made');
-    const podId = made[0]!.id;
+    return { runId, error, made, podId: made[0]!.id };
+  }
+
+  it('pod.json cannot be written once the create is answered: the pod is deleted before train returns, the error names it, the keys go only after the delete is confirmed', async function () {
+    const l = await lab({ steps: 3 });
+    const fault = breakPodJsonOnceCreated(l);
+    recordFault(this, 'disk.pod-json.unwritable-after-create');
+    const { runId, error, made, podId } = await trainOnePod(l, fault);
     assert.deepEqual(
       l.billing().map((p) => p.id),
       [],
@@ -82,22 +76,7 @@ describe('reliability: pod.json cannot be saved after a create was answered', fu
     });
     recordFault(this, 'disk.pod-json.unwritable-after-create');
     recordFault(this, 'api.deletePod.500-always');
-    let runId: string | null = null;
-    let error: unknown = null;
-    try {
-      await train(l.deps, l.config, l.workspace, {
-        onRun: (r) => {
-          runId = r.id;
-        },
-      });
-    } catch (caught) {
-      error = caught;
-    }
-    assert.ok(runId !== null);
-    assert.equal(fault.brokenFor(), runId, 'the fault was applied');
-    const made = l.podsOfRun(runId);
-    assert.equal(made.length, 1, 'one pod was made');
-    const podId = made[0]!.id;
+    const { runId, error, podId } = await trainOnePod(l, fault);
     assert.ok(error instanceof PodError, `train failed with a PodError: ${String(error)}`);
     assert.match(error.message, new RegExp(`pod ${podId}`), 'the message names the pod');
     assert.equal(l.runJson(runId).state, 'failed');

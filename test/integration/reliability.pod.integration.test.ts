@@ -13,17 +13,11 @@ import * as path from 'node:path';
 import { removePods } from '../../src/core/runpod/podAdmin';
 import { MAX_COST_REACHED } from '../../src/core/runpod/lifecycle';
 import { PodError } from '../../src/core/runpod/podError';
-import { attach, train, type FlowResult } from '../../src/core/flow';
-import { GPU, Lab, matrixLabs } from '../helpers/lifecycle';
+import { attach } from '../../src/core/flow';
+import { GPU, Lab, matrixLabs, type TrainOutcome } from '../helpers/lifecycle';
 import { recordFault, recordResult } from '../helpers/reliability';
 
 type Attempt = { result: string; gpu_type: string; detail?: string; pod_id?: string };
-
-interface Outcome {
-  result: FlowResult | null;
-  error: unknown;
-  runId: string | null;
-}
 
 describe('reliability: pod faults and provisioning gaps', function () {
   this.timeout(300_000);
@@ -34,22 +28,8 @@ describe('reliability: pod faults and provisioning gaps', function () {
     for (const outcome of settled) if (outcome.status === 'rejected') throw outcome.reason;
   };
 
-  async function run(l: Lab, onRun?: (id: string) => void): Promise<Outcome> {
-    let runId: string | null = null;
-    try {
-      const result = await l.track(
-        train(l.deps, l.config, l.workspace, {
-          onRun: (r) => {
-            runId = r.id;
-            onRun?.(r.id);
-          },
-        }),
-      );
-      return { result, error: null, runId };
-    } catch (error) {
-      return { result: null, error, runId };
-    }
-  }
+  const run = (l: Lab, onRun?: (id: string) => void): Promise<TrainOutcome> =>
+    l.trainOutcome(onRun);
 
   const attemptsOf = (l: Lab, id: string): Attempt[] => l.podJson(id).attempts as Attempt[];
   const nothingBills = (l: Lab): void =>

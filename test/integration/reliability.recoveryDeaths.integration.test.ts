@@ -15,7 +15,7 @@ import * as fs from 'node:fs';
 import * as path from 'node:path';
 import { train } from '../../src/core/flow';
 import { GPU, matrixLabs, type Lab } from '../helpers/lifecycle';
-import { recordFault, recordResult } from '../helpers/reliability';
+import { recordFault, recordResult, seededRandom } from '../helpers/reliability';
 
 /**
  * Ten runs at once, each killed ten times: with twenty at once on this 2-core machine the stream's
@@ -63,18 +63,6 @@ interface AttemptJson {
   cost_usd: number | null;
 }
 
-/** mulberry32: small, seeded, good enough to pick moments and kinds. */
-function prng(seed: number): () => number {
-  let a = seed >>> 0;
-  return () => {
-    a = (a + 0x6d2b79f5) >>> 0;
-    let t = a;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
-}
-
 describe('recovery figure: 100 pod deaths at random moments of the job', function () {
   this.timeout(900_000);
   const lab = matrixLabs();
@@ -82,7 +70,7 @@ describe('recovery figure: 100 pod deaths at random moments of the job', functio
   it('≥ 99 % of runs complete with verified output; training lost per death ≤ one checkpoint interval + 60 s scaled; every resumed checkpoint hash-verified; 0 leaked pods; every attempt’s spend counted', async function () {
     const seed = Number(process.env.OVERBRAINER_RECOVERY_SEED ?? Date.now() % 2 ** 31);
     console.log(`      seed ${seed} (OVERBRAINER_RECOVERY_SEED=${seed} replays it)`);
-    const rng = prng(seed);
+    const rng = seededRandom(seed);
     const l = await lab({
       command: `python3 train.py --steps ${STEPS} --step-seconds ${STEP_S} --save-every ${EVERY}`,
       targetExtra: `max_recoveries = ${DEATHS_PER_RUN}`,

@@ -9,7 +9,6 @@
  * private key in no request the client sends to Runpod.
  */
 import assert from 'node:assert/strict';
-import { spawn } from 'node:child_process';
 import * as fs from 'node:fs';
 import * as http from 'node:http';
 import type { AddressInfo } from 'node:net';
@@ -17,11 +16,11 @@ import * as os from 'node:os';
 import * as path from 'node:path';
 import { train } from '../../src/core/flow';
 import { startEmulator, type Emulator } from '../emulator/emulator';
-import { filesUnder, Lab, ROOT, tomlFor } from '../helpers/lifecycle';
+import { startCli } from '../helpers/cli';
+import { filesUnder, Lab, tomlFor } from '../helpers/lifecycle';
 import { recordLedger, recordResult } from '../helpers/reliability';
+import { emulatorEnv, writeTinyWorkspace } from '../helpers/tinyWorkspace';
 
-const CLI = path.join(ROOT, 'src', 'cli.ts');
-const TINY = path.join(ROOT, 'examples', 'tiny');
 const ARMOR = '-----BEGIN OPENSSH PRIVATE KEY-----';
 
 /** Recorded request bodies of a loopback proxy in front of the emulator. */
@@ -156,29 +155,11 @@ describe('reliability: secrets', function () {
     try {
       const ws = path.join(tmp, 'ws');
       fs.mkdirSync(ws);
-      fs.copyFileSync(path.join(TINY, 'train.py'), path.join(ws, 'train.py'));
-      fs.cpSync(path.join(TINY, 'data'), path.join(ws, 'data'), { recursive: true });
-      fs.writeFileSync(
-        path.join(ws, 'overbrainer.toml'),
-        tomlFor({ steps: 30, stepSeconds: 0.1, retrieveGraceMinutes: 10 }),
-      );
-      const child = spawn(process.execPath, ['--import', 'tsx', CLI, '-C', ws, 'train'], {
-        cwd: ROOT,
-        env: {
-          HOME: '/nonexistent',
-          NO_COLOR: '1',
-          PATH: process.env.PATH ?? '/usr/bin:/bin',
-          OVERBRAINER_RUNPOD__API_KEY: emulator.apiKey,
-          OVERBRAINER_RUNPOD__BASE_URL: proxy.baseUrl,
-          OVERBRAINER_TIMING_SCALE: '8',
-        },
-        stdio: ['ignore', 'pipe', 'pipe'],
+      writeTinyWorkspace(ws, tomlFor({ steps: 30, stepSeconds: 0.1, retrieveGraceMinutes: 10 }));
+      const cli = startCli(['-C', ws, 'train'], {
+        env: emulatorEnv({ apiKey: emulator.apiKey, baseUrl: proxy.baseUrl }),
+        encoding: 'latin1',
       });
-      let stdout = '';
-      let stderr = '';
-      child.stdout.on('data', (c: Buffer) => (stdout += c.toString('latin1')));
-      child.stderr.on('data', (c: Buffer) => (stderr += c.toString('latin1')));
-      const done = new Promise<number | null>((resolve) => child.on('close', resolve));
       // The client key, read as soon as it exists, joins the needles while the pod lives.
       const runsDir = path.join(ws, 'runs');
       const keyWatch = setInterval(() => {
@@ -190,7 +171,7 @@ describe('reliability: secrets', function () {
           if (emulator.ledger().pods.some((p) => p.billing)) clientKeySeenWhileLive = true;
         }
       }, 20);
-      const code = await done;
+      const { code, stdout, stderr } = await cli.done;
       clearInterval(keyWatch);
       sampler.stop();
       assert.equal(code, 0, stderr);

@@ -8,7 +8,7 @@
  * each `it` awaits its own: the file takes about the longest scenario per shell.
  */
 import * as assert from 'node:assert/strict';
-import { spawn, spawnSync } from 'node:child_process';
+import { spawn } from 'node:child_process';
 import { createHash, randomBytes } from 'node:crypto';
 import * as fs from 'node:fs';
 import * as path from 'node:path';
@@ -21,11 +21,10 @@ import {
   cleanupWatchdogRuns,
   liveKeys,
   nowS,
-  settle,
   setupWatchdogRuns,
+  startScenarios,
   sleep,
   withRuns,
-  type Settled,
   type Shell,
 } from '../helpers/watchdog';
 
@@ -415,21 +414,8 @@ describe('watchdog.sh (integration)', function () {
 
   for (const shell of SHELLS) {
     describe(`under ${shell.name}`, function () {
-      const results = new Map<string, Promise<Settled>>();
-
-      before(function () {
-        const hasShell = spawnSync(shell.argv[0]!, [...shell.argv.slice(1), '-c', 'exit 0']);
-        if (hasShell.status !== 0)
-          assert.fail(
-            `${shell.name} does not run: install it (apt-get install -y busybox dash; \`npm run test:integration\` does)`,
-          );
-        // Every scenario at once; each `it` waits for its own.
-        for (const scenario of SCENARIOS) results.set(scenario.title, settle(scenario.run(shell)));
-      });
-
-      after(async function () {
-        await Promise.all(results.values());
-      });
+      // Every scenario at once; each `it` waits for its own.
+      const results = startScenarios(shell, SCENARIOS);
 
       for (const scenario of SCENARIOS) {
         it(scenario.title, async function () {

@@ -12,7 +12,6 @@
  * watchdog.integration.test.ts). The tmpfs disks need root.
  */
 import * as assert from 'node:assert/strict';
-import { spawnSync } from 'node:child_process';
 import * as fs from 'node:fs';
 import * as os from 'node:os';
 import * as path from 'node:path';
@@ -21,11 +20,10 @@ import {
   SHELLS,
   cleanupWatchdogRuns,
   nowS,
-  settle,
   setupWatchdogRuns,
+  startScenarios,
   withRuns,
   type Run,
-  type Settled,
   type Shell,
 } from '../helpers/watchdog';
 
@@ -476,22 +474,8 @@ describe('watchdog.sh snapshot requests (integration)', function () {
 
   for (const shell of SHELLS) {
     describe(`under ${shell.name}`, function () {
-      const results = new Map<string, Promise<Settled>>();
-
-      before(function () {
-        const hasShell = spawnSync(shell.argv[0]!, [...shell.argv.slice(1), '-c', 'exit 0']);
-        if (hasShell.status !== 0)
-          assert.fail(
-            `${shell.name} does not run: install it (apt-get install -y busybox dash; \`npm run test:integration\` does)`,
-          );
-        for (const scenario of SCENARIOS) {
-          results.set(scenario.title, settle(scenario.run(shell)));
-        }
-      });
-
-      after(async function () {
-        await Promise.all(results.values());
-      });
+      // Every scenario at once; each `it` waits for its own.
+      const results = startScenarios(shell, SCENARIOS);
 
       for (const scenario of SCENARIOS) {
         it(scenario.title, async function () {

@@ -1,42 +1,11 @@
 import assert from 'node:assert/strict';
-import {
-  configTemplate,
-  parseConfig,
-  type ConfigError,
-  type OverbrainerConfig,
-} from '../../src/core/config';
-
-const FILE = '/w/overbrainer.toml';
+import { configTemplate } from '../../src/core/config';
+import { BASE as TRAINING_AND_POD, ok, one } from '../helpers/configFixture';
 
 /** Lines 1-3 training, 5-8 a runpod target, 10 [budget]; budget keys start at line 11. */
-const BASE = `[training]
-trainer = "command"
-command = "python train.py"
-
-[targets.pod]
-kind = "runpod"
-gpu_types = ["NVIDIA A40"]
-max_hours = 6
-
+const BASE = `${TRAINING_AND_POD}
 [budget]
 `;
-
-function parse(text: string, env: Record<string, string> = {}) {
-  return parseConfig(text, { file: FILE, env, workspaceName: 'w' });
-}
-
-function ok(text: string, env: Record<string, string> = {}): OverbrainerConfig {
-  const result = parse(text, env);
-  if (!result.ok) assert.fail(result.errors.map((e) => e.message).join('\n'));
-  return result.config;
-}
-
-function one(text: string): ConfigError {
-  const result = parse(text);
-  if (result.ok) assert.fail('expected an error');
-  assert.equal(result.errors.length, 1, result.errors.map((e) => e.message).join('\n'));
-  return result.errors[0]!;
-}
 
 describe('config: [budget]', () => {
   it('is absent without a [budget] section, and defaults its keys when empty', () => {

@@ -141,7 +141,8 @@ describe('cli: whole command lines that never reach Runpod', () => {
     assert.deepEqual(empty.stdout, [`runs: no run in ${path.join(tmp, 'runs')}`]);
   });
 
-  it('a connection lost while following is no failed run: the CLI says the run goes on, how to attach and what the watchdog does, as VS Code does', async () => {
+  /** A run in tmp/runs whose job runs (pid 4242) on pod k3x9abc, both created now. */
+  function runningOnPod() {
     const nowMs = Date.now();
     const store = new RunStore(path.join(tmp, 'runs'), new FakeClock(nowMs));
     const record = store.create({ project: 'tiny', target: 'pod', remoteDir: (id) => `/w/${id}` });
@@ -153,6 +154,11 @@ describe('cli: whole command lines that never reach Runpod', () => {
     record.state = 'running';
     record.job = { dir: record.remoteDir, pid: 4242, container: null };
     store.saveRun(record);
+    return { store, record, pod };
+  }
+
+  it('a connection lost while following is no failed run: the CLI says the run goes on, how to attach and what the watchdog does, as VS Code does', async () => {
+    const { store, record, pod } = runningOnPod();
     // The API cannot be reached (nothing listens on port 9): attach cannot follow the run.
     const lost = await run(['train', 'attach', record.id], {
       OVERBRAINER_RUNPOD__BASE_URL: 'http://127.0.0.1:9/v2',
@@ -214,21 +220,7 @@ describe('cli: whole command lines that never reach Runpod', () => {
     await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', () => resolve()));
     try {
       const port = (server.address() as { port: number }).port;
-      const nowMs = Date.now();
-      const store = new RunStore(path.join(tmp, 'runs'), new FakeClock(nowMs));
-      const record = store.create({
-        project: 'tiny',
-        target: 'pod',
-        remoteDir: (id) => `/w/${id}`,
-      });
-      const pod = newPodRecord(record.id, false, 1, HOST_KEY);
-      pod.beginAttempt('NVIDIA A40', nowMs, 6);
-      pod.created({ id: 'k3x9abc', costPerHourUsd: 0.53 }, 'created', nowMs);
-      pod.state = 'running';
-      store.savePod(pod);
-      record.state = 'running';
-      record.job = { dir: record.remoteDir, pid: 4242, container: null };
-      store.saveRun(record);
+      const { record } = runningOnPod();
       const stopped = await run(['train', 'attach', record.id], {
         OVERBRAINER_RUNPOD__BASE_URL: `http://127.0.0.1:${port}/v2`,
         OVERBRAINER_TIMING_SCALE: '600',

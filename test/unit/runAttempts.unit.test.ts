@@ -16,30 +16,41 @@ const RECORD: RunRecord = {
   message: null,
 };
 
+type Attempt = NonNullable<RunRecord['attempts']>[number];
+
+/** Pod abc from the start, ended with `first`; then pod def from step 20's checkpoint, `second`. */
+function twoAttempts(
+  first: Pick<Attempt, 'reason' | 'costUsd'>,
+  second: Pick<Attempt, 'endedAt' | 'costUsd'>,
+): Attempt[] {
+  return [
+    {
+      podId: 'abc',
+      startedAt: '2026-12-04T09:00:01Z',
+      endedAt: '2026-12-04T09:10:00Z',
+      resumedFromStep: null,
+      resumedFromCheckpoint: null,
+      ...first,
+    },
+    {
+      podId: 'def',
+      startedAt: '2026-12-04T09:10:05Z',
+      reason: null,
+      resumedFromStep: 20,
+      resumedFromCheckpoint: 'checkpoints/checkpoint-20',
+      ...second,
+    },
+  ];
+}
+
 describe('run attempts (recovery on a new pod)', () => {
   it('run.json round-trips attempts in snake_case, and a record without them still reads', () => {
     const withAttempts: RunRecord = {
       ...RECORD,
-      attempts: [
-        {
-          podId: 'abc',
-          startedAt: '2026-12-04T09:00:01Z',
-          endedAt: '2026-12-04T09:10:00Z',
-          reason: 'pod_exited',
-          resumedFromStep: null,
-          resumedFromCheckpoint: null,
-          costUsd: 0.12,
-        },
-        {
-          podId: 'def',
-          startedAt: '2026-12-04T09:10:05Z',
-          endedAt: null,
-          reason: null,
-          resumedFromStep: 20,
-          resumedFromCheckpoint: 'checkpoints/checkpoint-20',
-          costUsd: null,
-        },
-      ],
+      attempts: twoAttempts(
+        { reason: 'pod_exited', costUsd: 0.12 },
+        { endedAt: null, costUsd: null },
+      ),
     };
     const text = encodeRunRecord(withAttempts);
     assert.match(text, /"resumed_from_checkpoint": "checkpoints\/checkpoint-20"/);
@@ -55,26 +66,10 @@ describe('run attempts (recovery on a new pod)', () => {
         path.join(dir, 'run.json'),
         encodeRunRecord({
           ...RECORD,
-          attempts: [
-            {
-              podId: 'abc',
-              startedAt: '2026-12-04T09:00:01Z',
-              endedAt: '2026-12-04T09:10:00Z',
-              reason: 'pod_deleted',
-              resumedFromStep: null,
-              resumedFromCheckpoint: null,
-              costUsd: 0.0123,
-            },
-            {
-              podId: 'def',
-              startedAt: '2026-12-04T09:10:05Z',
-              endedAt: '2026-12-04T09:20:00Z',
-              reason: null,
-              resumedFromStep: 20,
-              resumedFromCheckpoint: 'checkpoints/checkpoint-20',
-              costUsd: 0.02,
-            },
-          ],
+          attempts: twoAttempts(
+            { reason: 'pod_deleted', costUsd: 0.0123 },
+            { endedAt: '2026-12-04T09:20:00Z', costUsd: 0.02 },
+          ),
         }),
       );
       const attempts = await readAttempts(dir);
@@ -114,26 +109,9 @@ describe('the run page line of the attempts', () => {
   it('lists every attempt, or nothing for a run that never lost a pod', () => {
     assert.equal(attemptsText(undefined), null);
     assert.equal(
-      attemptsText([
-        {
-          podId: 'abc',
-          startedAt: '2026-12-04T09:00:01Z',
-          endedAt: '2026-12-04T09:10:00Z',
-          reason: 'pod_exited',
-          resumedFromStep: null,
-          resumedFromCheckpoint: null,
-          costUsd: 0.5,
-        },
-        {
-          podId: 'def',
-          startedAt: '2026-12-04T09:10:05Z',
-          endedAt: null,
-          reason: null,
-          resumedFromStep: 20,
-          resumedFromCheckpoint: 'checkpoints/checkpoint-20',
-          costUsd: null,
-        },
-      ]),
+      attemptsText(
+        twoAttempts({ reason: 'pod_exited', costUsd: 0.5 }, { endedAt: null, costUsd: null }),
+      ),
       'Attempt 1: pod abc (from the start · pod died (EXITED) · about $0.5000) · Attempt 2: pod def (from step 20 · running)',
     );
   });

@@ -13,6 +13,7 @@ import {
   type CreatedPod,
 } from '../../src/core/runs';
 import { FakeClock } from '../helpers/fakeClock';
+import { assertNotInError } from '../helpers/secretAsserts';
 
 const RUN = '20260922-143005-a1b2';
 const at = (seconds: number): number => seconds * 1000;
@@ -303,14 +304,7 @@ describe('runs: pod.json', () => {
       assert.match(caught.message, what);
       assert.match(caught.message, new RegExp(`line ${line}, column ${column}`));
       assert.match(caught.hint, /pod ls/);
-      for (const text of [
-        caught.message,
-        caught.hint,
-        String(caught.stack),
-        JSON.stringify(caught),
-      ]) {
-        assert.ok(!text.includes(MARKER), text);
-      }
+      assertNotInError(caught, MARKER);
     }
   });
 

@@ -1,11 +1,15 @@
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
 import * as path from 'node:path';
 import type * as vscode from 'vscode';
 import type { CoreEvent } from '../../src/core/events';
 import { EventBus } from '../../src/core/events';
 import { ApiKeyStore, type SecretStore } from '../../src/ui/apiKey';
 import type { LogPort, UiHost, WindowPort } from '../../src/ui/host';
+import type { Pod } from '../../src/core/runpod/api';
 import { Redactor } from '../../src/core/redact';
-import { RunsModel, type RunSummary } from '../../src/ui/runsModel';
+import { RunStore } from '../../src/core/runs/store';
+import { RunsModel, type PodSummary, type RunSummary } from '../../src/ui/runsModel';
 import { UiContext } from '../../src/ui/uiContext';
 import { FakeClock } from '../helpers/fakeClock';
 
@@ -203,16 +207,58 @@ export function runSummary(dir: string, over: Partial<RunSummary> = {}): RunSumm
     state: 'running',
     message: null,
     problem: null,
-    pod: {
-      podId: 'pod1',
-      state: 'running',
-      gpuType: null,
-      costPerHourUsd: null,
-      deadlineUnixS: null,
-      estimatedSpendUsd: null,
-      keep: false,
-      strayPodIds: [],
-    },
+    pod: podSummary('pod1'),
     ...over,
+  };
+}
+
+/** Pod `podId` of a run's record, running, nothing else known unless `over` says. */
+export function podSummary(podId: string | null, over: Partial<PodSummary> = {}): PodSummary {
+  return {
+    podId,
+    state: 'running',
+    gpuType: null,
+    costPerHourUsd: null,
+    deadlineUnixS: null,
+    estimatedSpendUsd: null,
+    keep: false,
+    strayPodIds: [],
+    ...over,
+  };
+}
+
+/**
+ * A runs/ store in a fresh temp directory for each test of the `describe` it is called in, on a
+ * FakeClock at 2026-12-02 12:00 UTC; removed after each test.
+ */
+export function useTempStore(prefix: string): { root: string; store: RunStore; clock: FakeClock } {
+  const lab = {} as { root: string; store: RunStore; clock: FakeClock };
+  beforeEach(function () {
+    lab.root = mkdtempSync(path.join(tmpdir(), prefix));
+    lab.clock = new FakeClock(Date.parse('2026-12-02T12:00:00Z'));
+    lab.store = new RunStore(path.join(lab.root, 'runs'), lab.clock);
+  });
+  afterEach(function () {
+    rmSync(lab.root, { recursive: true, force: true });
+  });
+  return lab;
+}
+
+/** A running A40 pod of the account as the API lists it, named for run `runMarker`. */
+export function accountPod(
+  id: string,
+  runMarker: string | null,
+  name = `overbrainer-${runMarker}-1`,
+): Pod {
+  return {
+    id,
+    name,
+    status: 'RUNNING',
+    costPerHourUsd: 0.44,
+    dataCenterId: null,
+    gpu: { id: 'NVIDIA A40', count: 1 },
+    sshDirect: null,
+    runMarker,
+    createdAt: '2026-12-02T11:00:00Z',
   };
 }

@@ -4,6 +4,7 @@ import * as path from 'node:path';
 import { COMMAND_IDS, COMMAND_TITLES, notAvailableMessage } from '../../src/ui/commandIds';
 import { presentPod, type PodRole } from '../../src/ui/podsModel';
 import { presentRun, RUN_STATES, type RunSummary } from '../../src/ui/runsModel';
+import { podSummary } from './uiFakeHost';
 
 const ROOT = path.resolve(__dirname, '..', '..');
 
@@ -58,15 +59,7 @@ function producedContextValues(): Set<string> {
     values.add(presentRun({ ...base, state, snapshot }, 0).contextValue);
   }
   values.add(presentRun({ ...base, state: null }, 0).contextValue);
-  const pod = {
-    podId: 'p',
-    gpuType: null,
-    costPerHourUsd: null,
-    deadlineUnixS: null,
-    estimatedSpendUsd: null,
-    keep: false,
-    strayPodIds: [],
-  };
+  const pod = podSummary('p');
   values.add(presentRun({ ...base, pod: { ...pod, state: 'kept' } }, 0).contextValue);
   values.add(presentRun({ ...base, pod: { ...pod, state: 'awaiting_retrieval' } }, 0).contextValue);
   const roles: PodRole[] = ['running', 'kept', 'awaiting', 'deleting', 'stray', 'orphan'];

@@ -1,10 +1,6 @@
 import * as assert from 'node:assert/strict';
-import { mkdtempSync, rmSync } from 'node:fs';
-import { tmpdir } from 'node:os';
-import * as path from 'node:path';
 import type { Pod } from '../../src/core/runpod/api';
 import { newPodRecord } from '../../src/core/runs/podRecord';
-import { RunStore } from '../../src/core/runs/store';
 import {
   ACCOUNT_LIST_INTERVAL_MS,
   classifyAccountPods,
@@ -14,48 +10,22 @@ import {
   type PodsSource,
 } from '../../src/ui/podsModel';
 import { readRuns } from '../../src/ui/runsSource';
-import { FakeClock } from '../helpers/fakeClock';
+import { accountPod, useTempStore } from './uiFakeHost';
 
 const HOST_KEY = 'ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIOMqqnkVzrm0SdG6UOoqKLsabgH5C9okWi0dh2l9GKJl';
 
 describe('ui pods model: a pod this window saw deleted', function () {
-  let root: string;
-  let store: RunStore;
-  let clock: FakeClock;
-
-  beforeEach(function () {
-    root = mkdtempSync(path.join(tmpdir(), 'overbrainer-ui-pods-deleted-'));
-    clock = new FakeClock(Date.parse('2026-12-02T12:00:00Z'));
-    store = new RunStore(path.join(root, 'runs'), clock);
-  });
-
-  afterEach(function () {
-    rmSync(root, { recursive: true, force: true });
-  });
-
-  function apiPod(id: string, runMarker: string): Pod {
-    return {
-      id,
-      name: `overbrainer-${runMarker}-1`,
-      status: 'RUNNING',
-      costPerHourUsd: 0.44,
-      dataCenterId: null,
-      gpu: { id: 'NVIDIA A40', count: 1 },
-      sshDirect: null,
-      runMarker,
-      createdAt: '2026-12-02T11:00:00Z',
-    };
-  }
+  const t = useTempStore('overbrainer-ui-pods-deleted-');
 
   function recordRun(podId: string): string {
-    const run = store.create({ project: 'tiny', target: 'runpod', remoteDir: (id) => id });
+    const run = t.store.create({ project: 'tiny', target: 'runpod', remoteDir: (id) => id });
     run.state = 'running';
-    store.saveRun(run);
+    t.store.saveRun(run);
     const pod = newPodRecord(run.id, false, 1, HOST_KEY);
-    pod.beginAttempt('NVIDIA A40', clock.nowMs(), 12);
-    pod.created({ id: podId, costPerHourUsd: 0.44 }, 'created', clock.nowMs());
+    pod.beginAttempt('NVIDIA A40', t.clock.nowMs(), 12);
+    pod.created({ id: podId, costPerHourUsd: 0.44 }, 'created', t.clock.nowMs());
     pod.state = 'running';
-    store.savePod(pod);
+    t.store.savePod(pod);
     return run.id;
   }
 
@@ -69,45 +39,45 @@ describe('ui pods model: a pod this window saw deleted', function () {
     const run = recordRun('pa');
     let answer: (pods: readonly Pod[]) => void = () => undefined;
     let listing: Promise<readonly Pod[]> = Promise.resolve([
-      apiPod('pa', run),
-      apiPod('pdup', run),
+      accountPod('pa', run),
+      accountPod('pdup', run),
     ]);
     const src: PodsSource = {
       fetchAccountPods: () => listing,
-      classify: (pods) => classifyAccountPods(pods, [store], clock),
-      localRuns: () => readRuns([{ dir: store.runsDir, workspaceName: 'w' }]),
+      classify: (pods) => classifyAccountPods(pods, [t.store], t.clock),
+      localRuns: () => readRuns([{ dir: t.store.runsDir, workspaceName: 'w' }]),
     };
-    const model = new PodsModel(src, { clock, debounceMs: 0 });
+    const model = new PodsModel(src, { clock: t.clock, debounceMs: 0 });
     await model.refresh();
     assert.deepEqual(shown(model), ['pa', 'pdup']);
     // A minute later the account is listed again; while that call is out, this window's
     // Remove Pod deletes the stray and Runpod confirms it gone (its 404).
-    await clock.advanceMs(ACCOUNT_LIST_INTERVAL_MS);
+    await t.clock.advanceMs(ACCOUNT_LIST_INTERVAL_MS);
     listing = new Promise((resolve) => (answer = resolve));
     const refreshed = model.refresh();
     model.noteDeleted('pdup');
-    answer([apiPod('pa', run), apiPod('pdup', run)]);
+    answer([accountPod('pa', run), accountPod('pdup', run)]);
     await refreshed;
     assert.deepEqual(shown(model), ['pa'], 'the Pods view agrees with the delete it saw');
     // A listing without it ends the note; one that lists it again (another pod by that ID is
     // impossible on Runpod) would still not show it.
-    await clock.advanceMs(ACCOUNT_LIST_INTERVAL_MS);
-    listing = Promise.resolve([apiPod('pa', run)]);
+    await t.clock.advanceMs(ACCOUNT_LIST_INTERVAL_MS);
+    listing = Promise.resolve([accountPod('pa', run)]);
     await model.refresh();
     assert.deepEqual(shown(model), ['pa']);
   });
 
   it('is not shown as deleting from its record when the account cannot be listed', async function () {
     const run = recordRun('pa');
-    const pod = store.loadPod(run)!;
+    const pod = t.store.loadPod(run)!;
     pod.state = 'deleting';
-    store.savePod(pod);
+    t.store.savePod(pod);
     const src: PodsSource = {
       fetchAccountPods: () => Promise.reject(new Error('Runpod unreachable')),
-      classify: (pods) => classifyAccountPods(pods, [store], clock),
-      localRuns: () => readRuns([{ dir: store.runsDir, workspaceName: 'w' }]),
+      classify: (pods) => classifyAccountPods(pods, [t.store], t.clock),
+      localRuns: () => readRuns([{ dir: t.store.runsDir, workspaceName: 'w' }]),
     };
-    const model = new PodsModel(src, { clock, debounceMs: 0 });
+    const model = new PodsModel(src, { clock: t.clock, debounceMs: 0 });
     await model.refresh();
     assert.deepEqual(shown(model), ['pa']);
     model.noteDeleted('pa');

@@ -1,6 +1,4 @@
 import * as assert from 'node:assert/strict';
-import { mkdtempSync, rmSync } from 'node:fs';
-import { tmpdir } from 'node:os';
 import * as path from 'node:path';
 import type { Pod } from '../../src/core/runpod/api';
 import { ApiError } from '../../src/core/runpod/errors';
@@ -23,35 +21,15 @@ import {
 import type { PodSummary, RunSummary } from '../../src/ui/runsModel';
 import { readRuns } from '../../src/ui/runsSource';
 import { SetupError } from '../../src/ui/workspace';
-import { FakeClock } from '../helpers/fakeClock';
+import { accountPod, podSummary, runSummary, useTempStore } from './uiFakeHost';
 
 const NOW_S = 1_800_000_000;
 
 function run(id: string, pod: Partial<PodSummary> | null): RunSummary {
-  return {
-    id,
-    dir: `/w/runs/${id}`,
-    workspaceName: 'w',
+  return runSummary(`/w/runs/${id}`, {
     target: 'runpod',
-    createdUnixS: 1,
-    state: 'running',
-    message: null,
-    problem: null,
-    pod:
-      pod === null
-        ? null
-        : {
-            podId: 'p',
-            state: 'running',
-            gpuType: null,
-            costPerHourUsd: null,
-            deadlineUnixS: null,
-            estimatedSpendUsd: null,
-            keep: false,
-            strayPodIds: [],
-            ...pod,
-          },
-  };
+    pod: pod === null ? null : podSummary('p', pod),
+  });
 }
 
 describe('ui pods model', function () {
@@ -114,56 +92,26 @@ describe('ui pods model', function () {
   describe('the account listing', function () {
     const HOST_KEY =
       'ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIOMqqnkVzrm0SdG6UOoqKLsabgH5C9okWi0dh2l9GKJl';
-    let root: string;
-    let store: RunStore;
-    let clock: FakeClock;
+    const t = useTempStore('overbrainer-ui-pods-');
 
-    beforeEach(function () {
-      root = mkdtempSync(path.join(tmpdir(), 'overbrainer-ui-pods-'));
-      clock = new FakeClock(Date.parse('2026-12-02T12:00:00Z'));
-      store = new RunStore(path.join(root, 'runs'), clock);
-    });
-
-    afterEach(function () {
-      rmSync(root, { recursive: true, force: true });
-    });
-
-    function apiPod(
-      id: string,
-      runMarker: string | null,
-      name = `overbrainer-${runMarker}-1`,
-    ): Pod {
-      return {
-        id,
-        name,
-        status: 'RUNNING',
-        costPerHourUsd: 0.44,
-        dataCenterId: null,
-        gpu: { id: 'NVIDIA A40', count: 1 },
-        sshDirect: null,
-        runMarker,
-        createdAt: '2026-12-02T11:00:00Z',
-      };
-    }
-
-    /** A run of the store with a pod record (podId in `podState`). */
+    /** A run of the t.store with a pod record (podId in `podState`). */
     function recordRun(
       state: 'running' | 'succeeded',
       podId: string,
       podState: 'running' | 'kept' | 'deleted',
     ): string {
-      const run = store.create({ project: 'tiny', target: 'runpod', remoteDir: (id) => id });
+      const run = t.store.create({ project: 'tiny', target: 'runpod', remoteDir: (id) => id });
       run.state = state;
-      store.saveRun(run);
+      t.store.saveRun(run);
       const pod = newPodRecord(run.id, podState === 'kept', 1, HOST_KEY);
-      pod.beginAttempt('NVIDIA A40', clock.nowMs(), 12);
-      pod.created({ id: podId, costPerHourUsd: 0.44 }, 'created', clock.nowMs());
+      pod.beginAttempt('NVIDIA A40', t.clock.nowMs(), 12);
+      pod.created({ id: podId, costPerHourUsd: 0.44 }, 'created', t.clock.nowMs());
       pod.state = podState;
-      store.savePod(pod);
+      t.store.savePod(pod);
       return run.id;
     }
 
-    /** A source counting API calls, over the real store and records. */
+    /** A source counting API calls, over the real t.store and records. */
     function source(account: () => Promise<readonly Pod[]>): PodsSource & { calls: number } {
       const src = {
         calls: 0,
@@ -171,8 +119,8 @@ describe('ui pods model', function () {
           src.calls += 1;
           return account();
         },
-        classify: (pods: readonly Pod[]) => classifyAccountPods(pods, [store], clock),
-        localRuns: () => readRuns([{ dir: store.runsDir, workspaceName: 'w' }]),
+        classify: (pods: readonly Pod[]) => classifyAccountPods(pods, [t.store], t.clock),
+        localRuns: () => readRuns([{ dir: t.store.runsDir, workspaceName: 'w' }]),
       };
       return src;
     }
@@ -182,22 +130,22 @@ describe('ui pods model', function () {
 
     it('flags strays and orphans of the account with the rules of pod ls', async function () {
       const live = recordRun('running', 'plive', 'running');
-      clock.nowMs = (
+      t.clock.nowMs = (
         (t) => () =>
           t
-      )(clock.nowMs() + 1000); // a second run ID
+      )(t.clock.nowMs() + 1000); // a second run ID
       const ended = recordRun('succeeded', 'pended', 'running');
       const account = [
-        apiPod('plive', live),
-        apiPod('pdup', live),
-        apiPod('pended', ended),
-        apiPod('pelse', 'other_20261201-000000'),
-        apiPod('pnomark', null, 'overbrainer-lost'),
-        apiPod('foreign', null, 'my-notebook'),
+        accountPod('plive', live),
+        accountPod('pdup', live),
+        accountPod('pended', ended),
+        accountPod('pelse', 'other_20261201-000000'),
+        accountPod('pnomark', null, 'overbrainer-lost'),
+        accountPod('foreign', null, 'my-notebook'),
       ];
       const model = new PodsModel(
         source(async () => account),
-        { clock },
+        { clock: t.clock },
       );
       await model.refresh();
       const byId = new Map(pods(model).map((p) => [p.podId, p]));
@@ -207,7 +155,7 @@ describe('ui pods model', function () {
         'a pod without marker or overbrainer name is not ours',
       );
       assert.equal(byId.get('plive')?.role, 'running');
-      assert.equal(byId.get('plive')?.runDir, store.runDir(live));
+      assert.equal(byId.get('plive')?.runDir, t.store.runDir(live));
       assert.equal(byId.get('pdup')?.role, 'stray');
       assert.equal(byId.get('pended')?.role, 'orphan');
       assert.match(byId.get('pended')?.note ?? '', /run succeeded, not deleted/);
@@ -216,7 +164,7 @@ describe('ui pods model', function () {
       assert.equal(byId.get('pelse')?.runId, 'other_20261201-000000');
       assert.equal(byId.get('pnomark')?.role, 'orphan');
       assert.equal(pods(model)[0]?.role, 'orphan', 'the pods needing the user come first');
-      const view = presentPod(byId.get('pelse')!, clock.nowMs() / 1000);
+      const view = presentPod(byId.get('pelse')!, t.clock.nowMs() / 1000);
       assert.equal(view.contextValue, 'pod.orphan');
       assert.match(
         view.description,
@@ -227,40 +175,40 @@ describe('ui pods model', function () {
 
     it('lists the account at most once a minute; a refresh inside it reuses the list on fresh records', async function () {
       const id = recordRun('running', 'p1', 'running');
-      const src = source(async () => [apiPod('p1', id)]);
-      const model = new PodsModel(src, { clock, debounceMs: 0 });
+      const src = source(async () => [accountPod('p1', id)]);
+      const model = new PodsModel(src, { clock: t.clock, debounceMs: 0 });
       await model.refresh();
       assert.equal(src.calls, 1);
-      const fetchedAt = clock.nowMs();
+      const fetchedAt = t.clock.nowMs();
       assert.deepEqual(model.listing, {
         fetchedAtMs: fetchedAt,
         fromAccount: true,
         nextFetchAtMs: fetchedAt + ACCOUNT_LIST_INTERVAL_MS,
       });
       // Another window deletes the pod and records it: the cached list no longer shows it.
-      const pod = store.loadPod(id)!;
-      pod.deleted('client', clock.nowMs());
-      store.savePod(pod);
-      await clock.advanceMs(30_000);
+      const pod = t.store.loadPod(id)!;
+      pod.deleted('client', t.clock.nowMs());
+      t.store.savePod(pod);
+      await t.clock.advanceMs(30_000);
       await model.refresh();
       await model.refresh();
       assert.equal(src.calls, 1, 'no second call inside the minute');
       assert.deepEqual(pods(model), []);
       assert.match(
-        podsViewMessage(model.listing, clock.nowMs(), (ms) =>
+        podsViewMessage(model.listing, t.clock.nowMs(), (ms) =>
           new Date(ms).toISOString().slice(11, 19),
         ),
         /^Runpod account listed at 12:00:00 \(30s ago\); listed again on a refresh after 12:01:00\.$/,
       );
-      await clock.advanceMs(30_000);
+      await t.clock.advanceMs(30_000);
       await model.refresh();
       assert.equal(src.calls, 2, 'a minute later the account is listed again');
     });
 
     it('drops at once a pod this window saw deleted, and shows pods created since the listing', async function () {
       const a = recordRun('running', 'pa', 'running');
-      const src = source(async () => [apiPod('pa', a), apiPod('pdup', a)]);
-      const model = new PodsModel(src, { clock, debounceMs: 0 });
+      const src = source(async () => [accountPod('pa', a), accountPod('pdup', a)]);
+      const model = new PodsModel(src, { clock: t.clock, debounceMs: 0 });
       await model.refresh();
       assert.deepEqual(
         pods(model)
@@ -269,17 +217,17 @@ describe('ui pods model', function () {
         ['pa', 'pdup'],
       );
       model.noteDeleted('pdup');
-      clock.nowMs = (
+      t.clock.nowMs = (
         (t) => () =>
           t
-      )(clock.nowMs() + 1000);
+      )(t.clock.nowMs() + 1000);
       const b = recordRun('running', 'pb', 'running');
       await model.refresh();
       assert.equal(src.calls, 1);
       const shown = pods(model);
       assert.deepEqual(shown.map((p) => p.podId).sort(), ['pa', 'pb']);
       const pb = shown.find((p) => p.podId === 'pb');
-      assert.equal(pb?.runDir, store.runDir(b));
+      assert.equal(pb?.runDir, t.store.runDir(b));
       assert.equal(pb?.source, 'records');
       assert.match(pb?.note ?? '', /not in the account’s last listing/);
     });
@@ -291,7 +239,7 @@ describe('ui pods model', function () {
         if (!key) throw new SetupError('No Runpod API key is set.', 'Set it.', true);
         return [];
       });
-      const model = new PodsModel(src, { clock, debounceMs: 0 });
+      const model = new PodsModel(src, { clock: t.clock, debounceMs: 0 });
       await model.refresh();
       const [first, ...rest] = model.all;
       assert.ok(first && isPodsMessage(first));
@@ -316,7 +264,7 @@ describe('ui pods model', function () {
       const src = source(async () => {
         throw new ApiError('transport', 'connect ECONNREFUSED 127.0.0.1:1');
       });
-      const model = new PodsModel(src, { clock, debounceMs: 0 });
+      const model = new PodsModel(src, { clock: t.clock, debounceMs: 0 });
       await model.refresh();
       await model.refresh();
       assert.equal(src.calls, 1, 'a failed call counts: Runpod is not hammered');
@@ -329,7 +277,7 @@ describe('ui pods model', function () {
         ['p1'],
       );
       assert.match(
-        podsViewMessage(model.listing, clock.nowMs(), () => 'T'),
+        podsViewMessage(model.listing, t.clock.nowMs(), () => 'T'),
         /^From the local run records: the account could not be listed at T\.$/,
       );
       const refused = listingProblem(new ApiError('unauthorized', 'Unauthorized'));
@@ -344,22 +292,22 @@ describe('ui pods model', function () {
           loads += 1;
           return [];
         },
-        { clock, debounceMs: 500 },
+        { clock: t.clock, debounceMs: 500 },
       );
       await model.refresh();
       assert.equal(loads, 1);
       const burst = [model.refresh(), model.refresh(), model.refresh()];
-      await clock.advanceMs(499);
+      await t.clock.advanceMs(499);
       assert.equal(loads, 1);
-      await clock.advanceMs(1);
+      await t.clock.advanceMs(1);
       await Promise.all(burst);
       assert.equal(loads, 2);
     });
 
     it('takes the row of the folder that knows the run when several folders hold runs', async function () {
       const id = recordRun('running', 'p1', 'running');
-      const other = new RunStore(path.join(root, 'other-runs'), clock);
-      const rows = await classifyAccountPods([apiPod('p1', id)], [other, store], clock);
+      const other = new RunStore(path.join(t.root, 'other-runs'), t.clock);
+      const rows = await classifyAccountPods([accountPod('p1', id)], [other, t.store], t.clock);
       assert.deepEqual(
         rows.map((r) => [r.podId, r.kind]),
         [['p1', 'in_progress']],

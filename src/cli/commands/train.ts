@@ -27,16 +27,27 @@ import { heldByEarlierRuns, quoteLines } from '../../core/runs/quote';
 import { ConfigProblem, EXIT_FAILED, EXIT_OK, Interrupts, type Session } from '../session';
 
 /**
+ * The target a train uses: `--target`'s, else `[training] target`, else the only one; its name
+ * and config (undefined when the config has no such target).
+ */
+function chosenTarget(
+  config: OverbrainerConfig,
+  targetName: string | null,
+): { name: string | undefined; target: OverbrainerConfig['targets'][string] | undefined } {
+  const name =
+    targetName ??
+    config.training?.target ??
+    (Object.keys(config.targets).length === 1 ? Object.keys(config.targets)[0] : undefined);
+  return { name, target: name === undefined ? undefined : config.targets[name] };
+}
+
+/**
  * `train --dry-run`: the quote and the plan (GPU types in order with rates and stock, data
  * centers, volume) from the live catalog. Read-only: no run directory, no pod, no secret.
  */
 export async function dryRun(s: Session, targetName: string | null): Promise<number> {
   const config = s.config(true)!;
-  const name =
-    targetName ??
-    config.training?.target ??
-    (Object.keys(config.targets).length === 1 ? Object.keys(config.targets)[0] : undefined);
-  const target = name === undefined ? undefined : config.targets[name];
+  const { name, target } = chosenTarget(config, targetName);
   if (target === undefined) {
     throw new ConfigProblem([
       `no target ${name ?? '(none given)'} in ${CONFIG_FILE}: name one with --target`,
@@ -84,11 +95,7 @@ export async function trainCommand(
 ): Promise<number> {
   if (resumeFrom !== null) s.store.runDir(resumeFrom); // refused first if it would leave runs/
   const config = s.config(true)!;
-  const name =
-    targetName ??
-    config.training?.target ??
-    (Object.keys(config.targets).length === 1 ? Object.keys(config.targets)[0] : undefined);
-  const target = name === undefined ? undefined : config.targets[name];
+  const { target } = chosenTarget(config, targetName);
   const client = s.api(target?.kind === 'runpod');
   if (target?.kind === 'runpod' && client) {
     await warnOrphans(s, client);

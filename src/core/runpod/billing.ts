@@ -26,7 +26,7 @@ export function billSettled(
 
 /**
  * Reads what Runpod billed the deleted pod of `pod` over its lifetime (from the day it was created
- * to now, day buckets summed) and saves it in pod.json. Best effort: a failure is logged and
+ * to now, day buckets summed), saves it in pod.json and publishes a `billed` event. Best effort: a failure is logged and
  * leaves the record as it was. Returns the billed amount, or null when none could be read.
  */
 export async function recordBilled(
@@ -50,6 +50,8 @@ export async function recordBilled(
     pod.billedUsd = Math.round(bill.totalAmount * 10_000) / 10_000;
     pod.billedCheckedAt = rfc3339(nowMs);
     ctx.store.savePod(pod);
+    // Listeners that show spend read it again: nothing else says a bill came in.
+    ctx.bus.publish({ type: 'billed', runId: pod.runId, podId: id, billedUsd: pod.billedUsd });
     return pod.billedUsd;
   } catch (error) {
     log(
