@@ -172,9 +172,9 @@ RECOVERY_FIGURE=test/integration/reliability.recoveryDeaths.integration.test.ts
 # A worker takes a whole file, so a long file started last is the tier's tail: these start
 # first, longest first (their wall times three at a time, as this step prints them after each
 # run, slowest first: 80–125 s each in CI against 40 s or less for most of the others).
-LONG_FIRST=(reliability.budget cli reliability.recovery lifecycle.guards reliability.disk
-  reliability.release reliability.crash cli.commands reliability.api reliability.snapshot
-  reliability.apiLimits)
+LONG_FIRST=(reliability.crash cli reliability.recovery reliability.budget cli.commands
+  reliability.release reliability.disk lifecycle.guards reliability.api reliability.snapshot
+  watchdog.snapshot reliability.apiLimits)
 
 # The integration files to run, the long ones first, without the load test and the figure.
 integration_files() {

@@ -112,14 +112,16 @@ const SCENARIOS: Scenario[] = [
     title:
       'b. `deadline` at the deadline minus OVERBRAINER_SNAPSHOT_LEAD while the lease is stale, never while it is fresh',
     run: (shell) => {
-      const deadline = nowS() + 10;
+      // The request is due 5 s after the start (deadline - lead) and must come before the
+      // deadline: 25 s of room, as a loaded machine can hold the watchdog's first probe for 8 s.
+      const deadline = nowS() + 30;
       const fresh = nowS() + 2;
       return withRuns(
         shell,
         [
           {
             job: 'live',
-            env: { OVERBRAINER_DEADLINE: String(deadline), OVERBRAINER_SNAPSHOT_LEAD: '5' },
+            env: { OVERBRAINER_DEADLINE: String(deadline), OVERBRAINER_SNAPSHOT_LEAD: '25' },
           },
           {
             job: 'live',
@@ -132,7 +134,7 @@ const SCENARIOS: Scenario[] = [
           const requestedMs = requestMtimeMs(lead!);
           assert.equal(read(lead!, 'snapshot.request'), 'deadline\n');
           // Whole seconds on the pod clock: not before deadline - lead, and ahead of the deadline.
-          assert.ok(requestedMs >= (deadline - 5) * 1000, lead!.describe());
+          assert.ok(requestedMs >= (deadline - 25) * 1000, lead!.describe());
           assert.ok(
             requestedMs < deadline * 1000,
             `requested after the deadline\n${lead!.describe()}`,
@@ -195,8 +197,9 @@ const SCENARIOS: Scenario[] = [
     title:
       'a snapshot that ended the job holds the deadline delete until deadline + retrieve grace; the retrieved marker deletes at once',
     run: (shell) => {
-      // A grace well past the first ticks, even when a loaded machine delays the probe.
-      const deadline = nowS() + 3;
+      // A deadline and a grace well past the first ticks, even when a loaded machine holds the
+      // watchdog's first probe for 8 s (CI): the hold must be seen before deadline + grace.
+      const deadline = nowS() + 10;
       const grace = 8;
       const env = (retrieveGrace: number): Record<string, string> => ({
         OVERBRAINER_DEADLINE: String(deadline),
