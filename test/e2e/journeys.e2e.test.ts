@@ -3,7 +3,7 @@ import * as fs from 'node:fs';
 import * as path from 'node:path';
 import { eventually } from './harness';
 import { billingPods, countdown, lockState, RUN_ID, runRow, untilState } from './runRows';
-import { confirmTrain, pickQuick, untilActivated, useWindow, type E2eWindow } from './window';
+import { confirmTrain, pickFromCommand, untilActivated, useWindow, type E2eWindow } from './window';
 
 /**
  * The user's journeys beyond a plain Train, in the real VS Code against the Runpod emulator, one
@@ -179,8 +179,7 @@ describe('User journeys in the real VS Code against the Runpod emulator', functi
     );
     await workbench.screenshot('countdown');
 
-    await workbench.runCommand('Overbrainer: Keep Pod');
-    await pickQuick(workbench, 'Run to keep the pod of', id);
+    await pickFromCommand(workbench, 'Overbrainer: Keep Pod', 'Run to keep the pod of', id);
     await workbench.waitForNotification(new RegExp(`Pod \\S+ of ${id} kept`));
     letJobEnd(id);
     const text = await eventually(
@@ -202,8 +201,12 @@ describe('User journeys in the real VS Code against the Runpod emulator', functi
     ).pod_id as string;
     assert.deepEqual(billing(), [podId], 'the kept pod survives the end of its job');
 
-    await workbench.runCommand('Overbrainer: Open SSH Terminal');
-    await pickQuick(workbench, 'Run to open a terminal on', id);
+    await pickFromCommand(
+      workbench,
+      'Overbrainer: Open SSH Terminal',
+      'Run to open a terminal on',
+      id,
+    );
     const panel = workbench.page.locator('.part.panel');
     await panel.getByText(`Overbrainer ${id}`).first().waitFor({ state: 'visible' });
     const terminal = panel.locator('.terminal-wrapper .xterm').first();
@@ -229,8 +232,7 @@ describe('User journeys in the real VS Code against the Runpod emulator', functi
     await workbench.page.keyboard.type('exit\n');
     await terminal.waitFor({ state: 'detached' });
 
-    await workbench.runCommand('Overbrainer: Remove Pod');
-    await pickQuick(workbench, 'Run to remove the pods of', id);
+    await pickFromCommand(workbench, 'Overbrainer: Remove Pod', 'Run to remove the pods of', id);
     const confirm = workbench.page.locator('.monaco-dialog-box');
     await confirm.waitFor({ state: 'visible' });
     assert.match(await confirm.innerText(), /even a kept one/);
@@ -272,8 +274,7 @@ describe('User journeys in the real VS Code against the Runpod emulator', functi
     const podId = JSON.parse(
       fs.readFileSync(path.join(workspace.dir, 'runs', id, 'pod.json'), 'utf8'),
     ).pod_id as string;
-    await workbench.runCommand('Overbrainer: Cancel Run');
-    await pickQuick(workbench, 'Run to cancel', id);
+    await pickFromCommand(workbench, 'Overbrainer: Cancel Run', 'Run to cancel', id);
     const confirm = workbench.page.locator('.monaco-dialog-box');
     await confirm.waitFor({ state: 'visible' });
     await confirm.getByRole('button', { name: 'Cancel Run', exact: true }).click();
@@ -293,8 +294,12 @@ describe('User journeys in the real VS Code against the Runpod emulator', functi
     fs.writeFileSync(configFile(), toml({ steps, stepSeconds: 0.05, maxHours: 1 }));
     const id = await train('Train');
     await untilState(workbench, id, 'running', 180_000);
-    await workbench.runCommand('Overbrainer: Stop and Snapshot');
-    await pickQuick(workbench, 'Run to stop with a snapshot', id);
+    await pickFromCommand(
+      workbench,
+      'Overbrainer: Stop and Snapshot',
+      'Run to stop with a snapshot',
+      id,
+    );
     await workbench.waitForNotification(new RegExp(`Run ${id} saves a snapshot`));
     await untilState(workbench, id, 'stopped', 120_000);
     const ended = await workbench.waitForNotification(new RegExp(`Run ${id} stopped at step \\d+`));

@@ -2,7 +2,7 @@ import * as assert from 'node:assert/strict';
 import * as fs from 'node:fs';
 import * as path from 'node:path';
 import { eventually } from './harness';
-import { confirmTrain, pickQuick, setApiKey, tinyToml, useWindow } from './window';
+import { confirmTrain, pickFromCommand, setApiKey, tinyToml, useWindow } from './window';
 
 /**
  * Train from the palette against the Runpod emulator, in the real VS Code: the key set through
@@ -123,8 +123,7 @@ describe('Train in the real VS Code against the Runpod emulator', function () {
         .map((p) => p.id);
     assert.equal(billing().length, 1, 'the kept pod still exists after the job');
 
-    await workbench.runCommand('Overbrainer: Remove Pod');
-    await pickQuick(workbench, 'Run to remove the pods of', id);
+    await pickFromCommand(workbench, 'Overbrainer: Remove Pod', 'Run to remove the pods of', id);
     const confirm = workbench.page.locator('.monaco-dialog-box');
     await confirm.waitFor({ state: 'visible' });
     assert.match(await confirm.innerText(), /even a kept one/);

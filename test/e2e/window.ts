@@ -207,15 +207,34 @@ export async function untilActivated(workbench: Workbench, timeoutMs: number): P
   await workbench.page.keyboard.press('Escape');
 }
 
-/** Picks the row holding `text` in the QuickPick whose placeholder is `placeholder` (not the palette). */
-export async function pickQuick(
+/**
+ * Runs `command` from the palette, then picks the row holding `text` in the QuickPick it shows
+ * (placeholder `placeholder`). The extension's pick can open while the palette's close animation
+ * still runs (the widget is `inert` then), and on a loaded machine that animation's end was seen
+ * to hide the pick with it (CI: the input resolved, then inert, then hidden for good): once the
+ * animation is over and the pick is gone, the command is run again (at most twice more, said).
+ */
+export async function pickFromCommand(
   workbench: Workbench,
+  command: string,
   placeholder: string,
   text: string,
 ): Promise<void> {
   const widget = workbench.page.locator('.quick-input-widget');
   const input = widget.locator(`input[placeholder="${placeholder}"]`);
-  await input.waitFor({ state: 'visible' });
+  const closing = workbench.page.locator('.quick-input-widget[inert]');
+  for (let attempt = 1; ; attempt++) {
+    await workbench.runCommand(command);
+    await input.waitFor({ state: 'visible' });
+    await eventually('the command palette closed', async () =>
+      (await closing.count()) === 0 ? true : undefined,
+    );
+    if (await input.isVisible()) break;
+    if (attempt >= 3) {
+      throw new Error(`the pick "${placeholder}" closed with the palette ${attempt} times`);
+    }
+    console.log(`      (the pick "${placeholder}" closed with the palette: "${command}" again)`);
+  }
   // Filter to the row and accept it with Enter (a click can land on the row's hover instead).
   await input.fill(text);
   await widget.locator('.monaco-list-row', { hasText: text }).first().waitFor();
