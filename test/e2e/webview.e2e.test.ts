@@ -4,7 +4,7 @@ import * as path from 'node:path';
 import type { FrameLocator } from 'playwright-core';
 import { encodeRunRecord } from '../../src/core/runs/runRecord';
 import { eventually, runPage, UI_TIMEOUT_MS } from './harness';
-import { confirmTrain, tinyToml, useWindow } from './window';
+import { confirmTrain, openPickFromCommand, tinyToml, useWindow } from './window';
 
 /**
  * The run webview in the real VS Code against the Runpod emulator: Train, Show Run, the chart
@@ -194,10 +194,12 @@ describe('The run webview in the real VS Code', function () {
   });
   it('compares runs: both loss curves on one chart', async function () {
     const { workbench } = window;
-    await workbench.runCommand('Overbrainer: Compare Runs');
     const widget = workbench.page.locator('.quick-input-widget');
-    const input = widget.locator('input[placeholder="Runs to compare (loss curves on one chart)"]');
-    await input.waitFor({ state: 'visible' });
+    const input = await openPickFromCommand(
+      workbench,
+      'Overbrainer: Compare Runs',
+      'Runs to compare (loss curves on one chart)',
+    );
     // A multi-select QuickPick (canPickMany): one checkbox per run, and in its header a
     // "toggle all" box — VS Code's own Toggle widget (div.monaco-checkbox, role checkbox), not an
     // <input type=checkbox>.

@@ -208,6 +208,33 @@ export async function untilActivated(workbench: Workbench, timeoutMs: number): P
 }
 
 /**
+ * Runs `command` from the palette until the QuickPick it shows (placeholder `placeholder`) stays
+ * open once the palette's close animation is over; returns its input. See {@link pickFromCommand}.
+ */
+export async function openPickFromCommand(
+  workbench: Workbench,
+  command: string,
+  placeholder: string,
+): Promise<Locator> {
+  const input = workbench.page
+    .locator('.quick-input-widget')
+    .locator(`input[placeholder="${placeholder}"]`);
+  const closing = workbench.page.locator('.quick-input-widget[inert]');
+  for (let attempt = 1; ; attempt++) {
+    await workbench.runCommand(command);
+    await input.waitFor({ state: 'visible' });
+    await eventually('the command palette closed', async () =>
+      (await closing.count()) === 0 ? true : undefined,
+    );
+    if (await input.isVisible()) return input;
+    if (attempt >= 3) {
+      throw new Error(`the pick "${placeholder}" closed with the palette ${attempt} times`);
+    }
+    console.log(`      (the pick "${placeholder}" closed with the palette: "${command}" again)`);
+  }
+}
+
+/**
  * Runs `command` from the palette, then picks the row holding `text` in the QuickPick it shows
  * (placeholder `placeholder`). The extension's pick can open while the palette's close animation
  * still runs (the widget is `inert` then), and on a loaded machine that animation's end was seen
@@ -221,20 +248,7 @@ export async function pickFromCommand(
   text: string,
 ): Promise<void> {
   const widget = workbench.page.locator('.quick-input-widget');
-  const input = widget.locator(`input[placeholder="${placeholder}"]`);
-  const closing = workbench.page.locator('.quick-input-widget[inert]');
-  for (let attempt = 1; ; attempt++) {
-    await workbench.runCommand(command);
-    await input.waitFor({ state: 'visible' });
-    await eventually('the command palette closed', async () =>
-      (await closing.count()) === 0 ? true : undefined,
-    );
-    if (await input.isVisible()) break;
-    if (attempt >= 3) {
-      throw new Error(`the pick "${placeholder}" closed with the palette ${attempt} times`);
-    }
-    console.log(`      (the pick "${placeholder}" closed with the palette: "${command}" again)`);
-  }
+  const input = await openPickFromCommand(workbench, command, placeholder);
   // Filter to the row and accept it with Enter (a click can land on the row's hover instead).
   await input.fill(text);
   await widget.locator('.monaco-list-row', { hasText: text }).first().waitFor();
