@@ -23,11 +23,9 @@ import {
 } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { systemClock } from '../src/core/clock';
 import { SshExecutor } from '../src/core/exec/ssh';
 import { uploadVerified, type UploadSummary } from '../src/core/exec/sshUpload';
-import { scaleTiming } from '../src/core/timing';
-import { startSshd, type Sshd } from '../test/helpers/sshd';
+import { executorOptions, startSshd, type Sshd } from '../test/helpers/sshd';
 import { median, mib, ms, ratio, type BenchRow } from './lib';
 
 export interface UploadFigures {
@@ -90,15 +88,7 @@ export async function uploadFigures(datasetMiB: number, runs: number): Promise<U
     const knownHosts = join(work, 'known_hosts');
     writeFileSync(knownHosts, `pinned ${sshd.hostPublicKey}\n`);
     const ssh = sshCommand(sshd, keyPath, knownHosts);
-    executor = await SshExecutor.connect({
-      host: sshd.host,
-      port: sshd.port,
-      username: sshd.user,
-      privateKey: sshd.clientPrivateKey,
-      hostPublicKey: sshd.hostPublicKey,
-      clock: systemClock,
-      timing: scaleTiming(1),
-    });
+    executor = await SshExecutor.connect(executorOptions(sshd));
     const base: [number, number, number][] = [];
     const ours: number[] = [];
     const again: number[] = [];

@@ -18,7 +18,7 @@ import { RunStore } from '../../src/core/runs/store';
 import { scaleTiming } from '../../src/core/timing';
 import { retrieveReported } from '../../src/core/train/retrievalTransfer';
 import { ENTRIES, EXCLUDES, makeRun } from '../helpers/retrievalRun';
-import { startSshd, type Sshd } from '../helpers/sshd';
+import { executorOptions, startSshd, type Sshd } from '../helpers/sshd';
 
 type TransferEvent = CoreEvent & { type: 'transfer' };
 
@@ -36,15 +36,9 @@ describe('transfer progress events over SSH', function () {
 
   before(async () => {
     sshd = await startSshd();
-    executor = await SshExecutor.connect({
-      host: sshd.host,
-      port: sshd.port,
-      username: sshd.user,
-      privateKey: sshd.clientPrivateKey,
-      hostPublicKey: sshd.hostPublicKey,
-      clock: systemClock,
-      timing: scaleTiming(1, { connectTimeoutMs: 10_000 }),
-    });
+    executor = await SshExecutor.connect(
+      executorOptions(sshd, { timing: scaleTiming(1, { connectTimeoutMs: 10_000 }) }),
+    );
   });
   after(async () => {
     executor?.dispose();
