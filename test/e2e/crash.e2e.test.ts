@@ -74,6 +74,15 @@ function extensionHosts(): Proc[] {
   return descendantsOfThisTest().filter((p) => p.cmdline.includes('--type=extensionHost'));
 }
 
+/** The pid of the pod's trainer (the emulator's pods are processes of this test). */
+function trainerOnPod(): number {
+  const trainers = descendantsOfThisTest().filter((p) =>
+    p.cmdline.startsWith(`python3 train.py --steps ${STEPS} `),
+  );
+  assert.equal(trainers.length, 1, `one trainer: ${JSON.stringify(trainers)}`);
+  return trainers[0]!.pid;
+}
+
 /** The code-server's home dir (its cwd): the user data dir with the logs is inside it. */
 function codeServerHome(): string | null {
   const server = descendantsOfThisTest().find((p) => p.cmdline.includes('code-server'));
@@ -192,6 +201,10 @@ describe('SIGKILL of the extension host mid-run (issue #7)', function () {
     await eventually('metrics logged by the job', async () =>
       metricLines() >= 3 ? true : undefined,
     );
+    // The trainer is paused until the host is dead, so the kill comes mid-training however slow
+    // the machine is (its steps are a fixed number, and a loaded CI once ran them all first).
+    const trainer = trainerOnPod();
+    process.kill(trainer, 'SIGSTOP');
     assert.ok(
       !fs.existsSync(path.join(remote, 'output', 'model.json')),
       'the job is still training when the extension host is killed',
@@ -231,6 +244,7 @@ describe('SIGKILL of the extension host mid-run (issue #7)', function () {
     await eventually(`extension host ${oldHost} dead`, async () =>
       dead(oldHost) ? true : undefined,
     );
+    process.kill(trainer, 'SIGCONT');
     console.log(`      killed extension host ${oldHost} at ${metricsAtKill} metric lines`);
 
     const how = await said.catch((error: unknown) => {
