@@ -23,6 +23,9 @@ interface RetrievalJson {
   resume: { wireBytes: number; size: number; verified: boolean; dropped: boolean };
 }
 
+/** Issue 15: our peak RSS while retrieving, either dataset. */
+const RSS_TARGET_MIB = 64;
+
 export async function retrievalBench(options: BenchOptions): Promise<BenchReport> {
   const smallFiles = options.retrievalSmallFiles ?? (options.quick ? 200 : 10_000);
   const bigMiB = options.retrievalBigMiB ?? (options.quick ? 8 : 1024);
@@ -48,11 +51,13 @@ export async function retrievalBench(options: BenchOptions): Promise<BenchReport
   const phaseNotes = lines.filter((l) => l.startsWith('- '));
 
   const rows: BenchRow[] = [];
-  const datasets: [string, DatasetJson, number][] = [
-    [`${smallFiles.toLocaleString('en')} files × 4 KiB`, json.small, smallFiles * 4096],
-    [`1 file × ${bigMiB} MiB`, json.big, bigMiB * 1024 * 1024],
+  // Issue 15's targets: twice the baseline for many small files, 1.8 times for one big file,
+  // and a peak RSS of 64 MiB at most for both (verification as strict as now).
+  const datasets: [string, DatasetJson, number, number][] = [
+    [`${smallFiles.toLocaleString('en')} files × 4 KiB`, json.small, smallFiles * 4096, 2.0],
+    [`1 file × ${bigMiB} MiB`, json.big, bigMiB * 1024 * 1024, 1.8],
   ];
-  for (const [name, data, bytes] of datasets) {
+  for (const [name, data, bytes, wanted] of datasets) {
     const b = median(data.baselineMs);
     const o = median(data.oursMs);
     const mbps = (t: number): string => `${(bytes / 1e6 / (t / 1000)).toPrecision(3)} MB/s`;
@@ -62,16 +67,16 @@ export async function retrievalBench(options: BenchOptions): Promise<BenchReport
       baseline: `${ms(b)} (${mbps(b)})`,
       ours: `${ms(o)} (${mbps(o)})`,
       ratio: r.toFixed(2),
-      target: 'ratio ≥ 1.0',
-      verdict: r >= 1 ? 'met' : `NOT met (${((1 - r) * 100).toFixed(0)} % slower)`,
+      target: `ratio ≥ ${wanted.toFixed(1)}`,
+      verdict: r >= wanted ? 'met' : `NOT met (${r.toFixed(2)} of ${wanted.toFixed(1)})`,
     });
     rows.push({
       measure: `${name}: peak RSS`,
       baseline: `${(data.baselineRss / 1024).toFixed(0)} MiB (ssh + tar)`,
       ours: `${(data.oursRss / 1024).toFixed(0)} MiB (+${((data.oursRss - data.oursIdle) / 1024).toFixed(0)} over idle)`,
       ratio: (data.baselineRss / data.oursRss).toFixed(2),
-      target: 'bounded',
-      verdict: '',
+      target: `≤ ${RSS_TARGET_MIB} MiB`,
+      verdict: atMost(data.oursRss / 1024, RSS_TARGET_MIB, (v) => `${v.toFixed(0)} MiB`),
     });
   }
   const resumeRatio = json.resume.wireBytes / json.resume.size;
@@ -86,11 +91,6 @@ export async function retrievalBench(options: BenchOptions): Promise<BenchReport
         ? atMost(resumeRatio, 1.5, (v) => v.toFixed(2))
         : 'NOT met (not verified)',
   });
-  // Memory is bounded when the big file does not raise the peak over the small files' peak much.
-  const bounded = json.big.oursRss - json.big.oursIdle < 256 * 1024;
-  for (const row of rows) {
-    if (row.target === 'bounded') row.verdict = bounded ? 'met' : 'NOT met';
-  }
   return {
     title: '2. Retrieval of a run’s results',
     baseline:
@@ -101,7 +101,7 @@ export async function retrievalBench(options: BenchOptions): Promise<BenchReport
     notes: [
       `${options.runs} run(s) each, alternating baseline and ours; ours in a child process (its own peak RSS): fresh files in tar streams, a partial file resumed through an exec stream, hashes computed while writing.`,
       ...phaseNotes.map((l) => l.slice(2)),
-      'Bounded memory: the big file must not raise our peak RSS by more than 256 MiB over idle. Resume: the pod side keeps serving, every session is dropped halfway, the retrieval reconnects and continues from the verified prefix.',
+      'Peak RSS is the whole child process (its idle figure beside it). Resume: the pod side keeps serving, every session is dropped halfway, the retrieval reconnects and continues from the verified prefix.',
     ],
     raw: json,
   };
