@@ -257,6 +257,8 @@ describe('Runpod emulator: API v2 contract', function () {
     });
 
     it('answers 409 for an action the status does not allow, 404 for an unknown pod', async () => {
+      // Still provisioning when the action comes, however loaded the machine (20 ms otherwise).
+      await emulator.faults.slowBoot({ provisioningMs: 60_000 });
       const created = await api.post<PodBody>('/pods', pod('acts'));
       assert.deepEqual(created.body.actions, ['stop', 'terminate']);
       const start = await api.post<Problem>(`/pods/${created.body.id}/action`, { action: 'start' });

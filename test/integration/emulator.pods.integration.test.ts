@@ -235,10 +235,16 @@ describe('Runpod emulator: real pods', function () {
       401,
       'the key died with its pod',
     );
-    const deletes = emulator
-      .requests()
-      .filter((r) => r.route === 'deletePod' && r.key === `pod:${a.id}`)
-      .map((r) => `${r.path} ${r.status}`);
+    // The pod reads 404 once its processes are gone; its DELETE is answered after its files are
+    // removed too (a loaded machine once showed the log entry still unanswered): waited for.
+    const deletes = await waitFor('the pod key’s DELETE answered', async () => {
+      const list = emulator
+        .requests()
+        .filter((r) => r.route === 'deletePod' && r.key === `pod:${a.id}`);
+      return list.every((r) => r.status !== 0)
+        ? list.map((r) => `${r.path} ${r.status}`)
+        : undefined;
+    });
     assert.deepEqual(deletes, [`/v2/pods/${b.id} 403`, `/v2/pods/${a.id} 204`]);
   });
 
