@@ -107,6 +107,11 @@ describe('cli: whole command lines that never reach Runpod', () => {
     assert.match(hook.stderr[0] ?? '', /^OVERBRAINER_TIMING_SCALE: must be a number of at least 1/);
     assert.deepEqual(timingFrom({}), { ...PRODUCTION_TIMING });
     assert.equal(timingFrom({ OVERBRAINER_TIMING_SCALE: '10' }).podPollMs, 500);
+    // The read-only commands' limit bounds the API's real answer time: never scaled.
+    assert.equal(
+      timingFrom({ OVERBRAINER_TIMING_SCALE: '10' }).readOnlyLimitMs,
+      PRODUCTION_TIMING.readOnlyLimitMs,
+    );
   });
 
   it('runs ls lists the runs of -C DIR from their records, newest first', async () => {
