@@ -1,12 +1,12 @@
 /**
  * The recovery figure (issue 19): at least 100 pod deaths injected at random moments of the job
  * (a seeded PRNG; the seed is printed, OVERBRAINER_RECOVERY_SEED replays it), into 10 runs
- * followed at once in one lab against the emulator's real pods, each run dying ten times: Runpod
+ * (five followed at once) in one lab against the emulator's real pods, each run dying ten times: Runpod
  * deletes the pod (404), the pod dies (EXITED), or its host stops answering (SSH silent, then
  * EXITED). Some deaths come with the newest checkpoint home damaged first (a byte appended), so
  * the recovery must skip it for the one before. Checked and printed: runs completed with verified
- * output (≥ 99 %), training lost per death (printed against one checkpoint interval + 60 s
- * scaled; asserted: never behind what an earlier pod brought home), every
+ * output (≥ 99 %), training lost per death (against one checkpoint interval + 60 s scaled:
+ * 90 % of the deaths within it, and never behind what an earlier pod brought home), every
  * resumed checkpoint hash-verified (a damaged one never used), 0 leaked pods, every pod's spend
  * in run.json's attempts. Timings: production / 60; tiny trainer, a checkpoint every 5 steps.
  */
@@ -18,11 +18,19 @@ import { GPU, matrixLabs, type Lab } from '../helpers/lifecycle';
 import { recordFault, recordResult, seededRandom } from '../helpers/reliability';
 
 /**
- * Ten runs at once, each killed ten times: with twenty at once on this 2-core machine the stream's
- * SSH calls starve and no checkpoint comes home within a death's window (measured: 0 of 100).
- * OVERBRAINER_RECOVERY_RUNS shrinks it to look at one case (the figure needs the 10).
+ * Ten runs, each killed ten times. OVERBRAINER_RECOVERY_RUNS shrinks it to look at one case (the
+ * figure needs the 10).
  */
 const RUNS = Number(process.env.OVERBRAINER_RECOVERY_RUNS ?? 10);
+/**
+ * Runs followed at once. This machine plays the pods too: each pod's watchdog, watcher and
+ * trainer tick 60 times faster than in production, on the client's 2 cores. Ten at once saturated
+ * them (load average 11; seed 1090515392): the copies home starved, a pod got about one
+ * checkpoint home in its life, and a death lost a mean of 19.9 steps, max 40, 45 of 85 within the
+ * bound. Five at once (two batches, no slower in all: 263 s against 279 s): mean 11.6, max 22,
+ * 82 of 84 within, 251 checkpoints home against 115.
+ */
+const AT_ONCE = Number(process.env.OVERBRAINER_RECOVERY_AT_ONCE ?? 5);
 const DEATHS_PER_RUN = 10;
 const STEPS = 150;
 const STEP_S = 0.2;
@@ -31,18 +39,16 @@ const EVERY = 5;
 const MAX_AHEAD = 40;
 /**
  * One checkpoint interval plus 60 s scaled, in steps at the nominal pace: the figure the issue
- * asks for, printed (how many deaths stay within it), not asserted. The 60 s is the stream's lag
- * (the pod's watcher pushes a checkpoint as soon as it is saved, then the verified copy over SSH:
- * listing, manifest, download, changed-since check, beside the metrics mirror), scaled by 20
- * rather than the lab's 60; even so, with ten pods at once on a loaded 2-core machine those SSH
- * calls lag several seconds and a share of the deaths lose more. Measured with the pushes, seed
- * 1090515392, load average 10–20 (other sessions on the machine): mean 26.3 steps, max 48, then
- * (the metrics mirrored beside the copy) mean 21.9, max 38, 40 of 84 within 20 — the same as with
- * the poll (mean 21, max 36 on a quieter machine): the copy's round trips, not the look, bound
- * it. What is asserted is that a recovery never falls behind what an earlier pod had brought home.
+ * asks for. The 60 s is the stream's lag (the pod's watcher pushes a checkpoint as soon as it is
+ * saved, then the verified copy over SSH: listing, manifest, download, changed-since check,
+ * beside the metrics mirror), scaled by 20 rather than the lab's 60: a copy's round trips and the
+ * pod's own processes do not run 60 times faster. Asserted: at least WITHIN_SHARE of the deaths
+ * within it (a stream that stops copying after a recovery, or copies that starve, fall far
+ * below), and a recovery never behind what an earlier pod had brought home.
  */
 const LAG_S = 60 / 20;
 const LOST_BOUND_STEPS = EVERY + Math.ceil(LAG_S / STEP_S);
+const WITHIN_SHARE = 0.9;
 
 type Kind = 'vanish' | 'dies' | 'hostLost';
 
@@ -87,7 +93,11 @@ describe('recovery figure: 100 pod deaths at random moments of the job', functio
         return { ahead: 1 + Math.floor(rng() * MAX_AHEAD), kind, damage: rng() < 0.15 };
       }),
     );
-    const figures = await Promise.all(plans.map((plan, i) => driveRun(l, i, plan)));
+    const figures: RunFigure[] = [];
+    for (let first = 0; first < plans.length; first += AT_ONCE) {
+      const batch = plans.slice(first, first + AT_ONCE);
+      figures.push(...(await Promise.all(batch.map((plan, j) => driveRun(l, first + j, plan)))));
+    }
     const elapsedS = (Date.now() - startedMs) / 1000;
 
     const deaths = figures.flatMap((f) => f.deaths);
@@ -160,7 +170,7 @@ describe('recovery figure: 100 pod deaths at random moments of the job', functio
     console.log(
       `      ${deaths.length} pod deaths injected (${countKinds(deaths)}) into ${RUNS} runs in ${elapsedS.toFixed(0)} s; ` +
         `${completed}/${RUNS} runs completed with verified output (${(rate * 100).toFixed(1)} %); ` +
-        `training lost per death: max ${maxLost} steps, mean ${meanLost.toFixed(1)}; ${withinBound} of ${lost.length} within one interval of ${EVERY} + 60 s scaled /20 (${LOST_BOUND_STEPS} steps at ${STEP_S} s/step), the rest lost more while the stream lagged; ` +
+        `training lost per death: max ${maxLost} steps, mean ${meanLost.toFixed(1)}; ${withinBound} of ${lost.length} within one interval of ${EVERY} + 60 s scaled /20 (${LOST_BOUND_STEPS} steps at ${STEP_S} s/step; at least ${WITHIN_SHARE * 100} % asserted), the rest lost more while the stream lagged; ` +
         `${resumedVerified} resumes from a checkpoint hash-verified, ${deaths.filter((d) => d.damaged !== null).length} damaged first, ${damagedSkipped} of them skipped for an older one; ` +
         `${l.emulator.ledger().totals.podsCreated} pods created, ${leaked.length} leaked; ` +
         `${l.logs().filter((m) => / is home, verified /.test(m)).length} checkpoints streamed home; ` +
@@ -178,6 +188,10 @@ describe('recovery figure: 100 pod deaths at random moments of the job', functio
     assert.ok(deaths.length >= 100, `only ${deaths.length} deaths were injected`);
     assert.deepEqual(problems, []);
     assert.ok(rate >= 0.99, `${completed}/${RUNS} completed`);
+    assert.ok(
+      withinBound >= WITHIN_SHARE * lost.length,
+      `${withinBound} of ${lost.length} deaths lost at most ${LOST_BOUND_STEPS} steps (wanted ${WITHIN_SHARE * 100} %)`,
+    );
     assert.deepEqual(leaked, []);
   });
 
