@@ -1,6 +1,7 @@
 import { systemClock, type Clock } from '../core/clock';
 import type { Disposable } from '../core/disposable';
 import type { RunState, TrainMetric } from '../core/events';
+import type { PodState } from '../core/runs/podRecord';
 import type { RunAttempt, RunSnapshot } from '../core/runs/runRecord';
 import { Pace } from '../core/train/pace';
 import { Emitter } from './emitter';
@@ -14,24 +15,9 @@ import { LazyList } from './lazyList';
  */
 
 /** The pod states of `pod.json` (spec §1.5), snake_case as stored. */
-export type PodRecordState =
-  | 'creating'
-  | 'provisioning'
-  | 'ready'
-  | 'running'
-  | 'awaiting_retrieval'
-  | 'kept'
-  | 'deleting'
-  | 'deleted';
+export type PodRecordState = PodState;
 
-export const RUN_STATES: readonly RunState[] = [
-  'preparing',
-  'running',
-  'succeeded',
-  'failed',
-  'cancelled',
-  'stopped',
-];
+export { RUN_STATES } from '../core/runs/runRecord';
 
 /** What a run's pod record says, as far as the tree needs it. */
 export interface PodSummary {
