@@ -37,6 +37,15 @@ const RUN_ID_ONLY = (name: string, summary: string, details: string[] = []): Com
   example: `overbrainer ${name} tiny_20261204-060000`,
 });
 
+/** A listing: no argument, a table or with --json a JSON document. */
+const LISTING = (name: string, summary: string, example = `overbrainer ${name}`): CommandSpec => ({
+  name,
+  args: '',
+  summary,
+  options: { '--json': JSON_OPTION },
+  example,
+});
+
 export const COMMAND_SPECS: readonly CommandSpec[] = [
   {
     name: 'init',
@@ -84,13 +93,7 @@ export const COMMAND_SPECS: readonly CommandSpec[] = [
     "keep a run's pod once its job ends (only `overbrainer pod rm` deletes it)",
   ),
   RUN_ID_ONLY('train release', 'release a kept pod: its deadline and graces apply again'),
-  {
-    name: 'runs ls',
-    args: '',
-    summary: "list this project's runs (no API call)",
-    options: { '--json': JSON_OPTION },
-    example: 'overbrainer runs ls --json',
-  },
+  LISTING('runs ls', "list this project's runs (no API call)", 'overbrainer runs ls --json'),
   {
     name: 'runs show',
     args: 'RUN_ID',
@@ -132,13 +135,7 @@ export const COMMAND_SPECS: readonly CommandSpec[] = [
     },
     example: 'overbrainer spend --since 2026-09-01',
   },
-  {
-    name: 'pod ls',
-    args: '',
-    summary: "list the account's overbrainer pods, matched with runs/",
-    options: { '--json': JSON_OPTION },
-    example: 'overbrainer pod ls',
-  },
+  LISTING('pod ls', "list the account's overbrainer pods, matched with runs/"),
   {
     name: 'pod rm',
     args: 'RUN_ID',
@@ -164,27 +161,13 @@ export const COMMAND_SPECS: readonly CommandSpec[] = [
     },
     example: 'overbrainer pod gpus --min-vram 24 --in-stock',
   },
-  {
-    name: 'pod datacenters',
-    args: '',
-    summary: 'list the data centers, with the GPU types in stock in each',
-    options: { '--json': JSON_OPTION },
-    example: 'overbrainer pod datacenters --json',
-  },
-  {
-    name: 'pod volumes',
-    args: '',
-    summary: "list the account's network volumes (for network_volume_id)",
-    options: { '--json': JSON_OPTION },
-    example: 'overbrainer pod volumes',
-  },
-  {
-    name: 'pod templates',
-    args: '',
-    summary: "list the account's pod templates",
-    options: { '--json': JSON_OPTION },
-    example: 'overbrainer pod templates',
-  },
+  LISTING(
+    'pod datacenters',
+    'list the data centers, with the GPU types in stock in each',
+    'overbrainer pod datacenters --json',
+  ),
+  LISTING('pod volumes', "list the account's network volumes (for network_volume_id)"),
+  LISTING('pod templates', "list the account's pod templates"),
 ];
 
 /** The spec named `name` (`pod rm`), if any. */
