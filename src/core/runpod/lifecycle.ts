@@ -424,9 +424,16 @@ export async function stillThere(
   signal?: AbortSignal,
 ): Promise<Pod | null> {
   adoptDeleted(ctx, pod);
+  return lookUpPod(ctx, pod, signal);
+}
+
+/**
+ * The recorded pod as the API sees it, settled: one Runpod is deleting (TERMINATED) is gone once
+ * its 404 comes. Null when it no longer exists, which pod.json then records (its keys forgotten).
+ */
+async function lookUpPod(ctx: PodCtx, pod: PodRecord, signal?: AbortSignal): Promise<Pod | null> {
   const id = pod.podId;
   if (id === null || pod.state === 'deleted') return null;
-  // A pod Runpod is deleting (TERMINATED) is gone once its 404 comes.
   const remote = await lookUpSettled(ctx, id, signal);
   if (remote !== null) return remote;
   markGone(ctx, pod, id, goneBy(pod, ctx.clock.nowMs()));
@@ -497,15 +504,10 @@ export async function reconnect(
   run: RunRecord,
   signal?: AbortSignal,
 ): Promise<SshExecutor | null> {
-  const id = pod.podId;
-  if (id === null || pod.state === 'deleted') return null;
   // A TERMINATED pod is being deleted: wait for its 404 rather than call it stopped.
-  const remote = await lookUpSettled(ctx, id, signal);
-  if (remote === null) {
-    markGone(ctx, pod, id, goneBy(pod, ctx.clock.nowMs()));
-    await forgetKeys(ctx, run.id);
-    return null;
-  }
+  const remote = await lookUpPod(ctx, pod, signal);
+  if (remote === null) return null;
+  const id = remote.id;
   if (remote.status === 'TERMINATED') {
     throw new PodError(
       'no_endpoint',
