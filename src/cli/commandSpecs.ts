@@ -23,10 +23,15 @@ export interface CommandSpec {
   example: string;
 }
 
-const JSON_OPTION: OptionSpec = {
-  type: 'boolean',
-  help: 'print a JSON document instead of the table (fields: see README, "--json fields")',
-};
+/** A boolean option. */
+const flag = (help: string): OptionSpec => ({ type: 'boolean', help });
+
+/** An option taking a value (`value`: its placeholder in the help). */
+const valued = (value: string, help: string): OptionSpec => ({ type: 'string', value, help });
+
+const JSON_OPTION = flag(
+  'print a JSON document instead of the table (fields: see README, "--json fields")',
+);
 
 const RUN_ID_ONLY = (name: string, summary: string, details: string[] = []): CommandSpec => ({
   name,
@@ -37,13 +42,22 @@ const RUN_ID_ONLY = (name: string, summary: string, details: string[] = []): Com
   example: `overbrainer ${name} tiny_20261204-060000`,
 });
 
+/** A listing: no argument, a table or with --json a JSON document. */
+const LISTING = (name: string, summary: string, example = `overbrainer ${name}`): CommandSpec => ({
+  name,
+  args: '',
+  summary,
+  options: { '--json': JSON_OPTION },
+  example,
+});
+
 export const COMMAND_SPECS: readonly CommandSpec[] = [
   {
     name: 'init',
     args: '',
     summary: 'write a commented overbrainer.toml here, and say how to set the API key',
     details: ['An existing overbrainer.toml is never overwritten unless --force is given.'],
-    options: { '--force': { type: 'boolean', help: 'overwrite an existing overbrainer.toml' } },
+    options: { '--force': flag('overwrite an existing overbrainer.toml') },
     example: 'overbrainer init',
   },
   {
@@ -55,20 +69,10 @@ export const COMMAND_SPECS: readonly CommandSpec[] = [
       'following (follow it again with `overbrainer train attach RUN_ID`).',
     ],
     options: {
-      '--target': { type: 'string', value: 'NAME', help: 'the [targets.NAME] to run on' },
-      '--keep-pod': {
-        type: 'boolean',
-        help: 'keep the pod once the job ends (only `overbrainer pod rm` deletes it)',
-      },
-      '--resume-from': {
-        type: 'string',
-        value: 'RUN_ID',
-        help: "start from a stopped run's snapshot",
-      },
-      '--dry-run': {
-        type: 'boolean',
-        help: 'print the quote and the plan; create nothing',
-      },
+      '--target': valued('NAME', 'the [targets.NAME] to run on'),
+      '--keep-pod': flag('keep the pod once the job ends (only `overbrainer pod rm` deletes it)'),
+      '--resume-from': valued('RUN_ID', "start from a stopped run's snapshot"),
+      '--dry-run': flag('print the quote and the plan; create nothing'),
     },
     example: 'overbrainer train --target pod',
   },
@@ -84,13 +88,7 @@ export const COMMAND_SPECS: readonly CommandSpec[] = [
     "keep a run's pod once its job ends (only `overbrainer pod rm` deletes it)",
   ),
   RUN_ID_ONLY('train release', 'release a kept pod: its deadline and graces apply again'),
-  {
-    name: 'runs ls',
-    args: '',
-    summary: "list this project's runs (no API call)",
-    options: { '--json': JSON_OPTION },
-    example: 'overbrainer runs ls --json',
-  },
+  LISTING('runs ls', "list this project's runs (no API call)", 'overbrainer runs ls --json'),
   {
     name: 'runs show',
     args: 'RUN_ID',
@@ -107,14 +105,13 @@ export const COMMAND_SPECS: readonly CommandSpec[] = [
       '--follow streams it from the API until the pod is gone.',
     ],
     options: {
-      '--tail': { type: 'string', value: 'N', help: 'the last N lines (0 to 5000, default 100)' },
-      '--pod': { type: 'boolean', help: "the pod's log instead of the job's" },
-      '--source': {
-        type: 'string',
-        value: 'container|system',
-        help: "only the container's or the system's lines (with --pod)",
-      },
-      '--follow': { type: 'boolean', help: 'stream new lines until the pod is gone (with --pod)' },
+      '--tail': valued('N', 'the last N lines (0 to 5000, default 100)'),
+      '--pod': flag("the pod's log instead of the job's"),
+      '--source': valued(
+        'container|system',
+        "only the container's or the system's lines (with --pod)",
+      ),
+      '--follow': flag('stream new lines until the pod is gone (with --pod)'),
     },
     example: 'overbrainer runs logs tiny_20261204-060000 --pod --follow',
   },
@@ -123,28 +120,18 @@ export const COMMAND_SPECS: readonly CommandSpec[] = [
     args: '',
     summary: "each run's estimated spend beside what Runpod billed; over 1 % apart is flagged",
     options: {
-      '--since': {
-        type: 'string',
-        value: 'DATE',
-        help: 'only runs created since DATE (2026-09-01)',
-      },
+      '--since': valued('DATE', 'only runs created since DATE (2026-09-01)'),
       '--json': JSON_OPTION,
     },
     example: 'overbrainer spend --since 2026-09-01',
   },
-  {
-    name: 'pod ls',
-    args: '',
-    summary: "list the account's overbrainer pods, matched with runs/",
-    options: { '--json': JSON_OPTION },
-    example: 'overbrainer pod ls',
-  },
+  LISTING('pod ls', "list the account's overbrainer pods, matched with runs/"),
   {
     name: 'pod rm',
     args: 'RUN_ID',
     summary: "delete a run's pods, or POD_ID: one pod that pod ls lists (a stray, an orphan)",
     details: ['A run still in progress needs --force (it is then marked failed).'],
-    options: { '--force': { type: 'boolean', help: 'delete the pod of a run in progress too' } },
+    options: { '--force': flag('delete the pod of a run in progress too') },
     example: 'overbrainer pod rm tiny_20261204-060000',
   },
   {
@@ -152,39 +139,21 @@ export const COMMAND_SPECS: readonly CommandSpec[] = [
     args: '',
     summary: 'list Secure-cloud GPU types, cheapest first',
     options: {
-      '--min-vram': { type: 'string', value: 'GB', help: 'at least GB of GPU memory' },
-      '--max-price': { type: 'string', value: 'P', help: 'at most P US dollars per GPU-hour' },
-      '--in-stock': { type: 'boolean', help: 'only the GPU types in stock' },
-      '--data-center': {
-        type: 'string',
-        value: 'ID',
-        help: 'only the GPU types offered in data center ID, with its stock',
-      },
+      '--min-vram': valued('GB', 'at least GB of GPU memory'),
+      '--max-price': valued('P', 'at most P US dollars per GPU-hour'),
+      '--in-stock': flag('only the GPU types in stock'),
+      '--data-center': valued('ID', 'only the GPU types offered in data center ID, with its stock'),
       '--json': JSON_OPTION,
     },
     example: 'overbrainer pod gpus --min-vram 24 --in-stock',
   },
-  {
-    name: 'pod datacenters',
-    args: '',
-    summary: 'list the data centers, with the GPU types in stock in each',
-    options: { '--json': JSON_OPTION },
-    example: 'overbrainer pod datacenters --json',
-  },
-  {
-    name: 'pod volumes',
-    args: '',
-    summary: "list the account's network volumes (for network_volume_id)",
-    options: { '--json': JSON_OPTION },
-    example: 'overbrainer pod volumes',
-  },
-  {
-    name: 'pod templates',
-    args: '',
-    summary: "list the account's pod templates",
-    options: { '--json': JSON_OPTION },
-    example: 'overbrainer pod templates',
-  },
+  LISTING(
+    'pod datacenters',
+    'list the data centers, with the GPU types in stock in each',
+    'overbrainer pod datacenters --json',
+  ),
+  LISTING('pod volumes', "list the account's network volumes (for network_volume_id)"),
+  LISTING('pod templates', "list the account's pod templates"),
 ];
 
 /** The spec named `name` (`pod rm`), if any. */

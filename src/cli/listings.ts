@@ -8,6 +8,19 @@ import { inStock } from '../core/runpod/api';
 import { cell, type PodRow } from '../core/runpod/podAdmin';
 import { table, type RunLine } from './format';
 
+/**
+ * The `keys` of `item` under their snake_case names (`dataCenterId` → `data_center_id`), in the
+ * order given: the JSON fields that only rename a field of the listed object.
+ */
+export function snakeFields<T extends object, K extends keyof T & string>(
+  item: T,
+  keys: readonly K[],
+): Record<string, T[K]> {
+  return Object.fromEntries(
+    keys.map((key) => [key.replace(/[A-Z]/g, (c) => `_${c.toLowerCase()}`), item[key]]),
+  );
+}
+
 /** `runs ls --json`. */
 export function runsJson(lines: readonly RunLine[]): { runs: Record<string, unknown>[] } {
   return {
@@ -29,14 +42,10 @@ export function runsJson(lines: readonly RunLine[]): { runs: Record<string, unkn
 export function podsJson(rows: readonly PodRow[]): { pods: Record<string, unknown>[] } {
   return {
     pods: rows.map((r) => ({
-      run_id: r.runId,
-      pod_id: r.podId,
-      status: r.status,
+      ...snakeFields(r, ['runId', 'podId', 'status']),
       gpu_type: r.gpu,
       usd_per_hour: r.costPerHourUsd,
-      created: r.created,
-      note: r.note,
-      orphan: r.orphan,
+      ...snakeFields(r, ['created', 'note', 'orphan']),
     })),
   };
 }
@@ -56,8 +65,7 @@ export function gpusIn(gpus: readonly GpuType[], id: string): GpuType[] {
 export function gpusJson(gpus: readonly GpuType[]): { gpus: Record<string, unknown>[] } {
   return {
     gpus: gpus.map((g) => ({
-      id: g.id,
-      display_name: g.displayName,
+      ...snakeFields(g, ['id', 'displayName']),
       memory_gb: g.memoryInGb,
       usd_per_hour: g.securePricePerHourUsd,
       availability: g.availability,
@@ -90,11 +98,7 @@ export function dataCentersJson(dcs: readonly DataCenter[]): {
 } {
   return {
     data_centers: dcs.map((dc) => ({
-      id: dc.id,
-      name: dc.name,
-      region: dc.region,
-      global_network: dc.globalNetwork,
-      network_volume_types: dc.networkVolumeTypes,
+      ...snakeFields(dc, ['id', 'name', 'region', 'globalNetwork', 'networkVolumeTypes']),
       gpu_types_in_stock: dc.gpuAvailability
         .filter((g) => inStock(g.availability))
         .map((g) => ({ id: g.id, availability: g.availability })),
@@ -122,13 +126,7 @@ export function volumesJson(volumes: readonly NetworkVolume[]): {
   volumes: Record<string, unknown>[];
 } {
   return {
-    volumes: volumes.map((v) => ({
-      id: v.id,
-      name: v.name,
-      size_gb: v.sizeGb,
-      data_center_id: v.dataCenterId,
-      type: v.type,
-    })),
+    volumes: volumes.map((v) => snakeFields(v, ['id', 'name', 'sizeGb', 'dataCenterId', 'type'])),
   };
 }
 
@@ -147,9 +145,7 @@ export function templatesJson(templates: readonly Template[]): {
 } {
   return {
     templates: templates.map((t) => ({
-      id: t.id,
-      name: t.name,
-      image: t.image,
+      ...snakeFields(t, ['id', 'name', 'image']),
       public: t.isPublic,
       category: t.category,
     })),

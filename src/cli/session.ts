@@ -28,7 +28,7 @@ import {
   type OverbrainerConfig,
 } from '../core/config';
 import { EventBus } from '../core/events';
-import { FlowError, summaryLine, type FlowDeps, type FlowResult } from '../core/flow';
+import { FlowError, podCtx, summaryLine, type FlowDeps, type FlowResult } from '../core/flow';
 import { CLIENT_VERSION, RunpodClient } from '../core/runpod/client';
 import type { PodCtx } from '../core/runpod/context';
 import { RunpodConfigError } from '../core/runpod/errors';
@@ -234,14 +234,7 @@ export class Session {
   }
 
   podCtx(client: RunpodClient): PodCtx {
-    return {
-      store: this.store,
-      client,
-      bus: this.bus,
-      clock: this.clock,
-      timing: this.timingOf(),
-      version: CLIENT_VERSION,
-    };
+    return podCtx(this.deps(client));
   }
 
   /** Whether the run has a pod record (so its commands need the Runpod API). */

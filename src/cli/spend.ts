@@ -2,6 +2,7 @@
 import { billedMismatch } from '../core/runpod/billing';
 import type { PodRecord } from '../core/runs/podRecord';
 import { usd4 } from '../core/runs/spend';
+import { snakeFields } from './listings';
 
 export interface SpendRow {
   runId: string;
@@ -40,20 +41,23 @@ export function spendRow(runId: string, created: string, state: string, pod: Pod
 const sum = (values: (number | null)[]): number =>
   Math.round(values.reduce<number>((a, v) => a + (v ?? 0), 0) * 10_000) / 10_000;
 
+/** The fields of `spend --json`, in order (snake_case there). */
+const SPEND_FIELDS = [
+  'runId',
+  'created',
+  'state',
+  'podId',
+  'podState',
+  'estimatedUsd',
+  'billedUsd',
+  'billedCheckedAt',
+  'differenceUsd',
+  'flagged',
+] as const;
+
 export function spendJson(rows: readonly SpendRow[]): Record<string, unknown> {
   return {
-    runs: rows.map((r) => ({
-      run_id: r.runId,
-      created: r.created,
-      state: r.state,
-      pod_id: r.podId,
-      pod_state: r.podState,
-      estimated_usd: r.estimatedUsd,
-      billed_usd: r.billedUsd,
-      billed_checked_at: r.billedCheckedAt,
-      difference_usd: r.differenceUsd,
-      flagged: r.flagged,
-    })),
+    runs: rows.map((r) => snakeFields(r, SPEND_FIELDS)),
     totals: {
       estimated_usd: sum(rows.map((r) => r.estimatedUsd)),
       billed_usd: sum(rows.map((r) => r.billedUsd)),

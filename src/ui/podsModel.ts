@@ -8,10 +8,12 @@ import type { RunStore } from '../core/runs/store';
 import { PRODUCTION_TIMING } from '../core/timing';
 import { LazyList } from './lazyList';
 import {
+  AWAITING_ICON,
   escapeMarkdown,
   formatDurationS,
   formatUsd,
   type ItemView,
+  type RowIcon,
   type RunSummary,
 } from './runsModel';
 
@@ -389,14 +391,10 @@ export function comparePods(a: PodEntry, b: PodEntry): number {
 /** A pod's row (`contextValue` `pod.<role>`). */
 export type PodItemView = ItemView;
 
-const ROLE: Record<PodRole, { iconId: string; colorId: string; label: string }> = {
+const ROLE: Record<PodRole, RowIcon> = {
   running: { iconId: 'vm-running', colorId: 'charts.blue', label: 'in use' },
   kept: { iconId: 'pinned', colorId: 'charts.purple', label: 'kept' },
-  awaiting: {
-    iconId: 'cloud-download',
-    colorId: 'list.warningForeground',
-    label: 'awaiting retrieval',
-  },
+  awaiting: AWAITING_ICON,
   deleting: { iconId: 'trash', colorId: 'descriptionForeground', label: 'deleting' },
   stray: { iconId: 'warning', colorId: 'list.warningForeground', label: 'stray' },
   orphan: { iconId: 'question', colorId: 'list.errorForeground', label: 'orphan' },

@@ -1,15 +1,6 @@
 /** The rows under a run in the Runs tree (its pod, metrics, attempts, files, problems) as views. */
 import * as path from 'node:path';
 import { attemptLine } from './runAttempts';
-
-/**
- * The Runs view's model: what the tree shows, free of the `vscode` module so it is unit-tested in
- * plain Node. The provider (runsTree.ts) only maps `presentRun()` / `presentRunChild()` to
- * TreeItems. The loader (runsSource.ts) reads `runs/<id>/run.json` and `pod.json` through the
- * core's record codecs, leniently: a damaged record becomes an item saying what is wrong.
- */
-
-/** The pod states of `pod.json` (spec §1.5), snake_case as stored. */
 import {
   escapeMarkdown,
   formatLoss,

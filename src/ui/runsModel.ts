@@ -1,6 +1,7 @@
 import { systemClock, type Clock } from '../core/clock';
 import type { Disposable } from '../core/disposable';
 import type { RunState, TrainMetric } from '../core/events';
+import type { PodState } from '../core/runs/podRecord';
 import type { RunAttempt, RunSnapshot } from '../core/runs/runRecord';
 import { Pace } from '../core/train/pace';
 import { Emitter } from './emitter';
@@ -14,24 +15,9 @@ import { LazyList } from './lazyList';
  */
 
 /** The pod states of `pod.json` (spec §1.5), snake_case as stored. */
-export type PodRecordState =
-  | 'creating'
-  | 'provisioning'
-  | 'ready'
-  | 'running'
-  | 'awaiting_retrieval'
-  | 'kept'
-  | 'deleting'
-  | 'deleted';
+export type PodRecordState = PodState;
 
-export const RUN_STATES: readonly RunState[] = [
-  'preparing',
-  'running',
-  'succeeded',
-  'failed',
-  'cancelled',
-  'stopped',
-];
+export { RUN_STATES } from '../core/runs/runRecord';
 
 /** What a run's pod record says, as far as the tree needs it. */
 export interface PodSummary {
@@ -132,28 +118,34 @@ export interface ItemView {
 /** A run's row. */
 export type RunItemView = ItemView;
 
-const ICONS: Record<RunDisplayState, { iconId: string; colorId: string; label: string }> = {
+/** A row's icon, its colour and the word for its state. */
+export interface RowIcon {
+  iconId: string;
+  colorId: string;
+  label: string;
+}
+
+/** A run, or a pod, whose results wait to be brought home (the Runs and the Pods views). */
+export const AWAITING_ICON: RowIcon = {
+  iconId: 'cloud-download',
+  colorId: 'list.warningForeground',
+  label: 'awaiting retrieval',
+};
+
+const ICONS: Record<RunDisplayState, RowIcon> = {
   preparing: { iconId: 'loading~spin', colorId: 'charts.yellow', label: 'preparing' },
   running: { iconId: 'play-circle', colorId: 'charts.blue', label: 'running' },
-  awaiting: {
-    iconId: 'cloud-download',
-    colorId: 'list.warningForeground',
-    label: 'awaiting retrieval',
-  },
+  awaiting: AWAITING_ICON,
   kept: { iconId: 'pinned', colorId: 'charts.purple', label: 'pod kept' },
   succeeded: { iconId: 'pass', colorId: 'testing.iconPassed', label: 'succeeded' },
   failed: { iconId: 'error', colorId: 'testing.iconFailed', label: 'failed' },
   cancelled: { iconId: 'circle-slash', colorId: 'descriptionForeground', label: 'cancelled' },
   stopped: { iconId: 'debug-stop', colorId: 'charts.orange', label: 'stopped' },
-  unreadable: {
-    iconId: 'bracket-error',
-    colorId: 'list.errorForeground',
-    label: 'unreadable',
-  },
+  unreadable: { iconId: 'bracket-error', colorId: 'list.errorForeground', label: 'unreadable' },
 };
 
 /** The icon of a run whose pod.json is damaged: the run's state is known, its pod is not. */
-const DAMAGED_POD_ICON = { iconId: 'bracket-error', colorId: 'list.errorForeground' };
+const DAMAGED_POD_ICON = ICONS.unreadable;
 
 /** `3h 05m`, `12m`, `45s`: a duration for the description line. */
 export function formatDurationS(totalS: number): string {

@@ -142,6 +142,16 @@ export async function downloadFiles(
   run.finish();
 }
 
+/** The rest of one file to bring into its partial file: [sink.offset, size) of `remote`. */
+interface Fill {
+  remote: SourceFile;
+  remotePath: string;
+  sink: FileSink;
+  size: number;
+  /** Told the bytes written so far after each write. */
+  report: (bytesDone: number) => void;
+}
+
 /** One call of {@link downloadFiles}, in its steps. */
 class Download {
   /** Files complete on disk. */
@@ -342,11 +352,8 @@ class Download {
       const sink = await FileSink.open(this.doneDirs, this.partDirs, file);
       try {
         if (sink.offset > size) await sink.restart();
-        if (opened.stream && sink.offset < size) {
-          await this.stream(opened, remotePath, sink, size, report);
-        } else {
-          await this.pump(opened, remotePath, sink, size, report);
-        }
+        const fill: Fill = { remote: opened, remotePath, sink, size, report };
+        await (opened.stream && sink.offset < size ? this.stream(fill) : this.pump(fill));
         const result = await sink.finish();
         this.options.onFile?.({ file, ...result });
       } finally {
@@ -358,13 +365,7 @@ class Download {
   }
 
   /** The rest of a file [sink.offset, size) through the source's stream, in one flow. */
-  private async stream(
-    remote: SourceFile,
-    remotePath: string,
-    sink: FileSink,
-    size: number,
-    report: (bytesDone: number) => void,
-  ): Promise<void> {
+  private async stream({ remote, remotePath, sink, size, report }: Fill): Promise<void> {
     try {
       await remote.stream!(
         sink.offset,
@@ -387,13 +388,7 @@ class Download {
    * order. Memory: the window never spans more than windowPerFile chunks
    * past what is written.
    */
-  private pump(
-    remote: SourceFile,
-    remotePath: string,
-    sink: FileSink,
-    size: number,
-    report: (bytesDone: number) => void,
-  ): Promise<void> {
+  private pump({ remote, remotePath, sink, size, report }: Fill): Promise<void> {
     const { limits, pool, reads, signal } = this;
     return new Promise<void>((resolve, reject) => {
       const landed = new Map<number, { data: Buffer; buffer: Buffer }>();

@@ -7,7 +7,6 @@ import type { OverbrainerConfig } from '../config/types';
 import type { Executor } from '../exec/executor';
 import { LocalExecutor } from '../exec/local';
 import { PodError } from '../runpod/podError';
-import type { AttemptEnd } from '../runs/runRecord';
 import { log, type PodCtx } from '../runpod/context';
 import { endPod, failRun, limitFailure, reconnect, stillThere } from '../runpod/lifecycle';
 import { forgetKeys, noteStrays, remove, sweep } from '../runpod/remove';
@@ -33,9 +32,11 @@ import {
   followLocal,
   followOnPod,
   NOT_RETRIEVED,
+  type PodDeath,
   recordedOutcome,
+  recoverOnNewPod,
 } from './follow';
-import { deathOf, recoverAfterDeath, recoveryPlan, type RecoveryPlan, StepTimes } from './recover';
+import { deathOf, recoveryPlan } from './recover';
 
 /**
  * Reconnects to a run after any restart and finishes it: a running job is
@@ -83,6 +84,8 @@ export async function attach(
     // recorded gone (recovery's own path would only rethrow, leaving the run `running`).
     const candidate = midJob && !pod.keep ? recoveryPlan(config, run) : null;
     const plan = candidate !== null && candidate.target.maxRecoveries > 0 ? candidate : null;
+    const onNewPod = (died: Pick<PodDeath, 'death' | 'cause' | 'plan'>): Promise<FlowResult> =>
+      recoverOnNewPod(ctx, deps, run, pod, { ...died, artifacts: artifactsOf(config), signal });
     let executor: Executor | null;
     try {
       executor = await reconnect(ctx, pod, run, signal);
@@ -90,23 +93,13 @@ export async function attach(
       // Its pod died (EXITED) while nobody followed: the run goes on on a new pod.
       const death = plan === null ? null : deathOf(error, pod);
       if (plan === null || death === null) throw error;
-      return await recoverOnAttach(ctx, deps, run, pod, death, error, plan, config, signal);
+      return await onNewPod({ death, cause: error, plan });
     }
     if (executor === null) {
       // Gone while nobody followed (not by a limit or `pod rm`): the run goes on on a new pod.
       const gone = new PodError('pod_gone', `pod ${pod.podId ?? ''} no longer exists`);
       if (plan !== null && limitFailure(pod, ctx.clock.nowMs()) === null && deathOf(gone, pod)) {
-        return await recoverOnAttach(
-          ctx,
-          deps,
-          run,
-          pod,
-          'pod_deleted',
-          gone,
-          plan,
-          config,
-          signal,
-        );
+        return await onNewPod({ death: 'pod_deleted', cause: gone, plan });
       }
       return podGone(ctx, deps, run, pod);
     }
@@ -153,42 +146,6 @@ export async function attach(
     }
   } finally {
     lock.dispose();
-  }
-}
-
-/** Attach found the run's pod dead under its job: it goes on on a new pod (flow/recover.ts). */
-async function recoverOnAttach(
-  ctx: PodCtx,
-  deps: FlowDeps,
-  run: RunRecord,
-  pod: PodRecord,
-  death: AttemptEnd,
-  cause: unknown,
-  plan: RecoveryPlan,
-  config: OverbrainerConfig | null,
-  signal?: AbortSignal,
-): Promise<FlowResult> {
-  const steps = new StepTimes(ctx.bus, run.id, () => ctx.clock.nowMs());
-  try {
-    return await recoverAfterDeath(
-      ctx,
-      deps,
-      run,
-      pod,
-      death,
-      cause,
-      plan,
-      steps,
-      (next, nextPod, fromOffset) =>
-        followOnPod(ctx, deps, next, run, nextPod, artifactsOf(config), signal, {
-          plan,
-          fromOffset,
-          steps,
-        }),
-      signal,
-    );
-  } finally {
-    steps.dispose();
   }
 }
 

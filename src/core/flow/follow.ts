@@ -23,9 +23,16 @@ import { readSnapshot } from '../train/snapshot';
 import { describeMismatches } from '../train/retrieval';
 import { retrieveReported } from '../train/retrievalTransfer';
 import type { PodRecord } from '../runs/podRecord';
-import type { RunRecord } from '../runs/runRecord';
+import type { AttemptEnd, RunRecord } from '../runs/runRecord';
 import { type FlowDeps, FlowError, type FlowResult, publishState, summaryLine } from './deps';
-import { closeAttempt, deathOf, recoverAfterDeath, type RecoveryPlan, StepTimes } from './recover';
+import {
+  closeAttempt,
+  deathOf,
+  type FollowNew,
+  recoverAfterDeath,
+  type RecoveryPlan,
+  StepTimes,
+} from './recover';
 
 /** Trainer artifacts never brought back (checkpoints at any depth). */
 const ARTIFACT_EXCLUDES = ['checkpoint-*'];
@@ -148,23 +155,8 @@ export async function followOnPod(
     } catch (error) {
       const death = plan === null || steps === null ? null : deathOf(error, pod);
       if (death === null || plan === null || steps === null) throw error;
-      return await recoverAfterDeath(
-        ctx,
-        deps,
-        run,
-        pod,
-        death,
-        error,
-        plan,
-        steps,
-        (next, nextPod, fromOffset) =>
-          followOnPod(ctx, deps, next, run, nextPod, artifacts, signal, {
-            plan,
-            fromOffset,
-            steps,
-          }),
-        signal,
-      );
+      const died = { death, cause: error, plan, artifacts, signal, steps };
+      return await recoverOnNewPod(ctx, deps, run, pod, died);
     }
     const collected = await collect(
       ctx,
@@ -182,6 +174,38 @@ export async function followOnPod(
     return collected;
   } finally {
     for (const next of moved) next.dispose();
+    ownSteps?.dispose();
+  }
+}
+
+/** How a pod died under its job, and how the run's new pod is followed ({@link recoverOnNewPod}). */
+export interface PodDeath {
+  death: AttemptEnd;
+  /** The error that said so. */
+  cause: unknown;
+  plan: RecoveryPlan;
+  artifacts: readonly string[];
+  signal?: AbortSignal | undefined;
+  /** The follow's step times; without them, its own for this recovery. */
+  steps?: StepTimes | undefined;
+}
+
+/** The pod of `run` died under its job: the run goes on on a new pod (flow/recover.ts), followed. */
+export async function recoverOnNewPod(
+  ctx: PodCtx,
+  deps: FlowDeps,
+  run: RunRecord,
+  pod: PodRecord,
+  { death, cause, plan, artifacts, signal, steps: given }: PodDeath,
+): Promise<FlowResult> {
+  const ownSteps =
+    given === undefined ? new StepTimes(ctx.bus, run.id, () => ctx.clock.nowMs()) : null;
+  const steps = given ?? ownSteps!;
+  const follow: FollowNew = (next, nextPod, fromOffset) =>
+    followOnPod(ctx, deps, next, run, nextPod, artifacts, signal, { plan, fromOffset, steps });
+  try {
+    return await recoverAfterDeath(ctx, deps, run, pod, death, cause, plan, steps, follow, signal);
+  } finally {
     ownSteps?.dispose();
   }
 }

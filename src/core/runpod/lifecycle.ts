@@ -57,24 +57,29 @@ export function limitFailure(
   pod: PodRecord,
   nowMs: number,
 ): { message: string; error: PodError } | null {
-  switch (limitPassed(pod, nowMs)) {
-    case 'cost_cap':
-      return {
+  const limit = limitPassed(pod, nowMs);
+  return limit === null ? null : limitEnd(limit);
+}
+
+/** What `limit` makes of a run whose pod it ended: the run's message, and the error to throw. */
+function limitEnd(limit: 'cost_cap' | 'deadline'): { message: string; error: PodError } {
+  return limit === 'cost_cap'
+    ? {
         message: MAX_COST_REACHED,
         error: new PodError(
           'cost_cap_reached',
           MAX_COST_REACHED,
           "Raise the target's max_cost_usd (or remove it) for jobs this costly.",
         ),
-      };
-    case 'deadline':
-      return {
+      }
+    : {
         message: MAX_HOURS_REACHED,
-        error: new PodError('deadline_reached', MAX_HOURS_REACHED, "Raise the target's max_hours."),
+        error: new PodError(
+          'deadline_reached',
+          MAX_HOURS_REACHED,
+          "Raise the target's max_hours, or keep the pod, for jobs this long.",
+        ),
       };
-    case null:
-      return null;
-  }
 }
 
 /** How the watch ended. */
@@ -283,24 +288,15 @@ export async function settleWatch(
     case 'ended':
       return watched.result;
     case 'deadline_passed':
-      await remove(ctx, pod, 'deadline', 'client');
+    case 'cost_cap_passed': {
+      const limit = watched.kind === 'deadline_passed' ? 'deadline' : 'cost_cap';
+      await remove(ctx, pod, limit, 'client');
       // No pod is left: the host-key secret (a private key in the account) goes with the client key.
       if (!pod.mayHaveOtherPods()) await forgetKeys(ctx, run.id);
-      failRun(ctx, run, MAX_HOURS_REACHED);
-      throw new PodError(
-        'deadline_reached',
-        MAX_HOURS_REACHED,
-        "Raise the target's max_hours, or keep the pod, for jobs this long.",
-      );
-    case 'cost_cap_passed':
-      await remove(ctx, pod, 'cost_cap', 'client');
-      if (!pod.mayHaveOtherPods()) await forgetKeys(ctx, run.id);
-      failRun(ctx, run, MAX_COST_REACHED);
-      throw new PodError(
-        'cost_cap_reached',
-        MAX_COST_REACHED,
-        "Raise the target's max_cost_usd (or remove it) for jobs this costly.",
-      );
+      const end = limitEnd(limit);
+      failRun(ctx, run, end.message);
+      throw end.error;
+    }
     case 'failed':
       throw await unreachable(ctx, pod, run, watched.error, watched.signal);
   }
@@ -428,9 +424,16 @@ export async function stillThere(
   signal?: AbortSignal,
 ): Promise<Pod | null> {
   adoptDeleted(ctx, pod);
+  return lookUpPod(ctx, pod, signal);
+}
+
+/**
+ * The recorded pod as the API sees it, settled: one Runpod is deleting (TERMINATED) is gone once
+ * its 404 comes. Null when it no longer exists, which pod.json then records (its keys forgotten).
+ */
+async function lookUpPod(ctx: PodCtx, pod: PodRecord, signal?: AbortSignal): Promise<Pod | null> {
   const id = pod.podId;
   if (id === null || pod.state === 'deleted') return null;
-  // A pod Runpod is deleting (TERMINATED) is gone once its 404 comes.
   const remote = await lookUpSettled(ctx, id, signal);
   if (remote !== null) return remote;
   markGone(ctx, pod, id, goneBy(pod, ctx.clock.nowMs()));
@@ -501,15 +504,10 @@ export async function reconnect(
   run: RunRecord,
   signal?: AbortSignal,
 ): Promise<SshExecutor | null> {
-  const id = pod.podId;
-  if (id === null || pod.state === 'deleted') return null;
   // A TERMINATED pod is being deleted: wait for its 404 rather than call it stopped.
-  const remote = await lookUpSettled(ctx, id, signal);
-  if (remote === null) {
-    markGone(ctx, pod, id, goneBy(pod, ctx.clock.nowMs()));
-    await forgetKeys(ctx, run.id);
-    return null;
-  }
+  const remote = await lookUpPod(ctx, pod, signal);
+  if (remote === null) return null;
+  const id = remote.id;
   if (remote.status === 'TERMINATED') {
     throw new PodError(
       'no_endpoint',

@@ -197,8 +197,9 @@ async function removeChecked(
     }
   }
   const tried = new Set<string>(training === null ? [] : [training]);
-  if (run !== null) await removeStrays(ctx, runId, removed, tried, note);
-  await removeMarked(ctx, runId, removed, tried, note);
+  const sweep: Sweep = { ctx, runId, removed, tried, note };
+  if (run !== null) await removeStrays(sweep);
+  await removeMarked(sweep);
   if (runInProgress && !keepTraining && removed.length > 0) {
     try {
       const fresh = ctx.store.loadRun(runId);
@@ -245,14 +246,20 @@ function starting(state: RunState | null, record: PodRecord | null): boolean {
   return last !== undefined && last.podId === undefined;
 }
 
+/** What removing a run's other pods (its strays, those carrying its marker) goes through. */
+interface Sweep {
+  ctx: PodCtx;
+  runId: string;
+  /** The pods confirmed deleted so far. */
+  removed: RemovedPod[];
+  /** The pods already tried, so none is deleted twice. */
+  tried: Set<string>;
+  /** Keeps the first failure (the removal goes on past it). */
+  note: (error: unknown) => void;
+}
+
 /** Deletes each stray of the run, dropping it from `stray_pods` once confirmed gone. */
-async function removeStrays(
-  ctx: PodCtx,
-  runId: string,
-  removed: RemovedPod[],
-  tried: Set<string>,
-  note: (error: unknown) => void,
-): Promise<void> {
+async function removeStrays({ ctx, runId, removed, tried, note }: Sweep): Promise<void> {
   let strays: string[];
   try {
     strays = ctx.store.loadPod(runId)?.strayPods ?? [];
@@ -277,13 +284,7 @@ async function removeStrays(
 }
 
 /** Deletes every other listed pod carrying the run's marker; one whose delete fails becomes a stray. */
-async function removeMarked(
-  ctx: PodCtx,
-  runId: string,
-  removed: RemovedPod[],
-  tried: Set<string>,
-  note: (error: unknown) => void,
-): Promise<void> {
+async function removeMarked({ ctx, runId, removed, tried, note }: Sweep): Promise<void> {
   let pods: Pod[];
   try {
     pods = await ctx.client.listPods({ runMarker: runId });
