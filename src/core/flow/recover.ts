@@ -27,6 +27,7 @@ import type { AttemptEnd, RunAttempt, RunRecord } from '../runs/runRecord';
 import { CHECKPOINTS_DIR, POD_LOG_DIR } from '../runs/store';
 import { METRICS_FILE, RESUME_DIR, RESUME_ENV, type TrainerJob } from '../train/job';
 import { type FlowDeps, type FlowResult, publishState } from './deps';
+import { placeResumeCopy } from './runFiles';
 import { startJobOnPod, UploadAhead } from './startJob';
 
 /** What a run needs to go on on a new pod: its target and its job, as the config has them. */
@@ -253,7 +254,7 @@ export async function recoverAfterDeath(
   publishState(deps, run);
   // The old pod's record goes with the run's local logs; pod.json is the new pod's.
   archivePod(deps, run.id, pod);
-  const env = placeCheckpoint(runDir, run, plan.job, checkpoint);
+  const env = await placeCheckpoint(runDir, run, plan.job, checkpoint);
   const prefix = metricsUpTo(runDir, checkpoint?.step ?? null);
   fs.writeFileSync(path.join(runDir, METRICS_FILE), prefix);
   // The mirror reads the new pod's file on from its own size: it must be that same prefix.
@@ -318,12 +319,12 @@ function archivePod(deps: FlowDeps, runId: string, pod: PodRecord): void {
  * of any earlier one, and returns the job's env naming it on the pod. Without a checkpoint the
  * run starts over as it first started (a run resumed from another keeps that start).
  */
-function placeCheckpoint(
+async function placeCheckpoint(
   runDir: string,
   run: RunRecord,
   job: TrainerJob,
   checkpoint: { path: string; step: number } | null,
-): Record<string, string> {
+): Promise<Record<string, string>> {
   const resumeDir = path.join(runDir, RESUME_DIR);
   if (checkpoint === null) {
     // A copy an earlier recovery placed is not a start: its curve is not carried, and the
@@ -339,19 +340,13 @@ function placeCheckpoint(
       ? {}
       : { [RESUME_ENV]: `${run.remoteDir}/${RESUME_DIR}/${earlier}` };
   }
-  const name = path.basename(checkpoint.path);
   fs.rmSync(resumeDir, { recursive: true, force: true });
-  fs.cpSync(path.join(runDir, checkpoint.path), path.join(resumeDir, name), {
-    recursive: true,
-    dereference: false,
-    verbatimSymlinks: true,
-  });
-  const remote = `${run.remoteDir}/${RESUME_DIR}/${name}`;
-  if (job.trainer === 'axolotl') {
-    fs.appendFileSync(
-      path.join(runDir, job.config),
-      `\n# Added by Overbrainer: this run goes on on a new pod from step ${checkpoint.step}.\nresume_from_checkpoint: ${JSON.stringify(remote)}\n`,
-    );
-  }
-  return { [RESUME_ENV]: remote };
+  return placeResumeCopy(
+    runDir,
+    run,
+    job,
+    path.join(runDir, checkpoint.path),
+    path.basename(checkpoint.path),
+    `this run goes on on a new pod from step ${checkpoint.step}`,
+  );
 }

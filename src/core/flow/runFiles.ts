@@ -159,18 +159,39 @@ export function resumeSource(deps: FlowDeps, runId: string): ResumeSource {
 
 /**
  * Puts the earlier run's checkpoint into the new run's directory (`resume/checkpoint-N/`, uploaded
- * with it) and returns the job's env naming it where the job runs. An Axolotl config gets
- * `resume_from_checkpoint` too. The run records where it resumes from before (train).
+ * with it) and returns the job's env naming it where the job runs. The run records where it
+ * resumes from before (train).
  */
-async function placeResume(
+function placeResume(
   deps: FlowDeps,
   run: RunRecord,
   source: ResumeSource,
   job: TrainerJob,
 ): Promise<Record<string, string>> {
-  const name = `checkpoint-${source.step}`;
-  const runDir = deps.store.runDir(run.id);
-  await fs.promises.cp(source.localDir, path.join(runDir, RESUME_DIR, name), {
+  return placeResumeCopy(
+    deps.store.runDir(run.id),
+    run,
+    job,
+    source.localDir,
+    `checkpoint-${source.step}`,
+    `this run resumes run ${source.runId} from step ${source.step}`,
+  );
+}
+
+/**
+ * Copies the checkpoint `fromDir` into the run directory `runDir` as `resume/<name>/` (uploaded
+ * with it) and returns the job's env naming it on the pod. An Axolotl config gets
+ * `resume_from_checkpoint` too, under a comment saying `why`.
+ */
+export async function placeResumeCopy(
+  runDir: string,
+  run: RunRecord,
+  job: TrainerJob,
+  fromDir: string,
+  name: string,
+  why: string,
+): Promise<Record<string, string>> {
+  await fs.promises.cp(fromDir, path.join(runDir, RESUME_DIR, name), {
     recursive: true,
     dereference: false,
     verbatimSymlinks: true,
@@ -179,7 +200,7 @@ async function placeResume(
   if (job.trainer === 'axolotl') {
     fs.appendFileSync(
       path.join(runDir, job.config),
-      `\n# Added by Overbrainer: this run resumes run ${source.runId} from step ${source.step}.\nresume_from_checkpoint: ${JSON.stringify(remote)}\n`,
+      `\n# Added by Overbrainer: ${why}.\nresume_from_checkpoint: ${JSON.stringify(remote)}\n`,
     );
   }
   return { [RESUME_ENV]: remote };
