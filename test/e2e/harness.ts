@@ -16,10 +16,12 @@ import {
   existsSync,
   mkdirSync,
   mkdtempSync,
+  readdirSync,
   readFileSync,
   rmSync,
   symlinkSync,
   writeFileSync,
+  type Dirent,
 } from 'node:fs';
 import { tmpdir } from 'node:os';
 import * as path from 'node:path';
@@ -135,11 +137,39 @@ export class CodeServer {
     private readonly cleanup: () => void,
     private readonly exited: Promise<void>,
     private readonly output: { text: string },
+    private readonly home: string,
   ) {}
 
   /** Everything code-server printed so far (for a failing test's message). */
   get log(): string {
     return this.output.text;
+  }
+
+  /**
+   * For a failure: the last lines of code-server's own output and of its logs that tell whether
+   * the extension host started and the extension activated (the server's and extension hosts'
+   * logs, the Overbrainer channel).
+   */
+  diagnostics(linesEach = 30): string {
+    const tail = (text: string): string => text.trimEnd().split('\n').slice(-linesEach).join('\n');
+    const parts = [`--- code-server output\n${tail(this.output.text)}`];
+    const walk = (dir: string): void => {
+      let entries: Dirent[];
+      try {
+        entries = readdirSync(dir, { withFileTypes: true });
+      } catch {
+        return;
+      }
+      for (const entry of entries.sort((a, b) => a.name.localeCompare(b.name))) {
+        const file = path.join(dir, entry.name);
+        if (entry.isDirectory()) walk(file);
+        else if (/exthost|remoteagent|^Overbrainer\.log$/.test(entry.name)) {
+          parts.push(`--- ${path.relative(this.home, file)}\n${tail(readFileSync(file, 'utf8'))}`);
+        }
+      }
+    };
+    walk(path.join(this.home, 'user-data', 'logs'));
+    return parts.join('\n');
   }
 
   /** The workbench URL with the test workspace opened. */
@@ -213,6 +243,7 @@ export class CodeServer {
       temp.remove,
       exited,
       output,
+      temp.dir,
     );
     await server.waitUntilServing();
     return server;
@@ -281,6 +312,9 @@ export function codeServerEnv(home: string, extra: Record<string, string> = {}):
     XDG_CONFIG_HOME: path.join(home, 'xdg-config'),
     XDG_DATA_HOME: path.join(home, 'xdg-data'),
     XDG_CACHE_HOME: path.join(home, 'xdg-cache'),
+    // No extension gallery (code-server's default is open-vsx.org): nothing here may leave
+    // loopback, and without a network its queries only failed, beside the extension's start.
+    EXTENSIONS_GALLERY: '{}',
   };
   // A key from the developer's shell must not leak into a test's extension host, nor the outer
   // npm's settings (npm test) into code-server's own npm-based tooling. A key given in `extra`

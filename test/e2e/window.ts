@@ -103,9 +103,15 @@ export function useWindow(options: WindowOptions): E2eWindow {
     );
   });
 
+  let diagnosed = false;
   afterEach(async function () {
-    if (this.currentTest?.state === 'failed')
-      await window.workbench?.screenshot('failed').catch(() => undefined);
+    if (this.currentTest?.state !== 'failed') return;
+    await window.workbench?.screenshot('failed').catch(() => undefined);
+    // Once per window: whether its extension host started and the extension activated.
+    if (!diagnosed && window.server) {
+      diagnosed = true;
+      console.log(window.server.diagnostics().replace(/^/gm, '      '));
+    }
   });
 
   after(async function () {
