@@ -51,6 +51,7 @@ describe('runs: PodRecord (the seed rules)', () => {
       name: `overbrainer-${RUN}-2`,
       gpuType: 'NVIDIA RTX A6000',
       sentAt: '2026-09-21T14:13:22Z',
+      sentMs: at(1_790_000_002),
       deadlineUnixS: 1_790_021_602,
       result: 'created',
       podId: 'k3x9abc',
@@ -63,7 +64,8 @@ describe('runs: PodRecord (the seed rules)', () => {
     assert.equal(record.summary(), 'pod running k3x9abc $0.53/h');
     assert.equal(record.uptimeMs(at(1_790_004_323)), 4320_000);
     record.deleted('client', at(1_790_004_323));
-    assert.equal(record.estimatedSpendUsd, 0.636);
+    // From the create call's sending (…002), not its answer: 4,321 s at $0.53/h.
+    assert.equal(record.estimatedSpendUsd, 0.6361);
     assert.equal(record.summary(), 'pod deleted about $0.64');
     assert.equal(record.deletedBy, 'client');
     assert.equal(record.deletedAt, '2026-09-21T15:25:23Z');
@@ -85,6 +87,32 @@ describe('runs: PodRecord (the seed rules)', () => {
     free.deleted('unknown', at(5000));
     assert.equal(free.estimatedSpendUsd, null);
     assert.equal(free.summary(), 'pod deleted');
+  });
+
+  it('counts the spend to the millisecond from the create call that made the pod, never under the bill', () => {
+    // Runpod bills from the pod's creation, inside the create call, to its deletion, inside the
+    // delete call: a pod of seconds at $36/h is a cent a second, so whole seconds on each end
+    // were off by up to two cents (CI: estimate $0.0700, bill $0.0798).
+    const record = newPodRecord(RUN, false, 1, 'ssh-ed25519 AAAAhost');
+    const sentMs = at(1000) + 900;
+    record.beginAttempt('A', sentMs, 1);
+    record.created({ id: 'p1', costPerHourUsd: 36 }, 'created', sentMs + 250);
+    assert.equal(record.createdUnixS, 1001, 'deadlines still count from the answer');
+    const billedFromMs = sentMs + 30; // Runpod made the pod during the call
+    const deletedMs = sentMs + 8_630;
+    const billedUsd = ((deletedMs - 15 - billedFromMs) / 3_600_000) * 36;
+    assert.equal(record.spendUsd(sentMs + 4_000), 0.04);
+    record.deleted('client', deletedMs);
+    assert.equal(record.estimatedSpendUsd, 0.0863);
+    assert.ok(record.estimatedSpendUsd >= billedUsd - 0.00005, 'never under the bill');
+    assert.ok(record.estimatedSpendUsd - billedUsd < 0.01 * billedUsd, 'within 1 % of it');
+    // A record of an older version has no sent_ms: from the create call's whole second.
+    const old = newPodRecord(RUN, false, 1, 'ssh-ed25519 AAAAhost');
+    old.beginAttempt('A', sentMs, 1);
+    delete old.attempts[0]!.sentMs;
+    old.created({ id: 'p1', costPerHourUsd: 36 }, 'created', sentMs + 250);
+    old.deleted('client', deletedMs);
+    assert.equal(old.estimatedSpendUsd, 0.0953);
   });
 
   it('keeps the first non-zero rate only', () => {
@@ -207,6 +235,7 @@ describe('runs: pod.json', () => {
         name: `overbrainer-${RUN}-1`,
         gpu_type: 'NVIDIA A40',
         sent_at: '2026-09-21T14:13:20Z',
+        sent_ms: 1_790_000_000_000,
         deadline_unix: 1_790_005_400,
         result: 'sent',
       },

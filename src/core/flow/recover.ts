@@ -123,12 +123,7 @@ export function closeAttempt(
   if (last === undefined || last.endedAt !== null) return;
   last.endedAt = rfc3339(nowMs);
   last.reason = reason;
-  const uptimeMs = pod.uptimeMs(nowMs);
-  last.costUsd =
-    pod.estimatedSpendUsd ??
-    (pod.costPerHourUsd !== null && uptimeMs !== null
-      ? Math.round(((pod.costPerHourUsd * uptimeMs) / 3_600_000) * 10_000) / 10_000
-      : null);
+  last.costUsd = pod.estimatedSpendUsd ?? pod.spendUsd(nowMs);
 }
 
 /**

@@ -65,8 +65,9 @@ export async function recordBilled(
 
 /**
  * Whether the estimate and the bill disagree: by more than 1 % of the bill, and by more than the
- * estimate's own resolution (pod.json times are whole seconds on each end, the estimate is
- * rounded to $0.0001: a seconds-long pod cannot agree to 1 %).
+ * estimate's own resolution (it counts from the create call's sending to the delete's
+ * confirmation, so it is over the bill by those two calls' durations, allowed 2 s together, and
+ * it is rounded to $0.0001: a pod of a few seconds cannot agree to 1 %).
  */
 export function billedMismatch(
   estimatedUsd: number | null,

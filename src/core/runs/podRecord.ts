@@ -86,6 +86,8 @@ export interface Attempt {
   gpuType: string;
   /** When the call was sent, RFC 3339 UTC. */
   sentAt: string;
+  /** The same in unix ms (absent from records of older versions). */
+  sentMs?: number;
   /** When this pod's watchdog deletes it; null when kept. */
   deadlineUnixS: number | null;
   result: AttemptResult;
@@ -149,6 +151,12 @@ export class PodRecord {
   /** When it was created, RFC 3339, from the local clock. */
   createdAt: string | null = null;
   createdUnixS: number | null = null;
+  /**
+   * When Runpod may have started billing the current pod, unix ms: its create call's sending
+   * (the pod exists from somewhere inside that call). The spend estimate counts from here;
+   * deadlines count from `createdUnixS`, the call's answer.
+   */
+  billedFromMs: number | null = null;
   readyAt: string | null = null;
   ssh: SshEndpoint | null = null;
   deletedAt: string | null = null;
@@ -191,6 +199,7 @@ export class PodRecord {
       name: `overbrainer-${this.runId}-${this.attempts.length + 1}`,
       gpuType,
       sentAt: rfc3339(nowMs),
+      sentMs: nowMs,
       deadlineUnixS: this.keep ? null : unixS(nowMs) + hoursS(maxHours),
       result: 'sent',
     };
@@ -226,6 +235,8 @@ export class PodRecord {
     this.costPerHourUsd = rate(pod.costPerHourUsd);
     this.createdAt = rfc3339(nowMs);
     this.createdUnixS = unixS(nowMs);
+    // An older record's call has only its whole second: still no later than the pod.
+    this.billedFromMs = last ? (last.sentMs ?? Date.parse(last.sentAt)) : nowMs;
     this.deadlineUnixS = deadlineUnixS;
     this.deadline = deadlineUnixS === null ? null : rfc3339(deadlineUnixS * 1000);
     this.readyAt = null;
@@ -243,6 +254,7 @@ export class PodRecord {
     this.state = 'creating';
     this.createdAt = null;
     this.createdUnixS = null;
+    this.billedFromMs = null;
     this.costPerHourUsd = null;
     this.deadline = null;
     this.deadlineUnixS = null;
@@ -263,15 +275,25 @@ export class PodRecord {
   }
 
   /**
-   * The pod was found gone at `nowMs`, removed by `by`: the spend is estimated
-   * from its rate and uptime, rounded to a hundredth of a cent.
+   * What the current pod has cost by `nowMs`, USD to a hundredth of a cent: its rate over the
+   * milliseconds from its create call's sending (`billedFromMs`; a record without it counts from
+   * `createdUnixS`). At most the create and delete calls' durations above Runpod's bill, never
+   * below it; null while the rate or the creation is unknown.
+   */
+  spendUsd(nowMs: number): number | null {
+    const fromMs =
+      this.billedFromMs ?? (this.createdUnixS === null ? null : this.createdUnixS * 1000);
+    if (this.costPerHourUsd === null || fromMs === null) return null;
+    const usd = (this.costPerHourUsd * Math.max(0, nowMs - fromMs)) / 3_600_000;
+    return Math.round(usd * 10_000) / 10_000;
+  }
+
+  /**
+   * The pod was found gone at `nowMs`, removed by `by`: its spend is estimated then
+   * ({@link spendUsd}).
    */
   deleted(by: DeletedBy, nowMs: number): void {
-    const uptimeMs = this.uptimeMs(nowMs);
-    this.estimatedSpendUsd =
-      this.costPerHourUsd !== null && uptimeMs !== null
-        ? Math.round(((this.costPerHourUsd * uptimeMs) / 3_600_000) * 10_000) / 10_000
-        : null;
+    this.estimatedSpendUsd = this.spendUsd(nowMs);
     this.state = 'deleted';
     this.deletedAt = rfc3339(nowMs);
     this.deletedBy = by;
@@ -363,6 +385,7 @@ const attemptSchema = z.looseObject({
   name: z.string(),
   gpu_type: z.string(),
   sent_at: z.string(),
+  sent_ms: z.number().int().min(0).optional(),
   deadline_unix: unix,
   result: z.enum(ATTEMPT_RESULTS as [AttemptResult, ...AttemptResult[]]),
   detail: z.string().optional(),
@@ -406,6 +429,7 @@ const podSchema = z.looseObject({
   max_volume_gb: z.number().int().min(1).nullable().optional(),
   billed_usd: z.number().min(0).nullable().optional(),
   billed_checked_at: nullableString.optional(),
+  billed_from_ms: z.number().int().min(0).nullable().optional(),
 });
 const POD_KEYS = Object.keys(podSchema.shape);
 
@@ -423,6 +447,7 @@ export function decodePodRecord(text: string, file: string): PodRecord {
       deadlineUnixS: a.deadline_unix,
       result: a.result,
     };
+    if (a.sent_ms !== undefined) attempt.sentMs = a.sent_ms;
     if (a.detail !== undefined) attempt.detail = a.detail;
     if (a.pod_id !== undefined) attempt.podId = a.pod_id;
     const extra = splitExtra(a, ATTEMPT_KEYS);
@@ -447,6 +472,7 @@ export function decodePodRecord(text: string, file: string): PodRecord {
   record.maxVolumeGb = raw.max_volume_gb ?? null;
   record.billedUsd = raw.billed_usd ?? null;
   record.billedCheckedAt = raw.billed_checked_at ?? null;
+  record.billedFromMs = raw.billed_from_ms ?? null;
   const extra = splitExtra(raw, POD_KEYS);
   if (extra) record.extraFields = extra;
   return record;
@@ -480,6 +506,7 @@ export function encodePodRecord(record: PodRecord): string {
                 name: a.name,
                 gpu_type: a.gpuType,
                 sent_at: a.sentAt,
+                sent_ms: a.sentMs,
                 deadline_unix: a.deadlineUnixS,
                 result: a.result,
                 detail: a.detail,
@@ -509,6 +536,7 @@ export function encodePodRecord(record: PodRecord): string {
       max_volume_gb: record.maxVolumeGb,
       billed_usd: record.billedUsd ?? undefined,
       billed_checked_at: record.billedCheckedAt ?? undefined,
+      billed_from_ms: record.billedFromMs ?? undefined,
     },
     record.extraFields,
   );

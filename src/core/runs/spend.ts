@@ -63,7 +63,7 @@ export function podSpend(pod: PodRecord, nowMs: number): PodSpend {
   if (ended) {
     estimatedUsd = pod.estimatedSpendUsd;
   } else if (rate !== null && createdMs !== null) {
-    estimatedUsd = round4((rate * Math.max(0, nowMs - createdMs)) / 3_600_000);
+    estimatedUsd = pod.spendUsd(nowMs);
   } else {
     estimatedUsd = pod.podId === null ? 0 : null;
   }
