@@ -315,6 +315,10 @@ export function codeServerEnv(home: string, extra: Record<string, string> = {}):
     // No extension gallery (code-server's default is open-vsx.org): nothing here may leave
     // loopback, and without a network its queries only failed, beside the extension's start.
     EXTENSIONS_GALLERY: '{}',
+    // Nor a login shell's environment (`bash -il` per extension host and terminal host, given up
+    // after 10 s): VS Code resolves it only for a desktop start, and skips it where VSCODE_CLI is
+    // set. This environment is complete; CI's loaded first window timed out on it three times.
+    VSCODE_CLI: '1',
   };
   // A key from the developer's shell must not leak into a test's extension host, nor the outer
   // npm's settings (npm test) into code-server's own npm-based tooling. A key given in `extra`
