@@ -42,6 +42,8 @@ export default tseslint.config(
       'test/e2e/vscode/**',
       'test-results/**',
       '.state/**',
+      // bench/child.ts bundles the measured side here (generated).
+      '.bench-tmp/**',
     ],
   },
   js.configs.recommended,
