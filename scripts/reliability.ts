@@ -9,6 +9,8 @@
  *   npm run reliability                  # run the matrix, write docs/RELIABILITY.md
  *   npm run reliability -- --no-write    # run and print the figures only
  *   npm run reliability -- crash api     # only the files whose name holds one of these words
+ *   npm run reliability -- --figures budget recoveryDeaths
+ *                                        # rewrite only the doc's "Figures" from these files
  *
  * Needs what the integration tier needs (root, sshd, util-linux: see scripts/test.sh). Exits 1
  * when a case failed, a pod leaked or a result was lost.
@@ -53,6 +55,8 @@ export interface Figures {
   podsLeaked: number;
   resultsVerified: number;
   resultsLost: number;
+  /** The figure lines the cases recorded, by section, in order. */
+  figureLines: Map<string, string[]>;
   failures: { title: string; message: string }[];
 }
 
@@ -136,6 +140,7 @@ export function figuresOf(report: MochaReport, records: ReliabilityRecord[]): Fi
   let podsLeaked = 0;
   let resultsVerified = 0;
   let resultsLost = 0;
+  const figureLines = new Map<string, string[]>();
   for (const rec of records) {
     if (rec.type === 'fault') {
       faults += rec.count;
@@ -143,6 +148,8 @@ export function figuresOf(report: MochaReport, records: ReliabilityRecord[]): Fi
     } else if (rec.type === 'ledger') {
       podsCreated += rec.podsCreated;
       podsLeaked += rec.podsLeaked;
+    } else if (rec.type === 'figure') {
+      figureLines.set(rec.section, [...(figureLines.get(rec.section) ?? []), rec.line]);
     } else {
       resultsVerified += rec.verified;
       resultsLost += rec.lost;
@@ -158,6 +165,7 @@ export function figuresOf(report: MochaReport, records: ReliabilityRecord[]): Fi
     seconds: report.stats.duration / 1000,
     faults,
     faultKinds,
+    figureLines,
     podsCreated,
     podsLeaked,
     resultsVerified,
@@ -313,11 +321,30 @@ export function render(f: Figures, when: Date): string {
     'leaked pod is one still billing at the end of its case that was not kept on purpose.',
     '',
   );
+  lines.push(...figuresSection(f));
   return lines.join('\n');
+}
+
+/** The doc's "Figures" section: what the figure cases recorded, by section (none: empty). */
+function figuresSection(f: Pick<Figures, 'figureLines'>): string[] {
+  if (f.figureLines.size === 0) return [];
+  const lines = ['## Figures', '', 'What the figure cases printed in their last run.', ''];
+  for (const [section, figureLines] of f.figureLines) {
+    lines.push(`### ${section}`, '', ...figureLines.map((l) => `- ${l}`), '');
+  }
+  return lines;
+}
+
+/** The doc as it is, with its "Figures" section (the last one) replaced by `f`'s. */
+function withFigures(doc: string, f: Pick<Figures, 'figureLines'>): string {
+  const at = doc.indexOf('\n## Figures\n');
+  const kept = at < 0 ? doc : doc.slice(0, at + 1);
+  return [kept.trimEnd(), '', ...figuresSection(f)].join('\n');
 }
 
 function main(): number {
   const write = !process.argv.includes('--no-write');
+  const figuresOnly = process.argv.includes('--figures');
   const words = process.argv.slice(2).filter((a) => !a.startsWith('--'));
   const files = matrixFiles().filter(
     (f) => words.length === 0 || words.some((w) => path.basename(f).includes(w)),
@@ -336,7 +363,12 @@ function main(): number {
   process.stdout.write(`${summary}\n`);
   if (write) {
     fs.mkdirSync(path.dirname(DOC), { recursive: true });
-    fs.writeFileSync(DOC, render(figures, new Date()));
+    fs.writeFileSync(
+      DOC,
+      figuresOnly && fs.existsSync(DOC)
+        ? withFigures(fs.readFileSync(DOC, 'utf8'), figures)
+        : render(figures, new Date()),
+    );
     // The doc is checked by `npm run lint` (prettier --check): write it formatted.
     spawnSync('npx', ['prettier', '--write', DOC], { cwd: ROOT, stdio: 'ignore' });
     process.stdout.write(`reliability: wrote ${path.relative(ROOT, DOC)}\n`);

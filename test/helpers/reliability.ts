@@ -35,7 +35,8 @@ export const RELIABILITY_LOG_ENV = 'OVERBRAINER_RELIABILITY_LOG';
 export type ReliabilityRecord =
   | { type: 'fault'; test: string; kind: string; count: number }
   | { type: 'ledger'; test: string; podsCreated: number; podsLeaked: number; gpuSeconds: number }
-  | { type: 'result'; test: string; verified: number; lost: number };
+  | { type: 'result'; test: string; verified: number; lost: number }
+  | { type: 'figure'; test: string; section: string; line: string };
 
 /** A mocha Context (has `test.fullTitle()`), or a case name. */
 export type CaseRef = string | { test?: { fullTitle(): string } | undefined };
@@ -77,6 +78,14 @@ export function recordLedger(
 /** Results a case checked: `verified` results that had to survive, `lost` ones that did not. */
 export function recordResult(ref: CaseRef, figures: { verified: number; lost: number }): void {
   append({ type: 'result', test: caseName(ref), ...figures });
+}
+
+/**
+ * A figure line a case printed, for docs/RELIABILITY.md's "Figures" (under `section`, in the order
+ * recorded): the spend estimates against the ledger, the losses per pod death…
+ */
+export function recordFigure(ref: CaseRef, section: string, line: string): void {
+  append({ type: 'figure', test: caseName(ref), section, line });
 }
 
 /** mulberry32: a small seeded PRNG (floats in [0, 1)), the same script on every machine. */

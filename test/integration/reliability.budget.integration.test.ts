@@ -23,7 +23,18 @@ import {
   spawnLifecycleChild,
   tomlFor,
 } from '../helpers/lifecycle';
-import { recordFault, recordResult, seededRandom, sleep, until } from '../helpers/reliability';
+import {
+  recordFault,
+  recordFigure,
+  recordResult,
+  seededRandom,
+  sleep,
+  until,
+} from '../helpers/reliability';
+
+/** The sections of docs/RELIABILITY.md's figures. */
+const ESTIMATES = 'Spend: each run estimated against the ledger, and its quote (issue 16)';
+const BUDGET_DAY = 'Spend: a day of runs under a budget, clients killed at random (issue 16)';
 
 /** A GPU at $36/h ($0.01 a second): a pod of seconds costs cents, a cap of $0.60 is a minute. */
 const PRICE = 36;
@@ -84,10 +95,11 @@ describe('reliability: spend you can trust (figures)', function () {
         `run ${i + 1}: estimate $${estimate.toFixed(4)}, ledger $${ledger.costUsd.toFixed(4)}, ${(((estimate - ledger.costUsd) / ledger.costUsd) * 100).toFixed(2)} %; quote ${range}`,
       );
     }
-    console.log(`    spend figures:\n      ${rows.join('\n      ')}`);
-    console.log(
-      `    estimates never under the ledger and within 1 % of it (or the estimate's resolution): ${agreed}/${RUNS}; finished inside the quote: ${inside}/${quoted}`,
+    rows.push(
+      `estimates never under the ledger and within 1 % of it (or the estimate's resolution): ${agreed}/${RUNS}; finished inside the quote: ${inside}/${quoted}`,
     );
+    console.log(`    spend figures:\n      ${rows.join('\n      ')}`);
+    for (const row of rows) recordFigure(this, ESTIMATES, row);
     assert.equal(agreed, RUNS, rows.join('\n'));
     assert.equal(inside, quoted, rows.join('\n'));
     recordResult(this, { verified: RUNS, lost: 0 });
@@ -172,10 +184,9 @@ describe('reliability: spend you can trust (figures)', function () {
     const bound =
       Math.max(0.01 * BUDGET, 0.5) + ledger.totals.podsCreated * Math.max(tickUsd, PER_S);
     const overspend = Math.max(0, cost - BUDGET);
-    console.log(`    budget day:\n      ${script.join('\n      ')}`);
-    console.log(
-      `    budget $${BUDGET.toFixed(2)}/day; billed $${cost.toFixed(4)} over ${ledger.totals.podsCreated} pods (${killed} clients killed); overspend $${overspend.toFixed(4)} (bound $${bound.toFixed(2)}); pods billing: ${ledger.totals.podsBilling}`,
-    );
+    const total = `budget $${BUDGET.toFixed(2)}/day; billed $${cost.toFixed(4)} over ${ledger.totals.podsCreated} pods (${killed} clients killed); overspend $${overspend.toFixed(4)} (bound $${bound.toFixed(2)}); pods billing: ${ledger.totals.podsBilling}`;
+    console.log(`    budget day:\n      ${script.join('\n      ')}\n    ${total}`);
+    for (const line of [...script, total]) recordFigure(this, BUDGET_DAY, line);
     assert.ok(refused, `the day ended without a refusal:\n${script.join('\n')}`);
     assert.ok(overspend <= bound, `overspend $${overspend} > bound $${bound}`);
     assert.equal(ledger.totals.podsBilling, 0);

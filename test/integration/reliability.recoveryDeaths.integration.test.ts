@@ -15,7 +15,7 @@ import * as fs from 'node:fs';
 import * as path from 'node:path';
 import { train } from '../../src/core/flow';
 import { GPU, matrixLabs, type Lab } from '../helpers/lifecycle';
-import { recordFault, recordResult, seededRandom } from '../helpers/reliability';
+import { recordFault, recordFigure, recordResult, seededRandom } from '../helpers/reliability';
 
 /**
  * Ten runs, each killed ten times. OVERBRAINER_RECOVERY_RUNS shrinks it to look at one case (the
@@ -167,15 +167,18 @@ describe('recovery figure: 100 pod deaths at random moments of the job', functio
       .map((m) => /(\d+) bytes fetched after the job ended \((\d+) reused/.exec(m))
       .filter((m): m is RegExpExecArray => m !== null)
       .map((m) => Number(m[1]));
-    console.log(
-      `      ${deaths.length} pod deaths injected (${countKinds(deaths)}) into ${RUNS} runs in ${elapsedS.toFixed(0)} s; ` +
-        `${completed}/${RUNS} runs completed with verified output (${(rate * 100).toFixed(1)} %); ` +
-        `training lost per death: max ${maxLost} steps, mean ${meanLost.toFixed(1)}; ${withinBound} of ${lost.length} within one interval of ${EVERY} + 60 s scaled /20 (${LOST_BOUND_STEPS} steps at ${STEP_S} s/step; at least ${WITHIN_SHARE * 100} % asserted), the rest lost more while the stream lagged; ` +
-        `${resumedVerified} resumes from a checkpoint hash-verified, ${deaths.filter((d) => d.damaged !== null).length} damaged first, ${damagedSkipped} of them skipped for an older one; ` +
-        `${l.emulator.ledger().totals.podsCreated} pods created, ${leaked.length} leaked; ` +
-        `${l.logs().filter((m) => / is home, verified /.test(m)).length} checkpoints streamed home; ` +
-        `bytes fetched after the job ended (tiny example, checkpoints streamed): ${fetched.length > 0 ? `max ${Math.max(...fetched)}` : 'none logged'}`,
-    );
+    const printed = [
+      `seed ${seed}: ${deaths.length} pod deaths injected (${countKinds(deaths)}) into ${RUNS} runs, ${AT_ONCE} at once, in ${elapsedS.toFixed(0)} s`,
+      `${completed}/${RUNS} runs completed with verified output (${(rate * 100).toFixed(1)} %)`,
+      `training lost per death: max ${maxLost} steps, mean ${meanLost.toFixed(1)}; ${withinBound} of ${lost.length} within one interval of ${EVERY} + 60 s scaled /20 (${LOST_BOUND_STEPS} steps at ${STEP_S} s/step; at least ${WITHIN_SHARE * 100} % asserted), the rest lost more while the stream lagged`,
+      `${resumedVerified} resumes from a checkpoint hash-verified, ${deaths.filter((d) => d.damaged !== null).length} with the newest copy damaged first, ${damagedSkipped} of them skipped for an older one`,
+      `${l.emulator.ledger().totals.podsCreated} pods created, ${leaked.length} leaked; ${l.logs().filter((m) => / is home, verified /.test(m)).length} checkpoints streamed home`,
+      `bytes fetched after the job ended (tiny example, checkpoints streamed): ${fetched.length > 0 ? `max ${Math.max(...fetched)}` : 'none logged'}`,
+    ];
+    for (const line of printed) {
+      console.log(`      ${line}`);
+      recordFigure(this, 'Recovery: pod deaths at random moments of the job (issue 19)', line);
+    }
     recordFault(this, 'recovery.pod-vanishes', deaths.filter((d) => d.kind === 'vanish').length);
     recordFault(this, 'recovery.pod-dies', deaths.filter((d) => d.kind === 'dies').length);
     recordFault(this, 'recovery.host-lost', deaths.filter((d) => d.kind === 'hostLost').length);
