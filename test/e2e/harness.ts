@@ -26,6 +26,9 @@ import {
 import { tmpdir } from 'node:os';
 import * as path from 'node:path';
 import { chromium, type Browser, type Locator, type Page } from 'playwright-core';
+import { codeServerArgs, codeServerEnv } from './codeServerProcess';
+
+export { codeServerArgs, codeServerEnv } from './codeServerProcess';
 
 export const REPO_ROOT = path.resolve(__dirname, '..', '..');
 const VSCODE_DIR = path.join(REPO_ROOT, 'test', 'e2e', 'vscode');
@@ -278,57 +281,6 @@ export class CodeServer {
     killGroup(this.child, 'SIGKILL');
     this.cleanup();
   }
-}
-
-export function codeServerArgs(
-  userDataDir: string,
-  extensionsDir: string,
-  home: string,
-  port = 0,
-): string[] {
-  return [
-    '--auth',
-    'none',
-    // Port 0: the kernel picks a free port; the harness reads it from code-server's log.
-    '--bind-addr',
-    `127.0.0.1:${port}`,
-    '--user-data-dir',
-    userDataDir,
-    '--extensions-dir',
-    extensionsDir,
-    '--config',
-    path.join(home, 'config.yaml'),
-    '--disable-telemetry',
-    '--disable-update-check',
-    '--disable-workspace-trust',
-    '--disable-getting-started-override',
-  ];
-}
-
-/** code-server's environment: its own XDG dirs, so it writes nothing into the real home. */
-export function codeServerEnv(home: string, extra: Record<string, string> = {}): NodeJS.ProcessEnv {
-  const env: NodeJS.ProcessEnv = {
-    ...process.env,
-    XDG_CONFIG_HOME: path.join(home, 'xdg-config'),
-    XDG_DATA_HOME: path.join(home, 'xdg-data'),
-    XDG_CACHE_HOME: path.join(home, 'xdg-cache'),
-    // No extension gallery (code-server's default is open-vsx.org): nothing here may leave
-    // loopback, and without a network its queries only failed, beside the extension's start.
-    EXTENSIONS_GALLERY: '{}',
-    // Nor a login shell's environment (`bash -il` per extension host and terminal host, given up
-    // after 10 s): VS Code resolves it only for a desktop start, and skips it where VSCODE_CLI is
-    // set. This environment is complete; CI's loaded first window timed out on it three times.
-    VSCODE_CLI: '1',
-  };
-  // A key from the developer's shell must not leak into a test's extension host, nor the outer
-  // npm's settings (npm test) into code-server's own npm-based tooling. A key given in `extra`
-  // (the demo's emulator key) is meant for it, so `extra` applies after.
-  delete env.OVERBRAINER_RUNPOD__API_KEY;
-  delete env.VSCODE_IPC_HOOK_CLI;
-  for (const name of Object.keys(env)) {
-    if (name.startsWith('npm_')) delete env[name];
-  }
-  return { ...env, ...extra };
 }
 
 function killGroup(child: ChildProcess, signal: NodeJS.Signals): void {
