@@ -16,7 +16,7 @@ import { confirmTrain, tinyToml, untilActivated, useWindow } from './window';
 const TIMING_SCALE = '8';
 /** The file in the pod's /workspace that ends the job (after training). */
 const GATE = 'ob-e2e-go';
-const STEPS = 80;
+const STEPS = 240;
 
 function toml(): string {
   return tinyToml(
