@@ -198,13 +198,15 @@ describe('SIGKILL of the extension host mid-run (issue #7)', function () {
       const file = path.join(remote, 'metrics.jsonl');
       return fs.existsSync(file) ? fs.readFileSync(file, 'utf8').split('\n').length - 1 : 0;
     };
-    await eventually('metrics logged by the job', async () =>
-      metricLines() >= 3 ? true : undefined,
-    );
-    // The trainer is paused until the host is dead, so the kill comes mid-training however slow
-    // the machine is (its steps are a fixed number, and a loaded CI once ran them all first).
-    const trainer = trainerOnPod();
-    process.kill(trainer, 'SIGSTOP');
+    // The trainer is paused (in the same poll that sees its third metric line) until the host is
+    // dead, so the kill comes mid-training however slow the machine is: its steps are a fixed
+    // number, and a loaded CI once ran them all before a later look found it.
+    const trainer = await eventually('the trainer with 3 metric lines logged', async () => {
+      if (metricLines() < 3) return undefined;
+      const pid = trainerOnPod();
+      process.kill(pid, 'SIGSTOP');
+      return pid;
+    });
     assert.ok(
       !fs.existsSync(path.join(remote, 'output', 'model.json')),
       'the job is still training when the extension host is killed',
