@@ -2,6 +2,7 @@ import * as assert from 'node:assert/strict';
 import { createHash } from 'node:crypto';
 import * as fs from 'node:fs';
 import * as path from 'node:path';
+import { descendantsOf, type Proc } from '../helpers/processes';
 import { eventually } from './harness';
 import { billingPods, countdown, dead, lockState, RUN_ID, untilState } from './runRows';
 import { confirmTrain, tinyToml, untilActivated, useWindow } from './window';
@@ -24,59 +25,17 @@ function toml(): string {
   );
 }
 
-interface Proc {
-  pid: number;
-  ppid: number;
-  state: string;
-  cmdline: string;
-}
-
-/** Every process of the machine from /proc (those that end while read are skipped). */
-function processes(): Proc[] {
-  const list: Proc[] = [];
-  for (const name of fs.readdirSync('/proc')) {
-    if (!/^\d+$/.test(name)) continue;
-    try {
-      const stat = fs.readFileSync(`/proc/${name}/stat`, 'utf8');
-      // "pid (comm) state ppid ...": comm may hold spaces and parentheses.
-      const rest = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
-      const cmdline = fs.readFileSync(`/proc/${name}/cmdline`, 'utf8').split('\0').join(' ');
-      list.push({ pid: Number(name), ppid: Number(rest[1]), state: rest[0] ?? '?', cmdline });
-    } catch {
-      // Ended meanwhile.
-    }
-  }
-  return list;
-}
-
-/** The live processes started by this test process (code-server and its children among them). */
-function descendantsOfThisTest(): Proc[] {
-  const all = processes();
-  const mine = new Set([process.pid]);
-  let grew = true;
-  while (grew) {
-    grew = false;
-    for (const p of all) {
-      if (!mine.has(p.pid) && mine.has(p.ppid)) {
-        mine.add(p.pid);
-        grew = true;
-      }
-    }
-  }
-  return all.filter((p) => p.pid !== process.pid && mine.has(p.pid) && p.state !== 'Z');
-}
-
 /**
  * The extension host of this test's code-server: a descendant of this process (never another
  * suite's) whose command line has `--type=extensionHost`.
  */
 function extensionHosts(): Proc[] {
-  return descendantsOfThisTest().filter((p) => p.cmdline.includes('--type=extensionHost'));
+  return descendantsOf().filter((p) => p.cmdline.includes('--type=extensionHost'));
 }
 
 /** The pid of the pod's trainer (the emulator's pods are processes of this test). */
 function trainerOnPod(): number {
-  const trainers = descendantsOfThisTest().filter((p) =>
+  const trainers = descendantsOf().filter((p) =>
     p.cmdline.startsWith(`python3 train.py --steps ${STEPS} `),
   );
   assert.equal(trainers.length, 1, `one trainer: ${JSON.stringify(trainers)}`);
@@ -85,7 +44,7 @@ function trainerOnPod(): number {
 
 /** The code-server's home dir (its cwd): the user data dir with the logs is inside it. */
 function codeServerHome(): string | null {
-  const server = descendantsOfThisTest().find((p) => p.cmdline.includes('code-server'));
+  const server = descendantsOf().find((p) => p.cmdline.includes('code-server'));
   if (!server) return null;
   try {
     return fs.readlinkSync(`/proc/${server.pid}/cwd`);

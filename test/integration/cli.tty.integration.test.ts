@@ -12,6 +12,7 @@ import * as os from 'node:os';
 import * as path from 'node:path';
 import { startEmulator, type Emulator } from '../emulator/emulator';
 import { CLI_BUILT, ROOT, runCliProcess } from '../helpers/cli';
+import { holdFirst } from '../helpers/processes';
 import { hasEscapes, screenOf } from '../helpers/terminalScreen';
 
 const TINY = path.join(ROOT, 'examples', 'tiny');
@@ -33,7 +34,7 @@ retrieve_grace_minutes = 10
 `;
 const HEADER = /pod \S+ is booting; the last lines of its log:/;
 const DIM = '\u001b[2m';
-/** The dataset of the transfer tests: big enough for the upload to last a few seconds. */
+/** The dataset of the transfer tests (its upload is held on the pod to last long enough). */
 const BIG_MIB = 160;
 /** The upload's live line: the bytes of the whole, the rate, and (once a rate is known) the time left. */
 const LIVE_UPLOAD =
@@ -73,6 +74,23 @@ describe('overbrainer train on a terminal (a pseudo-terminal) against the Runpod
     fs.closeSync(fs.openSync(file, 'w'));
     fs.truncateSync(file, BIG_MIB * 1024 * 1024);
   };
+
+  /**
+   * `run` with the pod's `tar -x` of the upload held (SIGSTOP) for 1.5 s as soon as it starts: on
+   * a quiet machine the 160 MiB go in less than the second a transfer lasts before it is shown
+   * live, so the hold makes the upload long whatever the machine.
+   */
+  async function withLongUpload<T>(run: () => Promise<T>): Promise<{ result: T; held: boolean }> {
+    const stop = new AbortController();
+    const held = holdFirst((p) => p.cmdline.startsWith('tar -x -f - -C '), 1_500, stop.signal);
+    try {
+      const result = await run();
+      stop.abort();
+      return { result, held: (await held) !== null };
+    } finally {
+      stop.abort();
+    }
+  }
 
   afterEach(() => {
     for (const child of children) child.kill('SIGKILL');
@@ -156,8 +174,10 @@ describe('overbrainer train on a terminal (a pseudo-terminal) against the Runpod
 
   it('a long upload: one line redrawn in place with bytes, rate and time left, then its final line', async () => {
     addDataset();
-    const { code, out } = await trainOnTty({ TERM: 'xterm' });
+    const { result, held } = await withLongUpload(() => trainOnTty({ TERM: 'xterm' }));
+    const { code, out } = result;
     assert.equal(code, 0, out);
+    assert.ok(held, 'the upload was never seen on the pod');
     assert.match(out, LIVE_UPLOAD);
     assert.match(out, / left/, 'no time left was shown');
     assert.match(out, /upload: 160\.\d MiB sent, the pod checks it/);
@@ -175,12 +195,11 @@ describe('overbrainer train on a terminal (a pseudo-terminal) against the Runpod
 
   it('a long upload off a terminal: its final line only, no line per chunk', async () => {
     addDataset();
-    const ran = await runCliProcess(['-C', ws, 'train'], {
-      built: true,
-      env: env({ TERM: 'xterm' }),
-      children,
-    });
+    const { result: ran, held } = await withLongUpload(() =>
+      runCliProcess(['-C', ws, 'train'], { built: true, env: env({ TERM: 'xterm' }), children }),
+    );
     assert.equal(ran.code, 0, ran.stderr);
+    assert.ok(held, 'the upload was never seen on the pod');
     const lines = ran.stderr.split('\n');
     assert.equal(lines.filter((l) => FINAL_UPLOAD.test(l)).length, 1, ran.stderr);
     assert.equal(lines.filter((l) => /^upload: /.test(l)).length, 1, ran.stderr);

@@ -22,6 +22,7 @@ import { recordLedger, recordResult } from '../helpers/reliability';
 import { emulatorEnv, writeTinyWorkspace } from '../helpers/tinyWorkspace';
 
 const ARMOR = '-----BEGIN OPENSSH PRIVATE KEY-----';
+const ARMOR_END = '-----END OPENSSH PRIVATE KEY-----';
 
 /** Recorded request bodies of a loopback proxy in front of the emulator. */
 interface Proxy {
@@ -89,6 +90,7 @@ function cmdlines(): Map<number, string> {
  * armored text in base64, the form an account secret takes.
  */
 function keyNeedles(armored: string): string[] {
+  assert.ok(armored.includes(ARMOR_END), `not a whole private key: ${armored.length} bytes`);
   const lines = armored
     .split('\n')
     .map((l) => l.trim())
@@ -167,7 +169,9 @@ describe('reliability: secrets', function () {
         for (const id of fs.readdirSync(runsDir)) {
           const file = path.join(runsDir, id, 'ssh', 'id_ed25519');
           if (!fs.existsSync(file)) continue;
-          clientKey ??= fs.readFileSync(file, 'utf8');
+          // The file exists (empty) a moment before its key is written: take it once whole.
+          const text = fs.readFileSync(file, 'utf8');
+          if (text.includes(ARMOR_END)) clientKey ??= text;
           if (emulator.ledger().pods.some((p) => p.billing)) clientKeySeenWhileLive = true;
         }
       }, 20);
@@ -239,7 +243,9 @@ describe('reliability: secrets', function () {
       const keyWatch = lab.bus.on((event) => {
         if (clientKey !== null || id === null) return;
         const file = path.join(lab.runDir(id), 'ssh', 'id_ed25519');
-        if (event.type === 'pod' && fs.existsSync(file)) clientKey = fs.readFileSync(file, 'utf8');
+        const text =
+          event.type === 'pod' && fs.existsSync(file) ? fs.readFileSync(file, 'utf8') : '';
+        if (text.includes(ARMOR_END)) clientKey = text;
       });
       const result = await lab.track(
         train(lab.deps, lab.config, lab.workspace, { onRun: (run) => (id = run.id) }),

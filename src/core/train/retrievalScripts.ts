@@ -6,9 +6,9 @@
 import { shQuote } from '../exec/shell';
 import { normalizeEntries, RetrievalError, splitExcludes, STAGING_DIR, display } from './manifest';
 
-/** Exit code of the manifest script when the run directory is missing. */
 /** Files from this size on are hashed by the faster hasher when the pod has one. */
 export const FAST_HASH_MIN_BYTES = 1024 * 1024;
+/** Exit code of the manifest script when the run directory is missing. */
 export const EXIT_NO_RUN_DIR = 3;
 /** Exit code of the change check when there is no change marker (it could not be made). */
 export const EXIT_NO_MARKER = 5;
