@@ -10,6 +10,10 @@
 //   dist/python/       the metrics plugin shipped to pods
 // Flags: --watch rebuilds on change; --production minifies, drops source maps, writes
 // dist/meta.json (esbuild metafile, for bundle-size tracking) and prints each bundle's size.
+// A build (not --watch) writes into a stage beside dist/ and then moves each file into place
+// with a rename, so whoever reads dist/ meanwhile (a CLI started by a test, an extension host)
+// sees each file whole, old or new, never missing or half written; files the build no longer
+// makes are removed after.
 import * as esbuild from 'esbuild';
 import {
   chmodSync,
@@ -17,6 +21,7 @@ import {
   existsSync,
   mkdirSync,
   readdirSync,
+  renameSync,
   rmSync,
   statSync,
   writeFileSync,
@@ -29,6 +34,12 @@ const dist = path.join(root, 'dist');
 const args = new Set(process.argv.slice(2));
 const production = args.has('--production');
 const watch = args.has('--watch');
+/**
+ * Where this build writes: dist/ itself in --watch, else a stage of its own, published at the
+ * end. Beside dist/ (the same depth), so the source maps' relative paths hold once moved.
+ */
+const STAGE_PREFIX = '.dist-stage-';
+const out = watch ? dist : path.join(root, `${STAGE_PREFIX}${process.pid}`);
 
 for (const arg of args) {
   if (!['--production', '--watch'].includes(arg)) {
@@ -53,7 +64,7 @@ function copyAssets() {
   for (const [from, to] of copies) {
     const source = path.join(root, from);
     if (!existsSync(source)) continue;
-    const target = path.join(dist, to);
+    const target = path.join(out, to);
     mkdirSync(path.dirname(target), { recursive: true });
     copyFileSync(source, target);
   }
@@ -155,30 +166,30 @@ const builds = [
   {
     ...nodeBundle,
     entryPoints: { extension: path.join(root, 'src/extension.ts') },
-    outdir: dist,
+    outdir: out,
     plugins: [assetsPlugin, corePlugin],
   },
   {
     ...nodeBundle,
     entryPoints: { 'extension-core': path.join(root, 'src/extensionCore.ts') },
-    outdir: dist,
+    outdir: out,
     plugins: [vendorPlugin],
   },
   ...VENDORED.map((name) => ({
     ...nodeBundle,
     stdin: { contents: `module.exports = require(${JSON.stringify(name)});`, resolveDir: root },
-    outfile: path.join(dist, `vendor-${name}.js`),
+    outfile: path.join(out, `vendor-${name}.js`),
   })),
   {
     ...nodeBundle,
     entryPoints: { cli: path.join(root, 'src/cli.ts') },
-    outdir: dist,
+    outdir: out,
     banner: { js: '#!/usr/bin/env node' },
   },
   {
     ...common,
     entryPoints: { webview: path.join(root, 'media/main.ts') },
-    outdir: dist,
+    outdir: out,
     platform: 'browser',
     format: 'iife',
     target: 'es2022',
@@ -209,10 +220,64 @@ function mergeMetafiles(metafiles) {
   return merged;
 }
 
-async function main() {
-  // A stale file from an older layout must not ship in the .vsix.
-  if (!watch) rmSync(dist, { recursive: true, force: true });
+/** Relative paths of the files under `dir`. */
+function filesUnder(dir, prefix = '') {
+  const files = [];
+  for (const entry of readdirSync(path.join(dir, prefix), { withFileTypes: true })) {
+    const rel = path.join(prefix, entry.name);
+    if (entry.isDirectory()) files.push(...filesUnder(dir, rel));
+    else files.push(rel);
+  }
+  return files;
+}
+
+/** Whether process `pid` is alive (the stage of a build that died is removed). */
+function alive(pid) {
+  try {
+    process.kill(pid, 0);
+    return true;
+  } catch (error) {
+    return error.code === 'EPERM';
+  }
+}
+
+/**
+ * Moves every file of the stage into dist/ (a rename each: atomic), then removes from dist/ what
+ * this build did not make (a stale file from an older layout must not ship in the .vsix), empty
+ * directories, and the stages of builds that died.
+ */
+function publish() {
+  const made = new Set(filesUnder(out));
   mkdirSync(dist, { recursive: true });
+  for (const rel of made) {
+    mkdirSync(path.dirname(path.join(dist, rel)), { recursive: true });
+    renameSync(path.join(out, rel), path.join(dist, rel));
+  }
+  rmSync(out, { recursive: true, force: true });
+  for (const rel of filesUnder(dist)) if (!made.has(rel)) rmSync(path.join(dist, rel));
+  for (const entry of readdirSync(dist, { withFileTypes: true })) {
+    const dir = path.join(dist, entry.name);
+    if (entry.isDirectory() && filesUnder(dir).length === 0) rmSync(dir, { recursive: true });
+  }
+  for (const entry of readdirSync(root)) {
+    if (entry.startsWith(STAGE_PREFIX) && !alive(Number(entry.slice(STAGE_PREFIX.length)))) {
+      rmSync(path.join(root, entry), { recursive: true, force: true });
+    }
+  }
+}
+
+/** A metafile's output paths as published (dist/…, not the stage's). */
+function published(metafile) {
+  const stage = `${path.relative(root, out)}/`; // outputs are named relative to the root
+  const outputs = {};
+  for (const [file, output] of Object.entries(metafile.outputs)) {
+    outputs[file.startsWith(stage) ? `dist/${file.slice(stage.length)}` : file] = output;
+  }
+  return { ...metafile, outputs };
+}
+
+async function main() {
+  mkdirSync(out, { recursive: true });
   if (watch) {
     const contexts = await Promise.all(
       builds.map((options) =>
@@ -223,15 +288,22 @@ async function main() {
     console.log('esbuild: watching for changes (Ctrl-C to stop)');
     return;
   }
-  const results = await Promise.all(builds.map((options) => esbuild.build(options)));
-  const metafiles = results.map((result) => result.metafile);
-  if (production) {
-    writeFileSync(path.join(dist, 'meta.json'), JSON.stringify(mergeMetafiles(metafiles)));
-    printSizes(metafiles);
+  let results;
+  try {
+    results = await Promise.all(builds.map((options) => esbuild.build(options)));
+  } catch (error) {
+    rmSync(out, { recursive: true, force: true });
+    throw error;
   }
   // The CLI is run directly (`bin` in package.json).
-  const cli = path.join(dist, 'cli.js');
+  const cli = path.join(out, 'cli.js');
   chmodSync(cli, statSync(cli).mode | 0o111);
+  const metafiles = results.map((result) => published(result.metafile));
+  if (production) {
+    writeFileSync(path.join(out, 'meta.json'), JSON.stringify(mergeMetafiles(metafiles)));
+  }
+  publish();
+  if (production) printSizes(metafiles);
 }
 
 main().catch((error) => {

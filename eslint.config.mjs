@@ -44,6 +44,7 @@ export default tseslint.config(
       '.state/**',
       // bench/child.ts bundles the measured side here (generated).
       '.bench-tmp/**',
+      '.dist-stage-*/**',
     ],
   },
   js.configs.recommended,

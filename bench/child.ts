@@ -6,6 +6,7 @@
  * the IPC channel, never the command line (they include a private key).
  */
 import { fork, type ChildProcess } from 'node:child_process';
+import { createHash } from 'node:crypto';
 import { mkdirSync } from 'node:fs';
 import { basename, join } from 'node:path';
 import { buildSync } from 'esbuild';
@@ -17,7 +18,9 @@ const built = new Set<string>();
 
 /** `entry` (a bench file whose main block runs `--child`) bundled once per process. */
 function bundle(entry: string): string {
-  const outfile = join(OUT_DIR, `${basename(entry).replace(/\.ts$/, '')}.cjs`);
+  // Named by the entry's path too: `--compare` bundles the same file of another tree.
+  const tag = createHash('sha256').update(entry).digest('hex').slice(0, 8);
+  const outfile = join(OUT_DIR, `${basename(entry).replace(/\.ts$/, '')}-${tag}.cjs`);
   if (!built.has(entry)) {
     mkdirSync(OUT_DIR, { recursive: true });
     buildSync({

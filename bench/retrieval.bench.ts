@@ -9,8 +9,8 @@
  *
  * Both sides hash on the pod first (the same work), so the ratio compares the
  * transfer + verification. Runs alternate (baseline, ours, …) and medians are
- * reported, since these machines are noisy. Ours runs in a child process so
- * its peak RSS is its own.
+ * reported, since these machines are noisy. Ours runs in a child process
+ * bundled as the product is (plain node), so its peak RSS and time are its own.
  *
  *   npx tsx bench/retrieval.bench.ts            quick: 1,000 × 4 KiB and 32 MiB, 3 runs
  *   npx tsx bench/retrieval.bench.ts --full     10,000 × 4 KiB and 1 GiB, 5 runs
@@ -18,7 +18,7 @@
  *            --compare DIR (also runs the retrieval of another checkout, e.g. the code before a
  *            change, in the same rounds: before and after side by side)
  */
-import { execFileSync, spawn, spawnSync } from 'node:child_process';
+import { execFileSync, spawnSync } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import {
   closeSync,
@@ -37,6 +37,7 @@ import { SshExecutor } from '../src/core/exec/ssh';
 import { scaleTiming } from '../src/core/timing';
 import { retrieve } from '../src/core/train/retrieval';
 import { startSshd, startTcpProxy, type Sshd } from '../test/helpers/sshd';
+import { forkBundled, fromParent, toParent, type Message } from './child';
 
 interface ChildParams {
   host: string;
@@ -62,7 +63,8 @@ function arg(name: string): string | undefined {
 }
 
 /** The measured side: connect, retrieve, report time and peak RSS. */
-async function child(params: ChildParams): Promise<void> {
+async function child(): Promise<void> {
+  const params = await fromParent<Message & ChildParams>('params');
   const idleRssKiB = process.resourceUsage().maxRSS;
   const started = performance.now();
   const executor = await SshExecutor.connect({
@@ -89,21 +91,20 @@ async function child(params: ChildParams): Promise<void> {
     verified: result.verified,
     bytes: result.bytes,
   };
-  process.stdout.write(`${JSON.stringify(out)}\n`);
+  toParent({ type: 'result', ...out });
+  process.disconnect();
 }
 
+/**
+ * One retrieval in a child process bundled as the product is (plain node, no TypeScript loader:
+ * its memory and CPU are the client's alone), this tree's or `tree`'s code.
+ */
 async function runChild(params: ChildParams, tree?: string): Promise<ChildResult> {
-  const script = tree ? join(tree, 'bench', 'retrieval.bench.ts') : __filename;
-  const proc = spawn(
-    process.execPath,
-    ['--import', 'tsx', script, '--child', JSON.stringify(params)],
-    { stdio: ['ignore', 'pipe', 'inherit'] },
-  );
-  let out = '';
-  proc.stdout.on('data', (chunk: Buffer) => (out += chunk.toString()));
-  const code = await new Promise<number | null>((resolve) => proc.on('close', resolve));
-  if (code !== 0) throw new Error(`benchmark child failed (${code})`);
-  return JSON.parse(out.trim().split('\n').pop()!) as ChildResult;
+  const proc = forkBundled(tree ? join(tree, 'bench', 'retrieval.bench.ts') : __filename);
+  proc.send({ type: 'params', ...params });
+  const result = await proc.next<Message & ChildResult>('result', 1_800_000);
+  await proc.done();
+  return result;
 }
 
 function median(values: number[]): number {
@@ -170,9 +171,8 @@ function runBaseline(
 }
 
 async function main(): Promise<void> {
-  const childParams = arg('--child');
-  if (childParams) {
-    await child(JSON.parse(childParams) as ChildParams);
+  if (process.argv.includes('--child')) {
+    await child();
     return;
   }
   const full = process.argv.includes('--full');
