@@ -2,6 +2,7 @@ import { systemClock, type Clock } from '../core/clock';
 import type { Disposable } from '../core/disposable';
 import type { RunState, TrainMetric } from '../core/events';
 import type { PodState } from '../core/runs/podRecord';
+import { podSpendUsd } from '../core/runs/spend';
 import type { RunAttempt, RunSnapshot } from '../core/runs/runRecord';
 import { Pace } from '../core/train/pace';
 import { Emitter } from './emitter';
@@ -33,6 +34,8 @@ export interface PodSummary {
   strayPodIds: readonly string[];
   /** When the current pod was created (for the spend so far); absent in older summaries. */
   createdUnixS?: number | null;
+  /** When its billing began: its create call's sending (ms); absent in older records. */
+  billedFromMs?: number | null;
   /** Who removed the pod, once deleted. */
   deletedBy?: string | null;
 }
@@ -299,12 +302,9 @@ function runTooltip(
   return lines.join('  \n');
 }
 
-/** Rate × uptime while the pod may bill; null when either is unknown. */
+/** The spend so far while the pod may bill, by the pod record's rule; null when unknown. */
 export function spendSoFarUsd(pod: PodSummary, nowUnixS: number): number | null {
-  if (!podMayBill(pod) || pod.costPerHourUsd === null) return null;
-  const created = pod.createdUnixS ?? null;
-  if (created === null) return null;
-  return (pod.costPerHourUsd * Math.max(0, nowUnixS - created)) / 3600;
+  return podMayBill(pod) ? podSpendUsd(pod, nowUnixS * 1000) : null;
 }
 
 /** A loss as the tree shows it: four significant digits. */

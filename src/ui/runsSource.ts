@@ -171,6 +171,7 @@ export function podSummary(record: PodRecord): PodSummary {
     keep: record.keep,
     strayPodIds: [...record.strayPods],
     createdUnixS: record.createdUnixS,
+    billedFromMs: record.billedFromMs,
     deletedBy: record.deletedBy,
   };
 }

@@ -217,6 +217,18 @@ describe('ui runs model', function () {
       ...m,
     });
 
+    it('counts the spend so far as the pod record does: from the create call sent, in ms', function () {
+      // Created (answered) at NOW - 1 h, but billed from the create call's sending 30 min earlier
+      // (a slow, retried create): 1.5 h at $4/h is $6.00, not the $4.00 an hour of uptime says.
+      const billedFromMs = (NOW_S - 5400) * 1000;
+      const r = run({
+        pod: pod({ costPerHourUsd: 4, createdUnixS: NOW_S - 3600, billedFromMs }),
+      });
+      const view = presentRunChild({ ...base(r), kind: 'pod' }, NOW_S);
+      assert.match(view.description ?? '', /about \$6\.00 so far/);
+      assert.match(plain(presentRun(r, NOW_S).tooltip), /Spent so far: about \$6\.00/);
+    });
+
     it('presents the pod with its rate and spend so far', function () {
       const r = run({ pod: pod({ createdUnixS: NOW_S - 3600 }) });
       const view = presentRunChild({ ...base(r), kind: 'pod' }, NOW_S);

@@ -10,6 +10,7 @@
 import { z } from 'zod';
 import { rfc3339 } from '../clock';
 import { decodeRecord, encodeRecord, splitExtra, type ExtraFields } from './codec';
+import { podSpendUsd } from './spend';
 
 export const POD_FILE = 'pod.json';
 export const POD_RECORD_VERSION = 1;
@@ -274,18 +275,9 @@ export class PodRecord {
     return Math.max(0, unixS(nowMs) - this.createdUnixS) * 1000;
   }
 
-  /**
-   * What the current pod has cost by `nowMs`, USD to a hundredth of a cent: its rate over the
-   * milliseconds from its create call's sending (`billedFromMs`; a record without it counts from
-   * `createdUnixS`). At most the create and delete calls' durations above Runpod's bill, never
-   * below it; null while the rate or the creation is unknown.
-   */
+  /** What the current pod has cost by `nowMs` ({@link podSpendUsd}). */
   spendUsd(nowMs: number): number | null {
-    const fromMs =
-      this.billedFromMs ?? (this.createdUnixS === null ? null : this.createdUnixS * 1000);
-    if (this.costPerHourUsd === null || fromMs === null) return null;
-    const usd = (this.costPerHourUsd * Math.max(0, nowMs - fromMs)) / 3_600_000;
-    return Math.round(usd * 10_000) / 10_000;
+    return podSpendUsd(this, nowMs);
   }
 
   /**

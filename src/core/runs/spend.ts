@@ -52,6 +52,27 @@ export function usd4(value: number | null): string {
   return value === null ? '-' : `${value < 0 ? '-' : ''}$${Math.abs(value).toFixed(4)}`;
 }
 
+/**
+ * What a pod has cost by `nowMs`, USD to a hundredth of a cent: its rate over the milliseconds
+ * from its create call's sending (`billedFromMs`; a record without it counts from
+ * `createdUnixS`). At most the create and delete calls' durations above Runpod's bill, never
+ * below it; null while the rate or the creation is unknown. The one rule for every spend shown.
+ */
+export function podSpendUsd(
+  pod: {
+    costPerHourUsd: number | null;
+    billedFromMs?: number | null;
+    createdUnixS?: number | null;
+  },
+  nowMs: number,
+): number | null {
+  const createdUnixS = pod.createdUnixS ?? null;
+  const fromMs = pod.billedFromMs ?? (createdUnixS === null ? null : createdUnixS * 1000);
+  if (pod.costPerHourUsd === null || fromMs === null) return null;
+  const usd = (pod.costPerHourUsd * Math.max(0, nowMs - fromMs)) / 3_600_000;
+  return round4(usd);
+}
+
 /** The money side of one pod record at `nowMs`. */
 export function podSpend(pod: PodRecord, nowMs: number): PodSpend {
   const rate = pod.costPerHourUsd;
@@ -62,10 +83,8 @@ export function podSpend(pod: PodRecord, nowMs: number): PodSpend {
   let estimatedUsd: number | null;
   if (ended) {
     estimatedUsd = pod.estimatedSpendUsd;
-  } else if (rate !== null && createdMs !== null) {
-    estimatedUsd = pod.spendUsd(nowMs);
   } else {
-    estimatedUsd = pod.podId === null ? 0 : null;
+    estimatedUsd = pod.spendUsd(nowMs) ?? (pod.podId === null ? 0 : null);
   }
   const status: PodSpend['status'] = ended
     ? 'ended'
