@@ -247,14 +247,12 @@ describe('SIGKILL of the extension host mid-run (issue #7)', function () {
     const leaseTtlMs = (15 * 60_000) / Number(TIMING_SCALE);
     console.log(`      the run had no owner for ${(ownerlessMs / 1000).toFixed(1)} s`);
     assert.ok(ownerlessMs < leaseTtlMs, `ownerless ${ownerlessMs} ms < lease ${leaseTtlMs} ms`);
-    // Its log says so (the Overbrainer channel of the new host).
-    await window.workbench.showOverbrainerOutput();
+    // Its log says so (the Overbrainer channel's file, the new host's lines): read from disk, as
+    // the palette right after the crash once stayed closed for 40 s on a loaded machine (Show
+    // Logs through the palette is the activation, logs and package journeys' part).
     await eventually('the log to say the run is followed again', async () =>
-      (await window.workbench.outputText()).includes(`Following run ${id} again.`)
-        ? true
-        : undefined,
+      overbrainerLogs().includes(`Following run ${id} again.`) ? true : undefined,
     );
-    await window.workbench.page.keyboard.press('Escape');
     assert.equal(window.emulator.pod(podId)?.status, 'RUNNING', 'the pod lived through the crash');
     await window.workbench.screenshot('following again after the crash');
 
