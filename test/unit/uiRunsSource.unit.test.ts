@@ -105,6 +105,8 @@ describe('ui runs source (runs/*/run.json through the core codecs)', function ()
         keep: false,
         strayPodIds: ['stray1'],
         createdUnixS: Date.parse('2026-12-02T10:00:10Z') / 1000,
+        // Billing from the create call's sending: this store's create had no attempt record.
+        billedFromMs: Date.parse('2026-12-02T10:00:10Z'),
         deletedBy: null,
       },
     });
