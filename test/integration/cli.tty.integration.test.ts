@@ -83,13 +83,13 @@ describe('overbrainer train on a terminal (a pseudo-terminal) against the Runpod
   async function withLongUpload<T>(run: () => Promise<T>): Promise<{ result: T; held: boolean }> {
     const stop = new AbortController();
     const held = holdFirst((p) => p.cmdline.startsWith('tar -x -f - -C '), 1_500, stop.signal);
+    let result: T;
     try {
-      const result = await run();
-      stop.abort();
-      return { result, held: (await held) !== null };
+      result = await run();
     } finally {
-      stop.abort();
+      stop.abort(); // a hold under way ends as set; a look not yet answered gives up
     }
+    return { result, held: (await held) !== null };
   }
 
   afterEach(() => {

@@ -85,6 +85,16 @@ function cmdlines(): Map<number, string> {
 }
 
 /**
+ * The private key in `file` once it is whole, else null: the core creates the file (empty) a
+ * moment before it writes the key.
+ */
+function wholeKey(file: string): string | null {
+  if (!fs.existsSync(file)) return null;
+  const text = fs.readFileSync(file, 'utf8');
+  return text.includes(ARMOR_END) ? text : null;
+}
+
+/**
  * The needles that give a private key away: each base64 line of its body but the first (a line
  * of 70 characters of key material is never anything else), and a piece of the key's whole
  * armored text in base64, the form an account secret takes.
@@ -167,11 +177,8 @@ describe('reliability: secrets', function () {
       const keyWatch = setInterval(() => {
         if (!fs.existsSync(runsDir)) return;
         for (const id of fs.readdirSync(runsDir)) {
-          const file = path.join(runsDir, id, 'ssh', 'id_ed25519');
-          if (!fs.existsSync(file)) continue;
-          // The file exists (empty) a moment before its key is written: take it once whole.
-          const text = fs.readFileSync(file, 'utf8');
-          if (text.includes(ARMOR_END)) clientKey ??= text;
+          clientKey ??= wholeKey(path.join(runsDir, id, 'ssh', 'id_ed25519'));
+          if (clientKey === null) continue;
           if (emulator.ledger().pods.some((p) => p.billing)) clientKeySeenWhileLive = true;
         }
       }, 20);
@@ -242,10 +249,8 @@ describe('reliability: secrets', function () {
     try {
       const keyWatch = lab.bus.on((event) => {
         if (clientKey !== null || id === null) return;
-        const file = path.join(lab.runDir(id), 'ssh', 'id_ed25519');
-        const text =
-          event.type === 'pod' && fs.existsSync(file) ? fs.readFileSync(file, 'utf8') : '';
-        if (text.includes(ARMOR_END)) clientKey = text;
+        if (event.type === 'pod')
+          clientKey = wholeKey(path.join(lab.runDir(id), 'ssh', 'id_ed25519'));
       });
       const result = await lab.track(
         train(lab.deps, lab.config, lab.workspace, { onRun: (run) => (id = run.id) }),
