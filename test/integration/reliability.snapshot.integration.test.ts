@@ -166,8 +166,11 @@ describe('reliability: snapshots, stop and resume', function () {
     assertStopped(l, id, 'cost');
     const podJson = l.podJson(id);
     const capAtS = Number(podJson.created_unix) + Math.floor((0.012 / 0.69) * 3600);
+    // Deleted after the retrieval: by the client, or by the watchdog on the retrieved marker the
+    // client writes just before its delete (a loaded CI once saw the watchdog's tick win); never
+    // at the cap.
+    l.assertDeletedAfterRetrieval(String(podJson.pod_id));
     const entry = l.ledgerOf(String(podJson.pod_id));
-    assert.equal(entry.deletedBy, 'account', 'the client deleted it after the retrieval');
     assert.ok(entry.deletedAtMs! < capAtS * 1000, 'before the cap');
     recordResult(this, { verified: 1, lost: 0 });
   });
