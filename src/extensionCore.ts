@@ -53,7 +53,11 @@ export function startCore(shell: Shell): Core {
   // The account's pods, listed at most once a minute with the session's key (built lazily).
   const late: { controller?: Controller } = {};
   const pods = new PodsModel(
-    accountPodsSource((folder) => late.controller!.session(folder), systemClock),
+    accountPodsSource(
+      (folder) => late.controller!.session(folder),
+      () => runs.latest(),
+      systemClock,
+    ),
     { clock: systemClock },
   );
   context.subscriptions.push(runs, pods);
@@ -85,7 +89,12 @@ export function startCore(shell: Shell): Core {
 
   const runsTree = runsTreeProvider(runs, systemClock, log);
   const podsTree = podsTreeProvider(pods, systemClock, log);
-  const spendTree = new SpendTreeProvider(systemClock);
+  // The Spend view reads every record in one pass: after the Runs view's first listing (the
+  // same records, shown first), which a failing read does not hold up.
+  const spendTree = new SpendTreeProvider(systemClock, async () => {
+    await runs.ensureLoaded().catch(() => undefined);
+    await new Promise((resolve) => setImmediate(resolve));
+  });
   context.subscriptions.push(
     runsTree,
     podsTree,

@@ -35,6 +35,16 @@ export class LazyList<T> implements Disposable {
     return this.items;
   }
 
+  /**
+   * The items once the load in flight (if any) has ended, loading first if never loaded: what a
+   * reader of the same source would read now, without reading it twice.
+   */
+  async latest(): Promise<readonly T[]> {
+    if (this.inFlight !== null) await this.inFlight;
+    else if (!this.loaded) await this.refresh();
+    return this.items;
+  }
+
   /** Loads once; later calls return at once. */
   async ensureLoaded(): Promise<void> {
     if (!this.loaded) await this.refresh();
@@ -65,5 +75,36 @@ export class LazyList<T> implements Disposable {
   dispose(): void {
     this.changed.dispose();
     this.settled.dispose();
+  }
+}
+
+/**
+ * Whether VS Code is waiting for a view's rows (a root getChildren in flight). A model change
+ * fired meanwhile (the first load, which that fetch itself started, or a refresh it awaits) is
+ * already in the rows the fetch returns, as those are read from the model after its load: a
+ * provider that also fired its change event would make VS Code drop those rows and ask again
+ * (with 1,000 runs the first render then waited for a second listing). `forward` passes a change
+ * on only when no fetch is pending.
+ */
+export class RootFetch {
+  private inFlight = 0;
+
+  get pending(): boolean {
+    return this.inFlight > 0;
+  }
+
+  async run<R>(fetch: () => Promise<R>): Promise<R> {
+    this.inFlight += 1;
+    try {
+      return await fetch();
+    } finally {
+      this.inFlight -= 1;
+    }
+  }
+
+  forward(fire: () => void): () => void {
+    return () => {
+      if (this.inFlight === 0) fire();
+    };
   }
 }

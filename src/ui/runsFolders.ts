@@ -3,7 +3,8 @@ import * as path from 'node:path';
 import type { Clock } from '../core/clock';
 import { RunStore } from '../core/runs/store';
 import { classifyAccountPods, type PodsSource } from './podsModel';
-import { readRuns, type RunsFolder } from './runsSource';
+import type { RunsFolder } from './runsSource';
+import type { RunSummary } from './runsModel';
 import { RUNS_FOLDER_SETTING, runsFolderName } from './runsFolderName';
 import type { WorkspaceSession } from './workspace';
 
@@ -90,16 +91,23 @@ export function watchRunsFolders(onChange: () => void, clock: Clock): vscode.Dis
 /**
  * The Pods view's source: the account's pods listed with a client of the first local workspace
  * folder's session (its key and base URL), classified against every runs folder's records with
- * the core's rules, and the runs as the Runs view reads them.
+ * the core's rules, and the runs as `localRuns` gives them (the Runs view's model: one read for
+ * both views). The account is listed after `localRuns` answers, so when both views show at once
+ * the Runs view's rows go out first.
  */
 export function accountPodsSource(
   sessionOf: (folder: vscode.WorkspaceFolder) => Promise<WorkspaceSession>,
+  localRuns: () => Promise<readonly RunSummary[]>,
   clock: Clock,
 ): PodsSource {
   const localFolders = (): vscode.WorkspaceFolder[] =>
     (vscode.workspace.workspaceFolders ?? []).filter((folder) => folder.uri.scheme === 'file');
   return {
     fetchAccountPods: async () => {
+      // The Runs view's read first (its failure is the Runs view's to show), then a turn of the
+      // event loop for its rows to go out before this listing's own work.
+      await localRuns().catch(() => undefined);
+      await new Promise((resolve) => setImmediate(resolve));
       const folder = localFolders()[0];
       if (folder === undefined) throw new Error('no workspace folder is open');
       const session = await sessionOf(folder);
@@ -115,6 +123,6 @@ export function accountPodsSource(
         runsFolders().map((folder) => new RunStore(folder.dir, clock)),
         clock,
       ),
-    localRuns: () => readRuns(runsFolders()),
+    localRuns,
   };
 }

@@ -4,7 +4,7 @@ import * as vscode from 'vscode';
 import { RUN_FILE } from '../core/runs/runRecord';
 import { unixS, type Clock } from '../core/clock';
 import type { Disposable } from '../core/disposable';
-import type { LazyList } from './lazyList';
+import { RootFetch, type LazyList } from './lazyList';
 import type { Log } from './log';
 import { podsViewMessage, presentPodsItem, type PodsItem, type PodsModel } from './podsModel';
 import {
@@ -47,6 +47,7 @@ export class ListTreeProvider<T> implements vscode.TreeDataProvider<T>, vscode.D
   private readonly changed = new vscode.EventEmitter<void>();
   readonly onDidChangeTreeData = this.changed.event;
   private readonly subscription: { dispose(): void };
+  private readonly rootFetch = new RootFetch();
 
   constructor(
     private readonly model: LazyList<T>,
@@ -55,7 +56,7 @@ export class ListTreeProvider<T> implements vscode.TreeDataProvider<T>, vscode.D
     private readonly clock: Clock,
     private readonly log: Log,
   ) {
-    this.subscription = model.onDidChange(() => this.changed.fire());
+    this.subscription = model.onDidChange(this.rootFetch.forward(() => this.changed.fire()));
   }
 
   getTreeItem(element: T): vscode.TreeItem {
@@ -69,15 +70,17 @@ export class ListTreeProvider<T> implements vscode.TreeDataProvider<T>, vscode.D
 
   async getChildren(element?: T): Promise<T[]> {
     if (element !== undefined) return [];
-    try {
-      await this.model.ensureLoaded();
-    } catch (error) {
-      // The view keeps what it showed; the log says why and the refresh command tries again.
-      this.log.error(
-        `Could not list ${this.what}: ${errorText(error)}. Refresh the view to retry.`,
-      );
-    }
-    return [...this.model.all];
+    return this.rootFetch.run(async () => {
+      try {
+        await this.model.ensureLoaded();
+      } catch (error) {
+        // The view keeps what it showed; the log says why and the refresh command tries again.
+        this.log.error(
+          `Could not list ${this.what}: ${errorText(error)}. Refresh the view to retry.`,
+        );
+      }
+      return [...this.model.all];
+    });
   }
 
   dispose(): void {
@@ -95,6 +98,7 @@ export class RunsTreeProvider implements vscode.TreeDataProvider<RunsNode>, vsco
   private readonly changed = new vscode.EventEmitter<RunsNode | undefined>();
   readonly onDidChangeTreeData = this.changed.event;
   private readonly subs: Disposable[];
+  private readonly rootFetch = new RootFetch();
 
   constructor(
     private readonly model: RunsModel,
@@ -102,7 +106,7 @@ export class RunsTreeProvider implements vscode.TreeDataProvider<RunsNode>, vsco
     private readonly log: Log,
   ) {
     this.subs = [
-      model.onDidChange(() => this.changed.fire(undefined)),
+      model.onDidChange(this.rootFetch.forward(() => this.changed.fire(undefined))),
       model.onDidChangeRun((run) => this.changed.fire(run)),
     ];
   }
@@ -142,8 +146,10 @@ export class RunsTreeProvider implements vscode.TreeDataProvider<RunsNode>, vsco
   async getChildren(node?: RunsNode): Promise<RunsNode[]> {
     try {
       if (node === undefined) {
-        await this.model.ensureLoaded();
-        return [...this.model.all];
+        return await this.rootFetch.run(async () => {
+          await this.model.ensureLoaded();
+          return [...this.model.all];
+        });
       }
       if (!isRunChild(node)) return await readRunChildren(node);
       if (node.kind === 'file' && node.isDir) return await readDirChildren(node.run, node.path);

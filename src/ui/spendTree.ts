@@ -17,7 +17,14 @@ export class SpendTreeProvider implements vscode.TreeDataProvider<SpendRowView>,
   readonly onDidChangeTreeData = this.changed.event;
   private readonly reminded = new Set<string>();
 
-  constructor(private readonly clock: Clock) {}
+  /**
+   * `before` is awaited before the records are read: the Runs view's first listing, which shares
+   * the container with this view and must not wait behind this one-pass read of every record.
+   */
+  constructor(
+    private readonly clock: Clock,
+    private readonly before: () => Promise<void> = async () => {},
+  ) {}
 
   refresh(): void {
     this.changed.fire();
@@ -35,8 +42,9 @@ export class SpendTreeProvider implements vscode.TreeDataProvider<SpendRowView>,
     return item;
   }
 
-  getChildren(parent?: SpendRowView): SpendRowView[] {
+  async getChildren(parent?: SpendRowView): Promise<SpendRowView[]> {
     if (parent !== undefined) return [];
+    await this.before();
     const folder = vscode.workspace.workspaceFolders?.[0];
     if (folder === undefined) return [];
     const dir = folder.uri.fsPath;
