@@ -35,30 +35,10 @@
 #   OVERBRAINER_DISK_ACT           92: disk use (%) that requests a snapshot while the lease is stale
 #   OVERBRAINER_DISK_BACKSTOP      97: disk use (%) that requests one whatever the lease
 #
-# Files in the run dir (all but the verdict, the log and a snapshot request are written by others):
-#   job.pid            the job started (its process group id; written by the job wrapper)
-#   exit_code, cancelled   the job ended (as does its process group being gone)
-#   snapshot.request   a snapshot is requested: one line, its reason (requested, deadline, cost
-#                      or disk), written by the client or by this watchdog as a temp file
-#                      (this watchdog's: .snapshot.request.<pid>.wd.tmp) then `ln` (which fails
-#                      when the name exists: a request is never replaced)
-#   snapshot.json      the trainer saved its snapshot (it then stops and the job ends)
-#   .pod/lease         touched (temp + mv) by the client while it follows the job: its mtime,
-#                      on the pod's clock, is the lease
-#   .pod/retrieved     the client verified the results: delete at once
-#   .pod/keep          runtime keep marker: the client writes it to keep a running pod
-#                      ("Keep Pod" while the job runs or awaits retrieval) and removes it to
-#                      release the pod. While it exists the pod counts as kept (as with
-#                      OVERBRAINER_KEEP_POD=1), except after a failed bootstrap.
-#   .pod/snapshot_at   unix s; once past it a `cost` snapshot is requested (before cost_cap_at)
-#   .pod/cost_cap_at   unix s; once past it the pod is deleted (max_cost_usd)
-#   .pod/volume_gb     the network volume's size in GB (10^9 bytes), rewritten by the client
-#                      when it grows the volume
-#   .pod/bootstrap_failed  the bootstrap's failure reason (one line)
-#   .pod/watchdog      the verdict, written atomically, one line: "ready", "failed missing_key",
-#                      "failed no_curl", "failed unreachable", "failed http_<code>",
-#                      "failed bootstrap: <reason>"
-#   .pod/watchdog.log  this log: "<UTC ts> <msg>" lines, also on stdout (the pod's logs)
+# Files in the run dir: job.pid, exit_code, cancelled, snapshot.request, snapshot.json and, in
+# .pod/, lease, retrieved, keep, snapshot_at, cost_cap_at, volume_gb, bootstrap_failed, watchdog
+# (the verdict) and watchdog.log: who writes each and what it means is in docs/RELIABILITY.md
+# ("The run dir on the pod").
 #
 # Snapshot requests, every tick before the delete rules, while a job runs (started, not ended)
 # and no snapshot.json exists (never after a failed bootstrap); the first that matches is written
