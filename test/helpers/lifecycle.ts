@@ -24,6 +24,7 @@ import { ApiClient } from '../emulator/testing';
 import { filePathsUnder, filesUnder, needlesIn, processesMounting, readJson } from './labFiles';
 import { ROOT, startCli as startUserCli } from './cli';
 import { recordLedger } from './reliability';
+import { assertDeletedAfterRetrieval } from './retrievedDelete';
 import {
   emulatorEnv,
   GPU,
@@ -280,17 +281,9 @@ export class Lab {
     return entry;
   }
 
-  /**
-   * Asserts pod `podId` was deleted once its results were verified: by the client, or by its
-   * watchdog on the retrieved marker the client writes just before its delete (on a loaded
-   * machine the watchdog's tick, 1 s at 1/60, can come before the client's DELETE lands). Any
-   * other deleter (a lease, a cap, a grace) fails.
-   */
-  assertDeletedAfterRetrieval(podId: string): void {
-    const entry = this.ledgerOf(podId);
-    if (entry.deletedBy === 'account') return;
-    assert.equal(entry.deletedBy, 'pod', `pod ${podId} deleted by ${String(entry.deletedBy)}`);
-    assert.match(this.emulator.podLog(podId), /retrieved marker seen/, this.emulator.podLog(podId));
+  /** See {@link assertDeletedAfterRetrieval}: by the client, or by its watchdog on the marker. */
+  assertDeletedAfterRetrieval(podId: string, recordedBy?: unknown): void {
+    assertDeletedAfterRetrieval(this.emulator, podId, recordedBy);
   }
 
   /** Ledger entries of the pods carrying run marker `runId`. */

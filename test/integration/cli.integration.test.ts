@@ -13,6 +13,7 @@ import type { ChildProcess } from 'node:child_process';
 import * as fs from 'node:fs';
 import * as path from 'node:path';
 import { startEmulator, type Emulator } from '../emulator/emulator';
+import { assertDeletedAfterRetrieval } from '../helpers/retrievedDelete';
 import { ApiClient, postRunPod } from '../emulator/testing';
 import { FAILED_BY_POD_RM } from '../../src/core/runpod/podAdmin';
 import { startCli, type Ran, type Running } from '../helpers/cli';
@@ -158,11 +159,10 @@ describe('overbrainer CLI against the Runpod emulator', function () {
     const pod = podJson(id);
     const podId = String(pod.pod_id);
     assert.equal(pod.state, 'deleted');
-    assert.equal(pod.deleted_by, 'client');
+    assertDeletedAfterRetrieval(emulator, podId, pod.deleted_by);
     assert.equal(typeof pod.estimated_spend, 'number');
     const entry = ledgerOf(podId);
     assert.equal(entry.billing, false);
-    assert.equal(entry.deletedBy, 'account');
     assert.equal(entry.runId, id);
     assert.equal(
       fs.existsSync(path.join(dir, 'ssh', 'id_ed25519')),
@@ -430,10 +430,9 @@ describe('overbrainer CLI against the Runpod emulator', function () {
     const pod = podJson(id);
     assert.equal(pod.keep, false);
     assert.equal(pod.state, 'deleted');
-    assert.equal(pod.deleted_by, 'client');
     // Its results were retrieved (the marker is on the pod): the release deletes it at once.
     assert.equal(ledgerOf(podId).billing, false);
-    assert.equal(ledgerOf(podId).deletedBy, 'account');
+    assertDeletedAfterRetrieval(emulator, podId, pod.deleted_by);
   });
 
   it('Ctrl-C while the pod is provisioning deletes the pod and fails the run', async () => {

@@ -389,8 +389,7 @@ describe('lifecycle core against the Runpod emulator', function () {
       // Its results were retrieved (the marker is on the pod): the release deletes it at once.
       assert.equal(released.state, 'deleted');
       assert.equal(l.ledgerOf(podId).billing, false);
-      assert.equal(l.ledgerOf(podId).deletedBy, 'account');
-      assert.equal(l.podJson(id).deleted_by, 'client');
+      l.assertDeletedAfterRetrieval(podId, l.podJson(id).deleted_by);
       // The next look at the run changes nothing; the run keeps its result.
       const attached = await attach(l.deps, l.config, id);
       assert.equal(attached.ending, 'deleted');

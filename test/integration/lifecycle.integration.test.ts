@@ -45,7 +45,7 @@ describe('lifecycle core against the Runpod emulator', function () {
     const pod = l.podJson(id);
     const podId = String(pod.pod_id);
     assert.equal(pod.state, 'deleted');
-    assert.equal(pod.deleted_by, 'client');
+    l.assertDeletedAfterRetrieval(podId, pod.deleted_by);
     assert.deepEqual(
       attemptsOf(l, id).map((a) => a.result),
       ['created'],
@@ -59,10 +59,9 @@ describe('lifecycle core against the Runpod emulator', function () {
     for (const [file, data] of onPod) assert.ok(local.get(file)?.equals(data), `${file} differs`);
     const metrics = fs.readFileSync(path.join(l.runDir(id), 'metrics.jsonl'), 'utf8');
     assert.ok(metrics.trim().split('\n').length >= 20);
-    // The ledger: deleted by the account key, billed for about as long as pod.json says it lived.
+    // The ledger: billed for about as long as pod.json says it lived.
     const entry = l.ledgerOf(podId);
     assert.equal(entry.billing, false);
-    assert.equal(entry.deletedBy, 'account');
     assert.equal(entry.runId, id);
     const recordedS =
       (Date.parse(String(pod.deleted_at)) - Date.parse(String(pod.created_at))) / 1000;
@@ -130,7 +129,7 @@ describe('lifecycle core against the Runpod emulator', function () {
     const pods = l.podsOfRun(id);
     assert.equal(pods.length, 1, 'one pod was ever created');
     assert.equal(pods[0]?.gpuTypeId, GPU.rtx4090);
-    assert.equal(pods[0]?.deletedBy, 'account');
+    l.assertDeletedAfterRetrieval(pods[0]!.id);
     assert.equal(l.podJson(id).gpu_type, GPU.rtx4090);
     await assertKeysForgotten(l, id);
     assertNothingBills(l);
@@ -153,7 +152,7 @@ describe('lifecycle core against the Runpod emulator', function () {
       const pods = l.podsOfRun(id);
       assert.equal(pods.length, 1, `${mode}: exactly one pod was created`);
       assert.equal(attempts[0]?.pod_id, pods[0]?.id);
-      assert.equal(pods[0]?.deletedBy, 'account');
+      l.assertDeletedAfterRetrieval(pods[0]!.id);
       const creates = l.emulator.requests().filter((r) => r.route === 'createPod');
       assert.equal(creates.length, 1, `${mode}: the create was never re-sent`);
       assert.equal(creates[0]?.status, mode === 'fail' ? 500 : 'hung');

@@ -145,7 +145,7 @@ const CASES: [string, Scenario][] = [
       assert.equal(lab.runJson(id).state, 'succeeded');
       assert.ok(fs.existsSync(path.join(lab.runDir(id), 'output', 'model.json')));
       assertAllDeleted(lab, id);
-      assert.equal(lab.podJson(id).deleted_by, 'client');
+      lab.assertDeletedAfterRetrieval(String(lab.podJson(id).pod_id), lab.podJson(id).deleted_by);
       recordResult(name, { verified: 1, lost: 0 });
     },
   ],

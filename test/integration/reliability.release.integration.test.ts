@@ -60,8 +60,8 @@ describe('reliability: keep and release past the deadline', function () {
     const result = await training;
     assert.equal(result.run.state, 'succeeded', l.transcript());
     assert.equal(result.ending, 'deleted');
-    assert.equal(l.podJson(id).deleted_by, 'client');
-    assert.equal(l.ledgerOf(podId).deletedBy, 'account', 'the client deleted it, not the watchdog');
+    // Deleted after the retrieval (by the client or on its retrieved marker), not at the deadline.
+    l.assertDeletedAfterRetrieval(podId, l.podJson(id).deleted_by);
     const model = path.join(l.runDir(id), 'output', 'model.json');
     assert.ok(fs.existsSync(model), 'the results are home');
     recordResult(this, { verified: 1, lost: fs.existsSync(model) ? 0 : 1 });
@@ -98,8 +98,7 @@ describe('reliability: keep and release past the deadline', function () {
     const model = path.join(l.runDir(id), 'output', 'model.json');
     recordResult(this, { verified: 1, lost: fs.existsSync(model) ? 0 : 1 });
     assert.ok(fs.existsSync(model), 'the results are home');
-    assert.equal(l.podJson(id).deleted_by, 'client');
-    assert.equal(l.ledgerOf(podId).deletedBy, 'account', 'the client deleted it, not the watchdog');
+    l.assertDeletedAfterRetrieval(podId, l.podJson(id).deleted_by);
     assert.equal(l.clientKeyExists(id), false, 'the client key is forgotten');
     assert.deepEqual(
       l.billing().map((p) => p.id),
