@@ -3,6 +3,7 @@ import { createHash } from 'node:crypto';
 import * as fs from 'node:fs';
 import * as path from 'node:path';
 import { descendantsOf, type Proc } from '../helpers/processes';
+import { assertDeletedAfterRetrieval } from '../helpers/retrievedDelete';
 import { eventually } from './harness';
 import { billingPods, countdown, dead, lockState, RUN_ID, untilState } from './runRows';
 import { confirmTrain, tinyToml, untilActivated, useWindow } from './window';
@@ -286,16 +287,13 @@ describe('SIGKILL of the extension host mid-run (issue #7)', function () {
     const model = readJson<{ step: number }>(path.join(runDir(id), 'output', 'model.json'));
     assert.equal(model.step, STEPS, 'the model of the whole job, trained through the crash');
 
-    // The pod: deleted by the client (the account key), never by its watchdog; nothing bills.
+    // The pod: deleted after the new host's verified retrieval (by it, or by its watchdog on the
+    // retrieved marker it wrote), never for a lease or a deadline; nothing bills.
     const podRecord = readJson<{ state: string; deleted_by: string | null }>(
       path.join(runDir(id), 'pod.json'),
     );
     assert.equal(podRecord.state, 'deleted');
-    assert.equal(podRecord.deleted_by, 'client');
-    const entry = window.emulator.ledger().pods.find((p) => p.id === podId);
-    assert.ok(entry, `${podId} in the ledger`);
-    assert.equal(entry.billing, false);
-    assert.equal(entry.deletedBy, 'account', 'deleted with the account key (the client)');
+    assertDeletedAfterRetrieval(window.emulator, podId, podRecord.deleted_by);
     assert.deepEqual(billingPods(window.emulator), []);
     assert.ok(!fs.existsSync(path.join(runDir(id), '.lock')), 'the run is released');
     console.log(`      the case took ${((Date.now() - started) / 1000).toFixed(1)} s`);
