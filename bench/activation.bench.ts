@@ -40,6 +40,7 @@ import { systemClock, type Clock } from '../src/core/clock';
 import { RunStore } from '../src/core/runs/store';
 import { presentRun, RunsModel } from '../src/ui/runsModel';
 import { readRuns } from '../src/ui/runsSource';
+import { overbrainerLogFiles } from '../test/e2e/extensionLogs';
 import { CodeServer, extensionFolderName, launchChromium, Workbench } from '../test/e2e/harness';
 import {
   below,
@@ -215,7 +216,7 @@ function findFiles(dir: string, match: RegExp): string[] {
 /** "activated in X ms" from our log channel's files in code-server's user data. */
 function loggedActivations(userDataDir: string): number[] {
   const out: number[] = [];
-  for (const file of findFiles(join(userDataDir, 'logs'), /Overbrainer\.log$/)) {
+  for (const file of overbrainerLogFiles(join(userDataDir, 'logs'))) {
     for (const match of readFileSync(file, 'utf8').matchAll(/activated in ([\d.]+) ms/g)) {
       out.push(Number(match[1]));
     }

@@ -13,6 +13,7 @@ import { copyFileSync, existsSync, mkdirSync, readdirSync, readFileSync, statSyn
 import * as path from 'node:path';
 import type { Browser, Locator } from 'playwright-core';
 import type { Emulator } from '../test/emulator/emulator';
+import { untilActivated } from '../test/e2e/extensionLogs';
 import {
   eventually,
   launchChromium,
@@ -83,34 +84,8 @@ export async function runCheck(context: CheckContext): Promise<boolean> {
         .first()
         .waitFor({ state: 'visible', timeout: EXTENSION_HOST_TIMEOUT_MS });
       // The activity bar shows from the manifest before the extension host runs the extension;
-      // a command run before then is "not found". Its log's activation line says it is up.
-      const activated = await eventually(
-        'the activation line in the Overbrainer log',
-        async () => {
-          await opened.showOverbrainerOutput();
-          const text = await opened.outputText().catch(() => '');
-          const line = /Overbrainer \S+ activated[^\n]*/.exec(text)?.[0];
-          if (line === undefined) {
-            await opened.dismissNotificationsMatching(/not found|resulted in an error/);
-            await page
-              .locator('.monaco-dialog-box')
-              .getByRole('button', { name: 'OK' })
-              .click({ timeout: 1_000 })
-              .catch(() => undefined);
-            await new Promise((resolve) => setTimeout(resolve, 3_000));
-          }
-          return line;
-        },
-        EXTENSION_HOST_TIMEOUT_MS,
-      );
-      // Hide the Output panel again: the run page gets the editor area's full height.
-      await page
-        .locator(
-          '.part.panel .title-actions [aria-label^="Hide Panel"], .part.panel .title-actions [aria-label^="Close Panel"]',
-        )
-        .first()
-        .click({ timeout: 5_000 })
-        .catch(() => page.keyboard.press('Control+J'));
+      // its commands exist once it logged its activation (the log channel's file on disk).
+      const activated = await untilActivated(context.server.logsDir, EXTENSION_HOST_TIMEOUT_MS);
       await opened.openViewContainer('Overbrainer');
       await opened.viewPane('Runs').waitFor({ state: 'visible' });
       // Wider than the default, so the Runs tree's rows show whole (and in the screenshots):

@@ -6,7 +6,8 @@ import { descendantsOf, type Proc } from '../helpers/processes';
 import { assertDeletedAfterRetrieval } from '../helpers/retrievedDelete';
 import { eventually } from './harness';
 import { billingPods, countdown, dead, lockState, RUN_ID, untilState } from './runRows';
-import { confirmTrain, tinyToml, untilActivated, useWindow } from './window';
+import { overbrainerLogs, untilActivated } from './extensionLogs';
+import { confirmTrain, tinyToml, useWindow } from './window';
 
 /**
  * Issue #7: the process running the lifecycle dies by SIGKILL mid-job — in VS Code, the extension
@@ -48,48 +49,6 @@ function trainerOnPod(): number {
   return trainers[0]!.pid;
 }
 
-/** The code-server's home dir (its cwd): the user data dir with the logs is inside it. */
-function codeServerHome(): string | null {
-  const server = descendantsOf().find((p) => p.cmdline.includes('code-server'));
-  if (!server) return null;
-  try {
-    return fs.readlinkSync(`/proc/${server.pid}/cwd`);
-  } catch {
-    return null;
-  }
-}
-
-/** Every file named `name` under `dir`. */
-function findFiles(dir: string, name: string): string[] {
-  const found: string[] = [];
-  const walk = (d: string): void => {
-    let entries: fs.Dirent[];
-    try {
-      entries = fs.readdirSync(d, { withFileTypes: true });
-    } catch {
-      return;
-    }
-    for (const e of entries) {
-      const p = path.join(d, e.name);
-      if (e.isDirectory()) walk(p);
-      else if (e.name === name) found.push(p);
-    }
-  };
-  walk(dir);
-  return found.sort();
-}
-
-/** The "Overbrainer" log channel's files of every extension host so far (for a failure). */
-function overbrainerLogs(): string {
-  const home = codeServerHome();
-  if (home === null) return '(code-server not found)';
-  const files = findFiles(path.join(home, 'user-data', 'logs'), 'Overbrainer.log');
-  if (files.length === 0) return '(no Overbrainer.log under its logs)';
-  return files
-    .map((f) => `--- ${path.relative(home, f)}\n${fs.readFileSync(f, 'utf8').trim()}`)
-    .join('\n');
-}
-
 /** SHA-256 of every file under `dir`, by path relative to it. */
 function hashes(dir: string): Record<string, string> {
   const out: Record<string, string> = {};
@@ -129,13 +88,13 @@ describe('SIGKILL of the extension host mid-run (issue #7)', function () {
       `run.json: ${read('run.json')}`,
       `pod.json state: ${/"state":\s*"(\w+)"/.exec(read('pod.json'))?.[1] ?? '?'}`,
       `extension hosts now: ${JSON.stringify(extensionHosts().map((p) => p.pid))}`,
-      `Overbrainer logs:\n${overbrainerLogs()}`,
+      `Overbrainer logs:\n${overbrainerLogs(window.server.logsDir)}`,
     ].join('\n');
   }
 
   before(async function () {
     await window.workbench.untilOverbrainerShown();
-    await untilActivated(window.workbench, 300_000);
+    await untilActivated(window.server.logsDir, 300_000);
   });
 
   it('the restarted extension host follows the run again by itself; the run succeeds, verified, its pod deleted by the client', async function () {
@@ -232,7 +191,7 @@ describe('SIGKILL of the extension host mid-run (issue #7)', function () {
       const now = extensionHosts().filter((p) => p.pid !== oldHost);
       return now.length === 1 ? now[0]!.pid : undefined;
     });
-    await untilActivated(window.workbench, 120_000);
+    await untilActivated(window.server.logsDir, 120_000, 2);
 
     // It follows the run again: the countdown is back, the lock is the new host's.
     await countdown(window.workbench)
@@ -257,7 +216,9 @@ describe('SIGKILL of the extension host mid-run (issue #7)', function () {
     // the palette right after the crash once stayed closed for 40 s on a loaded machine (Show
     // Logs through the palette is the activation, logs and package journeys' part).
     await eventually('the log to say the run is followed again', async () =>
-      overbrainerLogs().includes(`Following run ${id} again.`) ? true : undefined,
+      overbrainerLogs(window.server.logsDir).includes(`Following run ${id} again.`)
+        ? true
+        : undefined,
     );
     assert.equal(window.emulator.pod(podId)?.status, 'RUNNING', 'the pod lived through the crash');
     await window.workbench.screenshot('following again after the crash');

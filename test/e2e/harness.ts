@@ -148,6 +148,11 @@ export class CodeServer {
     return this.output.text;
   }
 
+  /** Its logs folder (user-data/logs): the extension hosts' and the Overbrainer channel's files. */
+  get logsDir(): string {
+    return path.join(this.home, 'user-data', 'logs');
+  }
+
   /**
    * For a failure: the last lines of code-server's own output and of its logs that tell whether
    * the extension host started and the extension activated (the server's and extension hosts'
@@ -171,7 +176,7 @@ export class CodeServer {
         }
       }
     };
-    walk(path.join(this.home, 'user-data', 'logs'));
+    walk(this.logsDir);
     return parts.join('\n');
   }
 

@@ -3,7 +3,8 @@ import * as fs from 'node:fs';
 import * as path from 'node:path';
 import { eventually } from './harness';
 import { billingPods, countdown, lockState, RUN_ID, runRow, untilState } from './runRows';
-import { confirmTrain, pickFromCommand, untilActivated, useWindow, type E2eWindow } from './window';
+import { untilActivated } from './extensionLogs';
+import { confirmTrain, pickFromCommand, useWindow, type E2eWindow } from './window';
 
 /**
  * The user's journeys beyond a plain Train, in the real VS Code against the Runpod emulator, one
@@ -114,7 +115,7 @@ describe('User journeys in the real VS Code against the Runpod emulator', functi
   before(async function () {
     ({ emulator, workspace, workbench } = window);
     await workbench.untilOverbrainerShown();
-    await untilActivated(workbench, 300_000);
+    await untilActivated(window.server.logsDir, 300_000);
   });
 
   it('Pick GPU Types: a QuickPick over the live catalog rewrites overbrainer.toml keeping its comments', async function () {

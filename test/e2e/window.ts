@@ -194,26 +194,6 @@ export async function setApiKey(workbench: Workbench, apiKey: string): Promise<v
 }
 
 /**
- * Waits until the extension activated in the current extension host, as its log channel says:
- * the container shows from the manifest long before (on a loaded machine the extension host
- * starts minutes late), and its commands exist only then.
- */
-export async function untilActivated(workbench: Workbench, timeoutMs: number): Promise<void> {
-  await eventually(
-    'the extension to activate',
-    async () => {
-      // Before activation the command is not found: close that error dialog and try again.
-      const dialog = workbench.page.locator('.monaco-dialog-box');
-      if (await dialog.isVisible()) await dialog.getByRole('button').first().click();
-      await workbench.showOverbrainerOutput();
-      return /Overbrainer \S+ activated/.test(await workbench.outputText()) ? true : undefined;
-    },
-    timeoutMs,
-  );
-  await workbench.page.keyboard.press('Escape');
-}
-
-/**
  * Runs `command` from the palette until the QuickPick it shows (placeholder `placeholder`) stays
  * open once the palette's close animation is over; returns its input. See {@link pickFromCommand}.
  */
