@@ -117,6 +117,29 @@ const common = {
   legalComments: production ? 'none' : 'inline',
 };
 
+/**
+ * zod re-exports its translations of error messages (`z.locales`, `z.core.locales`: 65 files,
+ * 258 KiB of the minified core bundle's 812) from its entry points; nothing here uses any but
+ * English, which zod configures itself. Those two re-exports get a module holding English only,
+ * so V8 does not compile the rest each time the extension's core or the CLI loads (the
+ * `moment` locales trick, for zod).
+ */
+const zodEnglishOnly = {
+  name: 'zod-english-only',
+  setup(build) {
+    build.onResolve({ filter: /^\.\.\/locales\/index\.js$/ }, (args) =>
+      /[\\/]zod[\\/]v4[\\/](core[\\/]index|classic[\\/]external)\.js$/.test(args.importer)
+        ? { path: path.join(path.dirname(args.importer), '..', 'locales'), namespace: 'zod-en' }
+        : undefined,
+    );
+    build.onLoad({ filter: /.*/, namespace: 'zod-en' }, (args) => ({
+      contents: 'export { default as en } from "./en.js";',
+      resolveDir: args.path,
+      loader: 'js',
+    }));
+  },
+};
+
 const nodeBundle = {
   ...common,
   platform: 'node',
@@ -127,6 +150,7 @@ const nodeBundle = {
   // external keeps the bundle loadable where neither exists (a .vsix has no node_modules).
   external: ['vscode', 'cpu-features', '*.node'],
   mainFields: ['module', 'main'],
+  plugins: [zodEnglishOnly],
 };
 
 /**
@@ -167,13 +191,13 @@ const builds = [
     ...nodeBundle,
     entryPoints: { extension: path.join(root, 'src/extension.ts') },
     outdir: out,
-    plugins: [assetsPlugin, corePlugin],
+    plugins: [zodEnglishOnly, assetsPlugin, corePlugin],
   },
   {
     ...nodeBundle,
     entryPoints: { 'extension-core': path.join(root, 'src/extensionCore.ts') },
     outdir: out,
-    plugins: [vendorPlugin],
+    plugins: [zodEnglishOnly, vendorPlugin],
   },
   ...VENDORED.map((name) => ({
     ...nodeBundle,

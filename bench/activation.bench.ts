@@ -41,6 +41,7 @@ import { RunStore } from '../src/core/runs/store';
 import { presentRun, RunsModel } from '../src/ui/runsModel';
 import { readRuns } from '../src/ui/runsSource';
 import { overbrainerLogFiles } from '../test/e2e/extensionLogs';
+import { productionBuild } from '../test/helpers/productionBuild';
 import { CodeServer, extensionFolderName, launchChromium, Workbench } from '../test/e2e/harness';
 import {
   below,
@@ -62,18 +63,9 @@ interface Bundles {
   sizes: { file: string; bytes: number; gzipBytes: number }[];
 }
 
-/** The production build in a temp copy; the caller removes `dir`. */
-function productionBuild(): Bundles {
-  const dir = mkdtempSync(join(tmpdir(), 'ob-bench-prod-'));
-  cpSync(join(ROOT, 'esbuild.mjs'), join(dir, 'esbuild.mjs'));
-  cpSync(join(ROOT, 'package.json'), join(dir, 'package.json'));
-  for (const name of ['src', 'media', 'python', 'node_modules', 'tsconfig.json']) {
-    if (existsSync(join(ROOT, name))) symlinkSync(join(ROOT, name), join(dir, name));
-  }
-  execFileSync(process.execPath, [join(dir, 'esbuild.mjs'), '--production'], {
-    cwd: dir,
-    stdio: ['ignore', 'ignore', 'inherit'],
-  });
+/** The production build in a temp copy (its sizes); the caller removes `dir`. */
+function productionBundles(): Bundles {
+  const dir = productionBuild('ob-bench-prod-');
   const sizes = ['extension.js', 'webview.js', 'cli.js'].map((file) => {
     const data = readFileSync(join(dir, 'dist', file));
     return { file: `dist/${file}`, bytes: data.length, gzipBytes: gzipSync(data).length };
@@ -432,7 +424,7 @@ export async function activationBench(options: BenchOptions): Promise<BenchRepor
   const workspace = mkdtempSync(join(tmpdir(), 'ob-bench-ws-'));
   let bundles: Bundles | null = null;
   try {
-    bundles = productionBuild();
+    bundles = productionBundles();
     for (const size of bundles.sizes) {
       rows.push({
         measure: `${size.file} (production, minified)`,
