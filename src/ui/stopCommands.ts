@@ -54,6 +54,11 @@ export async function cancel(ctx: UiContext, arg: unknown): Promise<void> {
  * Stop and Snapshot: asks the running job for a snapshot (it saves a checkpoint at its next
  * step end and exits). The follow of this window, or one started now when nobody follows,
  * brings the checkpoint home and ends the pod; the run ends `stopped`.
+ *
+ * One notification lasts from the ask to the run's end (the job saving, then the checkpoint
+ * coming home), so the end's own notification, with Resume Run, is the next toast: VS Code shows
+ * no toast for a notification that comes within 800 ms after three others (the ask's progress,
+ * a message that it saves, then the end did, on a quick machine), only the notification center.
  */
 export async function stopRun(ctx: UiContext, arg: unknown): Promise<void> {
   const run = await ctx.pickRun(arg, (r) => r.state === 'running', 'stop with a snapshot');
@@ -61,31 +66,54 @@ export async function stopRun(ctx: UiContext, arg: unknown): Promise<void> {
   const folder = ctx.folderOfRun(run);
   if (!folder) return;
   const session = await ctx.session(folder);
-  let followedElsewhere: boolean;
-  try {
-    const request = await ctx.window.withProgress(
-      {
-        location: ctx.host.progress.notification,
-        title: `Overbrainer: asking ${run.id} for a snapshot`,
-      },
-      () => requestStop(session.deps(run.pod !== null), run.id),
-    );
-    const holder = session.store.lockHolder(run.id);
-    followedElsewhere = !ctx.followed.has(run.id) && holder !== null && holder.stale === null;
-    const text =
-      request.kind === 'ended'
-        ? `Run ${run.id}: its job had already ended; its results are brought home.`
-        : `Run ${run.id} saves a snapshot at its next step end and stops${followedElsewhere ? '; the client following it brings the checkpoint home' : ''}.`;
-    ctx.log.info(text);
-    void ctx.window.showInformationMessage(`Overbrainer: ${text}`);
-  } catch (error) {
-    await ctx.showError(`Cannot stop ${run.id}`, error);
-    await session.close();
-    return;
-  }
-  await session.close();
-  // Nobody follows it: follow it here to its end, as Attach does.
-  if (!ctx.followed.has(run.id) && !followedElsewhere) await attach(ctx, run, true);
+  const failure = await ctx.window.withProgress(
+    {
+      location: ctx.host.progress.notification,
+      title: `Overbrainer: stopping ${run.id} with a snapshot`,
+    },
+    async (progress): Promise<{ error: unknown } | null> => {
+      let text: string;
+      let followedElsewhere: boolean;
+      try {
+        const request = await requestStop(session.deps(run.pod !== null), run.id);
+        const holder = session.store.lockHolder(run.id);
+        followedElsewhere = !ctx.followed.has(run.id) && holder !== null && holder.stale === null;
+        text =
+          request.kind === 'ended'
+            ? `Run ${run.id}: its job had already ended; its results are brought home.`
+            : `Run ${run.id} saves a snapshot at its next step end and stops${followedElsewhere ? '; the client following it brings the checkpoint home' : ''}.`;
+      } catch (error) {
+        return { error };
+      } finally {
+        await session.close();
+      }
+      ctx.log.info(text);
+      if (followedElsewhere) {
+        void ctx.window.showInformationMessage(`Overbrainer: ${text}`);
+        return null;
+      }
+      progress.report({ message: text });
+      let subscription: { dispose(): void } | undefined;
+      const ended = new Promise<void>((resolve) => {
+        subscription = ctx.bus.on((event) => {
+          if (event.type === 'runState' && event.runId === run.id && event.state !== 'running') {
+            resolve();
+          }
+        });
+      });
+      try {
+        // Nobody follows it: follow it here to its end, as Attach does.
+        const following = ctx.followed.has(run.id)
+          ? waitUntracked(ctx, run.id)
+          : attach(ctx, run, true);
+        await Promise.race([ended, following]);
+      } finally {
+        subscription?.dispose();
+      }
+      return null;
+    },
+  );
+  if (failure !== null) await ctx.showError(`Cannot stop ${run.id}`, failure.error);
 }
 
 /** Resume Run: a new run on the same target that continues from this run's snapshot. */

@@ -295,6 +295,14 @@ describe('User journeys in the real VS Code against the Runpod emulator', functi
     fs.writeFileSync(configFile(), toml({ steps, stepSeconds: 0.05, maxHours: 1 }));
     const id = await train('Train');
     await untilState(workbench, id, 'running', 180_000);
+    // While the notification center is open VS Code shows no toast: an earlier look may have
+    // opened it (and the one just below does when it sees no toast in 5 s).
+    const closeCenter = async (): Promise<void> => {
+      if (await workbench.page.locator('.notifications-center').isVisible()) {
+        await workbench.page.locator('[id="status.notifications"]').click();
+      }
+    };
+    await closeCenter();
     await pickFromCommand(
       workbench,
       'Overbrainer: Stop and Snapshot',
@@ -302,8 +310,14 @@ describe('User journeys in the real VS Code against the Runpod emulator', functi
       id,
     );
     await workbench.waitForNotification(new RegExp(`Run ${id} saves a snapshot`));
+    await closeCenter();
+    // The end, with Resume Run, as a toast: one the user sees, not only in the notification
+    // center (VS Code drops a toast that comes within 800 ms after three others).
+    const ended = workbench.notification(new RegExp(`Run ${id} stopped at step \\d+`)).first();
+    const toasted = ended.waitFor({ state: 'visible', timeout: 120_000 });
+    toasted.catch(() => undefined); // awaited below, after the state
     await untilState(workbench, id, 'stopped', 120_000);
-    const ended = await workbench.waitForNotification(new RegExp(`Run ${id} stopped at step \\d+`));
+    await toasted;
     const actions = await ended.locator('.monaco-button').allInnerTexts();
     assert.deepEqual(
       actions.map((a) => a.trim()),
