@@ -1,6 +1,5 @@
 import { readdirSync, readFileSync, type Dirent } from 'node:fs';
 import * as path from 'node:path';
-import { eventually } from './harness';
 
 /**
  * The Overbrainer log channel as VS Code writes it to disk: one `Overbrainer.log` per extension
@@ -9,8 +8,8 @@ import { eventually } from './harness';
  * command (an error to dismiss), and its pick of a run's log waited 3 s when there was none.
  */
 
-/** Every `Overbrainer.log` under `logsDir` (code-server's user-data/logs), in path order. */
-export function overbrainerLogFiles(logsDir: string): string[] {
+/** Every file under `logsDir` (code-server's user-data/logs) whose name matches, in path order. */
+export function logFiles(logsDir: string, name: RegExp): string[] {
   const found: string[] = [];
   const walk = (dir: string): void => {
     let entries: Dirent[];
@@ -22,11 +21,16 @@ export function overbrainerLogFiles(logsDir: string): string[] {
     for (const entry of entries) {
       const file = path.join(dir, entry.name);
       if (entry.isDirectory()) walk(file);
-      else if (entry.name === 'Overbrainer.log') found.push(file);
+      else if (name.test(entry.name)) found.push(file);
     }
   };
   walk(logsDir);
   return found.sort();
+}
+
+/** Every `Overbrainer.log` under `logsDir`, in path order (one per extension host). */
+export function overbrainerLogFiles(logsDir: string): string[] {
+  return logFiles(logsDir, /^Overbrainer\.log$/);
 }
 
 /** The text of every Overbrainer.log under `logsDir`, each after a `--- <file>` line. */
@@ -56,9 +60,13 @@ export async function untilActivated(
   timeoutMs: number,
   count = 1,
 ): Promise<string> {
-  return eventually(
-    `activation ${count} of the extension in its log`,
-    async () => loggedActivations(logsDir)[count - 1],
-    timeoutMs,
-  );
+  const deadline = Date.now() + timeoutMs;
+  for (;;) {
+    const line = loggedActivations(logsDir)[count - 1];
+    if (line !== undefined) return line;
+    if (Date.now() > deadline) {
+      throw new Error(`the extension did not log activation ${count} within ${timeoutMs} ms`);
+    }
+    await new Promise((resolve) => setTimeout(resolve, 100));
+  }
 }

@@ -16,17 +16,16 @@ import {
   existsSync,
   mkdirSync,
   mkdtempSync,
-  readdirSync,
   readFileSync,
   rmSync,
   symlinkSync,
   writeFileSync,
-  type Dirent,
 } from 'node:fs';
 import { tmpdir } from 'node:os';
 import * as path from 'node:path';
 import { chromium, type Browser, type Locator, type Page } from 'playwright-core';
 import { codeServerArgs, codeServerEnv } from './codeServerProcess';
+import { logFiles } from './extensionLogs';
 
 export { codeServerArgs, codeServerEnv } from './codeServerProcess';
 
@@ -161,22 +160,9 @@ export class CodeServer {
   diagnostics(linesEach = 30): string {
     const tail = (text: string): string => text.trimEnd().split('\n').slice(-linesEach).join('\n');
     const parts = [`--- code-server output\n${tail(this.output.text)}`];
-    const walk = (dir: string): void => {
-      let entries: Dirent[];
-      try {
-        entries = readdirSync(dir, { withFileTypes: true });
-      } catch {
-        return;
-      }
-      for (const entry of entries.sort((a, b) => a.name.localeCompare(b.name))) {
-        const file = path.join(dir, entry.name);
-        if (entry.isDirectory()) walk(file);
-        else if (/exthost|remoteagent|^Overbrainer\.log$/.test(entry.name)) {
-          parts.push(`--- ${path.relative(this.home, file)}\n${tail(readFileSync(file, 'utf8'))}`);
-        }
-      }
-    };
-    walk(this.logsDir);
+    for (const file of logFiles(this.logsDir, /exthost|remoteagent|^Overbrainer\.log$/)) {
+      parts.push(`--- ${path.relative(this.home, file)}\n${tail(readFileSync(file, 'utf8'))}`);
+    }
     return parts.join('\n');
   }
 
