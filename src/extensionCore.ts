@@ -50,12 +50,20 @@ export function startCore(shell: Shell): Core {
   const { context, log } = shell;
   const apiKeys = new ApiKeyStore(context.secrets, shell.redactor);
   const runs = new RunsModel(() => readRuns(runsFolders()), { clock: systemClock });
+  // The Pods and Spend views read the same records when the container shows: after the Runs
+  // view's first listing (its failure is the Runs view's to show) and a turn of the event loop,
+  // so its rows go out first.
+  const afterRunsListed = async (): Promise<void> => {
+    await runs.latest().catch(() => undefined);
+    await new Promise((resolve) => setImmediate(resolve));
+  };
   // The account's pods, listed at most once a minute with the session's key (built lazily).
   const late: { controller?: Controller } = {};
   const pods = new PodsModel(
     accountPodsSource(
       (folder) => late.controller!.session(folder),
       () => runs.latest(),
+      afterRunsListed,
       systemClock,
     ),
     { clock: systemClock },
@@ -89,12 +97,7 @@ export function startCore(shell: Shell): Core {
 
   const runsTree = runsTreeProvider(runs, systemClock, log);
   const podsTree = podsTreeProvider(pods, systemClock, log);
-  // The Spend view reads every record in one pass: after the Runs view's first listing (the
-  // same records, shown first), which a failing read does not hold up.
-  const spendTree = new SpendTreeProvider(systemClock, async () => {
-    await runs.ensureLoaded().catch(() => undefined);
-    await new Promise((resolve) => setImmediate(resolve));
-  });
+  const spendTree = new SpendTreeProvider(systemClock, afterRunsListed);
   context.subscriptions.push(
     runsTree,
     podsTree,

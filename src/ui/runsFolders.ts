@@ -92,22 +92,19 @@ export function watchRunsFolders(onChange: () => void, clock: Clock): vscode.Dis
  * The Pods view's source: the account's pods listed with a client of the first local workspace
  * folder's session (its key and base URL), classified against every runs folder's records with
  * the core's rules, and the runs as `localRuns` gives them (the Runs view's model: one read for
- * both views). The account is listed after `localRuns` answers, so when both views show at once
- * the Runs view's rows go out first.
+ * both views). The account is listed once `before` has answered.
  */
 export function accountPodsSource(
   sessionOf: (folder: vscode.WorkspaceFolder) => Promise<WorkspaceSession>,
   localRuns: () => Promise<readonly RunSummary[]>,
+  before: () => Promise<void>,
   clock: Clock,
 ): PodsSource {
   const localFolders = (): vscode.WorkspaceFolder[] =>
     (vscode.workspace.workspaceFolders ?? []).filter((folder) => folder.uri.scheme === 'file');
   return {
     fetchAccountPods: async () => {
-      // The Runs view's read first (its failure is the Runs view's to show), then a turn of the
-      // event loop for its rows to go out before this listing's own work.
-      await localRuns().catch(() => undefined);
-      await new Promise((resolve) => setImmediate(resolve));
+      await before();
       const folder = localFolders()[0];
       if (folder === undefined) throw new Error('no workspace folder is open');
       const session = await sessionOf(folder);
