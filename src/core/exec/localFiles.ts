@@ -13,6 +13,11 @@ import { fsError } from './errors';
 
 const WRITE_FLAGS = constants.O_WRONLY | constants.O_CREAT | constants.O_NOFOLLOW;
 const HASH_READ_BYTES = 1024 * 1024;
+/** A download's chunks smaller than this are gathered into blocks of SINK_BLOCK_BYTES. */
+const SINK_COPY_BELOW_BYTES = 64 * 1024;
+const SINK_BLOCK_BYTES = 1024 * 1024;
+/** Blocks written behind at once per file (its memory: one more being filled). */
+const SINK_BLOCKS_QUEUED = 2;
 
 /** Why a relative path is unsafe, or undefined when it is a plain path below its base. */
 export function unsafeRelativePath(path: string): string | undefined {
@@ -147,6 +152,14 @@ export class FileSink {
   private hash: Hash = createHash('sha256');
   private written = 0;
   private resumed = 0;
+  /** Small chunks gathered for one write (see {@link write}). */
+  private block: Buffer | null = null;
+  private blockUsed = 0;
+  private freeBlocks: Buffer[] = [];
+  /** Writes queued, oldest first; each removes itself when done. */
+  private readonly writes: Promise<void>[] = [];
+  /** The first write that failed: every later call throws it. */
+  private failure: unknown;
 
   private constructor(
     private readonly doneDirs: SafeDirs,
@@ -194,22 +207,86 @@ export class FileSink {
 
   /** Starts over (the remote file is shorter than what we have: it changed). */
   async restart(): Promise<void> {
+    this.block = null;
+    this.blockUsed = 0;
+    await this.drain(0);
     await this.handle?.truncate(0);
     this.hash = createHash('sha256');
     this.written = 0;
     this.resumed = 0;
   }
 
-  /** Appends the next bytes of the file. */
+  /**
+   * Appends the next bytes of the file. A small chunk (an SSH packet's worth) is copied into a
+   * block and the call returns at once; full blocks are written behind, in order, up to
+   * {@link SINK_BLOCKS_QUEUED} at once (a write per 32 KiB packet, each waited for, held a
+   * stream to a fraction of what the link carries). A bigger chunk is written before the call
+   * returns (its buffer may be reused then). A failed write fails the next call.
+   */
   async write(chunk: Buffer): Promise<void> {
     if (!this.handle) throw new ExecError('io', `${this.partPath} is closed`);
+    this.throwIfFailed();
     this.hash.update(chunk);
-    let done = 0;
-    while (done < chunk.length) {
-      const { bytesWritten } = await this.handle.write(chunk, done, chunk.length - done, null);
-      done += bytesWritten;
-    }
     this.written += chunk.length;
+    if (chunk.length >= SINK_COPY_BELOW_BYTES) {
+      this.queueBlock();
+      this.queue(chunk);
+      await this.drain(0);
+      return;
+    }
+    let copied = 0;
+    while (copied < chunk.length) {
+      const block = (this.block ??= this.freeBlocks.pop() ?? Buffer.allocUnsafe(SINK_BLOCK_BYTES));
+      const bytes = chunk.copy(block, this.blockUsed, copied);
+      copied += bytes;
+      this.blockUsed += bytes;
+      if (this.blockUsed === block.length) {
+        this.queueBlock();
+        await this.drain(SINK_BLOCKS_QUEUED - 1);
+      }
+    }
+  }
+
+  /** Writes the block being filled (behind: see {@link drain}). */
+  private queueBlock(): void {
+    const block = this.block;
+    if (!block || this.blockUsed === 0) return;
+    this.queue(block.subarray(0, this.blockUsed), block);
+    this.block = null;
+    this.blockUsed = 0;
+  }
+
+  /** Writes `data` after the writes already queued; `block` goes back to the free list after. */
+  private queue(data: Buffer, block?: Buffer): void {
+    const handle = this.handle!;
+    const previous = this.writes.at(-1) ?? Promise.resolve();
+    const write = previous
+      .then(async () => {
+        if (this.failure !== undefined) return;
+        let done = 0;
+        while (done < data.length) {
+          const { bytesWritten } = await handle.write(data, done, data.length - done, null);
+          done += bytesWritten;
+        }
+      })
+      .catch((error: unknown) => {
+        this.failure ??= error;
+      })
+      .finally(() => {
+        this.writes.shift();
+        if (block && this.freeBlocks.length < SINK_BLOCKS_QUEUED) this.freeBlocks.push(block);
+      });
+    this.writes.push(write);
+  }
+
+  /** Waits until at most `queued` writes are pending; throws the first that failed. */
+  private async drain(queued: number): Promise<void> {
+    while (this.writes.length > queued) await this.writes[0];
+    this.throwIfFailed();
+  }
+
+  private throwIfFailed(): void {
+    if (this.failure !== undefined) throw this.failure;
   }
 
   /** Closes the file and moves it into the done tree. */
@@ -228,9 +305,16 @@ export class FileSink {
 
   /** Closes the file, keeping what was written for a later resume. */
   async close(): Promise<void> {
-    const handle = this.handle;
-    this.handle = undefined;
-    await handle?.close();
+    if (!this.handle) return;
+    this.queueBlock();
+    try {
+      await this.drain(0);
+    } finally {
+      const handle = this.handle;
+      this.handle = undefined;
+      this.freeBlocks = [];
+      await handle.close();
+    }
   }
 
   /** Closes and deletes the partial file. */
