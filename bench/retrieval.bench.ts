@@ -52,6 +52,8 @@ interface ChildParams {
 interface ChildResult {
   ms: number;
   peakRssKiB: number;
+  /** The largest V8 heap (used) and memory outside it (Buffers among it) seen, MiB. */
+  peakParts: { heapUsed: number; external: number; arrayBuffers: number };
   idleRssKiB: number;
   verified: boolean;
   bytes: number;
@@ -66,6 +68,14 @@ function arg(name: string): string | undefined {
 async function child(): Promise<void> {
   const params = await fromParent<Message & ChildParams>('params');
   const idleRssKiB = process.resourceUsage().maxRSS;
+  // What the peak is made of, sampled every 20 ms (a few µs of work each).
+  const peakParts = { heapUsed: 0, external: 0, arrayBuffers: 0 };
+  const sampler = setInterval(() => {
+    const usage = process.memoryUsage();
+    for (const key of ['heapUsed', 'external', 'arrayBuffers'] as const) {
+      peakParts[key] = Math.max(peakParts[key], usage[key] / 1024 / 1024);
+    }
+  }, 20);
   const started = performance.now();
   const executor = await SshExecutor.connect({
     host: params.host,
@@ -83,10 +93,12 @@ async function child(): Promise<void> {
     entries: [params.entry],
   });
   const ms = performance.now() - started;
+  clearInterval(sampler);
   executor.dispose();
   const out: ChildResult = {
     ms,
     peakRssKiB: process.resourceUsage().maxRSS,
+    peakParts,
     idleRssKiB,
     verified: result.verified,
     bytes: result.bytes,
@@ -218,6 +230,7 @@ async function main(): Promise<void> {
       let baselineRss = 0;
       let oursRss = 0;
       let oursIdle = 0;
+      let oursParts: ChildResult['peakParts'] | undefined;
       const before: number[] = [];
       let beforeRss = 0;
       for (let run = 0; run < runs; run++) {
@@ -257,6 +270,7 @@ async function main(): Promise<void> {
           beforeRss = Math.max(beforeRss, p.peakRssKiB);
         }
         ours.push(o.ms);
+        if (o.peakRssKiB > oursRss) oursParts = o.peakParts;
         oursRss = Math.max(oursRss, o.peakRssKiB);
         oursIdle = Math.max(oursIdle, o.idleRssKiB);
         rmSync(join(work, 'baseline'), { recursive: true, force: true });
@@ -288,6 +302,12 @@ async function main(): Promise<void> {
       notes.push(
         `${dataset.name}: baseline = hash on the pod ${phase(0)} s + ssh|tar ${phase(1)} s + sha256sum -c ${phase(2)} s`,
       );
+      if (oursParts) {
+        const mib = (value: number): string => `${value.toFixed(0)} MiB`;
+        notes.push(
+          `${dataset.name}: in the run of ours with the highest peak, the most seen at once: V8 heap ${mib(oursParts.heapUsed)} in use, memory outside the heap ${mib(oursParts.external)} (Buffers ${mib(oursParts.arrayBuffers)} of it)`,
+        );
+      }
       json[dataset.entry] = {
         baselineMs: baseline,
         oursMs: ours,
