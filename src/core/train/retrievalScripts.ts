@@ -3,7 +3,7 @@
  * GNU or busybox tools): the listing, the hashed manifest and the change check,
  * all walking the same entries with the same excludes.
  */
-import { shQuote } from '../exec/shell';
+import { OPENSSL_SHA256_WORKS, shQuote } from '../exec/shell';
 import { normalizeEntries, RetrievalError, splitExcludes, STAGING_DIR, display } from './manifest';
 
 /** Files from this size on are hashed by the faster hasher when the pod has one. */
@@ -123,9 +123,6 @@ export function manifestScript(
   );
 }
 
-/** SHA-256 of `abc`: the self-test a faster hasher must pass before it is trusted. */
-const ABC_SHA256 = 'ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad';
-
 /**
  * `s=1` and `hb` the faster hasher for big files when the pod has one that passes the
  * self-test (OpenSSL's SHA-256 uses the CPU's SHA extensions: several times coreutils'
@@ -136,7 +133,7 @@ const ABC_SHA256 = 'ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f200
 function fastHasherLines(): string[] {
   return [
     `s=0`,
-    `if [ "$z" = 1 ] && d=$(printf abc | openssl dgst -sha256 -r 2>/dev/null) && [ "\${d%% *}" = ${ABC_SHA256} ] &&`,
+    `if [ "$z" = 1 ] && ${OPENSSL_SHA256_WORKS} &&`,
     `  [ "$(find /dev/null \\( -size -1c -exec echo s {} + -o -exec echo b {} + \\) 2>/dev/null)" = "s /dev/null" ]; then`,
     `  s=1; hb='openssl dgst -sha256 -r'`,
     `fi`,
