@@ -1,7 +1,7 @@
 // Builds everything the extension ships into dist/:
 //   dist/extension.js  the extension host's thin first bundle (CommonJS, Node 20, `vscode` left
 //                      to the host): commands, views, the log channel
-//   dist/extension-core.js  the rest of the extension, required by the first on first use
+//   dist/extension-core.js  the rest of the extension, loaded by the first on first use
 //   dist/vendor-*.js   ssh2 and undici, required by the extension on first use
 //   dist/cli.js        the CLI on the same core (`#!/usr/bin/env node`)
 //   dist/webview.js    the run page (browser IIFE; cannot reach `vscode` or Node)
@@ -170,28 +170,19 @@ const vendorPlugin = {
   },
 };
 
-/**
+/*
  * The extension is two bundles: dist/extension.js, the thin first one VS Code loads at
  * activation (commands, views, the log channel; src/extension.ts), and dist/extension-core.js
  * (src/extensionCore.ts: the config codecs, zod, the lifecycle, the controller), which the first
- * requires when a command runs, a view is first shown or a run must be followed again.
+ * loads by its path (with V8's code cache) when a command runs, a view is first shown or a run
+ * must be followed again.
  */
-const corePlugin = {
-  name: 'extension-core',
-  setup(build) {
-    build.onResolve({ filter: /^\.\/extensionCore$/ }, () => ({
-      path: './extension-core.js',
-      external: true,
-    }));
-  },
-};
-
 const builds = [
   {
     ...nodeBundle,
     entryPoints: { extension: path.join(root, 'src/extension.ts') },
     outdir: out,
-    plugins: [zodEnglishOnly, assetsPlugin, corePlugin],
+    plugins: [zodEnglishOnly, assetsPlugin],
   },
   {
     ...nodeBundle,

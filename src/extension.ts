@@ -4,6 +4,7 @@ import type { Core } from './extensionCore';
 import type { PodsItem } from './ui/podsModel';
 import type { RunsNode } from './ui/runsModel';
 import type { SpendRowView } from './ui/spendModel';
+import { requireWithCodeCache } from './shell/codeCache';
 import { DeferredTree } from './shell/deferredTree';
 import { anyRunToFollow } from './shell/runsToFollow';
 import { COMMAND_IDS } from './ui/commandIds';
@@ -16,14 +17,10 @@ const CONFIG_FILE = 'overbrainer.toml';
 /** The run panel's webview type (RUN_VIEW_TYPE in src/ui/runPanel.ts). */
 const RUN_VIEW_TYPE = 'overbrainer.run';
 
-/**
- * The core's composition root, dist/extension-core.js in the package (esbuild.mjs keeps it out
- * of this bundle): a plain require, evaluated on first use only.
- */
-function coreModule(): typeof import('./extensionCore') {
-  // eslint-disable-next-line @typescript-eslint/no-require-imports
-  return require('./extensionCore') as typeof import('./extensionCore');
-}
+/** The core's composition root, src/extensionCore.ts bundled beside this one (esbuild.mjs). */
+const CORE_BUNDLE = 'extension-core.js';
+/** How long after the core's load its V8 code is cached: the first work it does is compiled then. */
+const CODE_CACHE_SAVE_DELAY_MS = 5_000;
 
 /**
  * The thin first bundle: registers the commands, the views, the run panel's serializer and the
@@ -45,12 +42,21 @@ export function activate(context: vscode.ExtensionContext): void {
   const load = (why: string): Core => {
     if (core !== null) return core;
     const t0 = performance.now();
-    core = coreModule().startCore({ context, redactor, log, podsView });
+    const loaded = requireWithCodeCache<typeof import('./extensionCore')>(
+      path.join(__dirname, CORE_BUNDLE),
+      path.join(context.globalStorageUri.fsPath, 'code-cache'),
+      (message) => log.info(`Code cache: ${message}.`),
+    );
+    core = loaded.exports.startCore({ context, redactor, log, podsView });
+    const saving = setTimeout(() => loaded.saveCache(), CODE_CACHE_SAVE_DELAY_MS);
+    context.subscriptions.push({ dispose: () => clearTimeout(saving) });
     runsTree.attach(core.runsTree);
     podsTree.attach(core.podsTree);
     spendTree.attach(core.spendTree);
     for (const trigger of triggers.splice(0)) trigger.dispose();
-    log.info(`Core loaded in ${(performance.now() - t0).toFixed(1)} ms (${why}).`);
+    log.info(
+      `Core loaded in ${(performance.now() - t0).toFixed(1)} ms (${why}; ${loaded.cached ? 'from the code cache' : 'compiled'}).`,
+    );
     return core;
   };
 
