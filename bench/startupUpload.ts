@@ -144,7 +144,7 @@ export async function uploadFigures(datasetMiB: number, runs: number): Promise<U
       ],
       notes: [
         `Upload: ${runs} round(s), alternating, fresh remote directory each; baseline steps (medians): hash locally ${ms(median(base.map((x) => x[0])))}, tar | ssh ${ms(median(base.map((x) => x[1])))}, sha256sum -c on the pod ${ms(median(base.map((x) => x[2])))}. Ours hashes each file as it reads it; a file of 16 MiB or more goes through its own channel, which the pod hashes as it writes it (tee into OpenSSL's SHA-256), beside the tar stream of the others, which the pod checks after it (sha256sum -c). Every round starts after a sync: the previous round's writes on disk.`,
-        'Again: ours asks the pod for the hashes of the files it has at the same paths (sha256sum there) and hashes the local files meanwhile; equal ones are not sent.',
+        'Again: ours asks the pod for the hashes of the files it has at the same paths (sha256sum there, OpenSSL for the big ones) and hashes the local files meanwhile; equal ones are not sent.',
       ],
       raw: { base, ours, again, datasetMiB },
     };
