@@ -1,7 +1,15 @@
 import assert from 'node:assert/strict';
 import { spawnSync } from 'node:child_process';
 import { createHash, randomBytes } from 'node:crypto';
-import { mkdtempSync, readFileSync, rmSync, statSync } from 'node:fs';
+import {
+  mkdirSync,
+  mkdtempSync,
+  readFileSync,
+  rmSync,
+  statSync,
+  symlinkSync,
+  writeFileSync,
+} from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import { FileSink, SafeDirs } from '../../src/core/exec/localFiles';
@@ -96,5 +104,39 @@ describe('FileSink (a downloaded file written behind the stream)', function () {
     );
     assert.equal(child.status, 0, child.stderr);
     assert.deepEqual(JSON.parse(child.stdout), { failed: 'EFBIG' });
+  });
+});
+
+describe('SafeDirs (the directories a download writes into)', function () {
+  let dir: string;
+  beforeEach(() => (dir = mkdtempSync(join(tmpdir(), 'ob-dirs-'))));
+  afterEach(() => rmSync(dir, { recursive: true, force: true }));
+
+  it('makes the directories of many files asked at once, parents first', async () => {
+    const dirs = new SafeDirs(join(dir, 'base'));
+    const files = Array.from({ length: 300 }, (_, i) => `a/b${i % 3}/c/f${i}.bin`);
+    await Promise.all(files.map((file) => dirs.ensureParent(file)));
+    for (const parent of ['a', 'a/b0/c', 'a/b1/c', 'a/b2/c']) {
+      assert.ok(statSync(join(dir, 'base', parent)).isDirectory(), parent);
+    }
+  });
+
+  it('refuses a file or a link in the way for every file waiting on it, and tries again after', async () => {
+    const base = join(dir, 'base');
+    mkdirSync(join(base, 'a'), { recursive: true });
+    writeFileSync(join(base, 'a', 'b'), 'in the way');
+    symlinkSync(dir, join(base, 'link'));
+    const dirs = new SafeDirs(base);
+    const outcomes = await Promise.allSettled(
+      Array.from({ length: 20 }, (_, i) => dirs.ensureParent(`a/b/c/f${i}`)),
+    );
+    for (const outcome of outcomes) {
+      assert.equal(outcome.status, 'rejected');
+      assert.match(String((outcome as PromiseRejectedResult).reason), /a file is in the way/);
+    }
+    await assert.rejects(dirs.ensureParent('link/f'), /is a symlink/);
+    rmSync(join(base, 'a', 'b'));
+    await dirs.ensureParent('a/b/c/f0');
+    assert.ok(statSync(join(base, 'a', 'b', 'c')).isDirectory());
   });
 });
