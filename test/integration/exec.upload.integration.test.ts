@@ -151,4 +151,27 @@ describe('upload over SSH, verified on the pod', function () {
     assert.ok(error instanceof ExecError, String(error));
     assert.match(error.message, /did not verify: data\/big\.bin: .*No space left on device/);
   });
+
+  it('stops both streams when aborted while a big file goes, and says it was aborted', async () => {
+    pod = await podWithTools({});
+    writeFileSync(join(local, 'run', 'data', 'big.bin'), randomBytes(BIG_BYTES));
+    const stop = new AbortController();
+    const error = await uploadVerified(
+      pod.executor,
+      join(local, 'run'),
+      join(pod.sshd.root, 'run'),
+      {
+        exclude: [],
+        signal: stop.signal,
+        onProgress: (p) => {
+          if (p.bytesDone > 8 * 1024 * 1024) stop.abort(new Error('the user stopped it'));
+        },
+      },
+    ).then(
+      () => assert.fail('the aborted upload resolved'),
+      (caught: unknown) => caught,
+    );
+    assert.ok(error instanceof ExecError, String(error));
+    assert.equal(error.kind, 'aborted');
+  });
 });

@@ -208,6 +208,7 @@ export async function uploadVerified(
   // while the archive unpacks (two processes there, on two cores). Either failing stops the other.
   const stop = new AbortController();
   const onAbort = (): void => stop.abort(signal?.reason);
+  if (signal?.aborted) onAbort();
   signal?.addEventListener('abort', onAbort, { once: true });
   let first: { error: unknown } | undefined;
   const failing = (error: unknown): never => {
