@@ -128,6 +128,24 @@ describe('SshExecutor against a real sshd', function () {
         Array.from({ length: 24 }, (_, i) => String(i)),
       );
     });
+    it('asks again for a channel the server refused (its sessions outnumber ours while it closes them)', async () => {
+      // sshd allows 2 sessions here and we open up to 4 channels at once: it refuses the others
+      // until some close, as it did in CI when its count of closing sessions lagged behind ours.
+      const tight = await startSshd({ extraConfig: ['MaxSessions 2'] });
+      const client = await SshExecutor.connect({ ...options(tight), maxChannels: 4 });
+      try {
+        const results = await Promise.all(
+          Array.from({ length: 8 }, (_, i) => client.exec(`sleep 0.3; echo ${i}`)),
+        );
+        assert.deepEqual(
+          results.map((r) => r.stdout.toString().trim()),
+          Array.from({ length: 8 }, (_, i) => String(i)),
+        );
+      } finally {
+        client.dispose();
+        await tight.stop();
+      }
+    });
   });
 
   describe('stream', () => {

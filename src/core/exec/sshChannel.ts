@@ -45,6 +45,10 @@ export interface RunOptions {
   what: string;
 }
 
+/** Times a refused channel is asked for again (waits 50 ms, doubling: 3.1 s in all). */
+const REFUSED_OPEN_RETRIES = 6;
+const REFUSED_OPEN_FIRST_WAIT_MS = 50;
+
 /** The command wrapper that reports the session's process group first. */
 export function withPgidMarker(command: string): string {
   return `printf '${PGID_MARKER}%s\\n' "$$" && exec sh -c ${shQuote(command)}`;
@@ -60,7 +64,25 @@ export class Channels {
     private readonly orphans: Set<number>,
   ) {}
 
-  openExec(conn: Connection, command: string): Promise<ClientChannel> {
+  /**
+   * Opens an exec channel. One the server refuses while the connection is up is asked for again
+   * a few times, a little later each: sshd counts a session until it has processed its close,
+   * and under load that lags behind our own count of channels (MaxSessions refused one in CI).
+   * Nothing runs on a refused channel, so asking again is safe.
+   */
+  async openExec(conn: Connection, command: string): Promise<ClientChannel> {
+    for (let attempt = 0; ; attempt++) {
+      try {
+        return await this.openExecOnce(conn, command);
+      } catch (error) {
+        const refused = error instanceof ExecError && error.kind === 'io' && !conn.closed;
+        if (!refused || attempt >= REFUSED_OPEN_RETRIES) throw error;
+        await this.clock.sleep(REFUSED_OPEN_FIRST_WAIT_MS * 2 ** attempt);
+      }
+    }
+  }
+
+  private openExecOnce(conn: Connection, command: string): Promise<ClientChannel> {
     return new Promise<ClientChannel>((resolve, reject) => {
       const undo = conn.onDrop(reject);
       try {
