@@ -22,9 +22,10 @@ export interface CachedModule<T> {
  * Requires the CommonJS file `file` as Node's require would (its own require, module, exports,
  * __filename, __dirname), but compiled with V8's code cache kept in `cacheDir`: the extension
  * host keeps none for extensions, and compiling the core's bundle was most of its load time.
- * The cache is keyed by the source's SHA-256 and the Node version (V8 refuses a cache made for
- * other code or another V8 all the same, and the loader then compiles as usual). Reading or
- * writing the cache can only cost time, never the load: on any trouble it is left alone.
+ * The cache is keyed by the source's SHA-256 and the Node version: V8 refuses a damaged cache or
+ * one of another V8, but of the source it checks only the length, so a cache of other code of
+ * the same length would run that other code. Reading or writing the cache can only cost time,
+ * never the load: a refused cache is compiled past, one that cannot be written is left alone.
  */
 export function requireWithCodeCache<T>(
   file: string,
