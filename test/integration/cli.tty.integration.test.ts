@@ -36,6 +36,8 @@ const HEADER = /pod \S+ is booting; the last lines of its log:/;
 const DIM = '\u001b[2m';
 /** The dataset of the transfer tests (its upload is held on the pod to last long enough). */
 const BIG_MIB = 160;
+/** The dataset the upload tests add: big enough for a channel of its own (sshUpload.ts). */
+const DATASET = 'data/big.bin';
 /** The upload's live line: the bytes of the whole, the rate, and (once a rate is known) the time left. */
 const LIVE_UPLOAD =
   /upload: [\d.]+ (B|KiB|MiB) of 160\.\d MiB(, [\d.]+ (B|KiB|MiB|GiB)\/s(, [\dhmins ]+ left)?)?/;
@@ -70,19 +72,21 @@ describe('overbrainer train on a terminal (a pseudo-terminal) against the Runpod
   });
   /** A sparse file of BIG_MIB in the uploaded data (zeros cross SSH as any bytes do). */
   const addDataset = (): void => {
-    const file = path.join(ws, 'data', 'big.bin');
+    const file = path.join(ws, DATASET);
     fs.closeSync(fs.openSync(file, 'w'));
     fs.truncateSync(file, BIG_MIB * 1024 * 1024);
   };
 
   /**
-   * `run` with the pod's `tar -x` of the upload held (SIGSTOP) for 1.5 s as soon as it starts: on
+   * `run` with the pod's writer of the dataset held (SIGSTOP) for 1.5 s as soon as it starts: on
    * a quiet machine the 160 MiB go in less than the second a transfer lasts before it is shown
-   * live, so the hold makes the upload long whatever the machine.
+   * live, so the hold makes the upload long whatever the machine. A file that big goes through a
+   * channel of its own, written by `tee` (the tar stream carries the small files only: holding
+   * its `tar -x` left the dataset's bytes free to go, and the upload short on a quiet machine).
    */
   async function withLongUpload<T>(run: () => Promise<T>): Promise<{ result: T; held: boolean }> {
     const stop = new AbortController();
-    const held = holdFirst((p) => p.cmdline.startsWith('tar -x -f - -C '), 1_500, stop.signal);
+    const held = holdFirst((p) => p.cmdline.trim() === `tee -- ${DATASET}`, 1_500, stop.signal);
     let result: T;
     try {
       result = await run();

@@ -213,7 +213,7 @@ describe('reliability: Ctrl-C while the job is being started', function () {
         signal: stop.signal,
       }),
     );
-    // The upload is under way once tar -x on the pod has begun writing the large file.
+    // The upload is under way once the pod has begun writing the large file (its own channel).
     await l.waitFor('the upload to begin', () => {
       if (podId === null || runId === null) return false;
       const pod = l.emulator.pod(podId);
