@@ -38,6 +38,7 @@ import { scaleTiming } from '../src/core/timing';
 import { retrieve } from '../src/core/train/retrieval';
 import { startSshd, startTcpProxy, type Sshd } from '../test/helpers/sshd';
 import { forkBundled, fromParent, toParent, type Message } from './child';
+import { median, settleDisk } from './lib';
 
 interface ChildParams {
   host: string;
@@ -117,21 +118,6 @@ async function runChild(params: ChildParams, tree?: string): Promise<ChildResult
   const result = await proc.next<Message & ChildResult>('result', 1_800_000);
   await proc.done();
   return result;
-}
-
-/**
- * Waits until the writes of the step before are on disk (and the blocks of the files it deleted
- * released): otherwise the next step pays for them. A 1 GiB write here took 0.2-7.6 s depending
- * on the writeback and the discards still pending from the previous one.
- */
-function settleDisk(): void {
-  execFileSync('sync');
-}
-
-function median(values: number[]): number {
-  const sorted = [...values].sort((a, b) => a - b);
-  const mid = Math.floor(sorted.length / 2);
-  return sorted.length % 2 ? sorted[mid]! : (sorted[mid - 1]! + sorted[mid]!) / 2;
 }
 
 /** The baseline, each process under /usr/bin/time for its peak RSS. */

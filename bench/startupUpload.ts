@@ -26,7 +26,7 @@ import { join } from 'node:path';
 import { SshExecutor } from '../src/core/exec/ssh';
 import { uploadVerified, type UploadSummary } from '../src/core/exec/sshUpload';
 import { executorOptions, startSshd, type Sshd } from '../test/helpers/sshd';
-import { median, mib, ms, ratio, type BenchRow } from './lib';
+import { median, mib, ms, ratio, settleDisk, type BenchRow } from './lib';
 
 export interface UploadFigures {
   rows: BenchRow[];
@@ -51,9 +51,7 @@ function sshCommand(sshd: Sshd, keyPath: string, knownHosts: string): string {
 /** The baseline; its three steps' times. */
 function baseline(ssh: string, src: string, dst: string, work: string): [number, number, number] {
   const sums = join(work, 'sums');
-  // The writes of the step before on disk first (and its deleted files' blocks released):
-  // otherwise this step pays for them (a 1 GiB write here takes 0.2-7.6 s depending on them).
-  execFileSync('sync');
+  settleDisk();
   const t0 = performance.now();
   execFileSync('sh', ['-c', `cd ${src} && find . -type f -exec sha256sum {} + > ${sums}`]);
   const t1 = performance.now();
@@ -100,7 +98,7 @@ export async function uploadFigures(datasetMiB: number, runs: number): Promise<U
       const dstB = join(sshd.root, `baseline-${i}`);
       const dstO = join(sshd.root, `ours-${i}`);
       const runOurs = async (): Promise<void> => {
-        execFileSync('sync'); // the other side's writes on disk first, as before the baseline
+        settleDisk();
         const t0 = performance.now();
         await uploadVerified(executor!, src, dstO, { exclude: [] });
         ours.push(performance.now() - t0);
