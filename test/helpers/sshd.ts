@@ -7,13 +7,14 @@
  */
 import { spawn, type ChildProcess } from 'node:child_process';
 import { mkdtempSync, mkdirSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
-import { createConnection, createServer, type Server, type Socket } from 'node:net';
+import { createConnection, createServer, type Socket } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { systemClock } from '../../src/core/clock';
 import type { SshExecutorOptions } from '../../src/core/exec/ssh';
 import { generateEd25519KeyPair } from '../../src/core/exec/sshKeys';
 import { scaleTiming } from '../../src/core/timing';
+import { freePort as emulatorFreePort } from '../emulator/state';
 
 export interface KeyPair {
   /** OpenSSH private key (`-----BEGIN OPENSSH PRIVATE KEY-----`). */
@@ -83,18 +84,11 @@ export interface Sshd {
 const SSHD = '/usr/sbin/sshd';
 const LOG_CAP_BYTES = 256 * 1024;
 
-/** A loopback port nobody listens on right now (it may be taken before use: callers retry). */
-export async function freePort(): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const server: Server = createServer();
-    server.once('error', reject);
-    server.listen(0, '127.0.0.1', () => {
-      const address = server.address();
-      const port = typeof address === 'object' && address ? address.port : 0;
-      server.close(() => resolve(port));
-    });
-  });
-}
+/**
+ * A loopback port nobody listens on right now, below the kernel's ephemeral range (the emulator's
+ * pick): it may still be taken before use, and callers retry.
+ */
+export const freePort = (): Promise<number> => emulatorFreePort();
 
 /** PIDs of every descendant of `pid` (children first found by scanning /proc). */
 export function descendants(pid: number): number[] {

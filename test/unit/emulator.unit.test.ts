@@ -12,6 +12,7 @@ import { initScript } from '../emulator/container';
 import { applyLiveApiExtensions, type JsonObject } from '../emulator/extensions';
 import { FaultBook, parseFault } from '../emulator/faults';
 import { Ledger } from '../emulator/ledger';
+import { freePort } from '../emulator/state';
 import { OpenApiContract, OPENAPI_PATH } from '../emulator/openapi';
 import { ed25519 } from '../emulator/testing';
 
@@ -391,6 +392,21 @@ describe('emulator: test keys', () => {
         privateBlob.includes(key.blob.subarray(19)),
         'the private file holds the full public key',
       );
+    }
+  });
+});
+
+describe('the emulator’s ports for pods’ sshd', function () {
+  it('are free, not excluded, and below the kernel’s ephemeral range (no outgoing connection takes them)', async () => {
+    const low = Number(
+      readFileSync('/proc/sys/net/ipv4/ip_local_port_range', 'utf8').trim().split(/\s+/)[0],
+    );
+    const taken = new Set<number>();
+    for (let i = 0; i < 20; i++) {
+      const port = await freePort(taken);
+      assert.ok(!taken.has(port), `port ${port} was excluded`);
+      if (low > 21_000) assert.ok(port >= 20_000 && port < low, `port ${port}, range from ${low}`);
+      taken.add(port);
     }
   });
 });
