@@ -14,7 +14,7 @@ import { systemClock } from '../../src/core/clock';
 import type { SshExecutorOptions } from '../../src/core/exec/ssh';
 import { generateEd25519KeyPair } from '../../src/core/exec/sshKeys';
 import { scaleTiming } from '../../src/core/timing';
-import { freePort as emulatorFreePort } from '../emulator/state';
+import { freePort } from '../emulator/state';
 
 export interface KeyPair {
   /** OpenSSH private key (`-----BEGIN OPENSSH PRIVATE KEY-----`). */
@@ -88,7 +88,7 @@ const LOG_CAP_BYTES = 256 * 1024;
  * A loopback port nobody listens on right now, below the kernel's ephemeral range (the emulator's
  * pick): it may still be taken before use, and callers retry.
  */
-export const freePort = (): Promise<number> => emulatorFreePort();
+export { freePort };
 
 /** PIDs of every descendant of `pid` (children first found by scanning /proc). */
 export function descendants(pid: number): number[] {

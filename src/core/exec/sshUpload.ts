@@ -14,7 +14,7 @@ import { lstat, open, readdir } from 'node:fs/promises';
 import { join } from 'node:path';
 import { ExecError, type UploadOptions } from './executor';
 import { excerpt } from './errors';
-import { OPENSSL_SHA256_WORKS, shQuote } from './shell';
+import { PICK_SHA256, shQuote } from './shell';
 import { tarDirectory } from './tar';
 import type { TransferLink } from './sshTransfer';
 
@@ -103,13 +103,13 @@ async function remoteSums(
   signal?: AbortSignal,
 ): Promise<Map<string, string>> {
   if (paths.length === 0) return new Map();
-  // Each line: `b` (a big file here: OpenSSL hashes it where it works, several times faster)
-  // or `s`, then the path.
+  // Each line: `b` (a big file here: the fastest hasher the pod has, see PICK_SHA256) or `s`,
+  // then the path.
   const script =
     `cd -- ${shQuote(remoteDir)} 2>/dev/null || exit 0; echo ${HAVE_DIR}; ` +
-    `if ${OPENSSL_SHA256_WORKS}; then o=1; else o=0; fi; ` +
+    `${PICK_SHA256}; ` +
     `while IFS= read -r l; do f=\${l#? }; if [ -f "$f" ] && [ ! -L "$f" ]; then ` +
-    `if [ "$o" = 1 ] && [ "\${l%% *}" = b ]; then d=$(openssl dgst -sha256 -r < "$f") && printf '%s  %s\\n' "\${d%% *}" "$f"; ` +
+    `if [ "\${l%% *}" = b ]; then d=$($h < "$f") && printf '%s  %s\\n' "\${d%% *}" "$f"; ` +
     `else sha256sum -- "$f"; fi; fi; done; exit 0`;
   const chunks: Buffer[] = [];
   let told = false;
@@ -298,7 +298,7 @@ async function sendHashed(
   const script =
     `mkdir -p -- ${shQuote(slash < 0 ? remoteDir : `${remoteDir}/${path.slice(0, slash)}`)} && cd -- ${shQuote(remoteDir)} && ` +
     `rm -f -- ${name} && : > ${name} && chmod ${mode.toString(8)} -- ${name} && ` +
-    `if ${OPENSSL_SHA256_WORKS}; then h='openssl dgst -sha256 -r'; else h=sha256sum; fi && ` +
+    `${PICK_SHA256} && ` +
     `{ tee -- ${name} || echo "writing ${path.replace(/["`$\\]/g, '')} failed" >&2; } | $h`;
   const result = await link
     .run(script, {

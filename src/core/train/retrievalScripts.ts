@@ -3,7 +3,7 @@
  * GNU or busybox tools): the listing, the hashed manifest and the change check,
  * all walking the same entries with the same excludes.
  */
-import { OPENSSL_SHA256_WORKS, shQuote } from '../exec/shell';
+import { OPENSSL_SHA256, OPENSSL_SHA256_WORKS, shQuote } from '../exec/shell';
 import { normalizeEntries, RetrievalError, splitExcludes, STAGING_DIR, display } from './manifest';
 
 /** Files from this size on are hashed by the faster hasher when the pod has one. */
@@ -135,7 +135,7 @@ function fastHasherLines(): string[] {
     `s=0`,
     `if [ "$z" = 1 ] && ${OPENSSL_SHA256_WORKS} &&`,
     `  [ "$(find /dev/null \\( -size -1c -exec echo s {} + -o -exec echo b {} + \\) 2>/dev/null)" = "s /dev/null" ]; then`,
-    `  s=1; hb='openssl dgst -sha256 -r'`,
+    `  s=1; hb='${OPENSSL_SHA256}'`,
     `fi`,
   ];
 }
