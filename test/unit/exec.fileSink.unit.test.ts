@@ -10,6 +10,7 @@ import {
   symlinkSync,
   writeFileSync,
 } from 'node:fs';
+import fsPromises from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import { FileSink, SafeDirs } from '../../src/core/exec/localFiles';
@@ -119,6 +120,37 @@ describe('SafeDirs (the directories a download writes into)', function () {
     for (const parent of ['a', 'a/b0/c', 'a/b1/c', 'a/b2/c']) {
       assert.ok(statSync(join(dir, 'base', parent)).isDirectory(), parent);
     }
+  });
+
+  it('makes each directory once however many files wait on it', async () => {
+    // Files come 64 at a time: each new directory used to be made (and, as it then existed,
+    // looked at) by every file waiting on it — thousands of failed mkdirs for 10,000 files.
+    const real = fsPromises.mkdir;
+    const made: string[] = [];
+    fsPromises.mkdir = ((path: string, options?: unknown) => {
+      made.push(path);
+      return real(path, options as never);
+    }) as typeof real;
+    try {
+      const dirs = new SafeDirs(join(dir, 'base'));
+      const files = Array.from({ length: 300 }, (_, i) => `a/b${i % 3}/c/f${i}.bin`);
+      await Promise.all(files.map((file) => dirs.ensureParent(file)));
+      await Promise.all(files.map((file) => dirs.ensureParent(file)));
+    } finally {
+      fsPromises.mkdir = real;
+    }
+    const below = made.map((path) => path.slice(join(dir, 'base').length)).sort();
+    assert.deepEqual(below, [
+      '',
+      '',
+      '/a',
+      '/a/b0',
+      '/a/b0/c',
+      '/a/b1',
+      '/a/b1/c',
+      '/a/b2',
+      '/a/b2/c',
+    ]);
   });
 
   it('refuses a file or a link in the way for every file waiting on it, and tries again after', async () => {

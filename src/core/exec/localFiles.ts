@@ -44,7 +44,10 @@ export function assertSafeRelativePath(path: string): void {
  * link, whoever planted it.
  */
 export class SafeDirs {
+  /** Directories made (or found real) below the base, by relative path. */
   private readonly known = new Set<string>();
+  /** Those being made: files asked at once wait on one mkdir, not one each. */
+  private readonly making = new Map<string, Promise<void>>();
   private baseChecked: Promise<void> | undefined;
 
   constructor(readonly base: string) {}
@@ -62,10 +65,27 @@ export class SafeDirs {
     let done = '';
     for (const segment of parent.split('/')) {
       done = done ? `${done}/${segment}` : segment;
-      if (this.known.has(done)) continue;
-      await ensureRealDir(join(this.base, done));
-      this.known.add(done);
+      if (!this.known.has(done)) await this.ensureDir(done);
     }
+  }
+
+  /** One mkdir (and look) per directory however many wait on it; a failure is tried again later. */
+  private ensureDir(relative: string): Promise<void> {
+    let making = this.making.get(relative);
+    if (making === undefined) {
+      making = ensureRealDir(join(this.base, relative)).then(
+        () => {
+          this.known.add(relative);
+          this.making.delete(relative);
+        },
+        (error: unknown) => {
+          this.making.delete(relative);
+          throw error;
+        },
+      );
+      this.making.set(relative, making);
+    }
+    return making;
   }
 
   private ensureBase(): Promise<void> {
