@@ -92,10 +92,15 @@ class Inbox {
   }
 }
 
-/** Starts `entry` bundled, with `--child` (and `--expose-gc` when asked). */
+/**
+ * Starts `entry` bundled, with `--child` (and `--expose-gc` when asked). Node options for the
+ * child alone (e.g. `--cpu-prof --cpu-prof-dir=/tmp/prof` to profile the measured side, which
+ * NODE_OPTIONS does not allow) come from BENCH_CHILD_NODE_ARGS, split at spaces.
+ */
 export function forkBundled(entry: string, options: { exposeGc?: boolean } = {}): BenchChild {
+  const extra = (process.env.BENCH_CHILD_NODE_ARGS ?? '').split(' ').filter((a) => a !== '');
   const proc = fork(bundle(entry), ['--child'], {
-    execArgv: options.exposeGc ? ['--expose-gc'] : [],
+    execArgv: [...(options.exposeGc ? ['--expose-gc'] : []), ...extra],
     stdio: ['ignore', 'inherit', 'inherit', 'ipc'],
   });
   const inbox = new Inbox();
