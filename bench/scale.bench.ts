@@ -70,6 +70,8 @@ interface ChildResult extends Message {
   peakRssKiB: number;
   heapAfterCatchUpBytes: number;
   heapEndBytes: number;
+  /** At the end, after the GC: V8's committed heap, memory outside it, Buffers among that (bytes). */
+  partsEnd: { heapTotal: number; external: number; arrayBuffers: number };
   metrics: number;
   sshRequests: number;
 }
@@ -137,6 +139,7 @@ async function child(): Promise<void> {
   const steadyCpuMs = cpuMs() - cpu1;
   const sshRequests = sshTotal(snapshotSsh()) - ssh0;
   const heapEndBytes = gcHeap();
+  const { heapTotal, external, arrayBuffers } = process.memoryUsage();
   const result: ChildResult = {
     type: 'result',
     catchUpMs,
@@ -148,6 +151,7 @@ async function child(): Promise<void> {
     peakRssKiB: process.resourceUsage().maxRSS,
     heapAfterCatchUpBytes,
     heapEndBytes,
+    partsEnd: { heapTotal, external, arrayBuffers },
     metrics,
     sshRequests,
   };
@@ -297,6 +301,7 @@ export async function scaleBench(options: BenchOptions): Promise<BenchReport> {
       notes: [
         `${rounds} round(s), alternating; each side in its own child process (its CPU and RSS only; the writer is the parent). One sshd plays the ${runs} pods, one SSH connection per run; production timing.`,
         `"Simulated hour": each run starts with an hour of logging already in its file (the attach case) and then logs live; per-hour CPU is the steady window's rate × 3,600 s. Heap growth over the window (ours): ${mib(m('ours', (r) => r.heapEndBytes - r.heapAfterCatchUpBytes))}; the core keeps no series (the UI does), so memory does not grow with the hour of metrics.`,
+        `At the end, after a GC (medians): V8's heap committed ${(['baseline', 'ours'] as const).map((side) => `${side} ${mib(m(side, (r) => r.partsEnd.heapTotal))}`).join(', ')}; memory outside it ${(['baseline', 'ours'] as const).map((side) => `${side} ${mib(m(side, (r) => r.partsEnd.external))} (Buffers ${mib(m(side, (r) => r.partsEnd.arrayBuffers))})`).join(', ')}; the rest of the RSS is code, stacks and memory the allocator kept.`,
         `Lines not yet seen by ours when the window closed: ${lost} (in flight at the cut).`,
         'The sshd side (one `tail -F` per run for ours, a new `sh -c tail|head` per poll for the baseline) is not in these figures.',
       ],
