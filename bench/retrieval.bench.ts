@@ -228,51 +228,56 @@ async function main(): Promise<void> {
       let oursParts: ChildResult['peakParts'] | undefined;
       const before: number[] = [];
       let beforeRss = 0;
-      for (let run = 0; run < runs; run++) {
-        settleDisk();
-        const b = runBaseline(sshd, keyPath, knownHosts, join(remote, dataset.entry), work);
-        baseline.push(b.ms);
-        phases.push(b.phasesMs);
-        baselineRss = Math.max(baselineRss, b.peakRssKiB);
-        const localRunDir = join(work, 'ours');
-        rmSync(localRunDir, { recursive: true, force: true });
-        settleDisk();
-        const o = await runChild({
-          host: sshd.host,
-          port: sshd.port,
-          keyPath,
-          hostPublicKey: sshd.hostPublicKey,
-          remoteRunDir: remote,
-          localRunDir,
-          entry: dataset.entry,
-        });
-        if (!o.verified || o.bytes !== dataset.bytes)
-          throw new Error('our retrieval did not verify');
-        if (compare) {
+      const localRunDir = join(work, 'ours');
+      const childParams: ChildParams = {
+        host: sshd.host,
+        port: sshd.port,
+        keyPath,
+        hostPublicKey: sshd.hostPublicKey,
+        remoteRunDir: remote,
+        localRunDir,
+        entry: dataset.entry,
+      };
+      // Every measurement starts after the same work: the previous one's files deleted (a tree
+      // as big as its own) and a sync. The order rotates each round. Before, the baseline always
+      // came right after deleting the last round's two trees, and paid for those deletes (on an
+      // ext4 mounted with `discard`, creating files right after deleting as many ran up to ten
+      // times slower) while ours came after deleting nothing.
+      const sides = {
+        baseline: () => {
+          const b = runBaseline(sshd, keyPath, knownHosts, join(remote, dataset.entry), work);
+          baseline.push(b.ms);
+          phases.push(b.phasesMs);
+          baselineRss = Math.max(baselineRss, b.peakRssKiB);
+          rmSync(join(work, 'baseline'), { recursive: true, force: true });
+        },
+        ours: async () => {
+          const o = await runChild(childParams);
+          if (!o.verified || o.bytes !== dataset.bytes)
+            throw new Error('our retrieval did not verify');
+          ours.push(o.ms);
+          if (o.peakRssKiB > oursRss) oursParts = o.peakParts;
+          oursRss = Math.max(oursRss, o.peakRssKiB);
+          oursIdle = Math.max(oursIdle, o.idleRssKiB);
           rmSync(localRunDir, { recursive: true, force: true });
-          settleDisk();
-          const p = await runChild(
-            {
-              host: sshd.host,
-              port: sshd.port,
-              keyPath,
-              hostPublicKey: sshd.hostPublicKey,
-              remoteRunDir: remote,
-              localRunDir,
-              entry: dataset.entry,
-            },
-            compare,
-          );
+        },
+        compared: async () => {
+          const p = await runChild(childParams, compare);
           if (!p.verified) throw new Error('the compared retrieval did not verify');
           before.push(p.ms);
           beforeRss = Math.max(beforeRss, p.peakRssKiB);
+          rmSync(localRunDir, { recursive: true, force: true });
+        },
+      };
+      const order: (keyof typeof sides)[] = compare
+        ? ['baseline', 'ours', 'compared']
+        : ['baseline', 'ours'];
+      rmSync(localRunDir, { recursive: true, force: true });
+      for (let run = 0; run < runs; run++) {
+        for (let i = 0; i < order.length; i++) {
+          settleDisk();
+          await sides[order[(run + i) % order.length]!]();
         }
-        ours.push(o.ms);
-        if (o.peakRssKiB > oursRss) oursParts = o.peakParts;
-        oursRss = Math.max(oursRss, o.peakRssKiB);
-        oursIdle = Math.max(oursIdle, o.idleRssKiB);
-        rmSync(join(work, 'baseline'), { recursive: true, force: true });
-        rmSync(localRunDir, { recursive: true, force: true });
       }
       const b = median(baseline);
       const o = median(ours);
