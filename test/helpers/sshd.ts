@@ -336,7 +336,8 @@ export async function startSshd(options: SshdOptions = {}): Promise<Sshd> {
 /**
  * A TCP relay between a client and a port, to simulate networks: `blackhole()`
  * keeps the sockets open but stops moving bytes (only keepalives can notice),
- * `cut()` resets every connection, `heal()` moves bytes again.
+ * `cut()` resets every connection, `heal()` moves bytes again. `oneWayDelayMs`
+ * holds every chunk that long each way (a distant link: twice that per round trip).
  */
 export interface TcpProxy {
   readonly port: number;
@@ -348,7 +349,15 @@ export interface TcpProxy {
   close(): Promise<void>;
 }
 
-export async function startTcpProxy(targetPort: number): Promise<TcpProxy> {
+export async function startTcpProxy(
+  targetPort: number,
+  options: { oneWayDelayMs?: number } = {},
+): Promise<TcpProxy> {
+  const delayMs = options.oneWayDelayMs ?? 0;
+  const later = (send: () => void): void => {
+    if (delayMs > 0) setTimeout(send, delayMs);
+    else send();
+  };
   const pairs = new Set<[Socket, Socket]>();
   let blackholed = false;
   let down = 0;
@@ -365,10 +374,10 @@ export async function startTcpProxy(targetPort: number): Promise<TcpProxy> {
       client.destroy();
       upstream.destroy();
     };
-    client.on('data', (chunk) => upstream.write(chunk));
+    client.on('data', (chunk) => later(() => upstream.write(chunk)));
     upstream.on('data', (chunk) => {
       down += chunk.length;
-      client.write(chunk);
+      later(() => client.write(chunk));
     });
     client.on('error', forget);
     upstream.on('error', forget);

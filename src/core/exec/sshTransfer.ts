@@ -109,6 +109,7 @@ async function streamRange(
     signal,
     maxOutputBytes: 64 * 1024,
     what: `reading ${path}`,
+    bulk: true,
     onStdoutAsync: async (chunk) => {
       const room = length - streamed;
       const piece = chunk.length > room ? chunk.subarray(0, room) : chunk;
@@ -167,6 +168,7 @@ async function tarFiles(
           signal,
           maxOutputBytes: 64 * 1024,
           what: 'the results stream',
+          bulk: true,
           onStdoutAsync: (chunk) => reader.push(chunk),
         },
       );
