@@ -238,11 +238,13 @@ async function main(): Promise<void> {
         localRunDir,
         entry: dataset.entry,
       };
-      // Every measurement starts after the same work: the previous one's files deleted (a tree
-      // as big as its own) and a sync. The order rotates each round. Before, the baseline always
-      // came right after deleting the last round's two trees, and paid for those deletes (on an
-      // ext4 mounted with `discard`, creating files right after deleting as many ran up to ten
-      // times slower) while ours came after deleting nothing.
+      // Every measurement starts after a sync and the previous one's files deleted (a tree as
+      // big as its own). What ran just before matters on this VM: whichever side came right
+      // after the baseline wrote its 1 GiB up to 2.5 s slower than after one of ours (a plain
+      // `dd` of 1 GiB: 0.2 s after another dd, 1.5–1.9 s after a tar extract, a sha256sum of it
+      // and its delete). So each round is the baseline then ours (ours always pays for coming
+      // after it), and a compared tree takes turns with ours for the place after the baseline.
+      // Earlier tables ran ours after nothing was deleted: that favoured ours.
       const sides = {
         baseline: () => {
           const b = runBaseline(sshd, keyPath, knownHosts, join(remote, dataset.entry), work);
@@ -269,14 +271,16 @@ async function main(): Promise<void> {
           rmSync(localRunDir, { recursive: true, force: true });
         },
       };
-      const order: (keyof typeof sides)[] = compare
-        ? ['baseline', 'ours', 'compared']
-        : ['baseline', 'ours'];
       rmSync(localRunDir, { recursive: true, force: true });
       for (let run = 0; run < runs; run++) {
-        for (let i = 0; i < order.length; i++) {
+        const order: (keyof typeof sides)[] = !compare
+          ? ['baseline', 'ours']
+          : run % 2
+            ? ['baseline', 'compared', 'ours']
+            : ['baseline', 'ours', 'compared'];
+        for (const side of order) {
           settleDisk();
-          await sides[order[(run + i) % order.length]!]();
+          await sides[side]();
         }
       }
       const b = median(baseline);
