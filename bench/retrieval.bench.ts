@@ -14,11 +14,12 @@
  *
  *   npx tsx bench/retrieval.bench.ts            quick: 1,000 × 4 KiB and 32 MiB, 3 runs
  *   npx tsx bench/retrieval.bench.ts --full     10,000 × 4 KiB and 1 GiB, 5 runs
- *   options: --runs N, --small N, --big-mib N, --json (one JSON line at the end),
+ *   options: --runs N, --small N, --big-mib N, --distant-mib N (the file fetched over a relay
+ *            adding 50 ms of round trip), --json (one JSON line at the end),
  *            --compare DIR (also runs the retrieval of another checkout, e.g. the code before a
  *            change, in the same rounds: before and after side by side)
  */
-import { execFileSync, spawnSync } from 'node:child_process';
+import { execFileSync, spawn, spawnSync } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import {
   closeSync,
@@ -36,9 +37,12 @@ import { systemClock } from '../src/core/clock';
 import { SshExecutor } from '../src/core/exec/ssh';
 import { scaleTiming } from '../src/core/timing';
 import { retrieve } from '../src/core/train/retrieval';
-import { startSshd, startTcpProxy, type Sshd } from '../test/helpers/sshd';
+import { startSshd, startTcpProxy } from '../test/helpers/sshd';
 import { forkBundled, fromParent, toParent, type Message } from './child';
 import { median, settleDisk } from './lib';
+
+/** Half the round trip of the distant link (a pod across the internet). */
+const DISTANT_ONE_WAY_MS = 25;
 
 interface ChildParams {
   host: string;
@@ -120,9 +124,35 @@ async function runChild(params: ChildParams, tree?: string): Promise<ChildResult
   return result;
 }
 
+interface Relay {
+  port: number;
+  stop(): void;
+}
+
+/** bench/delayRelay.ts in its own process: a relay to `targetPort` adding `oneWayMs` each way. */
+async function startRelay(targetPort: number, oneWayMs: number): Promise<Relay> {
+  const relay = spawn(
+    process.execPath,
+    ['--import', 'tsx', join(__dirname, 'delayRelay.ts'), String(targetPort), String(oneWayMs)],
+    { stdio: ['ignore', 'pipe', 'inherit'] },
+  );
+  const port = await new Promise<number>((resolve, reject) => {
+    let out = '';
+    relay.stdout.on('data', (chunk: Buffer) => {
+      out += chunk.toString();
+      const match = /^(\d+)\n/.exec(out);
+      if (match) resolve(Number(match[1]));
+    });
+    relay.on('exit', (code) =>
+      reject(new Error(`the relay exited (${code}) before saying its port`)),
+    );
+  });
+  return { port, stop: () => relay.kill() };
+}
+
 /** The baseline, each process under /usr/bin/time for its peak RSS. */
 function runBaseline(
-  sshd: Sshd,
+  port: number,
   keyPath: string,
   knownHosts: string,
   remoteDir: string,
@@ -134,7 +164,7 @@ function runBaseline(
   const ssh = [
     'ssh',
     '-p',
-    String(sshd.port),
+    String(port),
     '-i',
     keyPath,
     '-o',
@@ -186,9 +216,11 @@ async function main(): Promise<void> {
   const runs = Number(arg('--runs') ?? (full ? 5 : 3));
   const smallFiles = Number(arg('--small') ?? (full ? 10_000 : 1_000));
   const bigMiB = Number(arg('--big-mib') ?? (full ? 1024 : 32));
+  const distantMiB = Number(arg('--distant-mib') ?? (full ? 128 : 16));
   const compare = arg('--compare');
   const work = mkdtempSync(join(tmpdir(), 'ob-bench-'));
   const sshd = await startSshd();
+  let distant: Relay | undefined;
   const rows: string[][] = [];
   const notes: string[] = [];
   const json: Record<string, unknown> = {};
@@ -205,6 +237,12 @@ async function main(): Promise<void> {
     const mib = randomBytes(1024 * 1024);
     for (let i = 0; i < bigMiB; i++) writeSync(fd, mib);
     closeSync(fd);
+    mkdirSync(join(remote, 'distant'), { recursive: true });
+    const distantFd = openSync(join(remote, 'distant', 'model.bin'), 'w');
+    for (let i = 0; i < distantMiB; i++) writeSync(distantFd, mib);
+    closeSync(distantFd);
+    // A pod across the internet: 25 ms each way, through a relay in front of the same sshd.
+    distant = await startRelay(sshd.port, DISTANT_ONE_WAY_MS);
     const keyPath = join(work, 'id_ed25519');
     writeFileSync(keyPath, sshd.clientPrivateKey, { mode: 0o600 });
     const knownHosts = join(work, 'known_hosts');
@@ -215,8 +253,20 @@ async function main(): Promise<void> {
         name: `${smallFiles.toLocaleString('en')} files × 4 KiB`,
         entry: 'small',
         bytes: smallFiles * 4096,
+        port: sshd.port,
       },
-      { name: `1 file × ${bigMiB} MiB`, entry: 'big', bytes: bigMiB * 1024 * 1024 },
+      {
+        name: `1 file × ${bigMiB} MiB`,
+        entry: 'big',
+        bytes: bigMiB * 1024 * 1024,
+        port: sshd.port,
+      },
+      {
+        name: `1 file × ${distantMiB} MiB over ${2 * DISTANT_ONE_WAY_MS} ms of round trip`,
+        entry: 'distant',
+        bytes: distantMiB * 1024 * 1024,
+        port: distant.port,
+      },
     ];
     for (const dataset of datasets) {
       const baseline: number[] = [];
@@ -231,7 +281,7 @@ async function main(): Promise<void> {
       const localRunDir = join(work, 'ours');
       const childParams: ChildParams = {
         host: sshd.host,
-        port: sshd.port,
+        port: dataset.port,
         keyPath,
         hostPublicKey: sshd.hostPublicKey,
         remoteRunDir: remote,
@@ -247,7 +297,13 @@ async function main(): Promise<void> {
       // Earlier tables ran ours after nothing was deleted: that favoured ours.
       const sides = {
         baseline: () => {
-          const b = runBaseline(sshd, keyPath, knownHosts, join(remote, dataset.entry), work);
+          const b = runBaseline(
+            dataset.port,
+            keyPath,
+            knownHosts,
+            join(remote, dataset.entry),
+            work,
+          );
           baseline.push(b.ms);
           phases.push(b.phasesMs);
           baselineRss = Math.max(baselineRss, b.peakRssKiB);
@@ -370,6 +426,7 @@ async function main(): Promise<void> {
       await proxy.close();
     }
   } finally {
+    distant?.stop();
     await sshd.stop();
     rmSync(work, { recursive: true, force: true });
   }
