@@ -48,12 +48,12 @@ export interface RunOptions {
 }
 
 /** The receive window a bulk channel on a distant link keeps, topped up once half was consumed. */
-export const BULK_WINDOW_BYTES = 16 * 1024 * 1024;
+const BULK_WINDOW_BYTES = 16 * 1024 * 1024;
 /**
  * A channel whose opening (the open and the exec request: two round trips and sshd's fork) took
  * this long is on a link where ssh2's 2 MiB window caps the transfer (2 MiB per round trip).
  */
-export const BULK_LINK_MIN_OPEN_MS = 20;
+const BULK_LINK_MIN_OPEN_MS = 20;
 
 /** How long each channel took to open (see {@link BULK_LINK_MIN_OPEN_MS}). */
 const openedInMs = new WeakMap<ClientChannel, number>();
