@@ -400,6 +400,42 @@ describe('retrieve over SSH', function () {
     }
   });
 
+  it('over a distant link (50 ms of round trip: the wide receive window), a drop midway still resumes and verifies', async () => {
+    makeRun(remote);
+    const size = 64 * 1024 * 1024;
+    const data = randomBytes(size);
+    writeFileSync(join(remote, 'output', 'big.bin'), data);
+    // Every channel takes two round trips (100 ms) to open here: the streams keep 16 MiB in
+    // flight, written behind by the file sink, instead of ssh2's 2 MiB.
+    const distant = await startTcpProxy(sshd.port, { oneWayDelayMs: 25 });
+    const viaDistant = await connect(distant.port);
+    try {
+      let dropped = false;
+      const result = await retrieve(
+        base({
+          executor: viaDistant,
+          progressIntervalMs: 0,
+          onProgress: (p) => {
+            if (!dropped && p.phase === 'downloading' && p.bytesDone > size / 2) {
+              dropped = true;
+              void sshd.dropSessions();
+            }
+          },
+        }),
+      );
+      assert.ok(dropped, 'the connection was dropped');
+      assert.equal(result.verified, true);
+      assert.deepEqual(result.mismatches, []);
+      assert.ok(readFileSync(join(base().localRunDir, 'output', 'big.bin')).equals(data));
+      // Half the file, what was in flight (at most the 16 MiB window), then the other half: a
+      // download started over would be 1.5 times the file or more.
+      assert.ok(distant.bytesDown() < size * 1.4, `${distant.bytesDown()} bytes on the wire`);
+    } finally {
+      viaDistant.dispose();
+      await distant.close();
+    }
+  });
+
   it('resumes in a later call when this one gave up', async () => {
     const files = makeRun(remote);
     const size = 32 * 1024 * 1024;
