@@ -10,6 +10,8 @@ import { executorOptions, startSshd, type Sshd } from './sshd';
 
 export interface PodWithTools {
   sshd: Sshd;
+  /** The folder holding bin/ (the scripts): a script may leave notes beside it. */
+  tools: string;
   executor: SshExecutor;
   close: () => Promise<void>;
 }
@@ -30,6 +32,7 @@ export async function podWithTools(
   const executor = await SshExecutor.connect(executorOptions(sshd));
   return {
     sshd,
+    tools,
     executor,
     close: async () => {
       executor.dispose();

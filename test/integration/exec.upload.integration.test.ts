@@ -5,6 +5,7 @@
  */
 import assert from 'node:assert/strict';
 import {
+  existsSync,
   lstatSync,
   mkdirSync,
   mkdtempSync,
@@ -18,8 +19,10 @@ import { randomBytes } from 'node:crypto';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { ExecError } from '../../src/core/exec/executor';
+import { SshExecutor } from '../../src/core/exec/ssh';
 import { uploadVerified } from '../../src/core/exec/sshUpload';
 import { podWithTools, type PodWithTools } from '../helpers/podTools';
+import { executorOptions, startTcpProxy, type TcpProxy } from '../helpers/sshd';
 
 /** A `tar` that runs the real one, then appends a byte to data/model.bin under its -C dir. */
 const DAMAGING_TAR = `#!/bin/sh
@@ -173,5 +176,104 @@ describe('upload over SSH, verified on the pod', function () {
     );
     assert.ok(error instanceof ExecError, String(error));
     assert.equal(error.kind, 'aborted');
+  });
+});
+
+/** A `dd` that notes its arguments (a line per run, in dd.log beside its bin/) and runs the real one. */
+const NOTING_DD = `#!/bin/sh
+echo "$*" >> "$(dirname "$0")/../dd.log"
+real=$(PATH=/usr/local/bin:/usr/bin:/bin command -v dd)
+exec "$real" "$@"
+`;
+
+/** A `dd` as on a full disk: takes its input and writes none of it. */
+const FULL_DISK_DD = `#!/bin/sh
+cat > /dev/null
+echo "dd: error writing: No space left on device" >&2
+exit 1
+`;
+
+describe('upload over a distant link (a relay adding 50 ms of round trip)', function () {
+  this.timeout(120_000);
+  let local: string;
+  let pod: PodWithTools | null = null;
+  let relay: TcpProxy | null = null;
+  let distant: SshExecutor | null = null;
+
+  /** A pod whose commands find `scripts` first, and an executor reaching it through the relay. */
+  async function distantPod(scripts: Record<string, string>): Promise<SshExecutor> {
+    pod = await podWithTools(scripts);
+    relay = await startTcpProxy(pod.sshd.port, { oneWayDelayMs: 25 });
+    distant = await SshExecutor.connect(executorOptions(pod.sshd, { port: relay.port }));
+    return distant;
+  }
+
+  /** The arguments of each run of the pod's dd (NOTING_DD's notes). */
+  const ddRuns = (): string[] => {
+    const file = join(pod!.tools, 'dd.log');
+    return existsSync(file) ? readFileSync(file, 'utf8').trim().split('\n') : [];
+  };
+
+  beforeEach(() => {
+    local = mkdtempSync(join(tmpdir(), 'ob-upload-far-'));
+    mkdirSync(join(local, 'run', 'data'), { recursive: true });
+    writeFileSync(join(local, 'run', 'train.py'), 'print("hi")\n');
+  });
+  afterEach(async () => {
+    distant?.dispose();
+    distant = null;
+    await relay?.close();
+    relay = null;
+    await pod?.close();
+    pod = null;
+    rmSync(local, { recursive: true, force: true });
+  });
+
+  it('sends a big file as byte ranges at once, each through its own channel and hashed as the pod writes it', async () => {
+    const executor = await distantPod({ dd: NOTING_DD });
+    const remote = join(pod!.sshd.root, 'run');
+    const src = join(local, 'run');
+    // Not a whole number of MiB: the last range is short.
+    const big = randomBytes(40 * 1024 * 1024 + 12_345);
+    writeFileSync(join(src, 'data', 'big.bin'), big, { mode: 0o640 });
+    // The pod has a longer file there: what is left of it must not outlive the upload.
+    mkdirSync(join(remote, 'data'), { recursive: true });
+    writeFileSync(join(remote, 'data', 'big.bin'), Buffer.alloc(48 * 1024 * 1024, 1));
+
+    const summary = await uploadVerified(executor, src, remote, { exclude: [] });
+
+    assert.deepEqual(summary, { sent: 2, kept: 0 });
+    const written = readFileSync(join(remote, 'data', 'big.bin'));
+    assert.equal(written.length, big.length);
+    assert.ok(written.equals(big), 'the file on the pod differs from the one sent');
+    assert.equal(statSync(join(remote, 'data', 'big.bin')).mode & 0o777, 0o640);
+    // Two ranges of 21 MiB (the second shorter), one dd each, at their offsets in MiB.
+    const seeks = ddRuns().map((line) => Number(/seek=(\d+)/.exec(line)?.[1]));
+    assert.deepEqual(
+      seeks.sort((a, b) => a - b),
+      [0, 21],
+    );
+
+    // On loopback the same file goes through one channel, as before.
+    rmSync(remote, { recursive: true, force: true });
+    await uploadVerified(pod!.executor, src, remote, { exclude: [] });
+    assert.ok(readFileSync(join(remote, 'data', 'big.bin')).equals(big));
+    assert.equal(ddRuns().length, 2, 'dd ran for the loopback upload');
+  });
+
+  it('fails, naming the file, its range and why, when the pod could not write a range (a full disk)', async () => {
+    const executor = await distantPod({ dd: FULL_DISK_DD });
+    writeFileSync(join(local, 'run', 'data', 'big.bin'), randomBytes(33 * 1024 * 1024));
+    const error = await uploadVerified(executor, join(local, 'run'), join(pod!.sshd.root, 'run'), {
+      exclude: [],
+    }).then(
+      () => assert.fail('the unwritten range was accepted'),
+      (caught: unknown) => caught,
+    );
+    assert.ok(error instanceof ExecError, String(error));
+    assert.match(
+      error.message,
+      /did not verify: data\/big\.bin \(bytes \d+–\d+\): writing data\/big\.bin failed/,
+    );
   });
 });

@@ -9,6 +9,8 @@ export interface ExecResult {
   stderr: Buffer;
   /** Set when output went beyond `maxOutputBytes` and the rest was dropped. */
   truncated?: boolean;
+  /** Over SSH: whether the channel was slow to open, as on a link across the internet. */
+  distant?: boolean;
 }
 
 /** Output kept per stream when `maxOutputBytes` is not given. */

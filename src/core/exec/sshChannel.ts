@@ -51,7 +51,8 @@ export interface RunOptions {
 const BULK_WINDOW_BYTES = 16 * 1024 * 1024;
 /**
  * A channel whose opening (the open and the exec request: two round trips and sshd's fork) took
- * this long is on a link where ssh2's 2 MiB window caps the transfer (2 MiB per round trip).
+ * this long is on a distant link, where a channel's window caps its transfer (2 MiB per round
+ * trip both ways: ssh2's for a download, sshd's for an upload). Its result says so (`distant`).
  */
 const BULK_LINK_MIN_OPEN_MS = 20;
 
@@ -342,6 +343,7 @@ export class Channels {
               stdout: options.onStdout ? Buffer.alloc(0) : stdout.bytes,
               stderr: stderr.bytes,
               truncated: stdout.truncated || stderr.truncated,
+              distant,
             });
           });
         // Without an exit status the close may come from a drop: ssh2 tells the client
