@@ -19,7 +19,7 @@
  *            --compare DIR (also runs the retrieval of another checkout, e.g. the code before a
  *            change, in the same rounds: before and after side by side)
  */
-import { execFileSync, spawn, spawnSync } from 'node:child_process';
+import { execFileSync, spawnSync } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import {
   closeSync,
@@ -40,9 +40,7 @@ import { retrieve } from '../src/core/train/retrieval';
 import { startSshd, startTcpProxy } from '../test/helpers/sshd';
 import { forkBundled, fromParent, toParent, type Message } from './child';
 import { median, settleDisk } from './lib';
-
-/** Half the round trip of the distant link (a pod across the internet). */
-const DISTANT_ONE_WAY_MS = 25;
+import { DISTANT_ONE_WAY_MS, startRelay, type Relay } from './relay';
 
 interface ChildParams {
   host: string;
@@ -122,32 +120,6 @@ async function runChild(params: ChildParams, tree?: string): Promise<ChildResult
   const result = await proc.next<Message & ChildResult>('result', 1_800_000);
   await proc.done();
   return result;
-}
-
-interface Relay {
-  port: number;
-  stop(): void;
-}
-
-/** bench/delayRelay.ts in its own process: a relay to `targetPort` adding `oneWayMs` each way. */
-async function startRelay(targetPort: number, oneWayMs: number): Promise<Relay> {
-  const relay = spawn(
-    process.execPath,
-    ['--import', 'tsx', join(__dirname, 'delayRelay.ts'), String(targetPort), String(oneWayMs)],
-    { stdio: ['ignore', 'pipe', 'inherit'] },
-  );
-  const port = await new Promise<number>((resolve, reject) => {
-    let out = '';
-    relay.stdout.on('data', (chunk: Buffer) => {
-      out += chunk.toString();
-      const match = /^(\d+)\n/.exec(out);
-      if (match) resolve(Number(match[1]));
-    });
-    relay.on('exit', (code) =>
-      reject(new Error(`the relay exited (${code}) before saying its port`)),
-    );
-  });
-  return { port, stop: () => relay.kill() };
 }
 
 /** The baseline, each process under /usr/bin/time for its peak RSS. */

@@ -148,7 +148,11 @@ export async function startupBench(options: BenchOptions): Promise<BenchReport> 
   } finally {
     fs.rmSync(tmp, { recursive: true, force: true });
   }
-  const upload = await uploadFigures(options.quick ? 32 : 1024, options.runs);
+  const upload = await uploadFigures(
+    options.quick ? 32 : 1024,
+    options.quick ? 32 : 128,
+    options.runs,
+  );
   const base = rounds.filter((r) => r.startup === 'sequential');
   const ours = rounds.filter((r) => r.startup === 'overlapped');
   const row = (
