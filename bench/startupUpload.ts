@@ -85,6 +85,32 @@ function makeRunFolder(src: string, datasetMiB: number): void {
   closeSync(fd);
 }
 
+/**
+ * `runs` rounds, the baseline first in even rounds and ours first in odd ones, each side into a
+ * fresh directory under `root` that is removed after the round.
+ */
+async function alternateRounds(
+  runs: number,
+  root: string,
+  prefix: string,
+  baselineRound: (dst: string) => void,
+  oursRound: (dst: string) => Promise<void>,
+): Promise<void> {
+  for (let i = 0; i < runs; i++) {
+    const dstB = join(root, `${prefix}baseline-${i}`);
+    const dstO = join(root, `${prefix}ours-${i}`);
+    if (i % 2 === 0) {
+      baselineRound(dstB);
+      await oursRound(dstO);
+    } else {
+      await oursRound(dstO);
+      baselineRound(dstB);
+    }
+    rmSync(dstB, { recursive: true, force: true });
+    rmSync(dstO, { recursive: true, force: true });
+  }
+}
+
 export async function uploadFigures(
   datasetMiB: number,
   distantMiB: number,
@@ -113,50 +139,36 @@ export async function uploadFigures(
     const ours: number[] = [];
     const again: number[] = [];
     let summary: UploadSummary | null = null;
-    for (let i = 0; i < runs; i++) {
-      const dstB = join(sshd.root, `baseline-${i}`);
-      const dstO = join(sshd.root, `ours-${i}`);
-      const runOurs = async (): Promise<void> => {
+    await alternateRounds(
+      runs,
+      sshd.root,
+      '',
+      (dst) => base.push(baseline(ssh, src, dst, work)),
+      async (dst) => {
         settleDisk();
         const t0 = performance.now();
-        await uploadVerified(executor!, src, dstO, { exclude: [] });
+        await uploadVerified(executor!, src, dst, { exclude: [] });
         ours.push(performance.now() - t0);
         const t1 = performance.now();
-        summary = await uploadVerified(executor!, src, dstO, { exclude: [] });
+        summary = await uploadVerified(executor!, src, dst, { exclude: [] });
         again.push(performance.now() - t1);
-      };
-      if (i % 2 === 0) {
-        base.push(baseline(ssh, src, dstB, work));
-        await runOurs();
-      } else {
-        await runOurs();
-        base.push(baseline(ssh, src, dstB, work));
-      }
-      rmSync(dstB, { recursive: true, force: true });
-      rmSync(dstO, { recursive: true, force: true });
-    }
+      },
+    );
     // Across the internet: the same steps through the relay.
     const farBase: [number, number, number][] = [];
     const farOurs: number[] = [];
-    for (let i = 0; i < runs; i++) {
-      const dstB = join(sshd.root, `far-baseline-${i}`);
-      const dstO = join(sshd.root, `far-ours-${i}`);
-      const runOurs = async (): Promise<void> => {
+    await alternateRounds(
+      runs,
+      sshd.root,
+      'far-',
+      (dst) => farBase.push(baseline(farSsh, farSrc, dst, work)),
+      async (dst) => {
         settleDisk();
         const t0 = performance.now();
-        await uploadVerified(far!, farSrc, dstO, { exclude: [] });
+        await uploadVerified(far!, farSrc, dst, { exclude: [] });
         farOurs.push(performance.now() - t0);
-      };
-      if (i % 2 === 0) {
-        farBase.push(baseline(farSsh, farSrc, dstB, work));
-        await runOurs();
-      } else {
-        await runOurs();
-        farBase.push(baseline(farSsh, farSrc, dstB, work));
-      }
-      rmSync(dstB, { recursive: true, force: true });
-      rmSync(dstO, { recursive: true, force: true });
-    }
+      },
+    );
     const fb = median(farBase.map(([x, y, z]) => x + y + z));
     const fo = median(farOurs);
     const rtt = `${2 * DISTANT_ONE_WAY_MS} ms of round trip`;

@@ -34,6 +34,7 @@ import {
   STAGING_DIR,
   describeMismatches,
   type RetrieveOptions,
+  type RetrieveResult,
 } from '../../src/core/train/retrieval';
 import { podWithTools } from '../helpers/podTools';
 import { startSshd, startTcpProxy, type Sshd } from '../helpers/sshd';
@@ -365,12 +366,19 @@ describe('retrieve over SSH', function () {
     }
   });
 
-  it('resumes after the connection drops mid-download without fetching everything again', async () => {
+  /**
+   * Retrieves a run whose output holds one random file of `size` bytes through a relay in front
+   * of the pod, dropping every session once `dropAt` of the file has come down.
+   */
+  async function retrieveDropping(
+    size: number,
+    dropAt: number,
+    relay: { oneWayDelayMs?: number } = {},
+  ): Promise<{ result: RetrieveResult; data: Buffer; dropped: boolean; bytesDown: number }> {
     makeRun(remote);
-    const size = 48 * 1024 * 1024;
     const data = randomBytes(size);
     writeFileSync(join(remote, 'output', 'big.bin'), data);
-    const proxy = await startTcpProxy(sshd.port);
+    const proxy = await startTcpProxy(sshd.port, relay);
     const viaProxy = await connect(proxy.port);
     try {
       let dropped = false;
@@ -379,61 +387,44 @@ describe('retrieve over SSH', function () {
           executor: viaProxy,
           progressIntervalMs: 0,
           onProgress: (p) => {
-            if (!dropped && p.phase === 'downloading' && p.bytesDone > size / 3) {
+            if (!dropped && p.phase === 'downloading' && p.bytesDone > size * dropAt) {
               dropped = true;
               void sshd.dropSessions();
             }
           },
         }),
       );
-      assert.ok(dropped, 'the connection was dropped');
-      assert.equal(result.verified, true);
-      assert.ok(result.reusedBytes > size / 4, `resumed from ${result.reusedBytes} bytes`);
-      assert.ok(readFileSync(join(base().localRunDir, 'output', 'big.bin')).equals(data));
-      assert.ok(
-        proxy.bytesDown() < size * 1.4,
-        `${proxy.bytesDown()} bytes on the wire for ${size}`,
-      );
+      return { result, data, dropped, bytesDown: proxy.bytesDown() };
     } finally {
       viaProxy.dispose();
       await proxy.close();
     }
+  }
+
+  it('resumes after the connection drops mid-download without fetching everything again', async () => {
+    const size = 48 * 1024 * 1024;
+    const { result, data, dropped, bytesDown } = await retrieveDropping(size, 1 / 3);
+    assert.ok(dropped, 'the connection was dropped');
+    assert.equal(result.verified, true);
+    assert.ok(result.reusedBytes > size / 4, `resumed from ${result.reusedBytes} bytes`);
+    assert.ok(readFileSync(join(base().localRunDir, 'output', 'big.bin')).equals(data));
+    assert.ok(bytesDown < size * 1.4, `${bytesDown} bytes on the wire for ${size}`);
   });
 
   it('over a distant link (50 ms of round trip: the wide receive window), a drop midway still resumes and verifies', async () => {
-    makeRun(remote);
     const size = 64 * 1024 * 1024;
-    const data = randomBytes(size);
-    writeFileSync(join(remote, 'output', 'big.bin'), data);
     // Every channel takes two round trips (100 ms) to open here: the streams keep 16 MiB in
     // flight, written behind by the file sink, instead of ssh2's 2 MiB.
-    const distant = await startTcpProxy(sshd.port, { oneWayDelayMs: 25 });
-    const viaDistant = await connect(distant.port);
-    try {
-      let dropped = false;
-      const result = await retrieve(
-        base({
-          executor: viaDistant,
-          progressIntervalMs: 0,
-          onProgress: (p) => {
-            if (!dropped && p.phase === 'downloading' && p.bytesDone > size / 2) {
-              dropped = true;
-              void sshd.dropSessions();
-            }
-          },
-        }),
-      );
-      assert.ok(dropped, 'the connection was dropped');
-      assert.equal(result.verified, true);
-      assert.deepEqual(result.mismatches, []);
-      assert.ok(readFileSync(join(base().localRunDir, 'output', 'big.bin')).equals(data));
-      // Half the file, what was in flight (at most the 16 MiB window), then the other half: a
-      // download started over would be 1.5 times the file or more.
-      assert.ok(distant.bytesDown() < size * 1.4, `${distant.bytesDown()} bytes on the wire`);
-    } finally {
-      viaDistant.dispose();
-      await distant.close();
-    }
+    const { result, data, dropped, bytesDown } = await retrieveDropping(size, 1 / 2, {
+      oneWayDelayMs: 25,
+    });
+    assert.ok(dropped, 'the connection was dropped');
+    assert.equal(result.verified, true);
+    assert.deepEqual(result.mismatches, []);
+    assert.ok(readFileSync(join(base().localRunDir, 'output', 'big.bin')).equals(data));
+    // Half the file, what was in flight (at most the 16 MiB window), then the other half: a
+    // download started over would be 1.5 times the file or more.
+    assert.ok(bytesDown < size * 1.4, `${bytesDown} bytes on the wire`);
   });
 
   it('resumes in a later call when this one gave up', async () => {
