@@ -261,6 +261,31 @@ describe('upload over a distant link (a relay adding 50 ms of round trip)', func
     assert.equal(ddRuns().length, 2, 'dd ran for the loopback upload');
   });
 
+  it('leaves a channel free while the ranges go: a command beside the upload (the watchdog verdict, the cost cap) runs at once', async () => {
+    const executor = await distantPod({});
+    const size = 96 * 1024 * 1024;
+    writeFileSync(join(local, 'run', 'data', 'big.bin'), randomBytes(size));
+    let sentBytes = 0;
+    let beside: Promise<number> | null = null;
+    await uploadVerified(executor, join(local, 'run'), join(pod!.sshd.root, 'run'), {
+      exclude: [],
+      onProgress: (p) => {
+        sentBytes = p.bytesDone;
+        // Every range under way: a command asks for a channel, and notes how far the upload
+        // had got when it ended. Without a free channel it would wait for a range to end,
+        // which the ranges going side by side all do near the end of the file.
+        if (beside === null && p.bytesDone > 16 * 1024 * 1024) {
+          beside = executor
+            .run('true', { what: 'a command beside the upload' })
+            .then(() => sentBytes);
+        }
+      },
+    });
+    assert.ok(beside !== null, 'the upload never got to 16 MiB');
+    const at = await beside;
+    assert.ok(at < size * 0.75, `the command ended when ${at} of ${size} bytes were sent`);
+  });
+
   it('fails, naming the file, its range and why, when the pod could not write a range (a full disk)', async () => {
     const executor = await distantPod({ dd: FULL_DISK_DD });
     writeFileSync(join(local, 'run', 'data', 'big.bin'), randomBytes(33 * 1024 * 1024));
