@@ -155,6 +155,46 @@ describe('upload over SSH, verified on the pod', function () {
     assert.match(error.message, /did not verify: data\/big\.bin: .*No space left on device/);
   });
 
+  it('sends again what the pod does not have when the connection drops midway, and says so', async () => {
+    pod = await podWithTools({});
+    const src = join(local, 'run');
+    const remote = join(pod.sshd.root, 'run');
+    const first = randomBytes(BIG_BYTES);
+    const second = randomBytes(BIG_BYTES);
+    writeFileSync(join(src, 'data', 'a-first.bin'), first);
+    writeFileSync(join(src, 'data', 'b-second.bin'), second);
+    const total = 2 * BIG_BYTES + 3 * 1024 * 1024 + 7 + 12 + 6;
+    const totals: number[] = [];
+    const warnings: string[] = [];
+    let dropped = false;
+    await pod.executor.upload(src, remote, {
+      exclude: [],
+      onWarning: (message) => warnings.push(message),
+      onProgress: (p) => {
+        if (p.bytesTotal !== null) totals.push(p.bytesTotal);
+        // The big files go one after the other: the first is whole once more than it was sent.
+        if (!dropped && p.bytesDone > BIG_BYTES + 3 * 1024 * 1024 + 1024 * 1024) {
+          dropped = true;
+          void pod!.sshd.dropSessions();
+        }
+      },
+    });
+    assert.ok(dropped, 'the connection was dropped');
+    assert.equal(warnings.length, 1, warnings.join('\n'));
+    assert.match(warnings[0]!, /connection dropped during the upload.*attempt 2 of 3/);
+    assert.ok(readFileSync(join(remote, 'data', 'a-first.bin')).equals(first));
+    assert.ok(readFileSync(join(remote, 'data', 'b-second.bin')).equals(second));
+    for (const rel of ['train.py', 'data/small.txt', 'data/model.bin']) {
+      assert.deepEqual(readFileSync(join(remote, rel)), readFileSync(join(src, rel)), rel);
+    }
+    // The second attempt's totals leave out what had arrived whole (the first big file at least).
+    assert.equal(totals[0], total);
+    assert.ok(
+      totals.some((bytes) => bytes <= total - BIG_BYTES),
+      `the totals sent: ${[...new Set(totals)].join(', ')}`,
+    );
+  });
+
   it('stops both streams when aborted while a big file goes, and says it was aborted', async () => {
     pod = await podWithTools({});
     writeFileSync(join(local, 'run', 'data', 'big.bin'), randomBytes(BIG_BYTES));

@@ -8,13 +8,14 @@
  */
 import type { Clock } from '../clock';
 import type { Timing } from '../timing';
-import type {
-  DownloadOptions,
-  ExecOptions,
-  ExecResult,
-  Executor,
-  StreamOptions,
-  UploadOptions,
+import {
+  ExecError,
+  type DownloadOptions,
+  type ExecOptions,
+  type ExecResult,
+  type Executor,
+  type StreamOptions,
+  type UploadOptions,
 } from './executor';
 import { throwIfAborted } from './errors';
 import { Channels, withPgidMarker, type RunOptions } from './sshChannel';
@@ -58,6 +59,10 @@ const DEFAULT_KEEPALIVE_MS = 5_000;
 const MIN_CONNECT_TIMEOUT_MS = 2_000;
 const DEFAULT_KEEPALIVE_COUNT = 2;
 const DEFAULT_MAX_CHANNELS = 6;
+/** An upload is tried this many times in all when the connection drops during it. */
+const UPLOAD_ATTEMPTS = 3;
+/** The wait before an upload is sent again (the connection is made again first). */
+const UPLOAD_RETRY_DELAY_MS = 1_000;
 
 export class SshExecutor implements Executor, TransferLink {
   readonly kind = 'ssh' as const;
@@ -198,8 +203,28 @@ export class SshExecutor implements Executor, TransferLink {
     return this.sftp.writeFileAtomic(path, data);
   }
 
+  /**
+   * The verified upload, sent again when the connection drops (up to {@link UPLOAD_ATTEMPTS} in
+   * all): the next attempt asks the pod what it already has, so the files that arrived whole are
+   * not sent twice, and everything is checked on the pod as on a first attempt.
+   */
   async upload(localDir: string, remoteDir: string, options: UploadOptions): Promise<void> {
-    await uploadVerified(this, localDir, remoteDir, options);
+    for (let attempt = 1; ; attempt++) {
+      try {
+        await uploadVerified(this, localDir, remoteDir, options);
+        return;
+      } catch (error) {
+        if (!(error instanceof ExecError && error.kind === 'connection')) throw error;
+        if (attempt >= UPLOAD_ATTEMPTS) throw error;
+        options.onWarning?.(
+          `the connection dropped during the upload (${error.message}); sending what the pod does not have yet (attempt ${attempt + 1} of ${UPLOAD_ATTEMPTS})`,
+        );
+        await this.options.clock
+          .sleep(UPLOAD_RETRY_DELAY_MS, options.signal)
+          .catch(() => throwIfAborted(options.signal, 'the upload'));
+        throwIfAborted(options.signal, 'the upload');
+      }
+    }
   }
 
   download(

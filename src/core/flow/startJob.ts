@@ -30,7 +30,12 @@ export interface StartJobOptions {
 export function uploadRunDir(deps: FlowDeps, executor: Executor, run: RunRecord): Promise<void> {
   const reporter = new TransferReporter(deps.bus, deps.clock, run.id, 'upload');
   return reporter.around((onProgress) =>
-    executor.upload(deps.store.runDir(run.id), run.remoteDir, { exclude: LOCAL_ONLY, onProgress }),
+    executor.upload(deps.store.runDir(run.id), run.remoteDir, {
+      exclude: LOCAL_ONLY,
+      onProgress,
+      // What was left out (a link, a socket) and a drop sent again: said, never silent.
+      onWarning: (message) => deps.bus.publish({ type: 'log', level: 'warn', message }),
+    }),
   );
 }
 
