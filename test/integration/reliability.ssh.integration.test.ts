@@ -8,6 +8,8 @@
  * and the emulator's ledger. Timings: production / 60.
  */
 import assert from 'node:assert/strict';
+import { randomBytes } from 'node:crypto';
+import { existsSync, statSync, writeFileSync } from 'node:fs';
 import * as path from 'node:path';
 import { attach, FlowError, train, type FlowResult } from '../../src/core/flow';
 import { filesUnder, Lab, type LabOptions } from '../helpers/lifecycle';
@@ -130,7 +132,7 @@ describe('reliability: SSH faults', function () {
     for (const outcome of settled) if (outcome.status === 'rejected') throw outcome.reason;
   };
 
-  it('connection cut mid-follow and mid-download: reconnected, resumed, every file verified', async function () {
+  it('connection cut mid-upload, mid-follow and mid-download: reconnected, resumed, every file verified', async function () {
     const ctx = this.test?.fullTitle() ?? 'ssh';
     const midFollow = async (): Promise<void> => {
       const r = await relayedLab({ steps: 40, stepSeconds: 0.1 });
@@ -196,7 +198,47 @@ describe('reliability: SSH faults', function () {
       assertNothingBills(r.lab, id);
       recordResult(ctx, { verified: 1, lost: 0 });
     };
-    await together([midFollow(), midDownload()]);
+    const midUpload = async (): Promise<void> => {
+      const r = await relayedLab({ steps: 3 });
+      labs.push(r);
+      // 96 MiB of data: the upload takes long enough to be cut in the middle.
+      const big = randomBytes(96 * 1024 * 1024);
+      writeFileSync(path.join(r.lab.workspace, 'data', 'big.bin'), big);
+      const run = { id: null as string | null };
+      const onPod = r.lab.capturePodFilesOnDelete(() => run.id, 'data');
+      let podId: string | null = null;
+      r.lab.bus.on((event) => {
+        if (event.type === 'pod' && event.status.kind === 'ready') podId = event.status.podId;
+      });
+      // Cut once the pod has 8 MiB of the big file.
+      let cutAtBytes = 0;
+      const timer = setInterval(() => {
+        const pod = podId === null ? undefined : r.lab.emulator.pod(podId);
+        if (pod === undefined || run.id === null) return;
+        const onDisk = path.join(pod.dirs.workspace, 'overbrainer', run.id, 'data', 'big.bin');
+        const bytes = existsSync(onDisk) ? statSync(onDisk).size : 0;
+        if (bytes < 8 * 1024 * 1024) return;
+        clearInterval(timer);
+        cutAtBytes = bytes;
+        for (const relay of r.relays.values()) for (const p of relay) p.cut();
+      }, 5);
+      try {
+        const o = await trainBounded(r.lab, run);
+        assert.equal(o.error, null, `${String(o.error)}\n${r.lab.transcript()}`);
+      } finally {
+        clearInterval(timer);
+      }
+      const id = run.id!;
+      assert.ok(cutAtBytes > 0 && cutAtBytes < big.length, `cut at ${cutAtBytes} bytes`);
+      recordFault(ctx, 'ssh.cut-mid-upload');
+      assert.match(r.lab.transcript(), /connection dropped during the upload/);
+      assert.equal(r.lab.runJson(id).state, 'succeeded', r.lab.transcript());
+      const sent = onPod.get(String(r.lab.podJson(id).pod_id))?.get('big.bin');
+      assert.ok(sent?.equals(big), 'the pod had the whole dataset');
+      assertNothingBills(r.lab, id);
+      recordResult(ctx, { verified: 1, lost: 0 });
+    };
+    await together([midFollow(), midDownload(), midUpload()]);
   });
 
   it('the pod restarts on another port mid-job: train follows it to the new port and finishes the run; a host with another key is refused before anything is sent', async function () {
