@@ -21,6 +21,7 @@ import {
 } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { systemClock, type Clock } from '../../src/core/clock';
 import { SshExecutor, type SshExecutorOptions } from '../../src/core/exec/ssh';
 import { scaleTiming } from '../../src/core/timing';
 import {
@@ -502,6 +503,48 @@ describe("A download's receive window (a real sshd counting the window adjusts i
       assert.ok(bulk <= 16, `the bulk window: ${bulk} adjusts for 64 MiB`);
     } finally {
       await distant.close();
+    }
+  });
+});
+
+describe('A distant link (what the download window and the upload ranges are for)', function () {
+  this.timeout(60_000);
+  let sshd: Sshd;
+  before(async () => (sshd = await startSshd()));
+  after(() => sshd.stop());
+
+  it('is one whose every channel is slow to open: one slow opening on loopback (a busy fork) is not', async () => {
+    // A clock that jumps 50 ms once, between the start and the end of the next channel's opening.
+    let offsetMs = 0;
+    let armed = 0;
+    const clock: Clock = {
+      nowMs: () => {
+        if (armed > 0 && --armed === 0) offsetMs += 50;
+        return Date.now() + offsetMs;
+      },
+      sleep: (ms, signal) => systemClock.sleep(ms, signal),
+    };
+    const near = await SshExecutor.connect(options(sshd, { clock }));
+    try {
+      // A new connection's first openings may be slow here too (sshd's first forks): loopback
+      // shows itself near once one opening was quick.
+      let quick = false;
+      for (let i = 0; i < 10 && !quick; i++) {
+        quick = (await near.run('true', { what: 'a command' })).distant === false;
+      }
+      assert.ok(quick, 'no opening on loopback took under 30 ms in 10');
+      armed = 2; // the opening's start is the next call, its end the one after
+      assert.equal((await near.run('true', { what: 'a slow opening' })).distant, false);
+    } finally {
+      near.dispose();
+    }
+    const relay = await startTcpProxy(sshd.port, { oneWayDelayMs: 25 });
+    const far = await SshExecutor.connect(options(sshd, { port: relay.port }));
+    try {
+      assert.equal((await far.run('true', { what: 'a command across the relay' })).distant, true);
+    } finally {
+      far.dispose();
+      await relay.close();
     }
   });
 });
