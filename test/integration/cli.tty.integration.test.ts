@@ -86,7 +86,11 @@ describe('overbrainer train on a terminal (a pseudo-terminal) against the Runpod
    */
   async function withLongUpload<T>(run: () => Promise<T>): Promise<{ result: T; held: boolean }> {
     const stop = new AbortController();
-    const held = holdFirst((p) => p.cmdline.trim() === `tee -- ${DATASET}`, 1_500, stop.signal);
+    // The pod's writer of the dataset: `tee` (one channel), or a range's `dd` when the link
+    // counts as distant (on a busy machine even loopback may): either, held, holds the upload.
+    const writer = (cmdline: string): boolean =>
+      cmdline === `tee -- ${DATASET}` || cmdline.startsWith(`dd of=${DATASET} `);
+    const held = holdFirst((p) => writer(p.cmdline.trim()), 1_500, stop.signal);
     let result: T;
     try {
       result = await run();
