@@ -55,6 +55,35 @@ function pidsWith(text: string): number[] {
   return pids;
 }
 
+/** A process's parent and group from /proc/PID/stat, or null once it is gone. */
+function parentAndGroup(pid: number): { ppid: number; pgid: number } | null {
+  try {
+    const fields = readFileSync(`/proc/${pid}/stat`, 'utf8').split(') ')[1]!.split(' ');
+    return { ppid: Number(fields[1]), pgid: Number(fields[2]) };
+  } catch {
+    return null;
+  }
+}
+
+/**
+ * The watchers (stream commands) running for `runDir`. A fork of the watcher's shell (a command
+ * substitution, or `sleep` before its exec) has the same command line for a moment, so only a
+ * shell whose parent is not one of them counts: each watcher once, whatever it is forking.
+ */
+function watchersOf(runDir: string): number[] {
+  const shells = pidsWith(PUSH_ALIVE).filter((pid) => {
+    try {
+      return readFileSync(`/proc/${pid}/cmdline`, 'utf8').includes(runDir);
+    } catch {
+      return false; // Gone meanwhile (a fork that ended).
+    }
+  });
+  return shells.filter((pid) => {
+    const parent = parentAndGroup(pid);
+    return parent !== null && !shells.includes(parent.ppid);
+  });
+}
+
 describe('following with the job status pushed on the stream (real sshd)', function () {
   let sshd: Sshd | undefined;
   let ssh: SshExecutor | undefined;
@@ -74,7 +103,7 @@ describe('following with the job status pushed on the stream (real sshd)', funct
   });
 
   after(async () => {
-    killAll(frozen);
+    killAll(frozen, true);
     killAll(groups, true);
     ssh?.dispose();
     await sshd?.stop();
@@ -130,25 +159,40 @@ describe('following with the job status pushed on the stream (real sshd)', funct
     const warnings: string[] = [];
     const timing = scaleTiming(10); // signs of life every 2 s, silence limit 6 s
     assert.equal(silenceLimitMs(timing), 6_000);
+    // The first metrics may come from the catch-up read before the stream starts (a slow first
+    // status under load): the freeze waits for the stream to have delivered, then looks once.
+    const executor = Object.create(ssh as SshExecutor) as SshExecutor;
+    let streamDelivered = false;
+    executor.stream = (command, options) =>
+      (ssh as SshExecutor).stream(command, {
+        ...options,
+        onStdout: (chunk) => {
+          streamDelivered = true;
+          options.onStdout?.(chunk);
+        },
+      });
+    /** What the one look saw: the watchers of the run dir at the metric it came with. */
+    let seen: { metric: number; watchers: number[]; groups: (number | null)[] } | null = null;
     bus.on((event) => {
       if (event.type === 'log' && event.level === 'warn') warnings.push(event.message);
       if (event.type !== 'metric') return;
       published.push(event.metric);
-      if (published.length === 15) {
-        // The watcher and its tail freeze (the channel stays open, nothing comes down it).
-        const shells = pidsWith(PUSH_ALIVE).filter((pid) =>
-          readFileSync(`/proc/${pid}/cmdline`, 'utf8').includes(runDir),
-        );
-        assert.equal(shells.length, 1, `one watcher for ${runDir}`);
-        const tails = pidsWith(`--pid=${shells[0]}`);
-        for (const pid of [...shells, ...tails]) {
-          process.kill(pid, 'SIGSTOP');
-          frozen.push(pid);
-        }
+      if (seen !== null || published.length < 15 || !streamDelivered) return;
+      const watchers = watchersOf(runDir);
+      seen = {
+        metric: published.length,
+        watchers,
+        groups: watchers.map((pid) => parentAndGroup(pid)?.pgid ?? null),
+      };
+      // The watcher leads its own process group (sshd's session): stopping the group freezes
+      // it, its tail and any fork of it at once (the channel stays open, nothing comes down it).
+      if (watchers.length === 1 && seen.groups[0] === watchers[0]) {
+        process.kill(-watchers[0]!, 'SIGSTOP');
+        frozen.push(watchers[0]!);
       }
     });
     const result = await new MetricsFollower({
-      executor: ssh as SshExecutor,
+      executor,
       runId: 'r',
       runDir,
       bus,
@@ -156,7 +200,7 @@ describe('following with the job status pushed on the stream (real sshd)', funct
       timing,
     }).follow();
     assert.deepEqual(result.status, { kind: 'exited', code: 0 });
-    assert.equal(frozen.length >= 1, true, 'the watcher was frozen');
+    assert.equal(frozen.length, 1, `one watcher, its own group, frozen: ${JSON.stringify(seen)}`);
     assert.match(
       warnings.join('\n'),
       /metrics stream ended \(silent for 6 s\); resuming from byte/,
