@@ -27,6 +27,7 @@ import {
   metricsOf,
   python,
 } from '../helpers/jobShells';
+import { tapStreams } from '../helpers/streamTap';
 
 /**
  * Forwards to the real executor but breaks the first stream after `dropAfter`
@@ -105,13 +106,16 @@ describe('following a live job through the LocalExecutor', function () {
     cpSync(path.join(EXAMPLE, 'train.py'), path.join(runDir, 'train.py'));
     cpSync(path.join(EXAMPLE, 'data'), path.join(runDir, 'data'), { recursive: true });
     const executor = new DroppingExecutor(local, 12);
+    const tap = tapStreams(executor);
     const bus = new EventBus();
     const published: TrainMetric[] = [];
+    let streamed = 0;
     const latenciesMs: number[] = [];
     const warnings: string[] = [];
     bus.on((event) => {
       if (event.type === 'metric') {
         published.push(event.metric);
+        if (tap.delivering) streamed++;
         // `time` is the trainer's clock just before its write (same machine).
         latenciesMs.push(Date.now() - event.metric.time * 1000);
       }
@@ -126,7 +130,7 @@ describe('following a live job through the LocalExecutor', function () {
       ),
     });
     const follower = new MetricsFollower({
-      executor,
+      executor: tap.executor,
       runId: 'r',
       runDir,
       bus,
@@ -150,8 +154,9 @@ describe('following a live job through the LocalExecutor', function () {
     console.log(
       `      append-to-event latency over ${sorted.length} metrics: p50 ${p50.toFixed(1)} ms, p95 ${p95.toFixed(1)} ms, max ${(sorted[sorted.length - 1] ?? 0).toFixed(1)} ms`,
     );
-    // Streaming, not polling: half the lines arrive far sooner than a 2 s poll would bring them.
-    assert.ok(p50 < 500, `p50 ${p50} ms`);
+    // Streaming, not polling: most lines came down a stream as they were written (the latency
+    // above is a figure of this machine's load, not asserted); only the catch-ups read the rest.
+    assert.ok(streamed * 2 > published.length, `${streamed} of ${published.length} streamed`);
     await waitFor('the stream to be gone', 5_000, async () =>
       liveProcessesIn(runDir).length === 0 ? true : null,
     );

@@ -24,6 +24,7 @@ import {
   type Sshd,
   type TcpProxy,
 } from '../helpers/sshd';
+import { tapStreams } from '../helpers/streamTap';
 
 const EXAMPLE = path.resolve(__dirname, '..', '..', 'examples', 'tiny');
 
@@ -93,13 +94,16 @@ describe('the job over SSH (real sshd, connection cut mid-job)', function () {
       ),
     });
     started.push(pid);
+    const tap = tapStreams(ssh);
     const bus = new EventBus();
     const published: TrainMetric[] = [];
+    let streamed = 0;
     const latenciesMs: number[] = [];
     const warnings: string[] = [];
     bus.on((event) => {
       if (event.type === 'metric') {
         published.push(event.metric);
+        if (tap.delivering) streamed++;
         latenciesMs.push(Date.now() - event.metric.time * 1000);
         // Cut every connection once, mid-job.
         if (published.length === 15) (proxy as TcpProxy).cut();
@@ -107,7 +111,7 @@ describe('the job over SSH (real sshd, connection cut mid-job)', function () {
       if (event.type === 'log' && event.level === 'warn') warnings.push(event.message);
     });
     const follower = new MetricsFollower({
-      executor: ssh,
+      executor: tap.executor,
       runId: 'r',
       runDir,
       bus,
@@ -124,7 +128,9 @@ describe('the job over SSH (real sshd, connection cut mid-job)', function () {
     console.log(
       `      over SSH: append-to-event latency p50 ${percentile(sorted, 50).toFixed(1)} ms, p95 ${percentile(sorted, 95).toFixed(1)} ms (${sorted.length} metrics, one cut)`,
     );
-    assert.ok(percentile(sorted, 50) < 500);
+    // Streaming, not polling: most lines came down a stream as they were written (the latency
+    // above is a figure of this machine's load, not asserted); only the catch-ups read the rest.
+    assert.ok(streamed * 2 > published.length, `${streamed} of ${published.length} streamed`);
   });
 
   it('a job started over SSH outlives the session and the connection, and cancels over SSH', async () => {

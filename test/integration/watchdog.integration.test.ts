@@ -45,7 +45,9 @@ const SCENARIOS: Scenario[] = [
         const markedMs = Date.now();
         r!.write('.pod/retrieved');
         await r!.waitExit();
-        assert.ok(r!.deleteAtMs()! - markedMs < 3000, 'not deleted at the next tick');
+        // Deleted because of the marker, in the tick that saw it (the messages below): no wall
+        // time bound, a loaded machine's tick runs late.
+        assert.ok(r!.deleteAtMs()! >= markedMs, 'not deleted before the marker');
         r!.checkDeletedOnce('retrieved');
         assert.deepEqual(r!.messages().slice(-4), [
           'retrieved marker seen',
@@ -64,8 +66,8 @@ const SCENARIOS: Scenario[] = [
       withRuns(
         shell,
         [
-          { env: { RUNPOD_API_KEY: undefined, OVERBRAINER_INTERVAL: '30' } },
-          { env: { RUNPOD_POD_ID: undefined, OVERBRAINER_INTERVAL: '30' } },
+          { env: { RUNPOD_API_KEY: undefined, OVERBRAINER_INTERVAL: '300' } },
+          { env: { RUNPOD_POD_ID: undefined, OVERBRAINER_INTERVAL: '300' } },
         ],
         async (runs) => {
           for (const r of runs) {
@@ -74,10 +76,9 @@ const SCENARIOS: Scenario[] = [
           }
           await sleep(300);
           for (const r of runs) {
-            const termMs = Date.now();
             r.term();
-            assert.equal(await r.waitExit(5000), 0);
-            assert.ok(Date.now() - termMs < 3000, 'TERM waited for the 30 s sleep');
+            // A watchdog that waited for its 300 s sleep would still run a minute later.
+            assert.equal(await r.waitExit(60_000), 0);
             assert.equal(r.messages().at(-1), 'stopping');
             assert.deepEqual(r.methods(), []);
           }
