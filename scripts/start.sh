@@ -22,27 +22,10 @@ done
 wanted=(sshd:openssh-server curl:curl python3:python3 unshare:util-linux setpriv:util-linux
   /usr/include/gssapi/gssapi_krb5.h:libkrb5-dev g++:g++ make:make)
 [ "$check" -eq 1 ] && wanted+=(chromium:chromium)
-missing=()
-for pair in "${wanted[@]}"; do
-  test_="${pair%%:*}"
-  pkg="${pair#*:}"
-  if [[ "$test_" == /* ]]; then
-    [ -e "$test_" ] && continue
-  else
-    command -v "$test_" >/dev/null 2>&1 && continue
-    [ -x "/usr/sbin/$test_" ] && continue
-  fi
-  [[ " ${missing[*]-} " == *" $pkg "* ]] || missing+=("$pkg")
-done
-if [ "${#missing[@]}" -gt 0 ]; then
-  if [ "$(id -u)" -ne 0 ]; then
-    echo "missing Debian packages: ${missing[*]} (as root: apt-get install -y ${missing[*]})" >&2
-    exit 1
-  fi
-  echo "installing Debian packages: ${missing[*]}"
-  apt-get update -qq
-  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${missing[@]}"
-fi
+# Installs what is missing, waiting (bounded) for the package manager's lock another install holds.
+# shellcheck source=scripts/lib/apt.sh
+source "$ROOT/scripts/lib/apt.sh"
+ensure_debian "${wanted[@]}"
 if [ "$(id -u)" -ne 0 ]; then
   echo "the Runpod emulator's pods need root (PID and mount namespaces): run npm start as root" >&2
   exit 1

@@ -10,10 +10,11 @@
 #
 # What gets installed, only when missing:
 #   - npm packages: `npm ci` when node_modules is absent or differs from package-lock.json;
-#   - Debian packages (apt-get update once, then install -y), per tier: unit needs busybox, dash,
-#     python3, openssh-client; integration adds openssh-server and curl; e2e needs all of those
-#     (its journeys train on real emulated pods) plus chromium, and libkrb5-dev, g++, make for
-#     code-server's native modules;
+#   - Debian packages (apt-get update once, then install -y; each waits up to 10 minutes for the
+#     package manager's lock another install holds: scripts/lib/apt.sh), per tier: unit needs
+#     busybox, dash, python3, openssh-client; integration adds openssh-server and curl; e2e needs
+#     all of those (its journeys train on real emulated pods) plus chromium, and libkrb5-dev, g++,
+#     make for code-server's native modules;
 #   - Node 24 and code-server for the e2e tier (scripts/ensure-code-server.sh), once per machine into
 #     ~/.cache/overbrainer-test/code-server-<pins>/ (or $OVERBRAINER_TEST_CACHE), linked from
 #     test/e2e/vscode/; later clones reuse it.
@@ -61,38 +62,9 @@ trap on_exit EXIT
 # ---------------------------------------------------------------------------------------------
 # Prerequisites
 
-apt_updated=0
-apt_install() {
-  if [ "$(id -u)" -ne 0 ]; then
-    echo "missing Debian packages: $*; install them (as root: apt-get install -y $*) and re-run." >&2
-    exit 1
-  fi
-  if [ "$apt_updated" -eq 0 ]; then
-    apt-get update -qq
-    apt_updated=1
-  fi
-  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "$@"
-}
-
-# Installs each "test:package" pair whose test fails. A test is a command name (looked up on PATH
-# and in /usr/sbin) or a path.
-ensure_debian() {
-  local missing=()
-  local pair check pkg
-  for pair in "$@"; do
-    check="${pair%%:*}"
-    pkg="${pair#*:}"
-    if [[ "$check" == /* ]]; then
-      [ -e "$check" ] || missing+=("$pkg")
-    else
-      command -v "$check" >/dev/null 2>&1 || [ -x "/usr/sbin/$check" ] || missing+=("$pkg")
-    fi
-  done
-  if [ "${#missing[@]}" -gt 0 ]; then
-    echo "installing Debian packages: ${missing[*]}"
-    apt_install "${missing[@]}"
-  fi
-}
+# apt_install and ensure_debian: they wait (bounded) for the package manager's lock.
+# shellcheck source=scripts/lib/apt.sh
+source "$ROOT/scripts/lib/apt.sh"
 
 # True when node_modules holds exactly what package-lock.json pins (npm's hidden lockfile is
 # written by every install, so comparing the two finds a stale or partial install).
