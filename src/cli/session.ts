@@ -21,8 +21,9 @@ import {
   CONFIG_FILE,
   formatConfigError,
   loadConfig,
+  otherApiHost,
+  readDotEnv,
   runpodSettings,
-  withDotEnv,
   type ConfigError,
   type Env,
   type OverbrainerConfig,
@@ -152,6 +153,8 @@ export class Session {
   interrupts: Interrupts | null = null;
   /** The run the command works on, once known: its summary is printed even after a failure. */
   runId: string | null = null;
+  /** Whether the `.env` lines ignored were warned about (once per command). */
+  private dotEnvWarned = false;
   summaryPrinted = false;
 
   constructor(
@@ -178,8 +181,16 @@ export class Session {
    */
   config(strict: boolean): OverbrainerConfig | null {
     const file = path.join(this.dir, CONFIG_FILE);
+    const dotEnv = readDotEnv(this.dir, this.io.env);
+    if (!this.dotEnvWarned) {
+      this.dotEnvWarned = true;
+      for (const line of dotEnv.ignored) {
+        this.io.stderr(`warning: ${line.file}:${line.line}: ${line.message}`);
+        this.io.stderr(`hint: ${line.hint}`);
+      }
+    }
     if (!strict && !fs.existsSync(file)) {
-      this.env = withDotEnv(this.dir, this.io.env);
+      this.env = dotEnv.env;
       return null;
     }
     const loaded = loadConfig(this.dir, this.io.env);
@@ -205,6 +216,13 @@ export class Session {
       throw new ConfigProblem([
         'OVERBRAINER_RUNPOD__API_KEY: no Runpod API key is set. Set it to a key from the Runpod console (Settings → API Keys), in the environment or in the workspace .env.',
       ]);
+    }
+    // A host the user chose outside the workspace (the process env), but not Runpod's: said.
+    const other = otherApiHost(settings.settings.baseUrl);
+    if (other !== null) {
+      this.io.stderr(
+        `note: the Runpod API key goes to ${other} (OVERBRAINER_RUNPOD__BASE_URL=${settings.settings.baseUrl}), not to Runpod's own API`,
+      );
     }
     this.client = new RunpodClient({
       baseUrl: settings.settings.baseUrl,

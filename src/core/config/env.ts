@@ -100,29 +100,65 @@ function envValue(leaf: string, raw: string): string | string[] {
 }
 
 /**
+ * Names a file in the workspace may never set: where the API key is sent is chosen by the user,
+ * outside the workspace (a cloned repository's `.env` could otherwise send the key to any host).
+ */
+export const PROCESS_ENV_ONLY: ReadonlySet<string> = new Set([ENV_BASE_URL]);
+
+/** A `.env` line that was not taken, and why: the CLI warns with it, naming the line. */
+export interface DotEnvIgnored {
+  /** The `.env` file's path. */
+  file: string;
+  /** 1-based. */
+  line: number;
+  name: string;
+  message: string;
+  hint: string;
+}
+
+/**
  * The process env with the workspace's `.env` under it (`KEY=VALUE` lines,
  * optional `export ` and quotes, `#` comments): the process wins, and only
- * `OVERBRAINER_*` names are taken from the file. A missing or unreadable
- * `.env` adds nothing.
+ * `OVERBRAINER_*` names are taken from the file, never one of
+ * {@link PROCESS_ENV_ONLY} (those lines come back in `ignored`). A missing or
+ * unreadable `.env` adds nothing.
  */
-export function withDotEnv(workspaceDir: string, env: Env): Env {
+export function readDotEnv(workspaceDir: string, env: Env): { env: Env; ignored: DotEnvIgnored[] } {
+  const file = path.join(workspaceDir, '.env');
   let text: string;
   try {
-    text = fs.readFileSync(path.join(workspaceDir, '.env'), 'utf8');
+    text = fs.readFileSync(file, 'utf8');
   } catch {
-    return env;
+    return { env, ignored: [] };
   }
   const merged: Record<string, string | undefined> = { ...env };
-  for (const line of text.split(/\r?\n/)) {
+  const ignored: DotEnvIgnored[] = [];
+  text.split(/\r?\n/).forEach((line, index) => {
     const match = /^\s*(?:export\s+)?([A-Za-z_][A-Za-z0-9_]*)\s*=\s*(.*?)\s*$/.exec(line);
-    if (!match) continue;
+    if (!match) return;
     const name = match[1] ?? '';
-    if (!name.startsWith(ENV_PREFIX) || env[name] !== undefined) continue;
+    if (!name.startsWith(ENV_PREFIX)) return;
+    if (PROCESS_ENV_ONLY.has(name)) {
+      ignored.push({
+        file,
+        line: index + 1,
+        name,
+        message: `${name} in .env is ignored: the Runpod API's address is read from the environment only, never from a file in the workspace (a file there could send your API key to another host)`,
+        hint: `To use that address, set ${name} in your shell's environment; then remove the line from .env.`,
+      });
+      return;
+    }
+    if (env[name] !== undefined) return;
     let value = match[2] ?? '';
     const quoted = /^(['"])(.*)\1$/.exec(value);
     if (quoted) value = quoted[2] ?? '';
     else value = value.replace(/\s+#.*$/, '');
     merged[name] = value;
-  }
-  return merged;
+  });
+  return { env: merged, ignored };
+}
+
+/** {@link readDotEnv}'s env alone. */
+export function withDotEnv(workspaceDir: string, env: Env): Env {
+  return readDotEnv(workspaceDir, env).env;
 }

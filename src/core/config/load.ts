@@ -164,6 +164,22 @@ function isLoopback(hostname: string): boolean {
   return LOOPBACK_HOSTS.has(hostname) || /^127\.\d{1,3}\.\d{1,3}\.\d{1,3}$/.test(hostname);
 }
 
+/**
+ * The host of `baseUrl` when it is neither Runpod's own API host nor this machine (loopback):
+ * every command that sends the API key there says so. Null for Runpod and loopback.
+ */
+export function otherApiHost(baseUrl: string): string | null {
+  let url: URL;
+  try {
+    url = new URL(baseUrl);
+  } catch {
+    return baseUrl;
+  }
+  if (isLoopback(url.hostname)) return null;
+  if (url.hostname === new URL(DEFAULT_RUNPOD_BASE_URL).hostname) return null;
+  return url.host;
+}
+
 function envError(envVar: string, message: string, hint: string): ConfigError {
   return { file: `env:${envVar}`, line: 1, column: 1, key: envVar, message, hint, envVar };
 }
