@@ -2,8 +2,9 @@
  * The demo (`npm start`; scripts/start.sh installs what is missing and builds first): the local
  * Runpod emulator (real pods: real processes with real sshd and the real bootstrap and watchdog),
  * and the real VS Code (code-server) with this build of the extension, opened on a fresh copy of
- * examples/tiny/ whose .vscode/settings.json points at the emulator and whose extension host has
- * the emulator's key as OVERBRAINER_RUNPOD__API_KEY. Prints the URL and runs until Ctrl-C
+ * examples/tiny/, with code-server's machine settings pointing `overbrainer.runpod.baseUrl` at
+ * the emulator (where a user sets it: a workspace cannot) and its extension host holding the
+ * emulator's key as OVERBRAINER_RUNPOD__API_KEY. Prints the URL and runs until Ctrl-C
  * (SIGINT) or SIGTERM, then stops code-server, deletes every emulated pod and waits until they
  * are gone.
  *
@@ -22,7 +23,7 @@
  *                      of linking the build in dist/: the demo runs what users install
  */
 import { spawnSync } from 'node:child_process';
-import { cpSync, existsSync, mkdirSync, rmSync, writeFileSync } from 'node:fs';
+import { cpSync, existsSync, mkdirSync, rmSync } from 'node:fs';
 import * as path from 'node:path';
 import { startEmulator, type Emulator } from '../test/emulator/emulator';
 import { CodeServer, codeServerEnv, NODE24, REPO_ROOT } from '../test/e2e/harness';
@@ -102,26 +103,14 @@ export function parseDemoArgs(argv: readonly string[]): DemoOptions {
   return options;
 }
 
-/** A fresh copy of examples/tiny (no runs, no caches) pointed at the emulator. */
-export function prepareWorkspace(workspace: string, baseUrl: string): void {
+/** A fresh copy of examples/tiny (no runs, no caches, no .vscode). */
+export function prepareWorkspace(workspace: string): void {
   rmSync(workspace, { recursive: true, force: true });
   const tiny = path.join(REPO_ROOT, 'examples', 'tiny');
   cpSync(tiny, workspace, {
     recursive: true,
     filter: (source) => !/(^|\/)(runs|output|__pycache__|\.vscode)$/.test(source),
   });
-  mkdirSync(path.join(workspace, '.vscode'), { recursive: true });
-  writeFileSync(
-    path.join(workspace, '.vscode', 'settings.json'),
-    `${JSON.stringify(
-      {
-        // The local Runpod emulator started by `npm start`; remove this line for the real Runpod.
-        'overbrainer.runpod.baseUrl': baseUrl,
-      },
-      null,
-      2,
-    )}\n`,
-  );
 }
 
 /** Installs `vsix` into a fresh extensions dir with code-server's own CLI; returns the dir. */
@@ -212,7 +201,7 @@ async function main(): Promise<number> {
         starting: options.bootMs - Math.floor(options.bootMs / 2),
       },
     });
-    prepareWorkspace(workspace, emulator.baseUrl);
+    prepareWorkspace(workspace);
     log(
       `Runpod emulator: ${emulator.baseUrl} (api key: ${emulator.apiKey}; pods boot in ${options.bootMs} ms)`,
     );
@@ -238,7 +227,13 @@ async function main(): Promise<number> {
       },
       // The demo shows the product as a user first sees it: the walkthrough may open.
       settings: options.check ? {} : { 'workbench.startupEditor': 'welcomePage' },
+      // Where a user points the extension at another API (scope `machine`: code-server's window
+      // is a remote one, so its machine settings, never the workspace's .vscode/settings.json).
+      machineSettings: { 'overbrainer.runpod.baseUrl': emulator.baseUrl },
     });
+    log(
+      `settings: overbrainer.runpod.baseUrl = ${emulator.baseUrl} in code-server's machine settings (${server.machineSettingsFile})`,
+    );
     if (options.check) {
       const ok = await runCheck({ server, emulator, workspace, signal: abort.signal });
       await stop();

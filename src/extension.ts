@@ -104,10 +104,9 @@ export function activate(context: vscode.ExtensionContext): void {
   );
 
   // Right after activation (not in it): an editor already showing overbrainer.toml gets its
-  // Problems, and a run this workspace left `running` is followed again.
-  setImmediate(() => {
-    if (vscode.workspace.textDocuments.some((doc) => path.basename(doc.uri.fsPath) === CONFIG_FILE))
-      load(`${CONFIG_FILE} open`);
+  // Problems, and a run this workspace left `running` is followed again: at once in a trusted
+  // workspace, else once the user trusts it (Restricted Mode: no API call, SSH or job before).
+  const followAgain = (): void => {
     const runsDirs = (vscode.workspace.workspaceFolders ?? [])
       .filter((folder) => folder.uri.scheme === 'file')
       .map((folder) => path.join(folder.uri.fsPath, runsFolderName(folder)));
@@ -118,7 +117,25 @@ export function activate(context: vscode.ExtensionContext): void {
           `Could not resume following: ${error instanceof Error ? error.message : String(error)}`,
         ),
       );
+  };
+  setImmediate(() => {
+    if (vscode.workspace.textDocuments.some((doc) => path.basename(doc.uri.fsPath) === CONFIG_FILE))
+      load(`${CONFIG_FILE} open`);
+    if (vscode.workspace.isTrusted) {
+      followAgain();
+    } else {
+      log.info(
+        'This folder is not trusted: Overbrainer shows its runs from their records and makes no Runpod API call, no SSH connection and starts nothing until you trust it.',
+      );
+    }
   });
+  context.subscriptions.push(
+    vscode.workspace.onDidGrantWorkspaceTrust(() => {
+      log.info('The folder is trusted now: following its running runs again, listing the pods.');
+      core?.trustGranted();
+      followAgain();
+    }),
+  );
 }
 
 /** The controller (a context subscription) aborts every follow; nothing deletes a pod here. */

@@ -37,6 +37,8 @@ export interface Core {
   restorePanel(panel: vscode.WebviewPanel, state: unknown): Promise<void>;
   /** Runs this workspace left `running` are followed again (unless another process holds them). */
   resumeFollowing(): Promise<void>;
+  /** The user trusted the workspace: the views that held back their API calls list again. */
+  trustGranted(): void;
 }
 
 /**
@@ -124,5 +126,9 @@ export function startCore(shell: Shell): Core {
     spendTree,
     restorePanel: (panel, state) => runPanels.restore(panel, state),
     resumeFollowing: () => controller.resumeFollowing(),
+    trustGranted: () => {
+      if (pods.isLoaded) pods.refresh().catch((error: unknown) => log.warn(errorText(error)));
+      void controller.welcome.refreshKey();
+    },
   };
 }

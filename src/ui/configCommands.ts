@@ -22,6 +22,7 @@ export async function createConfig(ctx: UiContext): Promise<void> {
 
 /** Pick GPU Types: the secure cloud's GPU types, written into a Runpod target's gpu_types. */
 export async function pickGpuTypes(ctx: UiContext): Promise<void> {
+  if (!(await ctx.requireTrust('list GPU types'))) return;
   const folder = await ctx.pickFolder();
   if (!folder) return;
   const session = await ctx.session(folder);
@@ -111,6 +112,7 @@ async function onRunpodTarget(
     target: RunpodTargetConfig;
   }) => Promise<void>,
 ): Promise<void> {
+  if (!(await ctx.requireTrust('call the Runpod API'))) return;
   const folder = await ctx.pickFolder();
   if (!folder) return;
   const session = await ctx.session(folder);

@@ -102,6 +102,7 @@ export async function finish(
 
 /** Attach: follows a run again (its job, its retrieval), or takes a pending retrieval up. */
 export async function attach(ctx: UiContext, arg: unknown, quiet = false): Promise<void> {
+  if (!(await ctx.requireTrust('attach to a run'))) return;
   const run = await ctx.pickRun(
     arg,
     (r) =>
@@ -144,6 +145,14 @@ export async function waitUntracked(ctx: UiContext, runId: string): Promise<void
  * host may still be letting go of it; a lock another window keeps holding is left alone.
  */
 export async function resumeFollowing(ctx: UiContext): Promise<void> {
+  // Not trusted: the runs show from their records; following waits until the folder is trusted
+  // (the extension calls this again then).
+  if (!ctx.trusted) {
+    ctx.log.info(
+      'This folder is not trusted: its runs are shown from their records, and none is followed (no API call, no SSH connection) until you trust it.',
+    );
+    return;
+  }
   await ctx.runs.ensureLoaded().catch(() => undefined);
   // A run left `preparing` by a client that died before its job started is attached too:
   // attach deletes its pods and fails it (`interrupted before the job started`).

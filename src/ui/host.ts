@@ -21,7 +21,8 @@ export type WindowPort = Pick<
 export interface UiHost {
   window: WindowPort;
   commands: Pick<typeof vscode.commands, 'executeCommand'>;
-  workspace: Pick<typeof vscode.workspace, 'workspaceFolders' | 'getConfiguration'>;
+  /** `isTrusted`: Workspace Trust (false in Restricted Mode). */
+  workspace: Pick<typeof vscode.workspace, 'workspaceFolders' | 'getConfiguration' | 'isTrusted'>;
   /** `vscode.ProgressLocation`'s two values the handlers use. */
   progress: { notification: vscode.ProgressLocation; window: vscode.ProgressLocation };
   /** `vscode.Uri.file`. */

@@ -16,6 +16,7 @@ const FORCE_CHOICE = 'Force: Delete Anyway';
 
 /** Keep Pod (`keep`) or Release Pod: a kept pod outlives its job until it is removed. */
 export async function keep(ctx: UiContext, arg: unknown, keep: boolean): Promise<void> {
+  if (!(await ctx.requireTrust(keep ? 'keep a pod' : 'release a pod'))) return;
   const run = await ctx.pickRun(
     arg,
     (r) =>
@@ -50,6 +51,7 @@ export async function keep(ctx: UiContext, arg: unknown, keep: boolean): Promise
 
 /** Remove Pod: the pods of a run (its `pod rm`), or a pod of the Pods view no run records. */
 export async function removePod(ctx: UiContext, arg: unknown): Promise<void> {
+  if (!(await ctx.requireTrust('remove a pod'))) return;
   // A pod of the Pods view that no run here records (`{ podId }`, maybe with its marker's run).
   const orphan = await orphanOf(ctx, arg);
   if (orphan !== null) {
@@ -197,6 +199,7 @@ function forceDetail(kind: PodAdminErrorKind, runId: string): string {
 
 /** Open SSH Terminal: `ssh -F <run>/ssh/config <alias>` in a terminal of the run's folder. */
 export async function openSshTerminal(ctx: UiContext, arg: unknown): Promise<void> {
+  if (!(await ctx.requireTrust('open an SSH connection'))) return;
   const run = await ctx.pickRun(
     arg,
     (r) =>

@@ -187,6 +187,20 @@ export interface AccountListing {
 
 /** A failed listing as the view's message row: the reason and the next action. */
 export function listingProblem(error: unknown): PodsMessage {
+  if (
+    typeof error === 'object' &&
+    error !== null &&
+    (error as { needsTrust?: unknown }).needsTrust === true
+  ) {
+    return {
+      kind: 'message',
+      severity: 'warning',
+      text: 'Folder not trusted',
+      detail:
+        'This folder is not trusted: the account’s pods are not listed (no Runpod API call) until you trust it. Shown below: the pods this workspace’s run records say may exist.',
+      command: { id: 'workbench.trust.manage', title: 'Manage Workspace Trust' },
+    };
+  }
   const needsKey =
     (typeof error === 'object' &&
       error !== null &&
@@ -308,12 +322,14 @@ export class PodsModel extends LazyList<PodsItem> {
         for (const id of [...this.deletedIds]) if (!listedIds.has(id)) this.deletedIds.delete(id);
         this.lastError = null;
       } catch (error) {
-        // No key: no call was made, so the next refresh may try again (the key may be set by then).
-        const needsKey =
+        // No key, or a folder not trusted: no call was made, so the next refresh may try again
+        // (the key may be set, the folder trusted by then).
+        const noCall =
           typeof error === 'object' &&
           error !== null &&
-          (error as { needsKey?: unknown }).needsKey === true;
-        if (!needsKey) this.lastCallMs = nowMs;
+          ((error as { needsKey?: unknown }).needsKey === true ||
+            (error as { needsTrust?: unknown }).needsTrust === true);
+        if (!noCall) this.lastCallMs = nowMs;
         this.cached = null;
         this.lastError = error;
       }

@@ -7,6 +7,7 @@ import type { UiContext } from './uiContext';
 
 /** Cancel Run: after a confirmation, ends the run and deletes its pod (the core's cancel). */
 export async function cancel(ctx: UiContext, arg: unknown): Promise<void> {
+  if (!(await ctx.requireTrust('cancel a run'))) return;
   const run = await ctx.pickRun(
     arg,
     (r) => r.state === 'running' || r.state === 'preparing',
@@ -61,6 +62,7 @@ export async function cancel(ctx: UiContext, arg: unknown): Promise<void> {
  * a message that it saves, then the end did, on a quick machine), only the notification center.
  */
 export async function stopRun(ctx: UiContext, arg: unknown): Promise<void> {
+  if (!(await ctx.requireTrust('stop a run'))) return;
   const run = await ctx.pickRun(arg, (r) => r.state === 'running', 'stop with a snapshot');
   if (!run) return;
   const folder = ctx.folderOfRun(run);

@@ -13,6 +13,7 @@ import type { WorkspaceSession } from './workspace';
 /** Train (or, with `resume`, a new run that continues from that run's snapshot). */
 export async function train(ctx: UiContext, resume?: RunSummary): Promise<void> {
   const { window, log } = ctx;
+  if (!(await ctx.requireTrust(resume ? 'resume a run' : 'train'))) return;
   const folder = resume ? ctx.folderOfRun(resume) : await ctx.pickFolder();
   if (!folder) {
     void window.showErrorMessage('Overbrainer: open a folder with an overbrainer.toml first.');
@@ -61,6 +62,8 @@ export async function train(ctx: UiContext, resume?: RunSummary): Promise<void> 
     if (resume?.snapshot) {
       confirm.message = `Resume ${resume.id} from step ${resume.snapshot.step} on "${targetName}"?`;
     }
+    const other = session.otherApiHost();
+    if (other !== null) confirm.detail = `${confirm.detail}\n${other}`;
     const choice = await window.showInformationMessage(
       confirm.message,
       { modal: true, detail: confirm.detail },

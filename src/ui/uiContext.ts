@@ -11,7 +11,13 @@ import { errorText } from './errorText';
 import type { LogPort, UiHost } from './host';
 import { notificationFor, OnceFilter, type Notification, type NotifyAction } from './notifyModel';
 import type { RunsModel, RunSummary } from './runsModel';
-import { SetupError, WorkspaceSession } from './workspace';
+import {
+  MANAGE_TRUST_CHOICE,
+  MANAGE_TRUST_COMMAND,
+  SetupError,
+  untrustedError,
+  WorkspaceSession,
+} from './workspace';
 
 /** A run this window follows: aborting stops following (before the job starts it deletes the pod). */
 export interface Followed {
@@ -75,24 +81,49 @@ export class UiContext {
 
   // ----------------------------------------------------------------- sessions
 
-  /** A fresh session per command: the key and settings are read each time. */
+  /**
+   * A fresh session per command: the key and settings are read each time. The base URL is the
+   * user's own setting (`machine` scope: a workspace's `.vscode/settings.json` cannot set it, and
+   * a value found there anyway is ignored, said once in the log); the session of a folder VS
+   * Code does not trust makes no API call, SSH connection or job.
+   */
   async session(folder: vscode.WorkspaceFolder): Promise<WorkspaceSession> {
     const key = await this.apiKeys.get();
     const setting = this.host.workspace
       .getConfiguration('overbrainer', folder.uri)
       .inspect<string>('runpod.baseUrl');
-    const baseUrl =
-      setting?.workspaceFolderValue ?? setting?.workspaceValue ?? setting?.globalValue ?? null;
+    const ignored = setting?.workspaceFolderValue ?? setting?.workspaceValue;
+    if (ignored !== undefined && this.once.first(`workspaceBaseUrl:${ignored}`)) {
+      this.log.warn(
+        `overbrainer.runpod.baseUrl in the workspace's settings (${ignored}) is ignored: where your API key goes is set in your user settings or VS Code's environment only.`,
+      );
+    }
     return new WorkspaceSession({
       dir: folder.uri.fsPath,
       runsDir: this.host.runsDir(folder),
       env: this.host.env,
       apiKey: key?.key ?? null,
-      baseUrl,
+      baseUrl: setting?.globalValue ?? null,
+      trusted: this.trusted,
       bus: this.bus,
       clock: this.clock,
       timing: timingFromEnv(this.host.env).timing,
     });
+  }
+
+  /** Whether VS Code trusts the workspace (Workspace Trust; always true where it is off). */
+  get trusted(): boolean {
+    return this.host.workspace.isTrusted !== false;
+  }
+
+  /**
+   * True in a trusted workspace. Otherwise says that `what` needs the folder trusted, with a
+   * button that opens Manage Workspace Trust, and returns false: nothing else is done.
+   */
+  async requireTrust(what: string): Promise<boolean> {
+    if (this.trusted) return true;
+    await this.showError('Overbrainer', untrustedError(what));
+    return false;
   }
 
   async pickFolder(): Promise<vscode.WorkspaceFolder | undefined> {
@@ -143,16 +174,26 @@ export class UiContext {
 
   // ----------------------------------------------------------------- errors and notifications
 
-  /** Shows an error with its hint; a missing or refused key offers "Set Runpod API Key". */
+  /**
+   * Shows an error with its hint; a missing or refused key offers "Set Runpod API Key", a folder
+   * not trusted "Manage Workspace Trust".
+   */
   async showError(prefix: string, error: unknown): Promise<void> {
     const hint = hintOf(error);
     const needsKey = keyProblem(error);
+    const needsTrust = trustProblem(error);
     const text = this.log.redact(`${prefix}: ${errorText(error)}${hint ? ` — ${hint}` : ''}`);
     this.log.error(text);
-    const actions = needsKey ? ['Set Runpod API Key'] : ['Show Logs'];
+    const actions = needsTrust
+      ? [MANAGE_TRUST_CHOICE]
+      : needsKey
+        ? ['Set Runpod API Key']
+        : ['Show Logs'];
     const choice = await this.window.showErrorMessage(text, ...actions);
     if (choice === 'Set Runpod API Key')
       await this.host.commands.executeCommand('overbrainer.setApiKey');
+    if (choice === MANAGE_TRUST_CHOICE)
+      await this.host.commands.executeCommand(MANAGE_TRUST_COMMAND);
     if (choice === 'Show Logs') this.log.show();
   }
 
@@ -226,6 +267,15 @@ export function keyProblem(error: unknown): boolean {
   for (let e: unknown = error, depth = 0; e !== null && e !== undefined && depth < 5; depth++) {
     if (e instanceof SetupError) return e.needsKey;
     if (e instanceof ApiError) return e.kind === 'unauthorized';
+    e = e instanceof Error ? e.cause : undefined;
+  }
+  return false;
+}
+
+/** A folder not trusted (the session refused), anywhere in the error's cause chain. */
+export function trustProblem(error: unknown): boolean {
+  for (let e: unknown = error, depth = 0; e !== null && e !== undefined && depth < 5; depth++) {
+    if (e instanceof SetupError) return e.needsTrust;
     e = e instanceof Error ? e.cause : undefined;
   }
   return false;

@@ -5,6 +5,7 @@ import {
   ENV_BASE_URL,
   configErrorWithoutHint,
   loadConfig,
+  otherApiHost,
   runpodSettings,
   type Env,
   type OverbrainerConfig,
@@ -25,16 +26,38 @@ import type { Timing } from '../core/timing';
 /** Who the extension is in run locks and messages. */
 export const VSCODE_OWNER = 'VS Code window';
 
-/** Why a Runpod command cannot start: no key (the UI offers "Set Runpod API Key"), or a bad setting. */
+/**
+ * Why a Runpod command cannot start: no key (the UI offers "Set Runpod API Key"), a bad setting,
+ * or a folder the user has not trusted (the UI offers "Manage Workspace Trust").
+ */
 export class SetupError extends Error {
   constructor(
     message: string,
     readonly hint: string,
     readonly needsKey: boolean,
+    readonly needsTrust = false,
   ) {
     super(message);
     this.name = 'SetupError';
   }
+}
+
+/** VS Code's command that opens the Workspace Trust editor. */
+export const MANAGE_TRUST_COMMAND = 'workbench.trust.manage';
+/** The button that runs it. */
+export const MANAGE_TRUST_CHOICE = 'Manage Workspace Trust';
+
+/**
+ * What an untrusted folder refuses: any Runpod API call, SSH connection or local job. `what` is
+ * the action, e.g. "train".
+ */
+export function untrustedError(what: string): SetupError {
+  return new SetupError(
+    `This folder is not trusted, so Overbrainer does not ${what} from it: in a folder you have not trusted it shows runs from their records and makes no Runpod API call, no SSH connection and starts nothing.`,
+    'Trust the folder (Manage Workspace Trust) if you know where it comes from, then run the command again.',
+    false,
+    true,
+  );
 }
 
 export interface WorkspaceOptions {
@@ -43,8 +66,13 @@ export interface WorkspaceOptions {
   env: Env;
   /** The stored key, if any; wins over the environment. */
   apiKey: string | null;
-  /** The setting's value; null when it is the default (the environment may still set one). */
+  /**
+   * The user-level setting's value; null when it is not set (the environment may still set
+   * one). A workspace's value never comes here: where the key goes is the user's choice.
+   */
   baseUrl: string | null;
+  /** Whether VS Code trusts the folder: untrusted, no API call, SSH connection or job. */
+  trusted: boolean;
   bus: EventBus;
   clock: Clock;
   timing: Timing;
@@ -94,8 +122,9 @@ export class WorkspaceSession {
     }
   }
 
-  /** The Runpod client; throws SetupError without a key. */
+  /** The Runpod client; throws SetupError without a key, or in a folder not trusted. */
   api(): RunpodClient {
+    if (!this.options.trusted) throw untrustedError('call the Runpod API');
     if (this.client) return this.client;
     const settings = runpodSettings(this.env());
     if (!settings.ok) {
@@ -121,11 +150,37 @@ export class WorkspaceSession {
       version: CLIENT_VERSION,
       log: (level, message) => this.options.bus.publish({ type: 'log', level, message }),
     });
+    const other = this.otherApiHost();
+    if (other !== null) {
+      // Each command builds its own session: each says where the key goes.
+      this.options.bus.publish({ type: 'log', level: 'info', message: other });
+    }
     return this.client;
   }
 
-  /** FlowDeps; the client only when `needsApi` (a local target or a pod-less run needs none). */
+  /**
+   * Where the key goes, in words, when that is neither Runpod's own API nor this machine (the
+   * emulator); null otherwise. The choice was the user's (their settings or VS Code's
+   * environment), never the workspace's.
+   */
+  otherApiHost(): string | null {
+    const settings = runpodSettings(this.env());
+    if (!settings.ok) return null;
+    const host = otherApiHost(settings.settings.baseUrl);
+    if (host === null) return null;
+    const source =
+      this.options.baseUrl !== null
+        ? 'your user setting overbrainer.runpod.baseUrl'
+        : `${ENV_BASE_URL} in VS Code's environment`;
+    return `Runpod API: your API key goes to ${host} (${settings.settings.baseUrl}, from ${source}), not to Runpod's own API.`;
+  }
+
+  /**
+   * FlowDeps; the client only when `needsApi` (a local target or a pod-less run needs none).
+   * Every flow may connect or start a job: refused in a folder not trusted.
+   */
   deps(needsApi: boolean): FlowDeps {
+    if (!this.options.trusted) throw untrustedError('connect to a pod or start a job');
     return {
       store: this.store,
       client: needsApi ? this.api() : this.apiOrNull(),
@@ -138,6 +193,7 @@ export class WorkspaceSession {
   }
 
   podCtx(): PodCtx {
+    if (!this.options.trusted) throw untrustedError('call the Runpod API');
     return {
       store: this.store,
       client: this.api(),

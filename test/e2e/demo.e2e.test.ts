@@ -1,7 +1,7 @@
 import * as assert from 'node:assert/strict';
 import { spawn, type ChildProcess } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
-import { readdirSync, readFileSync } from 'node:fs';
+import { existsSync, readdirSync, readFileSync } from 'node:fs';
 import * as path from 'node:path';
 import { REPO_ROOT, tempDir } from './harness';
 
@@ -169,9 +169,11 @@ describe('npm start: the demo', function () {
     assert.match(decodeURIComponent(url), new RegExp(`${dir.dir}/workspace$`));
     const toml = readFileSync(path.join(dir.dir, 'workspace', 'overbrainer.toml'), 'utf8');
     assert.match(toml, /kind = "runpod"/, 'the opened folder is a copy of examples/tiny');
-    const settings = JSON.parse(
-      readFileSync(path.join(dir.dir, 'workspace', '.vscode', 'settings.json'), 'utf8'),
-    ) as Record<string, unknown>;
+    // The emulator's URL is where a user would set it, never in the workspace (scope machine).
+    assert.ok(!existsSync(path.join(dir.dir, 'workspace', '.vscode')), 'the workspace has .vscode');
+    const machineFile = /in code-server's machine settings \((.+)\)\n/.exec(output.text)?.[1];
+    assert.ok(machineFile, `the settings line in:\n${output.text}`);
+    const settings = JSON.parse(readFileSync(machineFile, 'utf8')) as Record<string, unknown>;
     assert.equal(settings['overbrainer.runpod.baseUrl'], baseUrl);
 
     // A pod that is up when Ctrl-C comes: the demo must delete it and wait until it is gone.

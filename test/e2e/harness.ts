@@ -123,6 +123,13 @@ export interface CodeServerOptions {
   extensionsDir?: string;
   /** Extra user settings (merged over the quiet defaults). */
   settings?: Record<string, unknown>;
+  /**
+   * Machine settings (`<user-data-dir>/Machine/settings.json`): where a window of code-server,
+   * which is a remote window, reads a `machine`-scoped setting such as
+   * `overbrainer.runpod.baseUrl` (a workspace cannot set those, nor a remote window's user
+   * settings).
+   */
+  machineSettings?: Record<string, unknown>;
   /** Extra environment for code-server and its extension host. */
   env?: Record<string, string>;
   /** Port on 127.0.0.1 (default 0: a free port the kernel picks). */
@@ -145,6 +152,11 @@ export class CodeServer {
   /** Everything code-server printed so far (for a failing test's message). */
   get log(): string {
     return this.output.text;
+  }
+
+  /** Its machine settings file (user-data/Machine/settings.json): `machine`-scoped settings. */
+  get machineSettingsFile(): string {
+    return path.join(this.home, 'user-data', 'Machine', 'settings.json');
   }
 
   /** Its logs folder (user-data/logs): the extension hosts' and the Overbrainer channel's files. */
@@ -189,6 +201,13 @@ export class CodeServer {
       path.join(userDataDir, 'User', 'settings.json'),
       JSON.stringify({ ...QUIET_SETTINGS, ...options.settings }, null, 2),
     );
+    if (options.machineSettings !== undefined) {
+      mkdirSync(path.join(userDataDir, 'Machine'), { recursive: true });
+      writeFileSync(
+        path.join(userDataDir, 'Machine', 'settings.json'),
+        JSON.stringify(options.machineSettings, null, 2),
+      );
+    }
     const args = codeServerArgs(userDataDir, extensionsDir, temp.dir, options.port ?? 0);
     const child = spawn(NODE24, [CODE_SERVER_ENTRY, ...args, options.workspace], {
       cwd: temp.dir,

@@ -56,7 +56,7 @@ export interface WindowOptions {
 
 /**
  * Registers the hooks every journey repeats: an emulator, a workspace holding examples/tiny's
- * train.py and data, the settings pointing the extension at the emulator, code-server and a
+ * train.py and data, the machine settings pointing the extension at the emulator, code-server and a
  * Chromium on the workbench; a screenshot when a test fails; and, at the end, everything closed
  * and no pod left billing. Call inside `describe`; read the fields from the test bodies.
  */
@@ -73,14 +73,11 @@ export function useWindow(options: WindowOptions): E2eWindow {
     if (options.tiny ?? true) writeTinyWorkspace(ws, options.toml);
     else if (options.toml !== undefined)
       fs.writeFileSync(path.join(ws, 'overbrainer.toml'), options.toml);
-    fs.mkdirSync(path.join(ws, '.vscode'));
-    fs.writeFileSync(
-      path.join(ws, '.vscode', 'settings.json'),
-      JSON.stringify({ 'overbrainer.runpod.baseUrl': window.emulator.baseUrl }, null, 2),
-    );
     await options.prepare?.(ws, window.emulator);
     const serverOptions: CodeServerOptions = {
       workspace: ws,
+      // Where a user sets it: a workspace's .vscode/settings.json cannot (scope `machine`).
+      machineSettings: { 'overbrainer.runpod.baseUrl': window.emulator.baseUrl },
       env: {
         ...(options.timingScale === undefined
           ? {}

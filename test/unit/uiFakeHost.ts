@@ -38,6 +38,10 @@ export class FakeHost {
   folders: vscode.WorkspaceFolder[] = [];
   /** Settings of section `overbrainer` by key (the default when absent). */
   readonly settings = new Map<string, unknown>();
+  /** What `inspect(key)` answers per scope (user: globalValue; workspace: workspaceValue…). */
+  readonly scoped = new Map<string, Record<string, unknown>>();
+  /** Workspace Trust: false is Restricted Mode. */
+  trusted = true;
   readonly env: NodeJS.ProcessEnv = {};
 
   private message(kind: 'info' | 'warning' | 'error') {
@@ -95,11 +99,12 @@ export class FakeHost {
       getConfiguration: () => ({
         get: (key: string, fallback?: unknown) =>
           this.settings.has(key) ? this.settings.get(key) : fallback,
-        inspect: () => undefined,
+        inspect: (key: string) => this.scoped.get(key),
       }),
     };
-    // Read when the handlers ask, so a test may add a folder later.
+    // Read when the handlers ask, so a test may add a folder later (or trust the workspace).
     Object.defineProperty(workspace, 'workspaceFolders', { get: () => this.folders });
+    Object.defineProperty(workspace, 'isTrusted', { get: () => this.trusted });
     return {
       window: this.window as unknown as WindowPort,
       commands: {
@@ -180,20 +185,22 @@ export function fakeContext(runs: RunSummary[] = []): {
   fake: FakeHost;
   log: FakeLog;
   clock: FakeClock;
+  apiKeys: ApiKeyStore;
 } {
   const fake = new FakeHost();
   const log = new FakeLog();
   const clock = new FakeClock();
+  const apiKeys = new ApiKeyStore(new MemorySecrets(), new Redactor(), {});
   const ctx = new UiContext({
     host: fake.host(),
     bus: new EventBus(),
     clock,
     log,
-    apiKeys: new ApiKeyStore(new MemorySecrets(), new Redactor(), {}),
+    apiKeys,
     runs: new RunsModel(() => Promise.resolve(runs), { clock }),
     pods: { refresh: () => Promise.resolve(), isLoaded: false },
   });
-  return { ctx, fake, log, clock };
+  return { ctx, fake, log, clock, apiKeys };
 }
 
 /** A run in `dir` (its ID the directory's name), running on pod `pod1` unless `over` says else. */

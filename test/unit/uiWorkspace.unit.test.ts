@@ -20,6 +20,7 @@ describe('workspace session (extension FlowDeps)', function () {
       env,
       apiKey,
       baseUrl,
+      trusted: true,
       bus: new EventBus(),
       clock: new FakeClock(),
       timing: PRODUCTION_TIMING,
