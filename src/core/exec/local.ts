@@ -63,6 +63,20 @@ export class Capped {
   }
 }
 
+/**
+ * The environment of every command the local target runs, the job (the workspace's own code)
+ * included: this process's, without the secrets the product holds: every
+ * `OVERBRAINER_RUNPOD__*` variable (the API key, the API's address) and Runpod's own
+ * `RUNPOD_API_KEY`. Everything else (PATH, HOME, a token the user exported for their job) stays.
+ */
+export function localCommandEnv(env: NodeJS.ProcessEnv): NodeJS.ProcessEnv {
+  return Object.fromEntries(
+    Object.entries(env).filter(
+      ([name]) => !name.startsWith('OVERBRAINER_RUNPOD__') && name !== 'RUNPOD_API_KEY',
+    ),
+  );
+}
+
 export class LocalExecutor implements Executor {
   readonly kind = 'local' as const;
   private readonly clock: Clock;
@@ -97,6 +111,7 @@ export class LocalExecutor implements Executor {
       child = spawn('/bin/sh', ['-c', command], {
         detached: true,
         stdio: ['pipe', 'pipe', 'pipe'],
+        env: localCommandEnv(process.env),
       });
     } catch (error) {
       throw fsError(error, 'starting /bin/sh');

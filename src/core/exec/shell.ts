@@ -2,7 +2,7 @@
 
 /** `value` as one sh word, single-quoted (`'` becomes `'\''`). */
 export function shQuote(value: string): string {
-  if (value.includes('\0')) throw new TypeError('a shell word cannot hold a NUL byte');
+  if (value.includes('\0')) throw new RangeError('a shell word cannot hold a NUL byte');
   return `'${value.replace(/'/g, `'\\''`)}'`;
 }
 

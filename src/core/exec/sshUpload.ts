@@ -330,8 +330,9 @@ function emptyFileScript(remoteDir: string, path: string, mode: number): string 
 }
 
 /** The message of a failed write, free of characters the shell would act on in `echo "…"`. */
+/** sh printing `writing <path> failed` on stderr, the path quoted (a workspace path: any character). */
 function writeFailed(path: string): string {
-  return `writing ${path.replace(/["`$\\]/g, '')} failed`;
+  return `printf 'writing %s failed\\n' ${shQuote(path)} >&2`;
 }
 
 /** Fails unless the target printed the SHA-256 `ours` first and nothing went to its stderr. */
@@ -387,7 +388,7 @@ async function sendHashed(file: BigFile, signal?: AbortSignal): Promise<void> {
   const name = shQuote(file.path);
   const script =
     `${emptyFileScript(file.remoteDir, file.path, mode)} && ${PICK_SHA256} && ` +
-    `{ tee -- ${name} || echo "${writeFailed(file.path)}" >&2; } | $h`;
+    `{ tee -- ${name} || ${writeFailed(file.path)}; } | $h`;
   const result = await file.link
     .run(script, {
       stdin: fileContent(file, handle, hash, 0, null),
@@ -436,7 +437,7 @@ async function sendStriped(file: BigFile, signal?: AbortSignal): Promise<void> {
           `cd -- ${shQuote(file.remoteDir)} && ${PICK_SHA256} && ` +
           `{ { tee -- /dev/fd/3 | $h >&4 3>&-; } 3>&1 | ` +
           `dd of=${name} bs=${STRIPE_ALIGN_BYTES} seek=${start / STRIPE_ALIGN_BYTES} conv=notrunc 2>/dev/null ` +
-          `|| echo "${writeFailed(file.path)}" >&2; } 4>&1`;
+          `|| ${writeFailed(file.path)}; } 4>&1`;
         const result = await file.link.run(script, {
           stdin: fileContent(file, handle, hash, start, end),
           signal: stop,

@@ -7,6 +7,7 @@
 import * as fs from 'node:fs';
 import * as path from 'node:path';
 import { type Executor } from '../exec/executor';
+import { shQuote } from '../exec/shell';
 import type { PodRecord } from '../runs/podRecord';
 import type { RunRecord } from '../runs/runRecord';
 import { log, warn, type PodCtx } from './context';
@@ -135,7 +136,7 @@ export async function setKeep(
     // results nobody has retrieved) before anyone could renew it.
     if (pod.deadlineUnixS !== null)
       await executor.writeFileAtomic(`${run.remoteDir}/${LEASE_FILE}`, '');
-    await executor.exec(`rm -f '${marker.replace(/'/g, `'\\''`)}'`);
+    await executor.exec(`rm -f ${shQuote(marker)}`);
   }
   pod.keep = keep;
   if (keep && pod.state === 'awaiting_retrieval') pod.state = 'kept';
@@ -173,6 +174,6 @@ export async function setKeep(
 /** Whether the retrieved marker is on the pod (the client verified the run's results). */
 async function retrievedMarked(executor: Executor, run: RunRecord): Promise<boolean> {
   const marker = `${run.remoteDir}/${RETRIEVED_MARKER}`;
-  const result = await executor.exec(`test -e '${marker.replace(/'/g, `'\\''`)}'`);
+  const result = await executor.exec(`test -e ${shQuote(marker)}`);
   return result.code === 0;
 }

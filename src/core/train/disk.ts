@@ -10,7 +10,7 @@
  * {@link DiskPolicy} is pure (samples in, actions out); {@link sampleScript} is the one POSIX sh
  * command (busybox-safe) that takes a sample on the target.
  */
-import { shQuote } from './job';
+import { noRunDirSh, shQuote } from './job';
 
 export const DISK_POLICY = {
   /** The first warning, in percent of the usable space. */
@@ -235,9 +235,7 @@ export class DiskPolicy {
  * directory is measured with `du -sk`. POSIX sh, dash and busybox.
  */
 export function sampleScript(runDir: string, volumeDir: string | null): string {
-  const lines = [
-    `cd ${shQuote(runDir)} 2>/dev/null || { echo "overbrainer: run directory ${runDir.replace(/["$`\\]/g, '')} does not exist" >&2; exit 93; }`,
-  ];
+  const lines = [`cd ${shQuote(runDir)} 2>/dev/null || { ${noRunDirSh(runDir)}; exit 93; }`];
   if (volumeDir === null) {
     lines.push(
       // -P: one line per filesystem, however long its name.

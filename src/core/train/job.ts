@@ -22,6 +22,7 @@
  */
 import { Redactor } from '../redact';
 import type { Executor } from '../exec/executor';
+import { shQuote } from '../exec/shell';
 import type { JobStatus } from '../events';
 
 export const METRICS_FILE = 'metrics.jsonl';
@@ -63,10 +64,15 @@ export class JobError extends Error {
   }
 }
 
-/** Quotes `value` as one word for POSIX sh (single quotes; `'` as `'\''`). */
-export function shQuote(value: string): string {
-  if (value.includes('\0')) throw new RangeError('a shell word cannot contain a NUL byte');
-  return `'${value.replace(/'/g, `'\\''`)}'`;
+/** The one quoting helper (src/core/exec/shell.ts), re-exported for the scripts built here. */
+export { shQuote };
+
+/**
+ * sh that prints `overbrainer: run directory <runDir> does not exist` on stderr, the directory
+ * quoted as one word (it is a path of the user's workspace on the local target: any character).
+ */
+export function noRunDirSh(runDir: string, prefix = 'overbrainer: run directory'): string {
+  return `printf '%s %s does not exist\\n' ${shQuote(prefix)} ${shQuote(runDir)} >&2`;
 }
 
 const NAME = /^[A-Za-z_][A-Za-z0-9_]*$/;
@@ -160,7 +166,7 @@ export function wrapperScript(runDir: string, script: string): string {
 export function launcherScript(spec: LaunchSpec): string {
   checkRunDir(spec.runDir);
   const lines: string[] = [
-    `cd ${shQuote(spec.runDir)} || { echo "overbrainer: run directory ${spec.runDir} does not exist" >&2; exit 90; }`,
+    `cd ${shQuote(spec.runDir)} || { ${noRunDirSh(spec.runDir)}; exit 90; }`,
     'rm -f exit_code cancelling cancelled job.pid job.pid.tmp exit_code.tmp',
   ];
   for (const name of spec.secretNames ?? []) {
@@ -247,7 +253,7 @@ export function cancelScript(runDir: string, waits: CancelWaits = {}): string {
   const termS = wholeSeconds(waits.termWaitS ?? CANCEL_WAIT_S);
   const killS = wholeSeconds(waits.killWaitS ?? CANCEL_WAIT_S);
   return [
-    `cd ${shQuote(runDir)} 2>/dev/null || { echo "overbrainer: run directory ${runDir} does not exist" >&2; exit 93; }`,
+    `cd ${shQuote(runDir)} 2>/dev/null || { ${noRunDirSh(runDir)}; exit 93; }`,
     'if [ -e exit_code ] || [ -e cancelled ]; then echo ended; exit 0; fi',
     GROUP_ALIVE_SH,
     TICK_SH,
@@ -310,13 +316,14 @@ export interface JobScriptOptions {
  */
 export function jobScript(job: TrainerJob, options: JobScriptOptions): string {
   checkRunDir(options.runDir);
-  const source = options.jobEnvFile === null ? null : `. ${shQuote(options.jobEnvFile)}`;
+  const envFile = options.jobEnvFile === null ? null : shQuote(options.jobEnvFile);
+  const source = envFile === null ? null : `. ${envFile}`;
   if (job.trainer === 'command') {
     if (job.command.trim() === '') throw new RangeError('the training command is empty');
     const lines: string[] = [];
     if (source !== null) {
       lines.push(
-        `${source} || { echo "overbrainer: cannot read ${options.jobEnvFile}" >&2; exit 96; }`,
+        `${source} || { printf 'overbrainer: cannot read %s\\n' ${envFile} >&2; exit 96; }`,
       );
     }
     lines.push(job.command);

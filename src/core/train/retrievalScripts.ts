@@ -32,7 +32,7 @@ function findScript(
       ? ''
       : `\\( \\( ${globs.map((glob) => `-name ${shQuote(glob)}`).join(' -o ')} \\)${keep} \\) -prune -o `;
   return [
-    `cd -- ${shQuote(runDir)} 2>/dev/null || { echo "no run directory ${runDir.replace(/["`$\\]/g, '')}" >&2; exit ${EXIT_NO_RUN_DIR}; }`,
+    `cd -- ${shQuote(runDir)} 2>/dev/null || { printf 'no run directory %s\\n' ${shQuote(runDir)} >&2; exit ${EXIT_NO_RUN_DIR}; }`,
     ...prelude,
     `for e in ${paths.map((path) => shQuote(`./${path}`)).join(' ') || "''"}; do`,
     `  [ -n "$e" ] || continue`,

@@ -6,7 +6,7 @@
 import { z } from 'zod';
 import type { Executor } from '../exec/executor';
 import type { RunSnapshot, SnapshotReason } from '../runs/runRecord';
-import { shQuote, SNAPSHOT_JSON, SNAPSHOT_REASONS, SNAPSHOT_REQUEST } from './job';
+import { noRunDirSh, shQuote, SNAPSHOT_JSON, SNAPSHOT_REASONS, SNAPSHOT_REQUEST } from './job';
 
 export type RequestResult =
   /** The request is written: the trainer stops at its next step end. */
@@ -30,7 +30,7 @@ export function parseReason(text: string): SnapshotReason {
 export function requestScript(runDir: string, reason: SnapshotReason): string {
   const tmp = `.${SNAPSHOT_REQUEST}.$$.tmp`;
   return [
-    `cd ${shQuote(runDir)} 2>/dev/null || { echo "overbrainer: run directory ${runDir} does not exist" >&2; exit 93; }`,
+    `cd ${shQuote(runDir)} 2>/dev/null || { ${noRunDirSh(runDir)}; exit 93; }`,
     `if [ -e ${SNAPSHOT_REQUEST} ]; then printf 'already '; cat ${SNAPSHOT_REQUEST}; exit 0; fi`,
     'if [ -e exit_code ] || [ -e cancelled ]; then echo ended; exit 0; fi',
     `printf '%s\\n' ${shQuote(reason)} > "${tmp}" || exit 94`,
