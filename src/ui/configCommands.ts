@@ -3,6 +3,8 @@ import * as path from 'node:path';
 import {
   CONFIG_FILE,
   configTemplate,
+  gitignoreWords,
+  protectWithGitignore,
   setDataCenterIds,
   setGpuTypes,
   setNetworkVolumeId,
@@ -10,13 +12,29 @@ import {
 } from '../core/config';
 import { inStock, type AvailabilityLevel, type GpuType } from '../core/runpod/api';
 import type { UiContext } from './uiContext';
+import { errorText } from './errorText';
 
-/** Create overbrainer.toml: writes the commented template unless one exists, and opens it. */
+/**
+ * Create overbrainer.toml: writes the commented template unless one exists, adds the runs folder
+ * and `.env` to the workspace's .gitignore (creating it in a git workspace; said when done), and
+ * opens the file.
+ */
 export async function createConfig(ctx: UiContext): Promise<void> {
   const folder = await ctx.pickFolder();
   if (!folder) return;
   const file = path.join(folder.uri.fsPath, CONFIG_FILE);
   if (!fs.existsSync(file)) fs.writeFileSync(file, configTemplate(), { flag: 'wx' });
+  try {
+    const runsFolder = path.relative(folder.uri.fsPath, ctx.host.runsDir(folder)).split(path.sep);
+    const ignored = protectWithGitignore(folder.uri.fsPath, runsFolder.join('/'));
+    if (ignored !== null) {
+      const text = `Overbrainer: ${gitignoreWords(ignored)}.`;
+      ctx.log.info(text);
+      void ctx.window.showInformationMessage(text);
+    }
+  } catch (error) {
+    ctx.log.warn(`Could not update .gitignore: ${errorText(error)}`);
+  }
   await ctx.window.showTextDocument(ctx.host.fileUri(file));
 }
 

@@ -4,6 +4,7 @@ export { parseConfig, type ParseOptions, KNOWN_KEYS } from './parse';
 export { loadConfig, otherApiHost, runpodSettings, type LoadedConfig } from './load';
 export { setDataCenterIds, setGpuTypes, setNetworkVolumeId, ConfigEditError } from './edit';
 export { configTemplate } from './template';
+export { gitignoreWords, protectWithGitignore, type GitignoreChange } from './gitignore';
 export {
   ENV_API_KEY,
   ENV_BASE_URL,
