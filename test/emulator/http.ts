@@ -300,8 +300,22 @@ export abstract class HttpLayer extends Handlers {
     }
   }
 
+  /**
+   * The admin routes (ledger, request log, pods, faults): the account key only, as for the API
+   * itself. Any process of the machine reaches the port, the emulated pods' jobs included; a
+   * pod's own key is refused too (a job could otherwise install faults or read the request log).
+   */
   protected async admin(req: IncomingMessage, res: ServerResponse, url: URL): Promise<void> {
     const route = `${req.method} ${url.pathname.replace(/\/$/, '')}`;
+    const token = /^Bearer\s+(\S+)\s*$/i.exec(req.headers.authorization ?? '')?.[1];
+    if (token !== this.accountKey) {
+      req.resume();
+      this.write(
+        res,
+        problem(401, 'the admin routes need the account key: Authorization: Bearer <account key>'),
+      );
+      return;
+    }
     let text: string;
     try {
       text = await this.readBody(req);

@@ -30,6 +30,11 @@ export interface CallOptions {
 }
 
 /** Every exchange checked against the document; a violation throws `ContractViolation`. */
+/** The header every admin route (`/_emulator/*`) requires: the account key, as for the API. */
+export function adminHeaders(emulator: { apiKey: string }): Record<string, string> {
+  return { authorization: `Bearer ${emulator.apiKey}` };
+}
+
 export class ApiClient {
   readonly contract = OpenApiContract.load();
   /** Every exchange so far, for tests that count calls. */

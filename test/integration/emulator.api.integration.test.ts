@@ -7,7 +7,13 @@
 import assert from 'node:assert/strict';
 import { FakeClock } from '../helpers/fakeClock';
 import { NO_CAPACITY_DETAIL, startEmulator, type Emulator } from '../emulator/emulator';
-import { ApiClient, waitForPod, type PodBody, type Problem } from '../emulator/testing';
+import {
+  adminHeaders,
+  ApiClient,
+  waitForPod,
+  type PodBody,
+  type Problem,
+} from '../emulator/testing';
 
 const GPU = 'NVIDIA GeForce RTX 4090';
 const OUT_OF_STOCK = 'NVIDIA H100 80GB HBM3';
@@ -508,11 +514,15 @@ describe('Runpod emulator: API v2 contract', function () {
 
     it('is served at /_emulator/ledger and the request log at /_emulator/requests', async () => {
       const r = await api.post<PodBody>('/pods', pod('logged'));
-      const ledger = (await (await fetch(`${emulator.origin}/_emulator/ledger`)).json()) as {
+      const ledger = (await (
+        await fetch(`${emulator.origin}/_emulator/ledger`, { headers: adminHeaders(emulator) })
+      ).json()) as {
         pods: { id: string; billing: boolean }[];
       };
       assert.ok(ledger.pods.some((p) => p.id === r.body.id && p.billing));
-      const log = (await (await fetch(`${emulator.origin}/_emulator/requests`)).json()) as {
+      const log = (await (
+        await fetch(`${emulator.origin}/_emulator/requests`, { headers: adminHeaders(emulator) })
+      ).json()) as {
         requests: { route: string; status: number; key: string }[];
       };
       assert.deepEqual(log.requests[log.requests.length - 1], {
@@ -521,6 +531,41 @@ describe('Runpod emulator: API v2 contract', function () {
         status: 201,
         key: 'account',
       });
+    });
+
+    it("answers 401 on every admin route without the account key (a pod's own key included), and changes nothing", async () => {
+      const r = await api.post<PodBody>('/pods', pod('admin-key'));
+      const podKey = emulator.pod(r.body.id)?.apiKey ?? '';
+      assert.ok(podKey !== '');
+      const routes: [string, string][] = [
+        ['GET', '/_emulator/ledger'],
+        ['GET', '/_emulator/requests'],
+        ['GET', '/_emulator/pods'],
+        ['GET', '/_emulator/violations'],
+        ['GET', '/_emulator/faults'],
+        ['DELETE', '/_emulator/faults'],
+        ['POST', '/_emulator/faults'],
+      ];
+      const fault = JSON.stringify({ kind: 'podDies', podId: r.body.id });
+      for (const authorization of [undefined, 'Bearer rpa_wrong', `Bearer ${podKey}`]) {
+        for (const [method, route] of routes) {
+          const answer = await fetch(`${emulator.origin}${route}`, {
+            method,
+            headers: {
+              'content-type': 'application/json',
+              ...(authorization === undefined ? {} : { authorization }),
+            },
+            ...(method === 'POST' ? { body: fault } : {}),
+          });
+          assert.equal(answer.status, 401, `${method} ${route} with ${authorization ?? 'no key'}`);
+          assert.match(await answer.text(), /account key/);
+        }
+      }
+      assert.deepEqual(emulator.faults.pending(), [], 'a fault was installed without the key');
+      const allowed = await fetch(`${emulator.origin}/_emulator/faults`, {
+        headers: adminHeaders(emulator),
+      });
+      assert.equal(allowed.status, 200);
     });
   });
 });

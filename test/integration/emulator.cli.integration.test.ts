@@ -8,7 +8,14 @@ import { existsSync, mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { processesInPidNamespace } from '../emulator/container';
-import { ApiClient, assertPodGone, snapshotPod, waitFor, type PodBody } from '../emulator/testing';
+import {
+  adminHeaders,
+  ApiClient,
+  assertPodGone,
+  snapshotPod,
+  waitFor,
+  type PodBody,
+} from '../emulator/testing';
 
 const CLI = join(__dirname, '..', 'emulator', 'cli.ts');
 const LINE =
@@ -58,10 +65,12 @@ async function runCli(args: string[], via: 'node' | 'npm' = 'node'): Promise<Run
   };
 }
 
-async function podNamespace(baseUrl: string, id: string): Promise<string> {
-  const origin = baseUrl.replace(/\/v2$/, '');
+async function podNamespace(cli: Running, id: string): Promise<string> {
+  const origin = cli.baseUrl.replace(/\/v2$/, '');
   return waitFor(`the namespace of ${id}`, async () => {
-    const r = (await (await fetch(`${origin}/_emulator/pods`)).json()) as {
+    const r = (await (
+      await fetch(`${origin}/_emulator/pods`, { headers: adminHeaders(cli) })
+    ).json()) as {
       pods: { id: string; pidNamespace: string | null }[];
     };
     return r.pods.find((p) => p.id === id)?.pidNamespace ?? undefined;
@@ -99,7 +108,7 @@ describe('Runpod emulator: the CLI', function () {
         cmd: ['sleep', 'infinity'],
       });
       assert.equal(r.status, 201);
-      const ns = await podNamespace(cli.baseUrl, r.body.id);
+      const ns = await podNamespace(cli, r.body.id);
       assert.ok(existsSync(join(stateDir, 'pods', r.body.id)));
       const snapshot = snapshotPod(ns);
       cli.child.kill('SIGTERM');
@@ -123,7 +132,7 @@ describe('Runpod emulator: the CLI', function () {
         cmd: ['sleep', 'infinity'],
       });
       assert.equal(r.status, 201);
-      const snapshot = snapshotPod(await podNamespace(cli.baseUrl, r.body.id));
+      const snapshot = snapshotPod(await podNamespace(cli, r.body.id));
       cli.child.kill(signal);
       const exited = await cli.exited;
       assert.ok(
@@ -156,7 +165,7 @@ describe('Runpod emulator: the CLI', function () {
         // A daemonized grandchild too: it must die with the namespace.
         cmd: ['bash', '-c', 'setsid sleep 1000 & exec sleep infinity'],
       });
-      const ns = await podNamespace(cli.baseUrl, r.body.id);
+      const ns = await podNamespace(cli, r.body.id);
       await waitFor('both sleeps', () =>
         processesInPidNamespace(ns).length >= 2 ? true : undefined,
       );

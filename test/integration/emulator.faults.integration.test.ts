@@ -7,6 +7,7 @@ import assert from 'node:assert/strict';
 import { probeSshBanner } from '../emulator/container';
 import { NO_CAPACITY_DETAIL, startEmulator, type Emulator } from '../emulator/emulator';
 import {
+  adminHeaders,
   ApiClient,
   assertPodGone,
   ed25519,
@@ -46,7 +47,7 @@ describe('Runpod emulator: faults', function () {
   async function postFault(fault: unknown): Promise<Response> {
     return fetch(`${emulator.origin}/_emulator/faults`, {
       method: 'POST',
-      headers: { 'content-type': 'application/json' },
+      headers: { 'content-type': 'application/json', ...adminHeaders(emulator) },
       body: JSON.stringify(fault),
     });
   }
@@ -300,12 +301,19 @@ describe('Runpod emulator: faults', function () {
       times: 'always',
       effect: { type: 'hang' },
     });
-    const listed = (await (await fetch(`${emulator.origin}/_emulator/faults`)).json()) as {
+    const listed = (await (
+      await fetch(`${emulator.origin}/_emulator/faults`, { headers: adminHeaders(emulator) })
+    ).json()) as {
       faults: unknown[];
     };
     assert.equal(listed.faults.length, 1);
     assert.equal(
-      (await fetch(`${emulator.origin}/_emulator/faults`, { method: 'DELETE' })).status,
+      (
+        await fetch(`${emulator.origin}/_emulator/faults`, {
+          method: 'DELETE',
+          headers: adminHeaders(emulator),
+        })
+      ).status,
       204,
     );
     assert.deepEqual(emulator.faults.pending(), []);
