@@ -123,6 +123,9 @@ export function jobStatusWords(status: JobStatus): string {
 
 /** The line `pod rm` prints for each pod it deleted. */
 export function removedLine(pod: RemovedPod): string {
+  if (pod.alreadyGone) {
+    return `pod: pod ${pod.podId} was already gone from the account; nothing deleted`;
+  }
   return `pod: ${deletedWords(pod.podId, pod.uptimeMs, pod.estimatedSpendUsd)}`;
 }
 

@@ -8,6 +8,7 @@ import {
   removePodById,
   removePods,
   type PodAdminErrorKind,
+  type RemovedPod,
 } from '../core/runpod/podAdmin';
 import { errorText } from './errorText';
 import type { UiContext } from './uiContext';
@@ -119,12 +120,15 @@ async function removeOrphan(ctx: UiContext, podId: string, runId: string | null)
   }
   const session = await ctx.session(folder);
   try {
-    await ctx.window.withProgress(
+    const removed = await ctx.window.withProgress(
       { location: ctx.host.progress.notification, title: `Overbrainer: removing ${podId}` },
       () => removePodById(session.podCtx(), podId),
     );
-    ctx.log.info(`Pod ${podId} deleted.`);
-    void ctx.window.showInformationMessage(`Deleted ${podId}.`);
+    const text = removed.alreadyGone
+      ? `Pod ${podId} was already gone from the account; nothing deleted.`
+      : `Deleted ${podId}.`;
+    ctx.log.info(text);
+    void ctx.window.showInformationMessage(text);
   } catch (error) {
     await ctx.showError(`Cannot remove pod ${podId}`, error);
   } finally {
@@ -153,7 +157,7 @@ async function removeRunPods(
         FORCE_CHOICE,
       );
       if (force !== FORCE_CHOICE) {
-        for (const pod of removal.removed) log.info(`Pod ${pod.podId} of ${runId} deleted.`);
+        for (const pod of removal.removed) log.info(removedText(pod, runId));
         return;
       }
       const first = removal.removed;
@@ -166,10 +170,19 @@ async function removeRunPods(
       );
       removal = { ...removal, removed: [...first, ...removal.removed] };
     }
-    for (const pod of removal.removed) log.info(`Pod ${pod.podId} of ${runId} deleted.`);
+    for (const pod of removal.removed) log.info(removedText(pod, runId));
+    const deleted = removal.removed.filter((p) => !p.alreadyGone).map((p) => p.podId);
+    const gone = removal.removed.filter((p) => p.alreadyGone).map((p) => p.podId);
     if (removal.removed.length > 0) {
       void window.showInformationMessage(
-        `Deleted ${removal.removed.map((p) => p.podId).join(', ')} of ${runId}.`,
+        [
+          deleted.length > 0 ? `Deleted ${deleted.join(', ')} of ${runId}.` : '',
+          gone.length > 0
+            ? `${gone.join(', ')} of ${runId} ${gone.length === 1 ? 'was' : 'were'} already gone from the account; nothing deleted.`
+            : '',
+        ]
+          .filter((t) => t !== '')
+          .join(' '),
       );
     }
     if (removal.error !== null) throw removal.error;
@@ -182,6 +195,13 @@ async function removeRunPods(
     await session.close();
     ctx.refreshViews();
   }
+}
+
+/** One pod `pod rm` dealt with, for the log: deleted, or found already gone (never "deleted"). */
+function removedText(pod: RemovedPod, runId: string): string {
+  return pod.alreadyGone
+    ? `Pod ${pod.podId} of ${runId} was already gone from the account; nothing deleted.`
+    : `Pod ${pod.podId} of ${runId} deleted.`;
 }
 
 /** What the forced `pod rm` deletes, for the second confirmation of a refusal of `kind`. */

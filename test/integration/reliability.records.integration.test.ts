@@ -153,7 +153,11 @@ describe('reliability: records left behind (damaged, abandoned, secrets)', funct
     const { id, podId } = await leftRunning(l);
     const refused = await removeRunOrPod(ctx, podId);
     assert.ok(refused.error instanceof Error, String(refused.error));
-    assert.match(refused.error.message, new RegExp(`pod ${podId} is the pod of run ${id}`));
+    // The refusal of `pod rm RUN_ID`, word for word.
+    assert.match(
+      refused.error.message,
+      new RegExp(`^run ${id} is still running: its training pod ${podId} was kept;`),
+    );
     assert.deepEqual(refused.removed, []);
     assert.equal(l.ledgerOf(podId).billing, true, 'nothing deleted without --force');
     const forced = await removeRunOrPod(ctx, podId, { force: true });

@@ -198,8 +198,23 @@ describe('cli: words', () => {
     );
     assert.equal(podLine({ kind: 'kept', podId: 'k3x9abc' }), 'k3x9abc kept (--keep-pod)');
     assert.equal(
-      removedLine({ podId: 'k3x9abc', uptimeMs: 4_320_000, estimatedSpendUsd: 0.636 }),
+      removedLine({
+        podId: 'k3x9abc',
+        alreadyGone: false,
+        uptimeMs: 4_320_000,
+        estimatedSpendUsd: 0.636,
+      }),
       'pod: k3x9abc deleted after 1h12m, about $0.64',
+    );
+    // A pod the account no longer had: no deletion, no time, no money claimed.
+    assert.equal(
+      removedLine({
+        podId: 'k3x9abc',
+        alreadyGone: true,
+        uptimeMs: 3_600_000,
+        estimatedSpendUsd: 0.69,
+      }),
+      'pod: pod k3x9abc was already gone from the account; nothing deleted',
     );
   });
 

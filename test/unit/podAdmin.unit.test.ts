@@ -423,6 +423,39 @@ describe('podAdmin: pod ls and pod rm', () => {
       assert.equal(keyExists('r_run'), true, 'the training pod still needs its key');
     });
 
+    it('by pod ID (`only`): a stray of a running run goes without a refusal; its training pod is refused as the run is', async () => {
+      run('r_run', 'running');
+      recorded('r_run', 'p1', 'running', { strays: ['s1'] });
+      account.add({ id: 'p1', marker: 'r_run' });
+      account.add({ id: 's1', marker: 'r_run' });
+      account.add({ id: 'x2', marker: 'r_run' });
+      const stray = await removePods(ctx, 'r_run', { only: 's1' });
+      assert.equal(stray.error, null);
+      assert.deepEqual(
+        stray.removed.map((p) => p.podId),
+        ['s1'],
+      );
+      const training = await removePods(ctx, 'r_run', { only: 'p1' });
+      assert.ok(training.error instanceof PodAdminError);
+      assert.equal(
+        training.error.message,
+        'run r_run is still running: its training pod p1 was kept; stop it with `overbrainer train cancel r_run` first, or pass --force',
+      );
+      assert.deepEqual(account.deletes(), ['s1'], 'x2 and p1 were not chosen');
+      assert.equal(keyExists('r_run'), true);
+    });
+
+    it('a recorded pod the account does not have is reported already gone, with no time or spend, and recorded gone', async () => {
+      run('r_gone', 'succeeded');
+      recorded('r_gone', 'p9', 'kept', { keep: true, agoS: 3600 });
+      const removal = await removePods(ctx, 'r_gone');
+      assert.equal(removal.error, null);
+      assert.deepEqual(removal.removed, [
+        { podId: 'p9', alreadyGone: true, uptimeMs: null, estimatedSpendUsd: null },
+      ]);
+      assert.equal(store.loadPod('r_gone')?.state, 'deleted');
+    });
+
     it('--force deletes the training pod of a running run too, fails the run, forgets its keys', async () => {
       run('r_run', 'running');
       recorded('r_run', 'p1', 'running', { agoS: 72 * 60 });

@@ -4,30 +4,28 @@
  */
 import { HintedError } from '../errors';
 import * as fs from 'node:fs';
-import * as path from 'node:path';
-import { isAbortError, rfc3339 } from '../clock';
 import type { RunState } from '../events';
 import { isRunsError } from '../runs/errors';
-import { noPodLeft, SSH_DIR } from '../runs/store';
+import { noPodLeft } from '../runs/store';
 import { isValidRunId } from '../runs/ids';
 import type { RunLock } from '../runs/lock';
 import type { PodRecord } from '../runs/podRecord';
 import type { RunRecord } from '../runs/runRecord';
-import type { Pod } from './api';
-import { HOST_KEY_SECRET_PREFIX, log, type PodCtx } from './context';
-import { forgetClientKey } from './keys';
-import { PodError } from './podError';
+import { log, type PodCtx } from './context';
 import { forgetKeys, messageOf, remove } from './remove';
+import { FAILED_BY_POD_RM, listPods, POD_RM_OWNER, type PodRow } from './podList';
 import {
-  editPodRecord,
-  FAILED_BY_POD_RM,
-  isOrphan,
-  listPods,
-  POD_RM_OWNER,
-  type PodRow,
-} from './podList';
+  deleteConfirmed,
+  removedOf,
+  removeMarked,
+  removeStrays,
+  type RemovedPod,
+  type Sweep,
+} from './podRmSweep';
 
 export * from './podList';
+export { sweepHostKeySecrets } from './hostKeySweep';
+export type { RemovedPod } from './podRmSweep';
 
 // ---------------------------------------------------------------------------
 // pod rm
@@ -54,15 +52,6 @@ export class PodAdminError extends HintedError {
   }
 }
 
-/** A pod `pod rm` deleted (confirmed gone). */
-export interface RemovedPod {
-  podId: string;
-  /** How long it existed, when recorded (the run's own pod only). */
-  uptimeMs: number | null;
-  /** Its rate times its uptime, when both are recorded. */
-  estimatedSpendUsd: number | null;
-}
-
 /** What `pod rm` did: the pods it deleted, even when it failed, and how it ended. */
 export interface Removal {
   runId: string;
@@ -74,6 +63,11 @@ export interface Removal {
 export interface RemoveOptions {
   /** Delete even the training pod of a run in progress, and the pods of a run not in runs/. */
   force?: boolean;
+  /**
+   * Delete only this pod of the run (`pod rm POD_ID`), after the same refusals as the whole
+   * run's: a stray of a run in progress goes, its training pod does not without `force`.
+   */
+  only?: string;
 }
 
 /**
@@ -97,7 +91,7 @@ export async function removePods(
   const removed: RemovedPod[] = [];
   const held: { lock: RunLock | null } = { lock: null };
   try {
-    const outcome = await removeChecked(ctx, runId, options.force ?? false, removed, held);
+    const outcome = await removeChecked(ctx, runId, options, removed, held);
     return { runId, removed, error: outcome };
   } catch (error) {
     return { runId, removed, error };
@@ -113,17 +107,41 @@ export async function removePods(
  * unconfirmed (a PodError `not_deleted`: it may still bill).
  */
 export async function removePodById(ctx: PodCtx, podId: string): Promise<RemovedPod> {
-  await deleteConfirmed(ctx, '', podId, 'requested');
-  return { podId, uptimeMs: null, estimatedSpendUsd: null };
+  return deleteConfirmed(ctx, '', podId, 'requested');
+}
+
+/**
+ * The run's recorded pod as `remove` left it: already gone (nothing said of its time or cost), or
+ * deleted, with the spend estimated in pod.json and the time that estimate counts (its spend at
+ * its rate: from when its create was sent to when its deletion was confirmed), never a time of
+ * our own.
+ */
+function removedRecord(
+  record: PodRecord,
+  id: string,
+  outcome: 'deleted' | 'already_gone',
+): RemovedPod {
+  if (outcome === 'already_gone') return removedOf(id, outcome);
+  const usd = record.estimatedSpendUsd;
+  const rate = record.costPerHourUsd;
+  return {
+    podId: id,
+    alreadyGone: false,
+    uptimeMs: usd === null || rate === null ? null : Math.round((usd / rate) * 3_600_000),
+    estimatedSpendUsd: usd,
+  };
 }
 
 async function removeChecked(
   ctx: PodCtx,
   runId: string,
-  force: boolean,
+  options: RemoveOptions,
   removed: RemovedPod[],
   held: { lock: RunLock | null },
 ): Promise<unknown> {
+  const force = options.force ?? false;
+  const only = options.only ?? null;
+  const chosen = (id: string): boolean => only === null || id === only;
   ctx.store.runDir(runId); // an ID that would leave runs/ throws here
   let run: RunRecord | null = null;
   try {
@@ -187,20 +205,22 @@ async function removeChecked(
   const note = (error: unknown): void => {
     if (failed === null) failed = error;
   };
-  if (!keepTraining && record !== null && training !== null) {
-    const uptimeMs = record.uptimeMs(ctx.clock.nowMs());
+  let trainingRemoved = false;
+  if (!keepTraining && record !== null && training !== null && chosen(training)) {
     try {
-      await remove(ctx, record, 'requested', 'pod_rm');
-      removed.push({ podId: training, uptimeMs, estimatedSpendUsd: record.estimatedSpendUsd });
+      const outcome = await remove(ctx, record, 'requested', 'pod_rm');
+      removed.push(removedRecord(record, training, outcome));
+      trainingRemoved = true;
     } catch (error) {
       note(error);
     }
   }
   const tried = new Set<string>(training === null ? [] : [training]);
-  const sweep: Sweep = { ctx, runId, removed, tried, note };
+  const sweep: Sweep = { ctx, runId, removed, tried, note, chosen, othersLeft: false };
   if (run !== null) await removeStrays(sweep);
   await removeMarked(sweep);
-  if (runInProgress && !keepTraining && removed.length > 0) {
+  // Forced: the run's pods (or, with `only`, its training pod) are gone under its job.
+  if (runInProgress && !keepTraining && (only === null ? removed.length > 0 : trainingRemoved)) {
     try {
       const fresh = ctx.store.loadRun(runId);
       fresh.state = 'failed';
@@ -212,7 +232,8 @@ async function removeChecked(
     }
   }
   if (failed !== null) return failed;
-  if (keepTraining) {
+  // `pod rm POD_ID` of a stray of a run in progress did what it was asked: no refusal.
+  if (keepTraining && (only === null || only === training)) {
     const others = removed.map((pod) => pod.podId);
     const deleted = others.length === 0 ? '' : `its other pods ${others.join(', ')} were deleted`;
     const kept =
@@ -231,7 +252,9 @@ async function removeChecked(
       null,
     );
   }
-  if (run !== null) await forgetKeys(ctx, runId);
+  if (run !== null && (only === null || (!sweep.othersLeft && noPodLeft(ctx.store, runId)))) {
+    await forgetKeys(ctx, runId);
+  }
   return null;
 }
 
@@ -246,170 +269,14 @@ function starting(state: RunState | null, record: PodRecord | null): boolean {
   return last !== undefined && last.podId === undefined;
 }
 
-/** What removing a run's other pods (its strays, those carrying its marker) goes through. */
-interface Sweep {
-  ctx: PodCtx;
-  runId: string;
-  /** The pods confirmed deleted so far. */
-  removed: RemovedPod[];
-  /** The pods already tried, so none is deleted twice. */
-  tried: Set<string>;
-  /** Keeps the first failure (the removal goes on past it). */
-  note: (error: unknown) => void;
-}
-
-/** Deletes each stray of the run, dropping it from `stray_pods` once confirmed gone. */
-async function removeStrays({ ctx, runId, removed, tried, note }: Sweep): Promise<void> {
-  let strays: string[];
-  try {
-    strays = ctx.store.loadPod(runId)?.strayPods ?? [];
-  } catch {
-    // Unreadable (reported above): every stray carries the run marker, which removeMarked sweeps.
-    return;
-  }
-  for (const id of strays) {
-    if (tried.has(id)) continue;
-    tried.add(id);
-    try {
-      await deleteConfirmed(ctx, runId, id, 'duplicate');
-      editPodRecord(ctx, runId, (record) =>
-        record.setStrayPods(record.strayPods.filter((stray) => stray !== id)),
-      );
-      removed.push({ podId: id, uptimeMs: null, estimatedSpendUsd: null });
-    } catch (error) {
-      log(ctx, 'warn', `cannot confirm the deletion of stray pod ${id}: ${messageOf(error)}`);
-      note(error);
-    }
-  }
-}
-
-/** Deletes every other listed pod carrying the run's marker; one whose delete fails becomes a stray. */
-async function removeMarked({ ctx, runId, removed, tried, note }: Sweep): Promise<void> {
-  let pods: Pod[];
-  try {
-    pods = await ctx.client.listPods({ runMarker: runId });
-  } catch (error) {
-    note(error);
-    return;
-  }
-  // Listed: a create that went unanswered is unconfirmed no more (its pod, if any, is below).
-  editPodRecord(ctx, runId, (record) => {
-    if (!record.unconfirmedCreate) return false;
-    record.unconfirmedCreate = false;
-    if (record.podId === null && record.state === 'creating') {
-      record.state = 'deleted';
-      record.deletedAt = rfc3339(ctx.clock.nowMs());
-    }
-    return true;
-  });
-  for (const pod of pods) {
-    if (pod.runMarker !== runId || tried.has(pod.id)) continue;
-    tried.add(pod.id);
-    try {
-      await deleteConfirmed(ctx, runId, pod.id, 'duplicate');
-      removed.push({ podId: pod.id, uptimeMs: null, estimatedSpendUsd: null });
-    } catch (error) {
-      const recorded = editPodRecord(ctx, runId, (record) =>
-        record.setStrayPods([...record.strayPods, pod.id]),
-      );
-      log(
-        ctx,
-        'warn',
-        `cannot confirm the deletion of pod ${pod.id}: ${messageOf(error)}${recorded ? '' : ' (and it is not recorded as a stray)'}`,
-      );
-      note(error);
-    }
-  }
-}
-
-/**
- * Deletes the pod `id` (not the run's recorded pod) and confirms it gone: the
- * delete is always sent, then the pod is looked at until Runpod answers its
- * 404, for `deleteConfirmMs`. Throws when the delete fails or stays unconfirmed.
- */
-async function deleteConfirmed(
-  ctx: PodCtx,
-  runId: string,
-  id: string,
-  reason: 'duplicate' | 'requested',
-): Promise<void> {
-  ctx.bus.publish({ type: 'pod', runId, status: { kind: 'deleting', podId: id, reason } });
-  await ctx.client.deletePod(id);
-  const untilMs = ctx.clock.nowMs() + ctx.timing.deleteConfirmMs;
-  let lastError: unknown;
-  for (;;) {
-    try {
-      if ((await ctx.client.getPod(id)) === null) {
-        ctx.bus.publish({
-          type: 'pod',
-          runId,
-          status: { kind: 'deleted', podId: id, uptimeMs: null, estimatedSpendUsd: null },
-        });
-        return;
-      }
-      lastError = undefined;
-    } catch (error) {
-      if (isAbortError(error)) throw error;
-      lastError = error;
-    }
-    if (ctx.clock.nowMs() >= untilMs) break;
-    await ctx.clock.sleep(ctx.timing.deletePollMs);
-  }
-  throw new PodError(
-    'not_deleted',
-    lastError === undefined
-      ? `pod ${id} may still exist and bill: it still shows ${Math.round(ctx.timing.deleteConfirmMs / 1000)} s after its delete`
-      : `pod ${id} may still exist and bill: it cannot be looked up after its delete: ${messageOf(lastError)}`,
-    `Check it with "overbrainer pod ls" and run "overbrainer pod rm ${runId}" again.`,
-  );
-}
-
-/**
- * At `train`'s start (after the orphan warning): deletes the host-key secret (a pod's private
- * host key, kept as an account secret) of every run of runs/ that ended and has no pod left,
- * with its private client key: a client killed before it could forget them leaves them behind.
- * A run is left alone while it is preparing or running, while a client holds its lock, while its
- * records say a pod may exist, while `rows` (the pods Runpod lists) show a pod carrying its
- * marker, and when it is not in runs/ (another checkout may own it). Returns the runs swept.
- */
-export async function sweepHostKeySecrets(ctx: PodCtx, rows: readonly PodRow[]): Promise<string[]> {
-  const listed = new Set(rows.map((row) => row.runId));
-  const swept: string[] = [];
-  for (const secret of await ctx.client.listSecrets()) {
-    if (!secret.name.startsWith(HOST_KEY_SECRET_PREFIX)) continue;
-    const runId = secret.name.slice(HOST_KEY_SECRET_PREFIX.length);
-    if (!isValidRunId(runId) || listed.has(runId)) continue;
-    let run: RunRecord;
-    try {
-      run = ctx.store.loadRun(runId);
-    } catch {
-      continue; // not in runs/, or unreadable: not ours to judge
-    }
-    if (run.state === 'preparing' || run.state === 'running') continue;
-    if (ctx.store.lockHolder(runId) !== null || !noPodLeft(ctx.store, runId)) continue;
-    try {
-      await ctx.client.deleteSecret(secret.id);
-    } catch (error) {
-      log(
-        ctx,
-        'warn',
-        `cannot delete the host-key secret of ended run ${runId}: ${messageOf(error)}`,
-      );
-      continue;
-    }
-    forgetClientKey(path.join(ctx.store.runDir(runId), SSH_DIR));
-    swept.push(runId);
-  }
-  return swept;
-}
-
 /**
  * `pod rm ID` for an ID that names no run of runs/: when Runpod lists a pod with that ID (as
- * `pod ls` shows it), that one pod is deleted, confirmed gone, after the same refusals as
- * `pod rm RUN_ID`: a stray, a pod of an ended run, of a run not in runs/ or without a marker goes
- * at once; the pod a run trains on, or a kept or awaiting pod, is its run's: without `force` that
- * is refused naming the run, with it the run's own `pod rm RUN_ID --force` does it (its records
- * follow). Otherwise the ID is taken as a run's ({@link removePods}). Never throws.
+ * `pod ls` shows it), that one pod is deleted, confirmed gone, under the rules of `pod rm RUN_ID`
+ * for the run it belongs to (its marker, or the run recording it), with the same refusals and
+ * messages: a pod of a run not in runs/ (another checkout's), of a run still starting, or the pod
+ * a run in progress trains on is refused without `force`; a stray, the pod of an ended run or a
+ * kept one goes, its records following. A pod without a marker goes at once. Otherwise the ID
+ * is taken as a run's ({@link removePods}). Never throws.
  */
 export async function removeRunOrPod(
   ctx: PodCtx,
@@ -433,31 +300,13 @@ export async function removeRunOrPod(
   const row = rows.find((r) => r.podId === id && r.status !== 'GONE');
   if (row === undefined) return removePods(ctx, id, options);
   const runId = row.runId;
-  if (runId !== null && !isOrphan(row.kind) && row.kind !== 'stray') {
-    if (!options.force) {
-      return {
-        runId,
-        removed: [],
-        error: new PodAdminError(
-          'run_still_running',
-          `pod ${id} is the pod of run ${runId} (${row.note || row.kind}): nothing was deleted`,
-          `Remove it with "overbrainer pod rm ${runId}", or pass --force.`,
-        ),
-      };
-    }
-    return removePods(ctx, runId, { force: true });
+  // A pod of a run (by its marker, or the run recording it): that run's rules, for this pod only.
+  if (runId !== null && isValidRunId(runId) && row.kind !== 'no_marker') {
+    return removePods(ctx, runId, { ...options, only: id });
   }
   try {
-    const removed = await removePodById(ctx, id);
-    if (runId !== null && isValidRunId(runId)) {
-      editPodRecord(ctx, runId, (record) => {
-        if (!record.strayPods.includes(id)) return false;
-        record.setStrayPods(record.strayPods.filter((stray) => stray !== id));
-        return true;
-      });
-    }
-    return { runId: runId ?? id, removed: [removed], error: null };
+    return { runId: id, removed: [await removePodById(ctx, id)], error: null };
   } catch (error) {
-    return { runId: runId ?? id, removed: [], error };
+    return { runId: id, removed: [], error };
   }
 }

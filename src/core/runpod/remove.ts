@@ -117,8 +117,9 @@ export async function lookUpAll(
  * first, one look sees whether it is already gone, the delete is always sent,
  * then the pod is looked at until Runpod answers 404 (within
  * `deleteConfirmMs`). Recorded `deleted` (by the watchdog when both the look
- * and the delete found it already gone). Throws `not_deleted` when the deletion
- * cannot be confirmed: the record stays `deleting` and the pod may be billing.
+ * and the delete found it already gone). Resolves `already_gone` when both did (nothing was
+ * deleted), `deleted` otherwise (and when there was no pod to delete). Throws `not_deleted` when
+ * the deletion cannot be confirmed: the record stays `deleting` and the pod may be billing.
  */
 export async function remove(
   ctx: PodCtx,
@@ -127,9 +128,9 @@ export async function remove(
   by: DeletedBy,
   signal?: AbortSignal,
   options: GoneOptions = {},
-): Promise<void> {
+): Promise<'deleted' | 'already_gone'> {
   const id = pod.podId;
-  if (id === null || pod.state === 'deleted') return;
+  if (id === null || pod.state === 'deleted') return 'deleted';
   ctx.bus.publish({
     type: 'pod',
     runId: pod.runId,
@@ -150,9 +151,11 @@ export async function remove(
   const deleteSaidGone = !(await deleteWhileUnreachable(ctx, pod, id, reason, signal));
   await confirmGone(ctx, id, pod.runId, signal);
   await draining;
-  markGone(ctx, pod, id, lookedGone && deleteSaidGone ? 'watchdog' : by, options);
+  const alreadyGone = lookedGone && deleteSaidGone;
+  markGone(ctx, pod, id, alreadyGone ? 'watchdog' : by, options);
   // Confirmed gone: what Runpod billed it, beside our estimate (best effort, never throws).
   await recordBilled(ctx, pod, signal);
+  return alreadyGone ? 'already_gone' : 'deleted';
 }
 
 /** Failures that say nothing about the pod, only that the API cannot answer now. */

@@ -1,0 +1,196 @@
+/**
+ * `overbrainer pod rm` tells the truth and applies one set of rules, as a user runs it (the CLI
+ * in a child process against the Runpod emulator, whose pods run the real bootstrap, watchdog
+ * and sshd): a recorded pod that is not on the account is said to be gone, never deleted; and
+ * `pod rm POD_ID` refuses what `pod rm RUN_ID` refuses (a pod of another checkout's run, of a run
+ * still starting or running), with the same messages, unless forced. Every scenario asserts on
+ * pod.json, run.json and the emulator's ledger, not on the words alone. Timings: production / 8.
+ */
+import assert from 'node:assert/strict';
+import type { ChildProcess } from 'node:child_process';
+import * as fs from 'node:fs';
+import * as path from 'node:path';
+import { startEmulator, type Emulator } from '../emulator/emulator';
+import { ApiClient, postRunPod } from '../emulator/testing';
+import { startCli, type Ran, type Running } from '../helpers/cli';
+import { readJson } from '../helpers/labFiles';
+import { emulatorEnv, tempTinyWorkspace, tinyToml } from '../helpers/tinyWorkspace';
+
+describe('overbrainer pod rm against the Runpod emulator', function () {
+  this.timeout(150_000);
+  let emulator: Emulator;
+  let api: ApiClient;
+  let tmp: string;
+  let ws: string;
+  const children = new Set<ChildProcess>();
+
+  before(async () => {
+    emulator = await startEmulator({ bootDelaysMs: { provisioning: 100, starting: 100 } });
+    api = new ApiClient(emulator.baseUrl, emulator.apiKey);
+  });
+
+  after(async () => {
+    await emulator?.close();
+    if (emulator) assert.deepEqual(emulator.contractViolations(), []);
+  });
+
+  beforeEach(() => {
+    ({ tmp, ws } = tempTinyWorkspace(
+      'cli-podrm-',
+      tinyToml('python3 train.py --steps 20 --step-seconds 0.05'),
+    ));
+  });
+
+  afterEach(async function () {
+    for (const child of children) child.kill('SIGKILL');
+    children.clear();
+    const billing = emulator.ledger().pods.filter((p) => p.billing);
+    for (const pod of billing) await api.delete(`/pods/${pod.id}`);
+    fs.rmSync(tmp, { recursive: true, force: true });
+    if (this.currentTest?.state === 'passed') {
+      assert.deepEqual(
+        billing.map((p) => p.id),
+        [],
+        'a pod was left billing',
+      );
+    }
+  });
+
+  function start(args: string[], env: Record<string, string> = {}, dir = ws): Running {
+    return startCli(['-C', dir, ...args], {
+      children,
+      env: { ...emulatorEnv(emulator), ...env },
+    });
+  }
+  const cli = (args: string[], env?: Record<string, string>, dir?: string): Promise<Ran> =>
+    start(args, env, dir).done;
+
+  const runsDir = (): string => path.join(ws, 'runs');
+  const onlyRun = (): string => {
+    const ids = fs.existsSync(runsDir()) ? fs.readdirSync(runsDir()) : [];
+    assert.equal(ids.length, 1, `runs: ${ids.join(', ')}`);
+    return ids[0] ?? '';
+  };
+  const runJson = (id: string): Record<string, unknown> =>
+    readJson(path.join(runsDir(), id, 'run.json'));
+  const podJson = (id: string): Record<string, unknown> =>
+    readJson(path.join(runsDir(), id, 'pod.json'));
+  const billing = (podId: string): boolean =>
+    emulator.ledger().pods.find((p) => p.id === podId)?.billing ?? false;
+
+  it('pod rm of a recorded pod no longer on the account says it was already gone, deletes nothing, records it gone', async () => {
+    const trained = await cli(['train', '--keep-pod']);
+    assert.equal(trained.code, 0, trained.stderr);
+    const id = onlyRun();
+    const podId = String(podJson(id).pod_id);
+    assert.equal(podJson(id).state, 'kept');
+    // Removed behind the CLI's back (the Runpod console, another tool): the record still names it.
+    assert.equal((await api.delete(`/pods/${podId}`)).status, 204);
+    const deletesBefore = emulator.ledger().pods.length;
+
+    const rm = await cli(['pod', 'rm', id]);
+    assert.equal(rm.code, 0, rm.stderr);
+    assert.equal(
+      rm.stdout.trim(),
+      `pod: pod ${podId} was already gone from the account; nothing deleted`,
+    );
+    assert.doesNotMatch(rm.stdout, /deleted after|about \$/);
+    const after = podJson(id);
+    assert.equal(after.state, 'deleted', 'recorded gone');
+    assert.equal(runJson(id).state, 'succeeded');
+    assert.equal(emulator.ledger().pods.length, deletesBefore, 'no pod was created or touched');
+
+    const again = await cli(['pod', 'rm', id]);
+    assert.equal(again.code, 0, again.stderr);
+    assert.equal(again.stdout.trim(), `pod: no pod for run ${id}`);
+  });
+
+  it('pod rm POD_ID refuses a pod of another checkout’s run and of a running run with the messages of pod rm RUN_ID; --force deletes it', async () => {
+    // Another checkout's run: its marker names a run this project's runs/ does not hold.
+    const other = 'elsewhere_20260101-000000';
+    const foreign = await postRunPod(api, other, ['sleep', '600']);
+    const byRun = await cli(['pod', 'rm', other]);
+    const byPod = await cli(['pod', 'rm', foreign]);
+    assert.equal(byRun.code, 1, byRun.stderr);
+    assert.equal(byPod.code, 1, byPod.stderr);
+    assert.match(byRun.stderr, /not in this project's runs\//);
+    assert.equal(byPod.stderr, byRun.stderr, 'the same refusal');
+    assert.equal(byPod.stdout, '');
+    assert.equal(billing(foreign), true, 'refused: nothing deleted');
+    const forced = await cli(['pod', 'rm', foreign, '--force']);
+    assert.equal(forced.code, 0, forced.stderr);
+    assert.match(forced.stdout.trim(), new RegExp(`^pod: ${foreign} deleted`));
+    assert.equal(billing(foreign), false);
+
+    // A run of this checkout still running: its training pod by ID is refused as by the run.
+    const training = start(['train'], {
+      OVERBRAINER_TRAINING__COMMAND: 'python3 train.py --steps 400 --step-seconds 0.1',
+    });
+    const until = Date.now() + 90_000;
+    while (!training.out.stderr.includes('train: job running')) {
+      assert.ok(Date.now() < until && training.child.exitCode === null, training.out.stderr);
+      await new Promise((resolve) => setTimeout(resolve, 100));
+    }
+    const id = onlyRun();
+    const podId = String(podJson(id).pod_id);
+    const runRefused = await cli(['pod', 'rm', id]);
+    const podRefused = await cli(['pod', 'rm', podId]);
+    assert.equal(runRefused.code, 1, runRefused.stderr);
+    assert.equal(podRefused.code, 1, podRefused.stderr);
+    assert.ok(
+      podRefused.stderr.includes(
+        `error: run ${id} is still running: its training pod ${podId} was kept; stop it with \`overbrainer train cancel ${id}\` first, or pass --force`,
+      ),
+      podRefused.stderr,
+    );
+    assert.equal(podRefused.stderr, runRefused.stderr, 'the same refusal');
+    assert.equal(billing(podId), true);
+    assert.equal(runJson(id).state, 'running');
+
+    const podForced = await cli(['pod', 'rm', podId, '--force']);
+    assert.equal(podForced.code, 0, podForced.stderr);
+    assert.match(podForced.stdout.trim(), new RegExp(`^pod: ${podId} deleted after \\d+s`));
+    assert.equal(billing(podId), false);
+    assert.equal((await training.done).code, 1);
+    assert.equal(runJson(id).state, 'failed');
+    assert.equal(podJson(id).deleted_by, 'pod_rm');
+  });
+
+  it('pod rm POD_ID of a run still starting its pod is refused as pod rm RUN_ID is', async () => {
+    // A create went unanswered: the run is running, its last create call names no pod, and
+    // Runpod lists a pod carrying its marker (the one that call made).
+    const trained = await cli(['train', '--keep-pod']);
+    assert.equal(trained.code, 0, trained.stderr);
+    const id = onlyRun();
+    const kept = String(podJson(id).pod_id);
+    await api.delete(`/pods/${kept}`);
+    const pod = podJson(id);
+    const attempts = pod.attempts as Record<string, unknown>[];
+    attempts.push({
+      ...attempts[0],
+      name: `overbrainer-${id}-2`,
+      result: 'ambiguous',
+      pod_id: undefined,
+    });
+    fs.writeFileSync(
+      path.join(runsDir(), id, 'pod.json'),
+      JSON.stringify({ ...pod, state: 'creating', pod_id: null, attempts }, null, 2),
+    );
+    fs.writeFileSync(
+      path.join(runsDir(), id, 'run.json'),
+      JSON.stringify({ ...runJson(id), state: 'running' }, null, 2),
+    );
+    const made = await postRunPod(api, id, ['sleep', '600'], { suffix: '2' });
+    const byRun = await cli(['pod', 'rm', id]);
+    const byPod = await cli(['pod', 'rm', made]);
+    assert.equal(byRun.code, 1, byRun.stderr);
+    assert.match(byRun.stderr, new RegExp(`run ${id} is still starting its pod`));
+    assert.equal(byPod.code, 1, byPod.stderr);
+    assert.equal(byPod.stderr, byRun.stderr, 'the same refusal');
+    assert.equal(billing(made), true, 'refused: nothing deleted');
+    const forced = await cli(['pod', 'rm', made, '--force']);
+    assert.equal(forced.code, 0, forced.stderr);
+    assert.match(forced.stdout.trim(), new RegExp(`^pod: ${made} deleted`));
+    assert.equal(billing(made), false);
+  });
+});
