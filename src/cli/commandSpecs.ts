@@ -87,7 +87,10 @@ export const COMMAND_SPECS: readonly CommandSpec[] = [
     'train keep',
     "keep a run's pod once its job ends (only `overbrainer pod rm` deletes it)",
   ),
-  RUN_ID_ONLY('train release', 'release a kept pod: its deadline and graces apply again'),
+  RUN_ID_ONLY(
+    'train release',
+    'release a kept pod (even kept with --keep-pod): its deadline and graces apply, then it is retrieved and deleted as any run',
+  ),
   LISTING('runs ls', "list this project's runs (no API call)", 'overbrainer runs ls --json'),
   {
     name: 'runs show',

@@ -39,7 +39,7 @@ export async function keep(ctx: UiContext, arg: unknown, keep: boolean): Promise
       ? `Pod ${pod.podId ?? ''} of ${run.id} kept: nothing deletes it automatically. Remove it with "Overbrainer: Remove Pod".`
       : pod.state === 'deleted'
         ? `Pod ${pod.podId ?? ''} of ${run.id} released and deleted: its results are retrieved.`
-        : `Pod ${pod.podId ?? ''} of ${run.id} released: its deadline applies again.`;
+        : `Pod ${pod.podId ?? ''} of ${run.id} released: its deadline (${pod.deadline ?? 'none'}) applies again.`;
     ctx.log.info(text);
     void ctx.window.showInformationMessage(text);
   } catch (error) {

@@ -331,7 +331,7 @@ describe('lifecycle core against the Runpod emulator', function () {
     assertNothingBills(l);
   });
 
-  it('10. keep: at create time the pod stays after the job (no release); kept at runtime it stays, released after the retrieval it is deleted', async () => {
+  it('10. keep: at create time the pod stays after the job, released it is deleted; kept at runtime it stays, released after the retrieval it is deleted', async () => {
     const atCreate = async (): Promise<void> => {
       const l = await lab({ steps: 5 });
       const result = await train(l.deps, l.config, l.workspace, { keepPod: true });
@@ -352,23 +352,15 @@ describe('lifecycle core against the Runpod emulator', function () {
       // Its watchdog leaves it alone (kept with a job), well past a few of its ticks.
       await new Promise((resolve) => setTimeout(resolve, 3_000));
       assert.equal(l.ledgerOf(podId).billing, true);
-      // Its watchdog was told at creation to keep it: a release would be a lie, so it is refused.
-      await assert.rejects(keepPod(l.deps, id, false), (error: unknown) => {
-        assert.ok(error instanceof FlowError, String(error));
-        assert.equal(
-          error.message,
-          `pod ${podId} of run ${id} was kept when it was created (--keep-pod): its watchdog never deletes it, so it cannot be released`,
-        );
-        assert.equal(
-          error.hint,
-          `Remove it with "overbrainer pod rm ${id}" when you no longer need it.`,
-        );
-        return true;
-      });
-      assert.equal(l.podJson(id).state, 'kept');
-      assert.equal(l.podJson(id).keep, true);
-      assert.equal(l.ledgerOf(podId).billing, true);
-      assert.equal((await l.api.delete(`/pods/${podId}`)).status, 204);
+      // Released, it gets a deadline its watchdog reads; its results were retrieved (the marker
+      // is on the pod), so the release deletes it at once, as after any retrieval.
+      const released = await keepPod(l.deps, id, false, l.config);
+      assert.equal(released.keep, false);
+      assert.equal(released.state, 'deleted');
+      assert.equal(l.podJson(id).deadline_unix, Number(podJson.created_unix) + 3600);
+      assert.equal(l.ledgerOf(podId).billing, false);
+      l.assertDeletedAfterRetrieval(podId, l.podJson(id).deleted_by);
+      await assertKeysForgotten(l, id);
       assertNothingBills(l);
     };
     const atRuntime = async (): Promise<void> => {

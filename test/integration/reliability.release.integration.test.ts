@@ -10,7 +10,8 @@
 import assert from 'node:assert/strict';
 import * as fs from 'node:fs';
 import * as path from 'node:path';
-import { LEASE_FILE } from '../../src/core/runpod/podScripts';
+import type { RunpodTargetConfig } from '../../src/core/config/types';
+import { DEADLINE_FILE, LEASE_FILE } from '../../src/core/runpod/podScripts';
 import { FlowError, keepPod, train } from '../../src/core/flow';
 import { Lab, matrixLabs, runIdHolder } from '../helpers/lifecycle';
 import { recordResult } from '../helpers/reliability';
@@ -100,6 +101,60 @@ describe('reliability: keep and release past the deadline', function () {
     assert.ok(fs.existsSync(model), 'the results are home');
     l.assertDeletedAfterRetrieval(podId, l.podJson(id).deleted_by);
     assert.equal(l.clientKeyExists(id), false, 'the client key is forgotten');
+    assert.deepEqual(
+      l.billing().map((p) => p.id),
+      [],
+    );
+  });
+
+  it('kept with --keep-pod, its job ended unretrieved past max_hours and the retrieve grace while nobody followed: the release gives it now + the retrieve grace, retrieves the results and deletes the pod', async function () {
+    // max_hours 18 s; a retrieve grace of 20 s (the watchdog's env), passed before the release:
+    // without the release counting as the job's end, the watchdog's abandoned rule would delete
+    // the pod at its next tick (1 s), under the retrieval.
+    const l = await lab({ steps: 30, stepSeconds: 0.1, maxHours: 0.005 });
+    const target = l.config.targets.pod as RunpodTargetConfig;
+    const config = {
+      ...l.config,
+      targets: { ...l.config.targets, pod: { ...target, retrieveGraceS: 20 } },
+    };
+    const run = runIdHolder();
+    const stop = new AbortController();
+    const training = l.track(
+      train(l.deps, config, l.workspace, { keepPod: true, onRun: run.onRun, signal: stop.signal }),
+    );
+    const id = await l.jobRunning(() => run.id);
+    const podId = String(l.podJson(id).pod_id);
+    stop.abort();
+    await assert.rejects(training, (error: unknown) => {
+      assert.ok(error instanceof FlowError && /^stopped following/.test(error.message));
+      return true;
+    });
+    const exitCode = l.podFile(podId, id, 'exit_code');
+    await l.waitFor('the job to end', () => fs.existsSync(exitCode), 60_000);
+    const endedMs = fs.statSync(exitCode).mtimeMs;
+    const deadlineMs = (Number(l.podJson(id).created_unix) + 18) * 1000;
+    await l.waitFor(
+      'max_hours and the retrieve grace to pass',
+      () => Date.now() > Math.max(deadlineMs, endedMs + 22_000),
+      120_000,
+    );
+    assert.equal(l.ledgerOf(podId).billing, true, 'kept at creation: its watchdog leaves it');
+    const releasedAtS = Math.floor(Date.now() / 1000);
+    const released = await keepPod(l.otherDeps('the CLI'), id, false, config);
+    assert.equal(released.state, 'deleted', l.transcript());
+    assert.equal(l.runJson(id).state, 'succeeded', l.transcript());
+    const deadline = Number(l.podJson(id).deadline_unix);
+    assert.ok(
+      deadline >= releasedAtS + 20 && deadline <= releasedAtS + 22,
+      `now + the retrieve grace: ${deadline} at ${releasedAtS}`,
+    );
+    const model = path.join(l.runDir(id), 'output', 'model.json');
+    recordResult(this, { verified: 1, lost: fs.existsSync(model) ? 0 : 1 });
+    assert.ok(fs.existsSync(model), 'the results are home');
+    l.assertDeletedAfterRetrieval(podId, l.podJson(id).deleted_by);
+    const watchdogLog = fs.readFileSync(path.join(l.runDir(id), '.pod', 'watchdog.log'), 'utf8');
+    assert.match(watchdogLog, new RegExp(`released: deadline=${deadline} \\(${DEADLINE_FILE}\\)`));
+    assert.doesNotMatch(watchdogLog, /delete reason=abandoned/);
     assert.deepEqual(
       l.billing().map((p) => p.id),
       [],

@@ -326,6 +326,49 @@ const SCENARIOS: Scenario[] = [
       ),
   },
   {
+    title:
+      'a pod kept at its creation is released by .pod/deadline: the env keep lifts, a job ended long before gets its retrieve grace from the release, a passed deadline deletes',
+    run: (shell) =>
+      withRuns(
+        shell,
+        [
+          {
+            job: 'live',
+            env: {
+              OVERBRAINER_KEEP_POD: '1',
+              OVERBRAINER_RETRIEVE_GRACE: '3',
+              OVERBRAINER_SNAPSHOT_WAIT: '0',
+            },
+            files: { exit_code: '0\n' },
+          },
+          {
+            job: 'live',
+            env: { OVERBRAINER_KEEP_POD: '1', OVERBRAINER_SNAPSHOT_WAIT: '0' },
+          },
+        ],
+        async ([ended, running]) => {
+          // The job ended 100 s ago, far past its retrieve grace: kept, nothing deletes it.
+          const old = new Date(Date.now() - 100_000);
+          fs.utimesSync(path.join(ended!.runDir, 'exit_code'), old, old);
+          await ended!.waitFor(/job ended/);
+          await running!.waitFor(/job started/);
+          await sleep(2500);
+          assert.deepEqual(ended!.methods(), ['GET'], ended!.describe());
+          assert.deepEqual(running!.methods(), ['GET'], running!.describe());
+          const releasedMs = Date.now();
+          ended!.write('.pod/deadline', `${nowS() + 60}\n`);
+          running!.write('.pod/deadline', `${nowS() - 1}\n`);
+          await running!.waitExit();
+          running!.checkDeletedOnce('deadline');
+          assert.ok(running!.messages().some((m) => /^released: deadline=\d+/.test(m)));
+          await ended!.waitExit();
+          // Abandoned the retrieve grace (3 s) after the release, not at the next tick.
+          ended!.checkDeletedOnce('abandoned');
+          assert.ok(ended!.deleteAtMs()! - releasedMs >= 2000, ended!.describe());
+        },
+      ),
+  },
+  {
     title: 'delete fallbacks: terminate, then stop (still billing), the next tick, runpodctl',
     run: (shell) =>
       withRuns(

@@ -14,6 +14,7 @@ import {
   type EtaSource,
 } from '../../src/core/runpod/lease';
 import { PRODUCTION_TIMING } from '../../src/core/timing';
+import { releaseDeadlineUnixS } from '../../src/core/flow/keep';
 
 const T = PRODUCTION_TIMING;
 const MIN = 60_000;
@@ -123,5 +124,18 @@ describe('lease and deadline rules (seed)', () => {
     const late = { ...podDueIn(1, false, NOW), maxCostUsd: 1.38 }; // deadline 1 h, cap 2 h
     assert.equal(limitPassed(late, NOW + 90 * MIN), 'deadline');
     assert.equal(limitPassed(late, NOW + 3 * 3_600_000), 'deadline');
+  });
+});
+
+describe('the release of a pod kept at its creation', () => {
+  const created = 1_800_000_000;
+  it('gets create + max_hours; once that passed, now + the retrieve grace if the job ended', () => {
+    const at = (s: number): number => (created + s) * 1000;
+    assert.equal(releaseDeadlineUnixS(created, 2, 3600, false, at(600)), created + 7200);
+    assert.equal(releaseDeadlineUnixS(created, 2, 3600, true, at(600)), created + 7200);
+    // Passed and ended: the results get the retrieve grace from now.
+    assert.equal(releaseDeadlineUnixS(created, 2, 3600, false, at(9000)), created + 9000 + 3600);
+    // Passed while the job runs: the deadline stands (only a follower's lease holds it off).
+    assert.equal(releaseDeadlineUnixS(created, 2, 3600, true, at(9000)), created + 7200);
   });
 });

@@ -10,6 +10,7 @@ import {
   BOOTSTRAP_FAILED,
   BOOTSTRAP_LOG,
   COST_CAP_FILE,
+  DEADLINE_FILE,
   JOB_ENV_PATH,
   KEEP_MARKER,
   LEASE_FILE,
@@ -134,6 +135,7 @@ describe('podScripts', function () {
         BOOTSTRAP_FAILED,
         SNAPSHOT_AT_FILE,
         VOLUME_GB_FILE,
+        DEADLINE_FILE,
         SNAPSHOT_REQUEST,
         SNAPSHOT_JSON,
       ]) {

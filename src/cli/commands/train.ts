@@ -181,7 +181,7 @@ export async function keepCommand(s: Session, runId: string, keep: boolean): Pro
       ? `pod: ${pod.podId ?? ''} kept: \`${sshCommand(runId)}\`; remove it with \`overbrainer pod rm ${runId}\`; nothing deletes it automatically`
       : pod.state === 'deleted'
         ? `pod: ${pod.podId ?? ''} released and deleted: the results of run ${runId} are retrieved`
-        : `pod: ${pod.podId ?? ''} released: its watchdog's deadline and graces apply again`,
+        : `pod: ${pod.podId ?? ''} released: its watchdog's deadline (${pod.deadline ?? 'none'}) and graces apply again`,
   );
   return EXIT_OK;
 }

@@ -4,6 +4,7 @@
 import type { OverbrainerConfig } from '../config/types';
 import { log } from '../runpod/context';
 import { reconnect, setKeep } from '../runpod/lifecycle';
+import { armReleaseDeadline } from '../runpod/podEnd';
 import { jobStatus } from '../train/job';
 import type { PodRecord } from '../runs/podRecord';
 import { attach } from './attach';
@@ -14,6 +15,11 @@ import { type FlowDeps, FlowError, podCtx } from './deps';
  * nobody followed collects the run here (retrieves and verifies its results, then deletes the
  * pod, as attach would): left to its watchdog, a pod past its deadline would be deleted with
  * results nobody brought home. `config` gives the artifacts to bring back (the defaults without).
+ *
+ * A pod kept at its creation (`--keep-pod`) has no deadline on its watchdog: its release gives it
+ * one first (see {@link releaseDeadlineUnixS}; `config` must name the run's target), with a fresh
+ * lease before it when a followed job still runs; then it is released, retrieved and deleted as
+ * any run.
  */
 export async function keepPod(
   deps: FlowDeps,
@@ -33,11 +39,14 @@ export async function keepPod(
     );
   }
   // A pod kept at creation carries OVERBRAINER_KEEP_POD=1 and no deadline in its env: removing
-  // the runtime keep marker would leave its watchdog keeping it while pod.json said released.
-  if (!keep && pod.keep && pod.deadlineUnixS === null) {
+  // the runtime keep marker alone would leave its watchdog keeping it while pod.json said
+  // released. Its release writes it a deadline first, from the target's max_hours.
+  const keptAtCreation = !keep && pod.deadlineUnixS === null;
+  const target = config?.targets[run.target];
+  if (keptAtCreation && target?.kind !== 'runpod') {
     throw new FlowError(
-      `pod ${pod.podId} of run ${runId} was kept when it was created (--keep-pod): its watchdog never deletes it, so it cannot be released`,
-      `Remove it with "overbrainer pod rm ${runId}" when you no longer need it.`,
+      `pod ${pod.podId} of run ${runId} was kept when it was created (--keep-pod): its release needs the max_hours and retrieve_grace_minutes of its target "${run.target}", which ${config === null ? 'no readable overbrainer.toml' : 'overbrainer.toml no longer'} gives`,
+      `Fix overbrainer.toml (target "${run.target}") and release it again, or remove it with "overbrainer pod rm ${runId}".`,
     );
   }
   const ctx = podCtx(deps);
@@ -46,6 +55,18 @@ export async function keepPod(
     throw new FlowError(`pod ${pod.podId} of run ${runId} no longer exists`, null);
   let ended: boolean;
   try {
+    if (keptAtCreation && target?.kind === 'runpod') {
+      const running = (await jobStatus(executor, run.remoteDir)).kind === 'running';
+      const deadlineUnixS = releaseDeadlineUnixS(
+        pod.createdUnixS,
+        target.maxHours,
+        target.retrieveGraceS,
+        running,
+        deps.clock.nowMs(),
+      );
+      const followed = deps.store.lockHolder(runId) !== null;
+      await armReleaseDeadline(ctx, pod, run, executor, deadlineUnixS, running && followed);
+    }
     await setKeep(ctx, pod, run, executor, keep);
     ended =
       !keep &&
@@ -64,4 +85,23 @@ export async function keepPod(
   );
   const collected = await attach(deps, config, runId);
   return collected.pod ?? pod;
+}
+
+/**
+ * The deadline a pod kept at its creation gets when it is released: its creation + `max_hours`,
+ * as if it had never been kept; when that has passed and its job has ended, now + the retrieve
+ * grace (the time its results have to come home). A job still running past it is held only by a
+ * follower's lease, as any run's.
+ */
+export function releaseDeadlineUnixS(
+  createdUnixS: number | null,
+  maxHours: number,
+  retrieveGraceS: number,
+  running: boolean,
+  nowMs: number,
+): number {
+  const nowS = Math.floor(nowMs / 1000);
+  const byMaxHours = (createdUnixS ?? nowS) + Math.round(maxHours * 3600);
+  if (byMaxHours > nowS || running) return byMaxHours;
+  return nowS + Math.round(retrieveGraceS);
 }

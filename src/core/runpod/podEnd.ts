@@ -12,7 +12,9 @@ import type { PodRecord } from '../runs/podRecord';
 import type { RunRecord } from '../runs/runRecord';
 import { log, warn, type PodCtx } from './context';
 import { sshCommand } from './keys';
+import { rfc3339 } from '../clock';
 import {
+  DEADLINE_FILE,
   KEEP_MARKER,
   LEASE_FILE,
   RETRIEVED_MARKER,
@@ -21,11 +23,18 @@ import {
 } from './podScripts';
 import { forgetKeys, messageOf, noteStrays, remove, sweep } from './remove';
 
-/** Reads the keep flag another process (the CLI, another window) may have changed. */
+/** Reads the keep flag (and a release's deadline) another process (the CLI, another window) may have changed. */
 export function syncKeep(ctx: PodCtx, pod: PodRecord): void {
   try {
     const fresh = ctx.store.loadPod(pod.runId);
-    if (fresh) pod.keep = fresh.keep;
+    if (fresh) {
+      pod.keep = fresh.keep;
+      // A release gave the pod, kept at its creation, a deadline (armReleaseDeadline).
+      if (pod.deadlineUnixS === null && fresh.podId === pod.podId && fresh.deadlineUnixS !== null) {
+        pod.deadlineUnixS = fresh.deadlineUnixS;
+        pod.deadline = fresh.deadline;
+      }
+    }
   } catch {
     // A damaged pod.json is reported elsewhere; keep what we know.
   }
@@ -167,8 +176,31 @@ export async function setKeep(
     'info',
     keep
       ? `pod ${pod.podId ?? ''} of run ${run.id} kept: nothing deletes it until you remove it (${sshCommand(run.id)})`
-      : `pod ${pod.podId ?? ''} of run ${run.id} released: its watchdog's deadline and graces apply again`,
+      : `pod ${pod.podId ?? ''} of run ${run.id} released: its watchdog's deadline (${pod.deadline ?? 'none'}) and graces apply again`,
   );
+}
+
+/**
+ * Gives a pod kept at its creation (its watchdog's env says keep, with no deadline) the deadline
+ * `deadlineUnixS`, before {@link setKeep} releases it: with `leaseFirst` (a followed job still
+ * runs) a fresh lease first, so a deadline already passed does not have the watchdog delete the
+ * pod under its follower; then `.pod/deadline`, which the watchdog reads at every tick in place
+ * of its env's (no longer keeping the pod for its env, and counting a job that ended before as
+ * ended now); then pod.json.
+ */
+export async function armReleaseDeadline(
+  ctx: PodCtx,
+  pod: PodRecord,
+  run: RunRecord,
+  executor: Executor,
+  deadlineUnixS: number,
+  leaseFirst: boolean,
+): Promise<void> {
+  if (leaseFirst) await executor.writeFileAtomic(`${run.remoteDir}/${LEASE_FILE}`, '');
+  await executor.writeFileAtomic(`${run.remoteDir}/${DEADLINE_FILE}`, `${deadlineUnixS}\n`);
+  pod.deadlineUnixS = deadlineUnixS;
+  pod.deadline = rfc3339(deadlineUnixS * 1000);
+  ctx.store.savePod(pod);
 }
 
 /** Whether the retrieved marker is on the pod (the client verified the run's results). */

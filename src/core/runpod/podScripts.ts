@@ -27,6 +27,12 @@ export const WATCHDOG_VERDICT = '.pod/watchdog';
 export const BOOTSTRAP_LOG = '.pod/bootstrap.log';
 /** The bootstrap's failure reason (one line), when it failed. */
 export const BOOTSTRAP_FAILED = '.pod/bootstrap_failed';
+/**
+ * The release of a pod kept at its creation: unix seconds, written by the client. The watchdog
+ * takes it as its deadline in place of its env's (none), no longer keeps the pod for its env's
+ * OVERBRAINER_KEEP_POD, and counts a job that ended before it as ended at the release.
+ */
+export const DEADLINE_FILE = '.pod/deadline';
 /** Unix seconds after which the watchdog deletes the pod (`max_cost_usd`), written by the client. */
 export const COST_CAP_FILE = '.pod/cost_cap_at';
 /** Unix seconds at which the watchdog requests a snapshot with reason `cost` (before {@link COST_CAP_FILE}). */

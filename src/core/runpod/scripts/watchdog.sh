@@ -14,7 +14,7 @@
 #                                  only on stdin (-H @-): never argv, a file, the log, or the env
 #                                  of any child process.
 #   OVERBRAINER_RUN_DIR            the run dir on the pod (<workdir>/<run-id>)
-#   OVERBRAINER_DEADLINE           unix s of max_hours; absent for a kept pod
+#   OVERBRAINER_DEADLINE           unix s of max_hours; absent for a kept pod (see .pod/deadline)
 #   OVERBRAINER_BOOT_GRACE         1800: delete when no job started this long after start
 #   OVERBRAINER_RETRIEVE_GRACE     3600: delete this long after the job ended, unretrieved
 #   OVERBRAINER_KEEP_POD           1: never delete once a job started (--keep-pod)
@@ -36,9 +36,15 @@
 #   OVERBRAINER_DISK_BACKSTOP      97: disk use (%) that requests one whatever the lease
 #
 # Files in the run dir: job.pid, exit_code, cancelled, snapshot.request, snapshot.json and, in
-# .pod/, lease, retrieved, keep, snapshot_at, cost_cap_at, volume_gb, bootstrap_failed, watchdog
-# (the verdict) and watchdog.log: who writes each and what it means is in docs/RELIABILITY.md
-# ("The run dir on the pod").
+# .pod/, lease, retrieved, keep, deadline, snapshot_at, cost_cap_at, volume_gb, bootstrap_failed,
+# watchdog (the verdict) and watchdog.log: who writes each and what it means is in
+# docs/RELIABILITY.md ("The run dir on the pod").
+#
+# The release of a pod kept at its creation (OVERBRAINER_KEEP_POD=1, no OVERBRAINER_DEADLINE):
+# the client writes .pod/deadline (unix s). Read every tick, it is the deadline from then on
+# (unreadable: passed), OVERBRAINER_KEEP_POD no longer holds (the keep marker still does), and a
+# job that ended before the file was written counts as ended when it was (rule 6 gives the
+# release its retrieve grace).
 #
 # Snapshot requests, every tick before the delete rules, while a job runs (started, not ended)
 # and no snapshot.json exists (never after a failed bootstrap); the first that matches is written
@@ -313,7 +319,7 @@ wd_snapshot() {
     fi
   fi
   # b. deadline: its lead reached and nobody renews the lease.
-  if [ -n "$WD_DEADLINE" ] && [ $((wd_t + WD_SNAPSHOT_LEAD)) -ge "$WD_DEADLINE" ] && [ "$wd_fresh" = 0 ]; then
+  if [ -n "$wd_deadline" ] && [ $((wd_t + WD_SNAPSHOT_LEAD)) -ge "$wd_deadline" ] && [ "$wd_fresh" = 0 ]; then
     if [ "$wd_kept" = 1 ]; then
       [ "$wd_kept_deadline_noted" = 1 ] || wd_log "no snapshot for reason=deadline: the pod is kept"
       wd_kept_deadline_noted=1
@@ -414,7 +420,22 @@ wd_tick() {
     if [ -n "$wd_m" ] && [ $((wd_t - wd_m)) -lt "$WD_LEASE_TTL" ]; then wd_fresh=1; fi
   fi
 
+  # A release: its deadline replaces the env's and lifts the env's keep (see the header).
+  wd_deadline=$WD_DEADLINE
   wd_kept=$WD_KEEP
+  if [ -f "$WD_DEADLINE_FILE" ]; then
+    wd_deadline=$(wd_read_num "$WD_DEADLINE_FILE")
+    [ -n "$wd_deadline" ] || wd_deadline=0
+    wd_kept=0
+    if [ "$wd_released" != "$wd_deadline" ]; then
+      wd_log "released: deadline=$wd_deadline (.pod/deadline)"
+      wd_released=$wd_deadline
+    fi
+    wd_rel_at=$(wd_mtime "$WD_DEADLINE_FILE")
+    if [ "$wd_ended" = 1 ] && [ -n "$wd_rel_at" ] && [ "$wd_ended_at" -lt "$wd_rel_at" ]; then
+      wd_ended_at=$wd_rel_at
+    fi
+  fi
   if [ -f "$WD_KEEP_MARKER" ]; then
     wd_kept=1
     [ "$wd_keep_marker" = 1 ] || wd_log "keep marker seen: the pod is kept"
@@ -453,16 +474,16 @@ wd_tick() {
   fi
   # 4. deadline, unless the client holds the lease, the job is saving the snapshot asked for
   # the deadline, or a snapshot ended the job (then it waits for its retrieval).
-  if [ -n "$WD_DEADLINE" ] && [ "$wd_t" -ge "$WD_DEADLINE" ]; then
+  if [ -n "$wd_deadline" ] && [ "$wd_t" -ge "$wd_deadline" ]; then
     if [ "$wd_fresh" = 1 ]; then
       wd_hold "lease" "deadline passed, lease held by the client"
     elif [ "$wd_ended" = 1 ] && [ -f "$WD_SNAPSHOT_JSON" ]; then
-      if [ "$wd_t" -ge $((WD_DEADLINE + WD_RETRIEVE_GRACE)) ]; then
+      if [ "$wd_t" -ge $((wd_deadline + WD_RETRIEVE_GRACE)) ]; then
         wd_held=
         wd_delete deadline
         return
       fi
-      wd_hold "snapshot_taken" "deadline passed, the job ended with a snapshot: kept for its retrieval until $((WD_DEADLINE + WD_RETRIEVE_GRACE))"
+      wd_hold "snapshot_taken" "deadline passed, the job ended with a snapshot: kept for its retrieval until $((wd_deadline + WD_RETRIEVE_GRACE))"
     elif [ "$wd_ended" = 0 ] && [ -n "$wd_snap_deadline_at" ] &&
       [ $((wd_t - wd_snap_deadline_at)) -lt "$WD_SNAPSHOT_WAIT" ]; then
       wd_hold "snapshot_wait" "deadline passed, waiting for the snapshot until $((wd_snap_deadline_at + WD_SNAPSHOT_WAIT))"
@@ -553,6 +574,7 @@ WD_VERDICT="$WD_RUN/.pod/watchdog"
 WD_LEASE="$WD_RUN/.pod/lease"
 WD_RETRIEVED="$WD_RUN/.pod/retrieved"
 WD_KEEP_MARKER="$WD_RUN/.pod/keep"
+WD_DEADLINE_FILE="$WD_RUN/.pod/deadline"
 WD_COST_CAP="$WD_RUN/.pod/cost_cap_at"
 WD_SNAPSHOT_AT="$WD_RUN/.pod/snapshot_at"
 WD_VOLUME_GB="$WD_RUN/.pod/volume_gb"
@@ -565,6 +587,8 @@ wd_seen_pid=
 wd_ended_at=
 wd_held=
 wd_keep_marker=0
+wd_released=
+wd_deadline=$WD_DEADLINE
 wd_snap_deadline_at=
 wd_req_noted=0
 wd_req_failed=0

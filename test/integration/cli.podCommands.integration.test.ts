@@ -1,10 +1,12 @@
 /**
- * `overbrainer pod rm` tells the truth and applies one set of rules, as a user runs it (the CLI
- * in a child process against the Runpod emulator, whose pods run the real bootstrap, watchdog
- * and sshd): a recorded pod that is not on the account is said to be gone, never deleted; and
- * `pod rm POD_ID` refuses what `pod rm RUN_ID` refuses (a pod of another checkout's run, of a run
- * still starting or running), with the same messages, unless forced. Every scenario asserts on
- * pod.json, run.json and the emulator's ledger, not on the words alone. Timings: production / 8.
+ * `overbrainer pod rm` and `train release` tell the truth and apply one set of rules, as a user
+ * runs them (the CLI in a child process against the Runpod emulator, whose pods run the real
+ * bootstrap, watchdog and sshd): a recorded pod that is not on the account is said to be gone,
+ * never deleted; `pod rm POD_ID` refuses what `pod rm RUN_ID` refuses (a pod of another
+ * checkout's run, of a run still starting or running), with the same messages, unless forced;
+ * a pod kept with `--keep-pod` can be released, and is then retrieved and deleted as any run.
+ * Every scenario asserts on pod.json, run.json, the pod's own files and the emulator's ledger,
+ * not on the words alone. Timings: production / 8.
  */
 import assert from 'node:assert/strict';
 import type { ChildProcess } from 'node:child_process';
@@ -16,7 +18,7 @@ import { startCli, type Ran, type Running } from '../helpers/cli';
 import { readJson } from '../helpers/labFiles';
 import { emulatorEnv, tempTinyWorkspace, tinyToml } from '../helpers/tinyWorkspace';
 
-describe('overbrainer pod rm against the Runpod emulator', function () {
+describe('overbrainer pod rm and train release against the Runpod emulator', function () {
   this.timeout(150_000);
   let emulator: Emulator;
   let api: ApiClient;
@@ -192,5 +194,67 @@ describe('overbrainer pod rm against the Runpod emulator', function () {
     assert.equal(forced.code, 0, forced.stderr);
     assert.match(forced.stdout.trim(), new RegExp(`^pod: ${made} deleted`));
     assert.equal(billing(made), false);
+  });
+
+  it('train release of a pod kept with --keep-pod after its run: its results were retrieved, so it is deleted', async () => {
+    const trained = await cli(['train', '--keep-pod']);
+    assert.equal(trained.code, 0, trained.stderr);
+    const id = onlyRun();
+    const podId = String(podJson(id).pod_id);
+    assert.equal(podJson(id).deadline_unix, null, 'kept at creation: no deadline');
+    assert.equal(billing(podId), true);
+    const released = await cli(['train', 'release', id]);
+    assert.equal(released.code, 0, released.stderr);
+    assert.equal(
+      released.stdout.trim(),
+      `pod: ${podId} released and deleted: the results of run ${id} are retrieved`,
+    );
+    const pod = podJson(id);
+    assert.equal(pod.keep, false);
+    assert.equal(pod.state, 'deleted');
+    assert.equal(billing(podId), false);
+    assert.equal(runJson(id).state, 'succeeded');
+    assert.equal(fs.existsSync(path.join(runsDir(), id, 'ssh', 'id_ed25519')), false);
+  });
+
+  it('train release of a pod kept with --keep-pod while a followed job runs: a fresh lease, then a deadline for its watchdog; the follower retrieves and deletes it', async () => {
+    const training = start(['train', '--keep-pod'], {
+      OVERBRAINER_TRAINING__COMMAND: 'python3 train.py --steps 300 --step-seconds 0.1',
+    });
+    const until = Date.now() + 90_000;
+    while (!training.out.stderr.includes('train: job running')) {
+      assert.ok(Date.now() < until && training.child.exitCode === null, training.out.stderr);
+      await new Promise((resolve) => setTimeout(resolve, 100));
+    }
+    const id = onlyRun();
+    const before = podJson(id);
+    const podId = String(before.pod_id);
+    assert.equal(before.deadline_unix, null);
+    const releasedAtS = Math.floor(Date.now() / 1000);
+    const released = await cli(['train', 'release', id]);
+    assert.equal(released.code, 0, released.stderr);
+    const pod = podJson(id);
+    assert.equal(pod.keep, false);
+    // The deadline max_hours (1 h) after its creation, as if it had never been kept.
+    assert.equal(pod.deadline_unix, Number(pod.created_unix) + 3600);
+    assert.ok(
+      released.stdout.includes(`pod: ${podId} released: its watchdog's deadline (${pod.deadline})`),
+      released.stdout,
+    );
+    // On the pod: the deadline its watchdog now reads, and a lease written at the release.
+    const emulated = emulator.pod(podId);
+    assert.ok(emulated, `pod ${podId} is gone`);
+    const remote = path.join(emulated.dirs.workspace, 'overbrainer', id);
+    assert.equal(
+      fs.readFileSync(path.join(remote, '.pod', 'deadline'), 'utf8').trim(),
+      String(pod.deadline_unix),
+    );
+    assert.ok(fs.statSync(path.join(remote, '.pod', 'lease')).mtimeMs >= (releasedAtS - 1) * 1000);
+    const followed = await training.done;
+    assert.equal(followed.code, 0, followed.stderr);
+    assert.match(followed.stdout.trim(), new RegExp(`^train: run ${id} succeeded; pod deleted`));
+    assert.equal(podJson(id).state, 'deleted');
+    assert.equal(billing(podId), false, 'released: deleted after its retrieval, not kept');
+    assert.ok(fs.existsSync(path.join(runsDir(), id, 'output', 'model.json')));
   });
 });
