@@ -7,26 +7,15 @@ import assert from 'node:assert/strict';
 import { spawnSync } from 'node:child_process';
 import { cpSync, mkdirSync, readdirSync, readFileSync, realpathSync } from 'node:fs';
 import path from 'node:path';
-import { systemClock } from '../../src/core/clock';
-import { EventBus, type TrainMetric } from '../../src/core/events';
 import { SshExecutor } from '../../src/core/exec/ssh';
 import { scaleTiming } from '../../src/core/timing';
-import { MetricsFollower, PUSH_ALIVE, silenceLimitMs } from '../../src/core/train/follow';
+import { PUSH_ALIVE, silenceLimitMs } from '../../src/core/train/follow';
 import { jobScript, startJob } from '../../src/core/train/job';
-import { parseMetricLine } from '../../src/core/train/metrics';
 import { executorOptions, killAll, startSshd, type Sshd } from '../helpers/sshd';
-import { tapStreams } from '../helpers/streamTap';
+import { followed } from '../helpers/followed';
+import { metricsOf } from '../helpers/jobShells';
 
 const EXAMPLE = path.resolve(__dirname, '..', '..', 'examples', 'tiny');
-
-function metricsOf(file: string): TrainMetric[] {
-  return readFileSync(file, 'utf8')
-    .split('\n')
-    .flatMap((line) => {
-      const parsed = parseMetricLine(Buffer.from(line));
-      return parsed.kind === 'metric' ? [parsed.metric] : [];
-    });
-}
 
 /** The executor with its calls counted: what following costs in SSH requests. */
 function counted(inner: SshExecutor): { executor: SshExecutor; calls: Record<string, number> } {
@@ -129,21 +118,11 @@ describe('following with the job status pushed on the stream (real sshd)', funct
   it("asks the status once, not every poll, and sees the job's end pushed", async function () {
     const runDir = await startTiny('pushed-end', 40);
     const { executor, calls } = counted(ssh as SshExecutor);
-    const bus = new EventBus();
-    const published: TrainMetric[] = [];
-    bus.on((event) => {
-      if (event.type === 'metric') published.push(event.metric);
-    });
-    const timing = scaleTiming(10); // a status poll every 200 ms before the pod pushed it
-    const result = await new MetricsFollower({
-      executor,
-      runId: 'r',
-      runDir,
-      bus,
-      clock: systemClock,
-      timing,
-    }).follow();
+    const { published, follower } = followed(executor);
+    // A status poll every 200 ms before the pod pushed it.
+    const result = await follower(runDir, scaleTiming(10)).follow();
     assert.deepEqual(result.status, { kind: 'exited', code: 0 });
+    assert.ok(published.length >= 40, `${published.length} metrics`);
     assert.deepEqual(published, metricsOf(path.join(runDir, 'metrics.jsonl')));
     // The job ran ~4 s: twenty polls' worth. One look at the start, none after: the end came
     // down the one stream (a follower that polled, or asked once the stream ended, looks again).
@@ -153,21 +132,15 @@ describe('following with the job status pushed on the stream (real sshd)', funct
 
   it('drops a push channel gone silent and resumes at the exact byte: no line lost or doubled', async function () {
     const runDir = await startTiny('silent', 120);
-    const bus = new EventBus();
-    const published: TrainMetric[] = [];
-    const warnings: string[] = [];
     const timing = scaleTiming(10); // signs of life every 2 s, silence limit 6 s
     assert.equal(silenceLimitMs(timing), 6_000);
     // The first metrics may come from the catch-up read before the stream starts (a slow first
     // status under load): the freeze waits for the stream to have delivered, then looks once.
-    const tap = tapStreams(ssh as SshExecutor);
     /** What the one look saw: the watchers of the run dir at the metric it came with. */
     let seen: { metric: number; watchers: number[]; groups: (number | null)[] } | null = null;
-    bus.on((event) => {
-      if (event.type === 'log' && event.level === 'warn') warnings.push(event.message);
-      if (event.type !== 'metric') return;
-      published.push(event.metric);
-      if (seen !== null || published.length < 15 || !tap.delivered) return;
+    const f = followed(ssh as SshExecutor, () => {
+      const { published } = f;
+      if (seen !== null || published.length < 15 || !f.tap.delivered) return;
       const watchers = watchersOf(runDir);
       seen = {
         metric: published.length,
@@ -181,14 +154,8 @@ describe('following with the job status pushed on the stream (real sshd)', funct
         frozen.push(watchers[0]!);
       }
     });
-    const result = await new MetricsFollower({
-      executor: tap.executor,
-      runId: 'r',
-      runDir,
-      bus,
-      clock: systemClock,
-      timing,
-    }).follow();
+    const { published, warnings } = f;
+    const result = await f.follower(runDir, timing).follow();
     assert.deepEqual(result.status, { kind: 'exited', code: 0 });
     assert.equal(frozen.length, 1, `one watcher, its own group, frozen: ${JSON.stringify(seen)}`);
     assert.match(

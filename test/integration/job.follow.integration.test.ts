@@ -12,7 +12,7 @@ import { cpSync, mkdirSync, mkdtempSync, realpathSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { systemClock } from '../../src/core/clock';
-import { EventBus, type TrainMetric } from '../../src/core/events';
+import { EventBus } from '../../src/core/events';
 import { ExecError, type ExecResult, type StreamOptions } from '../../src/core/exec/executor';
 import { LocalExecutor } from '../../src/core/exec/local';
 import { scaleTiming } from '../../src/core/timing';
@@ -27,7 +27,7 @@ import {
   metricsOf,
   python,
 } from '../helpers/jobShells';
-import { tapStreams } from '../helpers/streamTap';
+import { followed, percentile } from '../helpers/followed';
 
 /**
  * Forwards to the real executor but breaks the first stream after `dropAfter`
@@ -73,11 +73,6 @@ class DroppingExecutor extends ShellExecutor {
   }
 }
 
-function percentile(sorted: number[], p: number): number {
-  const index = Math.min(sorted.length - 1, Math.max(0, Math.ceil((p / 100) * sorted.length) - 1));
-  return sorted[index] ?? NaN;
-}
-
 describe('following a live job through the LocalExecutor', function () {
   let root: string;
   let local: LocalExecutor;
@@ -106,21 +101,9 @@ describe('following a live job through the LocalExecutor', function () {
     cpSync(path.join(EXAMPLE, 'train.py'), path.join(runDir, 'train.py'));
     cpSync(path.join(EXAMPLE, 'data'), path.join(runDir, 'data'), { recursive: true });
     const executor = new DroppingExecutor(local, 12);
-    const tap = tapStreams(executor);
-    const bus = new EventBus();
-    const published: TrainMetric[] = [];
-    let streamed = 0;
-    const latenciesMs: number[] = [];
-    const warnings: string[] = [];
-    bus.on((event) => {
-      if (event.type === 'metric') {
-        published.push(event.metric);
-        if (tap.delivering) streamed++;
-        // `time` is the trainer's clock just before its write (same machine).
-        latenciesMs.push(Date.now() - event.metric.time * 1000);
-      }
-      if (event.type === 'log' && event.level === 'warn') warnings.push(event.message);
-    });
+    // Latency: `time` is the trainer's clock just before its write (same machine).
+    const f = followed(executor);
+    const { published, latenciesMs, warnings } = f;
     // 10 lines/s (and an evaluation every 5 steps), as the benchmark's target load.
     await startJob(local, {
       runDir,
@@ -129,15 +112,7 @@ describe('following a live job through the LocalExecutor', function () {
         { runDir, jobEnvFile: null },
       ),
     });
-    const follower = new MetricsFollower({
-      executor: tap.executor,
-      runId: 'r',
-      runDir,
-      bus,
-      clock: systemClock,
-      timing: scaleTiming(1), // production: status every 2 s
-    });
-    const result = await follower.follow();
+    const result = await f.follower(runDir, scaleTiming(1)).follow(); // status every 2 s
     assert.deepEqual(result.status, { kind: 'exited', code: 0 });
     assert.ok(executor.dropped, 'the stream was dropped');
     assert.ok(executor.streams >= 2, 'and reconnected');
@@ -156,7 +131,7 @@ describe('following a live job through the LocalExecutor', function () {
     );
     // Streaming, not polling: most lines came down a stream as they were written (the latency
     // above is a figure of this machine's load, not asserted); only the catch-ups read the rest.
-    assert.ok(streamed * 2 > published.length, `${streamed} of ${published.length} streamed`);
+    assert.ok(f.streamed * 2 > published.length, `${f.streamed} of ${published.length} streamed`);
     await waitFor('the stream to be gone', 5_000, async () =>
       liveProcessesIn(runDir).length === 0 ? true : null,
     );

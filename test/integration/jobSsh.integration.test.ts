@@ -8,14 +8,10 @@ import assert from 'node:assert/strict';
 import { spawnSync } from 'node:child_process';
 import { cpSync, mkdirSync, readFileSync, realpathSync } from 'node:fs';
 import path from 'node:path';
-import { systemClock } from '../../src/core/clock';
-import { EventBus, type TrainMetric } from '../../src/core/events';
 import { ExecError } from '../../src/core/exec/executor';
 import { SshExecutor } from '../../src/core/exec/ssh';
 import { scaleTiming } from '../../src/core/timing';
-import { MetricsFollower } from '../../src/core/train/follow';
 import { cancelJob, jobScript, jobStatus, startJob } from '../../src/core/train/job';
-import { parseMetricLine } from '../../src/core/train/metrics';
 import {
   executorOptions,
   killAll,
@@ -24,25 +20,10 @@ import {
   type Sshd,
   type TcpProxy,
 } from '../helpers/sshd';
-import { tapStreams } from '../helpers/streamTap';
+import { followed, percentile } from '../helpers/followed';
+import { metricsOf } from '../helpers/jobShells';
 
 const EXAMPLE = path.resolve(__dirname, '..', '..', 'examples', 'tiny');
-
-function metricsOf(file: string): TrainMetric[] {
-  return readFileSync(file, 'utf8')
-    .split('\n')
-    .flatMap((line) => {
-      const parsed = parseMetricLine(Buffer.from(line));
-      return parsed.kind === 'metric' ? [parsed.metric] : [];
-    });
-}
-
-function percentile(sorted: number[], p: number): number {
-  return (
-    sorted[Math.min(sorted.length - 1, Math.max(0, Math.ceil((p / 100) * sorted.length) - 1))] ??
-    NaN
-  );
-}
 
 describe('the job over SSH (real sshd, connection cut mid-job)', function () {
   let sshd: Sshd | undefined;
@@ -94,31 +75,17 @@ describe('the job over SSH (real sshd, connection cut mid-job)', function () {
       ),
     });
     started.push(pid);
-    const tap = tapStreams(ssh);
-    const bus = new EventBus();
-    const published: TrainMetric[] = [];
-    let streamed = 0;
-    const latenciesMs: number[] = [];
-    const warnings: string[] = [];
-    bus.on((event) => {
-      if (event.type === 'metric') {
-        published.push(event.metric);
-        if (tap.delivering) streamed++;
-        latenciesMs.push(Date.now() - event.metric.time * 1000);
-        // Cut every connection once, mid-job.
-        if (published.length === 15) (proxy as TcpProxy).cut();
-      }
-      if (event.type === 'log' && event.level === 'warn') warnings.push(event.message);
+    // Cut every connection once, mid-job, once the stream delivered (the first metrics may come
+    // from the catch-up read before it starts, on a loaded machine).
+    let cut = false;
+    const f = followed(ssh, () => {
+      if (cut || f.published.length < 15 || !f.tap.delivered) return;
+      cut = true;
+      (proxy as TcpProxy).cut();
     });
-    const follower = new MetricsFollower({
-      executor: tap.executor,
-      runId: 'r',
-      runDir,
-      bus,
-      clock: systemClock,
-      timing: scaleTiming(4), // status every 500 ms
-    });
-    const result = await follower.follow();
+    const { published, latenciesMs, warnings } = f;
+    const result = await f.follower(runDir, scaleTiming(4)).follow(); // status every 500 ms
+    assert.ok(cut, 'the connection was cut mid-job');
     assert.deepEqual(result.status, { kind: 'exited', code: 0 });
     assert.match(warnings.join('\n'), /metrics stream ended/);
     const onDisk = metricsOf(path.join(runDir, 'metrics.jsonl'));
@@ -130,7 +97,7 @@ describe('the job over SSH (real sshd, connection cut mid-job)', function () {
     );
     // Streaming, not polling: most lines came down a stream as they were written (the latency
     // above is a figure of this machine's load, not asserted); only the catch-ups read the rest.
-    assert.ok(streamed * 2 > published.length, `${streamed} of ${published.length} streamed`);
+    assert.ok(f.streamed * 2 > published.length, `${f.streamed} of ${published.length} streamed`);
   });
 
   it('a job started over SSH outlives the session and the connection, and cancels over SSH', async () => {
