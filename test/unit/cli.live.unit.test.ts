@@ -1,8 +1,8 @@
 import assert from 'node:assert/strict';
 import { colorAllowed, fitLine, liveAllowed, LiveArea } from '../../src/cli/liveArea';
-import { BOOT_LOG_LINES, CliRenderer } from '../../src/cli/render';
+import { BOOT_LOG_LINES } from '../../src/cli/render';
 import { EventBus } from '../../src/core/events';
-import { FakeClock } from '../helpers/fakeClock';
+import { renderer } from '../helpers/cliRenderer';
 import { hasEscapes, screenOf } from '../helpers/terminalScreen';
 
 describe('cli: the live area on a terminal', () => {
@@ -100,14 +100,7 @@ describe('cli: the boot log while a pod provisions', () => {
   }
 
   it('on a terminal: the last lines in the status block, gone once the pod answers SSH', () => {
-    const bus = new EventBus();
-    const lines: string[] = [];
-    const blocks: string[][] = [];
-    new CliRenderer(bus, (l) => lines.push(l), {
-      clock: new FakeClock(),
-      debug: false,
-      status: (b) => blocks.push(b),
-    });
+    const { bus, lines, blocks } = renderer(true);
     publishBoot(bus, BOOT_LOG_LINES + 2);
     assert.deepEqual(blocks.at(-1), [
       'pod p1 is booting; the last lines of its log:',
@@ -126,9 +119,7 @@ describe('cli: the boot log while a pod provisions', () => {
   });
 
   it('not on a terminal: plain `pod log:` lines until the pod answers SSH, no escape', () => {
-    const bus = new EventBus();
-    const lines: string[] = [];
-    new CliRenderer(bus, (l) => lines.push(l), { clock: new FakeClock(), debug: false });
+    const { bus, lines } = renderer(false);
     publishBoot(bus, 2);
     bus.publish({
       type: 'pod',

@@ -1,8 +1,7 @@
 import assert from 'node:assert/strict';
-import { CliRenderer } from '../../src/cli/render';
 import { EventBus, type TransferProgress } from '../../src/core/events';
 import { TRANSFER_LIVE_AFTER_MS } from '../../src/core/timing';
-import { FakeClock } from '../helpers/fakeClock';
+import { renderer } from '../helpers/cliRenderer';
 
 const MIB = 1024 * 1024;
 
@@ -21,18 +20,6 @@ function transfer(bus: EventBus, over: Partial<TransferProgress>): void {
     elapsedMs: 0,
     ...over,
   });
-}
-
-function renderer(tty: boolean): { bus: EventBus; lines: string[]; blocks: string[][] } {
-  const bus = new EventBus();
-  const lines: string[] = [];
-  const blocks: string[][] = [];
-  new CliRenderer(bus, (l) => lines.push(l), {
-    clock: new FakeClock(),
-    debug: false,
-    ...(tty ? { status: (b: string[]) => blocks.push(b) } : {}),
-  });
-  return { bus, lines, blocks };
 }
 
 const DONE: Partial<TransferProgress> = {
