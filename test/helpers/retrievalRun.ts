@@ -11,15 +11,27 @@ import { STAGING_DIR } from '../../src/core/train/retrieval';
 export const ENTRIES = ['output/', 'metrics.jsonl', 'job.log'];
 export const EXCLUDES = ['checkpoint-*'];
 
+/**
+ * Odd names every platform reads alike (a line break, a backslash, a colon… are refused on
+ * every platform: see src/core/exec/pathRules.ts and UNPORTABLE_NAMES).
+ */
 export const ODD_NAMES = [
   'output/adapter_model.safetensors',
   'output/with space.txt',
-  'output/new\nline.txt',
   'output/ünïcødé/模型.bin',
-  'output/back\\slash',
   'output/-leading-dash',
-  'output/quote\'and"double',
+  "output/quote'single",
+  'output/$dollar and (parens) & [brackets]',
   `output/${'deep/'.repeat(30)}file`,
+];
+
+/** Names a job can write that Windows would read differently: each refuses the whole list. */
+export const UNPORTABLE_NAMES = [
+  'output/new\nline.txt',
+  'output/..\\..\\escape.txt',
+  'output/C:evil.txt',
+  'output/NUL.txt',
+  'output/trailing.',
 ];
 
 export function sha256(data: Buffer | string): string {

@@ -316,9 +316,7 @@ ln -s /etc/passwd output/passwd
 ln -s ../../../../../../../../tmp output/sub/up
 mkfifo output/fifo
 printf x >"output/-rf"
-printf y >"output/new
-line"
-printf z >'output/back\slash'
+printf y >"output/with space"
 printf w >"output/$(printf 'n%.0s' $(seq 1 200))"
 good 9 0.4
 printf '{"event":"log","step":10,"loss":0.3,"time":1}' >>"$m"
@@ -370,13 +368,14 @@ describe('reliability: hostile or broken input (a hostile job on a real emulated
           `${String(why)}: ${warned.join('\n')}`,
         );
       }
-      // Results: regular files only, odd names kept inside output/, no link, no FIFO.
+      // Results: regular files only, odd names kept inside output/, no link, no FIFO (names
+      // Windows reads differently refuse the whole list: reliability.results.integration).
       const runDir = lab.runDir(id);
       const got = tree(path.join(runDir, 'output'));
       assert.deepEqual(
         [...got.keys()].sort(),
         // sub/ held only a link: no folder for it.
-        ['-rf', 'back\\slash', 'model.txt', 'new\nline', 'n'.repeat(200)].sort(),
+        ['-rf', 'model.txt', 'with space', 'n'.repeat(200)].sort(),
       );
       for (const name of got.keys()) {
         const stat = fs.lstatSync(path.join(runDir, 'output', name));

@@ -17,6 +17,7 @@ import {
   readFileSync,
   rmSync,
   symlinkSync,
+  truncateSync,
   writeFileSync,
   writeSync,
 } from 'node:fs';
@@ -30,6 +31,7 @@ import { scaleTiming } from '../../src/core/timing';
 import {
   ManifestError,
   retrieve,
+  RetrieveSpaceError,
   RetrievalError,
   STAGING_DIR,
   describeMismatches,
@@ -543,6 +545,75 @@ describe('retrieve with the local executor', function () {
       }
     } finally {
       executor.dispose();
+      rmSync(dir, { recursive: true, force: true });
+    }
+  });
+
+  it('a disk without room for the listed total: refused before anything is downloaded, nothing on disk', async () => {
+    const dir = mkdtempSync(join(tmpdir(), 'ob-retrieve-full-'));
+    const executor = new LocalExecutor();
+    try {
+      makeRun(join(dir, 'remote'));
+      const local = join(dir, 'local');
+      let asked = '';
+      const error = await retrieve({
+        executor,
+        remoteRunDir: join(dir, 'remote'),
+        localRunDir: local,
+        entries: ENTRIES,
+        excludes: EXCLUDES,
+        // 1 GB and 1 MB free: the 3 MB of results would leave less than the 1 GB kept free.
+        statfs: (path) => {
+          asked = path;
+          return Promise.resolve({ bavail: 1_001_000_000 / 1000, bsize: 1000 });
+        },
+      }).then(
+        () => assert.fail('expected a refusal'),
+        (caught: unknown) => caught,
+      );
+      assert.ok(error instanceof RetrieveSpaceError, String(error));
+      assert.equal(error.kind, 'disk_full');
+      assert.match(error.message, /GB to download, but the disk holding .* has 1\.00 GB free/);
+      assert.equal(asked, local);
+      assert.deepEqual(readdirSync(local), [], 'nothing downloaded, no staging left');
+    } finally {
+      executor.dispose();
+      rmSync(dir, { recursive: true, force: true });
+    }
+  });
+
+  it('a file that grows past max_retrieve_gb after it was listed: the download stops, nothing partial is kept', async () => {
+    const dir = mkdtempSync(join(tmpdir(), 'ob-retrieve-grows-'));
+    const real = new LocalExecutor();
+    // The job goes on writing between the listing and the download: the listed 1 KB file is a
+    // 64 MiB sparse one by the time its bytes are read.
+    const remote = join(dir, 'remote');
+    mkdirSync(join(remote, 'output'), { recursive: true });
+    writeFileSync(join(remote, 'output', 'model.bin'), Buffer.alloc(1024, 1));
+    const executor: typeof real = Object.create(real) as typeof real;
+    executor.exec = async (command, options) => {
+      const result = await real.exec(command, options);
+      if (command.includes('stat -c')) truncateSync(join(remote, 'output', 'model.bin'), 64 << 20);
+      return result;
+    };
+    try {
+      const local = join(dir, 'local');
+      const error = await retrieve({
+        executor,
+        remoteRunDir: remote,
+        localRunDir: local,
+        entries: ENTRIES,
+        maxRetrieveGb: 0.01,
+      }).then(
+        () => assert.fail('expected a refusal'),
+        (caught: unknown) => caught,
+      );
+      assert.ok(error instanceof RetrieveSpaceError, String(error));
+      assert.equal(error.kind, 'over_limit');
+      assert.match(error.message, /grew past max_retrieve_gb = 0\.01 while they downloaded/);
+      assert.deepEqual(readdirSync(local), [], 'no partial file, no staging left');
+    } finally {
+      real.dispose();
       rmSync(dir, { recursive: true, force: true });
     }
   });

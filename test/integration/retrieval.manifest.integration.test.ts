@@ -10,6 +10,8 @@ import { chmodSync, existsSync, mkdirSync, mkdtempSync, rmSync, writeFileSync } 
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import {
+  listingScript,
+  ManifestError,
   manifestScript,
   parseListing,
   parseManifest,
@@ -17,7 +19,7 @@ import {
   changedScript,
 } from '../../src/core/train/retrieval';
 
-import { ENTRIES, EXCLUDES, makeRun, sha256 } from '../helpers/retrievalRun';
+import { ENTRIES, EXCLUDES, makeRun, sha256, UNPORTABLE_NAMES } from '../helpers/retrievalRun';
 
 describe('manifest script under real shells', function () {
   this.timeout(30_000);
@@ -80,6 +82,37 @@ describe('manifest script under real shells', function () {
       assert.equal(existsSync(join(run, STAGING_DIR)), false, 'the marker is removed');
       // A second look finds no marker: exit 5, so a lost marker is never read as "nothing changed".
       assert.equal(sh(changedScript(run, ENTRIES, EXCLUDES, marker)).status, 5);
+    });
+  }
+
+  for (const [label, shell, env] of shells) {
+    it(`frames a name Windows reads differently whole, so the list is refused naming it (${label})`, () => {
+      for (const [i, name] of UNPORTABLE_NAMES.entries()) {
+        const run = join(dir, `run-unportable-${i}-${label.replace(/\W+/g, '-')}`);
+        makeRun(run);
+        mkdirSync(join(run, name, '..'), { recursive: true });
+        writeFileSync(join(run, name), 'hostile');
+        const [cmd, args] =
+          shell === 'busybox-sh' ? ['/bin/busybox', ['sh', '-c']] : [shell, ['-c']];
+        for (const script of [
+          manifestScript(run, ENTRIES, EXCLUDES),
+          listingScript(run, ENTRIES, EXCLUDES),
+        ]) {
+          const out = execFileSync(cmd, [...args, script], {
+            env: env(),
+            stdio: ['ignore', 'pipe', 'pipe'],
+          });
+          const parse = script.includes('sha256sum') ? parseManifest : parseListing;
+          assert.throws(
+            () => parse(out, { entries: ENTRIES, excludes: EXCLUDES }),
+            (error: unknown) =>
+              error instanceof ManifestError &&
+              error.kind === 'unportable' &&
+              error.file === `./${name}`,
+            JSON.stringify(name),
+          );
+        }
+      }
     });
   }
 

@@ -1,5 +1,10 @@
 import assert from 'node:assert/strict';
-import { finishedCheckpoint, parseLook, stepOf } from '../../src/core/runpod/checkpointStream';
+import {
+  finishedCheckpoint,
+  parseLook,
+  seedFromStream,
+  stepOf,
+} from '../../src/core/runpod/checkpointStream';
 
 const look = (text: string): ReturnType<typeof parseLook> => parseLook(text);
 
@@ -33,5 +38,51 @@ describe('checkpoint stream: which checkpoint is finished', () => {
     assert.deepEqual([...odd.checkpoints.keys()], ['output/checkpoint-4']);
     assert.equal(finishedCheckpoint(odd, odd), null);
     assert.equal(stepOf('output/checkpoint-20'), 20);
+  });
+
+  it('never takes a checkpoint path that climbs out or that Windows reads differently', async () => {
+    const hostile = look(
+      [
+        'D ./../../../checkpoint-7',
+        'F 1 ./../../../checkpoint-7/model.json',
+        'D ./output/../checkpoint-8',
+        'D ./output./checkpoint-9',
+        'D ./CON/checkpoint-10',
+        'D ./output/checkpoint-11',
+        'F 1 ./output/checkpoint-11/model.json',
+        '',
+      ].join('\n'),
+    );
+    assert.deepEqual([...hostile.checkpoints.keys()], ['output/checkpoint-11']);
+    // A latest.json naming such a path (a pod that once lied) seeds nothing, removes nothing.
+    const { mkdtempSync, mkdirSync, writeFileSync, existsSync, rmSync } = await import('node:fs');
+    const { join } = await import('node:path');
+    const { tmpdir } = await import('node:os');
+    const root = mkdtempSync(join(tmpdir(), 'ob-seed-'));
+    try {
+      const runDir = join(root, 'runs', 'r1');
+      mkdirSync(join(runDir, 'checkpoints', 'checkpoint-7'), { recursive: true });
+      mkdirSync(join(root, 'runs', 'checkpoint-7'), { recursive: true });
+      writeFileSync(join(root, 'runs', 'checkpoint-7', 'keep.txt'), "not the stream's");
+      const remote = '../../../checkpoint-7';
+      writeFileSync(
+        join(runDir, 'checkpoints', 'latest.json'),
+        JSON.stringify({
+          path: 'checkpoints/checkpoint-7',
+          step: 7,
+          remote,
+          timeMs: 1,
+          files: 1,
+          bytes: 1,
+        }),
+      );
+      assert.equal(await seedFromStream(runDir, remote), 0);
+      assert.ok(
+        existsSync(join(root, 'runs', 'checkpoint-7', 'keep.txt')),
+        'nothing removed outside',
+      );
+    } finally {
+      rmSync(root, { recursive: true, force: true });
+    }
   });
 });

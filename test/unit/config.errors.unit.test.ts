@@ -106,6 +106,22 @@ describe('config: errors carry file, line, column and a hint', () => {
       /retrieve_grace_minutes = 60/,
     ],
     [
+      'no retrieve limit',
+      'max_retrieve_gb = 0',
+      9,
+      19,
+      /max_retrieve_gb must be a number of GB greater than 0, not 0/,
+      /max_retrieve_gb = 200/,
+    ],
+    [
+      'a retrieve limit as text',
+      'max_retrieve_gb = "lots"',
+      9,
+      19,
+      /max_retrieve_gb must be a number of GB greater than 0/,
+      /leave it out for 200/,
+    ],
+    [
       'max_volume_gb without a volume',
       'max_volume_gb = 100',
       9,

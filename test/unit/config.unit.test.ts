@@ -38,6 +38,7 @@ describe('config: defaults', () => {
       maxRecoveries: 2,
       bootGraceS: 30 * 60,
       retrieveGraceS: 60 * 60,
+      maxRetrieveGb: 200,
       dataCenterIds: [],
       networkVolumeId: null,
       maxVolumeGb: null,
@@ -82,6 +83,7 @@ max_hours = 2.5
 max_cost_usd = 20
 boot_grace_minutes = 10
 retrieve_grace_minutes = 5
+max_retrieve_gb = 0.5
 data_center_ids = ["EU-RO-1"]
 network_volume_id = "vol123"
 max_volume_gb = 200
@@ -111,6 +113,7 @@ runtime = "native"
     assert.equal(target.maxCostUsd, 20);
     assert.equal(target.bootGraceS, 600);
     assert.equal(target.retrieveGraceS, 300);
+    assert.equal(target.maxRetrieveGb, 0.5);
     assert.deepEqual(target.dataCenterIds, ['EU-RO-1']);
     assert.equal(target.networkVolumeId, 'vol123');
     assert.equal(target.maxVolumeGb, 200);

@@ -52,14 +52,13 @@ function refused(buffer: Buffer, kind: ManifestErrorKind, file?: string): Manife
 }
 
 describe('parseManifest', () => {
-  it('reads NUL-framed records with any file name', () => {
+  it('reads NUL-framed records with any name every platform reads the same', () => {
     const names = [
       './output/adapter_model.safetensors',
       './output/with space',
-      './output/new\nline',
-      './output/tab\there',
+      "./output/quote'single",
       './output/ünïcødé/模型.bin',
-      './output/back\\slash',
+      './output/-leading-dash',
       './metrics.jsonl',
     ];
     const entries = parseManifest(manifest(...names.map((name) => rec(name))), {
@@ -88,6 +87,38 @@ describe('parseManifest', () => {
     );
     refused(manifest(rec('./output/..')), 'traversal');
     refused(manifest(rec('./../output/x')), 'traversal');
+  });
+
+  it('refuses, on every platform, a name another platform reads differently, naming it and why', () => {
+    // On Windows `..\\..\\escape.txt` climbs out of output/; a colon names a drive or a stream.
+    const cases: [string, RegExp][] = [
+      ['./output/..\\..\\escape.txt', /backslash/],
+      ['./output/C:evil', /colon/],
+      ['./output/new\nline', /control character/],
+      ['./output/tab\there', /control character/],
+      ['./output/CON.txt', /device name on Windows/],
+      ['./output/lpt1', /device name on Windows/],
+      ['./output/dot.', /ends with a dot or a space/],
+      ['./output/space ', /ends with a dot or a space/],
+      ['./output/what?', /Windows does not allow/],
+    ];
+    for (const [name, why] of cases) {
+      const error = refused(manifest(rec('./output/model.bin'), rec(name)), 'unportable', name);
+      assert.match(error.message, why);
+      assert.ok(error.message.includes(JSON.stringify(name)), error.message);
+      assert.throws(
+        () => parseListing(Buffer.from(`${name}\0`), { entries: ENTRIES }),
+        (e: unknown) => e instanceof ManifestError && e.kind === 'unportable',
+      );
+    }
+  });
+
+  it('refuses two names that are one file where case is not told apart (Windows, macOS)', () => {
+    refused(manifest(rec('./output/Model.bin'), rec('./output/model.bin')), 'conflict');
+    refused(manifest(rec('./output/Sub'), rec('./output/sub/x')), 'conflict');
+    refused(manifest(rec('./output/sub/x'), rec('./output/SUB')), 'conflict');
+    // é composed and decomposed: one name on macOS.
+    refused(manifest(rec('./output/caf\u00e9'), rec('./output/cafe\u0301')), 'conflict');
   });
 
   it('refuses absolute paths and names without ./', () => {

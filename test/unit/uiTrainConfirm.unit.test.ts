@@ -19,6 +19,7 @@ function target(over: Partial<RunpodTargetConfig> = {}): RunpodTargetConfig {
     maxRecoveries: 2,
     bootGraceS: 600,
     retrieveGraceS: 1800,
+    maxRetrieveGb: 200,
     dataCenterIds: [],
     networkVolumeId: null,
     maxVolumeGb: null,

@@ -274,6 +274,11 @@ export const RUNPOD_FIELDS = {
     rule: 'must be a whole number of minutes, at least 1',
     hint: 'Write retrieve_grace_minutes = 60, or leave it out for 60 minutes.',
   },
+  max_retrieve_gb: {
+    schema: aboveZero(),
+    rule: 'must be a number of GB greater than 0',
+    hint: 'Write max_retrieve_gb = 200 (GB of results one retrieval may bring home), or leave it out for 200.',
+  },
   data_center_ids: {
     schema: listSchema('data_center_ids', {
       auto: true,

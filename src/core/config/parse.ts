@@ -22,6 +22,7 @@ import { TomlPositions } from './tomlPositions';
 import {
   DEFAULT_ARTIFACTS,
   DEFAULT_MAX_RECOVERIES,
+  DEFAULT_MAX_RETRIEVE_GB,
   DEFAULT_RUNPOD_IMAGE,
   DEFAULT_RUNPOD_VENV,
   TARGET_NAME,
@@ -483,6 +484,7 @@ function checkRunpod(
     maxRecoveries: valid.max_recoveries ?? DEFAULT_MAX_RECOVERIES,
     bootGraceS: (valid.boot_grace_minutes ?? 30) * 60,
     retrieveGraceS: (valid.retrieve_grace_minutes ?? 60) * 60,
+    maxRetrieveGb: valid.max_retrieve_gb ?? DEFAULT_MAX_RETRIEVE_GB,
     dataCenterIds: dataCenterIds === 'auto' ? 'auto' : Object.freeze([...dataCenterIds]),
     networkVolumeId: volume ?? null,
     maxVolumeGb: valid.max_volume_gb ?? null,

@@ -62,6 +62,10 @@ max_hours = 6
 # Minutes the watchdog keeps a pod whose finished job's results were not
 # retrieved (at least 1).
 # retrieve_grace_minutes = 60
+# Most one retrieval brings home, in GB: a job's results (or a streamed
+# checkpoint) over it, or over the free space of this disk, are refused before
+# anything is downloaded and the pod keeps them for its retrieve grace.
+# max_retrieve_gb = 200
 # Container image of the pod, and the virtual environment in it that holds
 # bin/axolotl (absolute).
 # image = "${DEFAULT_RUNPOD_IMAGE}"

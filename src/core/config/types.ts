@@ -15,6 +15,12 @@ export const DEFAULT_RUNPOD_VENV = '/workspace/axolotl-venv';
 /** Recoveries on a new pod a run gets when the target does not say (`max_recoveries`). */
 export const DEFAULT_MAX_RECOVERIES = 2;
 
+/**
+ * Most a retrieval brings home (GB, 10^9 bytes) when the target does not say
+ * (`max_retrieve_gb`): a real fine-tune's outputs fit in it, a job's sparse terabytes do not.
+ */
+export const DEFAULT_MAX_RETRIEVE_GB = 200;
+
 /** Base URL of the Runpod REST API (v2) when OVERBRAINER_RUNPOD__BASE_URL is unset. */
 export const DEFAULT_RUNPOD_BASE_URL = 'https://api.runpod.io/v2';
 
@@ -64,6 +70,11 @@ export interface RunpodTargetConfig {
   bootGraceS: number;
   /** The watchdog deletes a pod whose ended job was not retrieved after this long. */
   retrieveGraceS: number;
+  /**
+   * Most one retrieval (the results, a streamed checkpoint) brings home, in GB (10^9 bytes):
+   * more is refused before anything is downloaded, the pod kept for its retrieve grace.
+   */
+  maxRetrieveGb: number;
   /** Data centers the pod may be placed in (empty: any), or `auto`. */
   dataCenterIds: ListOrAuto;
   /** Network volume mounted at /workspace/data; null for none. */

@@ -10,6 +10,7 @@ import { createHash, type Hash } from 'node:crypto';
 import { join, posix } from 'node:path';
 import { ExecError } from './executor';
 import { fsError } from './errors';
+import { resolveInside, unsafeRelativePath } from './pathRules';
 
 const WRITE_FLAGS = constants.O_WRONLY | constants.O_CREAT | constants.O_NOFOLLOW;
 const HASH_READ_BYTES = 1024 * 1024;
@@ -19,18 +20,9 @@ const SINK_BLOCK_BYTES = 1024 * 1024;
 /** Blocks written behind at once per file (its memory: one more being filled). */
 const SINK_BLOCKS_QUEUED = 2;
 
-/** Why a relative path is unsafe, or undefined when it is a plain path below its base. */
-export function unsafeRelativePath(path: string): string | undefined {
-  if (path.length === 0) return 'is empty';
-  if (path.includes('\0')) return 'holds a NUL byte';
-  if (path.startsWith('/')) return 'is absolute';
-  for (const segment of path.split('/')) {
-    if (segment === '') return 'has an empty segment';
-    if (segment === '.' || segment === '..') return `has a "${segment}" segment`;
-  }
-  return undefined;
-}
+export { unsafeRelativePath } from './pathRules';
 
+/** Throws an `io` ExecError naming the file and why when `path` breaks the path rules. */
 export function assertSafeRelativePath(path: string): void {
   const reason = unsafeRelativePath(path);
   if (reason) {
@@ -52,9 +44,13 @@ export class SafeDirs {
 
   constructor(readonly base: string) {}
 
-  /** The absolute path of `relative` below the base (which must be safe). */
+  /** The absolute path of `relative` below the base; a name that would land elsewhere throws. */
   pathOf(relative: string): string {
-    return join(this.base, relative);
+    try {
+      return resolveInside(this.base, relative);
+    } catch (error) {
+      throw new ExecError('io', (error as Error).message);
+    }
   }
 
   /** Makes sure the directory holding `relative` exists as real directories. */

@@ -21,6 +21,7 @@ import {
   FlowError,
   type FlowResult,
   artifactsOf,
+  maxRetrieveGbOf,
   lockRun,
   podCtx,
   publishState,
@@ -77,6 +78,7 @@ export async function attach(
       return { run, pod, ending: null, summary: summaryLine(deps, run, pod) };
     }
     const ctx = podCtx(deps);
+    const maxRetrieveGb = maxRetrieveGbOf(config, run);
     // A run whose job ended but whose results are not home is not recovered: its pod's death
     // loses what did not come home, as before (collect says what).
     const midJob = run.state === 'running' && !(run.message ?? '').includes(NOT_RETRIEVED);
@@ -85,7 +87,12 @@ export async function attach(
     const candidate = midJob && !pod.keep ? recoveryPlan(config, run) : null;
     const plan = candidate !== null && candidate.target.maxRecoveries > 0 ? candidate : null;
     const onNewPod = (died: Pick<PodDeath, 'death' | 'cause' | 'plan'>): Promise<FlowResult> =>
-      recoverOnNewPod(ctx, deps, run, pod, { ...died, artifacts: artifactsOf(config), signal });
+      recoverOnNewPod(ctx, deps, run, pod, {
+        ...died,
+        artifacts: artifactsOf(config),
+        signal,
+        maxRetrieveGb,
+      });
     let executor: Executor | null;
     try {
       executor = await reconnect(ctx, pod, run, signal);
@@ -109,6 +116,7 @@ export async function attach(
         deps.bus.publish({ type: 'runWatched', runId });
         return await followOnPod(ctx, deps, executor, run, pod, artifactsOf(config), signal, {
           plan,
+          maxRetrieveGb,
         });
       }
       if (alreadyRetrieved(run)) {
@@ -140,7 +148,16 @@ export async function attach(
         run.state === 'running' || run.state === 'preparing'
           ? jobOutcome(result.status, result.metrics, run.id)!
           : recordedOutcome(run);
-      return await collect(ctx, deps, executor, run, pod, outcome, artifactsOf(config));
+      return await collect(
+        ctx,
+        deps,
+        executor,
+        run,
+        pod,
+        outcome,
+        artifactsOf(config),
+        maxRetrieveGb,
+      );
     } finally {
       executor.dispose();
     }

@@ -11,6 +11,7 @@ import {
   FlowError,
   type FlowResult,
   artifactsOf,
+  maxRetrieveGbOf,
   podCtx,
   publishState,
   summaryLine,
@@ -70,6 +71,7 @@ export async function cancel(
         pod,
         { state: 'cancelled', message: null },
         artifactsOf(config),
+        maxRetrieveGbOf(config, run),
       );
     } finally {
       executor.dispose();

@@ -6,7 +6,12 @@ import { HintedError } from '../errors';
 import * as fs from 'node:fs';
 import * as path from 'node:path';
 import { type Clock } from '../clock';
-import { OverbrainerConfig, TargetConfig, DEFAULT_ARTIFACTS } from '../config/types';
+import {
+  OverbrainerConfig,
+  TargetConfig,
+  DEFAULT_ARTIFACTS,
+  DEFAULT_MAX_RETRIEVE_GB,
+} from '../config/types';
 import type { EventBus } from '../events';
 import type { RunpodClient } from '../runpod/client';
 import { type PodCtx } from '../runpod/context';
@@ -114,6 +119,12 @@ export function summaryLine(
 
 export function publishState(deps: FlowDeps, run: RunRecord): void {
   deps.bus.publish({ type: 'runState', runId: run.id, state: run.state, message: run.message });
+}
+
+/** Most one retrieval of `run` brings home (GB): its target's `max_retrieve_gb`, else 200. */
+export function maxRetrieveGbOf(config: OverbrainerConfig | null, run: RunRecord): number {
+  const target = config?.targets[run.target];
+  return target?.kind === 'runpod' ? target.maxRetrieveGb : DEFAULT_MAX_RETRIEVE_GB;
 }
 
 /** The artifacts to bring back: `[training] artifacts`, else the defaults. */

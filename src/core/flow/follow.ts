@@ -20,7 +20,7 @@ import { MetricsFollower, type FollowResult } from '../train/follow';
 import { SNAPSHOT_JSON } from '../train/job';
 import { jobOutcome, withSnapshot, type JobOutcome } from '../train/outcome';
 import { readSnapshot } from '../train/snapshot';
-import { describeMismatches } from '../train/retrieval';
+import { describeMismatches, RetrieveSpaceError } from '../train/retrieval';
 import { retrieveReported } from '../train/retrievalTransfer';
 import type { PodRecord } from '../runs/podRecord';
 import type { AttemptEnd, RunRecord } from '../runs/runRecord';
@@ -99,6 +99,8 @@ export interface FollowOptions {
   fromOffset?: number;
   /** The steps' arrival times, shared by the attempts of one follow. */
   steps?: StepTimes;
+  /** Most one retrieval brings home (GB): the target's `max_retrieve_gb`; default 200. */
+  maxRetrieveGb?: number;
 }
 
 /**
@@ -124,7 +126,10 @@ export async function followOnPod(
   const moved: Executor[] = [];
   try {
     let current = executor;
-    let watched = await watchLeased(ctx, current, run, pod, signal, options.fromOffset ?? 0);
+    const { maxRetrieveGb } = options;
+    let watched = await watchLeased(ctx, current, run, pod, signal, options.fromOffset ?? 0, {
+      maxRetrieveGb,
+    });
     // The pod restarted on a new port (Runpod publishes a restarted container anew): follow it
     // there from where the metrics stopped, a bounded number of times.
     for (let moves = 0; watched.kind === 'failed' && moves < MAX_ENDPOINT_MOVES; moves++) {
@@ -140,7 +145,9 @@ export async function followOnPod(
       if (next === null) break;
       moved.push(next);
       current = next;
-      watched = await watchLeased(ctx, current, run, pod, signal, watched.offset);
+      watched = await watchLeased(ctx, current, run, pod, signal, watched.offset, {
+        maxRetrieveGb,
+      });
     }
     if (
       signal?.aborted &&
@@ -155,7 +162,7 @@ export async function followOnPod(
     } catch (error) {
       const death = plan === null || steps === null ? null : deathOf(error, pod);
       if (death === null || plan === null || steps === null) throw error;
-      const died = { death, cause: error, plan, artifacts, signal, steps };
+      const died = { death, cause: error, plan, artifacts, signal, steps, maxRetrieveGb };
       return await recoverOnNewPod(ctx, deps, run, pod, died);
     }
     const collected = await collect(
@@ -166,6 +173,7 @@ export async function followOnPod(
       pod,
       jobOutcome(result.status, result.metrics, run.id)!,
       artifacts,
+      maxRetrieveGb,
     );
     if (run.attempts !== undefined) {
       closeAttempt(run, pod, ctx.clock.nowMs(), null);
@@ -186,6 +194,8 @@ export interface PodDeath {
   plan: RecoveryPlan;
   artifacts: readonly string[];
   signal?: AbortSignal | undefined;
+  /** The target's `max_retrieve_gb` (default 200). */
+  maxRetrieveGb?: number | undefined;
   /** The follow's step times; without them, its own for this recovery. */
   steps?: StepTimes | undefined;
 }
@@ -196,13 +206,18 @@ export async function recoverOnNewPod(
   deps: FlowDeps,
   run: RunRecord,
   pod: PodRecord,
-  { death, cause, plan, artifacts, signal, steps: given }: PodDeath,
+  { death, cause, plan, artifacts, signal, steps: given, maxRetrieveGb }: PodDeath,
 ): Promise<FlowResult> {
   const ownSteps =
     given === undefined ? new StepTimes(ctx.bus, run.id, () => ctx.clock.nowMs()) : null;
   const steps = given ?? ownSteps!;
   const follow: FollowNew = (next, nextPod, fromOffset) =>
-    followOnPod(ctx, deps, next, run, nextPod, artifacts, signal, { plan, fromOffset, steps });
+    followOnPod(ctx, deps, next, run, nextPod, artifacts, signal, {
+      plan,
+      fromOffset,
+      steps,
+      maxRetrieveGb,
+    });
   try {
     return await recoverAfterDeath(ctx, deps, run, pod, death, cause, plan, steps, follow, signal);
   } finally {
@@ -262,6 +277,7 @@ export async function collect(
   pod: PodRecord,
   outcome: JobOutcome,
   artifacts: readonly string[],
+  maxRetrieveGb?: number,
 ): Promise<FlowResult> {
   let verified = false;
   let problem: string | null = null;
@@ -281,6 +297,7 @@ export async function collect(
         entries: kept === undefined ? [...artifacts] : [...artifacts, SNAPSHOT_JSON, kept],
         excludes: kept === undefined ? ARTIFACT_EXCLUDES : [...ARTIFACT_EXCLUDES, `!${kept}`],
         clock: deps.clock,
+        ...(maxRetrieveGb === undefined ? {} : { maxRetrieveGb }),
       }),
     );
     verified = got.verified;
@@ -294,8 +311,22 @@ export async function collect(
     }
   } catch (error) {
     problem = messageOf(error);
+    if (error instanceof RetrieveSpaceError) problem += `. ${overSpaceNextAction(run, error)}`;
   }
   finishRecord(deps, run, outcome, verified, problem);
   const ending = await endPod(ctx, pod, executor, run, verified);
   return { run, pod, ending, summary: summaryLine(deps, run, pod) };
+}
+
+/** What to do about results over `max_retrieve_gb` or the free space, for `run`. */
+function overSpaceNextAction(run: RunRecord, error: RetrieveSpaceError): string {
+  const first =
+    error.kind === 'over_limit'
+      ? `Raise max_retrieve_gb under [targets.${run.target}] in overbrainer.toml`
+      : 'Free space on this disk';
+  return (
+    `${first}, then retrieve with \`overbrainer train attach ${run.id}\`; see what the job ` +
+    `wrote with \`overbrainer runs logs ${run.id}\`; or delete the pod and the results on it ` +
+    `with \`overbrainer pod rm ${run.id}\`. The pod keeps them until its retrieve grace ends`
+  );
 }

@@ -18,6 +18,7 @@ import {
   FlowError,
   type FlowResult,
   artifactsOf,
+  maxRetrieveGbOf,
   lockRun,
   pickTarget,
   podCtx,
@@ -242,6 +243,7 @@ async function trainOnPod(
     }
     return await followOnPod(ctx, deps, executor, run, pod, artifactsOf(config), options.signal, {
       plan: keep ? null : recoveryPlan(config, run),
+      maxRetrieveGb: maxRetrieveGbOf(config, run),
     });
   } finally {
     executor.dispose();

@@ -18,12 +18,13 @@ import { cp, mkdir, readdir, rename, rm, stat, writeFile } from 'node:fs/promise
 import { join } from 'node:path';
 import { isAbortError } from '../clock';
 import type { Executor } from '../exec/executor';
+import { resolveInside, unsafeRelativePath } from '../exec/pathRules';
 import { CHECKPOINTS_DIR } from '../runs/store';
 import type { RunRecord } from '../runs/runRecord';
 import { lookScript } from '../train/podWatcher';
-import { STAGING_DIR } from '../train/retrieval';
+import { RetrieveSpaceError, STAGING_DIR } from '../train/retrieval';
 import { retrieveReported } from '../train/retrievalTransfer';
-import { log, type PodCtx } from './context';
+import { log, warn, type PodCtx } from './context';
 import { HASHES_SUFFIX, mirrorMetrics, writeHashes } from './checkpointHome';
 import type { PodPushes, Pushed } from './podPushes';
 import { messageOf } from './remove';
@@ -62,7 +63,7 @@ export function parseLook(out: string): Look {
   for (const line of out.split('\n')) {
     if (line.startsWith('D ./')) {
       const path = line.slice(4);
-      current = CHECKPOINT_PATH.test(path) ? path : null;
+      current = isCheckpointPath(path) ? path : null;
       if (current !== null) checkpoints.set(current, '');
     } else if (line.startsWith('F ') && current !== null) {
       checkpoints.set(current, `${checkpoints.get(current)}${line.trim().replace(/\s+/g, ' ')}\n`);
@@ -76,6 +77,14 @@ export function parseLook(out: string): Look {
     }
   }
   return { checkpoints, snapshot };
+}
+
+/**
+ * A checkpoint path the stream takes: `checkpoint-<step>` up to three folders down, a name every
+ * platform reads alike (no `..` that would point the copy's retrieval out of the run directory).
+ */
+export function isCheckpointPath(path: string): boolean {
+  return CHECKPOINT_PATH.test(path) && unsafeRelativePath(path) === undefined;
 }
 
 export function stepOf(path: string): number {
@@ -141,11 +150,14 @@ export async function watchCheckpoints(
   run: RunRecord,
   signal: AbortSignal,
   pushes?: PodPushes,
+  maxRetrieveGb?: number,
 ): Promise<void> {
   const localRunDir = ctx.store.runDir(run.id);
   let latest = readLatest(localRunDir);
   let older: string | null = null;
   let previous: Look | null = null;
+  /** Checkpoints refused as over the limit or the free space: not tried again. */
+  const tooBig = new Set<string>();
 
   /** The pod's look: pushed (with the one pushed before it), else asked for now. */
   const lookAt = async (
@@ -176,6 +188,7 @@ export async function watchCheckpoints(
     if (chosen === null) return true;
     const step = stepOf(chosen);
     if (latest !== null && (latest.remote === chosen || latest.step >= step)) return true;
+    if (tooBig.has(chosen)) return true;
     const slash = chosen.lastIndexOf('/');
     const name = chosen.slice(slash + 1);
     const parent = slash < 0 ? '' : chosen.slice(0, slash);
@@ -192,7 +205,22 @@ export async function watchCheckpoints(
       entries: [name],
       signal,
       clock: ctx.clock,
-    }).finally(() => mirrored);
+      ...(maxRetrieveGb === undefined ? {} : { maxRetrieveGb }),
+    })
+      .catch((error: unknown) => {
+        // Over the limit or the free space: said once, and that checkpoint is not tried again.
+        if (!(error instanceof RetrieveSpaceError)) throw error;
+        tooBig.add(chosen);
+        warn(
+          ctx,
+          run.id,
+          'checkpoint_too_big',
+          `run ${run.id}: checkpoint ${chosen} is not streamed home: ${error.message}; raise max_retrieve_gb under [targets.${run.target}] for the next run`,
+        );
+        return null;
+      })
+      .finally(() => mirrored);
+    if (got === null) return true;
     if (!got.verified || got.files === 0) {
       log(ctx, 'debug', `run ${run.id}: checkpoint ${chosen} did not verify yet; tried again`);
       return false;
@@ -272,9 +300,9 @@ export async function watchCheckpoints(
 export async function seedFromStream(localRunDir: string, kept: string): Promise<number> {
   try {
     const latest = readLatest(localRunDir);
-    if (latest === null || latest.remote !== kept || !CHECKPOINT_PATH.test(kept)) return 0;
-    const from = join(localRunDir, latest.path);
-    const to = join(localRunDir, STAGING_DIR, 'files', kept);
+    if (latest === null || latest.remote !== kept || !isCheckpointPath(kept)) return 0;
+    const from = resolveInside(localRunDir, latest.path);
+    const to = resolveInside(join(localRunDir, STAGING_DIR, 'files'), kept);
     await rm(to, { recursive: true, force: true });
     await mkdir(join(to, '..'), { recursive: true });
     await cp(from, to, { recursive: true, errorOnExist: false, verbatimSymlinks: true });

@@ -110,6 +110,7 @@ export async function watchLeased(
   pod: PodRecord,
   signal?: AbortSignal,
   fromOffset = 0,
+  results: { maxRetrieveGb?: number | undefined } = {},
 ): Promise<Watched> {
   const stop = new AbortController();
   const onAbort = (): void => stop.abort(signal?.reason);
@@ -179,7 +180,7 @@ export async function watchLeased(
   // ends (`stop`), on what the pod pushes. They never reject, and nothing waits for a sample in
   // flight on a connection that may be gone.
   void watchDisk(ctx, executor, run, pod, stop.signal, pushes);
-  void watchCheckpoints(ctx, executor, run, stop.signal, pushes);
+  void watchCheckpoints(ctx, executor, run, stop.signal, pushes, results.maxRetrieveGb);
   try {
     const watched = follower.follow(stop.signal).then(
       (result): Watched => ({ kind: 'ended', result }),

@@ -5,7 +5,7 @@
  * outside the requested entries or matching an exclude — is refused as a
  * whole, never a part.
  */
-import { unsafeRelativePath } from '../exec/localFiles';
+import { nameProblem, unsafeRelativePath } from '../exec/pathRules';
 
 /** The staging directory inside a local run directory (never a result name). */
 export const STAGING_DIR = '.retrieving';
@@ -35,7 +35,9 @@ export type ManifestErrorKind =
   | 'outside_entries'
   | 'excluded'
   | 'too_long'
-  | 'too_many';
+  | 'too_many'
+  /** A name another platform reads differently (a backslash, a colon, `NUL`…). */
+  | 'unportable';
 
 /** The pod's file list was refused; nothing was downloaded. */
 export class ManifestError extends Error {
@@ -47,8 +49,10 @@ export class ManifestError extends Error {
   ) {
     super(
       `refusing the pod's file list: ${display(file)} ${reason}. Nothing was downloaded and ` +
-        `nothing was written outside the run directory; the pod's run directory holds ` +
-        `unexpected files, so inspect it before retrieving again.`,
+        `nothing was written outside the run directory; ` +
+        (kind === 'unportable' || kind === 'conflict'
+          ? `rename or remove that file on the pod (or have the job write names every platform reads alike), then retrieve again.`
+          : `the pod's run directory holds unexpected files, so inspect it before retrieving again.`),
     );
     this.name = 'ManifestError';
   }
@@ -145,6 +149,11 @@ export interface ParseManifestOptions {
   maxPathBytes?: number;
 }
 
+/** A path as Windows and macOS compare names: case and Unicode composition folded. */
+function fold(path: string): string {
+  return path.normalize('NFC').toLowerCase();
+}
+
 const RECORD = /^([0-9a-f]{64})( [ *])/;
 
 /**
@@ -161,6 +170,8 @@ class NameChecker {
   private readonly maxPathBytes: number;
   private readonly decoder = new TextDecoder('utf-8', { fatal: true });
   private readonly names = new Set<string>();
+  /** Names and directories as Windows and macOS compare them (see {@link fold}). */
+  private readonly folded = new Map<string, string>();
   private readonly parents = new Set<string>();
 
   constructor(options: ParseManifestOptions) {
@@ -193,13 +204,27 @@ class NameChecker {
     if (nameBytes.length - 2 > this.maxPathBytes) {
       throw new ManifestError('too_long', name, `is longer than ${this.maxPathBytes} bytes`);
     }
+    const problem = nameProblem(path);
+    if (problem !== undefined) {
+      const kind: ManifestErrorKind =
+        problem.kind === 'empty'
+          ? 'empty_name'
+          : problem.kind === 'traversal'
+            ? 'traversal'
+            : problem.kind;
+      const reason =
+        problem.kind === 'traversal'
+          ? 'climbs out with `..`'
+          : problem.kind === 'malformed'
+            ? 'has an empty or `.` path segment'
+            : problem.kind === 'unportable'
+              ? `${problem.reason}: refused on every platform`
+              : problem.reason;
+      throw new ManifestError(kind, name, reason);
+    }
     const segments = path.split('/');
     const kept = this.kept.some((keep) => path === keep || path.startsWith(`${keep}/`));
     for (const segment of segments) {
-      if (segment === '..') throw new ManifestError('traversal', name, 'climbs out with `..`');
-      if (segment === '' || segment === '.') {
-        throw new ManifestError('malformed', name, 'has an empty or `.` path segment');
-      }
       if (Buffer.byteLength(segment) > MANIFEST_MAX_NAME_BYTES) {
         throw new ManifestError(
           'too_long',
@@ -219,17 +244,29 @@ class NameChecker {
       throw new ManifestError('outside_entries', name, 'is not under the requested artifacts');
     }
     if (this.names.has(path)) throw new ManifestError('duplicate', name, 'is listed twice');
-    if (this.parents.has(path)) {
+    // Windows and macOS do not tell case (nor composed and decomposed Unicode) apart: two names
+    // that fold to one would be one file there, each overwriting the other.
+    const folded = fold(path);
+    const same = this.folded.get(folded);
+    if (same !== undefined) {
+      throw new ManifestError(
+        'conflict',
+        name,
+        `is the same file as ./${same} on Windows and macOS (they do not tell case apart)`,
+      );
+    }
+    if (this.parents.has(folded)) {
       throw new ManifestError('conflict', name, 'is listed as a file and as a directory');
     }
     let prefix = '';
     for (const segment of segments.slice(0, -1)) {
       prefix = prefix ? `${prefix}/${segment}` : segment;
-      if (this.names.has(prefix)) {
+      if (this.folded.has(fold(prefix))) {
         throw new ManifestError('conflict', name, 'lies below a name listed as a file');
       }
-      this.parents.add(prefix);
+      this.parents.add(fold(prefix));
     }
+    this.folded.set(folded, path);
     this.names.add(path);
     return path;
   }

@@ -7,19 +7,21 @@
  * inside the run directory while it is hashed, and only when every file
  * matches its manifest hash are the files moved into place. Nothing is ever
  * written through a symlink, and nothing outside the local run directory.
+ * Names are checked with the path rules of exec/pathRules.ts (what Windows
+ * reads differently is refused on every platform), and nothing is downloaded
+ * when the listed total is over `max_retrieve_gb` or the local disk's free
+ * space (./retrievalSpace.ts).
  * A dropped connection resumes: finished files are re-hashed locally and
  * kept, a partial file continues where it stopped. A file still being written
  * while it is retrieved is never taken, even when the hash and the download
  * happened to read the same bytes: the pod marks when hashing starts and says
  * at the end which files changed since (`find -newer`).
  */
-import { lstat, mkdir, rm } from 'node:fs/promises';
+import { mkdir, rm } from 'node:fs/promises';
 import { randomBytes } from 'node:crypto';
 import { join } from 'node:path';
 import { systemClock, type Clock } from '../clock';
 import { ExecError, type DownloadedFile, type ExecResult, type Executor } from '../exec/executor';
-import { excerpt } from '../exec/errors';
-import { listFiles, sha256File } from '../exec/localFiles';
 import {
   ManifestError,
   MANIFEST_MAX_BYTES,
@@ -31,13 +33,15 @@ import {
   STAGING_DIR,
   type ManifestEntry,
 } from './manifest';
-import { ensureOwnDir, moveInto } from './retrievalStaging';
+import { ensureOwnDir, moveInto, reuseStaged } from './retrievalStaging';
+import { type Mismatch, verifyStaged } from './retrievalVerify';
+import { RetrieveSpaceError, SpaceGuard, type StatFs } from './retrievalSpace';
 import {
   changedScript,
   EXIT_NO_MARKER,
-  EXIT_NO_RUN_DIR,
   listingScript,
   manifestScript,
+  scriptOutput,
   splitSizes,
 } from './retrievalScripts';
 
@@ -58,43 +62,8 @@ export {
   type RetrievalErrorKind,
 } from './manifest';
 export { changedScript, listingScript, manifestScript } from './retrievalScripts';
-
-export interface Mismatch {
-  file: string;
-  /**
-   * `changed`: the file was written on the pod while it was retrieved (a process there still
-   * writes it), whatever its hash; `hash`: the downloaded bytes are not the ones the pod hashed;
-   * `missing`: it vanished before it was downloaded.
-   */
-  reason: 'changed' | 'hash' | 'missing';
-  /** Absent for a file that appeared while retrieving (the manifest did not list it). */
-  expectedSha256?: string;
-  actualSha256?: string;
-}
-
-/**
- * What went wrong, for the run's message: files still being written first (with
- * what to do about them), then files that did not verify; a few names each.
- */
-export function describeMismatches(mismatches: readonly Mismatch[]): string {
-  const names = (list: readonly Mismatch[]): string =>
-    list
-      .slice(0, 3)
-      .map((m) => m.file)
-      .join(', ') + (list.length > 3 ? ', …' : '');
-  const changed = mismatches.filter((m) => m.reason === 'changed');
-  const other = mismatches.filter((m) => m.reason !== 'changed');
-  const parts: string[] = [];
-  if (changed.length > 0) {
-    parts.push(
-      `${changed.length} file(s) were still being written on the pod while they were retrieved ` +
-        `(${names(changed)}): none was taken; stop whatever still writes them (or let it finish), ` +
-        `then retrieve again`,
-    );
-  }
-  if (other.length > 0) parts.push(`${other.length} file(s) did not verify (${names(other)})`);
-  return parts.join('; ');
-}
+export { describeMismatches, type Mismatch } from './retrievalVerify';
+export { RetrieveSpaceError, type StatFs } from './retrievalSpace';
 
 export interface RetrieveProgress {
   /**
@@ -134,6 +103,13 @@ export interface RetrieveOptions {
   retryDelayMs?: number;
   /** Least time between two download progress reports. Default 100 ms. */
   progressIntervalMs?: number;
+  /**
+   * Most this retrieval brings home, GB (10^9 bytes); default 200 (`max_retrieve_gb`).
+   * More, or more than the local disk's free space, throws {@link RetrieveSpaceError}.
+   */
+  maxRetrieveGb?: number;
+  /** The local disk's free space (default `fs.statfs`; tests inject one). */
+  statfs?: StatFs;
 }
 
 export interface RetrieveResult {
@@ -164,14 +140,6 @@ export async function retrieve(options: RetrieveOptions): Promise<RetrieveResult
   return new Retrieval(options).run();
 }
 
-/** What the check against the manifest found. */
-interface Verdict {
-  mismatches: Mismatch[];
-  bytes: number;
-  reusedBytes: number;
-  transferredBytes: number;
-}
-
 /** One call of {@link retrieve}, in its steps. */
 class Retrieval {
   private readonly clock: Clock;
@@ -194,6 +162,9 @@ class Retrieval {
   private filesTotal = 0;
   private bytesTotal: number | null = null;
   private lastReportMs = -Infinity;
+  private readonly space: SpaceGuard;
+  /** Set when the download went past the limit or the free space (it is stopped then). */
+  private overSpace: RetrieveSpaceError | null = null;
 
   constructor(private readonly options: RetrieveOptions) {
     this.clock = options.clock ?? systemClock;
@@ -206,31 +177,55 @@ class Retrieval {
     this.staging = join(options.localRunDir, STAGING_DIR);
     this.doneDir = join(this.staging, 'files');
     this.partDir = join(this.staging, 'partial');
+    this.space = new SpaceGuard(options.maxRetrieveGb, options.statfs);
   }
 
   async run(): Promise<RetrieveResult> {
+    try {
+      return await this.steps();
+    } catch (error) {
+      // Over the limit or the free space: nothing of it is kept, partial files included.
+      if (error instanceof RetrieveSpaceError) {
+        this.stop.abort();
+        await rm(this.staging, { recursive: true, force: true });
+      }
+      throw error;
+    }
+  }
+
+  private async steps(): Promise<RetrieveResult> {
     this.options.onProgress?.({ phase: 'listing', filesDone: 0, filesTotal: 0, bytesDone: 0 });
     // The pod hashes while the files already travel; a refused manifest stops the transfer.
     const manifestDone = this.hashOnPod();
     const listed = await this.listOnPod(manifestDone);
     await this.prepareStaging(listed);
     const listedSet = new Set(listed);
-    const staged = await this.reuseStaged(listedSet);
+    const staged = await reuseStaged(this.doneDir, this.partDir, listedSet, (p) =>
+      this.options.onProgress?.({ phase: 'checking', bytesDone: 0, ...p }),
+    );
+    for (const [path, file] of staged) {
+      this.local.set(path, file);
+      if (!file.missing) this.settledBytes += file.bytes;
+    }
     this.filesTotal = listed.length;
+    // Nothing is downloaded when the listed total is over the limit or the free space.
+    const { localRunDir } = this.options;
+    await this.space.before(localRunDir, this.bytesTotal, listed.length, this.settledBytes);
     this.report(undefined, true);
 
     let downloadError: unknown;
     await this.downloadAll(listed).catch((error: unknown) => (downloadError = error));
+    if (downloadError instanceof RetrieveSpaceError) throw downloadError;
     if (!downloadError) this.report(undefined, true, 'verifying');
     const manifest = await this.distrusting(manifestDone);
     if (downloadError) throw downloadError;
     const expected = new Map(manifest.map((entry) => [entry.path, entry.sha256]));
-    await this.fetchLate(manifest, expected, listedSet, staged);
+    await this.fetchLate(manifest, expected, listedSet, new Set(staged.keys()));
     // Files written on the pod since hashing began: still being written, so whatever bytes
     // were read (the hash and the download can read the same torn bytes), none is taken.
     const changed = await this.distrusting(this.changedOnPod());
 
-    const verdict = await this.verify(manifest, expected, changed);
+    const verdict = await verifyStaged(this.local, this.doneDir, manifest, expected, changed);
     const verified = verdict.mismatches.length === 0;
     if (verified) await this.moveIntoPlace(manifest, verdict.bytes);
     return { verified, files: manifest.length, ...verdict, manifest };
@@ -265,33 +260,13 @@ class Retrieval {
     });
   }
 
-  /** A pod script's stdout, or the error its exit status means. */
-  private outputOf(result: ExecResult, what: string): Buffer {
-    if (result.code === EXIT_NO_RUN_DIR) {
-      throw new RetrievalError(
-        'run_dir_missing',
-        `the run directory ${this.options.remoteRunDir} does not exist on the target: there is nothing to retrieve`,
-      );
-    }
-    if (result.code !== 0) {
-      throw new RetrievalError(
-        'manifest_failed',
-        `${what} the results on the target failed (exit ${result.code ?? result.signal}): ${excerpt(result.stderr)}; retry the retrieval`,
-      );
-    }
-    if (result.truncated) {
-      throw new ManifestError('too_many', '', `is longer than ${MANIFEST_MAX_BYTES} bytes`);
-    }
-    return result.stdout;
-  }
-
   /** The manifest the pod computes (it makes the change marker first); a failure stops all. */
   private hashOnPod(): Promise<ManifestEntry[]> {
     const { remoteRunDir } = this.options;
     const done = this.execScript(
       manifestScript(remoteRunDir, this.entries, this.excludes, this.marker),
     ).then((result) =>
-      parseManifest(this.outputOf(result, 'hashing'), {
+      parseManifest(scriptOutput(result, this.options.remoteRunDir, 'hashing'), {
         entries: this.entries,
         excludes: this.excludes,
       }),
@@ -304,18 +279,14 @@ class Retrieval {
   private async listOnPod(manifestDone: Promise<ManifestEntry[]>): Promise<string[]> {
     const { remoteRunDir } = this.options;
     try {
-      // With a progress to report, the files' sizes come in the same request (for its total).
-      const withSizes = this.options.onProgress !== undefined;
+      // The files' sizes come in the same request: the total checked against the limit and
+      // the free space before anything is downloaded, and the progress's total.
       const result = await this.execScript(
-        listingScript(remoteRunDir, this.entries, this.excludes, withSizes),
+        listingScript(remoteRunDir, this.entries, this.excludes, true),
       );
-      let output = this.outputOf(result, 'listing');
-      if (withSizes) {
-        const split = splitSizes(output);
-        output = split.listing;
-        this.bytesTotal = split.sizes?.bytes ?? null;
-      }
-      return parseListing(output, { entries: this.entries, excludes: this.excludes });
+      const split = splitSizes(scriptOutput(result, this.options.remoteRunDir, 'listing'));
+      this.bytesTotal = split.sizes?.bytes ?? null;
+      return parseListing(split.listing, { entries: this.entries, excludes: this.excludes });
     } catch (error) {
       this.stop.abort();
       const manifestError = await manifestDone.then(
@@ -346,7 +317,7 @@ class Retrieval {
       }
       return new Set();
     }
-    const out = this.outputOf(result, 'checking for changes in');
+    const out = scriptOutput(result, this.options.remoteRunDir, 'checking for changes in');
     return new Set(parseListing(out, { entries: this.entries, excludes: this.excludes }));
   }
 
@@ -374,36 +345,6 @@ class Retrieval {
     await mkdir(this.options.localRunDir, { recursive: true });
     await ensureOwnDir(this.staging);
     listed.forEach((path) => this.checkLength(path));
-  }
-
-  /**
-   * Resume: hashes what an earlier call staged and keeps what the pod still lists; drops the
-   * rest, and partial files the pod no longer lists. Returns the staged names.
-   */
-  private async reuseStaged(listed: ReadonlySet<string>): Promise<Set<string>> {
-    const staged = await listFiles(this.doneDir);
-    let checked = 0;
-    for (const path of staged) {
-      const full = join(this.doneDir, path);
-      if (listed.has(path) && (await lstat(full)).isFile()) {
-        this.options.onProgress?.({
-          phase: 'checking',
-          filesDone: checked++,
-          filesTotal: staged.size,
-          bytesDone: 0,
-          file: path,
-        });
-        const hashed = await sha256File(full);
-        this.local.set(path, { file: path, ...hashed, resumedBytes: hashed.bytes });
-        this.settledBytes += hashed.bytes;
-      } else {
-        await rm(full, { recursive: true, force: true });
-      }
-    }
-    for (const path of await listFiles(this.partDir)) {
-      if (!listed.has(path)) await rm(join(this.partDir, path), { recursive: true, force: true });
-    }
-    return staged;
   }
 
   // ---- download --------------------------------------------------------------------------
@@ -439,16 +380,29 @@ class Retrieval {
         partDir: this.partDir,
         onProgress: (p) => {
           this.inFlight.set(p.file, p.bytesDone);
+          this.guardSpace();
           this.report(p.file, false);
         },
         onFile: (done) => {
           this.inFlight.delete(done.file);
           this.local.set(done.file, done);
           if (!done.missing) this.settledBytes += done.bytes;
+          this.guardSpace();
           this.report(done.file, true);
         },
       });
+    }).catch((error: unknown) => {
+      throw this.overSpace ?? error;
     });
+  }
+
+  /** Bytes on disk past the limit or the free space (files grew, sizes lied): stops the download. */
+  private guardSpace(): void {
+    if (this.overSpace !== null) return;
+    let partial = 0;
+    for (const value of this.inFlight.values()) partial += value;
+    this.overSpace = this.space.during(this.settledBytes + partial);
+    if (this.overSpace !== null) this.stop.abort(this.overSpace);
   }
 
   /**
@@ -475,68 +429,6 @@ class Retrieval {
     late.forEach((path) => this.checkLength(path));
     this.filesTotal = listed.size + late.filter((path) => !listed.has(path)).length;
     await this.downloadAll(late);
-  }
-
-  // ---- verification ----------------------------------------------------------------------
-
-  /**
-   * Every file against the manifest: a file changed on the pod, missing, or with another hash
-   * is a mismatch and is not kept (the next retrieval downloads it again).
-   */
-  private async verify(
-    manifest: readonly ManifestEntry[],
-    expected: ReadonlyMap<string, string>,
-    changed: ReadonlySet<string>,
-  ): Promise<Verdict> {
-    const verdict: Verdict = { mismatches: [], bytes: 0, reusedBytes: 0, transferredBytes: 0 };
-    const { mismatches } = verdict;
-    const drop = (path: string): Promise<void> => rm(join(this.doneDir, path), { force: true });
-    for (const [path, file] of this.local) {
-      const want = expected.get(path);
-      if (want === undefined) {
-        // Listed, then gone before it was hashed: not a result.
-        if (!file.missing) await drop(path);
-        continue;
-      }
-      if (changed.has(path)) {
-        mismatches.push({
-          file: path,
-          reason: 'changed',
-          expectedSha256: want,
-          ...(file.missing ? {} : { actualSha256: file.sha256 }),
-        });
-        if (!file.missing) await drop(path);
-        continue;
-      }
-      if (file.missing) {
-        mismatches.push({ file: path, reason: 'missing', expectedSha256: want });
-        continue;
-      }
-      verdict.reusedBytes += file.resumedBytes;
-      verdict.transferredBytes += file.bytes - file.resumedBytes;
-      if (file.sha256 === want) {
-        verdict.bytes += file.bytes;
-      } else {
-        mismatches.push({
-          file: path,
-          reason: 'hash',
-          expectedSha256: want,
-          actualSha256: file.sha256,
-        });
-        await drop(path);
-      }
-    }
-    for (const { path, sha256 } of manifest) {
-      if (!this.local.has(path)) {
-        const reason = changed.has(path) ? 'changed' : 'missing';
-        mismatches.push({ file: path, reason, expectedSha256: sha256 });
-      }
-    }
-    // Appeared after the pod listed its files: something there still writes results.
-    for (const path of changed) {
-      if (!expected.has(path)) mismatches.push({ file: path, reason: 'changed' });
-    }
-    return verdict;
   }
 
   /** Every file verified: moved into the run directory, the staging dir removed. */

@@ -3,8 +3,18 @@
  * GNU or busybox tools): the listing, the hashed manifest and the change check,
  * all walking the same entries with the same excludes.
  */
+import { excerpt } from '../exec/errors';
+import type { ExecResult } from '../exec/executor';
 import { OPENSSL_SHA256, OPENSSL_SHA256_WORKS, shQuote } from '../exec/shell';
-import { normalizeEntries, RetrievalError, splitExcludes, STAGING_DIR, display } from './manifest';
+import {
+  display,
+  MANIFEST_MAX_BYTES,
+  ManifestError,
+  normalizeEntries,
+  RetrievalError,
+  splitExcludes,
+  STAGING_DIR,
+} from './manifest';
 
 /** Files from this size on are hashed by the faster hasher when the pod has one. */
 export const FAST_HASH_MIN_BYTES = 1024 * 1024;
@@ -216,4 +226,24 @@ export function splitSizes(buffer: Buffer): {
   }
   const listing = Buffer.concat(names);
   return { listing, sizes: files === 0 && listing.length > 0 ? null : { bytes, files } };
+}
+
+/** A retrieval script's stdout, or the error its exit status means (`what`: `listing`…). */
+export function scriptOutput(result: ExecResult, remoteRunDir: string, what: string): Buffer {
+  if (result.code === EXIT_NO_RUN_DIR) {
+    throw new RetrievalError(
+      'run_dir_missing',
+      `the run directory ${remoteRunDir} does not exist on the target: there is nothing to retrieve`,
+    );
+  }
+  if (result.code !== 0) {
+    throw new RetrievalError(
+      'manifest_failed',
+      `${what} the results on the target failed (exit ${result.code ?? result.signal}): ${excerpt(result.stderr)}; retry the retrieval`,
+    );
+  }
+  if (result.truncated) {
+    throw new ManifestError('too_many', '', `is longer than ${MANIFEST_MAX_BYTES} bytes`);
+  }
+  return result.stdout;
 }

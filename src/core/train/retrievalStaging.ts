@@ -3,8 +3,10 @@
  * the run directory (a link there is removed, never followed), and the final
  * move of the verified files into place.
  */
-import { lstat, mkdir, readdir, rename, unlink } from 'node:fs/promises';
+import { lstat, mkdir, readdir, rename, rm, unlink } from 'node:fs/promises';
 import { join } from 'node:path';
+import type { DownloadedFile } from '../exec/executor';
+import { listFiles, sha256File } from '../exec/localFiles';
 import { RetrievalError, STAGING_DIR } from './manifest';
 
 /** The staging dir exists as a real directory of ours (a link there is removed, not followed). */
@@ -60,4 +62,34 @@ export async function moveInto(from: string, to: string): Promise<void> {
   };
   await plan('');
   for (const [source, target] of moves) await rename(source, target);
+}
+
+/**
+ * Resume: hashes what an earlier call staged in `doneDir` and keeps what the pod still lists
+ * (`onChecking` told of each file hashed); drops the rest, and partial files in `partDir` the
+ * pod no longer lists. Returns the staged files kept, by path.
+ */
+export async function reuseStaged(
+  doneDir: string,
+  partDir: string,
+  listed: ReadonlySet<string>,
+  onChecking: (p: { filesDone: number; filesTotal: number; file: string }) => void,
+): Promise<Map<string, DownloadedFile>> {
+  const kept = new Map<string, DownloadedFile>();
+  const staged = await listFiles(doneDir);
+  let checked = 0;
+  for (const path of staged) {
+    const full = join(doneDir, path);
+    if (listed.has(path) && (await lstat(full)).isFile()) {
+      onChecking({ filesDone: checked++, filesTotal: staged.size, file: path });
+      const hashed = await sha256File(full);
+      kept.set(path, { file: path, ...hashed, resumedBytes: hashed.bytes });
+    } else {
+      await rm(full, { recursive: true, force: true });
+    }
+  }
+  for (const path of await listFiles(partDir)) {
+    if (!listed.has(path)) await rm(join(partDir, path), { recursive: true, force: true });
+  }
+  return kept;
 }

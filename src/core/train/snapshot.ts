@@ -5,6 +5,7 @@
  */
 import { z } from 'zod';
 import type { Executor } from '../exec/executor';
+import { unsafeRelativePath } from '../exec/pathRules';
 import type { RunSnapshot, SnapshotReason } from '../runs/runRecord';
 import { noRunDirSh, shQuote, SNAPSHOT_JSON, SNAPSHOT_REASONS, SNAPSHOT_REQUEST } from './job';
 
@@ -93,13 +94,10 @@ export function parseSnapshotJson(text: string): RunSnapshot {
     );
   }
   const checkpoint = parsed.data.checkpoint.replace(/^\.\//, '').replace(/\/+$/, '');
-  if (
-    checkpoint.startsWith('/') ||
-    checkpoint.split('/').some((part) => part === '..' || part === '' || part === '.') ||
-    /[\0\n\r]/.test(checkpoint)
-  ) {
+  const problem = unsafeRelativePath(checkpoint);
+  if (problem !== undefined) {
     throw new Error(
-      `${SNAPSHOT_JSON} names checkpoint ${JSON.stringify(parsed.data.checkpoint.slice(0, 200))}, which is not a path inside the run directory`,
+      `${SNAPSHOT_JSON} names checkpoint ${JSON.stringify(parsed.data.checkpoint.slice(0, 200))}, which is not a path inside the run directory (it ${problem})`,
     );
   }
   return { checkpoint, step: parsed.data.step, reason: parseReason(parsed.data.reason ?? '') };

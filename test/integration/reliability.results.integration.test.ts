@@ -1,0 +1,153 @@
+/**
+ * Results a hostile job leaves on a real emulated pod (issue 34, items 3 and 4): names Windows
+ * reads differently (`..\..\escape.txt`, a drive letter, a device name) and a sparse file far
+ * larger than the run's `max_retrieve_gb`. Each case: the retrieval refuses before anything of it
+ * is downloaded, with a clear reason naming the file or the size and the next action; the run
+ * record says why; nothing lands outside the run folder and nothing partial inside it; the pod
+ * keeps the only copy for its retrieve grace (`awaiting_retrieval`), as for any result not home.
+ */
+import assert from 'node:assert/strict';
+import * as fs from 'node:fs';
+import * as path from 'node:path';
+import { train } from '../../src/core/flow';
+import { Lab } from '../helpers/lifecycle';
+import { recordFault, recordLedger, recordResult } from '../helpers/reliability';
+
+/** Every path under `dir` (folders with a trailing /), for a before/after comparison. */
+function tree(dir: string): string[] {
+  const out: string[] = [];
+  const walk = (rel: string): void => {
+    for (const entry of fs.readdirSync(path.join(dir, rel), { withFileTypes: true })) {
+      const child = rel === '' ? entry.name : `${rel}/${entry.name}`;
+      out.push(entry.isDirectory() ? `${child}/` : child);
+      if (entry.isDirectory()) walk(child);
+    }
+  };
+  if (fs.existsSync(dir)) walk('');
+  return out.sort();
+}
+
+/** The files under `dir` (relative paths). */
+function filesIn(dir: string): string[] {
+  return tree(dir).filter((p) => !p.endsWith('/'));
+}
+
+describe('reliability: hostile results on a real emulated pod', function () {
+  this.timeout(200_000);
+
+  it('names Windows reads differently (`..\\..\\escape.txt`, C:, NUL.txt): refused by name before any download, nothing outside the run folder, the pod kept for its retrieve grace', async function () {
+    const lab = await Lab.start({ command: 'sh data/names.sh', retrieveGraceMinutes: 10 });
+    try {
+      fs.writeFileSync(
+        path.join(lab.workspace, 'data', 'names.sh'),
+        String.raw`set -e
+mkdir -p output
+printf '{"event":"log","step":1,"loss":1,"time":%s}\n' "$(date +%s)" >>"$OVERBRAINER_METRICS"
+echo model >output/model.txt
+printf escaped >'output/..\..\..\..\escape.txt'
+printf drive >'output/C:evil.txt'
+printf device >output/NUL.txt
+`,
+      );
+      const outside = tree(lab.tmp);
+      let id: string | null = null;
+      recordFault(this, 'input.results_unportable_names', 3);
+      const result = await lab.track(
+        train(lab.deps, lab.config, lab.workspace, { onRun: (run) => (id = run.id) }),
+      );
+      assert.ok(id !== null);
+      const runDir = lab.runDir(id);
+      // The run record says which file and why, and what to do.
+      const message = String(result.run.message);
+      assert.match(message, /artifacts not retrieved: refusing the pod's file list/, message);
+      // The first hostile name the pod listed (its directory order), quoted, and why.
+      const named = [
+        /"\.\/output\/\.\.\\\\\.\.\\\\\.\.\\\\\.\.\\\\escape\.txt" holds a backslash, which Windows reads as a folder separator/,
+        /"\.\/output\/C:evil\.txt" holds a colon, which Windows reads as a drive letter/,
+        /"\.\/output\/NUL\.txt" is named NUL, a device name on Windows/,
+      ];
+      assert.ok(
+        named.some((re) => re.test(message)),
+        `names a hostile file and why: ${message}`,
+      );
+      assert.match(message, /Nothing was downloaded/, message);
+      assert.match(message, /rename or remove that file on the pod/, message);
+      assert.equal(result.run.state, 'running', 'stays running: attach retrieves again');
+      assert.equal(
+        String(lab.runJson(id).message),
+        message,
+        'run.json holds the same reason as the result',
+      );
+      // The pod keeps the only copy for its retrieve grace.
+      assert.equal(result.ending, 'awaiting_retrieval', lab.transcript());
+      const warning = lab.warnings().find((w) => w.code === 'awaiting_retrieval');
+      assert.ok(warning, lab.transcript());
+      const podId = String(lab.podJson(id).pod_id);
+      assert.equal(lab.podJson(id).state, 'awaiting_retrieval');
+      assert.equal(lab.ledgerOf(podId).billing, true, 'the pod keeps the only copy');
+      // Nothing of the list came home (not even model.txt: the list is refused as a whole), no
+      // staging left, and nothing outside runs/<id> changed.
+      assert.equal(fs.existsSync(path.join(runDir, 'output')), false, 'no output/');
+      assert.equal(fs.existsSync(path.join(runDir, '.retrieving')), false, 'no staging left');
+      const after = tree(lab.tmp).filter(
+        (p) => !p.startsWith(`ws/runs/${id}/`) && p !== 'ws/runs/' && p !== `ws/runs/${id}/`,
+      );
+      assert.deepEqual(after, outside, 'nothing written outside the run folder');
+      assert.equal(
+        after.some((p) => p.includes('escape')),
+        false,
+      );
+      recordLedger(this, lab.emulator.ledger());
+      recordResult(this, { verified: 0, lost: 0 });
+    } finally {
+      await lab.close();
+    }
+  });
+
+  it('a sparse file over max_retrieve_gb: refused before downloading, the run record says the size, the limit and what to do, the pod kept, nothing partial on disk', async function () {
+    // 0.01 GB = 10 MB; the job's sparse file is 64 MiB (hashing it on the pod stays cheap).
+    const lab = await Lab.start({
+      command: 'sh data/sparse.sh',
+      retrieveGraceMinutes: 10,
+      targetExtra: 'max_retrieve_gb = 0.01\n',
+    });
+    try {
+      fs.writeFileSync(
+        path.join(lab.workspace, 'data', 'sparse.sh'),
+        String.raw`set -e
+mkdir -p output
+printf '{"event":"log","step":1,"loss":1,"time":%s}\n' "$(date +%s)" >>"$OVERBRAINER_METRICS"
+echo model >output/model.txt
+truncate -s 64M output/huge.bin
+`,
+      );
+      let id: string | null = null;
+      recordFault(this, 'input.results_over_max_retrieve_gb');
+      const result = await lab.track(
+        train(lab.deps, lab.config, lab.workspace, { onRun: (run) => (id = run.id) }),
+      );
+      assert.ok(id !== null);
+      const runDir = lab.runDir(id);
+      const message = String(result.run.message);
+      assert.match(message, /artifacts not retrieved: /, message);
+      assert.match(message, /0\.07 GB/, `the size: ${message}`);
+      assert.match(message, /max_retrieve_gb = 0\.01/, `the limit: ${message}`);
+      assert.match(message, /nothing was downloaded/i, message);
+      assert.match(message, new RegExp(`overbrainer train attach ${id}`), message);
+      assert.match(message, new RegExp(`overbrainer runs logs ${id}`), message);
+      assert.match(message, new RegExp(`overbrainer pod rm ${id}`), message);
+      assert.equal(String(lab.runJson(id).message), message);
+      assert.equal(result.ending, 'awaiting_retrieval', lab.transcript());
+      const podId = String(lab.podJson(id).pod_id);
+      assert.equal(lab.podJson(id).state, 'awaiting_retrieval');
+      assert.equal(lab.ledgerOf(podId).billing, true, 'the pod keeps the only copy');
+      // Nothing partial (nor whole) of the results on disk: no output/, no staging.
+      assert.deepEqual(filesIn(path.join(runDir, 'output')), []);
+      assert.equal(fs.existsSync(path.join(runDir, '.retrieving')), false, 'no staging left');
+      recordLedger(this, lab.emulator.ledger());
+      recordResult(this, { verified: 0, lost: 0 });
+    } finally {
+      await lab.close();
+    }
+  });
+});
