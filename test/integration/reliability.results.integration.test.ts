@@ -150,4 +150,61 @@ truncate -s 64M output/huge.bin
       await lab.close();
     }
   });
+
+  it('a sparse checkpoint over max_retrieve_gb is not streamed home: said once, nothing partial in checkpoints/, the run still ends with its results', async function () {
+    const lab = await Lab.start({
+      command: 'sh data/sparseCheckpoint.sh',
+      targetExtra: 'max_retrieve_gb = 0.01\n',
+      timing: { checkpointPollMs: 200 },
+    });
+    try {
+      // The checkpoint is a 64 MiB sparse file; the job waits until the test saw the stream
+      // refuse it (data/go, written on the pod), then ends with a small result.
+      fs.writeFileSync(
+        path.join(lab.workspace, 'data', 'sparseCheckpoint.sh'),
+        String.raw`set -e
+mkdir -p output/.building
+printf '{"event":"begin","time":%s,"max_steps":10}\n' "$(date +%s)" >>"$OVERBRAINER_METRICS"
+truncate -s 64M output/.building/model.bin
+mv output/.building output/checkpoint-5
+printf '{"event":"log","step":5,"loss":1,"time":%s}\n' "$(date +%s)" >>"$OVERBRAINER_METRICS"
+while [ ! -e data/go ]; do sleep 0.05; done
+echo model >output/model.txt
+`,
+      );
+      let id: string | null = null;
+      recordFault(this, 'input.checkpoint_over_max_retrieve_gb');
+      const flow = lab.trainOutcome((runId) => (id = runId));
+      await lab.jobRunning(() => id);
+      const runId = id!;
+      await lab.waitFor('the stream to refuse the checkpoint', () =>
+        lab.warnings().some((w) => w.code === 'checkpoint_too_big'),
+      );
+      const podId = String(lab.podJson(runId).pod_id);
+      fs.writeFileSync(lab.podFile(podId, runId, 'data/go'), '');
+      const outcome = await flow;
+      assert.equal(outcome.error, null, `${String(outcome.error)}\n${lab.transcript()}`);
+      assert.equal(lab.runJson(runId).state, 'succeeded', lab.transcript());
+      const refused = lab.warnings().filter((w) => w.code === 'checkpoint_too_big');
+      assert.equal(refused.length, 1, 'said once, not at every look');
+      assert.match(refused[0]!.message, /checkpoint output\/checkpoint-5 is not streamed home/);
+      assert.match(refused[0]!.message, /0\.07 GB in 1 file\(s\), over max_retrieve_gb = 0\.01/);
+      const home = path.join(lab.runDir(runId), 'checkpoints');
+      assert.deepEqual(
+        tree(home).filter((p) => p.startsWith('checkpoint-') || p.startsWith('.retrieving')),
+        [],
+        'no copy, no partial file, no staging in checkpoints/',
+      );
+      assert.equal(fs.existsSync(path.join(home, 'latest.json')), false);
+      assert.equal(
+        fs.readFileSync(path.join(lab.runDir(runId), 'output', 'model.txt'), 'utf8'),
+        'model\n',
+      );
+      assert.equal(lab.ledgerOf(podId).billing, false, 'the pod was deleted once results verified');
+      recordLedger(this, lab.emulator.ledger());
+      recordResult(this, { verified: 1, lost: 0 });
+    } finally {
+      await lab.close();
+    }
+  });
 });
