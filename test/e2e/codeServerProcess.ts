@@ -9,6 +9,8 @@ export function codeServerArgs(
   extensionsDir: string,
   home: string,
   port = 0,
+  /** Keep Workspace Trust on (the trust journey); every other window turns it off. */
+  workspaceTrust = false,
 ): string[] {
   return [
     '--auth',
@@ -24,7 +26,7 @@ export function codeServerArgs(
     path.join(home, 'config.yaml'),
     '--disable-telemetry',
     '--disable-update-check',
-    '--disable-workspace-trust',
+    ...(workspaceTrust ? [] : ['--disable-workspace-trust']),
     '--disable-getting-started-override',
   ];
 }

@@ -130,6 +130,11 @@ export interface CodeServerOptions {
    * settings).
    */
   machineSettings?: Record<string, unknown>;
+  /**
+   * Workspace Trust on, as a user has it (default off: `--disable-workspace-trust`): the folder
+   * opens with VS Code's "Do you trust the authors" prompt.
+   */
+  workspaceTrust?: boolean;
   /** Extra environment for code-server and its extension host. */
   env?: Record<string, string>;
   /** Port on 127.0.0.1 (default 0: a free port the kernel picks). */
@@ -199,7 +204,21 @@ export class CodeServer {
     mkdirSync(path.join(userDataDir, 'User'), { recursive: true });
     writeFileSync(
       path.join(userDataDir, 'User', 'settings.json'),
-      JSON.stringify({ ...QUIET_SETTINGS, ...options.settings }, null, 2),
+      JSON.stringify(
+        {
+          ...QUIET_SETTINGS,
+          ...(options.workspaceTrust
+            ? {
+                'security.workspace.trust.enabled': true,
+                // Its banner's links take the focus the palette needs.
+                'security.workspace.trust.banner': 'never',
+              }
+            : {}),
+          ...options.settings,
+        },
+        null,
+        2,
+      ),
     );
     if (options.machineSettings !== undefined) {
       mkdirSync(path.join(userDataDir, 'Machine'), { recursive: true });
@@ -208,7 +227,13 @@ export class CodeServer {
         JSON.stringify(options.machineSettings, null, 2),
       );
     }
-    const args = codeServerArgs(userDataDir, extensionsDir, temp.dir, options.port ?? 0);
+    const args = codeServerArgs(
+      userDataDir,
+      extensionsDir,
+      temp.dir,
+      options.port ?? 0,
+      options.workspaceTrust ?? false,
+    );
     const child = spawn(NODE24, [CODE_SERVER_ENTRY, ...args, options.workspace], {
       cwd: temp.dir,
       // Own process group: close() kills code-server and every child it spawned at once.

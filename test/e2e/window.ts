@@ -50,6 +50,8 @@ export interface WindowOptions {
   apiKeyInEnv?: boolean;
   /** More environment for code-server and so the extension host. */
   env?: Record<string, string>;
+  /** Workspace Trust on (default off): the folder opens with VS Code's trust prompt. */
+  workspaceTrust?: boolean;
   /** Runs in `after` before the billing check: ends what the test started on the account. */
   cleanup?: (emulator: Emulator) => Promise<void>;
 }
@@ -78,6 +80,7 @@ export function useWindow(options: WindowOptions): E2eWindow {
       workspace: ws,
       // Where a user sets it: a workspace's .vscode/settings.json cannot (scope `machine`).
       machineSettings: { 'overbrainer.runpod.baseUrl': window.emulator.baseUrl },
+      workspaceTrust: options.workspaceTrust,
       env: {
         ...(options.timingScale === undefined
           ? {}

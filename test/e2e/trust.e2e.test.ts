@@ -1,0 +1,111 @@
+import * as assert from 'node:assert/strict';
+import * as path from 'node:path';
+import { systemClock } from '../../src/core/clock';
+import { newPodRecord } from '../../src/core/runs/podRecord';
+import { RunStore } from '../../src/core/runs/store';
+import { overbrainerLogs, untilActivated } from './extensionLogs';
+import { eventually } from './harness';
+import { useWindow } from './window';
+
+/**
+ * docs/SECURITY.md, "Workspace trust", in the real VS Code: the one window with Workspace Trust
+ * on. The folder holds a run recorded `running` on a pod (a cloned repository's runs/ could);
+ * code-server opens it in Restricted Mode (the folder was never trusted). Until the folder is
+ * trusted the Runs view shows the run from its record, Train says the folder is not trusted, and
+ * the emulator sees no request at all; once trusted, the extension follows the run again (its
+ * first API call).
+ */
+
+const HOST_KEY = 'ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIOv1kJg2b3q4c5d6e7f8g9h0i1j2k3l4m5n6o7p8q9r0';
+
+describe('Workspace Trust in the real VS Code', function () {
+  this.timeout(420_000);
+  let runId = '';
+  const window = useWindow({
+    name: 'trust',
+    tiny: false,
+    workspaceTrust: true,
+    apiKeyInEnv: true,
+    toml: '[project]\nname = "tiny"\n\n[targets.pod]\nkind = "runpod"\ngpu_types = ["NVIDIA GeForce RTX 4090"]\nmax_hours = 1\n',
+    prepare: (ws) => {
+      const t0 = Date.now() - 60_000;
+      const store = new RunStore(path.join(ws, 'runs'), {
+        nowMs: () => t0,
+        sleep: systemClock.sleep,
+      });
+      const run = store.create({ project: 'tiny', target: 'pod', remoteDir: (id) => id });
+      run.state = 'running';
+      store.saveRun(run);
+      const pod = newPodRecord(run.id, false, 1, HOST_KEY);
+      pod.beginAttempt('NVIDIA GeForce RTX 4090', t0, 1);
+      pod.created({ id: 'clonedpod1', costPerHourUsd: 0.69 }, 'created', t0);
+      pod.state = 'running';
+      store.savePod(pod);
+      runId = run.id;
+    },
+  });
+
+  it('untrusted: shows the run from its record, refuses Train and makes no API call; trusted: follows the run again', async function () {
+    const { workbench, server, emulator } = window;
+    const page = workbench.page;
+    // code-server opens a folder it was never told to trust in Restricted Mode, without a prompt.
+    await page
+      .locator('.statusbar-item', { hasText: 'Restricted Mode' })
+      .first()
+      .waitFor({ state: 'visible', timeout: 120_000 });
+    await untilActivated(server.logsDir, 300_000);
+    await eventually(
+      'the not-trusted line in the Overbrainer log',
+      async () =>
+        /This folder is not trusted: Overbrainer shows its runs/.test(
+          overbrainerLogs(server.logsDir),
+        )
+          ? true
+          : undefined,
+      60_000,
+    );
+    await workbench.openViewContainer('Overbrainer');
+    const row = workbench.viewPane('Runs').locator('.monaco-list-row', { hasText: runId });
+    await row.first().waitFor({ state: 'visible', timeout: 120_000 });
+    assert.match(await row.first().innerText(), /running/);
+    await workbench.screenshot('untrusted-runs');
+
+    await workbench.runCommand('Overbrainer: Train');
+    const refused = await workbench.waitForNotification(
+      /This folder is not trusted, so Overbrainer does not train from it/,
+    );
+    await workbench.screenshot('untrusted-train');
+    assert.deepEqual(
+      emulator.requests().map((r) => `${r.method} ${r.path}`),
+      [],
+      'an API call from a folder not trusted',
+    );
+
+    await refused.getByRole('button', { name: 'Manage Workspace Trust' }).click();
+    await page
+      .getByRole('button', { name: /^Trust$/ })
+      .first()
+      .click({ timeout: 60_000 });
+    await eventually(
+      'the run followed again once the folder is trusted',
+      async () =>
+        new RegExp(`Following run ${runId} again`).test(overbrainerLogs(server.logsDir))
+          ? true
+          : undefined,
+      120_000,
+    );
+    assert.match(overbrainerLogs(server.logsDir), /The folder is trusted now/);
+    await eventually(
+      'an API call once the folder is trusted',
+      async () => (emulator.requests().some((r) => r.key === 'account') ? true : undefined),
+      60_000,
+    );
+    console.log(
+      `      trusted, the API saw: ${emulator
+        .requests()
+        .map((r) => `${r.method} ${r.path} ${r.status}`)
+        .join(', ')}`,
+    );
+    await workbench.screenshot('trusted');
+  });
+});
