@@ -9,20 +9,18 @@ import {
   existsSync,
   lstatSync,
   mkdirSync,
-  mkdtempSync,
   readdirSync,
   readFileSync,
-  rmSync,
   statSync,
   symlinkSync,
   writeFileSync,
 } from 'node:fs';
-import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import type { DownloadedFile } from '../../src/core/exec/executor';
 import { LocalExecutor } from '../../src/core/exec/local';
 import { processAlive } from '../helpers/sshd';
 import { rejects, waitFor } from '../helpers/execAsserts';
+import { makeTempDir, removeTempDir } from '../helpers/tempDir';
 
 describe('LocalExecutor', function () {
   this.timeout(30_000);
@@ -30,12 +28,12 @@ describe('LocalExecutor', function () {
   let executor: LocalExecutor;
 
   beforeEach(() => {
-    dir = mkdtempSync(join(tmpdir(), 'ob-local-'));
+    dir = makeTempDir('ob-local-');
     executor = new LocalExecutor();
   });
   afterEach(() => {
     executor.dispose();
-    rmSync(dir, { recursive: true, force: true });
+    removeTempDir(dir);
   });
 
   it('runs sh -c with stdin, stdout, stderr and the exit code', async () => {

@@ -11,15 +11,12 @@ import {
   existsSync,
   lstatSync,
   mkdirSync,
-  mkdtempSync,
   readdirSync,
   readFileSync,
-  rmSync,
   statSync,
   symlinkSync,
   writeFileSync,
 } from 'node:fs';
-import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { systemClock, type Clock } from '../../src/core/clock';
 import { SshExecutor, type SshExecutorOptions } from '../../src/core/exec/ssh';
@@ -33,6 +30,7 @@ import {
   type Sshd,
 } from '../helpers/sshd';
 import { rejects, waitFor } from '../helpers/execAsserts';
+import { makeTempDir, removeTempDir } from '../helpers/tempDir';
 
 const TIMING = scaleTiming(1, { connectTimeoutMs: 10_000 });
 
@@ -63,9 +61,9 @@ describe('SshExecutor against a real sshd', function () {
     await sshd?.stop();
   });
   beforeEach(() => {
-    local = mkdtempSync(join(tmpdir(), 'ob-exec-'));
+    local = makeTempDir('ob-exec-');
   });
-  afterEach(() => rmSync(local, { recursive: true, force: true }));
+  afterEach(() => removeTempDir(local));
 
   describe('exec', () => {
     it('gives stdout, stderr and the exit code', async () => {

@@ -8,21 +8,19 @@ import {
   existsSync,
   lstatSync,
   mkdirSync,
-  mkdtempSync,
   readFileSync,
-  rmSync,
   statSync,
   symlinkSync,
   writeFileSync,
 } from 'node:fs';
 import { randomBytes } from 'node:crypto';
-import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { ExecError } from '../../src/core/exec/executor';
 import { SshExecutor } from '../../src/core/exec/ssh';
 import { uploadVerified } from '../../src/core/exec/sshUpload';
 import { podWithTools, type PodWithTools } from '../helpers/podTools';
 import { executorOptions, startTcpProxy, type TcpProxy } from '../helpers/sshd';
+import { makeTempDir, removeTempDir } from '../helpers/tempDir';
 
 /** A `tar` that runs the real one, then appends a byte to data/model.bin under its -C dir. */
 const DAMAGING_TAR = `#!/bin/sh
@@ -53,7 +51,7 @@ describe('upload over SSH, verified on the pod', function () {
   let pod: PodWithTools | null = null;
 
   beforeEach(() => {
-    local = mkdtempSync(join(tmpdir(), 'ob-upload-'));
+    local = makeTempDir('ob-upload-');
     mkdirSync(join(local, 'run', 'data'), { recursive: true });
     writeFileSync(join(local, 'run', 'train.py'), 'print("hi")\n');
     writeFileSync(join(local, 'run', 'data', 'model.bin'), randomBytes(3 * 1024 * 1024 + 7));
@@ -62,7 +60,7 @@ describe('upload over SSH, verified on the pod', function () {
   afterEach(async () => {
     await pod?.close();
     pod = null;
-    rmSync(local, { recursive: true, force: true });
+    removeTempDir(local);
   });
 
   it('fails, naming the file, when what the pod wrote differs from what was sent', async () => {
@@ -255,7 +253,7 @@ describe('upload over a distant link (a relay adding 50 ms of round trip)', func
   };
 
   beforeEach(() => {
-    local = mkdtempSync(join(tmpdir(), 'ob-upload-far-'));
+    local = makeTempDir('ob-upload-far-');
     mkdirSync(join(local, 'run', 'data'), { recursive: true });
     writeFileSync(join(local, 'run', 'train.py'), 'print("hi")\n');
   });
@@ -266,7 +264,7 @@ describe('upload over a distant link (a relay adding 50 ms of round trip)', func
     relay = null;
     await pod?.close();
     pod = null;
-    rmSync(local, { recursive: true, force: true });
+    removeTempDir(local);
   });
 
   it('sends a big file as byte ranges at once, each through its own channel and hashed as the pod writes it', async () => {

@@ -1,19 +1,11 @@
 import assert from 'node:assert/strict';
 import { spawnSync } from 'node:child_process';
 import { createHash, randomBytes } from 'node:crypto';
-import {
-  mkdirSync,
-  mkdtempSync,
-  readFileSync,
-  rmSync,
-  statSync,
-  symlinkSync,
-  writeFileSync,
-} from 'node:fs';
+import { mkdirSync, readFileSync, rmSync, statSync, symlinkSync, writeFileSync } from 'node:fs';
 import fsPromises from 'node:fs/promises';
-import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import { FileSink, SafeDirs } from '../../src/core/exec/localFiles';
+import { makeTempDir, removeTempDir } from '../helpers/tempDir';
 
 const sha256 = (data: Buffer): string => createHash('sha256').update(data).digest('hex');
 
@@ -34,11 +26,11 @@ describe('FileSink (a downloaded file written behind the stream)', function () {
   let done: SafeDirs;
   let part: SafeDirs;
   beforeEach(() => {
-    dir = mkdtempSync(join(tmpdir(), 'ob-sink-'));
+    dir = makeTempDir('ob-sink-');
     done = new SafeDirs(join(dir, 'done'));
     part = new SafeDirs(join(dir, 'part'));
   });
-  afterEach(() => rmSync(dir, { recursive: true, force: true }));
+  afterEach(() => removeTempDir(dir));
 
   it('writes small and big chunks in order, though the caller reuses each buffer once its write returns', async () => {
     const data = randomBytes(5 * 1024 * 1024 + 12_345);
@@ -110,8 +102,8 @@ describe('FileSink (a downloaded file written behind the stream)', function () {
 
 describe('SafeDirs (the directories a download writes into)', function () {
   let dir: string;
-  beforeEach(() => (dir = mkdtempSync(join(tmpdir(), 'ob-dirs-'))));
-  afterEach(() => rmSync(dir, { recursive: true, force: true }));
+  beforeEach(() => (dir = makeTempDir('ob-dirs-')));
+  afterEach(() => removeTempDir(dir));
 
   it('makes the directories of many files asked at once, parents first', async () => {
     const dirs = new SafeDirs(join(dir, 'base'));

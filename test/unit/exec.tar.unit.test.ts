@@ -4,17 +4,15 @@ import { createHash } from 'node:crypto';
 import {
   chmodSync,
   mkdirSync,
-  mkdtempSync,
   readFileSync,
-  rmSync,
   statSync,
   symlinkSync,
   utimesSync,
   writeFileSync,
 } from 'node:fs';
-import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { BLOCK_BYTES, tarDirectory, tarEnd, tarHeader } from '../../src/core/exec/tar';
+import { makeTempDir, removeTempDir } from '../helpers/tempDir';
 
 async function collect(generator: AsyncGenerator<Buffer>): Promise<Buffer> {
   const parts: Buffer[] = [];
@@ -40,9 +38,9 @@ describe('tar writer', () => {
   let dir: string;
 
   beforeEach(() => {
-    dir = mkdtempSync(join(tmpdir(), 'ob-tar-'));
+    dir = makeTempDir('ob-tar-');
   });
-  afterEach(() => rmSync(dir, { recursive: true, force: true }));
+  afterEach(() => removeTempDir(dir));
 
   it('writes a valid ustar header with its checksum', () => {
     const block = tarHeader({
