@@ -5,7 +5,7 @@
  * an ssh2 session with a pinned host key.
  */
 import assert from 'node:assert/strict';
-import { Client, utils } from 'ssh2';
+import { Client, utils, type ConnectConfig } from 'ssh2';
 import { ProcessSnapshot } from './container';
 import { ContractViolation, OpenApiContract } from './openapi';
 
@@ -222,15 +222,20 @@ export function sshConnect(target: SshTarget): Promise<Client> {
       settled = true;
       reject(error);
     });
-    client.connect({
-      host: target.host ?? '127.0.0.1',
-      port: target.port,
-      username: 'root',
-      privateKey: target.privateKey,
-      readyTimeout: target.timeoutMs ?? 10_000,
-      hostVerifier: (key: Buffer) => key.equals(target.hostKeyBlob),
-    });
+    client.connect(connectConfig(target));
   });
+}
+
+/** How the helpers connect: as root, with the pod's key, to the pinned host key only. */
+function connectConfig(target: SshTarget): ConnectConfig {
+  return {
+    host: target.host ?? '127.0.0.1',
+    port: target.port,
+    username: 'root',
+    privateKey: target.privateKey,
+    readyTimeout: target.timeoutMs ?? 10_000,
+    hostVerifier: (key: Buffer) => key.equals(target.hostKeyBlob),
+  };
 }
 
 /**
@@ -250,14 +255,7 @@ export function sshHandshake(target: SshTarget): Promise<void> {
     };
     client.once('handshake', () => settle());
     client.on('error', (error) => settle(error));
-    client.connect({
-      host: target.host ?? '127.0.0.1',
-      port: target.port,
-      username: 'root',
-      privateKey: target.privateKey,
-      readyTimeout: target.timeoutMs ?? 10_000,
-      hostVerifier: (key: Buffer) => key.equals(target.hostKeyBlob),
-    });
+    client.connect(connectConfig(target));
   });
 }
 
