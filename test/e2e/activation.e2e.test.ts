@@ -46,8 +46,19 @@ describe('Overbrainer in the real VS Code (code-server + Chromium)', function ()
     await input.pressSequentially(apiKey);
     await workbench.screenshot('api key typed');
     await input.press('Enter');
-    await workbench.waitForNotification('Runpod API key saved');
+    const saved = await workbench.waitForNotification('Runpod API key saved');
     await workbench.screenshot('api key saved');
+    // Its source is the extension's name, as the README promises: VS Code names the extension
+    // whose `vscode` module showed it (one it cannot identify is "Null Extension Description").
+    // VS Code shows the source of an expanded notification only.
+    await saved.hover();
+    const expand = saved.getByRole('button', { name: 'Expand Notification' });
+    if ((await expand.count()) > 0) await expand.click();
+    const source = saved.locator('.notification-list-item-source');
+    await eventually('the notification source', async () =>
+      ((await source.textContent()) ?? '').trim() || undefined,
+    );
+    assert.equal((await source.textContent())?.trim(), 'Source: Overbrainer');
     const text = await workbench.page.locator('body').innerText();
     assert.ok(!text.includes(apiKey), 'the key must not be shown anywhere on the page');
 

@@ -79,21 +79,23 @@ export function tempDir(prefix: string): { dir: string; remove: () => void } {
 }
 
 /**
- * Links the built extension into an extensions dir as `<publisher>.<name>-<version>`: a symlink
- * to a staging dir holding the manifest and symlinks to dist/ and media/ (what a .vsix holds),
- * so the tests run today's build without packaging it.
+ * Puts the built extension into an extensions dir as `<publisher>.<name>-<version>`: a real
+ * folder holding the manifest, a copy of dist/ and a link to media/ (what a .vsix holds), so the
+ * tests run today's build without packaging it. The bundles are copied, not linked: VS Code
+ * knows which extension calls its API by the path of the module that requires `vscode`, which
+ * Node resolves through links; from a linked dist/ (outside every extension's folder) the
+ * extension got VS Code's fallback API, whose notifications say they come from "Null Extension
+ * Description" instead of "Overbrainer".
  */
-export function linkBuiltExtension(extensionsDir: string, stagingParent: string): void {
+export function linkBuiltExtension(extensionsDir: string): void {
   if (!existsSync(path.join(REPO_ROOT, 'dist', 'extension.js'))) {
     throw new Error('dist/extension.js is missing: run `npm run build` before the e2e tests.');
   }
-  const stage = path.join(stagingParent, 'extension');
+  const stage = path.join(extensionsDir, extensionFolderName());
   mkdirSync(stage, { recursive: true });
   cpSync(path.join(REPO_ROOT, 'package.json'), path.join(stage, 'package.json'));
-  symlinkSync(path.join(REPO_ROOT, 'dist'), path.join(stage, 'dist'));
+  cpSync(path.join(REPO_ROOT, 'dist'), path.join(stage, 'dist'), { recursive: true });
   symlinkSync(path.join(REPO_ROOT, 'media'), path.join(stage, 'media'));
-  mkdirSync(extensionsDir, { recursive: true });
-  symlinkSync(stage, path.join(extensionsDir, extensionFolderName()));
 }
 
 /** User settings that keep the workbench quiet and deterministic (no tips, no welcome page). */
@@ -198,7 +200,7 @@ export class CodeServer {
     let extensionsDir = options.extensionsDir;
     if (extensionsDir === undefined) {
       extensionsDir = path.join(temp.dir, 'extensions');
-      linkBuiltExtension(extensionsDir, temp.dir);
+      linkBuiltExtension(extensionsDir);
     }
     const userDataDir = path.join(temp.dir, 'user-data');
     mkdirSync(path.join(userDataDir, 'User'), { recursive: true });
