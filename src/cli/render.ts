@@ -43,6 +43,8 @@ export class CliRenderer implements Disposable {
   private bootHeader = '';
   /** The live line of each transfer under way that has lasted long enough to show one. */
   private readonly transfers = new Map<string, string>();
+  /** A wait counted down (Runpod's rate limit), below the rest. */
+  private waitLine: string | null = null;
 
   constructor(
     bus: EventBus,
@@ -145,11 +147,19 @@ export class CliRenderer implements Disposable {
     return event.filesDone === 0 && event.bytesDone === 0 ? null : transferDoneLine(event);
   }
 
-  /** The status block: the boot log while a pod provisions, then the transfers' lines. */
+  /** On a terminal: shows `line` (a wait counted down) below the status block; null removes it. */
+  waiting(line: string | null): void {
+    if (this.options.status === undefined || line === this.waitLine) return;
+    this.waitLine = line;
+    this.redraw();
+  }
+
+  /** The status block: the boot log while a pod provisions, the transfers' lines, a wait. */
   private redraw(): void {
     const boot =
       this.bootLines.length === 0 ? [] : [this.bootHeader, ...this.bootLines.map((l) => `  ${l}`)];
-    this.options.status?.([...boot, ...this.transfers.values()]);
+    const wait = this.waitLine === null ? [] : [this.waitLine];
+    this.options.status?.([...boot, ...this.transfers.values(), ...wait]);
   }
 
   /** Shows the last metric line the throttle held back, if any. */

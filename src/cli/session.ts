@@ -41,6 +41,7 @@ import { messageOf } from '../core/runpod/remove';
 import { noPodLeft, RunStore } from '../core/runs/store';
 import { type Timing } from '../core/timing';
 import { podStatusWords } from './format';
+import { ReadOnlyCalls } from './readOnly';
 import { CliRenderer } from './render';
 
 /** What the CLI talks to: injected so the unit tests run it in-process. */
@@ -83,11 +84,7 @@ export class ConfigProblem extends Error {
   }
 }
 
-/** A read-only command whose API did not answer in time: nothing changed anywhere. */
-export class ReadOnlyTimeout extends Error {
-  readonly hint =
-    'Check the network and OVERBRAINER_RUNPOD__BASE_URL (unset: the public API), then run it again. Running pods are not affected: their watchdogs keep their own deadlines.';
-}
+export { ReadOnlyTimeout } from './readOnly';
 
 /** The hidden test hook (the core's timingFromEnv); a bad value is refused, naming it. */
 export function timingFrom(env: Env): Timing {
@@ -151,6 +148,8 @@ export class Session {
   timing: Timing | null = null;
   env: Env;
   interrupts: Interrupts | null = null;
+  /** The read-only calls' limits, shared by all of the command's calls. */
+  private readOnlyCalls: ReadOnlyCalls | null = null;
   /** The run the command works on, once known: its summary is printed even after a failure. */
   runId: string | null = null;
   /** Whether the `.env` lines ignored were warned about (once per command). */
@@ -295,28 +294,24 @@ export class Session {
   }
 
   /**
-   * Runs the API calls of a read-only command within `readOnlyLimitMs` (retries included): a
-   * listing fails then, naming the base URL, instead of waiting out every retry.
+   * Runs the API calls of a read-only command on `api` (`client` under the read-only limits,
+   * ./readOnly.ts): Runpod's rate limit waited out up to 30 s in all, counted down on a terminal;
+   * a refused connection failing at once, no answer after `readOnlyLimitMs`, naming the base URL.
    */
-  async readOnly<T>(client: RunpodClient, calls: (signal: AbortSignal) => Promise<T>): Promise<T> {
-    const limitMs = this.timingOf().readOnlyLimitMs;
-    const limit = new AbortController();
-    const done = new AbortController();
-    void this.clock.sleep(limitMs, done.signal).then(
-      () => limit.abort(),
-      () => undefined,
-    );
-    try {
-      return await calls(limit.signal);
-    } catch (error) {
-      if (!limit.signal.aborted) throw error;
-      throw new ReadOnlyTimeout(
-        `the Runpod API at ${client.baseUrl} did not answer within ${Math.round(limitMs / 1000)} s` +
-          (isAbortError(error) ? '' : ` (${messageOf(error)})`),
-      );
-    } finally {
-      done.abort();
-    }
+  async readOnly<T>(
+    client: RunpodClient,
+    calls: (api: RunpodClient, signal: AbortSignal, answered: () => void) => Promise<T>,
+  ): Promise<T> {
+    this.readOnlyCalls ??= new ReadOnlyCalls({
+      clock: this.clock,
+      timing: this.timingOf(),
+      say: (line) => {
+        this.renderer.flush();
+        this.io.stderr(line);
+      },
+      countdown: this.io.status === undefined ? undefined : (line) => this.renderer.waiting(line),
+    });
+    return this.readOnlyCalls.run(client, calls);
   }
 
   // ---------------------------------------------------------------- endings

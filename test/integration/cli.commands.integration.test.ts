@@ -8,7 +8,6 @@
 import assert from 'node:assert/strict';
 import { execFileSync } from 'node:child_process';
 import * as fs from 'node:fs';
-import * as net from 'node:net';
 import * as os from 'node:os';
 import * as path from 'node:path';
 import { COMMAND_SPECS } from '../../src/cli/commandSpecs';
@@ -298,42 +297,5 @@ describe('overbrainer CLI commands (the built bundle)', function () {
     const failed = await cli(['train'], null);
     assert.equal(failed.code, 1, failed.stderr);
     assert.match(failed.stdout, /^train: run tiny_\S+ failed/m);
-  });
-
-  it('pod ls and pod gpus give up on an API that does not answer within 10 s, naming its base URL', async () => {
-    // A listener that accepts and never answers, and a port where nothing listens.
-    const silent = net.createServer(() => undefined);
-    await new Promise<void>((resolve) => silent.listen(0, '127.0.0.1', resolve));
-    const closed = net.createServer();
-    await new Promise<void>((resolve) => closed.listen(0, '127.0.0.1', resolve));
-    const closedPort = (closed.address() as net.AddressInfo).port;
-    await new Promise<void>((resolve) => closed.close(() => resolve()));
-    try {
-      const silentUrl = `http://127.0.0.1:${(silent.address() as net.AddressInfo).port}/v2`;
-      const closedUrl = `http://127.0.0.1:${closedPort}/v2`;
-      for (const [args, url] of [
-        [['pod', 'ls'], silentUrl],
-        [['pod', 'gpus'], closedUrl],
-      ] as const) {
-        const startedMs = Date.now();
-        // Production timing: the limit is the product's, not a scaled one.
-        const ran = await runCliProcess(['-C', ws, ...args], {
-          built: true,
-          env: { OVERBRAINER_RUNPOD__API_KEY: emulator.apiKey, OVERBRAINER_RUNPOD__BASE_URL: url },
-        });
-        const tookMs = Date.now() - startedMs;
-        const said = `${args.join(' ')} against ${url} (${tookMs} ms): ${ran.stderr}`;
-        assert.equal(ran.code, 1, said);
-        assert.ok(ran.stderr.includes(`the Runpod API at ${url}`), said);
-        assert.match(ran.stderr, /within 10 s/, said);
-        assert.match(ran.stderr, /^hint: .*OVERBRAINER_RUNPOD__BASE_URL/m, said);
-        // "within 10 s" above says the CLI's own limit ended it (its retries alone end on the
-        // transport error); a CLI start under load takes seconds, so the wall time bounds it
-        // loosely: without the limit a silent API takes minutes (30 s per try, 5 retries).
-        assert.ok(tookMs < 45_000, said);
-      }
-    } finally {
-      silent.close();
-    }
   });
 });

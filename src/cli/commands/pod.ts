@@ -28,7 +28,7 @@ function printLines(s: Session, lines: readonly string[]): number {
 export async function podLs(s: Session, json: boolean): Promise<number> {
   s.config(false);
   const client = s.api(true)!;
-  const rows = await s.readOnly(client, (signal) => listPods(s.podCtx(client), { signal }));
+  const rows = await s.readOnly(client, (api, signal) => listPods(s.podCtx(api), { signal }));
   if (json) return printJson(s, podsJson(rows));
   if (rows.length === 0) {
     s.io.stdout('pod: no overbrainer pod on this Runpod account');
@@ -60,8 +60,8 @@ export async function podGpus(
 ): Promise<number> {
   s.config(false);
   const client = s.api(true)!;
-  const gpus = await s.readOnly(client, (signal) =>
-    client.listGpuTypes({ count: 1, cloud: 'SECURE', includeAvailability: true, signal }),
+  const gpus = await s.readOnly(client, (api, signal) =>
+    api.listGpuTypes({ count: 1, cloud: 'SECURE', includeAvailability: true, signal }),
   );
   const offered = command.dataCenter === undefined ? gpus : gpusIn(gpus, command.dataCenter);
   const matching = filterGpus(offered, {
@@ -85,7 +85,7 @@ export async function podGpus(
 export async function podDataCenters(s: Session, json: boolean): Promise<number> {
   s.config(false);
   const client = s.api(true)!;
-  const dcs = await s.readOnly(client, (signal) => client.listDataCenters({ signal }));
+  const dcs = await s.readOnly(client, (api, signal) => api.listDataCenters({ signal }));
   return json ? printJson(s, dataCentersJson(dcs)) : printLines(s, dataCentersTable(dcs));
 }
 
@@ -93,7 +93,7 @@ export async function podDataCenters(s: Session, json: boolean): Promise<number>
 export async function podVolumes(s: Session, json: boolean): Promise<number> {
   s.config(false);
   const client = s.api(true)!;
-  const volumes = await s.readOnly(client, (signal) => client.listNetworkVolumes({ signal }));
+  const volumes = await s.readOnly(client, (api, signal) => api.listNetworkVolumes({ signal }));
   return json ? printJson(s, volumesJson(volumes)) : printLines(s, volumesTable(volumes));
 }
 
@@ -101,6 +101,6 @@ export async function podVolumes(s: Session, json: boolean): Promise<number> {
 export async function podTemplates(s: Session, json: boolean): Promise<number> {
   s.config(false);
   const client = s.api(true)!;
-  const templates = await s.readOnly(client, (signal) => client.listTemplates({ signal }));
+  const templates = await s.readOnly(client, (api, signal) => api.listTemplates({ signal }));
   return json ? printJson(s, templatesJson(templates)) : printLines(s, templatesTable(templates));
 }

@@ -5,6 +5,7 @@
 import * as fs from 'node:fs';
 import * as path from 'node:path';
 import { POD_LOG_FILE, PodLogRedactor } from '../../core/runpod/podLogCapture';
+import type { RunpodClient } from '../../core/runpod/client';
 import { streamPodLogs } from '../../core/runpod/podLogs';
 import { messageOf } from '../../core/runpod/remove';
 import { JOB_LOG } from '../../core/train/job';
@@ -91,28 +92,46 @@ export async function runsLogs(
   const api = s.api(true)!;
   s.interrupts = new Interrupts(s.io, s.renderer, () => 'stopped following the pod log');
   const signal = s.interrupts.signal;
-  const stopAfter = new AbortController();
-  const onAbort = (): void => stopAfter.abort(signal.reason);
-  signal.addEventListener('abort', onAbort, { once: true });
   const timing = s.timingOf();
-  if (!command.follow) {
-    // No --follow: what the API replays within the drain time, then done.
-    void s.clock.sleep(timing.podLogDrainMs, stopAfter.signal).then(
-      () => stopAfter.abort(),
-      () => undefined,
-    );
-  }
-  const { end } = await streamPodLogs({
-    client: api,
-    podId,
-    clock: s.clock,
-    timing,
-    signal: stopAfter.signal,
-    tail,
-    source: command.source ?? undefined,
-    onLine: show,
-  });
-  signal.removeEventListener('abort', onAbort);
+  const stream = (
+    client: RunpodClient,
+    stop: AbortSignal,
+    onOpen?: () => void,
+  ): ReturnType<typeof streamPodLogs> =>
+    streamPodLogs({
+      client,
+      podId,
+      clock: s.clock,
+      timing,
+      signal: AbortSignal.any([signal, stop]),
+      tail,
+      source: command.source ?? undefined,
+      onLine: show,
+      onOpen,
+    });
+  // --follow: until Ctrl-C or the pod is gone, reconnecting as long as it takes.
+  // Without: a read-only command (its limits: ../readOnly.ts); once the stream is open, what the
+  // API replays within the drain time, then done.
+  const { end } = command.follow
+    ? await stream(api, new AbortController().signal)
+    : await s.readOnly(api, async (limited, limit, answered) => {
+        const drained = new AbortController();
+        const timer = new AbortController();
+        let open = false;
+        try {
+          return await stream(limited, AbortSignal.any([limit, drained.signal]), () => {
+            if (open) return;
+            open = true;
+            answered();
+            void s.clock.sleep(timing.podLogDrainMs, timer.signal).then(
+              () => drained.abort(),
+              () => undefined,
+            );
+          });
+        } finally {
+          timer.abort();
+        }
+      });
   if (end === 'gone')
     s.io.stderr(
       `runs logs: pod ${podId} is gone (its kept log: ${path.join('runs', runId, POD_LOG_FILE)})`,

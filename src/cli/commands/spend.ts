@@ -28,7 +28,7 @@ export async function spend(s: Session, sinceMs: number | null, json: boolean): 
     }
     if (pod === null) continue;
     if (client !== null && pod.state === 'deleted' && !billSettled(pod)) {
-      await s.readOnly(client, (signal) => recordBilled(s.podCtx(client), pod, signal));
+      await s.readOnly(client, (api, signal) => recordBilled(s.podCtx(api), pod, signal));
     }
     rows.push(spendRow(run.id, run.created, run.state, pod));
   }

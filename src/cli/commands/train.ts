@@ -58,8 +58,8 @@ export async function dryRun(s: Session, targetName: string | null): Promise<num
     return EXIT_OK;
   }
   const client = s.api(true)!;
-  const catalog = await s.readOnly(client, (signal) =>
-    client.listGpuTypes({
+  const catalog = await s.readOnly(client, (api, signal) =>
+    api.listGpuTypes({
       count: target.gpuCount,
       cloud: 'SECURE',
       includeAvailability: true,

@@ -40,6 +40,7 @@ import {
   type Template,
 } from './api';
 import { ApiError, CREATE_MESSAGES, isPlacement400, oneLine, UNAUTHORIZED_HINT } from './errors';
+import type { CallLimits } from './callLimits';
 
 /** This extension's version, sent in `User-Agent` unless the caller passes its own. */
 export interface CallOptions {
@@ -95,9 +96,22 @@ export class RunpodClient implements Disposable {
   // A private field: never enumerable, never printed with the client.
   readonly #http: ApiTransport;
 
-  constructor(options: RunpodClientOptions) {
-    this.#http = new ApiTransport(options);
+  constructor(options: RunpodClientOptions | ApiTransport) {
+    this.#http = options instanceof ApiTransport ? options : new ApiTransport(options);
     this.baseUrl = this.#http.baseUrl;
+  }
+
+  /**
+   * This client (its connections, the account's quota, its key) for a read-only command's calls:
+   * they keep `limits` (./callLimits.ts). Disposing it leaves this client open.
+   */
+  withLimits(limits: CallLimits): RunpodClient {
+    return new RunpodClient(this.#http.withLimits(limits));
+  }
+
+  /** The limits of a read-only command's client ({@link withLimits}); null for any other. */
+  get limits(): CallLimits | null {
+    return this.#http.callLimits;
   }
 
   /** Closes the client's own connections at once (an injected dispatcher is left alone). */

@@ -10,6 +10,7 @@ import { HintedError } from '../errors';
 import { abortError, isAbortError, type Clock } from '../clock';
 import type { Timing } from '../timing';
 import type { RunpodClient } from './client';
+import { ApiError } from './errors';
 
 export type PodLogSource = 'container' | 'system';
 
@@ -23,7 +24,11 @@ export interface PodLogLine {
 }
 
 export interface PodLogStreamOptions {
-  client: Pick<RunpodClient, 'openPodLogs'>;
+  /**
+   * With `limits` (a read-only command's client, `RunpodClient.withLimits`), a 429 is waited out
+   * within them, as the client's own calls are, and fails once they are spent.
+   */
+  client: Pick<RunpodClient, 'openPodLogs'> & { readonly limits?: RunpodClient['limits'] };
   podId: string;
   clock: Clock;
   timing: Timing;
@@ -39,6 +44,8 @@ export interface PodLogStreamOptions {
   onLine(line: PodLogLine): void;
   /** Told each reconnect: why and how long it waits. */
   onRetry?(reason: string, waitMs: number): void;
+  /** Told each time the stream is open (a 200): the API answers. */
+  onOpen?(): void;
 }
 
 export type PodLogEnd = 'gone' | 'unsupported' | 'aborted';
@@ -100,6 +107,8 @@ export async function streamPodLogs(
         opened = await client.openPodLogs(podId, query, lastEventId, signal);
       } catch (error) {
         if (signal.aborted) throw abortError(signal);
+        // A read-only command's limits said so (nothing answers there, the rate limit is spent).
+        if (error instanceof ApiError) throw error;
         await wait(`could not reach the log stream: ${String((error as Error)?.message ?? error)}`);
         continue;
       }
@@ -119,10 +128,25 @@ export async function streamPodLogs(
           'check the Runpod API key (overbrainer config, or "Set Runpod API Key")',
         );
       }
+      const limits = client.limits ?? null;
+      if (opened.status === 429 && limits !== null) {
+        // A read-only command's rate-limit patience: the wait asked for, or none at all.
+        const waitMs = opened.retryAfterMs ?? delayMs;
+        const what = `GET /pods/${podId}/logs`;
+        if (!limits.takeWait(what, 'answered 429', waitMs, clock.nowMs())) {
+          throw new ApiError('rate_limited', `Runpod answered 429 to ${what}`, {
+            status: 429,
+            retryAfterMs: opened.retryAfterMs,
+          });
+        }
+        await clock.sleep(waitMs, signal);
+        continue;
+      }
       if (opened.status !== 200 || opened.body === null) {
         await wait(`the log stream answered ${opened.status}`, opened.retryAfterMs);
         continue;
       }
+      options.onOpen?.();
       const reason = await readEvents(opened.body, (event) => {
         if (event.id !== undefined) {
           lastEventId = event.id;

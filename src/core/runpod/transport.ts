@@ -23,6 +23,7 @@ import {
   runpodText,
   UNAUTHORIZED_HINT,
 } from './errors';
+import { nothingThere, type CallLimits } from './callLimits';
 import { rateLimitResetMs, retryAfterMs } from './retryHeaders';
 
 /**
@@ -128,7 +129,11 @@ export interface Answer {
 
 /** No answer: the connection failed, was reset, or the attempt timed out. */
 export class TransportFailure {
-  constructor(readonly reason: string) {}
+  constructor(
+    readonly reason: string,
+    /** The error's code (`ECONNREFUSED`), when it had one. */
+    readonly code?: string,
+  ) {}
 }
 
 export type Outcome = Answer | TransportFailure;
@@ -154,8 +159,12 @@ export interface CallSpec {
 export class ApiTransport {
   readonly baseUrl: string;
   readonly #apiKey: string;
-  readonly #closing = new AbortController();
+  readonly #closing: AbortController;
   readonly #redactor: Redactor;
+  /** Kept for a view with limits (see {@link withLimits}); never enumerable (it holds the key). */
+  readonly #options: RunpodClientOptions;
+  /** A view's limits (a read-only command's calls); null for the client's own calls. */
+  private readonly limits: CallLimits | null;
   private readonly clock: Clock;
   private readonly timing: Timing;
   private readonly userAgent: string;
@@ -163,10 +172,18 @@ export class ApiTransport {
   private readonly ownAgent: Agent | null;
   readonly log: RunpodLog;
   private readonly random: () => number;
-  /** When the spent window of the account's quota resets (clock ms); 0 while quota is left. */
-  private quotaResetAtMs = 0;
+  /**
+   * When the spent window of the account's quota resets (clock ms); 0 while quota is left. One
+   * object, shared with the views: they call the same account.
+   */
+  private readonly quota: { resetAtMs: number };
 
-  constructor(options: RunpodClientOptions) {
+  /** `view`: a view of that transport with limits (see {@link withLimits}). */
+  constructor(options: RunpodClientOptions, view?: { of: ApiTransport; limits: CallLimits }) {
+    this.#options = options;
+    this.limits = view?.limits ?? null;
+    this.quota = view?.of.quota ?? { resetAtMs: 0 };
+    this.#closing = view === undefined ? new AbortController() : view.of.#closing;
     this.baseUrl = validateBaseUrl(options.baseUrl);
     if (!/^[\x21-\x7e]+$/.test(options.apiKey)) {
       throw new RunpodConfigError(
@@ -182,7 +199,11 @@ export class ApiTransport {
     if (!/^[\x20-\x7e]+$/.test(userAgent))
       throw new TypeError('User-Agent must be printable ASCII');
     this.userAgent = userAgent;
-    if (options.dispatcher) {
+    if (view) {
+      // The view's calls go through the same connections; their life stays the transport's.
+      this.dispatcher = view.of.dispatcher;
+      this.ownAgent = null;
+    } else if (options.dispatcher) {
       this.dispatcher = options.dispatcher;
       this.ownAgent = null;
     } else {
@@ -195,19 +216,34 @@ export class ApiTransport {
     this.random = options.random ?? Math.random;
   }
 
+  /** A view's limits (see {@link withLimits}), or null. */
+  get callLimits(): CallLimits | null {
+    return this.limits;
+  }
+
   /** Redacts the API key (and what a call adds) from a text. */
   get redactor(): Redactor {
     return this.#redactor;
   }
 
+  /**
+   * The same transport (connections, quota, key) whose calls keep `limits`: a read-only
+   * command's (see ./callLimits.ts). Disposing the view leaves the transport open.
+   */
+  withLimits(limits: CallLimits): ApiTransport {
+    return new ApiTransport(this.#options, { of: this, limits });
+  }
+
   /** Closes the own connections at once (an injected dispatcher is left alone). */
   dispose(): void {
+    if (this.limits !== null) return;
     this.#closing.abort();
     void this.ownAgent?.destroy().catch(() => undefined);
   }
 
   /** Closes the own connections once in-flight calls are done. */
   async close(): Promise<void> {
+    if (this.limits !== null) return;
     this.#closing.abort();
     await this.ownAgent?.close();
   }
@@ -228,16 +264,26 @@ export class ApiTransport {
     signal: AbortSignal,
   ): Promise<Dispatcher.ResponseData> {
     await this.waitForQuota({ method: 'GET', path, signal });
-    return undici().request(this.url(path, query), {
-      method: 'GET',
-      headers: {
-        ...headers,
-        authorization: `Bearer ${this.#apiKey}`,
-        'user-agent': this.userAgent,
-      },
-      dispatcher: this.dispatcher,
-      signal,
-    });
+    try {
+      return await undici().request(this.url(path, query), {
+        method: 'GET',
+        headers: {
+          ...headers,
+          authorization: `Bearer ${this.#apiKey}`,
+          'user-agent': this.userAgent,
+        },
+        dispatcher: this.dispatcher,
+        signal,
+      });
+    } catch (error) {
+      // Under limits, nothing there is not worth reconnecting to: said once, naming the API.
+      const code = errorCode(error);
+      if (this.limits === null || signal.aborted || !nothingThere(code)) throw error;
+      throw new ApiError(
+        'transport',
+        `could not reach the Runpod API at ${this.baseUrl}: ${this.#redactor.redact(describeTransportError(error))}`,
+      );
+    }
   }
 
   async getOk(
@@ -350,8 +396,21 @@ export class ApiTransport {
       const waitMs = this.retryWaitMs(attempt, outcome);
       const what =
         outcome instanceof TransportFailure ? outcome.reason : `answered ${outcome.status}`;
+      const told =
+        this.limits !== null && !(outcome instanceof TransportFailure) && outcome.status === 429;
+      if (this.limits !== null) {
+        if (outcome instanceof TransportFailure) {
+          if (nothingThere(outcome.code)) return outcome;
+        } else if (
+          outcome.status === 429 &&
+          !this.limits.takeWait(`${spec.method} ${spec.path}`, what, waitMs, this.clock.nowMs())
+        ) {
+          return outcome;
+        }
+      }
       this.log(
-        'warn',
+        // A wait the limits told about is not told twice.
+        told ? 'debug' : 'warn',
         spec.redactor.redact(
           `Runpod ${spec.method} ${spec.path} ${what}: retry ${attempt + 1}/${this.timing.retries} in ${(waitMs / 1000).toFixed(1)} s`,
         ),
@@ -366,8 +425,20 @@ export class ApiTransport {
    * rather than draw a 429. Nothing has been sent yet, so an abort here is a plain AbortError.
    */
   async waitForQuota(spec: Pick<CallSpec, 'method' | 'path' | 'signal'>): Promise<void> {
-    const waitMs = this.quotaResetAtMs - this.clock.nowMs();
+    const waitMs = this.quota.resetAtMs - this.clock.nowMs();
     if (waitMs <= 0) return;
+    const what = `${spec.method} ${spec.path}`;
+    if (this.limits !== null) {
+      if (!this.limits.takeWait(what, 'the quota is spent', waitMs, this.clock.nowMs())) {
+        throw new ApiError(
+          'rate_limited',
+          `Runpod's rate limit is spent for ${Math.ceil(waitMs / 1000)} s more: ${what} was not sent`,
+          { retryAfterMs: waitMs },
+        );
+      }
+      await this.clock.sleep(waitMs, spec.signal);
+      return;
+    }
     this.log(
       'info',
       `Runpod's rate limit is spent: ${spec.method} ${spec.path} waits ${(waitMs / 1000).toFixed(1)} s for the reset`,
@@ -381,7 +452,7 @@ export class ApiTransport {
     const resetMs = rateLimitResetMs(outcome.headers);
     if (resetMs === undefined) return;
     const atMs = this.clock.nowMs() + Math.min(resetMs, this.timing.retryAfterCapMs);
-    this.quotaResetAtMs = Math.max(this.quotaResetAtMs, atMs);
+    this.quota.resetAtMs = Math.max(this.quota.resetAtMs, atMs);
   }
 
   /** Backoff: Runpod's `Retry-After` wins (capped); else base × 2^attempt up to the max, jittered ×0.5–1. */
@@ -453,7 +524,10 @@ export class ApiTransport {
         throw abortError(signal);
       }
       if (timedOut) return new TransportFailure(`no answer within ${timeoutMs} ms`);
-      return new TransportFailure(spec.redactor.redact(describeTransportError(error)));
+      return new TransportFailure(
+        spec.redactor.redact(describeTransportError(error)),
+        errorCode(error),
+      );
     } finally {
       timer.abort();
       signal?.removeEventListener('abort', onAbort);
@@ -538,12 +612,16 @@ export async function readBody(
   return { text: Buffer.concat(chunks).toString('utf8'), tooLarge: false };
 }
 
+/** The `code` of a transport error (`ECONNREFUSED`), if it has one. */
+function errorCode(error: unknown): string | undefined {
+  return typeof error === 'object' && error !== null && 'code' in error
+    ? String((error as { code: unknown }).code)
+    : undefined;
+}
+
 /** A transport error in a few words and its code: never headers or bodies. */
 function describeTransportError(error: unknown): string {
-  const code =
-    typeof error === 'object' && error !== null && 'code' in error
-      ? String((error as { code: unknown }).code)
-      : '';
+  const code = errorCode(error) ?? '';
   const known: Record<string, string> = {
     ECONNREFUSED: 'connection refused',
     ECONNRESET: 'connection reset',
