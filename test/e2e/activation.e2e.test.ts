@@ -55,8 +55,9 @@ describe('Overbrainer in the real VS Code (code-server + Chromium)', function ()
     const expand = saved.getByRole('button', { name: 'Expand Notification' });
     if ((await expand.count()) > 0) await expand.click();
     const source = saved.locator('.notification-list-item-source');
-    await eventually('the notification source', async () =>
-      ((await source.textContent()) ?? '').trim() || undefined,
+    await eventually(
+      'the notification source',
+      async () => ((await source.textContent()) ?? '').trim() || undefined,
     );
     assert.equal((await source.textContent())?.trim(), 'Source: Overbrainer');
     const text = await workbench.page.locator('body').innerText();
