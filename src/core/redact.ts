@@ -5,8 +5,9 @@
  *   secret itself and every 16-character window of it, so a key cut, wrapped or partly echoed by
  *   a server is still hidden; every character covered by a match is replaced, each covered run by
  *   one `[redacted]`;
- * - what is shaped like a secret it never saw: a private key block, a Runpod key (`rpa_…`), the
- *   value of an `Authorization: Bearer` header.
+ * - what is shaped like a secret it never saw: a private key block, or one in base64 (as a pod's
+ *   host key travels in its env: `LS0tLS1CRUdJTi…` is the base64 of `-----BEGIN`), a Runpod key
+ *   (`rpa_…`), a Hugging Face token (`hf_…`), the value of an `Authorization: Bearer` header.
  */
 
 /** Length of the windows of a secret that are redacted wherever they appear. */
@@ -21,13 +22,21 @@ const PRIVATE_KEY_BLOCK =
   /-----BEGIN [A-Z ]*PRIVATE KEY-----[\s\S]*?(-----END [A-Z ]*PRIVATE KEY-----|$)/g;
 const PRIVATE_KEY_REDACTED = '[redacted private key]';
 const RUNPOD_KEY = /\brpa_[A-Za-z0-9]{16,}\b/g;
+const HF_TOKEN = /\bhf_[A-Za-z0-9]{30,}\b/g;
+/** Base64 of a PEM block (`-----BEGIN …`): a key file carried in an env variable. */
+const PEM_BASE64 = /LS0tLS1CRUdJTi[A-Za-z0-9+/=]*/g;
 const BEARER = /(authorization:\s*bearer\s+)\S+/gi;
 
-/** Hides what is shaped like a secret: private key blocks, Runpod keys, bearer tokens. */
+/**
+ * Hides what is shaped like a secret: private key blocks (plain or in base64), Runpod keys,
+ * Hugging Face tokens, bearer tokens.
+ */
 export function redactShapes(text: string): string {
   return text
     .replace(PRIVATE_KEY_BLOCK, PRIVATE_KEY_REDACTED)
+    .replace(PEM_BASE64, PRIVATE_KEY_REDACTED)
     .replace(RUNPOD_KEY, `rpa_${REDACTED}`)
+    .replace(HF_TOKEN, `hf_${REDACTED}`)
     .replace(BEARER, `$1${REDACTED}`);
 }
 

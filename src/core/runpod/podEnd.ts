@@ -4,8 +4,6 @@
  * left to its retrieve grace when the results did not come home; and keeping or releasing a pod
  * at runtime (the keep marker its watchdog honours).
  */
-import * as fs from 'node:fs';
-import * as path from 'node:path';
 import { type Executor } from '../exec/executor';
 import { shQuote } from '../exec/shell';
 import type { PodRecord } from '../runs/podRecord';
@@ -13,14 +11,8 @@ import type { RunRecord } from '../runs/runRecord';
 import { log, warn, type PodCtx } from './context';
 import { sshCommand } from './keys';
 import { rfc3339 } from '../clock';
-import {
-  DEADLINE_FILE,
-  KEEP_MARKER,
-  LEASE_FILE,
-  RETRIEVED_MARKER,
-  WATCHDOG_LOG,
-  BOOTSTRAP_LOG,
-} from './podScripts';
+import { copyPodLogs } from './podLogFiles';
+import { DEADLINE_FILE, KEEP_MARKER, LEASE_FILE, RETRIEVED_MARKER } from './podScripts';
 import { forgetKeys, messageOf, noteStrays, remove, sweep } from './remove';
 
 /** Reads the keep flag (and a release's deadline) another process (the CLI, another window) may have changed. */
@@ -58,7 +50,7 @@ export async function endPod(
   run: RunRecord,
   retrieved: boolean,
 ): Promise<Ending> {
-  await fetchPodLogs(ctx, executor, run);
+  await copyPodLogs(ctx, executor, run);
   syncKeep(ctx, pod);
   if (!retrieved) return unretrieved(ctx, pod, run.id);
   try {
@@ -106,22 +98,6 @@ function unretrieved(ctx: PodCtx, pod: PodRecord, runId: string): Ending {
     `the results of run ${runId} were not retrieved: pod ${name} ${stays}; retrieve them with \`overbrainer train attach ${runId}\`, or remove the pod with \`overbrainer pod rm ${runId}\``,
   );
   return ending;
-}
-
-/** Copies the watchdog's and bootstrap's logs into runs/<id>/.pod/, best effort. */
-async function fetchPodLogs(ctx: PodCtx, executor: Executor, run: RunRecord): Promise<void> {
-  const local = path.join(ctx.store.runDir(run.id), '.pod');
-  for (const name of [WATCHDOG_LOG, BOOTSTRAP_LOG]) {
-    try {
-      const data = await executor.readRange(`${run.remoteDir}/${name}`, 0, 4 * 1024 * 1024);
-      fs.mkdirSync(local, { recursive: true, mode: 0o700 });
-      const file = path.join(local, path.basename(name));
-      if (fs.existsSync(file) && fs.lstatSync(file).isSymbolicLink()) continue;
-      fs.writeFileSync(file, data, { mode: 0o600 });
-    } catch (error) {
-      log(ctx, 'debug', `cannot copy ${name} of run ${run.id}: ${messageOf(error)}`);
-    }
-  }
 }
 
 /**
