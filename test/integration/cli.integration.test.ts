@@ -324,6 +324,24 @@ describe('overbrainer CLI against the Runpod emulator', function () {
     assert.equal(ledgerOf(podId).billing, false);
   });
 
+  it('exit codes of a stopped run: train stop exits 0 once the snapshot is asked for; the train following the run brings it home and exits 1 (stopped)', async () => {
+    const training = start(['train'], LONG_JOB);
+    await waitFor('the job to run', training, () =>
+      training.out.stderr.includes('train: job running'),
+    );
+    const id = onlyRun();
+    const podId = String(podJson(id).pod_id);
+    const stopped = await cli(['train', 'stop', id]);
+    assert.equal(stopped.code, 0, stopped.stderr);
+    assert.match(stopped.stdout, new RegExp(`^train: run ${id} asked for a snapshot`, 'm'));
+    const followed = await training.done;
+    assert.equal(followed.code, 1, followed.stderr);
+    assert.match(followed.stdout.trim(), new RegExp(`^train: run ${id} stopped`));
+    assert.equal(runJson(id).state, 'stopped');
+    assert.equal(podJson(id).state, 'deleted');
+    assert.equal(ledgerOf(podId).billing, false);
+  });
+
   it('Ctrl-C once the job runs only stops following; train cancel then cancels it and deletes the pod', async () => {
     const training = start(['train'], LONG_JOB);
     await waitFor('the job to run', training, () =>

@@ -11,6 +11,7 @@ import {
   ENV_SSH_CLIENT,
   KNOWN_KEYS,
 } from '../../src/core/config';
+import { usageText } from '../../src/cli/help';
 import { PRODUCTION_TIMING } from '../../src/core/timing';
 
 /**
@@ -88,6 +89,28 @@ describe('README', function () {
     const worstMin =
       (PRODUCTION_TIMING.leaseTtlMs + PRODUCTION_TIMING.watchdogIntervalS * 1000) / 60_000;
     assert.ok(safety.includes(`\`max_hours\` + ${worstMin} min`), 'the worst case unfollowed');
+  });
+
+  it('says how many integration files run at a time as scripts/test.sh runs them', function () {
+    const script = readFileSync(path.join(ROOT, 'scripts', 'test.sh'), 'utf8');
+    const jobs = Number(/^INTEGRATION_JOBS=(\d+)$/m.exec(script)?.[1]);
+    const words = ['', 'one', 'two', 'three', 'four', 'five', 'six'][jobs];
+    assert.ok(words, `INTEGRATION_JOBS=${jobs}`);
+    const said = [...README.matchAll(/runs (\w+) files at a time/g)].map((m) => m[1]);
+    assert.deepEqual(said, [words]);
+  });
+
+  it("the exit-code table says what the CLI's own help says: a failed, stopped or cancelled run exits 1", function () {
+    const help = usageText();
+    assert.match(help, /1 a failed, stopped or cancelled run, or an error/);
+    const row = section('### Exit codes')
+      .split('\n')
+      .find((line) => line.startsWith('| 1 '));
+    assert.ok(row?.includes('a failed, stopped or cancelled run'), row);
+    assert.ok(
+      section('### Exit codes').includes('`train stop` that ended `stopped`'),
+      'train stop itself exits 0',
+    );
   });
 
   it('shows images that exist and links to files that exist', function () {
