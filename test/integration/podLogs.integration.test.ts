@@ -7,6 +7,7 @@
  */
 import assert from 'node:assert/strict';
 import * as fs from 'node:fs';
+import * as net from 'node:net';
 import * as os from 'node:os';
 import * as path from 'node:path';
 import { systemClock } from '../../src/core/clock';
@@ -335,6 +336,48 @@ describe('pod logs: a pod deleted before its job started leaves its log and its 
     const unknown = await runCli(l, ['runs', 'logs', 'no-such-run', '--pod']);
     assert.equal(unknown.code, 1);
     assert.match(unknown.stderr, /no run no-such-run/);
+  });
+
+  it('runs logs --pod from the API, without --follow, is a read-only command: a 429 is waited out and said, then the stream is read; a refused connection fails at once naming the base URL', async function () {
+    const l = await lab();
+    const { id } = await failedBoot(l);
+    // No kept log: the API is asked.
+    fs.rmSync(path.join(l.runDir(id), POD_LOG_FILE));
+    const from = l.emulator.requests().length;
+    // Longer than the replay's drain time (5 s / 8 here): the wait must not be cut short by it.
+    await l.emulator.faults.rateLimit('getPodLogs', 3, 1);
+    const limited = await runCli(l, ['runs', 'logs', id, '--pod']);
+    assert.equal(limited.code, 0, limited.stderr);
+    assert.match(
+      limited.stderr,
+      /^rate limit: Runpod's GET \/pods\/\S+\/logs answered 429; sent again in 3 s/m,
+    );
+    // Then the stream was asked again and said the pod is gone.
+    assert.deepEqual(
+      l.emulator
+        .requests()
+        .slice(from)
+        .filter((r) => r.route === 'getPodLogs')
+        .map((r) => r.status),
+      [429, 404],
+    );
+    assert.match(limited.stderr, /pod \S+ is gone/);
+
+    const closed = net.createServer();
+    await new Promise<void>((resolve) => closed.listen(0, '127.0.0.1', resolve));
+    const port = (closed.address() as net.AddressInfo).port;
+    await new Promise<void>((resolve) => closed.close(() => resolve()));
+    const url = `http://127.0.0.1:${port}/v2`;
+    const refused = await runCli(l, ['runs', 'logs', id, '--pod'], {
+      OVERBRAINER_RUNPOD__BASE_URL: url,
+    });
+    assert.equal(refused.code, 1, refused.stderr);
+    assert.ok(
+      refused.stderr.includes(
+        `error: could not reach the Runpod API at ${url}: connection refused (ECONNREFUSED)`,
+      ),
+      refused.stderr,
+    );
   });
 
   it('a bootstrap failure before sshd: the error says the watchdog verdict and the log lines; runs/<id>/.pod/pod.log keeps the boot', async function () {
