@@ -47,6 +47,7 @@ async function main(): Promise<void> {
     status: area === null ? undefined : (lines) => area.set(lines),
     env: process.env,
     cwd: process.cwd(),
+    terminal: { stdin: process.stdin, stdout: process.stdout },
     onInterrupt: (handler) => {
       // Replaces Node's default exit on SIGINT for as long as the command may need to clean up.
       process.on('SIGINT', handler);

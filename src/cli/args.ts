@@ -25,6 +25,7 @@ export type Command =
   | { kind: 'attach' | 'cancel' | 'stop' | 'keep' | 'release'; runId: string }
   | { kind: 'runs_ls'; json?: true }
   | { kind: 'runs_show'; runId: string; json?: true }
+  | { kind: 'runs_ssh'; runId: string }
   | { kind: 'spend'; sinceMs: number | null; json: boolean }
   | {
       kind: 'runs_logs';
@@ -258,6 +259,8 @@ export function parseArgs(argv: readonly string[]): Parsed {
         dir,
         command: { kind: 'runs_show', runId: one(positional, what, 'a RUN_ID'), ...json(values) },
       };
+    case 'runs ssh':
+      return { dir, command: { kind: 'runs_ssh', runId: one(positional, what, 'a RUN_ID') } };
     case 'runs logs':
       return { dir, command: runsLogs(positional, values) };
     case 'spend': {

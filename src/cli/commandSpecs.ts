@@ -100,6 +100,19 @@ export const COMMAND_SPECS: readonly CommandSpec[] = [
     example: 'overbrainer runs show tiny_20261204-060000',
   },
   {
+    name: 'runs ssh',
+    args: 'RUN_ID',
+    summary: "open a shell on a run's pod (a kept one, or one still running)",
+    details: [
+      'With the target\'s ssh_client: "openssh" runs the system ssh with every option on its',
+      'command line and no configuration file (`runs show` prints that command); "builtin" uses',
+      "Overbrainer's own SSH client. The host key is the one pinned when the pod was created.",
+      'A run folder Overbrainer did not write (not private to you) is refused.',
+    ],
+    options: {},
+    example: 'overbrainer runs ssh tiny_20261204-060000',
+  },
+  {
     name: 'runs logs',
     args: 'RUN_ID',
     summary: "the job's log (runs/RUN_ID/job.log), or with --pod the pod's log",

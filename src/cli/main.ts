@@ -14,6 +14,7 @@ import { initCommand } from './commands/init';
 import { podDataCenters, podGpus, podLs, podRm, podTemplates, podVolumes } from './commands/pod';
 import { runsLogs, runsLs } from './commands/runs';
 import { runsShow } from './commands/runsShow';
+import { runsSsh } from './commands/runsSsh';
 import { spend } from './commands/spend';
 import { attachOrCancel, dryRun, keepCommand, stopRun, trainCommand } from './commands/train';
 import { commandHelp } from './help';
@@ -84,6 +85,8 @@ function dispatch(
       return runsLs(s, command.json === true);
     case 'runs_show':
       return runsShow(s, command.runId, command.json === true);
+    case 'runs_ssh':
+      return runsSsh(s, command.runId);
     case 'spend':
       return spend(s, command.sinceMs, command.json);
     case 'runs_logs':

@@ -55,11 +55,19 @@ export interface CliIo {
   /** Installs the Ctrl-C handler (replacing the default exit); returns its remover. */
   onInterrupt(handler: () => void): () => void;
   clock?: Clock;
+  /** The process's own stdin and stdout, for `runs ssh` (absent: in-process tests). */
+  terminal?: CliTerminal;
   /**
    * Only when stderr is a terminal: replaces the block of status lines redrawn in place below
    * the stderr lines (the boot log's last lines while a pod provisions). Absent: plain lines.
    */
   status?: (lines: string[]) => void;
+}
+
+/** The process's stdin and stdout as `runs ssh` hands them to a shell. */
+export interface CliTerminal {
+  stdin: NodeJS.ReadStream;
+  stdout: NodeJS.WriteStream;
 }
 
 /** Exit codes. */

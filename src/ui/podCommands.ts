@@ -1,8 +1,5 @@
-import * as fs from 'node:fs';
-import * as path from 'node:path';
 import type * as vscode from 'vscode';
 import { keepPod } from '../core/flow';
-import { alias } from '../core/runpod/keys';
 import {
   PodAdminError,
   removePodById,
@@ -12,6 +9,8 @@ import {
 } from '../core/runpod/podAdmin';
 import { errorText } from './errorText';
 import type { UiContext } from './uiContext';
+
+export { openSshTerminal } from './sshTerminal';
 
 const FORCE_CHOICE = 'Force: Delete Anyway';
 
@@ -215,34 +214,4 @@ function forceDetail(kind: PodAdminErrorKind, runId: string): string {
     case 'run_still_running':
       return `Force deletes the training pod of run ${runId} while its job may still run: the job stops, its results not yet retrieved are lost, and the run is marked failed.`;
   }
-}
-
-/** Open SSH Terminal: `ssh -F <run>/ssh/config <alias>` in a terminal of the run's folder. */
-export async function openSshTerminal(ctx: UiContext, arg: unknown): Promise<void> {
-  if (!(await ctx.requireTrust('open an SSH connection'))) return;
-  const run = await ctx.pickRun(
-    arg,
-    (r) =>
-      r.pod !== null &&
-      (r.pod.state === 'running' || r.pod.state === 'kept' || r.pod.state === 'ready'),
-    'open a terminal on',
-  );
-  if (!run) return;
-  const folder = ctx.folderOfRun(run);
-  if (!folder) return;
-  const config = path.join(path.dirname(run.dir), run.id, 'ssh', 'config');
-  if (!fs.existsSync(config)) {
-    void ctx.window.showErrorMessage(
-      `Run ${run.id} has no ssh/config: its pod never became reachable, or its keys were removed with the pod.`,
-    );
-    return;
-  }
-  const rel = path.relative(folder.uri.fsPath, config);
-  const terminal = ctx.window.createTerminal({
-    name: `Overbrainer ${run.id}`,
-    cwd: folder.uri,
-    shellPath: 'ssh',
-    shellArgs: ['-F', rel, alias(run.id)],
-  });
-  terminal.show();
 }

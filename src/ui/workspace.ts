@@ -1,4 +1,3 @@
-import * as path from 'node:path';
 import type { Clock } from '../core/clock';
 import {
   ENV_API_KEY,
@@ -210,11 +209,6 @@ export class WorkspaceSession {
     } catch {
       return null;
     }
-  }
-
-  /** `runs/<id>/ssh/config` relative to the workspace folder, for the terminal's command line. */
-  sshConfigPath(runId: string): string {
-    return path.relative(this.dir, path.join(this.store.sshDir(runId), 'config'));
   }
 
   async close(): Promise<void> {

@@ -213,7 +213,7 @@ describe('User journeys in the real VS Code against the Runpod emulator', functi
     const terminal = panel.locator('.terminal-wrapper .xterm').first();
     await terminal.waitFor({ state: 'visible' });
     const proof = path.join(emulator.pod(podId)!.dirs.workspace, 'ob-e2e-proof');
-    // Typed into the pod's shell over `ssh -F runs/<id>/ssh/config overbrainer-<id>`: the file
+    // Typed into the pod's shell over `ssh -F none …` (every option on its command line): the file
     // appears in the emulator pod's /workspace.
     await eventually(
       'a command typed into the SSH terminal to run on the pod',

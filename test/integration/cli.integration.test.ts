@@ -210,7 +210,7 @@ describe('overbrainer CLI against the Runpod emulator', function () {
     assert.equal(pod.deadline, null);
     assert.equal(runJson(id).state, 'succeeded');
     assert.ok(fs.existsSync(path.join(runsDir(), id, 'output', 'model.json')));
-    assert.ok(ran.stderr.includes(`ssh -F runs/${id}/ssh/config overbrainer-${id}`), ran.stderr);
+    assert.ok(ran.stderr.includes(`kept (--keep-pod): \`overbrainer runs ssh ${id}\``), ran.stderr);
     assert.ok(
       ran.stderr.includes('watchdog armed, kept with no time limit (--keep-pod)'),
       ran.stderr,
@@ -424,9 +424,7 @@ describe('overbrainer CLI against the Runpod emulator', function () {
     const kept = await cli(['train', 'keep', id]);
     assert.equal(kept.code, 0, kept.stderr);
     assert.ok(
-      kept.stdout.includes(
-        `pod: ${podId} kept: \`ssh -F runs/${id}/ssh/config overbrainer-${id}\``,
-      ),
+      kept.stdout.includes(`pod: ${podId} kept: \`overbrainer runs ssh ${id}\``),
       kept.stdout,
     );
     assert.equal(podJson(id).keep, true);

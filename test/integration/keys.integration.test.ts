@@ -1,7 +1,7 @@
 /**
- * The per-run keys and ssh config against the real OpenSSH: a real sshd
+ * The per-run keys and pinned known_hosts against the real OpenSSH: a real sshd
  * serving the generated host key (as a pod's bootstrap installs it) and the
- * system `ssh -F runs/<id>/ssh/config overbrainer-<id>`.
+ * system `ssh -F none …` with the options the product hands out (opensshArgs).
  */
 import assert from 'node:assert/strict';
 import { spawn, type ChildProcess } from 'node:child_process';
@@ -11,10 +11,13 @@ import * as os from 'node:os';
 import * as path from 'node:path';
 import {
   alias,
+  CLIENT_KEY,
   forgetClientKey,
   generateRunKeys,
-  writeSshConfig,
+  writeKnownHosts,
+  type SshEndpoint,
 } from '../../src/core/runpod/keys';
+import { opensshArgs } from '../../src/core/runpod/sshAccess';
 import { RunStore } from '../../src/core/runs';
 import { systemClock } from '../../src/core/clock';
 
@@ -114,24 +117,36 @@ interface SshResult {
   stderr: string;
 }
 
-/** The system ssh, exactly as a user would type it from the workspace, with a throwaway HOME. */
+/** The system ssh with the product's options for the run's files, with a throwaway HOME. */
 async function ssh(
   workspace: string,
   home: string,
   runId: string,
   command: string,
 ): Promise<SshResult> {
+  const sshDir = path.join(workspace, 'runs', runId, 'ssh');
+  const endpoint = JSON.parse(fs.readFileSync(path.join(sshDir, 'endpoint.json'), 'utf8')) as {
+    endpoint: SshEndpoint;
+    pinned: string;
+  };
+  const args = opensshArgs({
+    runId,
+    alias: alias(runId),
+    endpoint: endpoint.endpoint,
+    keyFile: path.join(sshDir, CLIENT_KEY),
+    knownHostsFile: path.join(sshDir, 'known_hosts'),
+    hostPublicKey: endpoint.pinned,
+  });
   return new Promise((resolve, reject) => {
     const child = spawn(
       'ssh',
       [
-        '-F',
-        `runs/${runId}/ssh/config`,
+        ...args.slice(0, -1),
         '-o',
         'BatchMode=yes',
         '-o',
         'ConnectTimeout=10',
-        alias(runId),
+        ...args.slice(-1),
         command,
       ],
       {
@@ -149,7 +164,7 @@ async function ssh(
   });
 }
 
-describe('keys: the run ssh config against a real sshd', function () {
+describe('keys: the run key and pinned known_hosts against a real sshd', function () {
   this.timeout(60_000);
   let dir: string;
   let home: string;
@@ -186,16 +201,17 @@ describe('keys: the run ssh config against a real sshd', function () {
     const keys = generateRunKeys(sshDir, alias(runId));
     const daemon = await startSshd(dir, keys.hostPrivateB64, keys.clientPublic);
     daemons.push(daemon);
-    writeSshConfig(
-      sshDir,
-      alias(runId),
-      { host: '127.0.0.1', port: daemon.port, user: os.userInfo().username },
-      pinned ?? keys.hostPublic,
+    const endpoint = { host: '127.0.0.1', port: daemon.port, user: os.userInfo().username };
+    writeKnownHosts(sshDir, alias(runId), pinned ?? keys.hostPublic);
+    // Where the test's ssh finds the endpoint (the product reads it from pod.json).
+    fs.writeFileSync(
+      path.join(sshDir, 'endpoint.json'),
+      JSON.stringify({ endpoint, pinned: pinned ?? keys.hostPublic }),
     );
     return { sshDir, daemon };
   }
 
-  it('ssh -F runs/<id>/ssh/config overbrainer-<id> logs in with the pinned host key', async () => {
+  it('ssh -F none with the run key and known_hosts logs in with the pinned host key', async () => {
     const runId = 'tiny_20260929-120000';
     const { daemon } = await pinnedDaemon(runId);
 

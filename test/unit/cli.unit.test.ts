@@ -100,7 +100,8 @@ describe('cli: the command line', () => {
         ['pod', 'gpus', '--min-vram', 'lots'],
         /^--min-vram takes a number of at least 1, not lots$/,
       ],
-      [['runs'], /^runs has no subcommand \(none\) \(ls, show, logs\)$/],
+      [['runs'], /^runs has no subcommand \(none\) \(ls, show, ssh, logs\)$/],
+      [['runs', 'ssh'], /^runs ssh needs a RUN_ID$/],
       [['runs', 'logs'], /^runs logs needs a RUN_ID$/],
       [
         ['runs', 'logs', 'r', '--follow'],

@@ -6,12 +6,12 @@ import * as path from 'node:path';
 import { utils } from 'ssh2';
 import {
   alias,
+  checkEndpoint,
   forgetClientKey,
   generateRunKeys,
   KeysError,
   sshCommand,
-  sshConfigText,
-  writeSshConfig,
+  writeKnownHosts,
 } from '../../src/core/runpod/keys';
 
 const ENDPOINT = { host: '203.0.113.7', port: 40122, user: 'root' };
@@ -27,7 +27,8 @@ function publicOf(privateKey: string): string {
 describe('keys: names', () => {
   it('alias and the ssh command of a run', () => {
     assert.equal(alias('my_model_20260929-120000'), 'overbrainer-my_model_20260929-120000');
-    assert.equal(sshCommand('r1'), 'ssh -F runs/r1/ssh/config overbrainer-r1');
+    assert.equal(sshCommand('r1'), 'overbrainer runs ssh r1');
+    assert.throws(() => sshCommand('../x'), KeysError);
     for (const bad of ['../x', 'a b', '', 'a\nb']) {
       assert.throws(
         () => alias(bad),
@@ -114,85 +115,46 @@ describe('keys: generateRunKeys', () => {
   });
 });
 
-describe('keys: ssh config', () => {
+describe('keys: known_hosts', () => {
   let dir: string;
   beforeEach(() => {
     dir = fs.mkdtempSync(path.join(os.tmpdir(), 'ob keys %h-'));
   });
   afterEach(() => fs.rmSync(dir, { recursive: true, force: true }));
 
-  it('pins the alias, ignores the agent, and quotes absolute paths with % doubled', () => {
+  it('pins the key under the alias (0600 in a 700 dir) and removes any ssh config found there', () => {
     const sshDir = path.join(dir, 'ssh');
-    const config = writeSshConfig(
-      sshDir,
-      'overbrainer-r1',
-      ENDPOINT,
-      'ssh-ed25519 AAAAkey comment',
-    );
-    const quoted = (name: string): string => `"${path.join(sshDir, name).replace(/%/g, '%%')}"`;
-    assert.equal(config, path.join(sshDir, 'config'));
-    assert.equal(
-      fs.readFileSync(config, 'utf8'),
-      [
-        'Host overbrainer-r1',
-        '  HostName 203.0.113.7',
-        '  Port 40122',
-        '  User root',
-        `  IdentityFile ${quoted('id_ed25519')}`,
-        '  IdentitiesOnly yes',
-        '  IdentityAgent none',
-        `  UserKnownHostsFile ${quoted('known_hosts')}`,
-        '  GlobalKnownHostsFile /dev/null',
-        '  HostKeyAlias overbrainer-r1',
-        '  CheckHostIP no',
-        '  StrictHostKeyChecking yes',
-        '  UpdateHostKeys no',
-        '  PasswordAuthentication no',
-        '  KbdInteractiveAuthentication no',
-        '',
-      ].join('\n'),
-    );
-    assert.equal(
-      fs.readFileSync(path.join(sshDir, 'known_hosts'), 'utf8'),
-      'overbrainer-r1 ssh-ed25519 AAAAkey\n',
-    );
-    assert.equal(fs.statSync(config).mode & 0o777, 0o600);
+    fs.mkdirSync(sshDir, { mode: 0o755 });
+    fs.writeFileSync(path.join(sshDir, 'config'), 'Host *\n  ProxyCommand sh -c id\n');
+    fs.writeFileSync(path.join(sshDir, 'known_hosts'), '* ssh-ed25519 AAAAother\n', {
+      mode: 0o644,
+    });
+    const file = writeKnownHosts(sshDir, 'overbrainer-r1', 'ssh-ed25519 AAAAkey comment');
+    assert.equal(file, path.join(sshDir, 'known_hosts'));
+    assert.equal(fs.readFileSync(file, 'utf8'), 'overbrainer-r1 ssh-ed25519 AAAAkey\n');
+    assert.equal(fs.statSync(file).mode & 0o777, 0o600);
     assert.equal(fs.statSync(sshDir).mode & 0o777, 0o700);
+    assert.deepEqual(fs.readdirSync(sshDir), ['known_hosts']);
   });
 
-  it('rewrites both files for a new endpoint (a pod reset changes its port)', () => {
-    const sshDir = path.join(dir, 'ssh');
-    writeSshConfig(sshDir, 'overbrainer-r1', ENDPOINT, 'ssh-ed25519 AAAAkey');
-    writeSshConfig(
-      sshDir,
-      'overbrainer-r1',
-      { ...ENDPOINT, port: 2222, host: 'ssh.example.net' },
-      'ssh-ed25519 AAAAkey',
-    );
-    const text = fs.readFileSync(path.join(sshDir, 'config'), 'utf8');
-    assert.match(text, /^ {2}HostName ssh\.example\.net$/m);
-    assert.match(text, /^ {2}Port 2222$/m);
-    assert.equal(
-      fs.readFileSync(path.join(sshDir, 'known_hosts'), 'utf8'),
-      'overbrainer-r1 ssh-ed25519 AAAAkey\n',
-    );
-  });
-
-  it('refuses endpoints no pod has, before writing anything', () => {
-    const sshDir = path.join(dir, 'ssh');
+  it('refuses endpoints no pod has', () => {
     const bad = [
       { ...ENDPOINT, host: '1.2.3.4\n  ProxyCommand x' },
       { ...ENDPOINT, host: '' },
       { ...ENDPOINT, host: 'a b' },
+      { ...ENDPOINT, host: '-oProxyCommand=x' },
+      { ...ENDPOINT, host: '-v' },
       { ...ENDPOINT, user: 'root x' },
       { ...ENDPOINT, user: '' },
+      { ...ENDPOINT, user: '-oProxyCommand=x' },
+      { ...ENDPOINT, user: '-Fconfig' },
       { ...ENDPOINT, port: 0 },
       { ...ENDPOINT, port: 65536 },
       { ...ENDPOINT, port: 22.5 },
     ];
     for (const endpoint of bad) {
       assert.throws(
-        () => writeSshConfig(sshDir, 'overbrainer-r1', endpoint, 'ssh-ed25519 AAAAkey'),
+        () => checkEndpoint(endpoint),
         (error: unknown) =>
           error instanceof KeysError &&
           error.kind === 'invalid_endpoint' &&
@@ -200,31 +162,14 @@ describe('keys: ssh config', () => {
         JSON.stringify(endpoint),
       );
     }
-    assert.equal(fs.existsSync(sshDir), false);
-    assert.ok(
-      writeSshConfig(
-        sshDir,
-        'overbrainer-r1',
-        { host: '::1', port: 65535, user: 'a.b_c-d' },
-        'ssh-ed25519 AAAAkey',
-      ),
-    );
+    checkEndpoint({ host: '::1', port: 65535, user: 'a.b_c-d' });
   });
 
-  it('refuses a host key that is not one ed25519 key, and paths an ssh config cannot hold', () => {
+  it('refuses a host key that is not one ed25519 key', () => {
     for (const key of ['ssh-rsa AAAAkey', 'ssh-ed25519 AAAA\nx ssh-ed25519 BBBB', '']) {
-      assert.throws(
-        () => writeSshConfig(path.join(dir, 'ssh'), 'overbrainer-r1', ENDPOINT, key),
-        KeysError,
-      );
+      assert.throws(() => writeKnownHosts(path.join(dir, 'ssh'), 'overbrainer-r1', key), KeysError);
     }
-    assert.throws(
-      () => sshConfigText('overbrainer-r1', ENDPOINT, '/a"b/id', '/kh'),
-      (error: unknown) =>
-        error instanceof KeysError &&
-        error.kind === 'invalid_path' &&
-        /Move the workspace/.test(error.hint),
-    );
+    assert.equal(fs.existsSync(path.join(dir, 'ssh')), false);
   });
 });
 
@@ -238,9 +183,9 @@ describe('keys: forgetClientKey', () => {
   it('removes only the private client key; absent counts as gone', () => {
     const sshDir = path.join(dir, 'ssh');
     generateRunKeys(sshDir, 'overbrainer-r1');
-    writeSshConfig(sshDir, 'overbrainer-r1', ENDPOINT, 'ssh-ed25519 AAAAkey');
+    writeKnownHosts(sshDir, 'overbrainer-r1', 'ssh-ed25519 AAAAkey');
     assert.equal(forgetClientKey(sshDir), true);
-    assert.deepEqual(fs.readdirSync(sshDir).sort(), ['config', 'id_ed25519.pub', 'known_hosts']);
+    assert.deepEqual(fs.readdirSync(sshDir).sort(), ['id_ed25519.pub', 'known_hosts']);
     assert.equal(forgetClientKey(sshDir), true);
     assert.equal(forgetClientKey(path.join(dir, 'never-made')), true);
   });

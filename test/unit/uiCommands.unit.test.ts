@@ -6,7 +6,7 @@ import { CONFIG_FILE, configTemplate } from '../../src/core/config';
 import { createConfig } from '../../src/ui/configCommands';
 import { act } from '../../src/ui/coreEvents';
 import { attach } from '../../src/ui/following';
-import { openSshTerminal, keep, removePod } from '../../src/ui/podCommands';
+import { keep, removePod } from '../../src/ui/podCommands';
 import type { RunSummary } from '../../src/ui/runsModel';
 import { cancel, resume } from '../../src/ui/stopCommands';
 import { train } from '../../src/ui/trainCommand';
@@ -113,24 +113,6 @@ describe('ui command handlers (against a fake of the vscode window)', function (
     assert.ok(ask?.kind === 'warning' && ask.modal);
     assert.match(ask.detail ?? '', /carries no run marker/);
     assert.ok(!fake.shown.some((s) => s.kind === 'progress'));
-  });
-
-  it('Open SSH Terminal on a run without ssh/config says why, and opens ssh -F when it has one', async function () {
-    const r = run(path.join(dir, 'runs', 'r1'));
-    const { ctx, fake } = fakeContext([r]);
-    fake.folders = [folder(dir)];
-    await openSshTerminal(ctx, r);
-    assert.match(fake.messages()[0] ?? '', /^error: Run r1 has no ssh\/config/);
-    fs.mkdirSync(path.join(r.dir, 'ssh'), { recursive: true });
-    fs.writeFileSync(path.join(r.dir, 'ssh', 'config'), '');
-    await openSshTerminal(ctx, r);
-    const terminal = fake.shown.find((s) => s.kind === 'terminal');
-    assert.ok(terminal?.kind === 'terminal');
-    assert.equal(terminal.options.shellPath, 'ssh');
-    assert.deepEqual(terminal.options.shellArgs?.slice(0, 2), [
-      '-F',
-      path.join('runs', 'r1', 'ssh', 'config'),
-    ]);
   });
 
   it('Create overbrainer.toml writes the template once and opens it; an existing file is kept', async function () {

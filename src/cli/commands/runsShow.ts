@@ -8,7 +8,16 @@
 import * as fs from 'node:fs';
 import * as path from 'node:path';
 import type { TrainMetric } from '../../core/events';
+import type { OverbrainerConfig } from '../../core/config/types';
+import { KeysError, sshCommand } from '../../core/runpod/keys';
 import { messageOf } from '../../core/runpod/remove';
+import {
+  hasShell,
+  opensshCommandLine,
+  prepareSshAccess,
+  sshClientFor,
+  SshAccessError,
+} from '../../core/runpod/sshAccess';
 import { runSpendLines } from '../../core/runs/spend';
 import type { PodRecord } from '../../core/runs/podRecord';
 import type { RunRecord } from '../../core/runs/runRecord';
@@ -32,6 +41,40 @@ export interface RunView {
   etaMs: number | null;
   /** runs/RUN_ID/output when it holds files. */
   outputPath: string | null;
+  /** How to open a shell on the run's pod, when it has one ({@link shellWords}). */
+  ssh?: ShellWords | null;
+}
+
+/** The shell on a run's pod: a command to type, or why there is none. */
+export type ShellWords =
+  | { client: 'openssh' | 'builtin'; command: string; refused: null }
+  | { client: 'openssh' | 'builtin'; command: null; refused: string };
+
+/**
+ * How to open a shell on the pod of `view`, or null when it has none: with `ssh_client =
+ * "openssh"`, the system `ssh` command as it is to be typed in `cwd` (no configuration file,
+ * every option on its line; known_hosts written afresh now); with `builtin`, `overbrainer runs
+ * ssh`, since no system command uses Overbrainer's own client. A run folder Overbrainer did not
+ * write is refused, said in `refused`.
+ */
+export function shellWords(
+  store: RunStore,
+  view: RunView,
+  config: OverbrainerConfig | null,
+  env: Readonly<Record<string, string | undefined>>,
+  cwd: string,
+): ShellWords | null {
+  if (!hasShell(view.pod)) return null;
+  const client = sshClientFor(config, view.run.target, env);
+  try {
+    const access = prepareSshAccess(store, view.pod);
+    const command =
+      client === 'openssh' ? opensshCommandLine(access, cwd) : sshCommand(view.run.id);
+    return { client, command, refused: null };
+  } catch (error) {
+    if (!(error instanceof SshAccessError) && !(error instanceof KeysError)) throw error;
+    return { client, command: null, refused: `${error.message}. ${error.hint ?? ''}`.trim() };
+  }
 }
 
 /** Reads what the run's records say. */
@@ -102,6 +145,7 @@ export function nextCommands(view: RunView): string[] {
     default:
       return [
         `overbrainer runs logs ${id}   its job's log`,
+        ...(hasShell(view.pod) ? [`overbrainer runs ssh ${id}   open a shell on its pod`] : []),
         ...(podLive ? [`overbrainer pod rm ${id}   delete its kept pod`] : []),
       ];
   }
@@ -127,6 +171,14 @@ export function runShowLines(view: RunView, spendLines: readonly string[] = []):
     );
     if (pod.deadline !== null && pod.state !== 'deleted')
       lines.push(`  deadline: deleted by ${pod.deadline} at the latest`);
+  }
+  const ssh = view.ssh ?? null;
+  if (ssh !== null) {
+    lines.push(
+      ssh.command === null
+        ? `  ssh:     refused: ${ssh.refused}`
+        : `  ssh:     ${ssh.command}${ssh.client === 'builtin' ? '   (ssh_client = "builtin": no system ssh command)' : ''}`,
+    );
   }
   if (spendLines.length === 0) lines.push(`  spend:   ${spendWords(pod)}`);
   else lines.push(...spendLines.map((line) => `  ${line}`));
@@ -182,6 +234,10 @@ export function runShowJson(view: RunView): Record<string, unknown> {
     last_loss: view.lastLoss,
     eta_seconds: view.etaMs === null ? null : Math.round(view.etaMs / 1000),
     output_path: view.outputPath,
+    ssh:
+      view.ssh === undefined || view.ssh === null
+        ? null
+        : { client: view.ssh.client, command: view.ssh.command, refused: view.ssh.refused },
     next: nextCommands(view).map((line) => line.split(/\s{2,}/)[0]?.trim() ?? line),
   };
 }
@@ -196,13 +252,15 @@ export async function runsShow(s: Session, runId: string, json: boolean): Promis
     return EXIT_FAILED;
   }
   const view = await runView(s.store, runId);
-  if (json) return printJson(s, runShowJson(view));
-  let budget = null;
+  let config: OverbrainerConfig | null = null;
   try {
-    budget = s.config(false)?.budget ?? null;
+    config = s.config(false);
   } catch {
     // A broken overbrainer.toml does not hide the run: its spend is shown without the budget.
   }
+  view.ssh = shellWords(s.store, view, config, s.env, s.io.cwd);
+  if (json) return printJson(s, runShowJson(view));
+  const budget = config?.budget ?? null;
   const spend = runSpendLines(s.store, runId, budget, s.clock.nowMs(), { etaMs: view.etaMs });
   for (const line of runShowLines(view, spend)) s.io.stdout(line);
   return EXIT_OK;

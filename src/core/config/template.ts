@@ -81,7 +81,8 @@ max_hours = 6
 # Largest size (GB) overbrainer may grow that volume to when a run fills it.
 # A grow is permanent and billed. Only with network_volume_id.
 # max_volume_gb = 200
-# SSH client for your own ssh sessions to a kept pod: "openssh" or "builtin".
+# Your shells on a pod (Open SSH Terminal, overbrainer runs ssh): "openssh",
+# the system ssh (no config file read), or "builtin", Overbrainer's own client.
 # ssh_client = "openssh"
 
 # [targets.here]

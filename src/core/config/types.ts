@@ -81,7 +81,10 @@ export interface RunpodTargetConfig {
   networkVolumeId: string | null;
   /** Largest size overbrainer may grow the network volume to; null: never grows. */
   maxVolumeGb: number | null;
-  /** The SSH client for the user's own `ssh` commands (OVERBRAINER_SSH_CLIENT overrides). */
+  /**
+   * The client of the user's shells on a pod (Open SSH Terminal, `runs ssh`, the command `runs
+   * show` prints): the system `ssh`, or Overbrainer's own (OVERBRAINER_SSH_CLIENT overrides).
+   */
   sshClient: 'openssh' | 'builtin';
 }
 

@@ -1,14 +1,13 @@
 /**
- * Per-run SSH keys and the per-run ssh config: `runs/<run-id>/ssh/`.
+ * Per-run SSH keys and the pinned host key: `runs/<run-id>/ssh/`.
  *
  * Both keys are ed25519, generated in-process (ssh2's generator writes the
  * OpenSSH formats; no ssh-keygen needed). The pod's host key is sent in the
  * create call's env (base64 of its OpenSSH private key file) and never
  * written to disk here; its public half is pinned in `known_hosts` under a
- * `HostKeyAlias`, so a new public port after a pod reset only changes the
- * config, never the pinned key. The config is meant for `ssh -F`, which then
- * ignores ~/.ssh/config and /etc/ssh/ssh_config: no user setting can weaken
- * the connection (agent, other identities, other known hosts).
+ * `HostKeyAlias`, so a new public port after a pod reset never changes the
+ * pinned key. No ssh config file is written: the user's own `ssh` gets every
+ * option on its command line (./sshAccess.ts).
  */
 import { HintedError } from '../errors';
 import * as fs from 'node:fs';
@@ -17,12 +16,11 @@ import { generateEd25519KeyPair } from '../exec/sshKeys';
 
 export const CLIENT_KEY = 'id_ed25519';
 export const CLIENT_PUBLIC_KEY = 'id_ed25519.pub';
+/** What older versions wrote for `ssh -F`; removed wherever found (see {@link writeKnownHosts}). */
 export const SSH_CONFIG = 'config';
 export const KNOWN_HOSTS = 'known_hosts';
-/** Relative to the workspace: `runs/<id>/ssh`. */
-const RUNS_SSH = (runId: string): string => `runs/${runId}/ssh`;
 
-export type KeysErrorKind = 'invalid_alias' | 'invalid_endpoint' | 'invalid_path' | 'io';
+export type KeysErrorKind = 'invalid_alias' | 'invalid_endpoint' | 'io';
 
 export class KeysError extends HintedError {
   declare readonly hint: string;
@@ -71,9 +69,14 @@ export function alias(runId: string): string {
   return `overbrainer-${runId}`;
 }
 
-/** The command reaching a kept pod from the workspace: `ssh -F runs/<id>/ssh/config overbrainer-<id>`. */
+/**
+ * The command opening a shell on a kept pod: `overbrainer runs ssh <id>`, which checks the run
+ * folder and uses the target's `ssh_client` (./sshAccess.ts); never a command naming a file of
+ * the run folder that a cloned repository could have put there.
+ */
 export function sshCommand(runId: string): string {
-  return `ssh -F ${RUNS_SSH(runId)}/${SSH_CONFIG} ${alias(runId)}`;
+  alias(runId); // a run ID, or a KeysError
+  return `overbrainer runs ssh ${runId}`;
 }
 
 function checkAlias(name: string): void {
@@ -151,10 +154,14 @@ function withNewline(text: string): string {
   return text.endsWith('\n') ? text : `${text}\n`;
 }
 
-/** Refuses what Runpod could send that no host or user name holds (a line break would add config lines). */
+/**
+ * Refuses what Runpod (or a damaged pod.json) could give that no host or user name holds: a
+ * space or a line break, and a leading `-`, which the system ssh would read as an option
+ * (`-Fconfig` names a configuration file).
+ */
 export function checkEndpoint(endpoint: SshEndpoint): void {
-  const hostOk = /^[A-Za-z0-9.:-]{1,253}$/.test(endpoint.host);
-  const userOk = /^[A-Za-z0-9._-]{1,64}$/.test(endpoint.user);
+  const hostOk = /^[A-Za-z0-9.:][A-Za-z0-9.:-]{0,252}$/.test(endpoint.host);
+  const userOk = /^[A-Za-z0-9._][A-Za-z0-9._-]{0,63}$/.test(endpoint.user);
   const portOk = Number.isInteger(endpoint.port) && endpoint.port >= 1 && endpoint.port <= 65535;
   if (!hostOk || !userOk || !portOk) {
     const shown = JSON.stringify(
@@ -168,62 +175,15 @@ export function checkEndpoint(endpoint: SshEndpoint): void {
   }
 }
 
-/** `file` as a double-quoted ssh config value, `%` doubled (ssh expands `%` tokens in these options). */
-function configPath(file: string): string {
-  if (/["\n\r]/.test(file)) {
-    throw new KeysError(
-      'invalid_path',
-      `${JSON.stringify(file)} holds a double quote or a line break, which an ssh config cannot hold`,
-      'Move the workspace to a folder whose path has neither.',
-    );
-  }
-  return `"${file.replace(/%/g, '%%')}"`;
-}
-
-/** The text of a run's ssh config (see {@link writeSshConfig}). */
-export function sshConfigText(
-  aliasName: string,
-  endpoint: SshEndpoint,
-  identityFile: string,
-  knownHostsFile: string,
-): string {
-  checkAlias(aliasName);
-  checkEndpoint(endpoint);
-  const lines = [
-    `Host ${aliasName}`,
-    `  HostName ${endpoint.host}`,
-    `  Port ${endpoint.port}`,
-    `  User ${endpoint.user}`,
-    `  IdentityFile ${configPath(identityFile)}`,
-    '  IdentitiesOnly yes',
-    '  IdentityAgent none',
-    `  UserKnownHostsFile ${configPath(knownHostsFile)}`,
-    '  GlobalKnownHostsFile /dev/null',
-    `  HostKeyAlias ${aliasName}`,
-    '  CheckHostIP no',
-    '  StrictHostKeyChecking yes',
-    '  UpdateHostKeys no',
-    '  PasswordAuthentication no',
-    '  KbdInteractiveAuthentication no',
-  ];
-  return `${lines.join('\n')}\n`;
-}
-
 /**
- * Writes `known_hosts` (one line: `<alias> ssh-ed25519 AAAA…`) and `config`
- * into `sshDir` for the pod at `endpoint`, with absolute paths. Rewritten
- * before every connection, since a pod reset changes its public port. Returns
- * the config's path. Throws {@link KeysError} `invalid_endpoint` for an
- * endpoint no pod has (nothing is written then).
+ * Writes `known_hosts` into `sshDir` afresh: one line, `<alias> ssh-ed25519 AAAA…`, the pod's
+ * pinned host key under its `HostKeyAlias` (a new public port after a pod reset changes nothing
+ * here). A `config` left in `sshDir` (by an older version, or shipped in a cloned repository) is
+ * removed: nothing of the product reads one, and no command it hands out names one. Returns the
+ * file's absolute path.
  */
-export function writeSshConfig(
-  sshDir: string,
-  aliasName: string,
-  endpoint: SshEndpoint,
-  hostPublic: string,
-): string {
+export function writeKnownHosts(sshDir: string, aliasName: string, hostPublic: string): string {
   checkAlias(aliasName);
-  checkEndpoint(endpoint);
   // One line, one ed25519 key (a comment allowed): anything else could pin more than the pod.
   const pinned = keyFields(hostPublic);
   if (!/^ssh-ed25519 [A-Za-z0-9+/]+={0,2}( [^\r\n]*)?$/.test(hostPublic.trim())) {
@@ -236,11 +196,13 @@ export function writeSshConfig(
   ensurePrivateDir(sshDir);
   const dir = path.resolve(sshDir);
   const knownHosts = path.join(dir, KNOWN_HOSTS);
-  const config = path.join(dir, SSH_CONFIG);
-  const text = sshConfigText(aliasName, endpoint, path.join(dir, CLIENT_KEY), knownHosts);
   writeFresh(knownHosts, `${aliasName} ${pinned}\n`, 0o600);
-  writeFresh(config, text, 0o600);
-  return config;
+  try {
+    fs.rmSync(path.join(dir, SSH_CONFIG), { force: true });
+  } catch (error) {
+    throw io(path.join(dir, SSH_CONFIG), error, 'remove');
+  }
+  return knownHosts;
 }
 
 /**

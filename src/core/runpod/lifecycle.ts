@@ -19,7 +19,7 @@ import { log, warn, type PodCtx } from './context';
 import { followLostWords, whileNobodyFollows } from './watchdogWords';
 import { watchCheckpoints } from './checkpointStream';
 import { watchDisk } from './diskWatch';
-import { alias, CLIENT_KEY, writeSshConfig } from './keys';
+import { alias, checkEndpoint, CLIENT_KEY, writeKnownHosts } from './keys';
 import {
   costCapAtUnixS,
   goneBy,
@@ -495,7 +495,7 @@ export function failRun(ctx: PodCtx, run: RunRecord, message: string): void {
 
 /**
  * Connects again to the pod of `run` (attach, cancel, keep): looks it up (its
- * port may have changed), rewrites the ssh config and connects with the pinned
+ * port may have changed), rewrites known_hosts and connects with the pinned
  * key. Null when the pod no longer exists (confirmed by repeated looks, never
  * by a delete), which pod.json then records.
  */
@@ -538,7 +538,8 @@ export async function reconnect(
     user: remote.sshDirect.username,
   };
   const sshDir = ctx.store.sshDir(run.id);
-  writeSshConfig(sshDir, alias(run.id), endpoint, pod.hostKey);
+  checkEndpoint(endpoint);
+  writeKnownHosts(sshDir, alias(run.id), pod.hostKey);
   let privateKey: Buffer;
   try {
     privateKey = fs.readFileSync(path.join(sshDir, CLIENT_KEY));

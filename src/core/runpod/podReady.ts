@@ -14,7 +14,7 @@ import type { RunRecord } from '../runs/runRecord';
 import { drainPodLog, lastPodLogLines } from './podLogCapture';
 import { isDead, type Pod } from './api';
 import { log, warn, type PodCtx } from './context';
-import { alias, writeSshConfig, type RunKeys } from './keys';
+import { alias, checkEndpoint, writeKnownHosts, type RunKeys } from './keys';
 import { costCapAtUnixS, snapshotAtUnixS } from './lease';
 import { PodError } from './podError';
 import {
@@ -202,12 +202,8 @@ async function reach(
           user: pod.sshDirect.username,
         };
         try {
-          writeSshConfig(
-            ctx.store.sshDir(plan.run.id),
-            alias(plan.run.id),
-            endpoint,
-            plan.keys.hostPublic,
-          );
+          checkEndpoint(endpoint);
+          writeKnownHosts(ctx.store.sshDir(plan.run.id), alias(plan.run.id), plan.keys.hostPublic);
           const executor = await SshExecutor.connect({
             host: endpoint.host,
             port: endpoint.port,

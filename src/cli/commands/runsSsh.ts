@@ -1,0 +1,107 @@
+/**
+ * `runs ssh RUN_ID`: a shell on a run's pod with the target's `ssh_client`. `openssh` runs the
+ * system `ssh` with every option on its command line and no configuration file (the command
+ * `runs show` prints); `builtin` drives a shell over Overbrainer's own SSH client, this process's
+ * stdin and stdout its terminal. The run folder is checked first and known_hosts written afresh
+ * (core/runpod/sshAccess.ts).
+ */
+import { spawn } from 'node:child_process';
+import * as fs from 'node:fs';
+import type { OverbrainerConfig } from '../../core/config/types';
+import type { ShellSession } from '../../core/exec/sshShell';
+import {
+  openBuiltinShell,
+  opensshArgs,
+  prepareSshAccess,
+  sshClientFor,
+  SshAccessError,
+  type SshAccess,
+} from '../../core/runpod/sshAccess';
+import { EXIT_FAILED, type CliTerminal, type Session } from '../session';
+
+/** The command; its exit code is the shell's (ssh's own 255 when it could not connect). */
+export async function runsSsh(s: Session, runId: string): Promise<number> {
+  const dir = s.store.runDir(runId); // an ID that would leave runs/ is refused first
+  if (!fs.existsSync(dir)) {
+    s.io.stderr(`runs ssh: no run ${runId} in ${s.store.runsDir} (overbrainer runs ls lists them)`);
+    return EXIT_FAILED;
+  }
+  const terminal = s.io.terminal;
+  if (terminal === undefined) {
+    s.io.stderr('runs ssh: this CLI has no terminal to hand to a shell');
+    return EXIT_FAILED;
+  }
+  const run = s.store.loadRun(runId);
+  const pod = s.store.loadPod(runId);
+  if (pod === null) {
+    throw new SshAccessError(
+      'no_pod',
+      `run ${runId} has no pod (runs/${runId}/pod.json)`,
+      'A shell opens on a kept pod, or on the pod of a run still running.',
+    );
+  }
+  let config: OverbrainerConfig | null = null;
+  try {
+    config = s.config(false);
+  } catch {
+    // A broken overbrainer.toml does not keep a shell from a kept pod: OVERBRAINER_SSH_CLIENT or openssh.
+  }
+  const access = prepareSshAccess(s.store, pod);
+  const client = sshClientFor(config, run.target, s.env);
+  return client === 'openssh' ? systemSsh(s, access) : builtinShell(s, access, terminal);
+}
+
+/** The system ssh on this process's terminal; Ctrl-C is ssh's to handle. */
+async function systemSsh(s: Session, access: SshAccess): Promise<number> {
+  const removeInterrupt = s.io.onInterrupt(() => undefined);
+  try {
+    return await new Promise<number>((resolve) => {
+      const child = spawn('ssh', opensshArgs(access), { cwd: s.dir, stdio: 'inherit' });
+      child.once('error', (error: NodeJS.ErrnoException) => {
+        s.io.stderr(
+          error.code === 'ENOENT'
+            ? 'runs ssh: no ssh command on this machine: install OpenSSH, or set ssh_client = "builtin" on the target to use Overbrainer\'s own client'
+            : `runs ssh: cannot start ssh (${error.code ?? error.message})`,
+        );
+        resolve(EXIT_FAILED);
+      });
+      child.once('close', (code) => resolve(code ?? EXIT_FAILED));
+    });
+  } finally {
+    removeInterrupt();
+  }
+}
+
+/** A shell over Overbrainer's SSH client: a pseudo-terminal when this process has one. */
+async function builtinShell(s: Session, access: SshAccess, terminal: CliTerminal): Promise<number> {
+  const { stdin, stdout } = terminal;
+  const tty = stdin.isTTY === true && stdout.isTTY === true;
+  const size = (): { columns: number; rows: number } => ({
+    columns: stdout.columns || 80,
+    rows: stdout.rows || 24,
+  });
+  const shell: ShellSession = await openBuiltinShell(access, {
+    connectTimeoutMs: s.timingOf().connectTimeoutMs,
+    pty: tty ? { ...size(), term: s.env.TERM?.trim() || 'xterm-256color' } : null,
+    onOutput: (data) => stdout.write(data),
+  });
+  const onData = (data: Buffer): void => shell.write(data);
+  const onEnd = (): void => shell.end();
+  const onResize = (): void => shell.resize(size());
+  // Without a terminal, Ctrl-C reaches this process: it ends the shell (with one, it is a key).
+  const removeInterrupt = s.io.onInterrupt(() => shell.close());
+  if (tty) stdin.setRawMode(true);
+  stdin.on('data', onData);
+  stdin.once('end', onEnd);
+  stdout.on('resize', onResize);
+  try {
+    return (await shell.done) ?? EXIT_FAILED;
+  } finally {
+    if (tty) stdin.setRawMode(false);
+    stdin.off('data', onData);
+    stdin.off('end', onEnd);
+    stdin.pause();
+    stdout.off('resize', onResize);
+    removeInterrupt();
+  }
+}

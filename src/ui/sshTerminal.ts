@@ -1,0 +1,133 @@
+/**
+ * Open SSH Terminal: a shell on a run's pod in a VS Code terminal, with the client the run's
+ * target names (`ssh_client`): `openssh`, the system `ssh` with every option on its command line
+ * and no configuration file (`-F none`: a `runs/<id>/ssh/config` a cloned repository shipped
+ * runs nothing); `builtin`, a pseudo-terminal over Overbrainer's own SSH client. Either way the
+ * run folder is checked first (core/runpod/sshAccess.ts) and known_hosts written afresh.
+ */
+import { StringDecoder } from 'node:string_decoder';
+import type * as vscode from 'vscode';
+import type { ShellSession, ShellSize } from '../core/exec/sshShell';
+import {
+  openBuiltinShell,
+  opensshArgs,
+  prepareSshAccess,
+  sshClientFor,
+  SshAccessError,
+  type SshAccess,
+} from '../core/runpod/sshAccess';
+import { Emitter } from './emitter';
+import { errorText } from './errorText';
+import type { UiContext } from './uiContext';
+
+const REACHABLE = new Set(['ready', 'running', 'kept', 'awaiting_retrieval']);
+
+export async function openSshTerminal(ctx: UiContext, arg: unknown): Promise<void> {
+  if (!(await ctx.requireTrust('open an SSH connection'))) return;
+  const run = await ctx.pickRun(
+    arg,
+    (r) => r.pod !== null && REACHABLE.has(r.pod.state),
+    'open a terminal on',
+  );
+  if (!run) return;
+  const folder = ctx.folderOfRun(run);
+  if (!folder) return;
+  const session = await ctx.session(folder);
+  try {
+    const pod = session.store.loadPod(run.id);
+    if (pod === null) {
+      throw new SshAccessError(
+        'no_pod',
+        `run ${run.id} has no pod record (runs/${run.id}/pod.json)`,
+        'A shell opens on a kept pod, or on the pod of a run still running.',
+      );
+    }
+    const access = prepareSshAccess(session.store, pod);
+    const client = sshClientFor(session.configOrNull(), run.target ?? '', ctx.host.env);
+    const name = `Overbrainer ${run.id}`;
+    const terminal =
+      client === 'openssh'
+        ? ctx.window.createTerminal({
+            name,
+            cwd: folder.uri,
+            shellPath: 'ssh',
+            shellArgs: opensshArgs(access),
+          })
+        : ctx.window.createTerminal({
+            name,
+            pty: builtinTerminal(access, session.options.timing.connectTimeoutMs),
+          });
+    terminal.show();
+  } catch (error) {
+    await ctx.showError('Cannot open a terminal', error);
+  } finally {
+    await session.close();
+  }
+}
+
+/**
+ * A pseudo-terminal over Overbrainer's SSH client: connects when VS Code opens it, forwards
+ * keys and size, closes with the shell. A connection that fails is said in the terminal, which
+ * stays until a key is pressed.
+ */
+export function builtinTerminal(
+  access: SshAccess,
+  connectTimeoutMs: number,
+): vscode.Pseudoterminal {
+  const written = new Emitter<string>();
+  const closed = new Emitter<number | void>();
+  const decoder = new StringDecoder('utf8');
+  let shell: ShellSession | null = null;
+  let size: ShellSize = { columns: 80, rows: 24 };
+  const typedEarly: string[] = [];
+  let state: 'connecting' | 'open' | 'failed' | 'closed' = 'connecting';
+  const finish = (code: number | void): void => {
+    if (state === 'closed') return;
+    state = 'closed';
+    closed.fire(code);
+  };
+  const { user, host, port } = access.endpoint;
+  return {
+    onDidWrite: written.event,
+    onDidClose: closed.event,
+    open: (dimensions) => {
+      if (dimensions) size = { columns: dimensions.columns, rows: dimensions.rows };
+      written.fire(`Connecting to ${user}@${host}:${port} with Overbrainer's SSH client…\r\n`);
+      openBuiltinShell(access, {
+        connectTimeoutMs,
+        pty: { ...size, term: 'xterm-256color' },
+        onOutput: (data) => written.fire(decoder.write(data)),
+      }).then(
+        (opened) => {
+          if (state !== 'connecting') {
+            opened.close();
+            return;
+          }
+          shell = opened;
+          state = 'open';
+          opened.resize(size);
+          for (const data of typedEarly.splice(0)) opened.write(data);
+          void opened.done.then((code) => finish(code ?? undefined));
+        },
+        (error: unknown) => {
+          if (state !== 'connecting') return;
+          state = 'failed';
+          written.fire(`\r\n${errorText(error)}\r\n\r\nPress any key to close this terminal.\r\n`);
+        },
+      );
+    },
+    handleInput: (data) => {
+      if (state === 'failed') finish(1);
+      else if (shell !== null) shell.write(data);
+      else if (state === 'connecting') typedEarly.push(data);
+    },
+    setDimensions: (dimensions) => {
+      size = { columns: dimensions.columns, rows: dimensions.rows };
+      shell?.resize(size);
+    },
+    close: () => {
+      state = 'closed';
+      shell?.close();
+    },
+  };
+}
