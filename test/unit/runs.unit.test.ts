@@ -138,7 +138,6 @@ describe('runs: RunStore', () => {
       state: 'running',
       snapshot: { checkpoint: 'checkpoint-40', step: 40, reason: 'deadline' },
       resumedFrom: 'r0',
-      snapshots: true,
     });
     store.saveRun(run);
     const file = path.join(runsDir, 'r1', RUN_FILE);
@@ -153,7 +152,6 @@ describe('runs: RunStore', () => {
       message: null,
       snapshot: { checkpoint: 'checkpoint-40', step: 40, reason: 'deadline' },
       resumed_from: 'r0',
-      snapshots: true,
     });
     assert.deepEqual(store.loadRun('r1'), run);
     assert.deepEqual(leftovers(path.join(runsDir, 'r1')), []);
@@ -180,6 +178,51 @@ describe('runs: RunStore', () => {
     >;
     assert.deepEqual(saved.later, { x: 1 });
     assert.equal(saved.message, 'changed');
+  });
+
+  it('run.json holds only fields something writes: an older record\'s "snapshots" is kept as unknown, never read', () => {
+    fs.mkdirSync(path.join(runsDir, 'r1'), { recursive: true });
+    const json = {
+      id: 'r1',
+      target: 't',
+      created: 'c',
+      remote_dir: '/r',
+      job: null,
+      state: 'succeeded',
+      message: null,
+      snapshots: true,
+    };
+    fs.writeFileSync(path.join(runsDir, 'r1', RUN_FILE), JSON.stringify(json));
+    const loaded = store.loadRun('r1');
+    assert.equal('snapshots' in loaded, false, 'nothing writes or reads "snapshots"');
+    assert.deepEqual(loaded.extraFields, { snapshots: true });
+    store.saveRun({ ...loaded, message: 'changed' });
+    const saved = JSON.parse(fs.readFileSync(path.join(runsDir, 'r1', RUN_FILE), 'utf8')) as Record<
+      string,
+      unknown
+    >;
+    assert.equal(saved.snapshots, true, 'written back unchanged, as any unknown field');
+    // A new run writes neither.
+    const fresh = store.create({ project: 'p', target: 't', remoteDir: (id) => `/w/${id}` });
+    const text = fs.readFileSync(path.join(runsDir, fresh.id, RUN_FILE), 'utf8');
+    assert.doesNotMatch(text, /snapshots/);
+  });
+
+  it("refuses a job in a container (an older version's docker runtime), which this version cannot follow or stop", () => {
+    fs.mkdirSync(path.join(runsDir, 'c1'), { recursive: true });
+    const text = `{\n  "id": "c1",\n  "target": "t",\n  "created": "c",\n  "remote_dir": "/w",\n  "job": {"dir": "/w/run", "pid": 42, "container": "ob-c1"},\n  "state": "running",\n  "message": null\n}\n`;
+    fs.writeFileSync(path.join(runsDir, 'c1', RUN_FILE), text);
+    assert.throws(
+      () => store.loadRun('c1'),
+      (error: unknown) =>
+        isRunsError(error, 'invalid') &&
+        error.line === 6 &&
+        /job runs in a container \("job\.container"\), which this version can neither follow nor stop/.test(
+          error.message,
+        ) &&
+        !error.message.includes('ob-c1') &&
+        /docker ps/.test(error.hint ?? ''),
+    );
   });
 
   it('refuses a job pid of 0 or 1, on load and on save', () => {

@@ -20,16 +20,35 @@ function invalid(
   offset: number,
   what: string,
   label: string,
+  hint?: string,
 ): RunsError {
   const { line, column } = lineColumn(text, offset);
   return new RunsError(
     'invalid',
     `${file} is not a valid ${label} (line ${line}, column ${column}): ${what}`,
-    label === 'pod record'
-      ? 'Repair or restore the file: until then overbrainer cannot tell whether this run still has a pod; check "pod ls" or the Runpod console for pods named after the run.'
-      : 'Repair or restore the file; until then the run is skipped.',
+    hint ??
+      (label === 'pod record'
+        ? 'Repair or restore the file: until then overbrainer cannot tell whether this run still has a pod; check "pod ls" or the Runpod console for pods named after the run.'
+        : 'Repair or restore the file; until then the run is skipped.'),
     { path: file, line, column },
   );
+}
+
+/**
+ * A {@link RunsError} `invalid` placed at the value at `path` of a record that parsed (a rule
+ * the schema cannot say): `what` and `hint` say it, never quoting the file.
+ */
+export function invalidAt(
+  text: string,
+  file: string,
+  path: readonly (string | number)[],
+  what: string,
+  label: string,
+  hint: string,
+): RunsError {
+  const scan = scanJson(text);
+  const offset = scan.ok ? (scan.valueAt.get(jsonPathKey([...path])) ?? 0) : 0;
+  return invalid(file, text, offset, what, label, hint);
 }
 
 /** `text` as `schema` describes it, or a {@link RunsError} `invalid` with a place and no content. */

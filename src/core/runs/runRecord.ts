@@ -4,7 +4,7 @@
  */
 import { z } from 'zod';
 import type { RunState } from '../events';
-import { decodeRecord, encodeRecord, splitExtra, type ExtraFields } from './codec';
+import { decodeRecord, encodeRecord, invalidAt, splitExtra, type ExtraFields } from './codec';
 
 export const RUN_FILE = 'run.json';
 
@@ -23,8 +23,12 @@ export interface JobRef {
   dir: string;
   /** The job's process ID on the target; never 0 or 1 (killing those would hit everything). */
   pid: number;
-  /** A container name, when the job runs in one (never for the targets of this version). */
-  container: string | null;
+  /**
+   * Always null: this version runs no job in a container. The key stays in run.json for the
+   * original's format (`{dir, pid, container}`); a record naming a container (the original's
+   * docker runtime) is refused on load, since this version could neither follow nor stop it.
+   */
+  container: null;
 }
 
 export type SnapshotReason = 'requested' | 'deadline' | 'cost' | 'disk';
@@ -80,8 +84,6 @@ export interface RunRecord {
   snapshot?: RunSnapshot | null;
   /** Newer: the run this one resumed from. */
   resumedFrom?: string | null;
-  /** Newer: the run's plugin honours snapshot requests. */
-  snapshots?: boolean;
   /** Newer: the run's pods, once one died mid-job and the run went on on a new one. */
   attempts?: RunAttempt[];
   /**
@@ -120,7 +122,6 @@ const runSchema = z.looseObject({
     .nullable()
     .optional(),
   resumed_from: z.string().nullable().optional(),
-  snapshots: z.boolean().optional(),
   attempts: z
     .array(
       z.object({
@@ -141,20 +142,27 @@ const RUN_KEYS = Object.keys(runSchema.shape);
 
 export function decodeRunRecord(text: string, file: string): RunRecord {
   const raw = decodeRecord(text, file, runSchema, 'run record');
+  if (raw.job?.container !== null && raw.job?.container !== undefined) {
+    throw invalidAt(
+      text,
+      file,
+      ['job', 'container'],
+      'its job runs in a container ("job.container"), which this version can neither follow nor stop',
+      'run record',
+      'Stop that container yourself (`docker ps` lists it), then remove the run folder; or follow the run with the version that started it.',
+    );
+  }
   const record: RunRecord = {
     id: raw.id,
     target: raw.target,
     created: raw.created,
     remoteDir: raw.remote_dir,
-    job: raw.job
-      ? { dir: raw.job.dir, pid: raw.job.pid, container: raw.job.container ?? null }
-      : null,
+    job: raw.job ? { dir: raw.job.dir, pid: raw.job.pid, container: null } : null,
     state: raw.state,
     message: raw.message,
   };
   if (raw.snapshot !== undefined) record.snapshot = raw.snapshot;
   if (raw.resumed_from !== undefined) record.resumedFrom = raw.resumed_from;
-  if (raw.snapshots !== undefined) record.snapshots = raw.snapshots;
   if (raw.attempts !== undefined) {
     record.attempts = raw.attempts.map((a) => ({
       podId: a.pod_id,
@@ -190,7 +198,6 @@ export function encodeRunRecord(record: RunRecord): string {
       message: record.message,
       snapshot: record.snapshot,
       resumed_from: record.resumedFrom,
-      snapshots: record.snapshots,
       attempts: record.attempts?.map((a) => ({
         pod_id: a.podId,
         started_at: a.startedAt,
