@@ -13,8 +13,7 @@ import { splitSizes } from '../../src/core/train/retrievalScripts';
 import { TransferReporter } from '../../src/core/transferProgress';
 import { RateMeter } from '../../src/core/transferRate';
 import { FakeClock } from '../helpers/fakeClock';
-
-const MIB = 1024 * 1024;
+import { MIB, transferProgress } from '../helpers/transferFixture';
 
 /** Feeds `meter` a steady `bytesPerS` every `stepMs` for `forMs`, on `clock`; the bytes reached. */
 async function steady(
@@ -178,17 +177,7 @@ describe('transfer events (TransferReporter)', () => {
 });
 
 describe('transfer figures as read', () => {
-  const base: TransferProgress = {
-    direction: 'upload',
-    phase: 'progress',
-    bytesDone: 312.4 * MIB,
-    bytesTotal: 1024 * MIB,
-    filesDone: 3,
-    filesTotal: 12,
-    rateBytesPerS: 48.2 * MIB,
-    etaMs: 14_200,
-    elapsedMs: 6_500,
-  };
+  const base: TransferProgress = transferProgress({ bytesDone: 312.4 * MIB });
 
   it('bytes in IEC units, two decimals under 10 and one from there', () => {
     assert.equal(formatBytes(0), '0 B');

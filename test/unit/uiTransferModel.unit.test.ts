@@ -1,26 +1,12 @@
 import assert from 'node:assert/strict';
 import type { TransferProgress } from '../../src/core/events';
 import { TransferModel, transferMessage, transferStatusView } from '../../src/ui/transferModel';
-
-const MIB = 1024 * 1024;
+import { MIB, transferProgress } from '../helpers/transferFixture';
 
 function event(
   over: Partial<TransferProgress>,
 ): { type: 'transfer'; runId: string } & TransferProgress {
-  return {
-    type: 'transfer',
-    runId: 'r1',
-    direction: 'upload',
-    phase: 'progress',
-    bytesDone: 317 * MIB,
-    bytesTotal: 1024 * MIB,
-    filesDone: 3,
-    filesTotal: 12,
-    rateBytesPerS: 48.2 * MIB,
-    etaMs: 14_200,
-    elapsedMs: 6_500,
-    ...over,
-  };
+  return { type: 'transfer', runId: 'r1', ...transferProgress(over) };
 }
 
 describe('ui: a transfer in the status bar', () => {
