@@ -58,6 +58,7 @@ export async function train(ctx: UiContext, resume?: RunSummary): Promise<void> 
       catalog,
       ctx.clock.nowMs(),
       heldByEarlierRuns(session.store, targetName),
+      session.options.timing,
     );
     if (resume?.snapshot) {
       confirm.message = `Resume ${resume.id} from step ${resume.snapshot.step} on "${targetName}"?`;

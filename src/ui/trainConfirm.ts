@@ -2,6 +2,7 @@ import type { RunpodTargetConfig } from '../core/config';
 import type { GpuType } from '../core/runpod/api';
 import { quoteForTarget } from '../core/flow/quote';
 import { quoteLines } from '../core/runs/quote';
+import { PRODUCTION_TIMING, type Timing } from '../core/timing';
 
 /**
  * The words of Train's modal confirmation, free of `vscode`: the GPU types tried, `max_hours`,
@@ -50,9 +51,10 @@ export function quoteText(
   target: RunpodTargetConfig,
   catalog: readonly GpuType[] | null,
   historyS: readonly number[],
+  timing: Timing = PRODUCTION_TIMING,
 ): string[] {
   if (catalog === null) return [];
-  const q = quoteForTarget(target, catalog, historyS);
+  const q = quoteForTarget(target, catalog, historyS, timing);
   // The rates are on the Hourly rate line already.
   return quoteLines(q).filter(
     (line) => line.startsWith('Expected:') || line.startsWith('Worst case:'),
@@ -66,6 +68,8 @@ export function trainConfirmation(
   catalog: readonly GpuType[] | null,
   nowMs: number,
   historyS: readonly number[] = [],
+  /** The timing the pod's watchdog is given (the worst case depends on it). */
+  timing: Timing = PRODUCTION_TIMING,
 ): TrainConfirmation {
   const gpus = target.gpuTypes === 'auto' ? 'auto' : target.gpuTypes.join(', ');
   const deadline = new Date(nowMs + target.maxHours * 3_600_000);
@@ -73,10 +77,10 @@ export function trainConfirmation(
     `GPU types: ${gpus}`,
     `Hourly rate: ${rateText(target, catalog)}`,
     `max_hours: ${target.maxHours}`,
-    `Deadline: ${deadline.toLocaleString()} (the pod's watchdog deletes the pod then at the latest, unless it is kept)`,
+    `Deadline: ${deadline.toLocaleString()} (max_hours: past it the pod's watchdog asks for a snapshot and deletes the pod, within the worst case below; unless it is kept)`,
   ];
   if (target.maxCostUsd !== null) lines.push(`max_cost_usd: $${target.maxCostUsd.toFixed(2)}`);
-  lines.push(...quoteText(target, catalog, historyS));
+  lines.push(...quoteText(target, catalog, historyS, timing));
   lines.push('Train and Keep Pod leaves the pod running after the job: nothing deletes it then.');
   return { message: `Train on "${targetName}"?`, detail: lines.join('\n') };
 }

@@ -16,7 +16,9 @@ describe('budget: the gate at train start', function () {
   const lab = matrixLabs();
 
   it('refuses a run whose worst case passes what is left, with the figures and the next action, creating nothing', async function () {
-    // RTX 4090 at $0.69/h, max_hours 1, graces 5 + 1 min: worst case $0.76 against $0.50.
+    // RTX 4090 at $0.69/h, max_hours 1, then (timing / 60) the 1 min retrieve grace (longer than
+    // the lease's 15 s + a tick of 1 s + the snapshot wait's 15 s), a tick and 90 s of delete
+    // calls: 3751 s, worst case $0.72 against $0.50.
     const l: Lab = await lab({ targetExtra: budget('max_usd_per_day = 0.5') });
     const run = runIdHolder();
     await assert.rejects(
@@ -25,13 +27,13 @@ describe('budget: the gate at train start', function () {
         assert.ok(error instanceof BudgetError, String(error));
         assert.match(
           error.message,
-          /worst case \$0\.76 would pass what is left of the budget, \$0\.50 today \(UTC\): \$0\.00 spent of \$0\.50/,
+          /worst case \$0\.72 would pass what is left of the budget, \$0\.50 today \(UTC\): \$0\.00 spent of \$0\.50/,
         );
         assert.match(
           error.hint ?? '',
-          /max_cost_usd = 0\.43 .*fit_runs_to_budget = true .*max_usd_per_day/,
+          /max_cost_usd = 0\.48 .*fit_runs_to_budget = true .*max_usd_per_day/,
         );
-        assert.deepEqual(error.figures, { worstUsd: 0.76, leftUsd: 0.5, period: 'day' });
+        assert.deepEqual(error.figures, { worstUsd: 0.72, leftUsd: 0.5, period: 'day' });
         return true;
       },
     );
@@ -48,11 +50,12 @@ describe('budget: the gate at train start', function () {
     const run = runIdHolder();
     const result = await l.track(train(l.deps, l.config, l.workspace, { onRun: run.onRun }));
     assert.equal(result.run.state, 'succeeded', result.summary);
-    // What is left ($0.50) less the graces at $0.69/h ($0.069): $0.43.
-    assert.equal(l.podJson(run.id!).max_cost_usd, 0.43);
+    // What is left ($0.50) less the watchdog's last tick and delete (91 s) at $0.69/h ($0.0174):
+    // $0.48.
+    assert.equal(l.podJson(run.id!).max_cost_usd, 0.48);
     const fitted = l.warnings().filter((w) => w.code === 'budget_fitted');
     assert.equal(fitted.length, 1);
-    assert.match(fitted[0]!.message, /fit_runs_to_budget gives this run max_cost_usd = \$0\.43/);
+    assert.match(fitted[0]!.message, /fit_runs_to_budget gives this run max_cost_usd = \$0\.48/);
     assert.ok(
       l.logs().some((line) => /max_cost_usd armed/.test(line)),
       'the cap was armed on the pod',
@@ -61,7 +64,7 @@ describe('budget: the gate at train start', function () {
   });
 
   it('two trains started at the same moment never count the same dollars: one starts with what is left as its cap, the other is refused', async function () {
-    // Each run's worst case is $0.76 against $1.00 left: the first to read the spend gets a cap
+    // Each run's worst case is $0.72 against $1.00 left: the first to read the spend gets a cap
     // of $1.00 and holds it; the other then finds $0.00 left.
     const l: Lab = await lab({ targetExtra: budget('max_usd_per_day = 1') });
     const outcomes = await Promise.allSettled([

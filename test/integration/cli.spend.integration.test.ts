@@ -54,8 +54,10 @@ describe('overbrainer spend and train --dry-run against the Runpod emulator', fu
       'Volume: none; container disk 50 GB',
       'Rate: $0.69/h on NVIDIA GeForce RTX 4090 (tried first)',
       'Expected: up to $0.69 (no earlier run of this config: up to max_hours)',
-      // 1 h + 5 min boot grace + 10 min retrieve grace at $0.69/h.
-      'Worst case: $0.86 (what the watchdog allows, graces included)',
+      // At $0.69/h: 1 h, then (timing / 8) the 10 min retrieve grace (longer than the lease's
+      // 112.5 s + a tick of 8 s + the snapshot wait's 113 s), a tick and 90 s of delete calls:
+      // 4298 s, $0.8238, up to the cent.
+      "Worst case: $0.83 (if every client dies: what the pod's watchdog allows, deadline snapshot and graces included)",
     ]);
     assert.ok(!fs.existsSync(path.join(ws, 'runs')), 'a run directory was created');
     assert.equal(emulator.ledger().pods.length, 0, 'a pod was created');

@@ -67,7 +67,7 @@ describe('reliability: spend you can trust (figures)', function () {
     let agreed = 0;
     const RUNS = 4;
     for (let i = 0; i < RUNS; i++) {
-      const q = quoteForTarget(target, catalog, heldByEarlierRuns(l.store, target.name));
+      const q = quoteForTarget(target, catalog, heldByEarlierRuns(l.store, target.name), l.timing);
       const run = runIdHolder();
       const result = await l.track(train(l.deps, l.config, l.workspace, { onRun: run.onRun }));
       assert.equal(result.run.state, 'succeeded', result.summary);

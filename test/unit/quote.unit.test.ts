@@ -1,6 +1,8 @@
 import assert from 'node:assert/strict';
 import { billedMismatch, billSettled } from '../../src/core/runpod/billing';
 import { podHeldS, quote, quoteLines, type QuoteInput } from '../../src/core/runs/quote';
+import { watchdogSpans } from '../../src/core/runs/worstCase';
+import { PRODUCTION_TIMING } from '../../src/core/timing';
 
 const base: QuoteInput = {
   candidates: [
@@ -10,13 +12,13 @@ const base: QuoteInput = {
   gpuCount: 2,
   maxHours: 6,
   maxCostUsd: null,
-  bootGraceS: 1800,
-  retrieveGraceS: 1800,
+  // Past the deadline: max(15 + 1 + 15 min, 30 min) + 1 min + 90 s = 2010 s; past a cap 150 s.
+  spans: watchdogSpans(PRODUCTION_TIMING, { bootGraceS: 1800, retrieveGraceS: 1800 }),
   historyS: [],
 };
 
 describe('quote', () => {
-  it('without earlier runs: the first rate × count, up to max_hours, the worst case with graces at the dearest rate', () => {
+  it('without earlier runs: the first rate × count, up to max_hours, the worst case past the deadline at the dearest rate', () => {
     const q = quote(base);
     assert.deepEqual(
       q.rates.map((r) => [r.gpuType, r.usdPerHour]),
@@ -26,13 +28,13 @@ describe('quote', () => {
       ],
     );
     assert.deepEqual(q.expected, { lowUsd: 0, highUsd: 8.28, basis: 'max_hours', runs: 0 });
-    // 6 h + 1 h of graces at 2 × $0.86.
-    assert.equal(q.worstUsd, 12.04);
+    // 6 h + 2010 s at 2 × $0.86 = $11.2803, up to the cent.
+    assert.equal(q.worstUsd, 11.29);
     assert.deepEqual(quoteLines(q), [
       'Rate: $1.38/h on NVIDIA GeForce RTX 4090 (tried first)',
       'Fallbacks: NVIDIA L40S $1.72/h',
       'Expected: up to $8.28 (no earlier run of this config: up to max_hours)',
-      'Worst case: $12.04 (what the watchdog allows, graces included)',
+      "Worst case: $11.29 (if every client dies: what the pod's watchdog allows, deadline snapshot and graces included)",
     ]);
   });
 
@@ -55,7 +57,7 @@ describe('quote', () => {
   it('max_cost_usd below max_hours bounds the worst case and the expected cost', () => {
     const q = quote({ ...base, maxCostUsd: 5 });
     assert.equal(q.expected?.highUsd, 5);
-    assert.equal(q.worstUsd, 6.72); // $5 + 1 h at $1.72
+    assert.equal(q.worstUsd, 5.08); // $5 + 150 s at $1.72 = $5.0717
   });
 
   it('without a price: rates say so, no figures', () => {

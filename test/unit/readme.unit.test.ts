@@ -3,6 +3,8 @@ import { existsSync, readFileSync } from 'node:fs';
 import * as path from 'node:path';
 import {
   DEFAULT_ARTIFACTS,
+  DEFAULT_BOOT_GRACE_MINUTES,
+  DEFAULT_RETRIEVE_GRACE_MINUTES,
   DEFAULT_RUNPOD_BASE_URL,
   DEFAULT_RUNPOD_IMAGE,
   DEFAULT_RUNPOD_VENV,
@@ -12,6 +14,12 @@ import {
   KNOWN_KEYS,
 } from '../../src/core/config';
 import { usageText } from '../../src/cli/help';
+import { quote, quoteLines } from '../../src/core/runs/quote';
+import {
+  WATCHDOG_CALL_LIMIT_S,
+  WATCHDOG_DELETE_CALLS,
+  watchdogSpans,
+} from '../../src/core/runs/worstCase';
 import { PRODUCTION_TIMING } from '../../src/core/timing';
 
 /**
@@ -79,16 +87,45 @@ describe('README', function () {
   });
 
   it('states the bounds on spend with the production timing', function () {
-    const safety = section('## Safety model: who deletes a pod, and when');
+    const safety = section('## Safety model: who deletes a pod, and when').replace(/\s+/g, ' ');
     const minutes = (ms: number): string => `${ms / 60_000} min`;
     assert.ok(safety.includes(`deadline + ${minutes(PRODUCTION_TIMING.deadlineMarginMs)}`));
     assert.ok(safety.includes(`last lease renewal + ${minutes(PRODUCTION_TIMING.leaseTtlMs)}`));
     assert.ok(safety.includes(`every ${minutes(PRODUCTION_TIMING.leaseRenewMs)}`));
     assert.ok(safety.includes(`less than ${minutes(PRODUCTION_TIMING.stallMs)} old`));
     assert.ok(safety.includes(`every ${PRODUCTION_TIMING.watchdogIntervalS} s`));
-    const worstMin =
-      (PRODUCTION_TIMING.leaseTtlMs + PRODUCTION_TIMING.watchdogIntervalS * 1000) / 60_000;
-    assert.ok(safety.includes(`\`max_hours\` + ${worstMin} min`), 'the worst case unfollowed');
+  });
+
+  it('states the worst case the quote computes: max_hours and what the watchdog does past the deadline', function () {
+    const safety = section('## Safety model: who deletes a pod, and when').replace(/\s+/g, ' ');
+    const t = PRODUCTION_TIMING;
+    const min = (s: number): string => `${s / 60}`;
+    const deleteS = WATCHDOG_DELETE_CALLS * WATCHDOG_CALL_LIMIT_S;
+    // The formula, each term from the timing the watchdog gets.
+    const formula = `\`max_hours\` + max(${min(t.leaseTtlMs / 1000)} + ${min(t.watchdogIntervalS)} + ${min(t.snapshotWaitS)} min, \`retrieve_grace_minutes\`) + ${min(t.watchdogIntervalS)} min + ${deleteS} s`;
+    assert.ok(safety.includes(formula), `the worst case's formula: ${formula}`);
+    // Its figure with the default graces, as the quote computes it.
+    const spans = watchdogSpans(t, {
+      bootGraceS: DEFAULT_BOOT_GRACE_MINUTES * 60,
+      retrieveGraceS: DEFAULT_RETRIEVE_GRACE_MINUTES * 60,
+    });
+    const figure = `**\`max_hours\` + ${spans.afterDeadlineS / 60} min**`;
+    assert.ok(safety.includes(figure), `the worst case with the default graces: ${figure}`);
+    // And the quote prices exactly that span: one hour at $1/h is quoted $1 + that span.
+    const q = quote({
+      candidates: [{ gpuType: 'X', pricePerHourUsd: 1, availability: null }],
+      gpuCount: 1,
+      maxHours: 1,
+      maxCostUsd: null,
+      spans,
+      historyS: [],
+    });
+    assert.equal(q.worstUsd, Math.ceil((1 + spans.afterDeadlineS / 3600) * 100) / 100);
+    assert.ok(
+      quoteLines(q).some((line) => line.startsWith(`Worst case: $${q.worstUsd?.toFixed(2)} `)),
+    );
+    // With a cap: the cap and the last tick and delete.
+    assert.ok(safety.includes(`the cap + ${spans.afterCapS / 60} min of the rate`));
   });
 
   it('says how many integration files run at a time as scripts/test.sh runs them', function () {

@@ -87,7 +87,10 @@ describe("Train's confirmation (model)", function () {
       /^Expected: up to \$4\.14 \(no earlier run of this config: up to max_hours\)$/m,
     );
     // 6 h + 10 min + 30 min at $0.69/h (the A5000 has no price).
-    assert.match(fresh, /^Worst case: \$4\.60 \(what the watchdog allows, graces included\)$/m);
+    assert.match(
+      fresh,
+      /^Worst case: \$4\.53 \(if every client dies: what the pod's watchdog allows, deadline snapshot and graces included\)$/m,
+    );
     assert.match(
       trainConfirmation('pod', target(), catalog, now, [1800, 3600]).detail,
       /^Expected: \$0\.28–\$0\.83 \(from 2 earlier runs of this config\)$/m,

@@ -66,7 +66,7 @@ export async function dryRun(s: Session, targetName: string | null): Promise<num
       signal,
     }),
   );
-  const q = quoteForTarget(target, catalog, heldByEarlierRuns(s.store, target.name));
+  const q = quoteForTarget(target, catalog, heldByEarlierRuns(s.store, target.name), s.timingOf());
   s.io.stdout(`dry run: target ${target.name}; nothing is created`);
   s.io.stdout(
     `GPU types, in the order tried (${target.gpuCount} GPU${target.gpuCount === 1 ? '' : 's'}):`,

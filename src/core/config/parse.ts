@@ -21,8 +21,10 @@ import { checkFields, closest, describe, dotted, isTable, Reporter, type Table }
 import { TomlPositions } from './tomlPositions';
 import {
   DEFAULT_ARTIFACTS,
+  DEFAULT_BOOT_GRACE_MINUTES,
   DEFAULT_MAX_RECOVERIES,
   DEFAULT_MAX_RETRIEVE_GB,
+  DEFAULT_RETRIEVE_GRACE_MINUTES,
   DEFAULT_RUNPOD_IMAGE,
   DEFAULT_RUNPOD_VENV,
   TARGET_NAME,
@@ -482,8 +484,8 @@ function checkRunpod(
     maxHours,
     maxCostUsd: valid.max_cost_usd ?? null,
     maxRecoveries: valid.max_recoveries ?? DEFAULT_MAX_RECOVERIES,
-    bootGraceS: (valid.boot_grace_minutes ?? 30) * 60,
-    retrieveGraceS: (valid.retrieve_grace_minutes ?? 60) * 60,
+    bootGraceS: (valid.boot_grace_minutes ?? DEFAULT_BOOT_GRACE_MINUTES) * 60,
+    retrieveGraceS: (valid.retrieve_grace_minutes ?? DEFAULT_RETRIEVE_GRACE_MINUTES) * 60,
     maxRetrieveGb: valid.max_retrieve_gb ?? DEFAULT_MAX_RETRIEVE_GB,
     dataCenterIds: dataCenterIds === 'auto' ? 'auto' : Object.freeze([...dataCenterIds]),
     networkVolumeId: volume ?? null,

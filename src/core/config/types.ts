@@ -21,6 +21,10 @@ export const DEFAULT_MAX_RECOVERIES = 2;
  */
 export const DEFAULT_MAX_RETRIEVE_GB = 200;
 
+/** `boot_grace_minutes` and `retrieve_grace_minutes` when the target does not say. */
+export const DEFAULT_BOOT_GRACE_MINUTES = 30;
+export const DEFAULT_RETRIEVE_GRACE_MINUTES = 60;
+
 /** Base URL of the Runpod REST API (v2) when OVERBRAINER_RUNPOD__BASE_URL is unset. */
 export const DEFAULT_RUNPOD_BASE_URL = 'https://api.runpod.io/v2';
 

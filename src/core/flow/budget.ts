@@ -1,7 +1,8 @@
 /**
  * The budget gate at train start (before any run directory or pod exists): the run's worst case
- * (the quote's: max_hours at the dearest GPU type that may be tried, or max_cost_usd, plus the
- * graces) against what is left of `[budget]` today and this month. A run that would pass it is
+ * (the quote's: the most its pod can bill at the dearest GPU type that may be tried if every
+ * client dies, src/core/runs/worstCase.ts) against what is left of `[budget]` today and this
+ * month. A run that would pass it is
  * refused with the figures, or, with `fit_runs_to_budget = true`, given a `max_cost_usd` that
  * fits. Either way the pod gets a cost cap of at most what is left, armed on its watchdog at
  * creation: the budget holds with no client running.
@@ -10,6 +11,8 @@ import type { OverbrainerConfig, RunpodTargetConfig } from '../config/types';
 import type { RunpodClient } from '../runpod/client';
 import { heldByEarlierRuns, type Quote } from '../runs/quote';
 import { projectSpend, type ProjectSpend } from '../runs/spend';
+import { watchdogSpans } from '../runs/worstCase';
+import type { Timing } from '../timing';
 import type { RunLock } from '../runs/lock';
 import type { RunStore } from '../runs/store';
 import { FlowError, type FlowDeps } from './deps';
@@ -80,6 +83,7 @@ export async function budgetGate(
   target: RunpodTargetConfig,
   keep: boolean,
   nowMs: number,
+  timing: Timing,
   signal?: AbortSignal,
 ): Promise<BudgetDecision | null> {
   const budget = config.budget ?? null;
@@ -97,7 +101,8 @@ export async function budgetGate(
     includeAvailability: true,
     signal,
   });
-  const q = quoteForTarget(target, catalog, heldByEarlierRuns(store, target.name));
+  const history = heldByEarlierRuns(store, target.name);
+  const q = quoteForTarget(target, catalog, history, timing);
   const key = period === 'day' ? 'max_usd_per_day' : 'max_usd_per_month';
   if (q.worstUsd === null) {
     throw new BudgetError(
@@ -109,7 +114,10 @@ export async function budgetGate(
   const dearest = Math.max(
     ...q.rates.map((r) => r.usdPerHour).filter((r): r is number => r !== null),
   );
-  const gracesUsd = (dearest * (target.bootGraceS + target.retrieveGraceS)) / 3600;
+  // On top of a cap, the watchdog's last tick and delete; a run fits with the cap that leaves
+  // room for them, unless a pod whose job never starts could cost more than is left.
+  const spans = watchdogSpans(timing, target);
+  const tailUsd = (dearest * spans.afterCapS) / 3600;
   if (q.worstUsd <= left) {
     const cap = keep
       ? null
@@ -122,25 +130,34 @@ export async function budgetGate(
       quote: q,
     };
   }
-  const fittedCap = floorCents(left - gracesUsd);
-  if (budget.fitRunsToBudget && !keep && fittedCap >= MIN_FITTED_CAP_USD) {
+  const fittedCap = floorCents(left - tailUsd);
+  const fittedQuote =
+    fittedCap >= MIN_FITTED_CAP_USD
+      ? quoteForTarget(target, catalog, history, timing, fittedCap)
+      : null;
+  const fits = fittedQuote !== null && (fittedQuote.worstUsd ?? Infinity) <= left;
+  if (budget.fitRunsToBudget && !keep && fits) {
     return {
       maxCostUsd: fittedCap,
       fitted: true,
-      line: `budget: worst case ${money(q.worstUsd)} would pass what is left ${money(left)} ${where}; fit_runs_to_budget gives this run max_cost_usd = ${money(fittedCap)} (graces ${money(gracesUsd)} on top): the job is asked for a snapshot before its pod is deleted there`,
+      line: `budget: worst case ${money(q.worstUsd)} would pass what is left ${money(left)} ${where}; fit_runs_to_budget gives this run max_cost_usd = ${money(fittedCap)} (its worst case ${money(fittedQuote.worstUsd ?? 0)}, the watchdog's last tick and delete on top): the job is asked for a snapshot before its pod is deleted there`,
       spend,
-      quote: quoteForTarget(target, catalog, heldByEarlierRuns(store, target.name), fittedCap),
+      quote: fittedQuote,
     };
   }
+  const leastUsd = Math.max(
+    MIN_FITTED_CAP_USD + tailUsd,
+    (dearest * Math.min(spans.neverStartedS, target.maxHours * 3600 + spans.afterDeadlineS)) / 3600,
+  );
   const why =
     budget.fitRunsToBudget && !keep
-      ? `; too little is left to fit a run (graces alone cost ${money(gracesUsd)})`
+      ? `; too little is left to fit a run (the least a capped run may cost with every client gone is ${money(leastUsd)})`
       : budget.fitRunsToBudget
         ? '; a kept pod has no cost cap, so it cannot be fitted'
         : '';
   throw new BudgetError(
     `the run's worst case ${money(q.worstUsd)} would pass what is left of the budget, ${money(left)} ${where}${why}`,
-    fittedCap >= MIN_FITTED_CAP_USD && !keep
+    fits && !keep
       ? `Set max_cost_usd = ${fittedCap.toFixed(2)} (or lower max_hours) in [targets.${target.name}], or set fit_runs_to_budget = true in [budget] to do that for each run, or raise ${key}.`
       : `Wait until the ${period === 'day' ? 'next UTC day' : 'next UTC month'}, remove kept pods you no longer need (\`overbrainer pod rm RUN\`), or raise ${key} in [budget].`,
     { worstUsd: q.worstUsd, leftUsd: left, period },

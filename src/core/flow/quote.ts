@@ -8,12 +8,18 @@ import type { RunpodTargetConfig } from '../config/types';
 import type { GpuType } from '../runpod/api';
 import { autoGpuTypes } from '../runpod/provision';
 import { quote, type Quote } from '../runs/quote';
+import { watchdogSpans } from '../runs/worstCase';
+import type { Timing } from '../timing';
 
-/** The quote of `target` at the catalog's rates; `historyS`: how long earlier runs held their pod. */
+/**
+ * The quote of `target` at the catalog's rates; `historyS`: how long earlier runs held their
+ * pod; `timing`: what the pod's watchdog will be given (its tick, lease and snapshot wait).
+ */
 export function quoteForTarget(
   target: RunpodTargetConfig,
   catalog: readonly GpuType[],
   historyS: readonly number[],
+  timing: Timing,
   /** The cost cap to quote with instead of the target's (a budget's fitted cap). */
   maxCostUsd: number | null = target.maxCostUsd,
 ): Quote {
@@ -28,8 +34,7 @@ export function quoteForTarget(
     gpuCount: target.gpuCount,
     maxHours: target.maxHours,
     maxCostUsd,
-    bootGraceS: target.bootGraceS,
-    retrieveGraceS: target.retrieveGraceS,
+    spans: watchdogSpans(timing, target),
     historyS,
   });
 }

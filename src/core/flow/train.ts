@@ -96,6 +96,7 @@ export async function train(
         target,
         options.keepPod ?? false,
         deps.clock.nowMs(),
+        deps.timing,
         options.signal,
       );
     }

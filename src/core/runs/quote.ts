@@ -1,9 +1,11 @@
 /**
  * The quote shown before a pod is created: the hourly rate of the GPU type tried first (and of
- * its fallbacks), the expected cost to finish, and the worst case the watchdog allows. Pure: the
- * caller brings the live catalog's rates and the durations of earlier runs.
+ * its fallbacks), the expected cost to finish, and the worst case: the most the pod can bill if
+ * every client is gone (./worstCase.ts). Pure: the caller brings the live catalog's rates, the
+ * watchdog's spans and the durations of earlier runs.
  */
 import type { PodRecord } from './podRecord';
+import { worstCaseUsd, type WatchdogSpans } from './worstCase';
 
 /** A GPU type the run would try, in order, with its catalog price for one GPU. */
 export interface QuoteCandidate {
@@ -19,8 +21,8 @@ export interface QuoteInput {
   gpuCount: number;
   maxHours: number;
   maxCostUsd: number | null;
-  bootGraceS: number;
-  retrieveGraceS: number;
+  /** How long the pod's watchdog lets it live past its limits ({@link watchdogSpans}). */
+  spans: WatchdogSpans;
   /** How long earlier runs of the same target and config held their pod, seconds. */
   historyS: readonly number[];
 }
@@ -43,8 +45,9 @@ export interface Quote {
     runs: number;
   } | null;
   /**
-   * Most the watchdog lets the pod cost at the dearest candidate: max_hours (or max_cost_usd
-   * when lower) plus the boot and retrieve graces at that rate; null without a price.
+   * Most the pod can cost at the dearest candidate if every client is gone ({@link worstCaseUsd}:
+   * max_hours and what the watchdog does past the deadline, or max_cost_usd and its last tick),
+   * rounded up to the cent; null without a price.
    */
   worstUsd: number | null;
 }
@@ -53,6 +56,8 @@ export interface Quote {
 export const SINGLE_RUN_SPREAD = 0.2;
 
 const cents = (usd: number): number => Math.round(usd * 100) / 100;
+/** Up to the cent: a bound is never shown under what it bounds. */
+const centsUp = (usd: number): number => Math.ceil(usd * 100 - 1e-9) / 100;
 
 export function quote(input: QuoteInput): Quote {
   const rates = input.candidates.map((c) => ({
@@ -92,11 +97,7 @@ export function quote(input: QuoteInput): Quote {
   let worstUsd: number | null = null;
   if (priced.length > 0) {
     const dearest = Math.max(...priced);
-    const limit =
-      input.maxCostUsd === null
-        ? dearest * input.maxHours
-        : Math.min(dearest * input.maxHours, input.maxCostUsd);
-    worstUsd = cents(limit + (dearest * (input.bootGraceS + input.retrieveGraceS)) / 3600);
+    worstUsd = centsUp(worstCaseUsd(dearest, input.maxHours, input.maxCostUsd, input.spans));
   }
   return { rates, expected, worstUsd };
 }
@@ -125,7 +126,9 @@ export function quoteLines(q: Quote): string[] {
     );
   }
   if (q.worstUsd !== null) {
-    lines.push(`Worst case: ${usd(q.worstUsd)} (what the watchdog allows, graces included)`);
+    lines.push(
+      `Worst case: ${usd(q.worstUsd)} (if every client dies: what the pod's watchdog allows, deadline snapshot and graces included)`,
+    );
   }
   return lines;
 }
