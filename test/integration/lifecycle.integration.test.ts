@@ -16,6 +16,7 @@ import { PodError } from '../../src/core/runpod/podError';
 import { train } from '../../src/core/flow';
 import { filesUnder, GPU, runIdHolder } from '../helpers/lifecycle';
 import { lifecycleSuite } from '../helpers/lifecycleSuite';
+import { podKeyCallsFail } from '../helpers/podKeyFaults';
 
 describe('lifecycle core against the Runpod emulator', function () {
   this.timeout(150_000);
@@ -322,13 +323,7 @@ describe('lifecycle core against the Runpod emulator', function () {
     // run at its verdict, deletes the pod itself, and tries no other type.
     const refused = async (): Promise<void> => {
       const l = await lab({ gpuTypes: [GPU.rtx4090, GPU.a100] });
-      await l.emulator.faults.add({
-        kind: 'request',
-        route: 'getPod',
-        key: 'pod',
-        times: 'always',
-        effect: { type: 'status', status: 403 },
-      });
+      await podKeyCallsFail(l.emulator.faults, 'getPod', { type: 'status', status: 403 });
       const { error, runId } = await l.trainOutcome();
       assert.ok(error instanceof PodError && error.kind === 'watchdog_refused', String(error));
       const id = runId!;

@@ -15,6 +15,7 @@ import { MAX_COST_REACHED } from '../../src/core/runpod/lifecycle';
 import { PodError } from '../../src/core/runpod/podError';
 import { attach } from '../../src/core/flow';
 import { GPU, Lab, matrixLabs, type TrainOutcome } from '../helpers/lifecycle';
+import { podKeyCallsFail } from '../helpers/podKeyFaults';
 import { recordFault, recordResult } from '../helpers/reliability';
 
 type Attempt = { result: string; gpu_type: string; detail?: string; pod_id?: string };
@@ -143,13 +144,7 @@ describe('reliability: pod faults and provisioning gaps', function () {
     const name = this.test?.fullTitle() ?? 'pod';
     const watchdogUnreachable = async (): Promise<void> => {
       const l = await lab({ gpuTypes: [GPU.rtx4090, GPU.a100] });
-      await l.emulator.faults.add({
-        kind: 'request',
-        route: 'getPod',
-        key: 'pod',
-        times: 'always',
-        effect: { type: 'drop' },
-      });
+      await podKeyCallsFail(l.emulator.faults, 'getPod', { type: 'drop' });
       recordFault(name, 'pod.watchdog-unreachable');
       const o = await run(l);
       assert.ok(
