@@ -1,15 +1,19 @@
 /** `overbrainer spend`: estimates beside Runpod's bills, as a table or JSON. Pure. */
 import { billedMismatch } from '../core/runpod/billing';
 import type { PodRecord } from '../core/runs/podRecord';
-import { usd4 } from '../core/runs/spend';
+import { runPodSpends, runTotals, usd4 } from '../core/runs/spend';
 import { snakeFields } from './listings';
 
 export interface SpendRow {
   runId: string;
   created: string;
   state: string;
+  /** The run's current (last) pod. */
   podId: string | null;
   podState: string;
+  /** How many pods the run had (a recovered run's attempts, swept duplicates, strays). */
+  pods: number;
+  /** Every pod of the run: deleted ones to their end, the others so far. */
   estimatedUsd: number | null;
   billedUsd: number | null;
   billedCheckedAt: string | null;
@@ -19,22 +23,33 @@ export interface SpendRow {
   flagged: boolean;
 }
 
-export function spendRow(runId: string, created: string, state: string, pod: PodRecord): SpendRow {
+/** The row of run `runId` at `nowMs`: every pod of it summed (a live or kept one so far). */
+export function spendRow(
+  runId: string,
+  created: string,
+  state: string,
+  pod: PodRecord,
+  nowMs: number,
+): SpendRow {
+  const total = runTotals(runPodSpends(pod, nowMs))[0]!;
+  const estimatedUsd = total.estimatedUsd;
+  const billedUsd = total.billedUsd;
   const differenceUsd =
-    pod.estimatedSpendUsd === null || pod.billedUsd === null
+    estimatedUsd === null || billedUsd === null
       ? null
-      : Math.round((pod.estimatedSpendUsd - pod.billedUsd) * 10_000) / 10_000;
+      : Math.round((estimatedUsd - billedUsd) * 10_000) / 10_000;
   return {
     runId,
     created,
     state,
     podId: pod.podId,
     podState: pod.state,
-    estimatedUsd: pod.estimatedSpendUsd,
-    billedUsd: pod.billedUsd,
+    pods: total.pods,
+    estimatedUsd,
+    billedUsd,
     billedCheckedAt: pod.billedCheckedAt,
     differenceUsd,
-    flagged: billedMismatch(pod.estimatedSpendUsd, pod.billedUsd, pod.costPerHourUsd),
+    flagged: billedMismatch(estimatedUsd, billedUsd, pod.costPerHourUsd),
   };
 }
 
@@ -48,6 +63,7 @@ const SPEND_FIELDS = [
   'state',
   'podId',
   'podState',
+  'pods',
   'estimatedUsd',
   'billedUsd',
   'billedCheckedAt',
@@ -74,7 +90,9 @@ export function spendTable(rows: readonly SpendRow[]): string[] {
     ['RUN', 'POD', 'ESTIMATED', 'BILLED', 'DIFFERENCE', ''],
     ...rows.map((r) => [
       r.runId,
-      r.podId === null ? '-' : `${r.podId} (${r.podState})`,
+      r.podId === null
+        ? '-'
+        : `${r.podId} (${r.podState})${r.pods > 1 ? ` +${r.pods - 1} earlier` : ''}`,
       money(r.estimatedUsd),
       r.billedUsd === null
         ? r.podState === 'deleted'

@@ -5,7 +5,7 @@
  */
 import type { CoreEvent } from '../core/events';
 import { billedMismatch } from '../core/runpod/billing';
-import { budgetLines, usd4, type ProjectSpend } from '../core/runs/spend';
+import { budgetLines, runTotals, usd4, type ProjectSpend } from '../core/runs/spend';
 
 export interface SpendRowView {
   id: string;
@@ -34,16 +34,18 @@ export function spendRows(spend: ProjectSpend): SpendRowView[] {
     tooltip: line,
     flagged: false,
   }));
-  for (const p of spend.pods) {
-    const flagged = billedMismatch(p.estimatedUsd, p.billedUsd, p.usdPerHour);
+  // One row per run: every pod of it counts (a recovered run's attempts, duplicates, strays).
+  for (const t of runTotals(spend.pods)) {
+    const p = t.current;
+    const flagged = billedMismatch(t.estimatedUsd, t.billedUsd, p.usdPerHour);
     const diff =
-      p.estimatedUsd === null || p.billedUsd === null ? null : p.estimatedUsd - p.billedUsd;
+      t.estimatedUsd === null || t.billedUsd === null ? null : t.estimatedUsd - t.billedUsd;
     const state = p.status === 'ended' ? '' : p.status === 'kept' ? ' (kept, billing)' : ' (live)';
     rows.push({
       id: `run-${p.runId}`,
       label: `${p.runId}${state}`,
-      description: `estimate ${money(p.estimatedUsd)} · billed ${p.billedUsd === null ? (p.status === 'ended' ? 'not read' : 'while it runs') : money(p.billedUsd)} · difference ${money(diff === null ? null : Math.round(diff * 10_000) / 10_000)}${flagged ? ' · over 1 % apart' : ''}`,
-      tooltip: `Run ${p.runId}, pod ${p.podId ?? '(none)'}${p.usdPerHour === null ? '' : ` at $${p.usdPerHour.toFixed(2)}/h`}`,
+      description: `estimate ${money(t.estimatedUsd)} · billed ${t.billedUsd === null ? (p.status === 'ended' ? 'not read' : 'while it runs') : money(t.billedUsd)} · difference ${money(diff === null ? null : Math.round(diff * 10_000) / 10_000)}${flagged ? ' · over 1 % apart' : ''}`,
+      tooltip: `Run ${p.runId}, pod ${p.podId ?? '(none)'}${p.usdPerHour === null ? '' : ` at $${p.usdPerHour.toFixed(2)}/h`}${t.pods > 1 ? ` (and ${t.pods - 1} earlier pod${t.pods > 2 ? 's' : ''})` : ''}`,
       flagged,
     });
   }

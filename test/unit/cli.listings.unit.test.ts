@@ -186,14 +186,19 @@ describe('cli: the --json documents of the listings and spend', () => {
   });
 
   it('spend: each run, then the totals', () => {
-    same(spendJson([spendRow('tiny_1', '2026-12-04T06:00:00Z', 'succeeded', podOf('tiny_1'))]), {
+    const pod = podOf('tiny_1');
+    pod.state = 'deleted';
+    pod.deletedAt = '2026-12-04T06:59:00Z';
+    const nowMs = Date.parse('2026-12-04T08:00:00Z');
+    same(spendJson([spendRow('tiny_1', '2026-12-04T06:00:00Z', 'succeeded', pod, nowMs)]), {
       runs: [
         {
           run_id: 'tiny_1',
           created: '2026-12-04T06:00:00Z',
           state: 'succeeded',
           pod_id: 'pod1',
-          pod_state: 'running',
+          pod_state: 'deleted',
+          pods: 1,
           estimated_usd: 1.25,
           billed_usd: 1.2,
           billed_checked_at: '2026-12-04T07:00:00Z',

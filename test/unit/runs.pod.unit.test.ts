@@ -115,6 +115,54 @@ describe('runs: PodRecord (the seed rules)', () => {
     assert.equal(old.estimatedSpendUsd, 0.0953);
   });
 
+  it("counts from the pod's createdAt as the API gives it, never before the create was sent, nor from a createdAt later than the answer", () => {
+    const sentMs = at(1000) + 200;
+    const created = (createdAt: string | null): number | null => {
+      const record = newPodRecord(RUN, false, 1, 'ssh-ed25519 AAAAhost');
+      record.beginAttempt('A', sentMs, 1);
+      record.created({ id: 'p1', costPerHourUsd: 36, createdAt }, 'created', sentMs + 3_000);
+      return record.billedFromMs;
+    };
+    // A slow create (3 s): Runpod's createdAt, whole seconds, is when it began billing.
+    assert.equal(created('1970-01-01T00:16:42Z'), at(1002));
+    // Its whole second began before the call was sent: the sending bounds it.
+    assert.equal(created('1970-01-01T00:16:40Z'), sentMs);
+    // Later than the answer: another clock than ours, not comparable; no createdAt: the sending.
+    assert.equal(created('1970-01-01T00:17:00Z'), sentMs);
+    assert.equal(created(null), sentMs);
+  });
+
+  it('a recovery carries the earlier pods with their money, and attempt names count on', () => {
+    const first = newPodRecord(RUN, false, 1, 'ssh-ed25519 AAAAhost');
+    first.beginAttempt('A', at(1000), 1);
+    first.created({ id: 'p1', costPerHourUsd: 36 }, 'created', at(1000));
+    first.deleted('unknown', at(1010));
+    const next = newPodRecord(RUN, false, 1, 'ssh-ed25519 AAAAhost');
+    next.carryOver(first);
+    assert.equal(next.beginAttempt('A', at(1020), 1).name, `overbrainer-${RUN}-2`);
+    next.created({ id: 'p2', costPerHourUsd: 36 }, 'created', at(1020));
+    assert.deepEqual(
+      next.otherPods.map((o) => [o.podId, o.endedMs, o.estimatedSpendUsd]),
+      [['p1', at(1010), 0.1]],
+    );
+    // Both pods: 10 s ended, 5 s so far, at a cent a second.
+    assert.equal(next.runSpendUsd(at(1025)), 0.15);
+    const third = newPodRecord(RUN, false, 1, 'ssh-ed25519 AAAAhost');
+    third.carryOver(next);
+    assert.equal(third.beginAttempt('A', at(1030), 1).name, `overbrainer-${RUN}-3`);
+    const back = decodePodRecord(encodePodRecord(third), 'pod.json');
+    assert.equal(back.earlierAttempts, 2);
+    assert.deepEqual(back.otherPods, third.otherPods);
+  });
+
+  it("a swept pod bills until its deletion is confirmed; a stray's until it is found gone", () => {
+    const record = newPodRecord(RUN, false, 1, 'ssh-ed25519 AAAAhost');
+    record.noteOtherPod({ id: 'dup', costPerHourUsd: 36, createdAt: '1970-01-01T00:16:40Z' }, null);
+    assert.equal(record.runSpendUsd(at(1005)), 0.05, 'a stray so far');
+    record.otherPodGone('dup', at(1008));
+    assert.equal(record.runSpendUsd(at(2000)), 0.08, 'to its confirmed end');
+  });
+
   it('keeps the first non-zero rate only', () => {
     const record = newPodRecord(RUN, false, 1, 'ssh-ed25519 AAAAhost');
     record.beginAttempt('A', at(1000), 1);

@@ -1,13 +1,14 @@
 /** `spend`: the CLI's spend listing (its words and JSON are in ../spend.ts). */
 import type { PodRecord } from '../../core/runs/podRecord';
-import { billSettled, recordBilled } from '../../core/runpod/billing';
+import { billSettled, recordBilled, recordOtherBills } from '../../core/runpod/billing';
 import { messageOf } from '../../core/runpod/remove';
 import { spendJson, spendRow, spendTable, type SpendRow } from '../spend';
 import { EXIT_OK, type Session } from '../session';
 
 /**
- * `spend`: each run's estimated pod spend beside what Runpod billed. A deleted pod whose bill
- * was never read, or read too soon after the deletion to be final, is read now
+ * `spend`: each run's estimated pod spend (every pod of the run: a recovered run's attempts,
+ * swept duplicates, strays, a live or kept pod so far) beside what Runpod billed. A deleted pod
+ * whose bill was never read, or read too soon after the deletion to be final, is read now
  * (`GET /billing/pods`) and saved in its pod.json; without an API key the figures on disk are
  * listed as they are.
  */
@@ -30,7 +31,10 @@ export async function spend(s: Session, sinceMs: number | null, json: boolean): 
     if (client !== null && pod.state === 'deleted' && !billSettled(pod)) {
       await s.readOnly(client, (api, signal) => recordBilled(s.podCtx(api), pod, signal));
     }
-    rows.push(spendRow(run.id, run.created, run.state, pod));
+    if (client !== null) {
+      await s.readOnly(client, (signal) => recordOtherBills(s.podCtx(client), pod, signal));
+    }
+    rows.push(spendRow(run.id, run.created, run.state, pod, s.clock.nowMs()));
   }
   if (json) {
     s.io.stdout(JSON.stringify(spendJson(rows), null, 2));

@@ -208,7 +208,7 @@ async function abandonStart(
   }
   // A create that was sent but never answered: Runpod may list its pod a little late.
   if (createInFlight) await deps.clock.sleep(ctx.timing.reconcileFirstWaitMs);
-  noteStrays(ctx, pod, await sweep(ctx, run.id, pod.podId));
+  noteStrays(ctx, pod, await sweep(ctx, run.id, pod.podId, undefined, pod));
   if (pod.podId === null && pod.state === 'creating' && !pod.unconfirmedCreate) {
     pod.state = 'deleted';
     pod.deletedAt = rfc3339(deps.clock.nowMs());

@@ -3,9 +3,11 @@
  * deletes it, or it is EXITED: a lost host, a killed container), the old pod is made sure deleted,
  * and the run goes on by itself on a new pod from the newest checkpoint streamed home whose files
  * hash again to the pod's list (one that does not is skipped for the one before it; with none it
- * starts over from step 0 and says so), within what is left of the run's max_hours and
- * max_cost_usd (the time and spend of the earlier attempts count: the new pod's deadline and cost
- * cap are what is left), up to the target's max_recoveries times. The run stays one run: its id,
+ * starts over from step 0 and says so), within what is left of the run's max_hours and of its
+ * cost cap (`[budget]`'s for the run when the gate gave one, else max_cost_usd; the time and
+ * spend of every earlier pod of the run count: the new pod's deadline and cost cap are what is
+ * left, armed on it as on the first), up to the target's max_recoveries times. Each attempt's pod
+ * has a name of its own (`overbrainer-<run>-<n>` counts on). The run stays one run: its id,
  * its directory, its metrics file (the new pod's starts with the curve up to the checkpoint's
  * step), and run.json's `attempts` records each pod's part.
  */
@@ -167,7 +169,8 @@ export async function recoverAfterDeath(
   const limit = plan.target.maxRecoveries;
   const diedAt = steps.last === null ? 'before its first step' : `at step ${steps.last}`;
   const died = `pod ${oldPodId} died ${diedAt} (${DEATH_WORDS[death]})`;
-  const spent = attempts.reduce((sum, a) => sum + (a.costUsd ?? 0), 0);
+  // Every pod of the run so far (the earlier attempts', the walk's, swept duplicates, strays).
+  const spent = pod.runSpendUsd(nowMs);
   const refuse = (why: string): never => {
     failRun(ctx, run, `${died}; not recovered: ${why}`);
     throw new PodError(
@@ -189,13 +192,18 @@ export async function recoverAfterDeath(
       `${Math.max(0, leftMs / 1000).toFixed(0)} s of max_hours left, under the ${(needMs / 1000).toFixed(0)} s a new pod needs (spent so far ${usd(spent)})`,
     );
   }
+  // The run's cap: the one `[budget]`'s gate gave it (already within max_cost_usd), else
+  // max_cost_usd. The new pod is armed with what is left of it.
+  const budgetCap = run.budgetCapUsd ?? null;
+  const capUsd = budgetCap ?? plan.target.maxCostUsd;
+  const capName = budgetCap !== null ? 'the cost cap [budget] gave the run' : 'max_cost_usd';
   let leftUsd: number | null = null;
-  if (plan.target.maxCostUsd !== null) {
-    leftUsd = plan.target.maxCostUsd - spent;
+  if (capUsd !== null) {
+    leftUsd = Math.round((capUsd - spent) * 10_000) / 10_000;
     const needUsd = ((pod.costPerHourUsd ?? 0) * needMs) / 3_600_000;
     if (leftUsd <= needUsd) {
       refuse(
-        `${usd(Math.max(0, leftUsd))} of max_cost_usd ${usd(plan.target.maxCostUsd)} left (spent so far ${usd(spent)}), under the ${usd(needUsd)} ${(needMs / 1000).toFixed(0)} s on a pod like it costs`,
+        `${usd(Math.max(0, leftUsd))} of ${capName} ${usd(capUsd)} left (spent so far ${usd(spent)}), under the ${usd(needUsd)} ${(needMs / 1000).toFixed(0)} s on a pod like it costs`,
       );
     }
   }
@@ -264,7 +272,7 @@ export async function recoverAfterDeath(
   const ahead = new UploadAhead(deps, run, Promise.resolve());
   let started;
   try {
-    started = await startPod(ctx, target, run, false, signal, ahead.onReachable);
+    started = await startPod(ctx, target, run, false, signal, ahead.onReachable, pod);
   } catch (error) {
     await ahead.settled();
     throw error;

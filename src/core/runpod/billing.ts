@@ -3,7 +3,7 @@
  * beside our estimate (`billed_usd`, `billed_checked_at`), so a wrong estimate shows.
  */
 import { rfc3339 } from '../clock';
-import type { PodRecord } from '../runs/podRecord';
+import type { OtherPod, PodRecord } from '../runs/podRecord';
 import { log, type PodCtx } from './context';
 
 /** A difference between estimate and bill beyond this share is flagged. */
@@ -24,6 +24,65 @@ export function billSettled(
   return Date.parse(pod.billedCheckedAt) - Date.parse(pod.deletedAt) >= BILL_SETTLE_MS;
 }
 
+/** Whether the bill recorded for another pod of a run is final (as {@link billSettled}). */
+export function otherBillSettled(other: OtherPod): boolean {
+  if (other.billedUsd === null || other.billedCheckedAt === null || other.endedMs === null)
+    return false;
+  return Date.parse(other.billedCheckedAt) - other.endedMs >= BILL_SETTLE_MS;
+}
+
+/** What Runpod billed pod `podId`, created at `createdMs`, from the day before to now (USD). */
+async function readBill(
+  ctx: Pick<PodCtx, 'client' | 'clock'>,
+  podId: string,
+  createdMs: number,
+  signal?: AbortSignal,
+): Promise<number> {
+  const bill = await ctx.client.podBilling(
+    podId,
+    {
+      startTime: new Date(createdMs - 86_400_000),
+      endTime: new Date(ctx.clock.nowMs() + 1000),
+      bucketSize: 'day',
+    },
+    { signal },
+  );
+  return Math.round(bill.totalAmount * 10_000) / 10_000;
+}
+
+/**
+ * Reads what Runpod billed each ended pod of the run other than its current one (earlier
+ * attempts, deleted duplicates) whose bill is not final yet, and saves them in pod.json. Best
+ * effort, like {@link recordBilled}. Returns how many bills were read.
+ */
+export async function recordOtherBills(
+  ctx: Pick<PodCtx, 'client' | 'store' | 'clock' | 'bus'>,
+  pod: PodRecord,
+  signal?: AbortSignal,
+): Promise<number> {
+  const read: OtherPod[] = [];
+  for (const other of pod.otherPods) {
+    if (other.endedMs === null || other.billedFromMs === null || otherBillSettled(other)) continue;
+    try {
+      other.billedUsd = await readBill(ctx, other.podId, other.billedFromMs, signal);
+      other.billedCheckedAt = rfc3339(ctx.clock.nowMs());
+      read.push(other);
+    } catch (error) {
+      log(ctx, 'debug', `cannot read what Runpod billed pod ${other.podId}: ${messageOf(error)}`);
+    }
+  }
+  if (read.length === 0) return 0;
+  ctx.store.savePod(pod);
+  for (const other of read) {
+    const billedUsd = other.billedUsd ?? 0;
+    ctx.bus.publish({ type: 'billed', runId: pod.runId, podId: other.podId, billedUsd });
+  }
+  return read.length;
+}
+
+const messageOf = (error: unknown): string =>
+  error instanceof Error ? error.message : String(error);
+
 /**
  * Reads what Runpod billed the deleted pod of `pod` over its lifetime (from the day it was created
  * to now, day buckets summed), saves it in pod.json and publishes a `billed` event. Best effort: a failure is logged and
@@ -37,37 +96,24 @@ export async function recordBilled(
   const id = pod.podId;
   if (id === null || pod.state !== 'deleted' || pod.createdUnixS === null) return null;
   try {
-    const nowMs = ctx.clock.nowMs();
-    const bill = await ctx.client.podBilling(
-      id,
-      {
-        startTime: new Date(pod.createdUnixS * 1000 - 86_400_000),
-        endTime: new Date(nowMs + 1000),
-        bucketSize: 'day',
-      },
-      { signal },
-    );
-    pod.billedUsd = Math.round(bill.totalAmount * 10_000) / 10_000;
-    pod.billedCheckedAt = rfc3339(nowMs);
+    pod.billedUsd = await readBill(ctx, id, pod.createdUnixS * 1000, signal);
+    pod.billedCheckedAt = rfc3339(ctx.clock.nowMs());
     ctx.store.savePod(pod);
     // Listeners that show spend read it again: nothing else says a bill came in.
     ctx.bus.publish({ type: 'billed', runId: pod.runId, podId: id, billedUsd: pod.billedUsd });
     return pod.billedUsd;
   } catch (error) {
-    log(
-      ctx,
-      'debug',
-      `cannot read what Runpod billed pod ${id}: ${error instanceof Error ? error.message : String(error)}`,
-    );
+    log(ctx, 'debug', `cannot read what Runpod billed pod ${id}: ${messageOf(error)}`);
     return null;
   }
 }
 
 /**
  * Whether the estimate and the bill disagree: by more than 1 % of the bill, and by more than the
- * estimate's own resolution (it counts from the create call's sending to the delete's
- * confirmation, so it is over the bill by those two calls' durations, allowed 2 s together, and
- * it is rounded to $0.0001: a pod of a few seconds cannot agree to 1 %).
+ * estimate's own resolution (it counts from the pod's `createdAt`, whole seconds but never before
+ * the create call was sent, to the API's confirmation of its deletion, so it is over the bill by
+ * at most a second plus the delete call's answer, allowed 2 s together, and it is rounded to
+ * $0.0001: a pod of a few seconds cannot agree to 1 %).
  */
 export function billedMismatch(
   estimatedUsd: number | null,

@@ -166,16 +166,3 @@ export function overrun(
     "raise the target's max_hours, or train with --keep-pod, to let it finish"
   );
 }
-
-/**
- * When the watchdog deleted a pod found gone at `nowMs` with no client running: the limit that
- * passed (its cost cap or its deadline, whichever came first), never later than `nowMs`; `nowMs`
- * when no limit passed. The estimate then covers the pod's life, not the time until someone
- * looked.
- */
-export function watchdogDeletedAtMs(pod: DeadlineView & CostCapView, nowMs: number): number {
-  const limit = limitPassed(pod, nowMs);
-  if (limit === null) return nowMs;
-  const atS = limit === 'cost_cap' ? costCapAtUnixS(pod) : pod.deadlineUnixS;
-  return atS === null ? nowMs : Math.min(nowMs, atS * 1000);
-}

@@ -39,6 +39,7 @@ import {
   isUnreachable,
   lookUpSettled,
   markGone,
+  type GoneSeen,
   messageOf,
   remove,
   warnUnreachable,
@@ -435,9 +436,10 @@ export async function stillThere(
 async function lookUpPod(ctx: PodCtx, pod: PodRecord, signal?: AbortSignal): Promise<Pod | null> {
   const id = pod.podId;
   if (id === null || pod.state === 'deleted') return null;
-  const remote = await lookUpSettled(ctx, id, signal);
+  const seen: GoneSeen = { atMs: null };
+  const remote = await lookUpSettled(ctx, id, signal, seen);
   if (remote !== null) return remote;
-  markGone(ctx, pod, id, goneBy(pod, ctx.clock.nowMs()));
+  markGone(ctx, pod, id, goneBy(pod, ctx.clock.nowMs()), {}, seen.atMs);
   await forgetKeys(ctx, pod.runId);
   return null;
 }

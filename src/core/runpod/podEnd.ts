@@ -72,7 +72,7 @@ export async function endPod(
     return 'kept';
   }
   await remove(ctx, pod, 'retrieved', 'client');
-  noteStrays(ctx, pod, await sweep(ctx, run.id, null));
+  noteStrays(ctx, pod, await sweep(ctx, run.id, null, undefined, pod));
   if (!pod.mayHaveOtherPods()) await forgetKeys(ctx, run.id);
   return 'deleted';
 }
@@ -137,7 +137,7 @@ export async function setKeep(
         `pod ${pod.podId ?? ''} of run ${run.id} released: its results were retrieved, so it is deleted now`,
       );
       await remove(ctx, pod, 'retrieved', 'client');
-      noteStrays(ctx, pod, await sweep(ctx, run.id, null));
+      noteStrays(ctx, pod, await sweep(ctx, run.id, null, undefined, pod));
       if (!pod.mayHaveOtherPods()) await forgetKeys(ctx, run.id);
       return;
     }

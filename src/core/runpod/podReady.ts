@@ -87,7 +87,7 @@ export async function becomeReady(
     runId: record.runId,
     status: { kind: 'ready', podId: pod.id, afterMs: nowMs - createdMs, deadline: record.deadline },
   });
-  noteStrays(ctx, record, await sweep(ctx, record.runId, pod.id, signal));
+  noteStrays(ctx, record, await sweep(ctx, record.runId, pod.id, signal, record));
   return reached;
 }
 

@@ -53,6 +53,7 @@ export async function startPod(
   keep: boolean,
   signal?: AbortSignal,
   onReachable?: OnReachable,
+  earlier?: PodRecord,
 ): Promise<{ record: PodRecord; provisioned: Provisioned }> {
   let record: PodRecord | null = null;
   try {
@@ -63,6 +64,8 @@ export async function startPod(
       networkVolumeId: target.networkVolumeId,
       maxVolumeGb: target.maxVolumeGb,
     });
+    // A run going on on a new pod: its earlier pods stay counted, its attempt names count on.
+    if (earlier !== undefined) record.carryOver(earlier);
     ctx.store.savePod(record);
     const hostKeyRef = await storeHostKey(ctx, run.id, keys.hostPrivateB64, signal);
     const plan: PodPlan = {
@@ -180,7 +183,7 @@ async function provision(
     // Whatever ends the walk (no capacity, an error, Ctrl-C): a create that went unanswered may
     // have made a pod Runpod lists late, so the run's pods are looked up once more and deleted.
     if (record.attempts.some((a) => a.result === 'ambiguous')) {
-      noteStrays(ctx, record, await sweep(ctx, plan.run.id, record.podId, undefined));
+      noteStrays(ctx, record, await sweep(ctx, plan.run.id, record.podId, undefined, record));
     }
     throw error;
   }
@@ -219,6 +222,9 @@ async function walk(
       // A pod whose deletion cannot be confirmed stops the walk: never a second billing pod.
       // The next type's pod authorizes the same client key: it must outlive this delete.
       await remove(ctx, record, 'not_ready', 'client', signal, { keepClientKey: true });
+      // It billed while it booted: the run's spend counts it.
+      const refused = record.currentAsOther();
+      if (refused !== null) record.otherPods.push(refused);
       record.forgetPod();
       ctx.store.savePod(record);
     }
@@ -453,6 +459,7 @@ function adoptPod(ctx: PodCtx, record: PodRecord, pod: Pod, result: 'created' | 
       gpuTypeId: pod.gpu?.id ?? null,
       dataCenterId: pod.dataCenterId,
       costPerHourUsd: pod.costPerHourUsd,
+      createdAt: pod.createdAt,
     },
     result,
     ctx.clock.nowMs(),
@@ -542,7 +549,7 @@ async function reconcile(
     }
     const mine = listed.find((pod) => pod.name === name && pod.runMarker === record.runId);
     if (mine) {
-      const stray = await sweep(ctx, record.runId, mine.id);
+      const stray = await sweep(ctx, record.runId, mine.id, undefined, record);
       if (stray === null || stray.length > 0) noteStrays(ctx, record, stray);
       return mine;
     }

@@ -10,7 +10,6 @@ import type { DeletedBy, PodRecord } from '../runs/podRecord';
 import { recordBilled } from './billing';
 import { SSH_DIR } from '../runs/store';
 import { forgetClientKey } from './keys';
-import { watchdogDeletedAtMs } from './lease';
 import type { Pod } from './api';
 import { hostKeySecretName, log, warn, type PodCtx } from './context';
 import { ApiError } from './errors';
@@ -29,9 +28,26 @@ export type Look =
  * {@link lookAgain} confirms. Throws the ApiError when a look fails (the pod
  * is then undetermined and nothing is recorded).
  */
-export async function lookUp(ctx: PodCtx, id: string, signal?: AbortSignal): Promise<Pod | null> {
+export async function lookUp(
+  ctx: PodCtx,
+  id: string,
+  signal?: AbortSignal,
+  seen?: GoneSeen,
+): Promise<Pod | null> {
   const pod = await ctx.client.getPod(id, { signal });
-  return pod ?? lookAgain(ctx, id, signal);
+  if (pod) return pod;
+  const firstMs = ctx.clock.nowMs();
+  const again = await lookAgain(ctx, id, signal);
+  if (again === null && seen !== undefined) seen.atMs = firstMs;
+  return again;
+}
+
+/**
+ * Filled in by a look that finds a pod gone: when the first 404 of the looks that confirmed it
+ * came. Runpod stopped billing the pod before then: the spend estimate ends there.
+ */
+export interface GoneSeen {
+  atMs: number | null;
 }
 
 /**
@@ -43,12 +59,13 @@ export async function lookUpSettled(
   ctx: PodCtx,
   id: string,
   signal?: AbortSignal,
+  seen?: GoneSeen,
 ): Promise<Pod | null> {
   const untilMs = ctx.clock.nowMs() + ctx.timing.deleteConfirmMs;
-  let pod = await lookUp(ctx, id, signal);
+  let pod = await lookUp(ctx, id, signal, seen);
   while (pod?.status === 'TERMINATED' && ctx.clock.nowMs() < untilMs) {
     await ctx.clock.sleep(ctx.timing.deletePollMs, signal);
-    pod = await lookUp(ctx, id, signal);
+    pod = await lookUp(ctx, id, signal, seen);
   }
   return pod;
 }
@@ -140,8 +157,13 @@ export async function remove(
   // A record that cannot be written never stops a delete: the pod's ID is in memory.
   trySave(ctx, pod, `as deleting pod ${id}`);
   let lookedGone = false;
+  // When Runpod confirmed the pod gone, the spend estimate's end: the first 404 seen (the look
+  // before the delete, or the delete's own), else the delete's answer (the pod was deleted
+  // during that call). The confirming looks that follow only make sure.
+  let goneAtMs: number | null = null;
   try {
     lookedGone = (await ctx.client.getPod(id, { signal })) === null;
+    if (lookedGone) goneAtMs = ctx.clock.nowMs();
   } catch (error) {
     log(ctx, 'debug', `cannot look at pod ${id} before deleting it: ${messageOf(error)}`);
   }
@@ -149,10 +171,11 @@ export async function remove(
   // delete (the stream holds every line up to the delete), never delaying it.
   const draining = drainPodLog(ctx, pod.runId, id);
   const deleteSaidGone = !(await deleteWhileUnreachable(ctx, pod, id, reason, signal));
+  if (!deleteSaidGone || goneAtMs === null) goneAtMs = ctx.clock.nowMs();
   await confirmGone(ctx, id, pod.runId, signal);
   await draining;
   const alreadyGone = lookedGone && deleteSaidGone;
-  markGone(ctx, pod, id, alreadyGone ? 'watchdog' : by, options);
+  markGone(ctx, pod, id, alreadyGone ? 'watchdog' : by, options, goneAtMs);
   // Confirmed gone: what Runpod billed it, beside our estimate (best effort, never throws).
   await recordBilled(ctx, pod, signal);
   return alreadyGone ? 'already_gone' : 'deleted';
@@ -284,8 +307,8 @@ function notDeleted(id: string, runId: string, why: string, cause: unknown): Pod
 }
 
 /**
- * Records the pod `id` deleted by `by`, forgets the client key (unless the walk goes on, see
- * {@link GoneOptions}), publishes `deleted`.
+ * Records the pod `id` deleted by `by`, confirmed gone at `goneAtMs` (now when not given),
+ * forgets the client key (unless the walk goes on, see {@link GoneOptions}), publishes `deleted`.
  */
 export function markGone(
   ctx: PodCtx,
@@ -293,9 +316,11 @@ export function markGone(
   id: string,
   by: DeletedBy,
   options: GoneOptions = {},
+  goneAtMs: number | null = null,
 ): void {
-  // A pod its watchdog deleted ended at the limit that passed, not when it was found gone.
-  const nowMs = by === 'watchdog' ? watchdogDeletedAtMs(pod, ctx.clock.nowMs()) : ctx.clock.nowMs();
+  // Whoever deleted it (its watchdog too, after a limit), Runpod billed it until it was gone:
+  // the estimate ends when the API confirmed that, never at the limit that passed before.
+  const nowMs = Math.min(goneAtMs ?? ctx.clock.nowMs(), ctx.clock.nowMs());
   const uptimeMs = pod.uptimeMs(nowMs);
   pod.deleted(by, nowMs);
   trySave(ctx, pod, `that pod ${id} is deleted`);
@@ -313,12 +338,14 @@ export function markGone(
  * Deletes every pod carrying the run marker `runId` except `keepPodId`, each
  * confirmed; returns the IDs whose deletion could not be confirmed (strays), or
  * null when the pods could not be listed (nothing is known: never "no stray").
+ * Each pod it finds is noted in `record`'s other pods with its money (saved by the caller).
  */
 export async function sweep(
   ctx: PodCtx,
   runId: string,
   keepPodId: string | null,
   signal?: AbortSignal,
+  record?: PodRecord,
 ): Promise<string[] | null> {
   let listed: Pod[];
   try {
@@ -335,9 +362,14 @@ export async function sweep(
       runId,
       status: { kind: 'deleting', podId: other.id, reason: 'duplicate' },
     });
+    // Each bills until it is gone: the run's record counts it (saved by noteStrays).
+    record?.noteOtherPod(other, null);
     try {
+      // Answered 204 (deleted during the call) or 404 (gone before it): gone by the answer.
       await ctx.client.deletePod(other.id, { signal });
+      const goneAtMs = ctx.clock.nowMs();
       await confirmGone(ctx, other.id, runId, signal);
+      record?.otherPodGone(other.id, goneAtMs);
       ctx.bus.publish({
         type: 'pod',
         runId,

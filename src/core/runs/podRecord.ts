@@ -115,6 +115,27 @@ export interface CreatedPod {
   dataCenterId?: string | null;
   /** Runpod's `cost` (USD per hour); 0 or null while not running. */
   costPerHourUsd?: number | null;
+  /** Runpod's `createdAt` (RFC 3339), when it says: when it started billing the pod. */
+  createdAt?: string | null;
+}
+
+/**
+ * A pod of the run other than its current one, with its money: an earlier attempt's (the run
+ * recovered on a new pod), one the provisioning walk deleted (not ready, refused), a duplicate a
+ * sweep deleted, or a stray whose deletion is not confirmed (`endedMs` null: it may still bill).
+ */
+export interface OtherPod {
+  podId: string;
+  costPerHourUsd: number | null;
+  /** When Runpod started billing it, unix ms (see {@link PodRecord.billedFromMs}); null unknown. */
+  billedFromMs: number | null;
+  /** When its deletion was confirmed, unix ms; null while it may still exist. */
+  endedMs: number | null;
+  /** Rate × life, USD to 1/10000, once it ended; null before or when unknown. */
+  estimatedSpendUsd: number | null;
+  /** What Runpod billed it; null until read. */
+  billedUsd: number | null;
+  billedCheckedAt: string | null;
 }
 
 /**
@@ -153,9 +174,11 @@ export class PodRecord {
   createdAt: string | null = null;
   createdUnixS: number | null = null;
   /**
-   * When Runpod may have started billing the current pod, unix ms: its create call's sending
-   * (the pod exists from somewhere inside that call). The spend estimate counts from here;
-   * deadlines count from `createdUnixS`, the call's answer.
+   * When Runpod started billing the current pod, unix ms: its `createdAt` as the API gives it,
+   * but never before its create call was sent (the pod exists from somewhere inside that call;
+   * `createdAt` counts whole seconds), and the call's sending when the API gives no `createdAt`
+   * this client's clock can hold (one later than the answer). The spend estimate counts from
+   * here; deadlines count from `createdUnixS`, the call's answer.
    */
   billedFromMs: number | null = null;
   readyAt: string | null = null;
@@ -170,6 +193,16 @@ export class PodRecord {
   billedCheckedAt: string | null = null;
   /** Other pods of the run whose deletion could not be confirmed. */
   strayPods: string[] = [];
+  /**
+   * Every other pod the run had (earlier attempts, pods the walk or a sweep deleted, strays),
+   * with its money: the budget and `spend` count them with the current pod.
+   */
+  otherPods: OtherPod[] = [];
+  /**
+   * Create calls made for the run before this record (earlier attempts of a recovered run):
+   * attempt names count on from there, so no two attempts of a run share a name.
+   */
+  earlierAttempts = 0;
   /**
    * A create went unanswered and the run's pods could not be listed since: a pod of the run
    * that this record does not name may exist (Runpod may list it late).
@@ -197,7 +230,7 @@ export class PodRecord {
    */
   beginAttempt(gpuType: string, nowMs: number, maxHours: number): Attempt {
     const attempt: Attempt = {
-      name: `overbrainer-${this.runId}-${this.attempts.length + 1}`,
+      name: `overbrainer-${this.runId}-${this.earlierAttempts + this.attempts.length + 1}`,
       gpuType,
       sentAt: rfc3339(nowMs),
       sentMs: nowMs,
@@ -237,7 +270,8 @@ export class PodRecord {
     this.createdAt = rfc3339(nowMs);
     this.createdUnixS = unixS(nowMs);
     // An older record's call has only its whole second: still no later than the pod.
-    this.billedFromMs = last ? (last.sentMs ?? Date.parse(last.sentAt)) : nowMs;
+    const sentMs = last ? (last.sentMs ?? Date.parse(last.sentAt)) : nowMs;
+    this.billedFromMs = billedFrom(pod.createdAt, sentMs, nowMs);
     this.deadlineUnixS = deadlineUnixS;
     this.deadline = deadlineUnixS === null ? null : rfc3339(deadlineUnixS * 1000);
     this.readyAt = null;
@@ -247,6 +281,79 @@ export class PodRecord {
   /** Keeps the first non-zero rate Runpod reports. */
   noteRate(costPerHourUsd: number | null | undefined): void {
     if (this.costPerHourUsd === null) this.costPerHourUsd = rate(costPerHourUsd);
+  }
+
+  /** The current pod as one of the run's other pods (its money so far, or in all once deleted). */
+  currentAsOther(): OtherPod | null {
+    if (this.podId === null) return null;
+    const deletedMs = this.deletedAt === null ? NaN : Date.parse(this.deletedAt);
+    const ended = this.state === 'deleted' && !Number.isNaN(deletedMs);
+    return {
+      podId: this.podId,
+      costPerHourUsd: this.costPerHourUsd,
+      billedFromMs:
+        this.billedFromMs ?? (this.createdUnixS === null ? null : this.createdUnixS * 1000),
+      endedMs: ended ? deletedMs : null,
+      estimatedSpendUsd: ended ? this.estimatedSpendUsd : null,
+      billedUsd: ended ? this.billedUsd : null,
+      billedCheckedAt: ended ? this.billedCheckedAt : null,
+    };
+  }
+
+  /**
+   * Notes another pod of the run (a duplicate or stray a sweep found, `pod` as listed), ended at
+   * `endedMs` (its deletion confirmed) or still billing (null). Known pods are updated.
+   */
+  noteOtherPod(
+    pod: { id: string; costPerHourUsd?: number | null; createdAt?: string | null },
+    endedMs: number | null,
+  ): void {
+    if (pod.id === this.podId) return;
+    let other = this.otherPods.find((o) => o.podId === pod.id);
+    if (other === undefined) {
+      const createdMs = pod.createdAt ? Date.parse(pod.createdAt) : NaN;
+      other = {
+        podId: pod.id,
+        costPerHourUsd: rate(pod.costPerHourUsd),
+        billedFromMs: Number.isNaN(createdMs) ? null : createdMs,
+        endedMs: null,
+        estimatedSpendUsd: null,
+        billedUsd: null,
+        billedCheckedAt: null,
+      };
+      this.otherPods.push(other);
+    }
+    other.costPerHourUsd ??= rate(pod.costPerHourUsd);
+    if (endedMs !== null && other.endedMs === null) endOther(other, endedMs);
+  }
+
+  /** Another pod of the run, `podId`, was confirmed gone at `endedMs` (a stray found gone). */
+  otherPodGone(podId: string, endedMs: number): void {
+    const other = this.otherPods.find((o) => o.podId === podId);
+    if (other !== undefined && other.endedMs === null) endOther(other, endedMs);
+  }
+
+  /**
+   * Makes this record, of a run going on on a new pod, carry what `earlier` (the record of its
+   * pod that died) knew of the run's pods: that pod and its other pods, with their money, the
+   * strays, and the count of create calls, so that attempt names count on.
+   */
+  carryOver(earlier: PodRecord): void {
+    this.earlierAttempts = earlier.earlierAttempts + earlier.attempts.length;
+    const current = earlier.currentAsOther();
+    this.otherPods = [
+      ...earlier.otherPods.map((o) => ({ ...o })),
+      ...(current === null ? [] : [current]),
+    ];
+    this.strayPods = [...earlier.strayPods];
+    this.unconfirmedCreate = earlier.unconfirmedCreate;
+  }
+
+  /** What every pod of the run has cost by `nowMs` (the current one and the others), USD. */
+  runSpendUsd(nowMs: number): number {
+    const current = this.state === 'deleted' ? this.estimatedSpendUsd : this.spendUsd(nowMs);
+    const others = this.otherPods.map((o) => otherSpendUsd(o, nowMs) ?? 0);
+    return Math.round(((current ?? 0) + others.reduce((a, b) => a + b, 0)) * 10_000) / 10_000;
   }
 
   /** Forgets the current pod once it is deleted, before another attempt. */
@@ -260,6 +367,12 @@ export class PodRecord {
     this.deadline = null;
     this.deadlineUnixS = null;
     this.ssh = null;
+    // Its end and its money went with it (into `otherPods`): none of it is the next pod's.
+    this.deletedAt = null;
+    this.deletedBy = null;
+    this.estimatedSpendUsd = null;
+    this.billedUsd = null;
+    this.billedCheckedAt = null;
   }
 
   /** The pod is reachable at `endpoint` with a working watchdog. */
@@ -281,8 +394,9 @@ export class PodRecord {
   }
 
   /**
-   * The pod was found gone at `nowMs`, removed by `by`: its spend is estimated then
-   * ({@link spendUsd}).
+   * The pod was found gone, removed by `by`: `nowMs` is the moment the API confirmed it (the
+   * delete's answer, or the first 404 of the looks that confirmed it gone), never before Runpod
+   * stopped billing it. Its spend is estimated to then ({@link spendUsd}).
    */
   deleted(by: DeletedBy, nowMs: number): void {
     this.estimatedSpendUsd = this.spendUsd(nowMs);
@@ -331,6 +445,33 @@ export class PodRecord {
 /** The state in words: `awaiting retrieval` for `awaiting_retrieval`. */
 export function stateName(state: PodState): string {
   return state === 'awaiting_retrieval' ? 'awaiting retrieval' : state;
+}
+
+/**
+ * When Runpod started billing a pod whose create call was sent at `sentMs` and answered at
+ * `answeredMs`: its `createdAt` (whole seconds, so at most a second early), but never before the
+ * call was sent; the sending alone when `createdAt` is missing or later than the answer (a clock
+ * this client cannot compare with Runpod's).
+ */
+export function billedFrom(
+  createdAt: string | null | undefined,
+  sentMs: number,
+  answeredMs: number,
+): number {
+  const apiMs = createdAt ? Date.parse(createdAt) : NaN;
+  if (Number.isNaN(apiMs) || apiMs > answeredMs) return sentMs;
+  return Math.max(apiMs, sentMs);
+}
+
+/** What another pod of a run has cost by `nowMs` (to its end once it ended); null unknown. */
+export function otherSpendUsd(other: OtherPod, nowMs: number): number | null {
+  if (other.endedMs !== null) return other.estimatedSpendUsd;
+  return podSpendUsd(other, nowMs);
+}
+
+function endOther(other: OtherPod, endedMs: number): void {
+  other.endedMs = endedMs;
+  other.estimatedSpendUsd = podSpendUsd(other, endedMs);
 }
 
 /** `max_hours` in whole seconds, 0 when it cannot be one (the config refuses such values). */
@@ -385,6 +526,17 @@ const attemptSchema = z.looseObject({
 });
 const ATTEMPT_KEYS = Object.keys(attemptSchema.shape);
 
+const msOrNull = z.number().int().min(0).nullable();
+const otherPodSchema = z.object({
+  pod_id: podId,
+  cost_per_hour: z.number().min(0).nullable(),
+  billed_from_ms: msOrNull,
+  ended_ms: msOrNull,
+  estimated_spend: z.number().min(0).nullable(),
+  billed_usd: z.number().min(0).nullable(),
+  billed_checked_at: nullableString,
+});
+
 const podSchema = z.looseObject({
   version: z.literal(POD_RECORD_VERSION),
   run_id: z.string(),
@@ -422,6 +574,8 @@ const podSchema = z.looseObject({
   billed_usd: z.number().min(0).nullable().optional(),
   billed_checked_at: nullableString.optional(),
   billed_from_ms: z.number().int().min(0).nullable().optional(),
+  other_pods: z.array(otherPodSchema).optional(),
+  earlier_attempts: z.number().int().min(0).optional(),
 });
 const POD_KEYS = Object.keys(podSchema.shape);
 
@@ -465,6 +619,16 @@ export function decodePodRecord(text: string, file: string): PodRecord {
   record.billedUsd = raw.billed_usd ?? null;
   record.billedCheckedAt = raw.billed_checked_at ?? null;
   record.billedFromMs = raw.billed_from_ms ?? null;
+  record.otherPods = (raw.other_pods ?? []).map((o) => ({
+    podId: o.pod_id,
+    costPerHourUsd: o.cost_per_hour,
+    billedFromMs: o.billed_from_ms,
+    endedMs: o.ended_ms,
+    estimatedSpendUsd: o.estimated_spend,
+    billedUsd: o.billed_usd,
+    billedCheckedAt: o.billed_checked_at,
+  }));
+  record.earlierAttempts = raw.earlier_attempts ?? 0;
   const extra = splitExtra(raw, POD_KEYS);
   if (extra) record.extraFields = extra;
   return record;
@@ -472,7 +636,12 @@ export function decodePodRecord(text: string, file: string): PodRecord {
 
 /** Throws a RangeError for a record pod.json must never hold (a bad pod ID or host key). */
 export function encodePodRecord(record: PodRecord): string {
-  for (const id of [record.podId, ...record.strayPods, ...record.attempts.map((a) => a.podId)]) {
+  for (const id of [
+    record.podId,
+    ...record.strayPods,
+    ...record.attempts.map((a) => a.podId),
+    ...record.otherPods.map((o) => o.podId),
+  ]) {
     if (id !== null && id !== undefined && !isPodId(id)) {
       throw new RangeError(
         `run ${record.runId}: ${JSON.stringify(id.slice(0, 70))} is not a Runpod pod ID`,
@@ -529,6 +698,19 @@ export function encodePodRecord(record: PodRecord): string {
       billed_usd: record.billedUsd ?? undefined,
       billed_checked_at: record.billedCheckedAt ?? undefined,
       billed_from_ms: record.billedFromMs ?? undefined,
+      other_pods:
+        record.otherPods.length === 0
+          ? undefined
+          : record.otherPods.map((o) => ({
+              pod_id: o.podId,
+              cost_per_hour: o.costPerHourUsd,
+              billed_from_ms: o.billedFromMs,
+              ended_ms: o.endedMs,
+              estimated_spend: o.estimatedSpendUsd,
+              billed_usd: o.billedUsd,
+              billed_checked_at: o.billedCheckedAt,
+            })),
+      earlier_attempts: record.earlierAttempts === 0 ? undefined : record.earlierAttempts,
     },
     record.extraFields,
   );

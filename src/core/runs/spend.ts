@@ -5,7 +5,7 @@
  * status bar and `runs show` read the same figures.
  */
 import type { BudgetConfig } from '../config/budget';
-import type { PodRecord } from './podRecord';
+import type { OtherPod, PodRecord } from './podRecord';
 import type { RunRecord } from './runRecord';
 
 /** A budget's period: the UTC day or the UTC month. */
@@ -112,6 +112,63 @@ export function podSpend(pod: PodRecord, nowMs: number): PodSpend {
   };
 }
 
+/** The money side of another pod of run `runId` (see {@link OtherPod}) at `nowMs`. */
+export function otherPodSpend(runId: string, other: OtherPod, nowMs: number): PodSpend {
+  const ended = other.endedMs !== null;
+  return {
+    runId,
+    podId: other.podId,
+    status: ended ? 'ended' : 'live',
+    usdPerHour: other.costPerHourUsd,
+    createdMs: other.billedFromMs,
+    endedMs: other.endedMs,
+    estimatedUsd: ended ? other.estimatedSpendUsd : podSpendUsd(other, nowMs),
+    billedUsd: other.billedUsd,
+    boundUsd: null,
+  };
+}
+
+/**
+ * Every pod of the run `pod` records at `nowMs`: its current pod first, then the others (earlier
+ * attempts of a recovered run, pods the provisioning walk or a sweep deleted, strays).
+ */
+export function runPodSpends(pod: PodRecord, nowMs: number): PodSpend[] {
+  return [podSpend(pod, nowMs), ...pod.otherPods.map((o) => otherPodSpend(pod.runId, o, nowMs))];
+}
+
+/** A run's money over all its pods, as the spend listings show it. */
+export interface RunSpendTotal {
+  runId: string;
+  /** Its current pod (the last one), as {@link PodSpend} has it. */
+  current: PodSpend;
+  /** How many pods it had. */
+  pods: number;
+  /** The estimates summed (what is known of them); null when none is known. */
+  estimatedUsd: number | null;
+  /** Runpod's bills summed, once every pod ended and each bill was read; else null. */
+  billedUsd: number | null;
+}
+
+/** The pods of {@link podSpends} summed per run, in their order. */
+export function runTotals(pods: readonly PodSpend[]): RunSpendTotal[] {
+  const byRun = new Map<string, PodSpend[]>();
+  for (const p of pods) byRun.set(p.runId, [...(byRun.get(p.runId) ?? []), p]);
+  return [...byRun.entries()].map(([runId, parts]) => {
+    const known = parts.filter((p) => p.estimatedUsd !== null);
+    const billed = parts
+      .filter((p) => p.podId !== null)
+      .every((p) => p.status === 'ended' && p.billedUsd !== null);
+    return {
+      runId,
+      current: parts[0]!,
+      pods: parts.filter((p) => p.podId !== null).length,
+      estimatedUsd:
+        known.length === 0 ? null : round4(known.reduce((a, p) => a + p.estimatedUsd!, 0)),
+      billedUsd: billed ? round4(parts.reduce((a, p) => a + p.billedUsd!, 0)) : null,
+    };
+  });
+}
+
 /**
  * The part of a pod's spend that falls in [fromMs, nowMs]: its amount (the bill where read, else
  * the estimate) times the share of its life inside the window. A pod whose times are unknown
@@ -169,7 +226,8 @@ export interface SpendSource {
 export const PENDING_CAP_HOLD_MS = 10 * 60_000;
 
 /**
- * Every pod record of the store (damaged ones skipped: they say nothing reliable), and for a run
+ * Every pod of every pod record of the store (damaged ones skipped: they say nothing reliable),
+ * each run's current pod and its other pods, and for a run
  * the budget gate let start that has no pod record yet, its cap held back as a live pod's bound
  * (for {@link PENDING_CAP_HOLD_MS} after its creation).
  */
@@ -182,7 +240,7 @@ export function podSpends(store: SpendSource, nowMs: number): PodSpend[] {
     } catch {
       continue;
     }
-    if (pod !== null) out.push(podSpend(pod, nowMs));
+    if (pod !== null) out.push(...runPodSpends(pod, nowMs));
     else if (
       run.state === 'preparing' &&
       (run.budgetCapUsd ?? 0) > 0 &&
@@ -314,16 +372,19 @@ export function runSpendLines(
   }
   if (pod === null) return [];
   const p = podSpend(pod, nowMs);
+  // Every pod of the run counts (a recovered run's earlier attempts, swept duplicates, strays).
+  const total = runTotals(runPodSpends(pod, nowMs))[0]!;
+  const pods = total.pods > 1 ? ` over ${total.pods} pods` : '';
   const lines: string[] = [];
-  const est = p.estimatedUsd;
+  const est = total.estimatedUsd;
   if (p.status === 'ended') {
     lines.push(
-      `Spent: ${est === null ? 'unknown' : `about ${money(est)}`}${p.billedUsd === null ? ' (bill not read yet)' : `; billed ${money(p.billedUsd)}`}`,
+      `Spent: ${est === null ? 'unknown' : `about ${money(est)}`}${pods}${total.billedUsd === null ? ' (bill not read yet)' : `; billed ${money(total.billedUsd)}`}`,
     );
   } else {
     const rate = p.usdPerHour === null ? '' : ` at ${money(p.usdPerHour)}/h`;
     lines.push(
-      `Spent so far: ${est === null ? 'unknown' : money(est)}${rate}${p.status === 'kept' ? ' (kept: it bills until removed)' : ''}`,
+      `Spent so far: ${est === null ? 'unknown' : money(est)}${pods}${rate}${p.status === 'kept' ? ' (kept: it bills until removed)' : ''}`,
     );
     if (
       options.etaMs !== undefined &&
