@@ -53,8 +53,12 @@ describe('reliability: spend you can trust (figures)', function () {
 
   it('estimates every run within 1 % of the ledger, and each run with earlier runs of its config finishes inside its quote', async function () {
     const l: Lab = await lab({
-      // Pods of ~15 s: the estimate is over the bill by its create and delete calls' durations
-      // (tens of ms), ~1 % of a 5 s pod.
+      // Pods of ~15 s. The estimate counts from the pod's createdAt as the API gives it (whole
+      // seconds, never before the create was sent) to the delete's answer: over the bill by at
+      // most a second and that answer, never under it, however long a loaded machine makes the
+      // calls (counted from the create's sending, a slow create once made it +21 %). 1 % of a
+      // pod is meaningful once the pod lives 200 s (1 % then covers that 2 s resolution): on
+      // these pods the resolution is what is asserted, and never under the ledger.
       steps: 100,
       stepSeconds: 0.1,
       emulator: { catalog: pricedCatalog() },
@@ -75,8 +79,8 @@ describe('reliability: spend you can trust (figures)', function () {
       const ledger = l.ledgerOf(String(pod.pod_id));
       const estimate = pod.estimated_spend as number;
       const rate = pod.cost_per_hour as number;
-      // The estimate counts from the create call's sending to the delete's confirmation: over
-      // the bill by those two calls' durations, never under it (but for its rounding).
+      // Never under the bill (but for its rounding to $0.0001); within 1 % of it, or within
+      // the estimate's resolution where 1 % of the pod is less (billedMismatch).
       const ok =
         estimate >= ledger.costUsd - 0.00005 && !billedMismatch(estimate, ledger.costUsd, rate);
       if (ok) agreed++;

@@ -3,11 +3,11 @@
  * them elsewhere) are found at the next start: a pod record that still says the pod exists, of a
  * run no live client follows, is looked up; a pod Runpod no longer knows is recorded deleted
  * (by attach: the run fails with the limit that ended it) and its bill is read. Deleted pods of
- * this month whose bill was never read get it read too. The spend then counts what Runpod
+ * this month whose bill was never read (a run's current pod and its other pods) get it read too. The spend then counts what Runpod
  * billed, beside our estimate.
  */
 import type { OverbrainerConfig } from '../config/types';
-import { recordBilled } from '../runpod/billing';
+import { recordBilled, recordOtherBills } from '../runpod/billing';
 import { log } from '../runpod/context';
 import { lookUp, messageOf } from '../runpod/remove';
 import type { PodRecord } from '../runs/podRecord';
@@ -53,6 +53,13 @@ export async function settleGonePods(
       if ((await recordBilled(ctx, pod, signal)) !== null && !settled.includes(run.id)) {
         settled.push(run.id);
       }
+    }
+    // The run's other pods (earlier attempts, deleted duplicates) this month: their bills too.
+    const unbilled = pod.otherPods.some(
+      (o) => o.billedUsd === null && o.endedMs !== null && o.endedMs >= fromMs,
+    );
+    if (unbilled && (await recordOtherBills(ctx, pod, signal)) > 0 && !settled.includes(run.id)) {
+      settled.push(run.id);
     }
   }
   return settled;

@@ -90,7 +90,17 @@ export type Watched =
    * `offset`: the metrics file's byte offset after the last line published, to follow on from.
    * `signal`: the watch's own, so that settling the failure stops looking when the user stops.
    */
-  | { kind: 'failed'; error: unknown; offset: number; signal?: AbortSignal | undefined }
+  | {
+      kind: 'failed';
+      error: unknown;
+      offset: number;
+      signal?: AbortSignal | undefined;
+      /**
+       * When a look made as the watch began to fail found the pod gone (404 or TERMINATED);
+       * once the pod is confirmed gone, its spend estimate ends there.
+       */
+      goneSeenMs?: number | null;
+    }
   /** The client's deadline passed with no lease held; nothing was deleted yet. */
   | { kind: 'deadline_passed' }
   /** `max_cost_usd` is spent (whatever the lease); nothing was deleted yet. */
@@ -119,6 +129,20 @@ export async function watchLeased(
   // An abort before the watch began (Ctrl-C during the shielded job start) fires no event.
   if (signal?.aborted) onAbort();
   const pushes = new PodPushes(ctx.clock); // checkpoints and disk samples, pushed by the pod
+  // At the first failure to reach the job, one look at the pod: a pod deleted behind the client's
+  // back is seen gone then, not only once the follow gives up (its spend ends at that look).
+  let goneSeenMs: number | null = null;
+  let looked = false;
+  const lookOnce = (): void => {
+    if (looked || pod.podId === null) return;
+    looked = true;
+    void ctx.client.getPod(pod.podId, { signal: stop.signal }).then(
+      (remote) => {
+        if (remote === null || remote.status === 'TERMINATED') goneSeenMs = ctx.clock.nowMs();
+      },
+      () => undefined,
+    );
+  };
   const follower = new MetricsFollower({
     executor,
     runId: run.id,
@@ -127,6 +151,7 @@ export async function watchLeased(
     clock: ctx.clock,
     timing: ctx.timing,
     fromOffset,
+    onFailure: lookOnce,
     pushes: pushes.sink({
       lookMs: ctx.timing.checkpointLookMs,
       diskMs: ctx.timing.diskPollMs,
@@ -185,7 +210,13 @@ export async function watchLeased(
   try {
     const watched = follower.follow(stop.signal).then(
       (result): Watched => ({ kind: 'ended', result }),
-      (error: unknown): Watched => ({ kind: 'failed', error, offset: follower.offset, signal }),
+      (error: unknown): Watched => ({
+        kind: 'failed',
+        error,
+        offset: follower.offset,
+        signal,
+        goneSeenMs,
+      }),
     );
     const guarded = holdLease().then((why): Watched | null =>
       why === 'stopped' ? null : { kind: why },
@@ -300,7 +331,14 @@ export async function settleWatch(
       throw end.error;
     }
     case 'failed':
-      throw await unreachable(ctx, pod, run, watched.error, watched.signal);
+      throw await unreachable(
+        ctx,
+        pod,
+        run,
+        watched.error,
+        watched.signal,
+        watched.goneSeenMs ?? null,
+      );
   }
 }
 
@@ -316,6 +354,7 @@ async function unreachable(
   run: RunRecord,
   error: unknown,
   signal?: AbortSignal,
+  goneSeenMs: number | null = null,
 ): Promise<unknown> {
   if (isAbortError(error)) return error;
   const startMs = ctx.clock.nowMs();
@@ -325,7 +364,7 @@ async function unreachable(
   let remote: Pod | null;
   for (;;) {
     try {
-      remote = await stillThere(ctx, pod, signal);
+      remote = await stillThere(ctx, pod, signal, goneSeenMs);
       break;
     } catch (checkError) {
       const nowMs = ctx.clock.nowMs();
@@ -424,19 +463,26 @@ export async function stillThere(
   ctx: PodCtx,
   pod: PodRecord,
   signal?: AbortSignal,
+  goneSeenMs: number | null = null,
 ): Promise<Pod | null> {
   adoptDeleted(ctx, pod);
-  return lookUpPod(ctx, pod, signal);
+  return lookUpPod(ctx, pod, signal, goneSeenMs);
 }
 
 /**
  * The recorded pod as the API sees it, settled: one Runpod is deleting (TERMINATED) is gone once
  * its 404 comes. Null when it no longer exists, which pod.json then records (its keys forgotten).
  */
-async function lookUpPod(ctx: PodCtx, pod: PodRecord, signal?: AbortSignal): Promise<Pod | null> {
+async function lookUpPod(
+  ctx: PodCtx,
+  pod: PodRecord,
+  signal?: AbortSignal,
+  goneSeenMs: number | null = null,
+): Promise<Pod | null> {
   const id = pod.podId;
   if (id === null || pod.state === 'deleted') return null;
-  const seen: GoneSeen = { atMs: null };
+  // An earlier look that found it gone (`goneSeenMs`) counts once these looks confirm it.
+  const seen: GoneSeen = { atMs: goneSeenMs };
   const remote = await lookUpSettled(ctx, id, signal, seen);
   if (remote !== null) return remote;
   markGone(ctx, pod, id, goneBy(pod, ctx.clock.nowMs()), {}, seen.atMs);

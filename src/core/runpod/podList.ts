@@ -278,7 +278,10 @@ function settle(
     case 'gone':
       if (entry.stray) {
         editPodRecord(ctx, entry.runId, (record) =>
-          record.setStrayPods(record.strayPods.filter((id) => id !== entry.podId)),
+          record.setStrayPods(
+            record.strayPods.filter((id) => id !== entry.podId),
+            ctx.clock.nowMs(),
+          ),
         );
         log(ctx, 'info', `stray pod ${entry.podId} of run ${entry.runId} is gone`);
         return null;

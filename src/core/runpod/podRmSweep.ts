@@ -69,7 +69,10 @@ export async function removeStrays(sweep: Sweep): Promise<void> {
     try {
       const gone = await deleteConfirmed(ctx, runId, id, 'duplicate');
       editPodRecord(ctx, runId, (record) =>
-        record.setStrayPods(record.strayPods.filter((stray) => stray !== id)),
+        record.setStrayPods(
+          record.strayPods.filter((stray) => stray !== id),
+          ctx.clock.nowMs(),
+        ),
       );
       removed.push(gone);
     } catch (error) {

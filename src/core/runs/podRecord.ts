@@ -184,6 +184,8 @@ export class PodRecord {
   readyAt: string | null = null;
   ssh: SshEndpoint | null = null;
   deletedAt: string | null = null;
+  /** The same to the millisecond: when the API confirmed the deletion (absent from older records). */
+  deletedMs: number | null = null;
   deletedBy: DeletedBy | null = null;
   /** Rate × uptime, in USD, to 1/10000. */
   estimatedSpendUsd: number | null = null;
@@ -286,7 +288,8 @@ export class PodRecord {
   /** The current pod as one of the run's other pods (its money so far, or in all once deleted). */
   currentAsOther(): OtherPod | null {
     if (this.podId === null) return null;
-    const deletedMs = this.deletedAt === null ? NaN : Date.parse(this.deletedAt);
+    const deletedMs =
+      this.deletedMs ?? (this.deletedAt === null ? NaN : Date.parse(this.deletedAt));
     const ended = this.state === 'deleted' && !Number.isNaN(deletedMs);
     return {
       podId: this.podId,
@@ -369,6 +372,7 @@ export class PodRecord {
     this.ssh = null;
     // Its end and its money went with it (into `otherPods`): none of it is the next pod's.
     this.deletedAt = null;
+    this.deletedMs = null;
     this.deletedBy = null;
     this.estimatedSpendUsd = null;
     this.billedUsd = null;
@@ -402,12 +406,21 @@ export class PodRecord {
     this.estimatedSpendUsd = this.spendUsd(nowMs);
     this.state = 'deleted';
     this.deletedAt = rfc3339(nowMs);
+    this.deletedMs = nowMs;
     this.deletedBy = by;
   }
 
-  /** Records the other pods of the run whose deletion could not be confirmed (replacing the list). */
-  setStrayPods(ids: readonly string[]): void {
+  /**
+   * Records the other pods of the run whose deletion could not be confirmed (replacing the list);
+   * with `nowMs`, an earlier stray left out of it is recorded ended then.
+   */
+  setStrayPods(ids: readonly string[], nowMs?: number): void {
     this.strayPods = [...new Set(ids)];
+    // A stray no longer listed as one was confirmed gone (by `nowMs`): it bills no more.
+    if (nowMs === undefined) return;
+    for (const other of this.otherPods) {
+      if (other.endedMs === null && !this.strayPods.includes(other.podId)) endOther(other, nowMs);
+    }
   }
 
   /** Whether a pod of the run other than `podId` may exist: a stray, or an unconfirmed create. */
@@ -574,6 +587,7 @@ const podSchema = z.looseObject({
   billed_usd: z.number().min(0).nullable().optional(),
   billed_checked_at: nullableString.optional(),
   billed_from_ms: z.number().int().min(0).nullable().optional(),
+  deleted_ms: z.number().int().min(0).nullable().optional(),
   other_pods: z.array(otherPodSchema).optional(),
   earlier_attempts: z.number().int().min(0).optional(),
 });
@@ -629,6 +643,7 @@ export function decodePodRecord(text: string, file: string): PodRecord {
     billedCheckedAt: o.billed_checked_at,
   }));
   record.earlierAttempts = raw.earlier_attempts ?? 0;
+  record.deletedMs = raw.deleted_ms ?? null;
   const extra = splitExtra(raw, POD_KEYS);
   if (extra) record.extraFields = extra;
   return record;
@@ -698,6 +713,7 @@ export function encodePodRecord(record: PodRecord): string {
       billed_usd: record.billedUsd ?? undefined,
       billed_checked_at: record.billedCheckedAt ?? undefined,
       billed_from_ms: record.billedFromMs ?? undefined,
+      deleted_ms: record.deletedMs ?? undefined,
       other_pods:
         record.otherPods.length === 0
           ? undefined

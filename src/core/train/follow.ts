@@ -90,6 +90,11 @@ export interface MetricsFollowerOptions {
   onLine?: (line: ParsedLine) => void;
   /** Have the pod push its checkpoints and disk samples on the stream too, to this sink. */
   pushes?: PodPushSink;
+  /**
+   * Told at each failed attempt to reach the job (before the failure budget is spent): the
+   * caller may look whether the target itself is gone meanwhile.
+   */
+  onFailure?: () => void;
 }
 
 interface StreamState {
@@ -232,6 +237,7 @@ export class MetricsFollower {
   ): void {
     if (signal?.aborted || isAbortError(error)) throw signal ? abortError(signal) : error;
     budget.failures++;
+    this.options.onFailure?.();
     const reason = error instanceof Error ? error.message : String(error);
     this.options.bus.publish({
       type: 'log',
