@@ -101,12 +101,14 @@ describe('overbrainer spend and train --dry-run against the Runpod emulator', fu
       'flagged',
       'pod_id',
       'pod_state',
+      'pods',
       'run_id',
       'state',
     ]);
     assert.equal(row.run_id, runId);
     assert.equal(row.pod_id, pod.pod_id);
     assert.equal(row.state, 'succeeded');
+    assert.equal(row.pods, 1);
     assert.equal(row.estimated_usd, pod.estimated_spend);
     assert.ok(Math.abs((row.billed_usd as number) - ledger.costUsd) < 0.0001);
     assert.equal(

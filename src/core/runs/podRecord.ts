@@ -11,6 +11,9 @@ import { z } from 'zod';
 import { rfc3339 } from '../clock';
 import { decodeRecord, encodeRecord, splitExtra, type ExtraFields } from './codec';
 import { podSpendUsd } from './spend';
+import { billedFrom, endOther, otherSpendUsd, rate, type OtherPod } from './podMoney';
+
+export { billedFrom, otherSpendUsd, type OtherPod };
 
 export const POD_FILE = 'pod.json';
 export const POD_RECORD_VERSION = 1;
@@ -120,25 +123,6 @@ export interface CreatedPod {
 }
 
 /**
- * A pod of the run other than its current one, with its money: an earlier attempt's (the run
- * recovered on a new pod), one the provisioning walk deleted (not ready, refused), a duplicate a
- * sweep deleted, or a stray whose deletion is not confirmed (`endedMs` null: it may still bill).
- */
-export interface OtherPod {
-  podId: string;
-  costPerHourUsd: number | null;
-  /** When Runpod started billing it, unix ms (see {@link PodRecord.billedFromMs}); null unknown. */
-  billedFromMs: number | null;
-  /** When its deletion was confirmed, unix ms; null while it may still exist. */
-  endedMs: number | null;
-  /** Rate × life, USD to 1/10000, once it ended; null before or when unknown. */
-  estimatedSpendUsd: number | null;
-  /** What Runpod billed it; null until read. */
-  billedUsd: number | null;
-  billedCheckedAt: string | null;
-}
-
-/**
  * What can be a Runpod pod ID. Runpod's document types it as any string; the ones it hands out are
  * alphanumeric, but one of another shape must never break a list, a sweep, or the record of a pod
  * that bills. Refused: the empty string, control characters (they would forge log lines), the dot
@@ -150,11 +134,6 @@ export function isPodId(id: string): boolean {
 }
 /** A public host key as pod.json holds it: type and key, no comment. */
 export const HOST_KEY = /^ssh-ed25519 [A-Za-z0-9+/]+={0,2}$/;
-
-/** The rate to keep from Runpod's `cost`: only a positive, finite one. */
-function rate(cost: number | null | undefined): number | null {
-  return typeof cost === 'number' && Number.isFinite(cost) && cost > 0 ? cost : null;
-}
 
 const unixS = (ms: number): number => Math.floor(ms / 1000);
 
@@ -458,33 +437,6 @@ export class PodRecord {
 /** The state in words: `awaiting retrieval` for `awaiting_retrieval`. */
 export function stateName(state: PodState): string {
   return state === 'awaiting_retrieval' ? 'awaiting retrieval' : state;
-}
-
-/**
- * When Runpod started billing a pod whose create call was sent at `sentMs` and answered at
- * `answeredMs`: its `createdAt` (whole seconds, so at most a second early), but never before the
- * call was sent; the sending alone when `createdAt` is missing or later than the answer (a clock
- * this client cannot compare with Runpod's).
- */
-export function billedFrom(
-  createdAt: string | null | undefined,
-  sentMs: number,
-  answeredMs: number,
-): number {
-  const apiMs = createdAt ? Date.parse(createdAt) : NaN;
-  if (Number.isNaN(apiMs) || apiMs > answeredMs) return sentMs;
-  return Math.max(apiMs, sentMs);
-}
-
-/** What another pod of a run has cost by `nowMs` (to its end once it ended); null unknown. */
-export function otherSpendUsd(other: OtherPod, nowMs: number): number | null {
-  if (other.endedMs !== null) return other.estimatedSpendUsd;
-  return podSpendUsd(other, nowMs);
-}
-
-function endOther(other: OtherPod, endedMs: number): void {
-  other.endedMs = endedMs;
-  other.estimatedSpendUsd = podSpendUsd(other, endedMs);
 }
 
 /** `max_hours` in whole seconds, 0 when it cannot be one (the config refuses such values). */
