@@ -49,9 +49,14 @@ export async function remove(
   // before the delete, or the delete's own), else the delete's answer (the pod was deleted
   // during that call). The confirming looks that follow only make sure.
   let goneAtMs: number | null = null;
+  // Read TERMINATED: being deleted already (its watchdog found the retrieved marker), no more
+  // billing from that look on.
+  let terminatedAtMs: number | null = null;
   try {
-    lookedGone = (await ctx.client.getPod(id, { signal })) === null;
+    const first = await ctx.client.getPod(id, { signal });
+    lookedGone = first === null;
     if (lookedGone) goneAtMs = ctx.clock.nowMs();
+    else if (first?.status === 'TERMINATED') terminatedAtMs = ctx.clock.nowMs();
   } catch (error) {
     log(ctx, 'debug', `cannot look at pod ${id} before deleting it: ${messageOf(error)}`);
   }
@@ -60,6 +65,7 @@ export async function remove(
   const draining = drainPodLog(ctx, pod.runId, id);
   const deleteSaidGone = !(await deleteWhileUnreachable(ctx, pod, id, reason, signal));
   if (!deleteSaidGone || goneAtMs === null) goneAtMs = ctx.clock.nowMs();
+  if (terminatedAtMs !== null) goneAtMs = Math.min(goneAtMs, terminatedAtMs);
   await confirmGone(ctx, id, pod.runId, signal);
   await draining;
   const alreadyGone = lookedGone && deleteSaidGone;
