@@ -32,7 +32,7 @@ export async function spend(s: Session, sinceMs: number | null, json: boolean): 
       await s.readOnly(client, (api, signal) => recordBilled(s.podCtx(api), pod, signal));
     }
     if (client !== null) {
-      await s.readOnly(client, (signal) => recordOtherBills(s.podCtx(client), pod, signal));
+      await s.readOnly(client, (api, signal) => recordOtherBills(s.podCtx(api), pod, signal));
     }
     rows.push(spendRow(run.id, run.created, run.state, pod, s.clock.nowMs()));
   }
