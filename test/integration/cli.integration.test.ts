@@ -241,7 +241,9 @@ describe('overbrainer CLI against the Runpod emulator', function () {
     assert.equal(rm.code, 0, rm.stderr);
     assert.match(
       rm.stdout.trim(),
-      new RegExp(`^pod: ${podId} deleted after \\d+s, about \\$\\d+\\.\\d\\d$`),
+      new RegExp(
+        `^pod: ${podId} deleted after (\\d+s|\\d+m\\d\\ds|\\d+h\\d\\dm), about \\$\\d+\\.\\d\\d$`,
+      ),
     );
     assert.equal(ledgerOf(podId).billing, false);
     const after = podJson(id);
@@ -279,7 +281,9 @@ describe('overbrainer CLI against the Runpod emulator', function () {
     assert.equal(forced.code, 0, forced.stderr);
     assert.match(
       forced.stdout.trim(),
-      new RegExp(`^pod: ${podId} deleted after \\d+s, about \\$\\d+\\.\\d\\d$`),
+      new RegExp(
+        `^pod: ${podId} deleted after (\\d+s|\\d+m\\d\\ds|\\d+h\\d\\dm), about \\$\\d+\\.\\d\\d$`,
+      ),
     );
     assert.equal(ledgerOf(podId).billing, false);
 
