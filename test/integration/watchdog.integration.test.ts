@@ -25,8 +25,14 @@ import {
   startScenarios,
   sleep,
   withRuns,
+  type RunOptions,
   type Shell,
 } from '../helpers/watchdog';
+
+/** A live job on a pod kept at its creation (OVERBRAINER_KEEP_POD=1), with `env` and `files`. */
+function keptAtCreation(env: RunOptions['env'], files?: RunOptions['files']): RunOptions {
+  return { job: 'live', env: { OVERBRAINER_KEEP_POD: '1', ...env }, ...(files ? { files } : {}) };
+}
 
 interface Scenario {
   title: string;
@@ -165,20 +171,18 @@ const SCENARIOS: Scenario[] = [
       withRuns(
         shell,
         [
-          {
-            job: 'live',
-            env: {
-              OVERBRAINER_KEEP_POD: '1',
+          keptAtCreation(
+            {
               OVERBRAINER_DEADLINE: undefined,
               OVERBRAINER_BOOT_GRACE: '1',
               OVERBRAINER_RETRIEVE_GRACE: '0',
             },
-            files: {
+            {
               exit_code: '0\n',
               '.pod/retrieved': '',
               '.pod/cost_cap_at': `${nowS() - 60}\n`,
             },
-          },
+          ),
         ],
         async ([r]) => {
           await r!.waitFor(/job ended/);
@@ -332,19 +336,11 @@ const SCENARIOS: Scenario[] = [
       withRuns(
         shell,
         [
-          {
-            job: 'live',
-            env: {
-              OVERBRAINER_KEEP_POD: '1',
-              OVERBRAINER_RETRIEVE_GRACE: '3',
-              OVERBRAINER_SNAPSHOT_WAIT: '0',
-            },
-            files: { exit_code: '0\n' },
-          },
-          {
-            job: 'live',
-            env: { OVERBRAINER_KEEP_POD: '1', OVERBRAINER_SNAPSHOT_WAIT: '0' },
-          },
+          keptAtCreation(
+            { OVERBRAINER_RETRIEVE_GRACE: '3', OVERBRAINER_SNAPSHOT_WAIT: '0' },
+            { exit_code: '0\n' },
+          ),
+          keptAtCreation({ OVERBRAINER_SNAPSHOT_WAIT: '0' }),
         ],
         async ([ended, running]) => {
           // The job ended 100 s ago, far past its retrieve grace: kept, nothing deletes it.
