@@ -22,6 +22,7 @@ import * as path from 'node:path';
 import { PRODUCTION_TIMING } from '../src/core/timing';
 import type { ReliabilityRecord } from '../test/helpers/reliability';
 import { RELIABILITY_LOG_ENV } from '../test/helpers/reliability';
+import { FIXES_SECTION } from './reliabilityFixes';
 
 const ROOT = path.join(__dirname, '..');
 const TESTS = path.join(ROOT, 'test', 'integration');
@@ -378,6 +379,7 @@ export function render(f: Figures, when: Date): string {
     '| notifications come from "Overbrainer"                                                                   | `e2e/activation.e2e.test.ts`                            | stores the Runpod API key typed into a password box, never echoing it                                                                                                                  |',
     '| the integration tier runs four files at a time                                                          | `unit/readme.unit.test.ts`                              | says how many integration files run at a time as scripts/test.sh runs them                                                                                                             |',
     '',
+    ...FIXES_SECTION,
     '## The matrix',
     '',
     `Last run: ${when.toISOString().replace(/\.\d+Z$/, 'Z')}, ${f.seconds.toFixed(0)} s.`,
