@@ -83,8 +83,8 @@ describe('reliability: a run recovered on a new pod under a budget cap', functio
   let failure: unknown = null;
 
   before(async function () {
-    // max_hours 0.15 (540 s, $5.40) + the graces (5 + 1 min: $3.60) pass $6.60: the gate fits
-    // the run to what is left less the graces, a cap of $3.00.
+    // max_hours 0.15 (540 s, $5.40) + what the watchdog allows past the deadline pass $6.60:
+    // the gate fits the run to a cap (what is left less what a pod bills past its cap).
     l = await Lab.start({
       command: TRAIN,
       maxHours: 0.15,
@@ -150,17 +150,31 @@ describe('reliability: a run recovered on a new pod under a budget cap', functio
     );
   });
 
+  it('the run ends with the bill of every pod it had read, not only its last one (the Spend view shows it billed)', function () {
+    const pod = l.podJson(runId);
+    assert.equal(typeof pod.billed_usd, 'number', 'the second pod has no bill read');
+    const others = pod.other_pods as { pod_id: string; billed_usd: number | null }[];
+    assert.deepEqual(
+      others.map((o) => [o.pod_id, typeof o.billed_usd]),
+      [[firstPod, 'number']],
+      'the first pod of the run has no bill read',
+    );
+  });
+
   it("a recovered run keeps its cap: the new pod is armed with the budget gate's cap less what the first pod cost, with its own cost_cap_at", function () {
-    // Without the budget, max_cost_usd would be unset here: the cap can only come from the gate.
-    assert.equal(l.runJson(runId).budget_cap_usd, 3);
+    // Without the budget, max_cost_usd would be unset here: the cap can only come from the gate,
+    // which fits the run to the day's $6.60 less what the pod may bill past its cap.
+    const runCapUsd = l.runJson(runId).budget_cap_usd as number;
+    assert.ok(runCapUsd > 0 && runCapUsd < 6.6, `the gate's cap: ${runCapUsd}`);
     const pod = l.podJson(runId);
     const cap = pod.max_cost_usd as number | null;
     const firstCost = l.ledgerOf(firstPod).costUsd;
     assert.ok(cap !== null && cap > 0, `the second pod has no cost cap: ${String(cap)}`);
     // What the first pod cost is taken from the estimate, never under the bill: the two pods
     // together never pass the run's cap.
-    assert.ok(cap + firstCost <= 3 + 0.0001, `cap $${cap} + first pod $${firstCost} > $3.00`);
-    assert.ok(cap + firstCost >= 3 - 0.02, `cap $${cap} + first pod $${firstCost} ≪ $3.00`);
+    const over = `cap $${cap} + first pod $${firstCost} against the run's $${runCapUsd}`;
+    assert.ok(cap + firstCost <= runCapUsd + 0.0001, over);
+    assert.ok(cap + firstCost >= runCapUsd - 0.02, over);
     assert.ok(secondCapAt !== null, 'the second pod has no .pod/cost_cap_at');
     const rate = pod.cost_per_hour as number;
     const expected = (pod.created_unix as number) + Math.floor((cap / rate) * 3600);

@@ -7,7 +7,7 @@ import { drainPodLog } from './podLogCapture';
 import * as path from 'node:path';
 import type { DeleteReason } from '../events';
 import type { DeletedBy, PodRecord } from '../runs/podRecord';
-import { recordBilled } from './billing';
+import { recordBilled, recordOtherBills } from './billing';
 import { SSH_DIR } from '../runs/store';
 import { forgetClientKey } from './keys';
 import type { Pod } from './api';
@@ -70,8 +70,10 @@ export async function remove(
   await draining;
   const alreadyGone = lookedGone && deleteSaidGone;
   markGone(ctx, pod, id, alreadyGone ? 'watchdog' : by, options, goneAtMs);
-  // Confirmed gone: what Runpod billed it, beside our estimate (best effort, never throws).
+  // Confirmed gone: what Runpod billed it, and the run's earlier pods whose bill is not read yet
+  // (a recovery's first attempt), beside our estimate (best effort, never throws).
   await recordBilled(ctx, pod, signal);
+  await recordOtherBills(ctx, pod, signal);
   return alreadyGone ? 'already_gone' : 'deleted';
 }
 
