@@ -11,7 +11,7 @@ import assert from 'node:assert/strict';
 import * as fs from 'node:fs';
 import * as path from 'node:path';
 import type { RunpodTargetConfig } from '../../src/core/config/types';
-import { DEADLINE_FILE, LEASE_FILE } from '../../src/core/runpod/podScripts';
+import { LEASE_FILE } from '../../src/core/runpod/podScripts';
 import { FlowError, keepPod, train } from '../../src/core/flow';
 import { Lab, matrixLabs, runIdHolder } from '../helpers/lifecycle';
 import { recordResult } from '../helpers/reliability';
@@ -154,8 +154,10 @@ describe('reliability: keep and release past the deadline', function () {
     recordResult(this, { verified: 1, lost: fs.existsSync(model) ? 0 : 1 });
     assert.ok(fs.existsSync(model), 'the results are home');
     l.assertDeletedAfterRetrieval(podId, l.podJson(id).deleted_by);
+    // The release collects the run at once: the watchdog may not have ticked (and logged the
+    // deadline it read) before the delete; watchdog.integration tests that reading. What must
+    // hold is that it never deleted the pod as abandoned in between.
     const watchdogLog = fs.readFileSync(path.join(l.runDir(id), '.pod', 'watchdog.log'), 'utf8');
-    assert.match(watchdogLog, new RegExp(`released: deadline=${deadline} \\(${DEADLINE_FILE}\\)`));
     assert.doesNotMatch(watchdogLog, /delete reason=abandoned/);
     assert.deepEqual(
       l.billing().map((p) => p.id),
