@@ -55,10 +55,10 @@ function copyAssets() {
     ['node_modules/uplot/dist/uPlot.min.css', 'uPlot.min.css'],
     ['python/overbrainer_metrics.py', 'python/overbrainer_metrics.py'],
   ];
-  const scriptsDir = path.join(root, 'src/core/runpod/scripts');
+  const scriptsDir = path.join(root, 'src/core/pod/scripts');
   if (existsSync(scriptsDir)) {
     for (const name of readdirSync(scriptsDir)) {
-      if (name.endsWith('.sh')) copies.push([`src/core/runpod/scripts/${name}`, `scripts/${name}`]);
+      if (name.endsWith('.sh')) copies.push([`src/core/pod/scripts/${name}`, `scripts/${name}`]);
     }
   }
   for (const [from, to] of copies) {

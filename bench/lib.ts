@@ -11,7 +11,7 @@ import { readFileSync } from 'node:fs';
 import { cpus, loadavg, totalmem } from 'node:os';
 import { systemClock } from '../src/core/clock';
 import { SshExecutor } from '../src/core/exec/ssh';
-import { PodPushes } from '../src/core/runpod/podPushes';
+import { PodPushes } from '../src/core/pod/podPushes';
 import { PRODUCTION_TIMING } from '../src/core/timing';
 import type { PodPushSink } from '../src/core/train/podWatcher';
 

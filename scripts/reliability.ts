@@ -258,7 +258,7 @@ export function render(f: Figures, when: Date): string {
     '',
     '### The run dir on the pod',
     '',
-    'What the watchdog (`src/core/runpod/scripts/watchdog.sh`) reads and writes in the run dir; all',
+    'What the watchdog (`src/core/pod/scripts/watchdog.sh`) reads and writes in the run dir; all',
     'but the verdict, its log and its own snapshot requests are written by others:',
     '',
     '```',

@@ -6,7 +6,7 @@
 import type { DeleteReason, JobStatus, PodStatusEvent } from '../core/events';
 import type { GpuType } from '../core/runpod/api';
 import { inStock } from '../core/runpod/api';
-import { cell, type RemovedPod } from '../core/runpod/podAdmin';
+import { cell, type RemovedPod } from '../core/pod/podAdmin';
 import type { PodRecord } from '../core/runs/podRecord';
 import type { RunRecord } from '../core/runs/runRecord';
 

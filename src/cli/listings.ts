@@ -5,7 +5,7 @@
  */
 import type { DataCenter, GpuType, NetworkVolume, Template } from '../core/runpod/api';
 import { inStock } from '../core/runpod/api';
-import { cell, type PodRow } from '../core/runpod/podAdmin';
+import { cell, type PodRow } from '../core/pod/podAdmin';
 import { table, type RunLine } from './format';
 
 /**

@@ -14,7 +14,7 @@ import { HintedError } from '../core/errors';
 import { CallLimits, type RateLimitWait } from '../core/runpod/callLimits';
 import type { RunpodClient } from '../core/runpod/client';
 import { isApiError } from '../core/runpod/errors';
-import { messageOf } from '../core/runpod/remove';
+import { messageOf } from '../core/pod/remove';
 import type { Timing } from '../core/timing';
 
 const UNREACHABLE_HINT =

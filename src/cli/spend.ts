@@ -1,5 +1,5 @@
 /** `overbrainer spend`: estimates beside Runpod's bills, as a table or JSON. Pure. */
-import { billedMismatch } from '../core/runpod/billing';
+import { billedMismatch } from '../core/pod/billing';
 import type { PodRecord } from '../core/runs/podRecord';
 import { runPodSpends, runTotals, usd4 } from '../core/runs/spend';
 import { snakeFields } from './listings';

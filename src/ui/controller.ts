@@ -2,7 +2,7 @@ import * as vscode from 'vscode';
 import { showLogs } from './runLogs';
 import type { Clock } from '../core/clock';
 import type { EventBus } from '../core/events';
-import type { DeadlineView } from '../core/runpod/lease';
+import type { DeadlineView } from '../core/pod/lease';
 import type { ApiKeyStore } from './apiKey';
 import { createConfig, pickDataCenters, pickGpuTypes, pickVolume } from './configCommands';
 import { act, CoreEventsView } from './coreEvents';

@@ -6,7 +6,7 @@ import {
   removePods,
   type PodAdminErrorKind,
   type RemovedPod,
-} from '../core/runpod/podAdmin';
+} from '../core/pod/podAdmin';
 import { errorText } from './errorText';
 import type { UiContext } from './uiContext';
 

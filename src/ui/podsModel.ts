@@ -3,7 +3,7 @@ import { EventBus } from '../core/events';
 import type { Pod } from '../core/runpod/api';
 import type { RunpodClient } from '../core/runpod/client';
 import { ApiError } from '../core/runpod/errors';
-import { listPods, type PodRow, type PodRowKind } from '../core/runpod/podAdmin';
+import { listPods, type PodRow, type PodRowKind } from '../core/pod/podAdmin';
 import type { RunStore } from '../core/runs/store';
 import { PRODUCTION_TIMING } from '../core/timing';
 import { LazyList } from './lazyList';

@@ -1,6 +1,6 @@
 import type { Clock } from '../core/clock';
 import type { TrainMetric } from '../core/events';
-import { overrun } from '../core/runpod/lease';
+import { overrun } from '../core/pod/lease';
 import { Pace, projectSpendUsd } from '../core/train/pace';
 import { displayState, formatDurationS, formatUsd, resumable, type RunSummary } from './runsModel';
 import { etaFromNow } from './statusModel';

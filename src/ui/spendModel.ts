@@ -4,7 +4,7 @@
  * flagged); kept pods older than the reminder age are picked out for one notification each.
  */
 import type { CoreEvent } from '../core/events';
-import { billedMismatch } from '../core/runpod/billing';
+import { billedMismatch } from '../core/pod/billing';
 import { budgetLines, runTotals, usd4, type ProjectSpend } from '../core/runs/spend';
 
 export interface SpendRowView {

@@ -3,7 +3,7 @@
  * target names (`ssh_client`): `openssh`, the system `ssh` with every option on its command line
  * and no configuration file (`-F none`: a `runs/<id>/ssh/config` a cloned repository shipped
  * runs nothing); `builtin`, a pseudo-terminal over Overbrainer's own SSH client. Either way the
- * run folder is checked first (core/runpod/sshAccess.ts) and known_hosts written afresh.
+ * run folder is checked first (core/pod/sshAccess.ts) and known_hosts written afresh.
  */
 import { StringDecoder } from 'node:string_decoder';
 import type * as vscode from 'vscode';
@@ -15,7 +15,7 @@ import {
   sshClientFor,
   SshAccessError,
   type SshAccess,
-} from '../core/runpod/sshAccess';
+} from '../core/pod/sshAccess';
 import { Emitter } from './emitter';
 import { errorText } from './errorText';
 import type { UiContext } from './uiContext';

@@ -1,6 +1,6 @@
 import { train as trainFlow } from '../core/flow';
 import type { GpuType } from '../core/runpod/api';
-import { listPods, strayWarning, sweepHostKeySecrets } from '../core/runpod/podAdmin';
+import { listPods, strayWarning, sweepHostKeySecrets } from '../core/pod/podAdmin';
 import { heldByEarlierRuns } from '../core/runs/quote';
 import { errorText } from './errorText';
 import { finish } from './following';

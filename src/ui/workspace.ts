@@ -11,7 +11,7 @@ import {
 } from '../core/config';
 import type { EventBus } from '../core/events';
 import { CLIENT_VERSION, RunpodClient } from '../core/runpod/client';
-import type { PodCtx } from '../core/runpod/context';
+import type { PodCtx } from '../core/pod/context';
 import type { FlowDeps } from '../core/flow';
 import { RunStore } from '../core/runs/store';
 import type { Timing } from '../core/timing';

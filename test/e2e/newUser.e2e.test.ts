@@ -1,7 +1,7 @@
 import * as assert from 'node:assert/strict';
 import * as fs from 'node:fs';
 import * as path from 'node:path';
-import { hostKeySecretName } from '../../src/core/runpod/context';
+import { hostKeySecretName } from '../../src/core/pod/context';
 import { eventually, runPage, UI_TIMEOUT_MS } from './harness';
 import { confirmTrain, setApiKey, tinyToml, useWindow } from './window';
 

@@ -80,7 +80,7 @@ describe('npm run package: the .vsix', function () {
       'extension/dist/uPlot.min.css',
       ...manifestMediaPaths().map((media) => `extension/${media}`),
     ];
-    const scripts = path.join(REPO_ROOT, 'src/core/runpod/scripts');
+    const scripts = path.join(REPO_ROOT, 'src/core/pod/scripts');
     if (existsSync(scripts)) {
       for (const name of readdirSync(scripts).filter((file) => file.endsWith('.sh'))) {
         required.push(`extension/dist/scripts/${name}`);

@@ -14,7 +14,7 @@ import { systemClock } from '../../src/core/clock';
 import { loadConfig, type OverbrainerConfig } from '../../src/core/config';
 import { EventBus, type CoreEvent, type PodStatusEvent } from '../../src/core/events';
 import { CLIENT_VERSION, RunpodClient } from '../../src/core/runpod/client';
-import { hostKeySecretName } from '../../src/core/runpod/context';
+import { hostKeySecretName } from '../../src/core/pod/context';
 import { train, type FlowDeps, type FlowResult } from '../../src/core/flow';
 import { RunStore } from '../../src/core/runs/store';
 import { scaleTiming, type Timing } from '../../src/core/timing';

@@ -14,7 +14,7 @@
 import * as fs from 'node:fs';
 import * as path from 'node:path';
 import { monitorEventLoopDelay } from 'node:perf_hooks';
-import { LEASE_FILE } from '../../src/core/runpod/podScripts';
+import { LEASE_FILE } from '../../src/core/pod/podScripts';
 import { train, type FlowResult } from '../../src/core/flow';
 import { scaleTiming, type Timing } from '../../src/core/timing';
 import { GPU, Lab } from './lifecycle';

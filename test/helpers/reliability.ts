@@ -10,7 +10,7 @@
  * How to use it in a matrix file:
  *
  * ```ts
- * import { recordFault, recordLedger, recordResult } from '../helpers/reliability';
+ * import { recordFault, recordLedger, recordResult } from './reliability';
  *
  * it('a 500 on the create is retried', async function () {
  *   emulator.faults.failCall(...);

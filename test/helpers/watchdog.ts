@@ -1,5 +1,5 @@
 /**
- * The real watchdog (src/core/runpod/scripts/watchdog.sh) run as a process under bash, dash and
+ * The real watchdog (src/core/pod/scripts/watchdog.sh) run as a process under bash, dash and
  * busybox sh (busybox with only its own applets and curl on PATH) against a local Runpod API
  * stand-in, each run in its own temp run dir: what the watchdog test files share.
  */
@@ -12,7 +12,7 @@ import * as path from 'node:path';
 
 import { startApiStub, type ApiStub, type StubBehaviour } from './apiStub';
 
-export const WATCHDOG = path.resolve(__dirname, '../../src/core/runpod/scripts/watchdog.sh');
+export const WATCHDOG = path.resolve(__dirname, '../../src/core/pod/scripts/watchdog.sh');
 export const VERSION = '0.0.0-test';
 export const TS_LINE = /^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ \S/;
 

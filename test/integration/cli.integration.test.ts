@@ -15,7 +15,7 @@ import * as path from 'node:path';
 import { startEmulator, type Emulator } from '../emulator/emulator';
 import { assertDeletedAfterRetrieval } from '../helpers/retrievedDelete';
 import { ApiClient, postRunPod } from '../emulator/testing';
-import { FAILED_BY_POD_RM } from '../../src/core/runpod/podAdmin';
+import { FAILED_BY_POD_RM } from '../../src/core/pod/podAdmin';
 import { startCli, type Ran, type Running } from '../helpers/cli';
 import { readJson } from '../helpers/labFiles';
 import { emulatorEnv, tempTinyWorkspace, tinyToml } from '../helpers/tinyWorkspace';

@@ -8,7 +8,7 @@ import * as fs from 'node:fs';
 import * as os from 'node:os';
 import * as path from 'node:path';
 import { EventBus, type CoreEvent } from '../../src/core/events';
-import { recordBilled } from '../../src/core/runpod/billing';
+import { recordBilled } from '../../src/core/pod/billing';
 import { RunpodClient } from '../../src/core/runpod/client';
 import { newPodRecord } from '../../src/core/runs/podRecord';
 import { RunStore } from '../../src/core/runs/store';

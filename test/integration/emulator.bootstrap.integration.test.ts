@@ -1,5 +1,5 @@
 /**
- * The project's REAL pod command (src/core/runpod/podScripts.ts: bootstrap.sh + watchdog.sh) runs
+ * The project's REAL pod command (src/core/pod/podScripts.ts: bootstrap.sh + watchdog.sh) runs
  * unchanged in an emulated pod: production paths, `service ssh restart`, the host key from an
  * account secret, the watchdog proving it reaches the API with the pod's own key, and deleting
  * its pod by itself once the retrieved marker appears.
@@ -19,7 +19,7 @@ import {
   waitForPod,
 } from '../emulator/testing';
 
-const POD_SCRIPTS = join(__dirname, '..', '..', 'src', 'core', 'runpod', 'podScripts.ts');
+const POD_SCRIPTS = join(__dirname, '..', '..', 'src', 'core', 'pod', 'podScripts.ts');
 
 describe('Runpod emulator: the real bootstrap and watchdog', function () {
   this.timeout(180_000); // generous: the machine is shared
@@ -35,7 +35,7 @@ describe('Runpod emulator: the real bootstrap and watchdog', function () {
   });
 
   it('boots a pod with podCmd()/podEnv(): sshd via `service ssh restart`, verdict ready, self-delete on the retrieved marker', async () => {
-    const scripts = await import('../../src/core/runpod/podScripts');
+    const scripts = await import('../../src/core/pod/podScripts');
     emulator = await startEmulator({ bootDelaysMs: { provisioning: 100, starting: 100 } });
     const api = new ApiClient(emulator.baseUrl, emulator.apiKey);
     const hostKey = ed25519();

@@ -16,8 +16,8 @@ import {
   generateRunKeys,
   writeKnownHosts,
   type SshEndpoint,
-} from '../../src/core/runpod/keys';
-import { opensshArgs } from '../../src/core/runpod/sshAccess';
+} from '../../src/core/pod/keys';
+import { opensshArgs } from '../../src/core/pod/sshAccess';
 import { RunStore } from '../../src/core/runs';
 import { systemClock } from '../../src/core/clock';
 

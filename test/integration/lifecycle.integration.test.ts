@@ -12,7 +12,7 @@
 import assert from 'node:assert/strict';
 import * as fs from 'node:fs';
 import * as path from 'node:path';
-import { PodError } from '../../src/core/runpod/podError';
+import { PodError } from '../../src/core/pod/podError';
 import { train } from '../../src/core/flow';
 import { filesUnder, GPU, runIdHolder } from '../helpers/lifecycle';
 import { lifecycleSuite } from '../helpers/lifecycleSuite';

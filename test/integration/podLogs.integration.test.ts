@@ -18,8 +18,8 @@ import {
   POD_LOG_CURSOR_FILE,
   POD_LOG_FILE,
   startPodLogCapture,
-} from '../../src/core/runpod/podLogCapture';
-import { PodError } from '../../src/core/runpod/podError';
+} from '../../src/core/pod/podLogCapture';
+import { PodError } from '../../src/core/pod/podError';
 import { streamPodLogs, type PodLogLine } from '../../src/core/runpod/podLogs';
 import { EventBus, type CoreEvent } from '../../src/core/events';
 import { RunStore } from '../../src/core/runs/store';

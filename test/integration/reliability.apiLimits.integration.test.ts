@@ -8,8 +8,8 @@
  * Runpod's own, never scaled).
  */
 import assert from 'node:assert/strict';
-import { removeRunOrPod } from '../../src/core/runpod/podAdmin';
-import { PodError } from '../../src/core/runpod/podError';
+import { removeRunOrPod } from '../../src/core/pod/podAdmin';
+import { PodError } from '../../src/core/pod/podError';
 import { train } from '../../src/core/flow';
 import { FollowError } from '../../src/core/train/follow';
 import { GPU, Lab, matrixLabs, type TrainOutcome } from '../helpers/lifecycle';

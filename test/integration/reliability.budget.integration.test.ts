@@ -10,7 +10,7 @@ import assert from 'node:assert/strict';
 import * as fs from 'node:fs';
 import * as path from 'node:path';
 import { train } from '../../src/core/flow';
-import { billedMismatch } from '../../src/core/runpod/billing';
+import { billedMismatch } from '../../src/core/pod/billing';
 import { quoteForTarget } from '../../src/core/flow';
 import { heldByEarlierRuns } from '../../src/core/runs/quote';
 import type { RunpodTargetConfig } from '../../src/core/config';

@@ -12,7 +12,7 @@
 import assert from 'node:assert/strict';
 import * as fs from 'node:fs';
 import * as path from 'node:path';
-import { FAILED_BY_POD_RM } from '../../src/core/runpod/podAdmin';
+import { FAILED_BY_POD_RM } from '../../src/core/pod/podAdmin';
 import { LOCK_FILE } from '../../src/core/runs/lock';
 import { Lab, runCli, spawnLifecycleChild, startCli, type CliProcess } from '../helpers/lifecycle';
 import { recordFault, recordLedger, recordResult, sleep, until } from '../helpers/reliability';

@@ -9,7 +9,7 @@
 import assert from 'node:assert/strict';
 import * as fs from 'node:fs';
 import * as path from 'node:path';
-import { PodError } from '../../src/core/runpod/podError';
+import { PodError } from '../../src/core/pod/podError';
 import type { PodRecord } from '../../src/core/runs/podRecord';
 import { Lab, matrixLabs } from '../helpers/lifecycle';
 import { recordFault } from '../helpers/reliability';

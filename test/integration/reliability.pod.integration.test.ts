@@ -10,9 +10,9 @@
 import assert from 'node:assert/strict';
 import * as fs from 'node:fs';
 import * as path from 'node:path';
-import { removePods } from '../../src/core/runpod/podAdmin';
-import { MAX_COST_REACHED } from '../../src/core/runpod/lifecycle';
-import { PodError } from '../../src/core/runpod/podError';
+import { removePods } from '../../src/core/pod/podAdmin';
+import { MAX_COST_REACHED } from '../../src/core/pod/lifecycle';
+import { PodError } from '../../src/core/pod/podError';
 import { attach } from '../../src/core/flow';
 import { GPU, Lab, matrixLabs, type TrainOutcome } from '../helpers/lifecycle';
 import { podKeyCallsFail } from '../helpers/podKeyFaults';

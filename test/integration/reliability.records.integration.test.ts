@@ -8,13 +8,13 @@
 import assert from 'node:assert/strict';
 import * as fs from 'node:fs';
 import * as path from 'node:path';
-import { hostKeySecretName } from '../../src/core/runpod/context';
+import { hostKeySecretName } from '../../src/core/pod/context';
 import {
   listPods,
   removePods,
   removeRunOrPod,
   sweepHostKeySecrets,
-} from '../../src/core/runpod/podAdmin';
+} from '../../src/core/pod/podAdmin';
 import { FlowError, recoverAbandoned, train } from '../../src/core/flow';
 import { GPU, Lab, spawnLifecycleChild, matrixLabs } from '../helpers/lifecycle';
 import { recordFault } from '../helpers/reliability';

@@ -11,7 +11,7 @@ import assert from 'node:assert/strict';
 import * as fs from 'node:fs';
 import * as path from 'node:path';
 import type { RunpodTargetConfig } from '../../src/core/config/types';
-import { LEASE_FILE } from '../../src/core/runpod/podScripts';
+import { LEASE_FILE } from '../../src/core/pod/podScripts';
 import { FlowError, keepPod, train } from '../../src/core/flow';
 import { Lab, matrixLabs, runIdHolder } from '../helpers/lifecycle';
 import { recordResult } from '../helpers/reliability';

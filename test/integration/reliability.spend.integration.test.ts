@@ -4,7 +4,7 @@
  * in pod.json beside its own estimate; the two agree within 1 %. Real pods; timings production / 60.
  */
 import assert from 'node:assert/strict';
-import { billedMismatch } from '../../src/core/runpod/billing';
+import { billedMismatch } from '../../src/core/pod/billing';
 import { train } from '../../src/core/flow';
 import { Lab, matrixLabs } from '../helpers/lifecycle';
 import { recordResult } from '../helpers/reliability';

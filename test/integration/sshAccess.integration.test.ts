@@ -15,7 +15,7 @@ import { CLI_SOURCE, startCli, ROOT, type Ran } from '../helpers/cli';
 import { readJson } from '../helpers/labFiles';
 import { emulatorEnv, tempTinyWorkspace, tinyToml } from '../helpers/tinyWorkspace';
 import { systemClock } from '../../src/core/clock';
-import { prepareSshAccess } from '../../src/core/runpod/sshAccess';
+import { prepareSshAccess } from '../../src/core/pod/sshAccess';
 import { RunStore } from '../../src/core/runs/store';
 import { openSshTerminal } from '../../src/ui/podCommands';
 import { builtinTerminal } from '../../src/ui/sshTerminal';

@@ -1,5 +1,5 @@
 /**
- * The real watchdog (src/core/runpod/scripts/watchdog.sh) under bash, dash and busybox sh
+ * The real watchdog (src/core/pod/scripts/watchdog.sh) under bash, dash and busybox sh
  * (busybox with only its own applets and curl on PATH), against a local Runpod API stand-in,
  * with a 1 s tick and short graces: its verdicts, each delete rule and their order, the delete
  * fallbacks, and the key kept out of every argv, child env, output and log.

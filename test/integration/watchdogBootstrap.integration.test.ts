@@ -17,7 +17,7 @@ import * as path from 'node:path';
 
 import { Client } from 'ssh2';
 
-import { podCmd, podEnv } from '../../src/core/runpod/podScripts';
+import { podCmd, podEnv } from '../../src/core/pod/podScripts';
 import { scaleTiming } from '../../src/core/timing';
 import { startApiStub, type ApiStub, type StubBehaviour } from '../helpers/apiStub';
 

@@ -4,7 +4,7 @@ import {
   parseLook,
   seedFromStream,
   stepOf,
-} from '../../src/core/runpod/checkpointStream';
+} from '../../src/core/pod/checkpointStream';
 
 const look = (text: string): ReturnType<typeof parseLook> => parseLook(text);
 

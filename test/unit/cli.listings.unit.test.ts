@@ -13,7 +13,7 @@ import {
 } from '../../src/cli/listings';
 import { spendJson, spendRow } from '../../src/cli/spend';
 import type { DataCenter, GpuType, NetworkVolume, Template } from '../../src/core/runpod/api';
-import type { PodRow } from '../../src/core/runpod/podList';
+import type { PodRow } from '../../src/core/pod/podList';
 import { newPodRecord } from '../../src/core/runs/podRecord';
 import type { RunRecord } from '../../src/core/runs/runRecord';
 

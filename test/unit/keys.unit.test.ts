@@ -12,7 +12,7 @@ import {
   KeysError,
   sshCommand,
   writeKnownHosts,
-} from '../../src/core/runpod/keys';
+} from '../../src/core/pod/keys';
 
 const ENDPOINT = { host: '203.0.113.7', port: 40122, user: 'root' };
 

@@ -12,7 +12,7 @@ import {
   type CostCapView,
   type DeadlineView,
   type EtaSource,
-} from '../../src/core/runpod/lease';
+} from '../../src/core/pod/lease';
 import { PRODUCTION_TIMING } from '../../src/core/timing';
 import { releaseDeadlineUnixS } from '../../src/core/flow/keep';
 

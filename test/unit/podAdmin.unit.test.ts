@@ -1,5 +1,5 @@
 /**
- * `pod ls` and `pod rm` decision rules (src/core/runpod/podAdmin.ts), with a
+ * `pod ls` and `pod rm` decision rules (src/core/pod/podAdmin.ts), with a
  * real RunStore in a temp dir and the real RunpodClient pointed at a small
  * scripted Runpod account on a loopback port (no network). Time is the real
  * clock shifted by a settable offset (pods "created 72 minutes ago"), with the
@@ -14,7 +14,7 @@ import * as os from 'node:os';
 import * as path from 'node:path';
 import { EventBus, type CoreEvent } from '../../src/core/events';
 import { RunpodClient } from '../../src/core/runpod/client';
-import type { PodCtx } from '../../src/core/runpod/context';
+import type { PodCtx } from '../../src/core/pod/context';
 import {
   cell,
   FAILED_BY_POD_RM,
@@ -25,8 +25,8 @@ import {
   removePods,
   strayWarning,
   type PodRow,
-} from '../../src/core/runpod/podAdmin';
-import { PodError } from '../../src/core/runpod/podError';
+} from '../../src/core/pod/podAdmin';
+import { PodError } from '../../src/core/pod/podError';
 import { newPodRecord, type PodState } from '../../src/core/runs/podRecord';
 import type { RunRecord } from '../../src/core/runs/runRecord';
 import { RunStore } from '../../src/core/runs/store';

@@ -4,7 +4,7 @@
  * once it was down for the fallback interval.
  */
 import assert from 'node:assert/strict';
-import { PodPushes } from '../../src/core/runpod/podPushes';
+import { PodPushes } from '../../src/core/pod/podPushes';
 import { FakeClock } from '../helpers/fakeClock';
 
 describe('the pod pushes as the side tasks take them', () => {

@@ -31,7 +31,7 @@ import {
   podEnv,
   watchdogScript,
   type PodEnvParams,
-} from '../../src/core/runpod/podScripts';
+} from '../../src/core/pod/podScripts';
 import { PRODUCTION_TIMING, scaleTiming } from '../../src/core/timing';
 import { SNAPSHOT_JSON, SNAPSHOT_REQUEST } from '../../src/core/train/job';
 

@@ -8,7 +8,7 @@ import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
 import { mkdirSync, mkdtempSync, realpathSync, rmSync, writeFileSync, renameSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
-import { finishedCheckpoint, parseLook } from '../../src/core/runpod/checkpointStream';
+import { finishedCheckpoint, parseLook } from '../../src/core/pod/checkpointStream';
 import { parseSample } from '../../src/core/train/disk';
 import {
   PUSH_DISK,

@@ -1,5 +1,5 @@
 import assert from 'node:assert/strict';
-import { billedMismatch, billSettled } from '../../src/core/runpod/billing';
+import { billedMismatch, billSettled } from '../../src/core/pod/billing';
 import { podHeldS, quote, quoteLines, type QuoteInput } from '../../src/core/runs/quote';
 import { watchdogSpans } from '../../src/core/runs/worstCase';
 import { PRODUCTION_TIMING } from '../../src/core/timing';

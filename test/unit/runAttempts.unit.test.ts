@@ -3,7 +3,7 @@ import * as fs from 'node:fs';
 import * as os from 'node:os';
 import * as path from 'node:path';
 import { decodeRunRecord, encodeRunRecord, type RunRecord } from '../../src/core/runs/runRecord';
-import { metricsUpTo } from '../../src/core/runpod/checkpointHome';
+import { metricsUpTo } from '../../src/core/pod/checkpointHome';
 import { attemptLine, attemptsText, readAttempts } from '../../src/ui/runAttempts';
 
 const RECORD: RunRecord = {

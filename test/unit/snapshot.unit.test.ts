@@ -8,7 +8,7 @@ import { spawnSync } from 'node:child_process';
 import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { snapshotAtUnixS } from '../../src/core/runpod/lease';
+import { snapshotAtUnixS } from '../../src/core/pod/lease';
 import { jobOutcome, withSnapshot } from '../../src/core/train/outcome';
 import { parseSnapshotJson, requestScript } from '../../src/core/train/snapshot';
 

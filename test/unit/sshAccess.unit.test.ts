@@ -2,13 +2,13 @@ import assert from 'node:assert/strict';
 import * as fs from 'node:fs';
 import * as path from 'node:path';
 import type { OverbrainerConfig, RunpodTargetConfig } from '../../src/core/config/types';
-import { alias, generateRunKeys, KeysError } from '../../src/core/runpod/keys';
+import { alias, generateRunKeys, KeysError } from '../../src/core/pod/keys';
 import {
   opensshCommandLine,
   prepareSshAccess,
   sshClientFor,
   SshAccessError,
-} from '../../src/core/runpod/sshAccess';
+} from '../../src/core/pod/sshAccess';
 import { newPodRecord, type PodRecord } from '../../src/core/runs/podRecord';
 import { openSshTerminal } from '../../src/ui/podCommands';
 import { fakeContext, folder, podSummary, runSummary, useTempStore } from './uiFakeHost';

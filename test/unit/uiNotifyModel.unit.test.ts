@@ -1,5 +1,5 @@
 import * as assert from 'node:assert/strict';
-import { MAX_COST_REACHED, MAX_HOURS_REACHED } from '../../src/core/runpod/lifecycle';
+import { MAX_COST_REACHED, MAX_HOURS_REACHED } from '../../src/core/pod/lifecycle';
 import {
   cancelPrompt,
   cancelQuestion,

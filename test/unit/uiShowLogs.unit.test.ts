@@ -3,7 +3,7 @@ import * as fs from 'node:fs';
 import { tmpdir } from 'node:os';
 import * as path from 'node:path';
 import { Redactor } from '../../src/core/redact';
-import { POD_LOG_FILE } from '../../src/core/runpod/podLogCapture';
+import { POD_LOG_FILE } from '../../src/core/pod/podLogCapture';
 import { runLogText, showLogs } from '../../src/ui/runLogs';
 import { fakeContext, folder, runSummary } from './uiFakeHost';
 

@@ -3,7 +3,7 @@
  * the graces, against what the watchdog script really does after the deadline and the cap.
  */
 import assert from 'node:assert/strict';
-import { watchdogScript } from '../../src/core/runpod/podScripts';
+import { watchdogScript } from '../../src/core/pod/podScripts';
 import {
   WATCHDOG_CALL_LIMIT_S,
   WATCHDOG_DELETE_CALLS,

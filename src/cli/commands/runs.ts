@@ -4,10 +4,10 @@
  */
 import * as fs from 'node:fs';
 import * as path from 'node:path';
-import { POD_LOG_FILE, PodLogRedactor } from '../../core/runpod/podLogCapture';
+import { POD_LOG_FILE, PodLogRedactor } from '../../core/pod/podLogCapture';
 import type { RunpodClient } from '../../core/runpod/client';
 import { streamPodLogs } from '../../core/runpod/podLogs';
-import { messageOf } from '../../core/runpod/remove';
+import { messageOf } from '../../core/pod/remove';
 import { JOB_LOG } from '../../core/train/job';
 import type { Command } from '../args';
 import { runsTable, type RunLine } from '../format';

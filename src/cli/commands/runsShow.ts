@@ -9,15 +9,15 @@ import * as fs from 'node:fs';
 import * as path from 'node:path';
 import type { TrainMetric } from '../../core/events';
 import type { OverbrainerConfig } from '../../core/config/types';
-import { KeysError, sshCommand } from '../../core/runpod/keys';
-import { messageOf } from '../../core/runpod/remove';
+import { KeysError, sshCommand } from '../../core/pod/keys';
+import { messageOf } from '../../core/pod/remove';
 import {
   hasShell,
   opensshCommandLine,
   prepareSshAccess,
   sshClientFor,
   SshAccessError,
-} from '../../core/runpod/sshAccess';
+} from '../../core/pod/sshAccess';
 import { runSpendLines } from '../../core/runs/spend';
 import type { PodRecord } from '../../core/runs/podRecord';
 import type { RunRecord } from '../../core/runs/runRecord';

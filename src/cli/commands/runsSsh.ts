@@ -3,7 +3,7 @@
  * system `ssh` with every option on its command line and no configuration file (the command
  * `runs show` prints); `builtin` drives a shell over Overbrainer's own SSH client, this process's
  * stdin and stdout its terminal. The run folder is checked first and known_hosts written afresh
- * (core/runpod/sshAccess.ts).
+ * (core/pod/sshAccess.ts).
  */
 import { spawn } from 'node:child_process';
 import * as fs from 'node:fs';
@@ -16,7 +16,7 @@ import {
   sshClientFor,
   SshAccessError,
   type SshAccess,
-} from '../../core/runpod/sshAccess';
+} from '../../core/pod/sshAccess';
 import { EXIT_FAILED, type CliTerminal, type Session } from '../session';
 
 /** The command; its exit code is the shell's (ssh's own 255 when it could not connect). */

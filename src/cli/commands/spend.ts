@@ -1,7 +1,7 @@
 /** `spend`: the CLI's spend listing (its words and JSON are in ../spend.ts). */
 import type { PodRecord } from '../../core/runs/podRecord';
-import { billSettled, recordBilled, recordOtherBills } from '../../core/runpod/billing';
-import { messageOf } from '../../core/runpod/remove';
+import { billSettled, recordBilled, recordOtherBills } from '../../core/pod/billing';
+import { messageOf } from '../../core/pod/remove';
 import { spendJson, spendRow, spendTable, type SpendRow } from '../spend';
 import { EXIT_OK, type Session } from '../session';
 

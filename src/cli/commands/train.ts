@@ -15,14 +15,14 @@ import {
   train,
 } from '../../core/flow';
 import type { RunpodClient } from '../../core/runpod/client';
-import { sshCommand } from '../../core/runpod/keys';
+import { sshCommand } from '../../core/pod/keys';
 import {
   listPods,
   orphanWarnings,
   sweepHostKeySecrets,
   type PodRow,
-} from '../../core/runpod/podAdmin';
-import { messageOf } from '../../core/runpod/remove';
+} from '../../core/pod/podAdmin';
+import { messageOf } from '../../core/pod/remove';
 import { heldByEarlierRuns, quoteLines } from '../../core/runs/quote';
 import { ConfigProblem, EXIT_FAILED, EXIT_OK, Interrupts, type Session } from '../session';
 

@@ -3,8 +3,8 @@
  */
 import type { OverbrainerConfig } from '../config/types';
 import { LocalExecutor } from '../exec/local';
-import { log } from '../runpod/context';
-import { reconnect } from '../runpod/lifecycle';
+import { log } from '../pod/context';
+import { reconnect } from '../pod/lifecycle';
 import { cancelJob, jobStatus } from '../train/job';
 import {
   type FlowDeps,

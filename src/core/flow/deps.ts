@@ -14,8 +14,8 @@ import {
 } from '../config/types';
 import type { EventBus } from '../events';
 import type { RunpodClient } from '../runpod/client';
-import { type PodCtx } from '../runpod/context';
-import { type Ending } from '../runpod/lifecycle';
+import { type PodCtx } from '../pod/context';
+import { type Ending } from '../pod/lifecycle';
 import type { Timing } from '../timing';
 import type { PodRecord } from '../runs/podRecord';
 import type { RunRecord } from '../runs/runRecord';

@@ -5,17 +5,11 @@
 import * as fs from 'node:fs';
 import * as path from 'node:path';
 import type { Executor } from '../exec/executor';
-import { log, type PodCtx } from '../runpod/context';
-import {
-  endPod,
-  followMoved,
-  holdLeaseDuring,
-  settleWatch,
-  watchLeased,
-} from '../runpod/lifecycle';
-import { seedFromStream } from '../runpod/checkpointStream';
-import { watchdogWhileNobodyFollows } from '../runpod/watchdogWords';
-import { messageOf } from '../runpod/remove';
+import { log, type PodCtx } from '../pod/context';
+import { endPod, followMoved, holdLeaseDuring, settleWatch, watchLeased } from '../pod/lifecycle';
+import { seedFromStream } from '../pod/checkpointStream';
+import { watchdogWhileNobodyFollows } from '../pod/watchdogWords';
+import { messageOf } from '../pod/remove';
 import { MetricsFollower, type FollowResult } from '../train/follow';
 import { SNAPSHOT_JSON } from '../train/job';
 import { jobOutcome, withSnapshot, type JobOutcome } from '../train/outcome';

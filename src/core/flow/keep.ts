@@ -2,9 +2,9 @@
  * Keep and release a run's pod at runtime.
  */
 import type { OverbrainerConfig } from '../config/types';
-import { log } from '../runpod/context';
-import { reconnect, setKeep } from '../runpod/lifecycle';
-import { armReleaseDeadline } from '../runpod/podEnd';
+import { log } from '../pod/context';
+import { reconnect, setKeep } from '../pod/lifecycle';
+import { armReleaseDeadline } from '../pod/podEnd';
 import { jobStatus } from '../train/job';
 import type { PodRecord } from '../runs/podRecord';
 import { attach } from './attach';

@@ -6,7 +6,7 @@
  */
 import type { RunpodTargetConfig } from '../config/types';
 import type { GpuType } from '../runpod/api';
-import { autoGpuTypes } from '../runpod/provision';
+import { autoGpuTypes } from '../pod/provision';
 import { quote, type Quote } from '../runs/quote';
 import { watchdogSpans } from '../runs/worstCase';
 import type { Timing } from '../timing';

@@ -7,9 +7,9 @@
  * billed, beside our estimate.
  */
 import type { OverbrainerConfig } from '../config/types';
-import { recordBilled, recordOtherBills } from '../runpod/billing';
-import { log } from '../runpod/context';
-import { lookUp, messageOf } from '../runpod/remove';
+import { recordBilled, recordOtherBills } from '../pod/billing';
+import { log } from '../pod/context';
+import { lookUp, messageOf } from '../pod/remove';
 import type { PodRecord } from '../runs/podRecord';
 import { monthStartMs } from '../runs/spend';
 import { attach } from './attach';

@@ -4,7 +4,7 @@
  * both, so that what a started job guarantees is the same wherever it starts.
  */
 import type { Executor } from '../exec/executor';
-import { PodError } from '../runpod/podError';
+import { PodError } from '../pod/podError';
 import type { RunRecord } from '../runs/runRecord';
 import { LOCAL_ONLY } from '../runs/store';
 import { cancelJob, jobScript, POD_JOB_ENV, startJob, type TrainerJob } from '../train/job';

@@ -4,10 +4,10 @@
  */
 import { OverbrainerConfig, RunpodTargetConfig, workdirFor } from '../config/types';
 import { LocalExecutor } from '../exec/local';
-import { log, warn, type PodCtx } from '../runpod/context';
-import { failRun } from '../runpod/lifecycle';
-import { startPod } from '../runpod/provision';
-import { forgetKeys, messageOf, remove } from '../runpod/remove';
+import { log, warn, type PodCtx } from '../pod/context';
+import { failRun } from '../pod/lifecycle';
+import { startPod } from '../pod/provision';
+import { forgetKeys, messageOf, remove } from '../pod/remove';
 import type { Executor } from '../exec/executor';
 import { jobScript, startJob, type TrainerJob } from '../train/job';
 import type { PodRecord } from '../runs/podRecord';

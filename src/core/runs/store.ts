@@ -31,7 +31,7 @@ export const SSH_DIR = 'ssh';
 /** The local copy of the pod's logs. */
 export const POD_LOG_DIR = '.pod';
 
-/** Checkpoints streamed home while the job runs (src/core/runpod/checkpointStream.ts). */
+/** Checkpoints streamed home while the job runs (src/core/pod/checkpointStream.ts). */
 export const CHECKPOINTS_DIR = 'checkpoints';
 
 /**

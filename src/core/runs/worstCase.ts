@@ -1,6 +1,6 @@
 /**
  * How long a pod can exist if every client is gone (VS Code closed, the CLI killed, the laptop
- * asleep), from what its watchdog (src/core/runpod/scripts/watchdog.sh) really does with the
+ * asleep), from what its watchdog (src/core/pod/scripts/watchdog.sh) really does with the
  * target's graces and the timing it gets: the spans the quote's worst case prices. Pure.
  *
  * Past the deadline (create + `max_hours`), with no client left, the watchdog deletes the pod at

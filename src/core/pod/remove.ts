@@ -10,9 +10,9 @@ import type { DeletedBy, PodRecord } from '../runs/podRecord';
 import { recordBilled, recordOtherBills } from './billing';
 import { SSH_DIR } from '../runs/store';
 import { forgetClientKey } from './keys';
-import type { Pod } from './api';
+import type { Pod } from '../runpod/api';
 import { hostKeySecretName, log, warn, type PodCtx } from './context';
-import { ApiError } from './errors';
+import { ApiError } from '../runpod/errors';
 import { PodError } from './podError';
 
 export { lookAgain, lookUp, lookUpAll, lookUpSettled, type GoneSeen, type Look } from './looks';

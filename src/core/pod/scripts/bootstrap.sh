@@ -2,7 +2,7 @@
 # overbrainer pod bootstrap (bash).
 #
 # The pod's `cmd` is `bash -c` of this file, then a `write_watchdog` function (a quoted heredoc
-# holding watchdog.sh), then `bootstrap_main` (src/core/runpod/podScripts.ts builds it). It runs
+# holding watchdog.sh), then `bootstrap_main` (src/core/pod/podScripts.ts builds it). It runs
 # after the image's entrypoint, which must end with `exec "$@"`. It makes the pod reachable by
 # the client only (its pinned host key, its one authorized key), then execs the watchdog, which
 # becomes the container's main process and deletes the pod by itself when nobody needs it.

@@ -12,7 +12,7 @@ import * as fs from 'node:fs';
 import * as path from 'node:path';
 import type { PodCtx } from './context';
 import { log } from './context';
-import { streamPodLogs, type PodLogLine } from './podLogs';
+import { streamPodLogs, type PodLogLine } from '../runpod/podLogs';
 import { LineRedactor } from '../redact';
 
 export const POD_LOG_FILE = path.join('.pod', 'pod.log');

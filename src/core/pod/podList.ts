@@ -10,7 +10,7 @@
 import { isValidRunId } from '../runs/ids';
 import type { PodRecord } from '../runs/podRecord';
 import type { RunRecord } from '../runs/runRecord';
-import type { Pod } from './api';
+import type { Pod } from '../runpod/api';
 import { log, type PodCtx } from './context';
 import { goneBy } from './lease';
 import { forgetKeys, lookUpAll, messageOf, type Look } from './remove';

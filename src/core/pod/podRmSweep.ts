@@ -3,7 +3,7 @@
  * marker, each delete sent and confirmed (seed: `sweep`), and what it reports of each pod.
  */
 import { isAbortError, rfc3339 } from '../clock';
-import type { Pod } from './api';
+import type { Pod } from '../runpod/api';
 import { log, type PodCtx } from './context';
 import { PodError } from './podError';
 import { editPodRecord } from './podList';

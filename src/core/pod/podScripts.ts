@@ -2,7 +2,7 @@
  * The pod's own programs: the bootstrap (the pod's `cmd`) and the watchdog it installs and
  * execs, plus the create call's env that drives them (spec §4). The scripts are files beside
  * this module (`scripts/bootstrap.sh`, `scripts/watchdog.sh`), read once: under tsx from
- * src/core/runpod/scripts/, from the bundle from dist/scripts/ (the build copies them there).
+ * src/core/pod/scripts/, from the bundle from dist/scripts/ (the build copies them there).
  *
  * The file names and markers below are the contract between the client and the watchdog:
  * the client writes the lease, the retrieved marker and the keep marker in the run dir on the
@@ -69,7 +69,7 @@ function readScript(name: ScriptName): string {
     } catch (error) {
       throw new PodScriptError(
         `cannot read the pod script ${file} (${(error as Error).message}): ` +
-          'reinstall the extension, or run the build so it copies src/core/runpod/scripts/ to dist/scripts/',
+          'reinstall the extension, or run the build so it copies src/core/pod/scripts/ to dist/scripts/',
       );
     }
     scripts.set(name, text);

@@ -14,7 +14,7 @@ import type { RunRecord } from '../runs/runRecord';
 import { FollowError, MetricsFollower, type FollowResult } from '../train/follow';
 import { Pace } from '../train/pace';
 import { requestSnapshot } from '../train/snapshot';
-import { isDead, NETWORK_VOLUME_PATH, type Pod } from './api';
+import { isDead, NETWORK_VOLUME_PATH, type Pod } from '../runpod/api';
 import { log, warn, type PodCtx } from './context';
 import { followLostWords, whileNobodyFollows } from './watchdogWords';
 import { watchCheckpoints } from './checkpointStream';

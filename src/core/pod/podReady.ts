@@ -12,7 +12,7 @@ import { SshExecutor } from '../exec/ssh';
 import { type PodRecord, type SshEndpoint } from '../runs/podRecord';
 import type { RunRecord } from '../runs/runRecord';
 import { drainPodLog, lastPodLogLines } from './podLogCapture';
-import { isDead, type Pod } from './api';
+import { isDead, type Pod } from '../runpod/api';
 import { log, warn, type PodCtx } from './context';
 import { alias, checkEndpoint, writeKnownHosts, type RunKeys } from './keys';
 import { costCapAtUnixS, snapshotAtUnixS } from './lease';

@@ -7,7 +7,7 @@ import type { Clock } from '../clock';
 import type { CoreEvent, EventBus } from '../events';
 import type { RunStore } from '../runs/store';
 import type { Timing } from '../timing';
-import type { RunpodClient } from './client';
+import type { RunpodClient } from '../runpod/client';
 
 export interface PodCtx {
   store: RunStore;

@@ -3,7 +3,7 @@
  * next action; `run.json` keeps only {@link runMessageFor}'s text.
  */
 import { HintedError } from '../errors';
-import { ApiError, runMessage } from './errors';
+import { ApiError, runMessage } from '../runpod/errors';
 
 export type PodErrorKind =
   /** A delete was sent but the pod still shows: it may be billing. */
