@@ -180,8 +180,8 @@ run_integration_files() {
   return "$code"
 }
 
-# The load test's bound is a lease's age against its time to live (15 min, renewed every 5, seed
-# timing). OVERBRAINER_LOAD_SCALE divides that timing: 120 by default (5 s of slack for a
+# The load test's bound is a lease's age against its time to live (15 min, renewed every 5, the
+# production timing). OVERBRAINER_LOAD_SCALE divides that timing: 120 by default (5 s of slack for a
 # renewal, against event loop delays of 75 ms alone and 152 ms beside the quick benchmarks; a
 # simulated hour in about a minute). Beside the e2e windows it once needed 1/10 (at 1/20 it
 # missed by 4–7 s twice in CI with event loop delays of 8–11 s: see docs/TESTING.md), which made

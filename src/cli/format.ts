@@ -1,5 +1,5 @@
 /**
- * The CLI's words for the core's events and records (spec §9): `pod: …`
+ * The CLI's words for the core's events and records: `pod: …`
  * lines, durations, the `runs ls` and `pod gpus` tables. Pure functions, so
  * the unit tests pin every text.
  */

@@ -13,7 +13,7 @@ export interface TrainMetric {
   gradNorm?: number | null;
 }
 
-/** Why a pod is deleted (seed DeleteReason). Appears in events and logs only, never in pod.json. */
+/** Why a pod is deleted. Appears in events and logs only, never in pod.json. */
 export type DeleteReason =
   | 'retrieved'
   | 'not_ready'
@@ -29,7 +29,7 @@ export type DeleteReason =
   /** It died under a running job (EXITED): deleted before the run goes on on a new pod. */
   | 'died';
 
-/** The seed's `PodStatus` events, rendered as `pod: …` lines. */
+/** What happens to a run's pod, step by step, rendered as `pod: …` lines. */
 export type PodStatusEvent =
   | { kind: 'creating'; name: string; gpuType: string }
   | { kind: 'unavailable'; gpuType: string; reason: string }

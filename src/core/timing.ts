@@ -1,21 +1,22 @@
 /**
- * The one timing object. It holds the seed's production constants (overbrainer
- * 0.4.1); tests scale it down with {@link scaleTiming}, never by editing logic.
+ * The one timing object. It holds the production constants (those of the overbrainer CLI
+ * 0.4.1, which this reproduces); tests scale it down with {@link scaleTiming}, never by
+ * editing logic.
  * Everything is in milliseconds except where the name says seconds: those go
  * to the pod's shell scripts, which count whole seconds.
  */
 export interface Timing {
-  /** Client guard fires this long after the watchdog's deadline (seed DEADLINE_MARGIN). */
+  /** Client guard fires this long after the watchdog's deadline. */
   deadlineMarginMs: number;
-  /** How long a renewed lease holds max_hours off (seed LEASE_TTL, watchdog OVERBRAINER_LEASE_TTL). */
+  /** How long a renewed lease holds max_hours off (the watchdog's OVERBRAINER_LEASE_TTL). */
   leaseTtlMs: number;
-  /** How often the following client renews the lease (seed LEASE_RENEW). */
+  /** How often the following client renews the lease. */
   leaseRenewMs: number;
-  /** A job with no new metric for this long is stalled: no more renewals (seed STALL). */
+  /** A job with no new metric for this long is stalled: no more renewals. */
   stallMs: number;
-  /** How often the lease holder looks at the time (seed LEASE_TICK). */
+  /** How often the lease holder looks at the time. */
   leaseTickMs: number;
-  /** Looks in a row that must answer Runpod's 404 before a pod is gone (seed GONE_LOOKS). */
+  /** Looks in a row that must answer Runpod's 404 before a pod is gone. */
   goneLooks: number;
   /** Time between those looks (Timing::gone_interval). */
   goneIntervalMs: number;

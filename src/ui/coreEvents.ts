@@ -56,7 +56,8 @@ export class CoreEventsView {
   /**
    * The job of a followed run ended: its results are retrieved and its pod ended under a
    * progress until the flow returns. Not cancellable: retrieval and the pod's end are shielded
-   * (spec §8), and the watchdog deletes nothing of a job that ended while they run.
+   * (stopping them halfway could lose results or leave a pod billing), and the watchdog deletes
+   * nothing of a job that ended while they run.
    */
   private showRetrieval(runId: string): void {
     const f = this.ctx.followed.get(runId);

@@ -86,7 +86,7 @@ export async function finish(
       log.info(text);
       void window.showInformationMessage(log.redact(text));
     } else {
-      // Once the job runs, stopping only stops following (spec §8): say what keeps running.
+      // Once the job runs, stopping only stops following (job and pod go on): say what runs on.
       const text = log.redact(`Overbrainer: ${errorText(error)}`);
       log.info(text);
       void window.showInformationMessage(text);

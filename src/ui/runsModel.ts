@@ -15,7 +15,7 @@ import { LazyList } from './lazyList';
  * core's record codecs, leniently: a damaged record becomes an item saying what is wrong.
  */
 
-/** The pod states of `pod.json` (spec §1.5), snake_case as stored. */
+/** The pod states of `pod.json`, snake_case as stored. */
 export type PodRecordState = PodState;
 
 export { RUN_STATES } from '../core/runs/runRecord';
@@ -30,7 +30,7 @@ export interface PodSummary {
   deadlineUnixS: number | null;
   estimatedSpendUsd: number | null;
   keep: boolean;
-  /** Pods of this run found by marker and not deleted by it (spec: `stray_pods`). */
+  /** Pods of this run found by marker and not deleted by it (pod.json `stray_pods`). */
   strayPodIds: readonly string[];
   /** When the current pod was created (for the spend so far); absent in older summaries. */
   createdUnixS?: number | null;

@@ -32,7 +32,7 @@ export interface StatusView {
 
 /**
  * `4h 12m`; under an hour `12m 05s`, so the countdown visibly moves every second when it
- * matters; `45s`. Rounds down like the seed's countdown.
+ * matters; `45s`. Rounds down to the whole second, so it never shows more time than is left.
  */
 export function short(ms: number): string {
   const s = Math.max(0, Math.floor(ms / 1000));

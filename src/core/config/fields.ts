@@ -324,7 +324,10 @@ export const LOCAL_FIELDS = {
   },
 } satisfies Record<string, Field>;
 
-/** Keys that belong to the original CLI or elsewhere, with what to do instead. */
+/**
+ * Training keys this config does not read (Axolotl's own settings): each is refused with the hint
+ * to set it in the Axolotl YAML that `training.config` names.
+ */
 export const TRAINING_MOVED = [
   'base_model',
   'adapter',

@@ -184,7 +184,7 @@ function podGone(ctx: PodCtx, deps: FlowDeps, run: RunRecord, pod: PodRecord): F
 /**
  * Attach to a run still `preparing`: its lock was free, so the client that was starting it is
  * gone (killed before its job started) and nothing will start the job. As Ctrl-C before the job
- * starts does (spec §8): the recorded pod is deleted, every other pod carrying the run marker too
+ * starts does: the recorded pod is deleted, every other pod carrying the run marker too
  * (a create sent but never answered leaves one pod.json does not name), the keys are forgotten
  * once no pod is left, and the run fails `interrupted before the job started`.
  */

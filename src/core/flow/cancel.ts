@@ -1,5 +1,5 @@
 /**
- * Cancel (spec §6): the job's process group stopped, what it wrote retrieved, its pod ended.
+ * Cancel: the job's process group stopped, what it wrote retrieved, its pod ended.
  */
 import type { OverbrainerConfig } from '../config/types';
 import { LocalExecutor } from '../exec/local';
@@ -18,7 +18,7 @@ import {
 } from './deps';
 import { collect } from './follow';
 
-/** Cancels a run's job (spec §6 Cancel), then retrieves what it wrote and ends its pod. */
+/** Cancels a run's job, then retrieves what it wrote and ends its pod. */
 export async function cancel(
   deps: FlowDeps,
   config: OverbrainerConfig | null,

@@ -222,7 +222,7 @@ export async function recoverOnNewPod(
 /** How many times one follow goes after its pod to a new SSH endpoint before it gives up. */
 const MAX_ENDPOINT_MOVES = 3;
 
-/** What stopping the follow leaves running (spec §8, Ctrl-C once the job runs). */
+/** What stopping the follow leaves running (Ctrl-C once the job runs stops only the follow). */
 export function stopFollowingMessage(ctx: PodCtx, run: RunRecord, pod: PodRecord): string {
   const watchdog = watchdogWhileNobodyFollows(pod, ctx.clock.nowMs() + ctx.timing.leaseTtlMs);
   if (pod.keep) {

@@ -1,5 +1,5 @@
 /**
- * Stop (spec §9 `train stop`): the job asked for a snapshot, then followed to its end when nobody
+ * Stop (`train stop`): the job asked for a snapshot, then followed to its end when nobody
  * else follows.
  */
 import type { OverbrainerConfig } from '../config/types';
@@ -18,7 +18,7 @@ export interface StopResult {
 }
 
 /**
- * Stops a running job with a snapshot (spec §9 `train stop`): asks the job for one
+ * Stops a running job with a snapshot (`train stop`): asks the job for one
  * (`snapshot.request`, reason `requested`); the trainer saves a checkpoint at its next step end
  * and exits. When no other client follows the run, this one follows it to that end, brings the
  * checkpoint and the results home verified and ends the pod (as attach does); the run is recorded

@@ -1,5 +1,5 @@
 /**
- * Train (spec §5–§8): a new run on its target, its files prepared (and a resumed run's checkpoint
+ * Train: a new run on its target, its files prepared (and a resumed run's checkpoint
  * placed), its pod started, its job started, then followed to its end.
  */
 import { OverbrainerConfig, RunpodTargetConfig, workdirFor } from '../config/types';
@@ -56,7 +56,7 @@ export interface TrainOptions {
  */
 export type StartPhase = 'packed' | 'reachable' | 'ready' | 'uploaded' | 'started';
 
-/** Starts a run on its target and follows it to its end (spec §5–§8). */
+/** Starts a run on its target and follows it to its end. */
 export async function train(
   deps: FlowDeps,
   config: OverbrainerConfig,

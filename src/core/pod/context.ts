@@ -36,7 +36,10 @@ export function warn(
   ctx.bus.publish({ type: 'warning', runId, code, message });
 }
 
-/** The account secret holding a run's pod host key (spec §4.1). */
+/**
+ * The account secret holding a run's pod host key (`overbrainer_host_key_<run-id>`): the create
+ * call's env names it as `{{ RUNPOD_SECRET_… }}`, so the key itself is never in the pod's env.
+ */
 export const HOST_KEY_SECRET_PREFIX = 'overbrainer_host_key_';
 
 export function hostKeySecretName(runId: string): string {

@@ -1,6 +1,6 @@
 /**
- * The client's side of the deadline (seed: `renewal_due`, `guard_fires`,
- * `until_deadline_at`, `past_deadline`, `gone_by`, `overrun`). Pure functions
+ * The client's side of the deadline: when to renew the lease, when the guard fires, the
+ * countdown, when a pod is gone by, and the overrun warning. Pure functions
  * of the pod's deadline, the lease and the time: the follow loop and the UI
  * (status bar countdown, overrun banner) call the same rules.
  */
@@ -41,7 +41,7 @@ export function renewalDue(
 /**
  * Time left at `nowMs` until the client's own deadline (the watchdog's plus
  * `deadlineMarginMs`), zero once it passed; null for a kept pod, or one without
- * a deadline. Whole seconds, as the seed counts.
+ * a deadline. Whole seconds, as the watchdog counts.
  */
 export function untilDeadlineMs(timing: Timing, pod: DeadlineView, nowMs: number): number | null {
   if (pod.keep || pod.deadlineUnixS === null) return null;
@@ -84,7 +84,7 @@ export interface CostCapView {
 
 /**
  * When `max_cost_usd` is spent at the pod's rate (seconds since the epoch): its creation plus
- * max_cost_usd / rate hours, the moment its watchdog deletes it (`.pod/cost_cap_at`, spec §8);
+ * max_cost_usd / rate hours, the moment its watchdog deletes it (`.pod/cost_cap_at`);
  * null for a kept pod, one without a cap, or one whose rate or creation is unknown.
  */
 export function costCapAtUnixS(pod: CostCapView): number | null {
@@ -94,7 +94,7 @@ export function costCapAtUnixS(pod: CostCapView): number | null {
 }
 
 /**
- * When the cost cap's snapshot is asked for (`.pod/snapshot_at`, spec §8): the earlier of 95 %
+ * When the cost cap's snapshot is asked for (`.pod/snapshot_at`): the earlier of 95 %
  * of the cap's time and `leadS` before it, so the job has time to save and the client to bring
  * the checkpoint home before the pod is deleted; null where there is no cap.
  */
@@ -107,7 +107,7 @@ export function snapshotAtUnixS(pod: CostCapView, leadS: number): number | null 
 
 /**
  * Whether the cost cap of `pod` is spent at `nowMs`: the client's guard deletes the pod then,
- * whatever the lease (seed: `CostCapPassed`), should its watchdog not have.
+ * whatever the lease, should its watchdog not have.
  */
 export function pastCostCap(pod: CostCapView, nowMs: number): boolean {
   const capAtUnixS = costCapAtUnixS(pod);
@@ -139,7 +139,7 @@ export function goneBy(pod: DeadlineView & CostCapView, nowMs: number): 'watchdo
  * The warning when, at `pace`, the job of `pod` still running at `nowMs` would
  * end after its watchdog's deadline; null when it ends in time, for a kept pod,
  * or while the pace is unknown. With a `leased` pod the deadline only applies
- * once the client stops following the job. The texts are the seed's.
+ * once the client stops following the job, and the text says so.
  */
 export function overrun(
   pace: EtaSource,

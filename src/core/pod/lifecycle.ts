@@ -1,6 +1,5 @@
 /**
- * A started Runpod run (seed: `follow`, `watch_leased`, `hold_lease`,
- * `settle_watch`, `end_pod`, `reconnect`): its job is followed while the lease
+ * A started Runpod run: its job is followed while the lease
  * holds the pod's deadline off, the client's own guard deletes the pod when
  * the watchdog did not; the pod is ended once the results are retrieved (./podEnd.ts).
  */
@@ -45,9 +44,9 @@ import {
   warnUnreachable,
 } from './remove';
 
-/** Why a run fails when its pod was deleted on `max_hours` (seed MAX_HOURS_REACHED). */
+/** Why a run fails when its pod was deleted on `max_hours`. */
 export const MAX_HOURS_REACHED = 'max_hours reached: the pod was deleted before the job ended';
-/** Why a run fails when its pod was deleted on `max_cost_usd` (spec §8). */
+/** Why a run fails when its pod was deleted on `max_cost_usd`. */
 export const MAX_COST_REACHED = 'max_cost_usd reached: the pod was deleted before the job ended';
 
 /**

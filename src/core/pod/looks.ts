@@ -1,5 +1,5 @@
 /**
- * Looking pods up (seed: `look_up`, `look_again`, `look_up_all`): a pod is gone only once Runpod
+ * Looking pods up: a pod is gone only once Runpod
  * answered 404 `goneLooks` times in a row and its list no longer shows it. Nothing here deletes.
  */
 import type { Pod } from '../runpod/api';

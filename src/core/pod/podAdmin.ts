@@ -1,5 +1,5 @@
 /**
- * `pod rm` (spec §9) and the pod listing it builds on (./podList.ts, re-exported here): nothing
+ * `pod rm` and the pod listing it builds on (./podList.ts, re-exported here): nothing
  * deletes a pod without `pod rm`, and every delete is sent and confirmed.
  */
 import { HintedError } from '../errors';

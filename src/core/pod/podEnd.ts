@@ -1,5 +1,5 @@
 /**
- * A pod's end once its job ended (spec §7 end_pod): the pod's own logs copied home, the retrieved
+ * A pod's end once its job ended: the pod's own logs copied home, the retrieved
  * marker written before the delete (so its watchdog deletes it even if ours fails), or the pod
  * left to its retrieve grace when the results did not come home; and keeping or releasing a pod
  * at runtime (the keep marker its watchdog honours).
@@ -127,7 +127,7 @@ export async function setKeep(
   if (keep && pod.state === 'awaiting_retrieval') pod.state = 'kept';
   if (!keep && pod.state === 'kept') {
     // The job ended. With its results retrieved (the marker is on the pod) nothing waits for
-    // the pod: it is deleted now, as after a retrieval without keep (spec §7 end_pod), rather
+    // the pod: it is deleted now, as after a retrieval without keep, rather
     // than recorded awaiting a retrieval that already happened.
     if (await retrievedMarked(executor, run)) {
       ctx.store.savePod(pod);

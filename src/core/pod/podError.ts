@@ -68,7 +68,7 @@ export class PodError extends HintedError {
 
 /**
  * The reason a failed step gives in `run.json`: the error's message, except
- * that an answer of the Runpod API is reduced to its status (seed `run_message`).
+ * that an answer of the Runpod API is reduced to its status.
  */
 export function runMessageFor(error: unknown): string {
   if (error instanceof PodError) {

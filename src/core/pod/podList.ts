@@ -1,5 +1,5 @@
 /**
- * The account's pods as overbrainer sees them (spec §9 `pod ls`, the stray warning before each
+ * The account's pods as overbrainer sees them (`pod ls`, the stray warning before each
  * `train`): every pod with a run marker or named `overbrainer-*`, matched with `runs/`, plus the
  * pods `runs/` records that the account's list no longer shows. The CLI prints the rows as a
  * table; the extension's Pods view renders the same model.

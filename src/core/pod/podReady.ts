@@ -1,5 +1,5 @@
 /**
- * A created pod becoming ready (spec §5.6–§5.8): it answers SSH with the pinned host key, its
+ * A created pod becoming ready: it answers SSH with the pinned host key, its
  * watchdog gives its verdict, and `max_cost_usd` is armed on it before any job starts. A pod that
  * fails any of these is deleted before the next GPU type is tried.
  */
@@ -54,7 +54,7 @@ export type OnReachable = (executor: SshExecutor) => void;
 /** A pod that did not become ready: deleted, then the next GPU type. */
 export class NotReady extends Error {}
 
-/** Reach then preflight (spec §5.6–§5.8), then `ready` saved, published, strays swept. */
+/** Reach then preflight (the watchdog's verdict), then `ready` saved, published, strays swept. */
 export async function becomeReady(
   ctx: PodCtx,
   plan: PodPlan,
@@ -106,7 +106,7 @@ function deleteReasonFor(error: PodError): DeleteReason {
 const COST_CAP_SHORT_MS = 30 * 60_000;
 
 /**
- * Arms `max_cost_usd` on the pod before any job starts (spec §8): the watchdog deletes the pod
+ * Arms `max_cost_usd` on the pod before any job starts: the watchdog deletes the pod
  * once its clock passes `.pod/cost_cap_at` = creation + max_cost_usd / rate hours. A pod whose
  * rate is unknown, or whose cap cannot be written, is refused (`cost_cap_unset`: the caller
  * deletes it): a run with a cap never runs uncapped. Kept pods and runs without a cap skip this.

@@ -1,6 +1,6 @@
 /**
  * What `pod rm` deletes beside a run's recorded pod: its strays and the other pods carrying its
- * marker, each delete sent and confirmed (seed: `sweep`), and what it reports of each pod.
+ * marker, each delete sent and confirmed, and what it reports of each pod.
  */
 import { isAbortError, rfc3339 } from '../clock';
 import type { Pod } from '../runpod/api';

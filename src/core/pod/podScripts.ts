@@ -1,6 +1,6 @@
 /**
  * The pod's own programs: the bootstrap (the pod's `cmd`) and the watchdog it installs and
- * execs, plus the create call's env that drives them (spec §4). The scripts are files beside
+ * execs, plus the create call's env that drives them. The scripts are files beside
  * this module (`scripts/bootstrap.sh`, `scripts/watchdog.sh`), read once: under tsx from
  * src/core/pod/scripts/, from the bundle from dist/scripts/ (the build copies them there).
  *
@@ -13,13 +13,13 @@ import * as path from 'node:path';
 
 import type { Timing } from '../timing';
 
-/** The client's lease, in the run dir on the pod: its mtime holds `max_hours` off (seed LEASE_FILE). */
+/** The client's lease, in the run dir on the pod: its mtime holds `max_hours` off. */
 export const LEASE_FILE = '.pod/lease';
-/** Written by the client once the results are verified: the watchdog deletes the pod at once (seed RETRIEVED_MARKER). */
+/** Written by the client once the results are verified: the watchdog deletes the pod at once. */
 export const RETRIEVED_MARKER = '.pod/retrieved';
 /** Runtime keep marker: while it exists the watchdog treats the pod as kept; remove it to release the pod. */
 export const KEEP_MARKER = '.pod/keep';
-/** The watchdog's log, in the run dir on the pod (seed WATCHDOG_LOG). */
+/** The watchdog's log, in the run dir on the pod. */
 export const WATCHDOG_LOG = '.pod/watchdog.log';
 /** The watchdog's verdict of its startup proof (one line, see {@link parseWatchdogVerdict}). */
 export const WATCHDOG_VERDICT = '.pod/watchdog';
@@ -50,9 +50,9 @@ export const WATCHDOG_PATH = '/etc/overbrainer/watchdog.sh';
 /** The watchdog's User-Agent is this plus `OVERBRAINER_VERSION`. */
 export const WATCHDOG_USER_AGENT_PREFIX = 'overbrainer-watchdog/';
 
-/** Runpod rejects a larger `cmd`; the original kept it under this bound. */
+/** The bound kept on the pod's `cmd` (100 KiB): Runpod rejects a larger one. */
 export const POD_CMD_MAX_BYTES = 100 * 1024;
-/** The original's bound on the create call's env. */
+/** The bound kept on the create call's env: at most 50 variables. */
 export const POD_ENV_MAX_VARS = 50;
 
 const WATCHDOG_HEREDOC = 'OVERBRAINER_WATCHDOG_EOF';
@@ -122,7 +122,7 @@ export function podCmd(): string[] {
   return ['bash', '-c', cmd];
 }
 
-/** What the create call's env is built from (spec §4.1). */
+/** What the create call's env is built from (never the account API key or HF token). */
 export interface PodEnvParams {
   /** The run marker: every pod of the run carries it. */
   runId: string;
@@ -292,7 +292,10 @@ export type WatchdogVerdict =
   /** The watchdog cannot delete its pod (missing_key, no_curl, unreachable, http_<code>). */
   | { kind: 'failed'; reason: string };
 
-/** How much of the verdict file the client reads, and keeps (spec §5.7). */
+/**
+ * How much of the verdict file the client reads (4096 bytes), and keeps (200 printable ASCII
+ * characters): the pod writes it, so it is untrusted.
+ */
 export const VERDICT_READ_MAX_BYTES = 4096;
 export const VERDICT_KEEP_MAX_CHARS = 200;
 

@@ -1,5 +1,5 @@
 /**
- * Provisioning a run's pod (seed `start_pod`, spec §5): keys, `pod.json` before
+ * Provisioning a run's pod: keys, `pod.json` before
  * every create, GPU types in order (or `"auto"` from the catalog), ambiguous
  * creates reconciled by run marker and attempt name (never re-sent blindly),
  * readiness = SSH with the pinned host key, then the watchdog's verdict.
@@ -169,7 +169,7 @@ async function storeHostKey(
   return secretReference(name);
 }
 
-/** Walks the GPU types until one gives a ready pod (spec §5.4–§5.10). */
+/** Walks the GPU types until one gives a ready pod; a pod not ready is deleted first. */
 async function provision(
   ctx: PodCtx,
   plan: PodPlan,

@@ -1,6 +1,6 @@
 /**
- * Deleting pods with confirmation, and sweeping strays (seed: `remove`, `mark_gone`, `sweep`;
- * the looks, `look_up` and the rest, are in ./looks.ts and exported from here too).
+ * Deleting pods with confirmation, and sweeping strays (the looks that find a pod gone are in
+ * ./looks.ts and exported from here too).
  * Nothing here ever deletes a pod on the ground that it "looks gone".
  */
 import { drainPodLog } from './podLogCapture';

@@ -111,7 +111,7 @@ export const PodSchema = z
 
 /**
  * A list page's `pagination`. The stored document's lists carry none; the
- * live API's may (the original client paged `GET /pods` with a cursor), so
+ * live API's may (`GET /pods` pages with a cursor there), so
  * it is followed when present.
  */
 const PaginationWire = z
@@ -141,7 +141,7 @@ export const NETWORK_VOLUME_PATH = '/workspace/data';
 /**
  * The body of `POST /pods`, checked strictly before it is sent (the API
  * answers unknown fields with 422). The field names follow the document's
- * `CreatePodRequest`, which agrees with the behaviour spec §3 on every field:
+ * `CreatePodRequest`, and nothing else is sent (`cmd` below is the one extension):
  * `gpu.minCudaVersion` is the document's `CreateGpuConfig` field (pattern
  * `major.minor`), `disk` its container disk in GB, `mounts.network[]` its
  * `NetworkMount {volumeId, path}` (at most one), `cloud`/`startSsh`/`ports`/

@@ -93,7 +93,7 @@ export class RunpodConfigError extends Error {
 }
 
 /**
- * The reason a failed run keeps in `run.json` (the seed's `run_message`): an
+ * The reason a failed run keeps in `run.json`: an
  * answer of the Runpod API is reduced to its status, since a non-create error
  * carries Runpod's own text, which the log shows but `run.json` never keeps.
  */

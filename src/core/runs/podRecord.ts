@@ -4,8 +4,8 @@
  * crash never loses a pod. It never holds a private key, the API key or the
  * pod's env: only the public host key and what Runpod reported.
  *
- * The JSON keeps the original's snake_case names; the class uses camelCase
- * with units in names. The helpers mirror the seed's `PodRecord` methods.
+ * The JSON keeps snake_case names (the overbrainer CLI's, so its runs stay readable); the class
+ * uses camelCase with units in names.
  */
 import { z } from 'zod';
 import { rfc3339 } from '../clock';

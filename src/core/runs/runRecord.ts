@@ -1,6 +1,7 @@
 /**
  * `runs/<run-id>/run.json` (RunRecord): what is needed to find the job again.
- * The JSON keeps the original's snake_case names; TypeScript uses camelCase.
+ * The JSON keeps snake_case names (the overbrainer CLI's, so its runs stay readable);
+ * TypeScript uses camelCase.
  */
 import { z } from 'zod';
 import type { RunState } from '../events';
@@ -25,7 +26,7 @@ export interface JobRef {
   pid: number;
   /**
    * Always null: this version runs no job in a container. The key stays in run.json for the
-   * original's format (`{dir, pid, container}`); a record naming a container (the original's
+   * overbrainer CLI's format (`{dir, pid, container}`); a record naming a container (that CLI's
    * docker runtime) is refused on load, since this version could neither follow nor stop it.
    */
   container: null;

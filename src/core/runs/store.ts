@@ -341,7 +341,7 @@ function compareIds(a: string, b: string): number {
 
 /**
  * Whether pod.json shows no pod of the run that may still exist: no pod, or
- * one confirmed deleted, and no stray (seed `no_pod_left`). A pod.json that
+ * one confirmed deleted, and no stray. A pod.json that
  * cannot be read shows nothing for sure (false, with `onWarning`); none at
  * all means no pod was ever asked for (true).
  */

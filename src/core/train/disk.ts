@@ -1,5 +1,5 @@
 /**
- * The disk policy while a run is followed (the original's newest versions): warn at 85 % full and
+ * The disk policy while a run is followed: warn at 85 % full and
  * at every 5 % above; at 92 %, or when the free space is less than 1.5 × the newest checkpoint
  * (the next save would not fit), grow the run's network volume (by half its size and at least
  * 50 GB, never past `max_volume_gb`, seen in the API within two samples) or, when it cannot grow,

@@ -1,8 +1,8 @@
 /**
  * Following a job: its metrics as they are written, its status until it ends.
  *
- * The original polled `tail -c +N | head -c LIMIT` every 2 s, so a metric
- * reached the screen up to 2 s late. Here the metrics file is STREAMED (one
+ * Polling `tail -c +N | head -c LIMIT` every 2 s (the overbrainer CLI's way) brings a metric
+ * to the screen up to 2 s late. Here the metrics file is STREAMED (one
  * long-lived `tail -F` on the target) and every complete line becomes a
  * `metric` event the moment its bytes arrive. The pod pushes what changes on
  * the same channel (stderr): signs of life, and the job's status once it
@@ -116,7 +116,7 @@ export function silenceLimitMs(timing: Pick<Timing, 'statusPollMs'>): number {
   return 3 * heartbeatSeconds(timing) * 1000;
 }
 
-/** `tail -c +N | head -c LIMIT`: the original's bounded poll (the benchmark's baseline). */
+/** `tail -c +N | head -c LIMIT`: one bounded poll (the benchmark's baseline). */
 export function pollCommand(path: string, offset: number, limitBytes = READ_LIMIT_BYTES): string {
   return `tail -c +${offset + 1} ${shQuote(path)} 2>/dev/null | head -c ${limitBytes}`;
 }
@@ -497,7 +497,7 @@ export interface PollingMetricsReaderOptions {
 }
 
 /**
- * The original's way, kept as the benchmark's baseline: every `statusPollMs`,
+ * The polling way, kept as the benchmark's baseline: every `statusPollMs`,
  * one `tail -c +N | head -c 1MiB` of the file from the last complete line,
  * its complete lines published. No status, no drain: only the reading.
  */

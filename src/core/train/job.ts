@@ -1,5 +1,5 @@
 /**
- * The job on the target (spec §6): started detached in its own session so it
+ * The job on the target: started detached in its own session so it
  * survives the client, observed through files in its run directory, cancelled
  * by its process group. Every script here is POSIX sh and is tested under
  * dash, bash and busybox sh.
@@ -38,7 +38,7 @@ export const RESUME_ENV = 'OVERBRAINER_RESUME_FROM';
 export const SNAPSHOT_REASONS = ['requested', 'deadline', 'cost', 'disk'] as const;
 /** The pod's job environment, written by the bootstrap (absent on the local target). */
 export const POD_JOB_ENV = '/etc/overbrainer/job.env';
-/** How long cancel waits after SIGTERM, and again after SIGKILL (spec §6: ≤ 10 s each). */
+/** How long cancel waits after SIGTERM, and again after SIGKILL (at most 10 s each). */
 export const CANCEL_WAIT_S = 10;
 /** How long the launcher waits for the wrapper to record its PID. */
 const PID_WAIT_S = 10;
@@ -157,7 +157,7 @@ export function wrapperScript(runDir: string, script: string): string {
 }
 
 /**
- * The launcher (spec §6): cd into the run dir, clear the markers of an earlier
+ * The launcher: cd into the run dir, clear the markers of an earlier
  * attempt, read the secrets from stdin, start the wrapper detached in its own
  * session (`setsid nohup sh -c … > job.log 2>&1 < /dev/null &`), wait until it
  * recorded its PID (so a status right after the start never reads `lost`),
@@ -187,7 +187,7 @@ export function launcherScript(spec: LaunchSpec): string {
     `err=$(sh -n -c ${wrapped} 2>&1) || { echo "overbrainer: the job's script is not valid sh: $err" >&2; exit 97; }`,
     'command -v setsid >/dev/null 2>&1 || { echo "overbrainer: setsid is missing on the target (install util-linux or busybox)" >&2; exit 92; }',
     // nohup is redundant after setsid (no controlling terminal, so no hangup)
-    // and busybox lacks it: used where present, as the original does.
+    // and busybox lacks it: used where present, harmless there, skipped where absent.
     'if command -v nohup >/dev/null 2>&1; then nohup=nohup; else nohup=; fi',
     `setsid $nohup sh -c ${wrapped} > job.log 2>&1 < /dev/null &`,
     'pid=$!',
@@ -242,7 +242,7 @@ export interface CancelWaits {
 }
 
 /**
- * Cancels the job (spec §6): nothing to do when exit_code or cancelled exists
+ * Cancels the job: nothing to do when exit_code or cancelled exists
  * (prints `ended`: a finished job or a recycled PID is never signalled); else
  * writes `cancelling`, TERMs the group, waits, KILLs, waits, and writes
  * `cancelled` (prints `cancelled`). A group that outlives SIGKILL fails the
@@ -309,7 +309,7 @@ export interface JobScriptOptions {
 }
 
 /**
- * The job's sh text for a trainer. Axolotl (native runtime, spec §6):
+ * The job's sh text for a trainer. Axolotl (native runtime):
  * `. job.env && export AXOLOTL_DO_NOT_TRACK=1 PYTHONPATH=<runDir>/plugin(:inherited)
  * OVERBRAINER_METRICS=<runDir>/metrics.jsonl && <venv>/bin/axolotl train <config>`.
  * A command: sourced job.env (if any), then the command.

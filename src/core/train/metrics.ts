@@ -2,7 +2,7 @@
  * The trainer protocol: a job appends JSON lines to `$OVERBRAINER_METRICS`
  * (`<runDir>/metrics.jsonl`), and the client reads them back as typed values.
  *
- * Lines (spec §6, PRODUCT.md §4):
+ * Lines:
  *   {"event":"begin","time":T,"max_steps":N}
  *   {"event":"log","time":T,"step":S,"epoch":E,"max_steps":N,
  *    "loss"?,"eval_loss"?,"learning_rate"?,"grad_norm"?}        (non-finite → null)
@@ -19,8 +19,7 @@ import type { TrainMetric } from '../events';
 export const MAX_METRIC_LINE_BYTES = 64 * 1024;
 
 /**
- * The framer's buffer bound and the size of each bounded read (the original's
- * `head -c LIMIT`, 1 MiB).
+ * The framer's buffer bound and the size of each bounded read (`head -c LIMIT`), 1 MiB.
  */
 export const READ_LIMIT_BYTES = 1024 * 1024;
 

@@ -1,5 +1,5 @@
 /**
- * What a finished job means for its run (spec §6): `Exited(0)` with at least
+ * What a finished job means for its run: `Exited(0)` with at least
  * one metric line succeeded; `Exited(0)` without any failed because the
  * metrics plugin was not loaded; any other exit code failed; `Cancelled` is
  * cancelled; `Lost` (no exit code, group gone) failed.
@@ -20,7 +20,7 @@ export function stoppedMessage(snapshot: RunSnapshot): string {
   return `stopped at step ${snapshot.step} (${snapshot.reason}); snapshot ${snapshot.checkpoint}`;
 }
 
-/** The original's words, kept at the start of the message so it stays recognisable. */
+/** Fixed words at the start of the message, so tests and users recognise the cause. */
 export const PLUGIN_NOT_LOADED = 'plugin not loaded';
 export const STOPPED_WITHOUT_EXIT_CODE = 'stopped without an exit code';
 

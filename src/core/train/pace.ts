@@ -1,5 +1,5 @@
 /**
- * The job's pace and ETA, as the seed's `Pace`: only training logs (those with
+ * The job's pace and ETA: only training logs (those with
  * a `loss`) count; the first and the latest (step, time) give a rate in steps
  * per second of the trainer's own clock, and the ETA is the steps left at that
  * rate. There is no ETA until two distinct points are known, nor without

@@ -1,5 +1,5 @@
 /**
- * The CLI's metric line (spec §9): `step 12/40 (30%), epoch 0.50, loss 1.2346,
+ * The CLI's metric line: `step 12/40 (30%), epoch 0.50, loss 1.2346,
  * lr 2.00e-4`, throttled to one line per 10 s except evaluations, which are
  * always shown.
  */

@@ -1,5 +1,5 @@
 /**
- * Verified retrieval of a run's results (spec §7). The pod lists and hashes
+ * Verified retrieval of a run's results. The pod lists and hashes
  * its files (a NUL-framed SHA-256 manifest made by a POSIX sh script), the
  * list is checked before anything is written (a hostile list — `..`,
  * absolute paths, duplicates, names outside the requested entries — is

@@ -24,7 +24,7 @@
 # deleted while starting, reports the failed bootstrap. No job is ever started on a failed pod:
 # the client starts one only after a "ready" verdict.
 #
-# Env (the create call's, spec §4.1): OVERBRAINER_RUN_DIR, OVERBRAINER_WORKDIR, OVERBRAINER_CLAIM,
+# Env (the create call's): OVERBRAINER_RUN_DIR, OVERBRAINER_WORKDIR, OVERBRAINER_CLAIM,
 # OVERBRAINER_HOST_KEY (base64 of the OpenSSH private host key), OVERBRAINER_AUTHORIZED_KEY,
 # OVERBRAINER_RUN_ID, OVERBRAINER_VERSION, and the watchdog's. Never the account API key.
 # Paths, production defaults first; the overrides exist for this script's own tests:
