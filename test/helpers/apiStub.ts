@@ -1,5 +1,5 @@
 /**
- * A small Runpod API v2 stand-in for the pod scripts' tests (the original used wiremock): it
+ * A small Runpod API v2 stand-in for the pod scripts' tests (no mock library): it
  * records every request and answers the few calls the watchdog makes with statuses a test
  * sets per call. It listens on a free loopback port; `close()` ends it.
  */

@@ -259,7 +259,7 @@ export class Lab {
     return this.store.runDir(id);
   }
 
-  /** run.json as it is on disk (snake_case, as the original writes it). */
+  /** run.json as it is on disk (snake_case keys, not the class's camelCase). */
   runJson(id: string): Record<string, unknown> {
     return readJson(path.join(this.runDir(id), 'run.json'));
   }

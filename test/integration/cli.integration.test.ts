@@ -63,7 +63,7 @@ describe('overbrainer CLI against the Runpod emulator', function () {
     }
   });
 
-  /** The CLI with an environment holding only what it needs (env_clear in the original's tests). */
+  /** The CLI with an environment holding only what it needs (nothing inherited from ours). */
   function start(args: string[], env: Record<string, string> = {}): Running {
     return startCli(['-C', ws, ...args], {
       children,

@@ -169,7 +169,7 @@ describe('lifecycle core against the Runpod emulator', function () {
     await together([ambiguous('fail'), ambiguous('hang')]);
   });
 
-  it('4. pods never ready: each deleted and confirmed before the next type; the run fails with the seed message', async () => {
+  it('4. pods never ready: each deleted and confirmed before the next type; the run fails naming how many pods never became ready and why the last did not', async () => {
     await together([allNotReady(), thenReady()]);
   });
 

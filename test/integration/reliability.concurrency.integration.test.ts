@@ -1,8 +1,8 @@
 /**
  * Reliability matrix (issue #7), concurrency: two clients on one run. Exactly one follows it and
  * holds its lock (runs/<id>/.lock, src/core/runs/lock.ts) and with it the lease; the other is
- * told who follows, and changes nothing. `pod rm` while another client follows behaves as the
- * spec says (§9): refused without --force (the training pod is kept, the run goes on); with
+ * told who follows, and changes nothing. `pod rm` while another client follows is
+ * refused without --force (the training pod is kept, the run goes on); with
  * --force the pod is deleted, the run failed, and the follower reports the pod rm.
  *
  * Clients are real processes: the CLI (src/cli.ts via tsx, OVERBRAINER_TIMING_SCALE=8) and the

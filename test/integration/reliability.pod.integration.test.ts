@@ -64,7 +64,7 @@ describe('reliability: pod faults and provisioning gaps', function () {
       const o = await flow;
       // Following fails (SSH refused: the pod's processes are gone) and train stops saying the
       // pod stopped under its job and what to do; the run stays `running` (its disk may hold
-      // results: the original leaves the choice to the user), nothing is deleted yet.
+      // results, so deleting the pod is the user's choice, not ours), nothing is deleted yet.
       assert.ok(o.error instanceof PodError, String(o.error));
       assert.equal(o.error.kind, 'pod_stopped');
       assert.match(o.error.message, /is EXITED: it stopped while its job ran.*still bills/);
@@ -74,8 +74,8 @@ describe('reliability: pod faults and provisioning gaps', function () {
       const stopped = l.ledgerOf(podId);
       assert.equal(stopped.status, 'EXITED');
       assert.equal(stopped.billing, true);
-      // Attach finds it EXITED and says what to do (its /workspace may hold results: the
-      // original leaves the choice to the user, as this does).
+      // Attach finds it EXITED and says what to do (its /workspace may hold results: deleting
+      // it is the user's choice, by `pod rm --force`).
       const attached = await l.track(attach(l.deps, l.config, id!)).then(
         () => null,
         (error: unknown) => error,

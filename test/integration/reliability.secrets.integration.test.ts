@@ -4,9 +4,9 @@
  * process's command line (/proc/<pid>/cmdline of the CLI, ssh, the pod's sshd, bootstrap,
  * watchdog and job) is sampled. The account API key, the run's client private key and any
  * private key appear in no process argument, no output or log (the CLI's, the pod's), no file
- * under runs/ (but runs/<id>/ssh/id_ed25519 while its pod lives: spec §2, forgotten once the pod
- * is deleted) or in the emulator's state (the pods' disks), no event on the bus, and the client's
- * private key in no request the client sends to Runpod.
+ * under runs/ (but runs/<id>/ssh/id_ed25519 while its pod lives, forgotten once no pod of the
+ * run may exist) or in the emulator's state (the pods' disks), no event on the bus, and the
+ * client's private key in no request the client sends to Runpod.
  */
 import assert from 'node:assert/strict';
 import * as fs from 'node:fs';

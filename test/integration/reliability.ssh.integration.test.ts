@@ -256,7 +256,7 @@ describe('reliability: SSH faults', function () {
       const o = await flow;
       // The follow reconnects to the endpoint it had; once its tolerated failures are spent it
       // asks the API where the pod is: it answers on a new port, so train follows it there and
-      // finishes the run itself (the original stopped following and left it to attach).
+      // finishes the run itself, rather than stopping and leaving the run to `train attach`.
       assert.equal(o.error, null, `train followed the pod to its new port: ${String(o.error)}`);
       assert.match(
         r.lab.transcript(),

@@ -1,6 +1,6 @@
 /**
  * The Runpod client's pure rules: base URL, redaction, decoding, the create
- * body, Retry-After, and the seed's `run_message`.
+ * body, Retry-After, and the reason a failed run keeps in run.json.
  */
 import assert from 'node:assert/strict';
 import {
@@ -363,7 +363,7 @@ describe('Retry-After', () => {
   });
 });
 
-describe('run messages (seed)', () => {
+describe('run messages', () => {
   it('a_failed_run_keeps_only_the_status_of_an_api_answer', () => {
     const answered = new ApiError('server', 'Runpod answered 500: server text', { status: 500 });
     assert.equal(runMessage(answered), 'Runpod answered 500');

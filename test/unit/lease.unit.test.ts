@@ -20,11 +20,11 @@ const T = PRODUCTION_TIMING;
 const MIN = 60_000;
 const NOW = Date.UTC(2026, 8, 29, 12, 0, 0);
 
-/** A pace of 1 step per 10 s at step 100 of 7300: 20 hours left (the seed's `slow_pace`). */
+/** A pace of 1 step per 10 s at step 100 of 7300: 20 hours left. */
 const slowPace: EtaSource = { etaMs: () => ((7300 - 100) / (10 / 100)) * 1000 };
 const noPace: EtaSource = { etaMs: () => null };
 
-/** A pod whose watchdog deletes it `hours` after `nowMs` (the seed's `pod_due_in`). */
+/** A pod whose watchdog deletes it `hours` after `nowMs`. */
 function podDueIn(hours: number, keep: boolean, nowMs: number): DeadlineView & CostCapView {
   return {
     keep,
@@ -36,7 +36,7 @@ function podDueIn(hours: number, keep: boolean, nowMs: number): DeadlineView & C
   };
 }
 
-describe('lease and deadline rules (seed)', () => {
+describe('lease and deadline rules', () => {
   it('a job that cannot end before the deadline is warned about', () => {
     assert.equal(
       overrun(slowPace, podDueIn(6, false, NOW), NOW, false),

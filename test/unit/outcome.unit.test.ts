@@ -4,7 +4,7 @@ import type { TrainMetric } from '../../src/core/events';
 import { jobOutcome, PLUGIN_NOT_LOADED } from '../../src/core/train/outcome';
 import { formatExp2, MetricLineThrottle, renderMetric } from '../../src/core/train/render';
 
-describe('jobOutcome (spec §6)', () => {
+describe('jobOutcome', () => {
   const id = 'proj_20260929-120000';
 
   it('Exited(0) with at least one metric: succeeded', () => {
@@ -55,8 +55,8 @@ function metric(extra: Partial<TrainMetric>): TrainMetric {
   };
 }
 
-describe('renderMetric (spec §9)', () => {
-  it('renders the original line', () => {
+describe('renderMetric', () => {
+  it('renders the CLI metric line', () => {
     assert.equal(renderMetric(metric({})), 'step 12/40 (30%), epoch 0.50, loss 1.2346, lr 2.00e-4');
   });
 

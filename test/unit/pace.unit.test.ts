@@ -16,7 +16,7 @@ function metric(time: number, step: number, extra: Partial<TrainMetric> = {}): T
   };
 }
 
-/** The seed's `slow_pace`: 1 step per 10 s at step 100 of 7300. */
+/** A slow pace: 1 step per 10 s at step 100 of 7300. */
 function slowPace(): Pace {
   const pace = new Pace();
   for (const [time, step] of [
@@ -28,7 +28,7 @@ function slowPace(): Pace {
   return pace;
 }
 
-describe('Pace (seed)', () => {
+describe('Pace', () => {
   it('slow_pace: 1 step per 10 s at step 100 of 7300 leaves 20.0 hours', () => {
     const eta = slowPace().eta();
     assert.equal(eta, 72_000_000);

@@ -1,5 +1,5 @@
 /**
- * The pod scripts as text and the create call's env: the seed's lease default, production
+ * The pod scripts as text and the create call's env: the watchdog's lease default, production
  * paths, the generated cmd parsing under every shell it may meet, its size, the embedded
  * watchdog coming out byte for byte, where the keys may appear, and podEnv's rules.
  */
@@ -81,7 +81,7 @@ function params(overrides: Partial<PodEnvParams> = {}): PodEnvParams {
 
 describe('podScripts', function () {
   describe('the watchdog script', function () {
-    it('holds the lease as long as the client counts on (seed: OVERBRAINER_LEASE_TTL:-900})', function () {
+    it('holds the lease as long as the client counts on (OVERBRAINER_LEASE_TTL:-900})', function () {
       assert.ok(watchdogScript().includes('OVERBRAINER_LEASE_TTL:-900}'));
       const seconds = PRODUCTION_TIMING.leaseTtlMs / 1000;
       assert.ok(watchdogScript().includes(`\${OVERBRAINER_LEASE_TTL:-${seconds}}`));
@@ -243,7 +243,7 @@ describe('podScripts', function () {
   });
 
   describe('podEnv', function () {
-    it('builds the spec §4.1 env from the run and the timing', function () {
+    it("builds the create call's env from the run and the timing", function () {
       const p = params();
       assert.deepEqual(podEnv(p), {
         OVERBRAINER_RUN_ID: 'tiny_20260929-120000',

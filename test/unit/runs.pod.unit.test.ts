@@ -24,7 +24,7 @@ const POD: CreatedPod = {
   costPerHourUsd: 0.53,
 };
 
-describe('runs: PodRecord (the seed rules)', () => {
+describe('runs: PodRecord (its state rules)', () => {
   it('goes from attempts to deleted with its spend', () => {
     const record = newPodRecord(RUN, false, 1, 'ssh-ed25519 AAAAhost overbrainer-x');
     assert.equal(record.hostKey, 'ssh-ed25519 AAAAhost');
@@ -409,7 +409,7 @@ describe('runs: pod.json', () => {
   });
 });
 
-describe('runs: noPodLeft (seed no_pod_left)', () => {
+describe('runs: noPodLeft', () => {
   let dir: string;
   let store: RunStore;
   beforeEach(() => {

@@ -40,7 +40,7 @@ function leftovers(dir: string): string[] {
 }
 
 describe('runs: IDs', () => {
-  it('slugs the project name as the original does', () => {
+  it('slugs the project name: lowercased, each run of other characters one _', () => {
     assert.equal(projectSlug('My Model'), 'my_model');
     assert.equal(projectSlug('llama--3.1 (fine) tune!'), 'llama_3_1_fine_tune_');
     assert.equal(projectSlug('Ünïcode'), '_n_code');
