@@ -12,8 +12,8 @@
  * run is stopped (the flow is aborted: it stops following, and the lab
  * deletes the pod).
  *
- * Baseline: the original's design from the spec (overbrainer-behaviour.md
- * §7 Following, §8 Lease): a poll every 2 s = `tail -c +N | head -c 1MiB` +
+ * Baseline: the overbrainer CLI's design (following by polling, a lease held
+ * against the deadline): a poll every 2 s = `tail -c +N | head -c 1MiB` +
  * the status script (2 SSH commands), a lease renewal every 5 min, and no
  * Runpod API call while the watch works. It cannot run here, so it is
  * computed, not measured.
@@ -137,7 +137,7 @@ export async function costBench(options: BenchOptions): Promise<BenchReport> {
     return {
       title: '5. Cost of following (per followed run, steady state)',
       baseline:
-        "the original's design per the spec (§7 Following, §8 Lease): every 2 s `tail -c +N | head -c 1MiB` + the status script over SSH, a lease renewal every 5 min, no Runpod API call while the watch works — computed, since the original does not run here",
+        "the overbrainer CLI's design: every 2 s `tail -c +N | head -c 1MiB` + the status script over SSH, a lease renewal every 5 min, no Runpod API call while the watch works — computed, since that CLI does not run here",
       rows: [
         {
           measure: 'Runpod API requests per hour (client, account key)',

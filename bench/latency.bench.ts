@@ -6,7 +6,7 @@
  *
  *   ours      MetricsFollower: one long-lived stream (the pod's watcher: `tail -F` on stdout,
  *             signs of life and the job's end pushed on stderr), nothing asked while it speaks
- *   baseline  PollingMetricsReader: the original's design, a new `tail -c +N | head -c 1MiB`
+ *   baseline  PollingMetricsReader: the overbrainer CLI's design, a new `tail -c +N | head -c 1MiB`
  *             over SSH every 2 s (statusPollMs of the production timing)
  *
  * Both read the same kind of file through the same SSH connection; they run
@@ -327,7 +327,7 @@ export async function latencyBench(options: BenchOptions): Promise<BenchReport> 
     ];
     return {
       title: '1. Metric → event latency',
-      baseline: `the original's design: a new \`tail -c +N | head -c 1MiB\` over SSH every ${PRODUCTION_TIMING.statusPollMs / 1000} s (PollingMetricsReader)`,
+      baseline: `the overbrainer CLI's design: a new \`tail -c +N | head -c 1MiB\` over SSH every ${PRODUCTION_TIMING.statusPollMs / 1000} s (PollingMetricsReader)`,
       rows,
       bounds:
         'ours: the pod’s tail polls every 0.2 s (a line waits 0.1 s on average, up to 0.2 s) and sends what it found in one write, then the SSH channel and the client’s event loop. The client CPU is bounded by Node’s cost per wake-up: a bare Node process reading 10 TCP packets a second costs about 230 ms a minute on this machine, so ≤ 100 ms at 10 lines/s needs batches of a second or more, which the p95 < 250 ms target rules out. The baseline: its 2 s poll interval (a line waits 1 s on average, up to 2 s) plus one SSH command each poll.',
@@ -335,7 +335,7 @@ export async function latencyBench(options: BenchOptions): Promise<BenchReport> 
         `${rounds} round(s) of ${lines} lines each side (${lines / LINES_PER_S} s at ${LINES_PER_S} lines/s), alternating; percentiles over all lines pooled (per-round p95 medians: baseline ${ms(perRound('baseline', 95))}, ours ${ms(perRound('ours', 95))}).`,
         'Real OpenSSH sshd on loopback (test/helpers/sshd.ts, the daemon a pod runs), production timing; on a real pod add the network RTT to ours and to every baseline poll.',
         'Client CPU: the measured side runs alone in a process bundled as the product is (bench/child.ts: no TypeScript loader, the writer in the parent), from the first line of the window to the last.',
-        'SSH requests for ours: none while the stream speaks (the pod pushes signs of life and the job’s end on it; one status look at the start, before the window); the baseline counts only its reads (the original also ran the status script on each poll: double it).',
+        'SSH requests for ours: none while the stream speaks (the pod pushes signs of life and the job’s end on it; one status look at the start, before the window); the baseline counts only its reads (the overbrainer CLI also ran the status script on each poll: double it).',
         `A job's end seen, per round (the worst is shown): ${endSeen.map(ms).join(', ') || 'none'}.`,
       ],
       raw: all,

@@ -10,7 +10,7 @@
  * TypeScript loader in the figures); production timing.
  *
  *   ours      20 MetricsFollowers (catch-up with 1 MiB reads, then one stream each + status poll)
- *   baseline  20 PollingMetricsReaders (the original: a new tail -c +N | head -c 1MiB every 2 s)
+ *   baseline  20 PollingMetricsReaders (the overbrainer CLI's way: a new tail -c +N | head -c 1MiB every 2 s)
  *
  * Reported: time to replay the hour of all 20 runs, CPU of the steady window
  * (as % of one core and CPU-seconds per hour), RSS and V8 heap (after a GC)
@@ -267,7 +267,7 @@ export async function scaleBench(options: BenchOptions): Promise<BenchReport> {
     );
     return {
       title: `6. Scale: ${runs} followed runs in one process`,
-      baseline: `the same ${runs} runs followed the original's way (PollingMetricsReader: a new \`tail -c +N | head -c 1MiB\` every 2 s per run)`,
+      baseline: `the same ${runs} runs followed the overbrainer CLI's way (PollingMetricsReader: a new \`tail -c +N | head -c 1MiB\` every 2 s per run)`,
       rows: [
         row(
           `replay an hour already logged (${runs} × ${prefillLines.toLocaleString('en')} lines, ${mib(bytesPerRun)} each)`,
