@@ -2,7 +2,8 @@ import * as assert from 'node:assert/strict';
 import { chmodSync, mkdirSync, mkdtempSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import * as path from 'node:path';
-import { newPodRecord, encodePodRecord } from '../../src/core/runs/podRecord';
+import { encodePodRecord } from '../../src/core/runs/podJson';
+import { newPodRecord } from '../../src/core/runs/podRecord';
 import { encodeRunRecord, type RunRecord } from '../../src/core/runs/runRecord';
 import { RunStore } from '../../src/core/runs/store';
 import {

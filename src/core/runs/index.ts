@@ -30,8 +30,6 @@ export {
   newPodRecord,
   stateName,
   publicKeyFields,
-  decodePodRecord,
-  encodePodRecord,
   type PodState,
   type AttemptResult,
   type DeletedBy,
@@ -39,6 +37,7 @@ export {
   type SshEndpoint,
   type CreatedPod,
 } from './podRecord';
+export { decodePodRecord, encodePodRecord } from './podJson';
 export { RunLock, LOCK_FILE, DEFAULT_LOCK_TIMING, type LockHolder, type LockTiming } from './lock';
 export {
   RunStore,

@@ -5,110 +5,37 @@
  * pod's env: only the public host key and what Runpod reported.
  *
  * The JSON keeps snake_case names (the overbrainer CLI's, so its runs stay readable); the class
- * uses camelCase with units in names.
+ * uses camelCase with units in names. Its fields' words are in ./podStates.ts, its reading and
+ * writing in ./podJson.ts.
  */
-import { z } from 'zod';
 import { rfc3339 } from '../clock';
-import { decodeRecord, encodeRecord, splitExtra, type ExtraFields } from './codec';
+import type { ExtraFields } from './codec';
+import {
+  type Attempt,
+  type AttemptResult,
+  type DeletedBy,
+  type PodState,
+  type SshEndpoint,
+} from './podStates';
 import { podSpendUsd } from './spend';
 import { billedFrom, endOther, otherSpendUsd, rate, type OtherPod } from './podMoney';
 
 export { billedFrom, otherSpendUsd, type OtherPod };
+export {
+  ATTEMPT_RESULTS,
+  DELETED_BY,
+  HOST_KEY,
+  isPodId,
+  POD_STATES,
+  type Attempt,
+  type AttemptResult,
+  type DeletedBy,
+  type PodState,
+  type SshEndpoint,
+} from './podStates';
 
 export const POD_FILE = 'pod.json';
 export const POD_RECORD_VERSION = 1;
-
-/** Where a run's pod stands. */
-export type PodState =
-  /** A create call is about to be sent, or was sent. */
-  | 'creating'
-  /** Runpod created the pod; overbrainer waits for SSH and the watchdog. */
-  | 'provisioning'
-  /** Reachable, with a watchdog that can delete it. */
-  | 'ready'
-  /** The job was started on it. */
-  | 'running'
-  /** The job ended but its results were not retrieved; the watchdog deletes it after its retrieve grace. */
-  | 'awaiting_retrieval'
-  /** Kept (`--keep-pod` or at runtime): only `pod rm` deletes it. */
-  | 'kept'
-  /** A delete call is about to be sent, or was sent. */
-  | 'deleting'
-  /** Runpod no longer knows the pod. */
-  | 'deleted';
-
-export const POD_STATES: readonly PodState[] = [
-  'creating',
-  'provisioning',
-  'ready',
-  'running',
-  'awaiting_retrieval',
-  'kept',
-  'deleting',
-  'deleted',
-];
-
-/** How one create call ended. */
-export type AttemptResult =
-  | 'sent'
-  | 'created'
-  /** Runpod could not place the GPU type (capacity 400). */
-  | 'unavailable'
-  /** Runpod refused the GPU type (403). */
-  | 'forbidden'
-  /** No usable answer: the pod may or may not exist. */
-  | 'ambiguous'
-  /** No usable answer, then found by its run marker. */
-  | 'adopted'
-  /** Created, but not reachable in time; deleted. */
-  | 'not_ready'
-  /** Created, but its watchdog could not prove it can delete it; deleted. */
-  | 'refused'
-  /** Refused by Runpod for a reason no other GPU type would fix (402, 422, other 400). */
-  | 'rejected';
-
-export const ATTEMPT_RESULTS: readonly AttemptResult[] = [
-  'sent',
-  'created',
-  'unavailable',
-  'forbidden',
-  'ambiguous',
-  'adopted',
-  'not_ready',
-  'refused',
-  'rejected',
-];
-
-/** Who removed a pod. */
-export type DeletedBy = 'client' | 'watchdog' | 'pod_rm' | 'unknown';
-export const DELETED_BY: readonly DeletedBy[] = ['client', 'watchdog', 'pod_rm', 'unknown'];
-
-/** One create call. */
-export interface Attempt {
-  /** The pod name sent, `overbrainer-<run-id>-<n>`. */
-  name: string;
-  gpuType: string;
-  /** When the call was sent, RFC 3339 UTC. */
-  sentAt: string;
-  /** The same in unix ms (absent from records of older versions). */
-  sentMs?: number;
-  /** When this pod's watchdog deletes it; null when kept. */
-  deadlineUnixS: number | null;
-  result: AttemptResult;
-  /** The client's own fixed message for a failed call (never Runpod's text). */
-  detail?: string;
-  /** The pod it created, if any. */
-  podId?: string;
-  /** Fields of the attempt this version does not know, written back unchanged. */
-  extraFields?: ExtraFields;
-}
-
-/** The SSH endpoint of a pod as last seen. */
-export interface SshEndpoint {
-  host: string;
-  port: number;
-  user: string;
-}
 
 /** What {@link PodRecord.created} needs of the pod Runpod created. */
 export interface CreatedPod {
@@ -121,19 +48,6 @@ export interface CreatedPod {
   /** Runpod's `createdAt` (RFC 3339), when it says: when it started billing the pod. */
   createdAt?: string | null;
 }
-
-/**
- * What can be a Runpod pod ID. Runpod's document types it as any string; the ones it hands out are
- * alphanumeric, but one of another shape must never break a list, a sweep, or the record of a pod
- * that bills. Refused: the empty string, control characters (they would forge log lines), the dot
- * segments (a URL path that resolves elsewhere), and anything over 256 characters. In a URL path
- * an ID is one encoded segment.
- */
-export function isPodId(id: string): boolean {
-  return /^[^\p{Cc}]{1,256}$/u.test(id) && id !== '.' && id !== '..';
-}
-/** A public host key as pod.json holds it: type and key, no comment. */
-export const HOST_KEY = /^ssh-ed25519 [A-Za-z0-9+/]+={0,2}$/;
 
 const unixS = (ms: number): number => Math.floor(ms / 1000);
 
@@ -427,11 +341,6 @@ export class PodRecord {
           : `pod ${stateName(this.state)} ${id} $${this.costPerHourUsd.toFixed(2)}/h`;
     }
   }
-
-  /** A deep copy (for a model that must not share arrays with the saved record). */
-  clone(): PodRecord {
-    return decodePodRecord(encodePodRecord(this), '(copy)');
-  }
 }
 
 /** The state in words: `awaiting retrieval` for `awaiting_retrieval`. */
@@ -470,216 +379,4 @@ export function newPodRecord(
 /** `ssh-ed25519 AAAA… comment` → `ssh-ed25519 AAAA…`. */
 export function publicKeyFields(line: string): string {
   return line.trim().split(/\s+/).slice(0, 2).join(' ');
-}
-
-// ---------------------------------------------------------------------------
-// pod.json
-
-const nullableString = z.string().nullable();
-const unix = z.number().int().min(0).nullable();
-const podId = z.string().refine(isPodId, 'not a Runpod pod ID');
-
-const attemptSchema = z.looseObject({
-  name: z.string(),
-  gpu_type: z.string(),
-  sent_at: z.string(),
-  sent_ms: z.number().int().min(0).optional(),
-  deadline_unix: unix,
-  result: z.enum(ATTEMPT_RESULTS as [AttemptResult, ...AttemptResult[]]),
-  detail: z.string().optional(),
-  pod_id: podId.optional(),
-});
-const ATTEMPT_KEYS = Object.keys(attemptSchema.shape);
-
-const msOrNull = z.number().int().min(0).nullable();
-const otherPodSchema = z.object({
-  pod_id: podId,
-  cost_per_hour: z.number().min(0).nullable(),
-  billed_from_ms: msOrNull,
-  ended_ms: msOrNull,
-  estimated_spend: z.number().min(0).nullable(),
-  billed_usd: z.number().min(0).nullable(),
-  billed_checked_at: nullableString,
-});
-
-const podSchema = z.looseObject({
-  version: z.literal(POD_RECORD_VERSION),
-  run_id: z.string(),
-  state: z.enum(POD_STATES as [PodState, ...PodState[]]),
-  keep: z.boolean(),
-  deadline: nullableString,
-  deadline_unix: unix,
-  attempts: z.array(attemptSchema),
-  pod_id: podId.nullable(),
-  gpu_type: nullableString,
-  gpu_count: z.number().int().min(1),
-  data_center_id: nullableString,
-  cost_per_hour: z.number().min(0).nullable(),
-  created_at: nullableString,
-  created_unix: unix,
-  ready_at: nullableString,
-  ssh: z
-    .object({
-      host: z.string(),
-      port: z.number().int().min(1).max(65535),
-      user: z.string(),
-    })
-    .nullable(),
-  // Pinned into known_hosts: anything but one key line could smuggle in other hosts.
-  host_key: z.string().regex(HOST_KEY),
-  deleted_at: nullableString,
-  deleted_by: z.enum(DELETED_BY as [DeletedBy, ...DeletedBy[]]).nullable(),
-  estimated_spend: z.number().min(0).nullable(),
-  // Newer fields: absent from records of older versions.
-  stray_pods: z.array(podId).optional(),
-  unconfirmed_create: z.boolean().optional(),
-  max_cost_usd: z.number().gt(0).nullable().optional(),
-  network_volume_id: nullableString.optional(),
-  max_volume_gb: z.number().int().min(1).nullable().optional(),
-  billed_usd: z.number().min(0).nullable().optional(),
-  billed_checked_at: nullableString.optional(),
-  billed_from_ms: z.number().int().min(0).nullable().optional(),
-  deleted_ms: z.number().int().min(0).nullable().optional(),
-  other_pods: z.array(otherPodSchema).optional(),
-  earlier_attempts: z.number().int().min(0).optional(),
-});
-const POD_KEYS = Object.keys(podSchema.shape);
-
-export function decodePodRecord(text: string, file: string): PodRecord {
-  const raw = decodeRecord(text, file, podSchema, 'pod record');
-  const record = new PodRecord(raw.run_id, raw.keep, raw.gpu_count, raw.host_key);
-  record.state = raw.state;
-  record.deadline = raw.deadline;
-  record.deadlineUnixS = raw.deadline_unix;
-  record.attempts = raw.attempts.map((a) => {
-    const attempt: Attempt = {
-      name: a.name,
-      gpuType: a.gpu_type,
-      sentAt: a.sent_at,
-      deadlineUnixS: a.deadline_unix,
-      result: a.result,
-    };
-    if (a.sent_ms !== undefined) attempt.sentMs = a.sent_ms;
-    if (a.detail !== undefined) attempt.detail = a.detail;
-    if (a.pod_id !== undefined) attempt.podId = a.pod_id;
-    const extra = splitExtra(a, ATTEMPT_KEYS);
-    if (extra) attempt.extraFields = extra;
-    return attempt;
-  });
-  record.podId = raw.pod_id;
-  record.gpuType = raw.gpu_type;
-  record.dataCenterId = raw.data_center_id;
-  record.costPerHourUsd = raw.cost_per_hour;
-  record.createdAt = raw.created_at;
-  record.createdUnixS = raw.created_unix;
-  record.readyAt = raw.ready_at;
-  record.ssh = raw.ssh;
-  record.deletedAt = raw.deleted_at;
-  record.deletedBy = raw.deleted_by;
-  record.estimatedSpendUsd = raw.estimated_spend;
-  record.strayPods = raw.stray_pods ?? [];
-  record.unconfirmedCreate = raw.unconfirmed_create ?? false;
-  record.maxCostUsd = raw.max_cost_usd ?? null;
-  record.networkVolumeId = raw.network_volume_id ?? null;
-  record.maxVolumeGb = raw.max_volume_gb ?? null;
-  record.billedUsd = raw.billed_usd ?? null;
-  record.billedCheckedAt = raw.billed_checked_at ?? null;
-  record.billedFromMs = raw.billed_from_ms ?? null;
-  record.otherPods = (raw.other_pods ?? []).map((o) => ({
-    podId: o.pod_id,
-    costPerHourUsd: o.cost_per_hour,
-    billedFromMs: o.billed_from_ms,
-    endedMs: o.ended_ms,
-    estimatedSpendUsd: o.estimated_spend,
-    billedUsd: o.billed_usd,
-    billedCheckedAt: o.billed_checked_at,
-  }));
-  record.earlierAttempts = raw.earlier_attempts ?? 0;
-  record.deletedMs = raw.deleted_ms ?? null;
-  const extra = splitExtra(raw, POD_KEYS);
-  if (extra) record.extraFields = extra;
-  return record;
-}
-
-/** Throws a RangeError for a record pod.json must never hold (a bad pod ID or host key). */
-export function encodePodRecord(record: PodRecord): string {
-  for (const id of [
-    record.podId,
-    ...record.strayPods,
-    ...record.attempts.map((a) => a.podId),
-    ...record.otherPods.map((o) => o.podId),
-  ]) {
-    if (id !== null && id !== undefined && !isPodId(id)) {
-      throw new RangeError(
-        `run ${record.runId}: ${JSON.stringify(id.slice(0, 70))} is not a Runpod pod ID`,
-      );
-    }
-  }
-  if (!HOST_KEY.test(record.hostKey)) {
-    throw new RangeError(`run ${record.runId}: the host key is not one "ssh-ed25519 AAAA…" key`);
-  }
-  return encodeRecord(
-    {
-      version: record.version,
-      run_id: record.runId,
-      state: record.state,
-      keep: record.keep,
-      deadline: record.deadline,
-      deadline_unix: record.deadlineUnixS,
-      attempts: record.attempts.map(
-        (a) =>
-          JSON.parse(
-            encodeRecord(
-              {
-                name: a.name,
-                gpu_type: a.gpuType,
-                sent_at: a.sentAt,
-                sent_ms: a.sentMs,
-                deadline_unix: a.deadlineUnixS,
-                result: a.result,
-                detail: a.detail,
-                pod_id: a.podId,
-              },
-              a.extraFields,
-            ),
-          ) as unknown,
-      ),
-      pod_id: record.podId,
-      gpu_type: record.gpuType,
-      gpu_count: record.gpuCount,
-      data_center_id: record.dataCenterId,
-      cost_per_hour: record.costPerHourUsd,
-      created_at: record.createdAt,
-      created_unix: record.createdUnixS,
-      ready_at: record.readyAt,
-      ssh: record.ssh,
-      host_key: record.hostKey,
-      deleted_at: record.deletedAt,
-      deleted_by: record.deletedBy,
-      estimated_spend: record.estimatedSpendUsd,
-      stray_pods: record.strayPods,
-      unconfirmed_create: record.unconfirmedCreate ? true : undefined,
-      max_cost_usd: record.maxCostUsd,
-      network_volume_id: record.networkVolumeId,
-      max_volume_gb: record.maxVolumeGb,
-      billed_usd: record.billedUsd ?? undefined,
-      billed_checked_at: record.billedCheckedAt ?? undefined,
-      billed_from_ms: record.billedFromMs ?? undefined,
-      deleted_ms: record.deletedMs ?? undefined,
-      other_pods:
-        record.otherPods.length === 0
-          ? undefined
-          : record.otherPods.map((o) => ({
-              pod_id: o.podId,
-              cost_per_hour: o.costPerHourUsd,
-              billed_from_ms: o.billedFromMs,
-              ended_ms: o.endedMs,
-              estimated_spend: o.estimatedSpendUsd,
-              billed_usd: o.billedUsd,
-              billed_checked_at: o.billedCheckedAt,
-            })),
-      earlier_attempts: record.earlierAttempts === 0 ? undefined : record.earlierAttempts,
-    },
-    record.extraFields,
-  );
 }

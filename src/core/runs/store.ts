@@ -22,7 +22,8 @@ import {
   type LockTiming,
   type RunLock,
 } from './lock';
-import { decodePodRecord, encodePodRecord, POD_FILE, type PodRecord } from './podRecord';
+import { decodePodRecord, encodePodRecord } from './podJson';
+import { POD_FILE, type PodRecord } from './podRecord';
 import { decodeRunRecord, encodeRunRecord, RUN_FILE, type RunRecord } from './runRecord';
 
 /** The run's SSH files (keys, config, known_hosts), mode 700. */
