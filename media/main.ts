@@ -6,7 +6,7 @@ import {
   type RunAction,
   type RunStatusView,
   type SeriesColumns,
-} from '../src/ui/webviewProtocol';
+} from '../src/ui/panel/webviewProtocol';
 import { alignColumns, create, type Chart, type ChartData, type ChartSeriesSpec } from './chart';
 
 /**

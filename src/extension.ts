@@ -1,23 +1,23 @@
 import * as path from 'node:path';
 import * as vscode from 'vscode';
-import type { Core } from './extensionCore';
-import type { PodsItem } from './ui/podsModel';
-import type { RunsNode } from './ui/runsModel';
-import type { SpendRowView } from './ui/spendModel';
-import { requireWithCodeCache } from './shell/codeCache';
-import { DeferredTree } from './shell/deferredTree';
-import { anyRunToFollow } from './shell/runsToFollow';
-import { COMMAND_IDS } from './ui/commandIds';
+import type { ComposedUi } from './ui/composition';
+import type { PodsItem } from './ui/pods/podsModel';
+import type { RunsNode } from './ui/runs/runsModel';
+import type { SpendRowView } from './ui/spend/spendModel';
+import { requireWithCodeCache } from './boot/codeCache';
+import { DeferredTree } from './boot/deferredTree';
+import { anyRunToFollow } from './boot/runsToFollow';
+import { COMMAND_IDS } from './ui/commands/commandIds';
 import { Log } from './ui/log';
 import { Redactor } from './core/redact';
-import { runsFolderName } from './ui/runsFolderName';
+import { runsFolderName } from './ui/runs/runsFolderName';
 
 /** The config file (the core's CONFIG_FILE; importing the config module would load its codecs). */
 const CONFIG_FILE = 'overbrainer.toml';
-/** The run panel's webview type (RUN_VIEW_TYPE in src/ui/runPanel.ts). */
+/** The run panel's webview type (RUN_VIEW_TYPE in src/ui/panel/runPanel.ts). */
 const RUN_VIEW_TYPE = 'overbrainer.run';
 
-/** The core's composition root, src/extensionCore.ts bundled beside this one (esbuild.mjs). */
+/** The UI's composition (src/ui/composition.ts) with the core, bundled beside this one (esbuild.mjs). */
 const CORE_BUNDLE = 'extension-core.js';
 /** How long after the core's load its V8 code is cached: the first work it does is compiled then. */
 const CODE_CACHE_SAVE_DELAY_MS = 5_000;
@@ -36,18 +36,18 @@ export function activate(context: vscode.ExtensionContext): void {
   const log = new Log(redactor);
   context.subscriptions.push(log);
 
-  let core: Core | null = null;
+  let core: ComposedUi | null = null;
   /** What loads the core on an event that needs it, until it is loaded. */
   const triggers: vscode.Disposable[] = [];
-  const load = (why: string): Core => {
+  const load = (why: string): ComposedUi => {
     if (core !== null) return core;
     const t0 = performance.now();
-    const loaded = requireWithCodeCache<typeof import('./extensionCore')>(
+    const loaded = requireWithCodeCache<typeof import('./ui/composition')>(
       path.join(__dirname, CORE_BUNDLE),
       path.join(context.globalStorageUri.fsPath, 'code-cache'),
       (message) => log.info(`Code cache: ${message}.`),
     );
-    core = loaded.exports.startCore({ context, redactor, log, podsView });
+    core = loaded.exports.composeUi({ context, redactor, log, podsView });
     const saving = setTimeout(() => loaded.saveCache(), CODE_CACHE_SAVE_DELAY_MS);
     context.subscriptions.push({ dispose: () => clearTimeout(saving) });
     runsTree.attach(core.runsTree);

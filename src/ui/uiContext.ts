@@ -9,8 +9,13 @@ import { timingFromEnv } from '../core/timing';
 import type { ApiKeyStore } from './apiKey';
 import { errorText } from './errorText';
 import type { LogPort, UiHost } from './host';
-import { notificationFor, OnceFilter, type Notification, type NotifyAction } from './notifyModel';
-import type { RunsModel, RunSummary } from './runsModel';
+import {
+  notificationFor,
+  OnceFilter,
+  type Notification,
+  type NotifyAction,
+} from './runs/notifyModel';
+import type { RunsModel, RunSummary } from './runs/runsModel';
 import {
   MANAGE_TRUST_CHOICE,
   MANAGE_TRUST_COMMAND,

@@ -1,8 +1,8 @@
 import * as path from 'node:path';
 import * as vscode from 'vscode';
 import type { UiHost } from './host';
-import { RUN_LOG_SCHEME } from './runLogs';
-import { runsFolderName } from './runsFolders';
+import { RUN_LOG_SCHEME } from './runs/runLogs';
+import { runsFolderName } from './runs/runsFolders';
 
 /** The real VS Code behind the handlers' UiHost. */
 export function vscodeHost(): UiHost {

@@ -13,7 +13,7 @@ import { RunpodClient } from '../../src/core/runpod/client';
 import { newPodRecord } from '../../src/core/runs/podRecord';
 import { RunStore } from '../../src/core/runs/store';
 import { PRODUCTION_TIMING } from '../../src/core/timing';
-import { refreshesSpend } from '../../src/ui/spendModel';
+import { refreshesSpend } from '../../src/ui/spend/spendModel';
 import { FakeClock } from '../helpers/fakeClock';
 import { startEmulator, type Emulator } from '../emulator/emulator';
 import { ApiClient, waitForPod, type PodBody, type Problem } from '../emulator/testing';

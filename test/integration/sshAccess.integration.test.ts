@@ -17,8 +17,8 @@ import { emulatorEnv, tempTinyWorkspace, tinyToml } from '../helpers/tinyWorkspa
 import { systemClock } from '../../src/core/clock';
 import { prepareSshAccess } from '../../src/core/pod/sshAccess';
 import { RunStore } from '../../src/core/runs/store';
-import { openSshTerminal } from '../../src/ui/podCommands';
-import { builtinTerminal } from '../../src/ui/sshTerminal';
+import { openSshTerminal } from '../../src/ui/pods/podCommands';
+import { builtinTerminal } from '../../src/ui/pods/sshTerminal';
 import { fakeContext, folder, podSummary, runSummary } from '../unit/uiFakeHost';
 
 interface Shell {

@@ -3,7 +3,7 @@ import * as fs from 'node:fs';
 import { tmpdir } from 'node:os';
 import * as path from 'node:path';
 import { CONFIG_FILE, ENV_API_KEY, ENV_BASE_URL } from '../../src/core/config';
-import { pickDataCenters, pickVolume } from '../../src/ui/configCommands';
+import { pickDataCenters, pickVolume } from '../../src/ui/commands/configCommands';
 import { startEmulator, type Emulator } from '../emulator/emulator';
 import { fakeContext, folder } from '../unit/uiFakeHost';
 

@@ -44,7 +44,7 @@ describe('requireWithCodeCache (the core bundle with V8 code cache)', function (
    * it compiled before and ignores the cache), then saves its cache when `save`.
    */
   const load = (file: string, save = false): { exports: Probe; cached: boolean } => {
-    const loader = resolve(__dirname, '../../src/shell/codeCache.ts');
+    const loader = resolve(__dirname, '../../src/boot/codeCache.ts');
     const script = `
       const imported = await import(${JSON.stringify(loader)});
       const { requireWithCodeCache } = imported.default ?? imported;

@@ -9,7 +9,7 @@ import * as fs from 'node:fs';
 import { tmpdir } from 'node:os';
 import * as path from 'node:path';
 import { runCli } from '../../src/cli/main';
-import { createConfig } from '../../src/ui/configCommands';
+import { createConfig } from '../../src/ui/commands/configCommands';
 import { fakeContext, folder } from './uiFakeHost';
 
 async function init(dir: string): Promise<{ code: number; stdout: string[] }> {

@@ -34,7 +34,7 @@ describe('the layer order, as npm run lint enforces it', function () {
     assert.match(editor.join('\n'), /must not depend on the editor API/);
     const frontEnd = await problems(
       'src/core/flow/layerProbe.ts',
-      "import { COMMAND_IDS } from '../../ui/commandIds';\nexport const probe = COMMAND_IDS;\n",
+      "import { COMMAND_IDS } from '../../ui/commands/commandIds';\nexport const probe = COMMAND_IDS;\n",
     );
     assert.match(frontEnd.join('\n'), /must not import the front ends/);
   });

@@ -1,5 +1,5 @@
 import assert from 'node:assert/strict';
-import { notificationFor } from '../../src/ui/notifyModel';
+import { notificationFor } from '../../src/ui/runs/notifyModel';
 
 describe('the notification of a recovery on a new pod', () => {
   it('says what the CLI says, once per recovery, with Open Run', () => {

@@ -4,7 +4,7 @@ import * as os from 'node:os';
 import * as path from 'node:path';
 import { decodeRunRecord, encodeRunRecord, type RunRecord } from '../../src/core/runs/runRecord';
 import { metricsUpTo } from '../../src/core/pod/checkpointHome';
-import { attemptLine, attemptsText, readAttempts } from '../../src/ui/runAttempts';
+import { attemptLine, attemptsText, readAttempts } from '../../src/ui/runs/runAttempts';
 
 const RECORD: RunRecord = {
   id: 'tiny_20261204-090000',

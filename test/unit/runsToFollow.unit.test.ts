@@ -5,11 +5,11 @@ import * as path from 'node:path';
 import type { RunState } from '../../src/core/events';
 import { RUN_STATES } from '../../src/core/runs/runRecord';
 import { RunStore } from '../../src/core/runs/store';
-import { anyRunToFollow } from '../../src/shell/runsToFollow';
+import { anyRunToFollow } from '../../src/boot/runsToFollow';
 import { FakeClock } from '../helpers/fakeClock';
 
 /**
- * The thin first bundle's look for runs to follow again (src/shell/runsToFollow.ts): on records
+ * The thin first bundle's look for runs to follow again (src/boot/runsToFollow.ts): on records
  * the core's RunStore writes, it must say yes for exactly the states resumeFollowing takes up.
  */
 describe('anyRunToFollow (the cheap look before loading the core)', function () {

@@ -155,7 +155,7 @@ describe('spend: what the project spent and what is left', () => {
 
 describe('spend: the status bar tooltip', () => {
   it("lists the run's spend lines before the click hint", async () => {
-    const { statusForPod } = await import('../../src/ui/statusModel');
+    const { statusForPod } = await import('../../src/ui/runs/statusModel');
     const view = statusForPod('r1', null, NOON, null, ['Spent so far: $2.00 at $2.00/h']);
     assert.match(view.tooltip, /Spent so far: \$2\.00 at \$2\.00\/h\nClick to show the run\.$/);
   });

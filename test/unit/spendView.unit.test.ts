@@ -1,7 +1,7 @@
 import assert from 'node:assert/strict';
 import { newPodRecord, type PodRecord } from '../../src/core/runs/podRecord';
 import { spendOf, podSpend } from '../../src/core/runs/spend';
-import { keptPodReminders, spendRows } from '../../src/ui/spendModel';
+import { keptPodReminders, spendRows } from '../../src/ui/spend/spendModel';
 
 const HOST = 'ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIGr3m1tG9sZ0bq7c6Q6b0m8Y1o7QyqfQ4b8nVJm9Wv0x';
 const H = 3_600_000;

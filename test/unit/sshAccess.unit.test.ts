@@ -10,7 +10,7 @@ import {
   SshAccessError,
 } from '../../src/core/pod/sshAccess';
 import { newPodRecord, type PodRecord } from '../../src/core/runs/podRecord';
-import { openSshTerminal } from '../../src/ui/podCommands';
+import { openSshTerminal } from '../../src/ui/pods/podCommands';
 import { fakeContext, folder, podSummary, runSummary, useTempStore } from './uiFakeHost';
 
 const ENDPOINT = { host: '203.0.113.7', port: 40122, user: 'root' };

@@ -9,7 +9,7 @@ import type { LogPort, UiHost, WindowPort } from '../../src/ui/host';
 import type { Pod } from '../../src/core/runpod/api';
 import { Redactor } from '../../src/core/redact';
 import { RunStore } from '../../src/core/runs/store';
-import { RunsModel, type PodSummary, type RunSummary } from '../../src/ui/runsModel';
+import { RunsModel, type PodSummary, type RunSummary } from '../../src/ui/runs/runsModel';
 import { UiContext } from '../../src/ui/uiContext';
 import { FakeClock } from '../helpers/fakeClock';
 

@@ -1,9 +1,9 @@
 import * as assert from 'node:assert/strict';
 import { existsSync, readFileSync } from 'node:fs';
 import * as path from 'node:path';
-import { COMMAND_IDS, COMMAND_TITLES, notAvailableMessage } from '../../src/ui/commandIds';
-import { presentPod, type PodRole } from '../../src/ui/podsModel';
-import { presentRun, RUN_STATES, type RunSummary } from '../../src/ui/runsModel';
+import { COMMAND_IDS, COMMAND_TITLES, notAvailableMessage } from '../../src/ui/commands/commandIds';
+import { presentPod, type PodRole } from '../../src/ui/pods/podsModel';
+import { presentRun, RUN_STATES, type RunSummary } from '../../src/ui/runs/runsModel';
 import { podSummary } from './uiFakeHost';
 
 const ROOT = path.resolve(__dirname, '..', '..');

@@ -8,7 +8,7 @@ import {
   notificationFor,
   OnceFilter,
   runEnd,
-} from '../../src/ui/notifyModel';
+} from '../../src/ui/runs/notifyModel';
 
 describe('notifications from core events (model)', function () {
   it('an overrun offers Keep Pod and Open Run, keyed once per run', function () {

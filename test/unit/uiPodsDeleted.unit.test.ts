@@ -8,8 +8,8 @@ import {
   PodsModel,
   type PodEntry,
   type PodsSource,
-} from '../../src/ui/podsModel';
-import { readRuns } from '../../src/ui/runsSource';
+} from '../../src/ui/pods/podsModel';
+import { readRuns } from '../../src/ui/runs/runsSource';
 import { accountPod, useTempStore } from './uiFakeHost';
 
 const HOST_KEY = 'ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIOMqqnkVzrm0SdG6UOoqKLsabgH5C9okWi0dh2l9GKJl';

@@ -17,9 +17,9 @@ import {
   type PodEntry,
   type PodsItem,
   type PodsSource,
-} from '../../src/ui/podsModel';
-import type { PodSummary, RunSummary } from '../../src/ui/runsModel';
-import { readRuns } from '../../src/ui/runsSource';
+} from '../../src/ui/pods/podsModel';
+import type { PodSummary, RunSummary } from '../../src/ui/runs/runsModel';
+import { readRuns } from '../../src/ui/runs/runsSource';
 import { SetupError } from '../../src/ui/workspace';
 import { accountPod, podSummary, runSummary, useTempStore } from './uiFakeHost';
 

@@ -3,15 +3,15 @@ import * as fs from 'node:fs';
 import * as os from 'node:os';
 import * as path from 'node:path';
 import type { TrainMetric } from '../../src/core/events';
-import { readMetricsFile } from '../../src/ui/runMetricsFile';
+import { readMetricsFile } from '../../src/ui/panel/runMetricsFile';
 import {
   Coalescer,
   RunSeries,
   runActions,
   runStatusView,
   type StatusExtras,
-} from '../../src/ui/runSeries';
-import type { PodSummary, RunSummary } from '../../src/ui/runsModel';
+} from '../../src/ui/panel/runSeries';
+import type { PodSummary, RunSummary } from '../../src/ui/runs/runsModel';
 import { FakeClock } from '../helpers/fakeClock';
 
 const MIN = 60_000;

@@ -1,4 +1,4 @@
-import { presentRunChild } from '../../src/ui/runChildView';
+import { presentRunChild } from '../../src/ui/runs/runChildView';
 import * as assert from 'node:assert/strict';
 import { EventBus } from '../../src/core/events';
 import {
@@ -14,7 +14,7 @@ import {
   type PodSummary,
   type RunChild,
   type RunSummary,
-} from '../../src/ui/runsModel';
+} from '../../src/ui/runs/runsModel';
 import { FakeClock } from '../helpers/fakeClock';
 
 /** The tooltip's text without its Markdown escapes. */

@@ -16,7 +16,7 @@ import {
   readRunChildren,
   readRuns,
   summarizeMetrics,
-} from '../../src/ui/runsSource';
+} from '../../src/ui/runs/runsSource';
 import { FakeClock } from '../helpers/fakeClock';
 
 const HOST_KEY = 'ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIOMqqnkVzrm0SdG6UOoqKLsabgH5C9okWi0dh2l9GKJl';

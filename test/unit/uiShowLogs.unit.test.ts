@@ -4,7 +4,7 @@ import { tmpdir } from 'node:os';
 import * as path from 'node:path';
 import { Redactor } from '../../src/core/redact';
 import { POD_LOG_FILE } from '../../src/core/pod/podLogCapture';
-import { runLogText, showLogs } from '../../src/ui/runLogs';
+import { runLogText, showLogs } from '../../src/ui/runs/runLogs';
 import { fakeContext, folder, runSummary } from './uiFakeHost';
 
 const KEY = 'rpa_SHOWLOGSSECRETKEY0123456789';

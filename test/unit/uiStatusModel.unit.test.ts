@@ -1,6 +1,11 @@
 import * as assert from 'node:assert/strict';
 import { PRODUCTION_TIMING } from '../../src/core/timing';
-import { etaFromNow, LAST_STRETCH_MS, statusForPod, statusView } from '../../src/ui/statusModel';
+import {
+  etaFromNow,
+  LAST_STRETCH_MS,
+  statusForPod,
+  statusView,
+} from '../../src/ui/runs/statusModel';
 
 const MIN = 60_000;
 const HOUR = 60 * MIN;

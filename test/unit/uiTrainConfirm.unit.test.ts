@@ -1,7 +1,7 @@
 import * as assert from 'node:assert/strict';
 import type { RunpodTargetConfig } from '../../src/core/config';
 import type { GpuType } from '../../src/core/runpod/api';
-import { rateText, trainConfirmation } from '../../src/ui/trainConfirm';
+import { rateText, trainConfirmation } from '../../src/ui/commands/trainConfirm';
 
 function target(over: Partial<RunpodTargetConfig> = {}): RunpodTargetConfig {
   return {

@@ -1,6 +1,10 @@
 import assert from 'node:assert/strict';
 import type { TransferProgress } from '../../src/core/events';
-import { TransferModel, transferMessage, transferStatusView } from '../../src/ui/transferModel';
+import {
+  TransferModel,
+  transferMessage,
+  transferStatusView,
+} from '../../src/ui/runs/transferModel';
 import { MIB, transferProgress } from '../helpers/transferFixture';
 
 function event(

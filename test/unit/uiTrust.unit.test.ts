@@ -12,12 +12,12 @@ import type { AddressInfo } from 'node:net';
 import { tmpdir } from 'node:os';
 import * as path from 'node:path';
 import { CONFIG_FILE, configTemplate, DEFAULT_RUNPOD_BASE_URL } from '../../src/core/config';
-import { pickDataCenters, pickGpuTypes, pickVolume } from '../../src/ui/configCommands';
-import { attach, resumeFollowing } from '../../src/ui/following';
-import { keep, openSshTerminal, removePod } from '../../src/ui/podCommands';
-import { listingProblem } from '../../src/ui/podsModel';
-import { cancel, stopRun } from '../../src/ui/stopCommands';
-import { train } from '../../src/ui/trainCommand';
+import { pickDataCenters, pickGpuTypes, pickVolume } from '../../src/ui/commands/configCommands';
+import { attach, resumeFollowing } from '../../src/ui/runs/following';
+import { keep, openSshTerminal, removePod } from '../../src/ui/pods/podCommands';
+import { listingProblem } from '../../src/ui/pods/podsModel';
+import { cancel, stopRun } from '../../src/ui/commands/stopCommands';
+import { train } from '../../src/ui/commands/trainCommand';
 import { SetupError } from '../../src/ui/workspace';
 import { fakeContext, folder, runSummary as run } from './uiFakeHost';
 

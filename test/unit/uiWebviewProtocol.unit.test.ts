@@ -8,7 +8,7 @@ import {
   type HostMessage,
   type RunStatusView,
   type SeriesColumns,
-} from '../../src/ui/webviewProtocol';
+} from '../../src/ui/panel/webviewProtocol';
 
 function columns(n: number): SeriesColumns {
   const step = Array.from({ length: n }, (_, i) => i + 1);

@@ -1,6 +1,6 @@
 import * as assert from 'node:assert/strict';
 import * as vscode from 'vscode';
-import { COMMAND_IDS } from '../../../src/ui/commandIds';
+import { COMMAND_IDS } from '../../../src/ui/commands/commandIds';
 
 /** Tests that need the editor API itself (registered commands, activation), run in the host. */
 export function defineHostTests(): void {

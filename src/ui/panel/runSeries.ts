@@ -1,11 +1,17 @@
-import type { Clock } from '../core/clock';
-import type { TrainMetric } from '../core/events';
-import { overrun } from '../core/pod/lease';
-import { Pace, projectSpendUsd } from '../core/train/pace';
-import { displayState, formatDurationS, formatUsd, resumable, type RunSummary } from './runsModel';
-import { etaFromNow } from './statusModel';
+import type { Clock } from '../../core/clock';
+import type { TrainMetric } from '../../core/events';
+import { overrun } from '../../core/pod/lease';
+import { Pace, projectSpendUsd } from '../../core/train/pace';
+import {
+  displayState,
+  formatDurationS,
+  formatUsd,
+  resumable,
+  type RunSummary,
+} from '../runs/runsModel';
+import { etaFromNow } from '../runs/statusModel';
 import type { RunAction, RunStatusView, SeriesColumns } from './webviewProtocol';
-import { attemptsText } from './runAttempts';
+import { attemptsText } from '../runs/runAttempts';
 
 /**
  * The run webview's model, free of `vscode`: the host holds each run's points here (the page

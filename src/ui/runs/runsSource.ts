@@ -1,17 +1,17 @@
 import { closeSync, fstatSync, openSync, promises as fs, readSync, type Dirent } from 'node:fs';
 import * as path from 'node:path';
-import { isAtomicTemp } from '../core/runs/atomic';
-import { RECORD_MAX_BYTES } from '../core/runs/codec';
-import { isRunsError } from '../core/runs/errors';
-import { isValidRunId } from '../core/runs/ids';
-import { lineColumn, scanJson } from '../core/runs/jsonPositions';
-import { decodePodRecord } from '../core/runs/podJson';
-import { POD_FILE, type PodRecord } from '../core/runs/podRecord';
-import { decodeRunRecord, RUN_FILE } from '../core/runs/runRecord';
-import { LOCAL_ONLY } from '../core/runs/store';
+import { isAtomicTemp } from '../../core/runs/atomic';
+import { RECORD_MAX_BYTES } from '../../core/runs/codec';
+import { isRunsError } from '../../core/runs/errors';
+import { isValidRunId } from '../../core/runs/ids';
+import { lineColumn, scanJson } from '../../core/runs/jsonPositions';
+import { decodePodRecord } from '../../core/runs/podJson';
+import { POD_FILE, type PodRecord } from '../../core/runs/podRecord';
+import { decodeRunRecord, RUN_FILE } from '../../core/runs/runRecord';
+import { LOCAL_ONLY } from '../../core/runs/store';
 import { readAttempts } from './runAttempts';
-import { METRICS_FILE } from '../core/train/job';
-import { parseMetricLine } from '../core/train/metrics';
+import { METRICS_FILE } from '../../core/train/job';
+import { parseMetricLine } from '../../core/train/metrics';
 import type { MetricsSummary, PodSummary, RunChild, RunSummary } from './runsModel';
 
 /**

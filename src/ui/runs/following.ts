@@ -1,10 +1,10 @@
-import { attach as attachFlow, FlowError, type FlowResult } from '../core/flow';
-import { PodError } from '../core/pod/podError';
-import { errorText } from './errorText';
+import { attach as attachFlow, FlowError, type FlowResult } from '../../core/flow';
+import { PodError } from '../../core/pod/podError';
+import { errorText } from '../errorText';
 import { followLost as followLostNotice, runEnd } from './notifyModel';
 import type { RunSummary } from './runsModel';
-import type { UiContext } from './uiContext';
-import type { WorkspaceSession } from './workspace';
+import type { UiContext } from '../uiContext';
+import type { WorkspaceSession } from '../workspace';
 
 /** How often, and how long apart, activation looks again at a run whose lock is held. */
 export const RESUME_LOOKS = 12;

@@ -1,7 +1,7 @@
 import * as fs from 'node:fs';
 import * as path from 'node:path';
-import type { RunSummary } from './runsModel';
-import type { UiContext } from './uiContext';
+import type { RunSummary } from '../runs/runsModel';
+import type { UiContext } from '../uiContext';
 
 /** The run's retrieved output in the Explorer, else its run.json (the current run by default). */
 export async function showRun(ctx: UiContext, arg: unknown): Promise<void> {

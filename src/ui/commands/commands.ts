@@ -1,12 +1,12 @@
 import * as vscode from 'vscode';
-import { API_KEY_ENV, validateApiKey, type ApiKeyStore } from './apiKey';
+import { API_KEY_ENV, validateApiKey, type ApiKeyStore } from '../apiKey';
 import { COMMAND_IDS, notAvailableMessage, type CommandId } from './commandIds';
 import type { Controller } from './controller';
-import type { Log } from './log';
-import type { PodsModel } from './podsModel';
-import type { RunPanels } from './runPanel';
-import type { RunsModel } from './runsModel';
-import { errorText } from './runsTree';
+import type { Log } from '../log';
+import type { PodsModel } from '../pods/podsModel';
+import type { RunPanels } from '../panel/runPanel';
+import type { RunsModel } from '../runs/runsModel';
+import { errorText } from '../runs/runsTree';
 
 export interface CommandDeps {
   log: Log;

@@ -9,10 +9,10 @@ import {
   setGpuTypes,
   setNetworkVolumeId,
   type RunpodTargetConfig,
-} from '../core/config';
-import { inStock, type AvailabilityLevel, type GpuType } from '../core/runpod/api';
-import type { UiContext } from './uiContext';
-import { errorText } from './errorText';
+} from '../../core/config';
+import { inStock, type AvailabilityLevel, type GpuType } from '../../core/runpod/api';
+import type { UiContext } from '../uiContext';
+import { errorText } from '../errorText';
 
 /**
  * Create overbrainer.toml: writes the commented template unless one exists, adds the runs folder

@@ -1,8 +1,8 @@
-import type { RunpodTargetConfig } from '../core/config';
-import type { GpuType } from '../core/runpod/api';
-import { quoteForTarget } from '../core/flow/quote';
-import { quoteLines } from '../core/runs/quote';
-import { PRODUCTION_TIMING, type Timing } from '../core/timing';
+import type { RunpodTargetConfig } from '../../core/config';
+import type { GpuType } from '../../core/runpod/api';
+import { quoteForTarget } from '../../core/flow/quote';
+import { quoteLines } from '../../core/runs/quote';
+import { PRODUCTION_TIMING, type Timing } from '../../core/timing';
 
 /**
  * The words of Train's modal confirmation, free of `vscode`: the GPU types tried, `max_hours`,

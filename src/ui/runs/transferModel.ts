@@ -4,8 +4,8 @@
  * A transfer shows once it has lasted TRANSFER_LIVE_AFTER_MS (a short one would only flicker),
  * and goes at its end.
  */
-import type { CoreEvent, TransferDirection, TransferProgress } from '../core/events';
-import { TRANSFER_LIVE_AFTER_MS } from '../core/timing';
+import type { CoreEvent, TransferDirection, TransferProgress } from '../../core/events';
+import { TRANSFER_LIVE_AFTER_MS } from '../../core/timing';
 import {
   checkingWords,
   formatBytes,
@@ -13,7 +13,7 @@ import {
   formatRate,
   formatTransferTime,
   percentDone,
-} from '../core/transferFormat';
+} from '../../core/transferFormat';
 import type { StatusView } from './statusModel';
 
 const WORDS: Record<TransferDirection, { icon: string; verb: string; done: string; what: string }> =

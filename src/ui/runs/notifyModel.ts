@@ -1,5 +1,5 @@
-import type { CoreEvent, RunState } from '../core/events';
-import { followLostWords, MAX_COST_REACHED, MAX_HOURS_REACHED } from '../core/pod/lifecycle';
+import type { CoreEvent, RunState } from '../../core/events';
+import { followLostWords, MAX_COST_REACHED, MAX_HOURS_REACHED } from '../../core/pod/lifecycle';
 
 /**
  * Which core events become notifications, free of `vscode`. Each decision carries its severity,

@@ -3,9 +3,9 @@
  * then one row per run with a pod: our estimate, Runpod's bill, the difference (over 1 %
  * flagged); kept pods older than the reminder age are picked out for one notification each.
  */
-import type { CoreEvent } from '../core/events';
-import { billedMismatch } from '../core/pod/billing';
-import { budgetLines, runTotals, usd4, type ProjectSpend } from '../core/runs/spend';
+import type { CoreEvent } from '../../core/events';
+import { billedMismatch } from '../../core/pod/billing';
+import { budgetLines, runTotals, usd4, type ProjectSpend } from '../../core/runs/spend';
 
 export interface SpendRowView {
   id: string;

@@ -1,12 +1,12 @@
 import * as vscode from 'vscode';
 import * as path from 'node:path';
-import type { Clock } from '../core/clock';
-import { RunStore } from '../core/runs/store';
-import { classifyAccountPods, type PodsSource } from './podsModel';
+import type { Clock } from '../../core/clock';
+import { RunStore } from '../../core/runs/store';
+import { classifyAccountPods, type PodsSource } from '../pods/podsModel';
 import type { RunsFolder } from './runsSource';
 import type { RunSummary } from './runsModel';
 import { RUNS_FOLDER_SETTING, runsFolderName } from './runsFolderName';
-import type { WorkspaceSession } from './workspace';
+import type { WorkspaceSession } from '../workspace';
 
 export { RUNS_FOLDER_SETTING, runsFolderName };
 

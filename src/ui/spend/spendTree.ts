@@ -5,11 +5,11 @@
  */
 import * as path from 'node:path';
 import * as vscode from 'vscode';
-import type { Clock } from '../core/clock';
-import { DEFAULT_KEPT_POD_REMINDER_HOURS, loadConfig } from '../core/config';
-import { projectSpend } from '../core/runs/spend';
-import { RunStore } from '../core/runs/store';
-import { runsFolderName } from './runsFolderName';
+import type { Clock } from '../../core/clock';
+import { DEFAULT_KEPT_POD_REMINDER_HOURS, loadConfig } from '../../core/config';
+import { projectSpend } from '../../core/runs/spend';
+import { RunStore } from '../../core/runs/store';
+import { runsFolderName } from '../runs/runsFolderName';
 import { keptPodReminders, spendRows, type SpendRowView } from './spendModel';
 
 export class SpendTreeProvider implements vscode.TreeDataProvider<SpendRowView>, vscode.Disposable {

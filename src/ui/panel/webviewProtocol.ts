@@ -1,6 +1,6 @@
 /**
  * The one message contract between the run webview page (media/main.ts) and its host
- * (src/ui/runPanel.ts). Both sides import this file; it stays free of `vscode`, Node and DOM
+ * (src/ui/panel/runPanel.ts). Both sides import this file; it stays free of `vscode`, Node and DOM
  * types. Neither side trusts the other: the page validates every host message
  * ({@link parseHostMessage}) and the host every page message ({@link parsePageMessage}).
  *

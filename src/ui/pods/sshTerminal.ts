@@ -7,7 +7,7 @@
  */
 import { StringDecoder } from 'node:string_decoder';
 import type * as vscode from 'vscode';
-import type { ShellSession, ShellSize } from '../core/exec/sshShell';
+import type { ShellSession, ShellSize } from '../../core/exec/sshShell';
 import {
   openBuiltinShell,
   opensshArgs,
@@ -15,10 +15,10 @@ import {
   sshClientFor,
   SshAccessError,
   type SshAccess,
-} from '../core/pod/sshAccess';
-import { Emitter } from './emitter';
-import { errorText } from './errorText';
-import type { UiContext } from './uiContext';
+} from '../../core/pod/sshAccess';
+import { Emitter } from '../emitter';
+import { errorText } from '../errorText';
+import type { UiContext } from '../uiContext';
 
 const REACHABLE = new Set(['ready', 'running', 'kept', 'awaiting_retrieval']);
 

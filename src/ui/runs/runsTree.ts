@@ -1,12 +1,12 @@
 import { presentRunChild } from './runChildView';
 import * as path from 'node:path';
 import * as vscode from 'vscode';
-import { RUN_FILE } from '../core/runs/runRecord';
-import { unixS, type Clock } from '../core/clock';
-import type { Disposable } from '../core/disposable';
-import { RootFetch, type LazyList } from './lazyList';
-import type { Log } from './log';
-import { podsViewMessage, presentPodsItem, type PodsItem, type PodsModel } from './podsModel';
+import { RUN_FILE } from '../../core/runs/runRecord';
+import { unixS, type Clock } from '../../core/clock';
+import type { Disposable } from '../../core/disposable';
+import { RootFetch, type LazyList } from '../lazyList';
+import type { Log } from '../log';
+import { podsViewMessage, presentPodsItem, type PodsItem, type PodsModel } from '../pods/podsModel';
 import {
   isRunChild,
   presentRun,
@@ -17,7 +17,7 @@ import {
   type RunSummary,
 } from './runsModel';
 import { readDirChildren, readRunChildren } from './runsSource';
-import { errorText } from './errorText';
+import { errorText } from '../errorText';
 
 export { errorText };
 

@@ -1,26 +1,26 @@
 import * as vscode from 'vscode';
-import { showLogs } from './runLogs';
-import type { Clock } from '../core/clock';
-import type { EventBus } from '../core/events';
-import type { DeadlineView } from '../core/pod/lease';
-import type { ApiKeyStore } from './apiKey';
+import { showLogs } from '../runs/runLogs';
+import type { Clock } from '../../core/clock';
+import type { EventBus } from '../../core/events';
+import type { DeadlineView } from '../../core/pod/lease';
+import type { ApiKeyStore } from '../apiKey';
 import { createConfig, pickDataCenters, pickGpuTypes, pickVolume } from './configCommands';
 import { act, CoreEventsView } from './coreEvents';
-import { attach, resumeFollowing } from './following';
-import type { UiHost } from './host';
-import type { Log } from './log';
+import { attach, resumeFollowing } from '../runs/following';
+import type { UiHost } from '../host';
+import type { Log } from '../log';
 import { openOutput, showRun } from './outputCommands';
-import { keep, openSshTerminal, removePod } from './podCommands';
-import type { RunsModel, RunSummary } from './runsModel';
-import { runSpendLines } from '../core/runs/spend';
-import { etaFromNow, statusForPod, type StatusView } from './statusModel';
+import { keep, openSshTerminal, removePod } from '../pods/podCommands';
+import type { RunsModel, RunSummary } from '../runs/runsModel';
+import { runSpendLines } from '../../core/runs/spend';
+import { etaFromNow, statusForPod, type StatusView } from '../runs/statusModel';
 import { cancel, resume, stopRun } from './stopCommands';
 import { train } from './trainCommand';
-import { TransferModel, transferStatusView } from './transferModel';
-import { UiContext } from './uiContext';
-import { vscodeHost } from './vscodeHost';
-import { WelcomeContext, type Settling } from './welcome';
-import type { WorkspaceSession } from './workspace';
+import { TransferModel, transferStatusView } from '../runs/transferModel';
+import { UiContext } from '../uiContext';
+import { vscodeHost } from '../vscodeHost';
+import { WelcomeContext, type Settling } from '../welcome';
+import type { WorkspaceSession } from '../workspace';
 
 /**
  * Wires the command families (trainCommand, following, stopCommands, podCommands,

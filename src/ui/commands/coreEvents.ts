@@ -1,11 +1,11 @@
-import type { CoreEvent } from '../core/events';
-import { attach } from './following';
-import type { NotifyAction } from './notifyModel';
+import type { CoreEvent } from '../../core/events';
+import { attach } from '../runs/following';
+import type { NotifyAction } from '../runs/notifyModel';
 import { openOutput } from './outputCommands';
-import { keep, removePod } from './podCommands';
+import { keep, removePod } from '../pods/podCommands';
 import { resume } from './stopCommands';
-import { transferMessage } from './transferModel';
-import { podText, type UiContext } from './uiContext';
+import { transferMessage } from '../runs/transferModel';
+import { podText, type UiContext } from '../uiContext';
 
 /**
  * Turns core events into the output channel's lines, view refreshes, the retrieval progress and

@@ -1,9 +1,9 @@
 import * as path from 'node:path';
 import * as vscode from 'vscode';
-import type { Clock } from '../core/clock';
-import type { CoreEvent, EventBus } from '../core/events';
-import { METRICS_FILE } from '../core/train/job';
-import type { Log } from './log';
+import type { Clock } from '../../core/clock';
+import type { CoreEvent, EventBus } from '../../core/events';
+import { METRICS_FILE } from '../../core/train/job';
+import type { Log } from '../log';
 import { isDirectory, pageHtml, readPodExtras, type PodExtras } from './runPanelPage';
 import { readMetricsFile } from './runMetricsFile';
 import {
@@ -13,8 +13,8 @@ import {
   type SeriesCursor,
   type StatusExtras,
 } from './runSeries';
-import type { RunsModel, RunSummary } from './runsModel';
-import { errorText } from './runsTree';
+import type { RunsModel, RunSummary } from '../runs/runsModel';
+import { errorText } from '../runs/runsTree';
 import {
   MAX_BOOT_LOG_LINES,
   MAX_COMPARE_RUNS,

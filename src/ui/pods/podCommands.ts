@@ -1,14 +1,14 @@
 import type * as vscode from 'vscode';
-import { keepPod } from '../core/flow';
+import { keepPod } from '../../core/flow';
 import {
   PodAdminError,
   removePodById,
   removePods,
   type PodAdminErrorKind,
   type RemovedPod,
-} from '../core/pod/podAdmin';
-import { errorText } from './errorText';
-import type { UiContext } from './uiContext';
+} from '../../core/pod/podAdmin';
+import { errorText } from '../errorText';
+import type { UiContext } from '../uiContext';
 
 export { openSshTerminal } from './sshTerminal';
 

@@ -1,12 +1,12 @@
-import { systemClock, type Clock } from '../core/clock';
-import type { Disposable } from '../core/disposable';
-import type { RunState, TrainMetric } from '../core/events';
-import type { PodState } from '../core/runs/podRecord';
-import { podSpendUsd } from '../core/runs/spend';
-import type { RunAttempt, RunSnapshot } from '../core/runs/runRecord';
-import { Pace } from '../core/train/pace';
-import { Emitter } from './emitter';
-import { LazyList } from './lazyList';
+import { systemClock, type Clock } from '../../core/clock';
+import type { Disposable } from '../../core/disposable';
+import type { RunState, TrainMetric } from '../../core/events';
+import type { PodState } from '../../core/runs/podRecord';
+import { podSpendUsd } from '../../core/runs/spend';
+import type { RunAttempt, RunSnapshot } from '../../core/runs/runRecord';
+import { Pace } from '../../core/train/pace';
+import { Emitter } from '../emitter';
+import { LazyList } from '../lazyList';
 
 /**
  * The Runs view's model: what the tree shows, free of the `vscode` module so it is unit-tested in
@@ -18,7 +18,7 @@ import { LazyList } from './lazyList';
 /** The pod states of `pod.json`, snake_case as stored. */
 export type PodRecordState = PodState;
 
-export { RUN_STATES } from '../core/runs/runRecord';
+export { RUN_STATES } from '../../core/runs/runRecord';
 
 /** What a run's pod record says, as far as the tree needs it. */
 export interface PodSummary {
@@ -411,7 +411,7 @@ export class RunsModel extends LazyList<RunSummary> {
 
   /** Follows the core's events: metrics feed the pace; a run's end forgets it. */
   observe(events: {
-    on(listener: (event: import('../core/events').CoreEvent) => void): Disposable;
+    on(listener: (event: import('../../core/events').CoreEvent) => void): Disposable;
   }): Disposable {
     return events.on((event) => {
       if (event.type === 'metric') this.noteMetric(event.runId, event.metric);

@@ -1,9 +1,9 @@
-import { cancel as cancelFlow, requestStop } from '../core/flow';
-import { attach, waitUntracked } from './following';
-import { cancelQuestion } from './notifyModel';
-import { resumable } from './runsModel';
+import { cancel as cancelFlow, requestStop } from '../../core/flow';
+import { attach, waitUntracked } from '../runs/following';
+import { cancelQuestion } from '../runs/notifyModel';
+import { resumable } from '../runs/runsModel';
 import { train } from './trainCommand';
-import type { UiContext } from './uiContext';
+import type { UiContext } from '../uiContext';
 
 /** Cancel Run: after a confirmation, ends the run and deletes its pod (the core's cancel). */
 export async function cancel(ctx: UiContext, arg: unknown): Promise<void> {

@@ -1,12 +1,12 @@
-import { systemClock, type Clock } from '../core/clock';
-import { EventBus } from '../core/events';
-import type { Pod } from '../core/runpod/api';
-import type { RunpodClient } from '../core/runpod/client';
-import { ApiError } from '../core/runpod/errors';
-import { listPods, type PodRow, type PodRowKind } from '../core/pod/podAdmin';
-import type { RunStore } from '../core/runs/store';
-import { PRODUCTION_TIMING } from '../core/timing';
-import { LazyList } from './lazyList';
+import { systemClock, type Clock } from '../../core/clock';
+import { EventBus } from '../../core/events';
+import type { Pod } from '../../core/runpod/api';
+import type { RunpodClient } from '../../core/runpod/client';
+import { ApiError } from '../../core/runpod/errors';
+import { listPods, type PodRow, type PodRowKind } from '../../core/pod/podAdmin';
+import type { RunStore } from '../../core/runs/store';
+import { PRODUCTION_TIMING } from '../../core/timing';
+import { LazyList } from '../lazyList';
 import {
   AWAITING_ICON,
   escapeMarkdown,
@@ -15,7 +15,7 @@ import {
   type ItemView,
   type RowIcon,
   type RunSummary,
-} from './runsModel';
+} from '../runs/runsModel';
 
 /**
  * The Pods view's model, free of the `vscode` module: every pod of the Runpod account that

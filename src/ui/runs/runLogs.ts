@@ -7,11 +7,11 @@
  */
 import * as fs from 'node:fs';
 import * as path from 'node:path';
-import { LineRedactor } from '../core/redact';
-import { POD_LOG_FILE } from '../core/pod/podLogCapture';
-import { JOB_LOG } from '../core/train/job';
+import { LineRedactor } from '../../core/redact';
+import { POD_LOG_FILE } from '../../core/pod/podLogCapture';
+import { JOB_LOG } from '../../core/train/job';
 import type { RunSummary } from './runsModel';
-import type { UiContext } from './uiContext';
+import type { UiContext } from '../uiContext';
 
 export const RUN_LOG_SCHEME = 'overbrainer-log';
 

@@ -1,34 +1,39 @@
 import * as vscode from 'vscode';
-import { systemClock } from './core/clock';
-import { EventBus } from './core/events';
-import { ApiKeyStore } from './ui/apiKey';
-import type { CommandId } from './ui/commandIds';
-import { RunLogDocuments } from './ui/runLogDocuments';
-import { commandHandlers, type Handler } from './ui/commands';
-import { Controller } from './ui/controller';
-import { watchConfigDiagnostics } from './ui/diagnostics';
-import type { Log } from './ui/log';
-import { PodsModel, type PodsItem } from './ui/podsModel';
-import type { Redactor } from './core/redact';
-import { accountPodsSource, runsFolders, watchRunsFolders } from './ui/runsFolders';
-import { RunPanels } from './ui/runPanel';
-import { RunsModel, type RunsNode } from './ui/runsModel';
-import { readRuns } from './ui/runsSource';
-import { bindPodsViewMessage, errorText, podsTreeProvider, runsTreeProvider } from './ui/runsTree';
-import type { SpendRowView } from './ui/spendModel';
-import { SpendTreeProvider } from './ui/spendTree';
-import { refreshesSpend } from './ui/spendModel';
+import { systemClock } from '../core/clock';
+import { EventBus } from '../core/events';
+import { ApiKeyStore } from './apiKey';
+import type { CommandId } from './commands/commandIds';
+import { RunLogDocuments } from './runs/runLogDocuments';
+import { commandHandlers, type Handler } from './commands/commands';
+import { Controller } from './commands/controller';
+import { watchConfigDiagnostics } from './diagnostics';
+import type { Log } from './log';
+import { PodsModel, type PodsItem } from './pods/podsModel';
+import type { Redactor } from '../core/redact';
+import { accountPodsSource, runsFolders, watchRunsFolders } from './runs/runsFolders';
+import { RunPanels } from './panel/runPanel';
+import { RunsModel, type RunsNode } from './runs/runsModel';
+import { readRuns } from './runs/runsSource';
+import {
+  bindPodsViewMessage,
+  errorText,
+  podsTreeProvider,
+  runsTreeProvider,
+} from './runs/runsTree';
+import type { SpendRowView } from './spend/spendModel';
+import { SpendTreeProvider } from './spend/spendTree';
+import { refreshesSpend } from './spend/spendModel';
 
 /** What the thin first bundle (src/extension.ts) built at activation and hands to the core. */
-export interface Shell {
+export interface FirstBundle {
   context: vscode.ExtensionContext;
   redactor: Redactor;
   log: Log;
   podsView: vscode.TreeView<PodsItem>;
 }
 
-/** The loaded core, as the thin bundle calls it. */
-export interface Core {
+/** What the composed UI hands back to the thin bundle. */
+export interface ComposedUi {
   commands: Record<CommandId, Handler>;
   runsTree: vscode.TreeDataProvider<RunsNode>;
   podsTree: vscode.TreeDataProvider<PodsItem>;
@@ -48,9 +53,9 @@ export interface Core {
  * controller and the panels, and registers their resources with the context. Building reads no
  * file and makes no API call or SSH connection; the Problems check of overbrainer.toml runs.
  */
-export function startCore(shell: Shell): Core {
-  const { context, log } = shell;
-  const apiKeys = new ApiKeyStore(context.secrets, shell.redactor);
+export function composeUi(first: FirstBundle): ComposedUi {
+  const { context, log } = first;
+  const apiKeys = new ApiKeyStore(context.secrets, first.redactor);
   const runs = new RunsModel(() => readRuns(runsFolders()), { clock: systemClock });
   // The Pods and Spend views read the same records when the container shows: after the Runs
   // view's first listing (its failure is the Runs view's to show) and a turn of the event loop,
@@ -107,7 +112,7 @@ export function startCore(shell: Shell): Core {
     bus.on((event) => {
       if (refreshesSpend(event)) spendTree.refresh();
     }),
-    bindPodsViewMessage(shell.podsView, pods, systemClock),
+    bindPodsViewMessage(first.podsView, pods, systemClock),
     // Only models already shown are reloaded; a hidden view loads when it is first shown. The
     // Spend view reads the records again too: a bill read after a pod ended comes with no event.
     watchRunsFolders(() => {

@@ -1,14 +1,14 @@
-import { train as trainFlow } from '../core/flow';
-import type { GpuType } from '../core/runpod/api';
-import { listPods, strayWarning, sweepHostKeySecrets } from '../core/pod/podAdmin';
-import { heldByEarlierRuns } from '../core/runs/quote';
-import { errorText } from './errorText';
-import { finish } from './following';
-import type { RunSummary } from './runsModel';
+import { train as trainFlow } from '../../core/flow';
+import type { GpuType } from '../../core/runpod/api';
+import { listPods, strayWarning, sweepHostKeySecrets } from '../../core/pod/podAdmin';
+import { heldByEarlierRuns } from '../../core/runs/quote';
+import { errorText } from '../errorText';
+import { finish } from '../runs/following';
+import type { RunSummary } from '../runs/runsModel';
 import { trainConfirmation } from './trainConfirm';
-import { transferMessage } from './transferModel';
-import { keyProblem, podText, type UiContext } from './uiContext';
-import type { WorkspaceSession } from './workspace';
+import { transferMessage } from '../runs/transferModel';
+import { keyProblem, podText, type UiContext } from '../uiContext';
+import type { WorkspaceSession } from '../workspace';
 
 /** Train (or, with `resume`, a new run that continues from that run's snapshot). */
 export async function train(ctx: UiContext, resume?: RunSummary): Promise<void> {
