@@ -12,7 +12,7 @@ import * as path from 'node:path';
 import { train } from '../../src/core/flow';
 import { billedMismatch } from '../../src/core/pod/billing';
 import { quoteForTarget } from '../../src/core/flow';
-import { heldByEarlierRuns } from '../../src/core/runs/quote';
+import { heldByEarlierRuns } from '../../src/core/pod/quote';
 import type { RunpodTargetConfig } from '../../src/core/config';
 import { defaultCatalog } from '../emulator/catalog';
 import {

@@ -1,7 +1,7 @@
 import assert from 'node:assert/strict';
 import { billedMismatch, billSettled } from '../../src/core/pod/billing';
-import { podHeldS, quote, quoteLines, type QuoteInput } from '../../src/core/runs/quote';
-import { watchdogSpans } from '../../src/core/runs/worstCase';
+import { podHeldS, quote, quoteLines, type QuoteInput } from '../../src/core/pod/quote';
+import { watchdogSpans } from '../../src/core/pod/worstCase';
 import { PRODUCTION_TIMING } from '../../src/core/timing';
 
 const base: QuoteInput = {

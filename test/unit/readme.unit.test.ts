@@ -14,12 +14,12 @@ import {
   KNOWN_KEYS,
 } from '../../src/core/config';
 import { usageText } from '../../src/cli/help';
-import { quote, quoteLines } from '../../src/core/runs/quote';
+import { quote, quoteLines } from '../../src/core/pod/quote';
 import {
   WATCHDOG_CALL_LIMIT_S,
   WATCHDOG_DELETE_CALLS,
   watchdogSpans,
-} from '../../src/core/runs/worstCase';
+} from '../../src/core/pod/worstCase';
 import { PRODUCTION_TIMING } from '../../src/core/timing';
 
 /**

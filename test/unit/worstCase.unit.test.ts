@@ -1,5 +1,5 @@
 /**
- * The worst case the quote prices (src/core/runs/worstCase.ts), from the timing constants and
+ * The worst case the quote prices (src/core/pod/worstCase.ts), from the timing constants and
  * the graces, against what the watchdog script really does after the deadline and the cap.
  */
 import assert from 'node:assert/strict';
@@ -9,7 +9,7 @@ import {
   WATCHDOG_DELETE_CALLS,
   watchdogSpans,
   worstCaseUsd,
-} from '../../src/core/runs/worstCase';
+} from '../../src/core/pod/worstCase';
 import { PRODUCTION_TIMING, scaleTiming } from '../../src/core/timing';
 
 describe('the worst case if every client dies', () => {

@@ -8,8 +8,10 @@ import { CONFIG_FILE, type OverbrainerConfig } from '../../core/config';
 import {
   attach,
   cancel,
+  heldByEarlierRuns,
   keepPod,
   quoteForTarget,
+  quoteLines,
   recoverAbandoned,
   stop,
   train,
@@ -23,7 +25,6 @@ import {
   type PodRow,
 } from '../../core/pod/podAdmin';
 import { messageOf } from '../../core/pod/remove';
-import { heldByEarlierRuns, quoteLines } from '../../core/runs/quote';
 import { ConfigProblem, EXIT_FAILED, EXIT_OK, Interrupts, type Session } from '../session';
 
 /**

@@ -1,7 +1,7 @@
 /**
  * The budget gate at train start (before any run directory or pod exists): the run's worst case
  * (the quote's: the most its pod can bill at the dearest GPU type that may be tried if every
- * client dies, src/core/runs/worstCase.ts) against what is left of `[budget]` today and this
+ * client dies, src/core/pod/worstCase.ts) against what is left of `[budget]` today and this
  * month. A run that would pass it is
  * refused with the figures, or, with `fit_runs_to_budget = true`, given a `max_cost_usd` that
  * fits. Either way the pod gets a cost cap of at most what is left, armed on its watchdog at
@@ -9,9 +9,9 @@
  */
 import type { OverbrainerConfig, RunpodTargetConfig } from '../config/types';
 import type { RunpodClient } from '../runpod/client';
-import { heldByEarlierRuns, type Quote } from '../runs/quote';
+import { heldByEarlierRuns, type Quote } from '../pod/quote';
 import { projectSpend, type ProjectSpend } from '../runs/spend';
-import { watchdogSpans } from '../runs/worstCase';
+import { watchdogSpans } from '../pod/worstCase';
 import type { Timing } from '../timing';
 import type { RunLock } from '../runs/lock';
 import type { RunStore } from '../runs/store';

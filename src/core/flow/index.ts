@@ -12,5 +12,5 @@ export { type StopResult, requestStop, stop } from './stop';
 export { cancel } from './cancel';
 export { keepPod } from './keep';
 export { BudgetError, type BudgetDecision, budgetGate } from './budget';
-export { quoteForTarget } from './quote';
+export { heldByEarlierRuns, quoteForTarget, quoteLines, type Quote } from './quote';
 export { settleGonePods } from './settleBills';

@@ -7,8 +7,8 @@
 import type { RunpodTargetConfig } from '../config/types';
 import type { GpuType } from '../runpod/api';
 import { autoGpuTypes } from '../pod/provision';
-import { quote, type Quote } from '../runs/quote';
-import { watchdogSpans } from '../runs/worstCase';
+import { quote, type Quote } from '../pod/quote';
+import { watchdogSpans } from '../pod/worstCase';
 import type { Timing } from '../timing';
 
 /**
@@ -38,3 +38,6 @@ export function quoteForTarget(
     historyS,
   });
 }
+
+/** The quote in lines (the CLI's dry run, the Train confirmation) and the history it rests on. */
+export { heldByEarlierRuns, quoteLines, type Quote } from '../pod/quote';

@@ -1,7 +1,6 @@
-import { train as trainFlow } from '../../core/flow';
+import { heldByEarlierRuns, train as trainFlow } from '../../core/flow';
 import type { GpuType } from '../../core/runpod/api';
 import { listPods, strayWarning, sweepHostKeySecrets } from '../../core/pod/podAdmin';
-import { heldByEarlierRuns } from '../../core/runs/quote';
 import { errorText } from '../errorText';
 import { finish } from '../runs/following';
 import type { RunSummary } from '../runs/runsModel';

@@ -1,7 +1,6 @@
 import type { RunpodTargetConfig } from '../../core/config';
 import type { GpuType } from '../../core/runpod/api';
-import { quoteForTarget } from '../../core/flow/quote';
-import { quoteLines } from '../../core/runs/quote';
+import { quoteForTarget, quoteLines } from '../../core/flow';
 import { PRODUCTION_TIMING, type Timing } from '../../core/timing';
 
 /**

@@ -4,7 +4,7 @@
  * every client is gone (./worstCase.ts). Pure: the caller brings the live catalog's rates, the
  * watchdog's spans and the durations of earlier runs.
  */
-import type { PodRecord } from './podRecord';
+import type { PodRecord } from '../runs/podRecord';
 import { worstCaseUsd, type WatchdogSpans } from './worstCase';
 
 /** A GPU type the run would try, in order, with its catalog price for one GPU. */
