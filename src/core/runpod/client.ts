@@ -6,85 +6,55 @@
  * on transport errors, 408, 429 and 5xx; other POSTs and PATCHes only on 429,
  * which Runpod answers before doing anything. Redirects are never
  * followed (the bearer key must not travel to another host), and the API key
- * never appears in an error, a log line or an enumerable field.
+ * never appears in an error, a log line or an enumerable field. The calls go through
+ * ./transport.ts; the pods' are here, the catalog's and the account's in ./catalog.ts and
+ * ./account.ts.
  */
 import type { Disposable } from '../disposable';
 import {
   CreatePodBodySchema,
   decodeJson,
   isPodId,
-  isSecretName,
-  ListDataCentersSchema,
-  ListGpuTypesSchema,
-  ListNetworkVolumesSchema,
-  ListPodBillingSchema,
   ListPodsSchema,
-  ListSecretsSchema,
-  ListTemplatesSchema,
-  MIN_CUDA_VERSION,
-  NetworkVolumeSchema,
   POD_ACTIONS,
-  POD_CLOUD,
   PodSchema,
-  podTemplates,
-  SecretSchema,
-  type BillingBucketSize,
   type CreatePodBody,
-  type DataCenter,
-  type GpuType,
-  type NetworkVolume,
   type Pod,
   type PodAction,
-  type PodBilling,
-  type Secret,
-  type Template,
 } from './api';
-import { ApiError, CREATE_MESSAGES, isPlacement400, oneLine, UNAUTHORIZED_HINT } from './errors';
+import * as account from './account';
+import type { BillingBucketSize, PodBilling, Secret } from './account';
+import * as catalog from './catalog';
+import type {
+  DataCenter,
+  GpuType,
+  ListDataCentersOptions,
+  ListGpuTypesOptions,
+  NetworkVolume,
+  Template,
+} from './catalog';
+import { ApiError, CREATE_MESSAGES } from './errors';
 import type { CallLimits } from './callLimits';
+import { ApiTransport } from './transport';
+import { createError, readBody, TransportFailure } from './answers';
+import type { RunpodClientOptions } from './clientOptions';
+import type { CallOptions } from './wire';
 
-/** This extension's version, sent in `User-Agent` unless the caller passes its own. */
-export interface CallOptions {
-  /** Aborts the call and any retry wait: rejects with an AbortError. */
-  signal?: AbortSignal;
-}
-
-export interface ListGpuTypesOptions extends CallOptions {
-  /** GPUs per pod for stock and price (default 1). */
-  count?: number;
-  /** Default SECURE. */
-  cloud?: 'SECURE' | 'COMMUNITY';
-  /** CUDA floor for stock, `major` or `major.minor` (default {@link MIN_CUDA_VERSION}). */
-  minCudaVersion?: string;
-  /** Ask for stock (`include=AVAILABILITY&product=POD`); count/cloud/CUDA only apply with it. */
-  includeAvailability?: boolean;
-}
-
-export interface ListDataCentersOptions extends CallOptions {
-  /** Ask for GPU stock per data center (default true). */
-  includeGpuAvailability?: boolean;
-}
-
-import {
-  ApiTransport,
-  readBody,
-  TransportFailure,
-  type Answer,
-  type RunpodClientOptions,
-} from './transport';
+export type { CallOptions } from './wire';
+export type { ListDataCentersOptions, ListGpuTypesOptions } from './catalog';
 export { rateLimitResetMs, retryAfterMs } from './retryHeaders';
-
+export { MAX_PAGES } from './transport';
+export { MAX_BODY_BYTES } from './answers';
 export {
   API_V2_ROOT,
   CLIENT_VERSION,
   DEFAULT_BASE_URL,
-  MAX_BODY_BYTES,
-  MAX_PAGES,
   userAgentFor,
   validateBaseUrl,
   type RunpodClientOptions,
   type RunpodLog,
   type RunpodLogLevel,
-} from './transport';
+} from './clientOptions';
 
 /**
  * The Runpod API v2 client. Every method accepts an AbortSignal and rejects
@@ -291,111 +261,35 @@ export class RunpodClient implements Disposable {
   }
 
   // -------------------------------------------------------------------------
-  // Catalog, volumes, templates
+  // Catalog, volumes, templates (./catalog.ts); the account's billing and secrets (./account.ts)
   // -------------------------------------------------------------------------
 
-  /**
-   * GPU types with list prices; with `includeAvailability`, stock for
-   * `count` GPUs on `cloud` with CUDA ≥ `minCudaVersion`, overall and per data
-   * center (`GET /catalog/gpus?include=AVAILABILITY&product=POD&…`).
-   */
-  async listGpuTypes(options: ListGpuTypesOptions = {}): Promise<GpuType[]> {
-    const query: Record<string, string> = {};
-    // count, cloud and minCudaVersion are valid only with include=AVAILABILITY
-    // (the document: 400 otherwise), and product is required with it.
-    if (options.includeAvailability ?? true) {
-      query.include = 'AVAILABILITY';
-      query.product = 'POD';
-      query.cloud = options.cloud ?? POD_CLOUD;
-      query.count = String(options.count ?? 1);
-      query.minCudaVersion = options.minCudaVersion ?? MIN_CUDA_VERSION;
-    }
-    const answer = await this.#http.getOk('/catalog/gpus', query, options.signal);
-    return this.#http.decode(answer, ListGpuTypesSchema, 'GET /catalog/gpus').gpus;
+  /** {@link catalog.listGpuTypes} */
+  listGpuTypes(options: ListGpuTypesOptions = {}): Promise<GpuType[]> {
+    return catalog.listGpuTypes(this.#http, options);
   }
 
-  /** Data centers, with GPU stock per data center unless `includeGpuAvailability` is false. */
-  async listDataCenters(options: ListDataCentersOptions = {}): Promise<DataCenter[]> {
-    const query: Record<string, string> =
-      (options.includeGpuAvailability ?? true) ? { include: 'GPU_AVAILABILITY' } : {};
-    const answer = await this.#http.getOk('/catalog/datacenters', query, options.signal);
-    return this.#http.decode(answer, ListDataCentersSchema, 'GET /catalog/datacenters').dataCenters;
+  /** {@link catalog.listDataCenters} */
+  listDataCenters(options: ListDataCentersOptions = {}): Promise<DataCenter[]> {
+    return catalog.listDataCenters(this.#http, options);
   }
 
-  async listNetworkVolumes(options: CallOptions = {}): Promise<NetworkVolume[]> {
-    return this.#http.listPaged(
-      '/network-volumes',
-      {},
-      ListNetworkVolumesSchema,
-      (page) => page.networkVolumes,
-      options.signal,
-    );
+  listNetworkVolumes(options: CallOptions = {}): Promise<NetworkVolume[]> {
+    return catalog.listNetworkVolumes(this.#http, options);
   }
 
-  /**
-   * What Runpod billed pod `podId` (`GET /billing/pods?podId=…`), bucketed by `bucketSize`
-   * (default `day`) over [startTime, endTime) (Runpod snaps the window to bucket boundaries;
-   * default the last 30 days). Read-only, retried like any GET.
-   */
-  async podBilling(
-    podId: string,
-    window: { startTime?: Date; endTime?: Date; bucketSize?: BillingBucketSize } = {},
-    options: CallOptions = {},
-  ): Promise<PodBilling> {
-    const query: Record<string, string> = { podId, bucketSize: window.bucketSize ?? 'day' };
-    if (window.startTime) query.startTime = window.startTime.toISOString();
-    if (window.endTime) query.endTime = window.endTime.toISOString();
-    const answer = await this.#http.getOk('/billing/pods', query, options.signal);
-    return this.#http.decode(answer, ListPodBillingSchema, 'GET /billing/pods');
+  /** {@link catalog.getNetworkVolume} */
+  getNetworkVolume(id: string, options: CallOptions = {}): Promise<NetworkVolume | null> {
+    return catalog.getNetworkVolume(this.#http, id, options);
   }
 
-  /** The network volume `id`, or null when Runpod answers its own 404. */
-  async getNetworkVolume(id: string, options: CallOptions = {}): Promise<NetworkVolume | null> {
-    const path = `/network-volumes/${encodeURIComponent(id)}`;
-    const answer = await this.#http.okOr404('GET', path, options.signal);
-    if (answer === null) return null;
-    return this.#http.decode(answer, NetworkVolumeSchema, `GET ${path}`);
-  }
-
-  /**
-   * Changes the network volume `id` (`PATCH /network-volumes/{id}`, Runpod's
-   * `UpdateNetworkVolumeRequest`: only the fields given; `size` in GB, 10 to 4096, may only grow,
-   * a smaller size is refused with 400). Returns the volume as Runpod answers it. Never retried
-   * (a lost answer may have changed it: look it up with {@link getNetworkVolume}).
-   */
-  async updateNetworkVolume(
+  /** {@link catalog.updateNetworkVolume} */
+  updateNetworkVolume(
     id: string,
     update: { size?: number; name?: string },
     options: CallOptions = {},
   ): Promise<NetworkVolume> {
-    const body: { size?: number; name?: string } = {};
-    if (update.size !== undefined) {
-      if (!Number.isInteger(update.size) || update.size < 10 || update.size > 4096) {
-        throw new ApiError('rejected', `a network volume is 10 to 4096 GB, not ${update.size}`);
-      }
-      body.size = update.size;
-    }
-    if (update.name !== undefined) {
-      if (update.name === '') throw new ApiError('rejected', 'a network volume needs a name');
-      body.name = update.name;
-    }
-    if (Object.keys(body).length === 0) {
-      throw new ApiError('rejected', 'a network volume update needs a size or a name');
-    }
-    const path = `/network-volumes/${encodeURIComponent(id)}`;
-    const outcome = await this.#http.call({
-      method: 'PATCH',
-      path,
-      body,
-      idempotent: false,
-      signal: options.signal,
-      redactor: this.#http.redactor,
-    });
-    return this.#http.decode(
-      this.#http.expectOk(outcome, this.#http.redactor),
-      NetworkVolumeSchema,
-      `PATCH ${path}`,
-    );
+    return catalog.updateNetworkVolume(this.#http, id, update, options);
   }
 
   /** Grows the network volume `id` to `sizeGb` (`PATCH {size}`; Runpod refuses to shrink). */
@@ -407,132 +301,44 @@ export class RunpodClient implements Disposable {
     return this.updateNetworkVolume(id, { size: sizeGb }, options);
   }
 
-  /** The account's pod templates: serverless ones dropped, each ID once. */
-  async listTemplates(options: CallOptions = {}): Promise<Template[]> {
-    const wire = await this.#http.listPaged(
-      '/templates',
-      {},
-      ListTemplatesSchema,
-      (page) => page.templates,
-      options.signal,
-    );
-    return podTemplates(wire);
+  /** {@link catalog.listTemplates} */
+  listTemplates(options: CallOptions = {}): Promise<Template[]> {
+    return catalog.listTemplates(this.#http, options);
   }
 
-  // -------------------------------------------------------------------------
-  // Account secrets (an extension of the live API: see api.ts)
-  // -------------------------------------------------------------------------
-
-  /** The account's secrets (names only: values are write-only). */
-  async listSecrets(options: CallOptions = {}): Promise<Secret[]> {
-    return this.#http.listPaged(
-      '/account/secrets',
-      {},
-      ListSecretsSchema,
-      (page) => page.secrets,
-      options.signal,
-    );
+  /** {@link account.podBilling} */
+  podBilling(
+    podId: string,
+    window: { startTime?: Date; endTime?: Date; bucketSize?: BillingBucketSize } = {},
+    options: CallOptions = {},
+  ): Promise<PodBilling> {
+    return account.podBilling(this.#http, podId, window, options);
   }
 
-  /** The secret named exactly `name`, or null. */
-  async findSecret(name: string, options: CallOptions = {}): Promise<Secret | null> {
-    const secrets = await this.#http.listPaged(
-      '/account/secrets',
-      { name },
-      ListSecretsSchema,
-      (page) => page.secrets,
-      options.signal,
-    );
-    return secrets.find((secret) => secret.name === name) ?? null;
+  /** {@link account.listSecrets} */
+  listSecrets(options: CallOptions = {}): Promise<Secret[]> {
+    return account.listSecrets(this.#http, options);
   }
 
-  /**
-   * Stores `value` as the account secret `name`. When the name exists (409)
-   * the existing secret is found by name and its value replaced. The value
-   * never appears in an error or a log line.
-   */
-  async createSecret(name: string, value: string, options: CallOptions = {}): Promise<Secret> {
-    if (!isSecretName(name)) {
-      throw new ApiError(
-        'rejected',
-        `"${oneLine(name, 80)}" cannot name a Runpod secret: please report`,
-      );
-    }
-    if (value.length === 0) throw new ApiError('rejected', 'a Runpod secret cannot be empty');
-    const redactor = this.#http.redactor.with([value]);
-    const outcome = await this.#http.call({
-      method: 'POST',
-      path: '/account/secrets',
-      body: { name, value },
-      // Safe to re-send after a 5xx or a dropped answer: a secret created meanwhile answers 409,
-      // and the same value is then written over it.
-      idempotent: true,
-      signal: options.signal,
-      redactor,
-    });
-    if (!(outcome instanceof TransportFailure) && outcome.status === 409) {
-      const existing = await this.findSecret(name, options);
-      if (!existing) {
-        throw new ApiError(
-          'rejected',
-          `Runpod answered 409 for the secret ${name} but does not list it: please report`,
-          { status: 409 },
-        );
-      }
-      this.#http.log('info', `secret ${name} exists: replacing its value`);
-      return this.updateSecret(existing.id, value, options);
-    }
-    return this.#http.decode(
-      this.#http.expectOk(outcome, redactor),
-      SecretSchema,
-      'POST /account/secrets',
-    );
+  /** {@link account.findSecret} */
+  findSecret(name: string, options: CallOptions = {}): Promise<Secret | null> {
+    return account.findSecret(this.#http, name, options);
   }
 
-  /** Replaces the value of the secret `id`. */
-  async updateSecret(id: string, value: string, options: CallOptions = {}): Promise<Secret> {
-    if (value.length === 0) throw new ApiError('rejected', 'a Runpod secret cannot be empty');
-    const redactor = this.#http.redactor.with([value]);
-    const path = `/account/secrets/${encodeURIComponent(id)}`;
-    const outcome = await this.#http.call({
-      method: 'PATCH',
-      path,
-      body: { value },
-      // The whole value is replaced: sending it twice leaves the same secret.
-      idempotent: true,
-      signal: options.signal,
-      redactor,
-    });
-    return this.#http.decode(this.#http.expectOk(outcome, redactor), SecretSchema, `PATCH ${path}`);
+  /** {@link account.createSecret} */
+  createSecret(name: string, value: string, options: CallOptions = {}): Promise<Secret> {
+    return account.createSecret(this.#http, name, value, options);
   }
 
-  /** Deletes the secret `id`: true when deleted, false when Runpod answers its own 404. */
-  async deleteSecret(id: string, options: CallOptions = {}): Promise<boolean> {
-    const path = `/account/secrets/${encodeURIComponent(id)}`;
-    return (await this.#http.okOr404('DELETE', path, options.signal)) !== null;
+  /** {@link account.updateSecret} */
+  updateSecret(id: string, value: string, options: CallOptions = {}): Promise<Secret> {
+    return account.updateSecret(this.#http, id, value, options);
   }
-}
 
-/**
- * The error of a create's answer: a fixed message chosen from the status
- * only, never Runpod's text. 408 and 5xx leave the pod's existence open.
- */
-function createError(answer: Answer, retryAfterMs: number | undefined): ApiError {
-  const { status } = answer;
-  const options = { status, retryAfterMs };
-  if (status >= 300 && status < 400)
-    return new ApiError('redirect', CREATE_MESSAGES.redirect, options);
-  if (status === 400 && isPlacement400(answer.body)) {
-    return new ApiError('capacity', CREATE_MESSAGES.capacity, options);
+  /** {@link account.deleteSecret} */
+  deleteSecret(id: string, options: CallOptions = {}): Promise<boolean> {
+    return account.deleteSecret(this.#http, id, options);
   }
-  if (status === 401) return new ApiError('unauthorized', UNAUTHORIZED_HINT, options);
-  if (status === 402) return new ApiError('no_credits', CREATE_MESSAGES.noCredits, options);
-  if (status === 403) return new ApiError('forbidden', CREATE_MESSAGES.forbidden, options);
-  if (status === 408) return new ApiError('ambiguous', CREATE_MESSAGES.timeout408, options);
-  if (status === 429) return new ApiError('rate_limited', CREATE_MESSAGES.rateLimited, options);
-  if (status >= 400 && status < 500)
-    return new ApiError('rejected', CREATE_MESSAGES.rejected, options);
-  return new ApiError('ambiguous', CREATE_MESSAGES.server, options);
 }
 
 function checkPodId(id: string): void {

@@ -1,8 +1,8 @@
 /**
  * The HTTP side of the Runpod API v2 client: one request at a time with its timeout on the
  * injected clock, the retry rules (only idempotent calls are retried on transport errors, 408 and
- * 5xx; any call on 429, except the create), the account's rate-limit quota, paging, decoding with
- * zod, and the errors of a non-create answer. Redirects are never followed (the bearer key must
+ * 5xx; any call on 429, except the create: ./answers.ts), the account's rate-limit quota, paging,
+ * decoding with zod. Redirects are never followed (the bearer key must
  * not travel to another host), and the API key never appears in an error, a log line or an
  * enumerable field.
  */
@@ -10,21 +10,37 @@ import type { Agent, Dispatcher } from 'undici';
 import type { z } from 'zod';
 import { abortError, type Clock } from '../clock';
 import type { Timing } from '../timing';
-import { decodeJson, type Pagination } from './api';
+import { decodeJson, type Pagination } from './wire';
 import {
   API_KEY_VARIABLE,
   ApiError,
-  BASE_URL_VARIABLE,
   CREATE_MESSAGES,
   isRunpod404,
-  oneLine,
   Redactor,
   RunpodConfigError,
-  runpodText,
-  UNAUTHORIZED_HINT,
 } from './errors';
 import { nothingThere, type CallLimits } from './callLimits';
-import { rateLimitResetMs, retryAfterMs } from './retryHeaders';
+import { AccountQuota, answerRetryAfterMs, backoffMs, retryable } from './retryPolicy';
+import {
+  callError,
+  describeTransportError,
+  errorCode,
+  readBody,
+  TransportFailure,
+  MAX_BODY_BYTES,
+  type Answer,
+  type Outcome,
+} from './answers';
+import {
+  validateBaseUrl,
+  userAgentFor,
+  CLIENT_VERSION,
+  type RunpodClientOptions,
+  type RunpodLog,
+} from './clientOptions';
+
+/** Most pages a list is followed for. */
+export const MAX_PAGES = 100;
 
 /**
  * undici, loaded on the first request: activating the extension (which makes no API call) does
@@ -35,108 +51,6 @@ function undici(): typeof import('undici') {
   // eslint-disable-next-line @typescript-eslint/no-require-imports
   return require('undici') as typeof import('undici');
 }
-
-export const CLIENT_VERSION = '0.1.0';
-/** Runpod's production API. */
-export const DEFAULT_BASE_URL = 'https://api.runpod.io/v2';
-/** Most pages a list is followed for. */
-export const MAX_PAGES = 100;
-/** Largest answer body read; a larger one is unreadable (a pod list of 1000 pods is far below). */
-export const MAX_BODY_BYTES = 16 * 1024 * 1024;
-
-/** `User-Agent` of this product: Cloudflare refuses generic agents (403 "error code: 1010"). */
-export function userAgentFor(version: string): string {
-  return `overbrainer-vscode/${version}`;
-}
-
-export type RunpodLogLevel = 'debug' | 'info' | 'warn';
-/** Where the client tells what it does (never a key, a body or an env). */
-export type RunpodLog = (level: RunpodLogLevel, message: string) => void;
-
-export interface RunpodClientOptions {
-  /** `https://…/v2`, or `http://` on a loopback host only (the emulator). */
-  baseUrl: string;
-  apiKey: string;
-  clock: Clock;
-  /** connect/request/create timeouts and the retry rules. */
-  timing: Timing;
-  /** The version in `User-Agent: overbrainer-vscode/<version>` (default {@link CLIENT_VERSION}). */
-  version?: string;
-  /** A whole `User-Agent` value, replacing the one built from `version`. */
-  userAgent?: string;
-  /** For tests; the client then leaves the dispatcher's life to the caller. */
-  dispatcher?: Dispatcher;
-  log?: RunpodLog;
-  /** Jitter source in [0, 1) (default Math.random). */
-  random?: () => number;
-}
-
-/**
- * Checks the API base URL: https, or http only on a loopback host (127.0.0.0/8,
- * ::1, localhost) — the emulator's test hook. Returns it without a trailing
- * slash.
- *
- * @throws RunpodConfigError naming OVERBRAINER_RUNPOD__BASE_URL.
- */
-export function validateBaseUrl(raw: string): string {
-  const bad = (why: string): RunpodConfigError =>
-    new RunpodConfigError(
-      BASE_URL_VARIABLE,
-      `${BASE_URL_VARIABLE} ${why}: use https://…, or http:// only on 127.0.0.1, ::1 or localhost (default ${DEFAULT_BASE_URL})`,
-    );
-  let url: URL;
-  try {
-    url = new URL(raw);
-  } catch {
-    throw bad('is not a URL');
-  }
-  if (url.username || url.password) throw bad('must not hold credentials');
-  if (url.search || url.hash) throw bad('must not have a query or fragment');
-  if (!API_V2_ROOT.test(url.pathname)) {
-    throw bad(
-      `is not an API v2 root (its path is ${url.pathname}; it must end in /v2, as ${DEFAULT_BASE_URL} does)`,
-    );
-  }
-  if (url.protocol === 'http:') {
-    if (!isLoopbackHost(url.hostname)) throw bad('uses http on a host that is not loopback');
-  } else if (url.protocol !== 'https:') {
-    throw bad(`uses ${url.protocol.replace(/:$/, '')}, not https`);
-  }
-  return url.href.replace(/\/+$/, '');
-}
-
-/**
- * The path of an API v2 root: it ends in `/v2` (a proxy may put a prefix before it). Any other
- * base would answer 404 to every route, and a 404 would then read as "pod gone".
- */
-export const API_V2_ROOT = /^(\/[^/]+)*\/v2\/*$/;
-
-function isLoopbackHost(hostname: string): boolean {
-  if (hostname === 'localhost' || hostname === '[::1]') return true;
-  // WHATWG URL parsing already normalised IPv4 forms such as 127.1.
-  const octets = /^127\.(\d{1,3})\.(\d{1,3})\.(\d{1,3})$/.exec(hostname);
-  return octets !== null && octets.slice(1).every((o) => Number(o) <= 255);
-}
-
-/** An answer of the API, whatever its status. */
-export interface Answer {
-  status: number;
-  headers: Record<string, string | string[] | undefined>;
-  body: string;
-  /** Set when the body could not be read whole (too large); `body` is then empty. */
-  unreadable?: string;
-}
-
-/** No answer: the connection failed, was reset, or the attempt timed out. */
-export class TransportFailure {
-  constructor(
-    readonly reason: string,
-    /** The error's code (`ECONNREFUSED`), when it had one. */
-    readonly code?: string,
-  ) {}
-}
-
-export type Outcome = Answer | TransportFailure;
 
 export interface CallSpec {
   method: 'GET' | 'POST' | 'PATCH' | 'DELETE';
@@ -172,17 +86,14 @@ export class ApiTransport {
   private readonly ownAgent: Agent | null;
   readonly log: RunpodLog;
   private readonly random: () => number;
-  /**
-   * When the spent window of the account's quota resets (clock ms); 0 while quota is left. One
-   * object, shared with the views: they call the same account.
-   */
-  private readonly quota: { resetAtMs: number };
+  /** The account's quota, shared with the views: they call the same account. */
+  private readonly quota: AccountQuota;
 
   /** `view`: a view of that transport with limits (see {@link withLimits}). */
   constructor(options: RunpodClientOptions, view?: { of: ApiTransport; limits: CallLimits }) {
     this.#options = options;
     this.limits = view?.limits ?? null;
-    this.quota = view?.of.quota ?? { resetAtMs: 0 };
+    this.quota = view?.of.quota ?? new AccountQuota();
     this.#closing = view === undefined ? new AbortController() : view.of.#closing;
     this.baseUrl = validateBaseUrl(options.baseUrl);
     if (!/^[\x21-\x7e]+$/.test(options.apiKey)) {
@@ -330,7 +241,7 @@ export class ApiTransport {
       );
     }
     if (outcome.status >= 200 && outcome.status < 300) return outcome;
-    throw this.callError(outcome, redactor);
+    throw callError(outcome, redactor, this.answerRetryAfterMs(outcome));
   }
 
   decode<T>(answer: Answer, schema: z.ZodType<T>, what: string): T {
@@ -390,10 +301,10 @@ export class ApiTransport {
     for (let attempt = 0; ; attempt++) {
       await this.waitForQuota(spec);
       const outcome = await this.send(spec);
-      this.noteQuota(outcome);
+      this.quota.note(outcome, this.clock.nowMs(), this.timing.retryAfterCapMs);
       if (attempt >= this.timing.retries || spec.create === true) return outcome;
       if (!retryable(outcome, spec.idempotent)) return outcome;
-      const waitMs = this.retryWaitMs(attempt, outcome);
+      const waitMs = backoffMs(attempt, outcome, this.clock.nowMs(), this.timing, this.random);
       const what =
         outcome instanceof TransportFailure ? outcome.reason : `answered ${outcome.status}`;
       const told =
@@ -425,7 +336,7 @@ export class ApiTransport {
    * rather than draw a 429. Nothing has been sent yet, so an abort here is a plain AbortError.
    */
   async waitForQuota(spec: Pick<CallSpec, 'method' | 'path' | 'signal'>): Promise<void> {
-    const waitMs = this.quota.resetAtMs - this.clock.nowMs();
+    const waitMs = this.quota.waitMs(this.clock.nowMs());
     if (waitMs <= 0) return;
     const what = `${spec.method} ${spec.path}`;
     if (this.limits !== null) {
@@ -444,25 +355,6 @@ export class ApiTransport {
       `Runpod's rate limit is spent: ${spec.method} ${spec.path} waits ${(waitMs / 1000).toFixed(1)} s for the reset`,
     );
     await this.clock.sleep(waitMs, spec.signal);
-  }
-
-  /** Keeps when the quota resets, if an answer (of any status, 2xx too) says a window is spent. */
-  private noteQuota(outcome: Outcome): void {
-    if (outcome instanceof TransportFailure) return;
-    const resetMs = rateLimitResetMs(outcome.headers);
-    if (resetMs === undefined) return;
-    const atMs = this.clock.nowMs() + Math.min(resetMs, this.timing.retryAfterCapMs);
-    this.quota.resetAtMs = Math.max(this.quota.resetAtMs, atMs);
-  }
-
-  /** Backoff: Runpod's `Retry-After` wins (capped); else base × 2^attempt up to the max, jittered ×0.5–1. */
-  private retryWaitMs(attempt: number, outcome: Outcome): number {
-    if (!(outcome instanceof TransportFailure)) {
-      const asked = this.answerRetryAfterMs(outcome);
-      if (asked !== undefined) return asked;
-    }
-    const exponential = Math.min(this.timing.retryMaxMs, this.timing.retryBaseMs * 2 ** attempt);
-    return Math.round(exponential * (0.5 + 0.5 * this.random()));
   }
 
   /** One attempt, bounded by the request (or create) timeout on the injected clock. */
@@ -534,56 +426,15 @@ export class ApiTransport {
     }
   }
 
+  /** The wait an answer asks for: `Retry-After`, else (on a 429) its RateLimit headers; capped. */
+  answerRetryAfterMs(answer: Answer): number | undefined {
+    return answerRetryAfterMs(answer, this.clock.nowMs(), this.timing.retryAfterCapMs);
+  }
+
   private url(path: string, query: Record<string, string> | undefined): string {
     const search = query && Object.keys(query).length > 0 ? `?${new URLSearchParams(query)}` : '';
     return `${this.baseUrl}${path}${search}`;
   }
-
-  /** The error of a non-create call's answer: Runpod's text kept, redacted and capped. */
-  callError(answer: Answer, redactor: Redactor): ApiError {
-    const { status } = answer;
-    const options = { status, retryAfterMs: this.answerRetryAfterMs(answer) };
-    const text = runpodText(answer.body, redactor);
-    const said = text ? `Runpod answered ${status}: ${text}` : `Runpod answered ${status}`;
-    if (status >= 300 && status < 400) {
-      return new ApiError(
-        'redirect',
-        `Runpod answered ${status} (a redirect, never followed): check ${BASE_URL_VARIABLE}`,
-        options,
-      );
-    }
-    if (status === 401) return new ApiError('unauthorized', UNAUTHORIZED_HINT, options);
-    if (status === 402) return new ApiError('no_credits', said, options);
-    if (status === 403) return new ApiError('forbidden', said, options);
-    if (status === 404 && !isRunpod404(answer.body)) {
-      return new ApiError(
-        'not_found',
-        `Runpod answered 404 with a page that is not Runpod's (a proxy, or a wrong ${BASE_URL_VARIABLE}?)`,
-        options,
-      );
-    }
-    if (status === 408) return new ApiError('transport', said, options);
-    if (status === 429) return new ApiError('rate_limited', said, options);
-    if (status >= 400 && status < 500) {
-      return new ApiError('rejected', `${said} (invalid request, please report)`, options);
-    }
-    return new ApiError('server', said, options);
-  }
-
-  /** The wait an answer asks for: `Retry-After`, else (on a 429) its RateLimit headers; capped. */
-  answerRetryAfterMs(answer: Answer): number | undefined {
-    const asked =
-      retryAfterMs(answer.headers['retry-after'], this.clock.nowMs()) ??
-      (answer.status === 429 ? rateLimitResetMs(answer.headers) : undefined);
-    return asked === undefined ? undefined : Math.min(asked, this.timing.retryAfterCapMs);
-  }
-}
-
-function retryable(outcome: Outcome, idempotent: boolean): boolean {
-  if (outcome instanceof TransportFailure) return idempotent;
-  const { status } = outcome;
-  if (status === 429) return true;
-  return idempotent && (status === 408 || status >= 500);
 }
 
 function nextCursor(pagination: Pagination, path: string): string | null {
@@ -594,53 +445,4 @@ function nextCursor(pagination: Pagination, path: string): string | null {
     throw new ApiError('server', `Runpod's list ${path} announces another page without a cursor`);
   }
   return null;
-}
-
-export async function readBody(
-  body: AsyncIterable<Buffer | Uint8Array> & { destroy?: (error?: Error) => unknown },
-): Promise<{ text: string; tooLarge: boolean }> {
-  const chunks: Buffer[] = [];
-  let size = 0;
-  for await (const chunk of body) {
-    size += chunk.length;
-    if (size > MAX_BODY_BYTES) {
-      body.destroy?.();
-      return { text: '', tooLarge: true };
-    }
-    chunks.push(Buffer.from(chunk));
-  }
-  return { text: Buffer.concat(chunks).toString('utf8'), tooLarge: false };
-}
-
-/** The `code` of a transport error (`ECONNREFUSED`), if it has one. */
-function errorCode(error: unknown): string | undefined {
-  return typeof error === 'object' && error !== null && 'code' in error
-    ? String((error as { code: unknown }).code)
-    : undefined;
-}
-
-/** A transport error in a few words and its code: never headers or bodies. */
-function describeTransportError(error: unknown): string {
-  const code = errorCode(error) ?? '';
-  const known: Record<string, string> = {
-    ECONNREFUSED: 'connection refused',
-    ECONNRESET: 'connection reset',
-    EPIPE: 'connection closed',
-    ENOTFOUND: 'host not found',
-    EAI_AGAIN: 'name resolution failed',
-    ETIMEDOUT: 'connection timed out',
-    EHOSTUNREACH: 'host unreachable',
-    ENETUNREACH: 'network unreachable',
-    UND_ERR_SOCKET: 'connection closed by the other side',
-    UND_ERR_CONNECT_TIMEOUT: 'connect timed out',
-    UND_ERR_HEADERS_TIMEOUT: 'no answer in time',
-    UND_ERR_BODY_TIMEOUT: 'answer stalled',
-    UND_ERR_CLOSED: 'client closed',
-    UND_ERR_DESTROYED: 'client closed',
-  };
-  const words = known[code];
-  if (words) return `${words} (${code})`;
-  if (code.startsWith('ERR_TLS') || code.includes('CERT')) return `TLS failed (${code})`;
-  const message = error instanceof Error ? oneLine(error.message, 160) : '';
-  return code ? `${message || 'transport error'} (${code})` : message || 'transport error';
 }
