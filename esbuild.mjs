@@ -173,7 +173,7 @@ const vendorPlugin = {
 /*
  * The extension is two bundles: dist/extension.js, the thin first one VS Code loads at
  * activation (commands, views, the log channel; src/extension.ts), and dist/extension-core.js
- * (src/ui/composition.ts: the config codecs, zod, the lifecycle, the controller), which the first
+ * (src/ui/composition.ts: the config codecs, zod, the lifecycle, the command handlers), which the first
  * loads by its path (with V8's code cache) when a command runs, a view is first shown or a run
  * must be followed again.
  */

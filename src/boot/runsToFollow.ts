@@ -3,7 +3,7 @@ import * as path from 'node:path';
 
 /**
  * Whether any run in the given runs folders is recorded `running` or `preparing`: the runs the
- * extension follows again when it starts (the controller's resumeFollowing decides, per run, with
+ * extension follows again when it starts (resumeFollowing in src/ui/runs/following.ts decides, per run, with
  * the core's codecs and locks). This is the cheap look the thin first bundle takes right after
  * activation so that it loads the core at once only when there is something to follow: a
  * directory listing and a text search in each run.json, no schema and no JSON parse. A false

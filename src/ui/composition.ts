@@ -5,11 +5,13 @@ import { ApiKeyStore } from './apiKey';
 import type { CommandId } from './commands/commandIds';
 import { RunLogDocuments } from './runs/runLogDocuments';
 import { commandHandlers, type Handler } from './commands/commands';
-import { Controller } from './commands/controller';
+import { act, CoreEventsView } from './commands/coreEvents';
 import { watchConfigDiagnostics } from './diagnostics';
 import type { Log } from './log';
 import { PodsModel, type PodsItem } from './pods/podsModel';
 import type { Redactor } from '../core/redact';
+import { resumeFollowing } from './runs/following';
+import { StatusBar } from './runs/statusBar';
 import { accountPodsSource, runsFolders, watchRunsFolders } from './runs/runsFolders';
 import { RunPanels } from './panel/runPanel';
 import { RunsModel, type RunsNode } from './runs/runsModel';
@@ -23,6 +25,9 @@ import {
 import type { SpendRowView } from './spend/spendModel';
 import { SpendTreeProvider } from './spend/spendTree';
 import { refreshesSpend } from './spend/spendModel';
+import { UiContext } from './uiContext';
+import { vscodeHost } from './vscodeHost';
+import { WelcomeContext } from './welcome';
 
 /** What the thin first bundle (src/extension.ts) built at activation and hands to the core. */
 export interface FirstBundle {
@@ -50,7 +55,7 @@ export interface ComposedUi {
  * The composition root of everything past activation, in its own bundle (dist/extension-core.js)
  * that the thin first bundle requires when a command runs, a view is first shown, a run panel is
  * restored, overbrainer.toml changes or a run must be followed again: builds the models, the
- * controller and the panels, and registers their resources with the context. Building reads no
+ * UI context with its command table, the status bar and the panels, and registers their resources with the context. Building reads no
  * file and makes no API call or SSH connection; the Problems check of overbrainer.toml runs.
  */
 export function composeUi(first: FirstBundle): ComposedUi {
@@ -65,10 +70,10 @@ export function composeUi(first: FirstBundle): ComposedUi {
     await new Promise((resolve) => setImmediate(resolve));
   };
   // The account's pods, listed at most once a minute with the session's key (built lazily).
-  const late: { controller?: Controller } = {};
+  const late: { ctx?: UiContext } = {};
   const pods = new PodsModel(
     accountPodsSource(
-      (folder) => late.controller!.session(folder),
+      (folder) => late.ctx!.session(folder),
       () => runs.latest(),
       afterRunsListed,
       systemClock,
@@ -77,10 +82,32 @@ export function composeUi(first: FirstBundle): ComposedUi {
   );
   context.subscriptions.push(runs, pods);
   const bus = new EventBus();
-  const controller = new Controller(bus, systemClock, log, apiKeys, runs, pods);
-  late.controller = controller;
+  const ctx = new UiContext({
+    host: vscodeHost(),
+    bus,
+    clock: systemClock,
+    log,
+    apiKeys,
+    runs,
+    pods,
+    act,
+  });
+  late.ctx = ctx;
+  const events = new CoreEventsView(ctx);
+  const welcome = new WelcomeContext(apiKeys, runs, pods);
   context.subscriptions.push(
-    controller,
+    bus.on((event) => events.onEvent(event)),
+    new StatusBar(ctx, bus, systemClock),
+    welcome,
+    // Deactivation stops following only: aborting after the job started never deletes a pod.
+    {
+      dispose: () => {
+        ctx.closing.abort();
+        for (const f of ctx.followed.values()) {
+          f.abort.abort(Object.assign(new Error('VS Code window closing'), { name: 'AbortError' }));
+        }
+      },
+    },
     watchConfigDiagnostics(),
     // The Runs view's ETA from the metrics; a pod seen deleted leaves the Pods view at once.
     runs.observe(bus),
@@ -98,7 +125,7 @@ export function composeUi(first: FirstBundle): ComposedUi {
     clock: systemClock,
     runs,
     log,
-    pickRun: (arg, applies, what) => controller.pickRun(arg, applies, what),
+    pickRun: (arg, applies, what) => ctx.pickRun(arg, applies, what),
   });
   context.subscriptions.push(runPanels, new RunLogDocuments((text) => log.redact(text)));
 
@@ -125,15 +152,15 @@ export function composeUi(first: FirstBundle): ComposedUi {
     }, systemClock),
   );
   return {
-    commands: commandHandlers({ log, apiKeys, runs, pods, controller, runPanels }),
+    commands: commandHandlers({ ctx, log, apiKeys, runs, pods, runPanels, welcome }),
     runsTree,
     podsTree,
     spendTree,
     restorePanel: (panel, state) => runPanels.restore(panel, state),
-    resumeFollowing: () => controller.resumeFollowing(),
+    resumeFollowing: () => resumeFollowing(ctx),
     trustGranted: () => {
       if (pods.isLoaded) pods.refresh().catch((error: unknown) => log.warn(errorText(error)));
-      void controller.welcome.refreshKey();
+      void welcome.refreshKey();
     },
   };
 }

@@ -7,6 +7,7 @@ import { Pace } from '../core/train/pace';
 import { hintOf } from '../core/errors';
 import { timingFromEnv } from '../core/timing';
 import type { ApiKeyStore } from './apiKey';
+import { Emitter } from './emitter';
 import { errorText } from './errorText';
 import type { LogPort, UiHost } from './host';
 import {
@@ -37,6 +38,13 @@ export interface Followed {
   retrieving: (() => void) | null;
 }
 
+/** What a notification's button does, given the context it was shown in. */
+export type NotifyActionHandler = (
+  ctx: UiContext,
+  action: NotifyAction,
+  runId: string | null,
+) => Promise<void>;
+
 export interface UiContextDeps {
   host: UiHost;
   bus: EventBus;
@@ -45,11 +53,13 @@ export interface UiContextDeps {
   apiKeys: ApiKeyStore;
   runs: RunsModel;
   pods: { refresh(): Promise<void>; isLoaded: boolean };
+  /** What a notification's button does (the command families; none when left out). */
+  act?: NotifyActionHandler;
 }
 
 /**
  * What every command family shares: the sessions, the pickers, the runs this window follows,
- * errors and notifications. The controller builds one and hands it to each family.
+ * errors and notifications. The composition builds one; the command table hands it to each family.
  */
 export class UiContext {
   readonly host: UiHost;
@@ -62,10 +72,10 @@ export class UiContext {
   current: string | null = null;
   /** Aborted when the window closes: ends the waits of resumeFollowing. */
   readonly closing = new AbortController();
-  /** What a notification's button does (the controller wires the command families in). */
-  onAction: (action: NotifyAction, runId: string | null) => Promise<void> = async () => undefined;
-  /** Called when the followed runs change (the status bar). */
-  onFollowedChange: () => void = () => undefined;
+  private readonly followedChanged = new Emitter<void>();
+  /** Fires when the followed runs change (the status bar). */
+  readonly onFollowedChange = this.followedChanged.event;
+  private readonly act: NotifyActionHandler;
   private readonly apiKeys: ApiKeyStore;
   private readonly pods: UiContextDeps['pods'];
   private readonly once = new OnceFilter();
@@ -78,6 +88,7 @@ export class UiContext {
     this.apiKeys = deps.apiKeys;
     this.runs = deps.runs;
     this.pods = deps.pods;
+    this.act = deps.act ?? (async () => undefined);
   }
 
   get window(): UiHost['window'] {
@@ -217,7 +228,7 @@ export class UiContext {
           ? this.window.showWarningMessage(text, ...n.actions)
           : this.window.showInformationMessage(text, ...n.actions);
     void Promise.resolve(shown).then((choice) =>
-      choice === undefined ? undefined : this.onAction(choice, n.runId),
+      choice === undefined ? undefined : this.act(this, choice, n.runId),
     );
   }
 
@@ -234,13 +245,13 @@ export class UiContext {
       retrieving: null,
     });
     this.current = runId;
-    this.onFollowedChange();
+    this.followedChanged.fire();
   }
 
   untrack(runId: string): void {
     this.followed.delete(runId);
     if (this.current === runId) this.current = [...this.followed.keys()].pop() ?? null;
-    this.onFollowedChange();
+    this.followedChanged.fire();
   }
 
   /**

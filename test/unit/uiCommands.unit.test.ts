@@ -143,11 +143,10 @@ describe('ui command handlers (against a fake of the vscode window)', function (
 
   it('a notification shows once per key, and its button runs the action', async function () {
     const r = run(path.join(dir, 'runs', 'r1'));
-    const { ctx, fake } = fakeContext([r]);
     let acted: [string, string | null] | null = null;
-    ctx.onAction = async (action, runId) => {
+    const { ctx, fake } = fakeContext([r], async (_ctx, action, runId) => {
       acted = [action, runId];
-    };
+    });
     fake.answer = () => 'Open Run';
     const n = {
       key: 'k',

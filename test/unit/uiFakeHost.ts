@@ -10,7 +10,7 @@ import type { Pod } from '../../src/core/runpod/api';
 import { Redactor } from '../../src/core/redact';
 import { RunStore } from '../../src/core/runs/store';
 import { RunsModel, type PodSummary, type RunSummary } from '../../src/ui/runs/runsModel';
-import { UiContext } from '../../src/ui/uiContext';
+import { UiContext, type NotifyActionHandler } from '../../src/ui/uiContext';
 import { FakeClock } from '../helpers/fakeClock';
 
 /** A message, quick pick, progress, document or terminal the handlers asked the window for. */
@@ -179,8 +179,11 @@ class MemorySecrets implements SecretStore {
   }
 }
 
-/** A UiContext over the fake host, with `runs` as the Runs model's records. */
-export function fakeContext(runs: RunSummary[] = []): {
+/** A UiContext over the fake host, with `runs` as the Runs model's records and `act` its notifications' buttons. */
+export function fakeContext(
+  runs: RunSummary[] = [],
+  act?: NotifyActionHandler,
+): {
   ctx: UiContext;
   fake: FakeHost;
   log: FakeLog;
@@ -199,6 +202,7 @@ export function fakeContext(runs: RunSummary[] = []): {
     apiKeys,
     runs: new RunsModel(() => Promise.resolve(runs), { clock }),
     pods: { refresh: () => Promise.resolve(), isLoaded: false },
+    act,
   });
   return { ctx, fake, log, clock, apiKeys };
 }

@@ -1,50 +1,60 @@
 import * as vscode from 'vscode';
 import { API_KEY_ENV, validateApiKey, type ApiKeyStore } from '../apiKey';
 import { COMMAND_IDS, notAvailableMessage, type CommandId } from './commandIds';
-import type { Controller } from './controller';
+import { createConfig, pickDataCenters, pickGpuTypes, pickVolume } from './configCommands';
+import { attach } from '../runs/following';
 import type { Log } from '../log';
+import { keep, openSshTerminal, removePod } from '../pods/podCommands';
 import type { PodsModel } from '../pods/podsModel';
 import type { RunPanels } from '../panel/runPanel';
+import { showLogs } from '../runs/runLogs';
 import type { RunsModel } from '../runs/runsModel';
 import { errorText } from '../runs/runsTree';
+import { cancel, resume, stopRun } from './stopCommands';
+import { train } from './trainCommand';
+import type { UiContext } from '../uiContext';
+import type { WelcomeContext } from '../welcome';
 
 export interface CommandDeps {
+  /** What every command family shares (sessions, pickers, followed runs, errors). */
+  ctx: UiContext;
   log: Log;
   apiKeys: ApiKeyStore;
   runs: RunsModel;
   pods: PodsModel;
-  controller: Controller;
   /** The run webview's panels (Show Run, Compare Runs). */
   runPanels: RunPanels;
+  /** The welcome views' context keys (a key saved changes them). */
+  welcome: WelcomeContext;
 }
 
 export type Handler = (...args: unknown[]) => unknown;
 
 /**
- * Every contributed command's handler. Those whose feature has not landed say so instead of
- * doing nothing. The thin first bundle (src/extension.ts) registers the commands at activation
- * and calls these once the core is loaded.
+ * The one table of the contributed commands: each id to its handler. Those whose feature has not
+ * landed say so instead of doing nothing. The thin first bundle (src/extension.ts) registers the
+ * commands at activation and calls these once the core is loaded.
  */
 export function commandHandlers(deps: CommandDeps): Record<CommandId, Handler> {
-  const c = deps.controller;
+  const { ctx } = deps;
   const implemented: Partial<Record<CommandId, Handler>> = {
-    'overbrainer.train': () => c.train(),
-    'overbrainer.attach': (arg) => c.attach(arg),
-    'overbrainer.cancel': (arg) => c.cancel(arg),
-    'overbrainer.stopRun': (arg) => c.stopRun(arg),
-    'overbrainer.resumeRun': (arg) => c.resume(arg),
-    'overbrainer.keepPod': (arg) => c.keep(arg, true),
-    'overbrainer.releasePod': (arg) => c.keep(arg, false),
-    'overbrainer.removePod': (arg) => c.removePod(arg),
+    'overbrainer.train': () => train(ctx),
+    'overbrainer.attach': (arg) => attach(ctx, arg),
+    'overbrainer.cancel': (arg) => cancel(ctx, arg),
+    'overbrainer.stopRun': (arg) => stopRun(ctx, arg),
+    'overbrainer.resumeRun': (arg) => resume(ctx, arg),
+    'overbrainer.keepPod': (arg) => keep(ctx, arg, true),
+    'overbrainer.releasePod': (arg) => keep(ctx, arg, false),
+    'overbrainer.removePod': (arg) => removePod(ctx, arg),
     'overbrainer.showRun': (arg) => deps.runPanels.showRun(arg),
     'overbrainer.compareRuns': (arg, selected) => deps.runPanels.compareRuns(arg, selected),
-    'overbrainer.openSshTerminal': (arg) => c.openSshTerminal(arg),
-    'overbrainer.createConfig': () => c.createConfig(),
-    'overbrainer.pickGpuTypes': () => c.pickGpuTypes(),
-    'overbrainer.pickDataCenters': () => c.pickDataCenters(),
-    'overbrainer.pickVolume': () => c.pickVolume(),
+    'overbrainer.openSshTerminal': (arg) => openSshTerminal(ctx, arg),
+    'overbrainer.createConfig': () => createConfig(ctx),
+    'overbrainer.pickGpuTypes': () => pickGpuTypes(ctx),
+    'overbrainer.pickDataCenters': () => pickDataCenters(ctx),
+    'overbrainer.pickVolume': () => pickVolume(ctx),
     'overbrainer.setApiKey': () => setApiKey(deps),
-    'overbrainer.showLogs': (arg) => c.showLogs(arg),
+    'overbrainer.showLogs': (arg) => showLogs(ctx, arg),
     'overbrainer.refreshRuns': () => refresh(deps, 'runs'),
     'overbrainer.refreshPods': () => refresh(deps, 'pods'),
     'overbrainer.showPods': async () => {
@@ -95,7 +105,7 @@ async function setApiKey(deps: CommandDeps): Promise<void> {
     void vscode.window.showErrorMessage(text);
     return;
   }
-  void deps.controller.welcome.refreshKey();
+  void deps.welcome.refreshKey();
   deps.log.info('Runpod API key saved to VS Code secret storage.');
   void vscode.window.showInformationMessage('Runpod API key saved');
 }

@@ -53,7 +53,7 @@ export interface RunPanelDeps {
   clock: Clock;
   runs: RunsModel;
   log: Log;
-  /** The controller's picker: the run of a tree item or `{ dir }`, else a QuickPick. */
+  /** The UI context's picker: the run of a tree item or `{ dir }`, else a QuickPick. */
   pickRun(
     arg: unknown,
     applies: (run: RunSummary) => boolean,

@@ -1,0 +1,84 @@
+import * as vscode from 'vscode';
+import type { Clock } from '../../core/clock';
+import type { EventBus } from '../../core/events';
+import type { DeadlineView } from '../../core/pod/lease';
+import { runSpendLines } from '../../core/runs/spend';
+import type { UiContext } from '../uiContext';
+import { etaFromNow, statusForPod, type StatusView } from './statusModel';
+import { TransferModel, transferStatusView } from './transferModel';
+
+/**
+ * The status bar item of the followed run: its countdown to the watchdog's deadline, its ETA and
+ * spend, or a transfer under way in its place; redrawn every second and when the followed runs
+ * change. Clicking it shows the run.
+ */
+export class StatusBar implements vscode.Disposable {
+  private readonly item: vscode.StatusBarItem;
+  private readonly ticker: ReturnType<typeof setInterval>;
+  private readonly subs: { dispose(): void }[] = [];
+  /** Transfers under way: the status bar shows one while it lasts. */
+  private readonly transfers = new TransferModel();
+
+  constructor(
+    private readonly ctx: UiContext,
+    bus: EventBus,
+    private readonly clock: Clock,
+  ) {
+    this.item = vscode.window.createStatusBarItem(vscode.StatusBarAlignment.Left, 50);
+    this.item.command = 'overbrainer.showRun';
+    this.subs.push(
+      ctx.onFollowedChange(() => this.update()),
+      bus.on((event) => {
+        if (this.transfers.onEvent(event)) this.update();
+      }),
+    );
+    this.ticker = setInterval(() => this.update(), 1000);
+  }
+
+  private update(): void {
+    const enabled = vscode.workspace
+      .getConfiguration('overbrainer')
+      .get<boolean>('statusBar.enabled', true);
+    const { current, followed } = this.ctx;
+    const f = current === null ? undefined : followed.get(current);
+    if (!enabled || f === undefined) {
+      this.item.hide();
+      return;
+    }
+    const transfer = this.transfers.of(f.runId);
+    if (transfer !== null) {
+      this.show(transferStatusView(f.runId, transfer));
+      return;
+    }
+    const now = this.clock.nowMs();
+    let pod: DeadlineView | null = null;
+    try {
+      pod = f.session.store.loadPod(f.runId);
+    } catch {
+      // A pod record mid-write: keep the countdown without a deadline this second.
+    }
+    const etaMs = etaFromNow(f.pace.eta(), now - f.lastMetricMs);
+    const spend = runSpendLines(f.session.store, f.runId, null, now, { etaMs });
+    this.show(statusForPod(f.runId, pod, now, etaMs, spend));
+  }
+
+  private show(view: StatusView): void {
+    this.item.text = view.text;
+    this.item.tooltip = view.tooltip;
+    this.item.backgroundColor =
+      view.background === 'none'
+        ? undefined
+        : new vscode.ThemeColor(
+            view.background === 'error'
+              ? 'statusBarItem.errorBackground'
+              : 'statusBarItem.warningBackground',
+          );
+    this.item.show();
+  }
+
+  dispose(): void {
+    clearInterval(this.ticker);
+    for (const sub of this.subs) sub.dispose();
+    this.item.dispose();
+  }
+}
