@@ -5,64 +5,25 @@
  *  - a recovered run keeps its cap: the new pod is armed with what is left of the run's cap (the
  *    budget gate's) less what the first pod cost, with its own cost_cap_at on the pod;
  *  - every attempt has its own name, counted on across a recovery;
- *  - the budget and `overbrainer spend` count every pod of a run (both attempts, a kept pod's
- *    time after its job), within 1 % of the ledger and never under it;
- *  - a pod its watchdog deleted past its deadline is estimated to the confirmed deletion.
+ *  - the budget and `overbrainer spend` count both pods of the recovered run, within 1 % of the
+ *    ledger and never under it.
+ * Pods that outlive their job or their deadline: reliability.spendPastEnd (a file of its own, so
+ * the tier's workers run the two side by side: this one is about three minutes of training).
  */
 import assert from 'node:assert/strict';
 import * as fs from 'node:fs';
 import * as path from 'node:path';
-import { attach, train } from '../../src/core/flow';
+import { train } from '../../src/core/flow';
 import { projectSpend } from '../../src/core/runs/spend';
-import { defaultCatalog } from '../emulator/catalog';
-import type { LedgerEntry } from '../emulator/ledger';
-import {
-  GPU,
-  Lab,
-  matrixLabs,
-  runCli,
-  spawnLifecycleChild,
-  type LabOptions,
-} from '../helpers/lifecycle';
+import { Lab } from '../helpers/lifecycle';
 import { recordFault, recordFigure, recordResult } from '../helpers/reliability';
-
-const FIGURES = 'Spend: every pod of a run against the ledger (issue 33)';
-const PRICE = 36;
-
-function pricedCatalog(): ReturnType<typeof defaultCatalog> {
-  const catalog = defaultCatalog();
-  catalog.gpuTypes.find((g) => g.id === GPU.rtx4090)!.priceSecureUsdPerHour = PRICE;
-  return catalog;
-}
-
-interface SpendJsonRow {
-  run_id: string;
-  pod_id: string | null;
-  estimated_usd: number | null;
-  billed_usd: number | null;
-}
-
-/** `overbrainer spend --json` as a user runs it: the row of `runId`. */
-async function spendRowOf(l: Lab, runId: string): Promise<SpendJsonRow> {
-  const ran = await runCli(l, ['spend', '--json']);
-  assert.equal(ran.code, 0, ran.stderr);
-  const rows = (JSON.parse(ran.stdout) as { runs: SpendJsonRow[] }).runs;
-  const row = rows.find((r) => r.run_id === runId);
-  assert.ok(row, `spend lists run ${runId}: ${ran.stdout}`);
-  return row;
-}
-
-const ledgerSum = (entries: readonly LedgerEntry[]): number =>
-  entries.reduce((sum, e) => sum + e.costUsd, 0);
-
-/** Never under the ledger (but for the $0.0001 rounding), and within 1 % of it. */
-function assertWithin1Percent(estimateUsd: number | null, ledgerUsd: number, what: string): void {
-  assert.ok(estimateUsd !== null, `${what}: no estimate`);
-  const line = `${what}: estimate $${estimateUsd.toFixed(4)}, ledger $${ledgerUsd.toFixed(4)} (${(((estimateUsd - ledgerUsd) / ledgerUsd) * 100).toFixed(2)} %)`;
-  console.log(`      ${line}`);
-  assert.ok(estimateUsd >= ledgerUsd - 0.0001, `under the ledger: ${line}`);
-  assert.ok(estimateUsd - ledgerUsd <= 0.01 * ledgerUsd, `over 1 % apart: ${line}`);
-}
+import {
+  assertWithin1Percent,
+  ledgerSum,
+  pricedCatalog,
+  RUN_SPEND_FIGURES as FIGURES,
+  spendRowOf,
+} from '../helpers/runSpend';
 
 /**
  * The estimate is over the bill by what the API's calls take (the create's answer, the delete's,
@@ -217,72 +178,6 @@ describe('reliability: a run recovered on a new pod under a budget cap', functio
     assert.ok(row.billed_usd !== null && Math.abs(row.billed_usd - ledger) < 0.0002);
     const spent = projectSpend(l.store, l.config.budget, Date.now()).day.spentUsd;
     assert.ok(spent >= ledger - 0.0001, `the budget counts $${spent}, the ledger $${ledger}`);
-    recordResult(this, { verified: 1, lost: 0 });
-  });
-});
-
-describe('reliability: spend of pods that outlive their job or their deadline', function () {
-  this.timeout(600_000);
-  const lab = matrixLabs();
-
-  const start = (options: LabOptions): Promise<Lab> =>
-    lab({ emulator: { catalog: pricedCatalog() }, ...options });
-
-  it("a pod its watchdog deleted past its deadline: `overbrainer spend` estimates it to the deletion's confirmation, within 1 % of the ledger and never under it", async function () {
-    // max_hours 0.01 (36 s); the job needs two minutes. The client follows past the deadline
-    // (its lease holds it off), is killed, and the watchdog deletes the pod once the lease is
-    // stale and the deadline's snapshot ended the job.
-    const l = await start({ maxHours: 0.01, steps: 1200, stepSeconds: 0.1 });
-    const child = spawnLifecycleChild(l);
-    await l.waitFor(
-      'the child running the job',
-      () => child.events.some((e) => e.type === 'runState' && e.state === 'running'),
-      180_000,
-    );
-    const runId = l.onlyRunId();
-    const podId = String(l.podJson(runId).pod_id);
-    const deadlineMs = (l.podJson(runId).deadline_unix as number) * 1000;
-    await l.waitFor('the deadline passed', () => Date.now() > deadlineMs + 1000, 120_000);
-    await child.kill();
-    recordFault(this, 'client killed past the deadline');
-    await l.waitFor('the watchdog deleting the pod', () => !l.ledgerOf(podId).billing, 180_000);
-    assert.equal(l.ledgerOf(podId).deletedBy, 'pod');
-    await l.track(attach(l.deps, l.config, runId)).catch(() => undefined);
-    const pod = l.podJson(runId);
-    assert.equal(pod.state, 'deleted');
-    const ledger = l.ledgerOf(podId).costUsd;
-    const row = await spendRowOf(l, runId);
-    recordFigure(
-      this,
-      FIGURES,
-      `watchdog-deleted past the deadline: spend estimate $${(row.estimated_usd ?? 0).toFixed(4)}, ledger $${ledger.toFixed(4)}`,
-    );
-    assertWithin1Percent(row.estimated_usd, ledger, 'spend --json');
-    recordResult(this, { verified: 0, lost: 0 });
-  });
-
-  it('a kept pod after its job: `overbrainer spend` and the budget count its time so far, as the ledger bills it', async function () {
-    const l = await start({ steps: 10, stepSeconds: 0.05, emulator: {} });
-    let runId: string | null = null;
-    const result = await l.track(
-      train(l.deps, l.config, l.workspace, { keepPod: true, onRun: (r) => (runId = r.id) }),
-    );
-    assert.equal(result.run.state, 'succeeded', result.summary);
-    const podId = String(l.podJson(runId!).pod_id);
-    assert.equal(l.ledgerOf(podId).billing, true, 'the kept pod bills');
-    const before = l.ledgerOf(podId).costUsd;
-    const row = await spendRowOf(l, runId!);
-    const after = l.ledgerOf(podId).costUsd;
-    assert.ok(row.estimated_usd !== null, 'spend shows no estimate for the kept pod');
-    // $0.69/h: a second of the pod is $0.0002.
-    assert.ok(
-      row.estimated_usd >= before - 0.0001 && row.estimated_usd <= after + 0.0002,
-      `estimate $${row.estimated_usd} outside the ledger's $${before}–$${after}`,
-    );
-    const spent = projectSpend(l.store, null, Date.now()).day.spentUsd;
-    assert.ok(spent >= before - 0.0001, `the budget counts $${spent}, the ledger $${before}`);
-    const removed = await runCli(l, ['pod', 'rm', runId!]);
-    assert.equal(removed.code, 0, removed.stderr);
     recordResult(this, { verified: 1, lost: 0 });
   });
 });

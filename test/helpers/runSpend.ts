@@ -1,0 +1,55 @@
+/**
+ * What the spend tests against the emulator's ledger share: a catalog whose RTX 4090 costs $36/h
+ * ($0.01 a second, so a pod of seconds costs cents), `overbrainer spend --json` as a user runs
+ * it, and the 1 % rule an estimate is judged by.
+ */
+import assert from 'node:assert/strict';
+import { defaultCatalog } from '../emulator/catalog';
+import type { LedgerEntry } from '../emulator/ledger';
+import { GPU, runCli, type Lab } from './lifecycle';
+
+/** The RTX 4090's price in {@link pricedCatalog}, USD an hour. */
+export const PRICE_USD_PER_HOUR = 36;
+
+/** The emulator's default catalog with the RTX 4090 at {@link PRICE_USD_PER_HOUR}. */
+export function pricedCatalog(): ReturnType<typeof defaultCatalog> {
+  const catalog = defaultCatalog();
+  catalog.gpuTypes.find((g) => g.id === GPU.rtx4090)!.priceSecureUsdPerHour = PRICE_USD_PER_HOUR;
+  return catalog;
+}
+
+export interface SpendJsonRow {
+  run_id: string;
+  pod_id: string | null;
+  estimated_usd: number | null;
+  billed_usd: number | null;
+}
+
+/** `overbrainer spend --json` as a user runs it: the row of `runId`. */
+export async function spendRowOf(l: Lab, runId: string): Promise<SpendJsonRow> {
+  const ran = await runCli(l, ['spend', '--json']);
+  assert.equal(ran.code, 0, ran.stderr);
+  const rows = (JSON.parse(ran.stdout) as { runs: SpendJsonRow[] }).runs;
+  const row = rows.find((r) => r.run_id === runId);
+  assert.ok(row, `spend lists run ${runId}: ${ran.stdout}`);
+  return row;
+}
+
+export const ledgerSum = (entries: readonly LedgerEntry[]): number =>
+  entries.reduce((sum, e) => sum + e.costUsd, 0);
+
+/** Never under the ledger (but for the $0.0001 rounding), and within 1 % of it. */
+export function assertWithin1Percent(
+  estimateUsd: number | null,
+  ledgerUsd: number,
+  what: string,
+): void {
+  assert.ok(estimateUsd !== null, `${what}: no estimate`);
+  const line = `${what}: estimate $${estimateUsd.toFixed(4)}, ledger $${ledgerUsd.toFixed(4)} (${(((estimateUsd - ledgerUsd) / ledgerUsd) * 100).toFixed(2)} %)`;
+  console.log(`      ${line}`);
+  assert.ok(estimateUsd >= ledgerUsd - 0.0001, `under the ledger: ${line}`);
+  assert.ok(estimateUsd - ledgerUsd <= 0.01 * ledgerUsd, `over 1 % apart: ${line}`);
+}
+
+/** The figures section of docs/RELIABILITY.md both spend files write to. */
+export const RUN_SPEND_FIGURES = 'Spend: every pod of a run against the ledger (issue 33)';
