@@ -14,9 +14,7 @@ import { billedMismatch } from '../../src/core/pod/billing';
 import { quoteForTarget } from '../../src/core/flow';
 import { heldByEarlierRuns } from '../../src/core/pod/quote';
 import type { RunpodTargetConfig } from '../../src/core/config';
-import { defaultCatalog } from '../emulator/catalog';
 import {
-  GPU,
   type Lab,
   matrixLabs,
   runIdHolder,
@@ -31,21 +29,14 @@ import {
   sleep,
   until,
 } from '../helpers/reliability';
+import { PRICE_USD_PER_HOUR, pricedCatalog } from '../helpers/runSpend';
 
 /** The sections of docs/RELIABILITY.md's figures. */
 const ESTIMATES = 'Spend: each run estimated against the ledger, and its quote (issue 16)';
 const BUDGET_DAY = 'Spend: a day of runs under a budget, clients killed at random (issue 16)';
 
-/** A GPU at $36/h ($0.01 a second): a pod of seconds costs cents, a cap of $0.60 is a minute. */
-const PRICE = 36;
-const PER_S = PRICE / 3600;
-
-function pricedCatalog() {
-  const catalog = defaultCatalog();
-  const gpu = catalog.gpuTypes.find((g) => g.id === GPU.rtx4090)!;
-  gpu.priceSecureUsdPerHour = PRICE;
-  return catalog;
-}
+/** A GPU at $36/h ($0.01 a second): a pod of seconds costs cents. */
+const PER_S = PRICE_USD_PER_HOUR / 3600;
 
 describe('reliability: spend you can trust (figures)', function () {
   this.timeout(900_000);
@@ -112,21 +103,31 @@ describe('reliability: spend you can trust (figures)', function () {
   });
 
   it('holds a daily budget over a scripted day of runs with the client killed at seeded random points: overspend within max(1 %, $0.50) + one tick per pod, no pod billing', async function () {
-    // Graces at $36/h: (5 + 1) min = $3.60 held back by every quote; $0.60 to spend on pods.
-    const BUDGET = 4.2;
-    const extra = `\n[budget]\nmax_usd_per_day = ${BUDGET}\nfit_runs_to_budget = true\n`;
     const l: Lab = await lab({
       maxHours: 0.01,
       emulator: { catalog: pricedCatalog() },
-      targetExtra: extra,
     });
+    // The gate lets a run start only while what is left covers its worst case (the quote's, from
+    // the target's graces and the watchdog's timing: $1.87 here, a 36 s pod plus what its
+    // watchdog allows past the deadline), so every quote holds that much back. The budget is
+    // that worst case, taken from the rule the gate uses, plus room for the day's first three
+    // runs (about $0.60 of pods) and one long followed run (about $0.70): the gate refuses at
+    // about the fifth run. Sized from a fixed figure instead, the day ran as many pods as that
+    // figure's room allowed (six pods, five minutes, at $4.20 once the worst case shrank).
+    const target = l.config.targets.pod as RunpodTargetConfig;
+    const catalog = await l.client.listGpuTypes({ count: 1, cloud: 'SECURE' });
+    const worstUsd = quoteForTarget(target, catalog, [], l.timing).worstUsd!;
+    const ROOM_USD = 0.95;
+    const BUDGET = Math.round((worstUsd + ROOM_USD) * 100) / 100;
+    const extra = `\n[budget]\nmax_usd_per_day = ${BUDGET}\nfit_runs_to_budget = true\n`;
     const toml = path.join(l.workspace, 'overbrainer.toml');
     const random = seededRandom(16);
     const script: string[] = [];
     let refused = false;
     let killed = 0;
     for (let i = 0; i < 7 && !refused; i++) {
-      // The last runs are long and followed to the end: their cost cap ends them.
+      // The last runs are long (60 s of job, 36 s of max_hours) and followed to the end: the
+      // deadline's snapshot ends them, their pod armed with a cost cap of what is left.
       const last = i >= 3;
       const long = last || random() < 0.4;
       const kind = last
