@@ -486,7 +486,7 @@ export interface CliRan {
   stderr: string;
 }
 
-/** A running `overbrainer` CLI (src/cli.ts via tsx) on a lab's workspace. */
+/** A running `overbrainer` CLI (the built bundle, test/helpers/cli.ts) on a lab's workspace. */
 export interface CliProcess {
   pid: number;
   out: { stdout: string; stderr: string };

@@ -53,7 +53,6 @@ describe('overbrainer CLI commands (the built bundle)', function () {
 
   const cli = (args: string[], api: Emulator | null = emulator): Promise<Ran> =>
     runCliProcess(['-C', ws, ...args], {
-      built: true,
       env:
         api === null
           ? {}

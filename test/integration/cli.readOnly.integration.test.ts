@@ -14,7 +14,7 @@ import * as net from 'node:net';
 import * as os from 'node:os';
 import * as path from 'node:path';
 import { startEmulator, type Emulator } from '../emulator/emulator';
-import { CLI_BUILT, ROOT, runCliProcess, type Ran } from '../helpers/cli';
+import { builtCli, ROOT, runCliProcess, type Ran } from '../helpers/cli';
 import { screenOf } from '../helpers/terminalScreen';
 
 describe('overbrainer read-only commands: rate limits and an unreachable API (the built bundle)', function () {
@@ -49,7 +49,7 @@ describe('overbrainer read-only commands: rate limits and an unreachable API (th
     OVERBRAINER_RUNPOD__BASE_URL: baseUrl,
   });
   const cli = (args: string[], baseUrl?: string): Promise<Ran> =>
-    runCliProcess(['-C', ws, ...args], { built: true, env: env(baseUrl) });
+    runCliProcess(['-C', ws, ...args], { env: env(baseUrl) });
   /** The calls the emulator answered on `route` since `from` (a request count). */
   const calls = (route: string, from: number): (number | string)[] =>
     emulator
@@ -93,7 +93,7 @@ describe('overbrainer read-only commands: rate limits and an unreachable API (th
 
   it('on a terminal, the wait is counted down in place, and gone once the listing is printed', async () => {
     await emulator.faults.rateLimit('listPods', 3, 1);
-    const command = [process.execPath, CLI_BUILT, '-C', ws, 'pod', 'ls']
+    const command = [process.execPath, builtCli(), '-C', ws, 'pod', 'ls']
       .map((a) => `'${a.replace(/'/g, `'\\''`)}'`)
       .join(' ');
     const child = spawn('script', ['-qfec', command, '/dev/null'], {

@@ -11,7 +11,7 @@ import * as fs from 'node:fs';
 import * as os from 'node:os';
 import * as path from 'node:path';
 import { startEmulator, type Emulator } from '../emulator/emulator';
-import { CLI_BUILT, ROOT, runCliProcess } from '../helpers/cli';
+import { builtCli, ROOT, runCliProcess } from '../helpers/cli';
 import { holdFirst } from '../helpers/processes';
 import { hasEscapes, screenOf } from '../helpers/terminalScreen';
 
@@ -55,8 +55,6 @@ describe('overbrainer train on a terminal (a pseudo-terminal) against the Runpod
   const children = new Set<ChildProcess>();
 
   before(async function () {
-    if (!fs.existsSync(CLI_BUILT))
-      throw new Error(`${CLI_BUILT} is missing: run npm run build first`);
     emulator = await startEmulator({ bootDelaysMs: { provisioning: 100, starting: 100 } });
   });
   after(async () => {
@@ -119,7 +117,7 @@ describe('overbrainer train on a terminal (a pseudo-terminal) against the Runpod
   function trainOnTty(
     extra: Record<string, string>,
   ): Promise<{ code: number | null; out: string }> {
-    const command = [process.execPath, CLI_BUILT, '-C', ws, 'train']
+    const command = [process.execPath, builtCli(), '-C', ws, 'train']
       .map((a) => `'${a.replace(/'/g, `'\\''`)}'`)
       .join(' ');
     const child = spawn('script', ['-qfec', command, '/dev/null'], {
@@ -163,7 +161,6 @@ describe('overbrainer train on a terminal (a pseudo-terminal) against the Runpod
 
   it('without a terminal: plain `pod log:` lines, no control sequence', async () => {
     const ran = await runCliProcess(['-C', ws, 'train'], {
-      built: true,
       env: env({ TERM: 'xterm' }),
       children,
     });
@@ -204,7 +201,7 @@ describe('overbrainer train on a terminal (a pseudo-terminal) against the Runpod
   it('a long upload off a terminal: its final line only, no line per chunk', async () => {
     addDataset();
     const { result: ran, held } = await withLongUpload(() =>
-      runCliProcess(['-C', ws, 'train'], { built: true, env: env({ TERM: 'xterm' }), children }),
+      runCliProcess(['-C', ws, 'train'], { env: env({ TERM: 'xterm' }), children }),
     );
     assert.equal(ran.code, 0, ran.stderr);
     assert.ok(held, 'the upload was never seen on the pod');

@@ -41,7 +41,7 @@ function tree(dir: string): Map<string, string> {
 }
 
 describe('reliability: hostile or broken input (CLI)', function () {
-  // Each CLI start compiles TypeScript (tsx): seconds each, tens of seconds on a loaded machine.
+  // Each CLI start takes a second or more on a loaded machine, and the cases start it many times.
   this.timeout(400_000);
   let emulator: Emulator;
   let tmp: string;

@@ -11,7 +11,7 @@ import * as fs from 'node:fs';
 import * as path from 'node:path';
 import { startEmulator, type Emulator } from '../emulator/emulator';
 import { ApiClient } from '../emulator/testing';
-import { CLI_SOURCE, startCli, ROOT, type Ran } from '../helpers/cli';
+import { cliArgv, startCli, ROOT, type Ran } from '../helpers/cli';
 import { readJson } from '../helpers/labFiles';
 import { emulatorEnv, tempTinyWorkspace, tinyToml } from '../helpers/tinyWorkspace';
 import { systemClock } from '../../src/core/clock';
@@ -205,20 +205,16 @@ describe('the ssh command and terminal of a kept pod run nothing of the run fold
   /** `overbrainer runs ssh ID` with `input` on its stdin (a pipe: no pseudo-terminal). */
   function runsSsh(input: string, env: Record<string, string> = {}): Promise<Shell> {
     return new Promise((resolve, reject) => {
-      const child = spawn(
-        process.execPath,
-        ['--import', 'tsx', CLI_SOURCE, '-C', ws, 'runs', 'ssh', id],
-        {
-          cwd: ROOT,
-          env: {
-            HOME: home,
-            PATH: process.env.PATH ?? '/usr/bin:/bin',
-            ...emulatorEnv(emulator),
-            ...env,
-          },
-          stdio: ['pipe', 'pipe', 'pipe'],
+      const child = spawn(process.execPath, [...cliArgv(), '-C', ws, 'runs', 'ssh', id], {
+        cwd: ROOT,
+        env: {
+          HOME: home,
+          PATH: process.env.PATH ?? '/usr/bin:/bin',
+          ...emulatorEnv(emulator),
+          ...env,
         },
-      );
+        stdio: ['pipe', 'pipe', 'pipe'],
+      });
       children.add(child);
       let stdout = '';
       let stderr = '';
