@@ -1,6 +1,6 @@
 /**
  * The `overbrainer` CLI end to end, as a user runs it: a child process
- * (`node --import tsx src/cli.ts -C <workspace> …`) with a cleared
+ * (`node dist/cli.js -C <workspace> …`, the bundle rebuilt when src/ is newer) with a cleared
  * environment, against the Runpod emulator whose pods run the real bootstrap,
  * watchdog and sshd. The workspace is examples/tiny/ with a `command`
  * trainer. Every scenario asserts on run.json, pod.json, the files on disk and
@@ -17,6 +17,7 @@ import { assertDeletedAfterRetrieval } from '../helpers/retrievedDelete';
 import { ApiClient, postRunPod } from '../emulator/testing';
 import { FAILED_BY_POD_RM } from '../../src/core/pod/podAdmin';
 import { startCli, type Ran, type Running } from '../helpers/cli';
+import { gatedCommand, openGate } from '../helpers/gatedJob';
 import { readJson } from '../helpers/labFiles';
 import { emulatorEnv, tempTinyWorkspace, tinyToml } from '../helpers/tinyWorkspace';
 
@@ -114,7 +115,13 @@ describe('overbrainer CLI against the Runpod emulator', function () {
       'the API key was printed',
     );
   };
-  /** A run whose job lasts long enough to act on it while it runs. */
+  /**
+   * A run whose job ends only when the test lets it (helpers/gatedJob.ts) or a command ends it
+   * (cancel, pod rm): the test acts while it surely runs, however slow the machine (a 40 s job
+   * once ended under a load of 20 before two CLI calls had refused and forced a pod rm).
+   */
+  const GATED_JOB = { OVERBRAINER_TRAINING__COMMAND: gatedCommand() };
+  /** A job long enough to be stopped: a snapshot request is honoured between train.py's steps. */
   const LONG_JOB = {
     OVERBRAINER_TRAINING__COMMAND: 'python3 train.py --steps 400 --step-seconds 0.1',
   };
@@ -258,7 +265,7 @@ describe('overbrainer CLI against the Runpod emulator', function () {
   });
 
   it('pod rm refuses a running run without --force; --force deletes its pod and the follower finds it gone', async () => {
-    const training = start(['train'], LONG_JOB);
+    const training = start(['train'], GATED_JOB);
     await waitFor('the job to run', training, () =>
       training.out.stderr.includes('train: job running'),
     );
@@ -308,7 +315,7 @@ describe('overbrainer CLI against the Runpod emulator', function () {
   });
 
   it('train cancel while another CLI follows: the follower collects the cancelled run and deletes the pod', async () => {
-    const training = start(['train'], LONG_JOB);
+    const training = start(['train'], GATED_JOB);
     await waitFor('the job to run', training, () =>
       training.out.stderr.includes('train: job running'),
     );
@@ -347,7 +354,7 @@ describe('overbrainer CLI against the Runpod emulator', function () {
   });
 
   it('Ctrl-C once the job runs only stops following; train cancel then cancels it and deletes the pod', async () => {
-    const training = start(['train'], LONG_JOB);
+    const training = start(['train'], GATED_JOB);
     await waitFor('the job to run', training, () =>
       training.out.stderr.includes('train: job running'),
     );
@@ -414,12 +421,9 @@ describe('overbrainer CLI against the Runpod emulator', function () {
   });
 
   it('train keep at runtime keeps the pod after the run; train release after the retrieval deletes it', async () => {
-    // Long enough (30 s) for a second CLI to start and keep the pod while the job runs, even on
-    // a loaded machine (a CLI start can take seconds there).
-    const medium = {
-      OVERBRAINER_TRAINING__COMMAND: 'python3 train.py --steps 300 --step-seconds 0.1',
-    };
-    const training = start(['train'], medium);
+    // The job ends once the pod is kept (its gate): a second CLI keeps it while it surely runs,
+    // however long a CLI start takes on a loaded machine.
+    const training = start(['train'], { OVERBRAINER_TRAINING__COMMAND: gatedCommand() });
     await waitFor('the job to run', training, () =>
       training.out.stderr.includes('train: job running'),
     );
@@ -432,6 +436,7 @@ describe('overbrainer CLI against the Runpod emulator', function () {
       kept.stdout,
     );
     assert.equal(podJson(id).keep, true);
+    openGate(emulator, podId, id);
     const followed = await training.done;
     assert.equal(followed.code, 0, followed.stderr);
     assert.match(

@@ -15,6 +15,7 @@ import * as path from 'node:path';
 import { startEmulator, type Emulator } from '../emulator/emulator';
 import { ApiClient, postRunPod } from '../emulator/testing';
 import { startCli, type Ran, type Running } from '../helpers/cli';
+import { gatedCommand, openGate } from '../helpers/gatedJob';
 import { readJson } from '../helpers/labFiles';
 import { emulatorEnv, tempTinyWorkspace, tinyToml } from '../helpers/tinyWorkspace';
 
@@ -125,9 +126,8 @@ describe('overbrainer pod rm and train release against the Runpod emulator', fun
     assert.equal(billing(foreign), false);
 
     // A run of this checkout still running: its training pod by ID is refused as by the run.
-    const training = start(['train'], {
-      OVERBRAINER_TRAINING__COMMAND: 'python3 train.py --steps 400 --step-seconds 0.1',
-    });
+    // Its job ends only when the forced pod rm deletes the pod (its gate is never opened).
+    const training = start(['train'], { OVERBRAINER_TRAINING__COMMAND: gatedCommand() });
     const until = Date.now() + 90_000;
     while (!training.out.stderr.includes('train: job running')) {
       assert.ok(Date.now() < until && training.child.exitCode === null, training.out.stderr);
@@ -221,8 +221,9 @@ describe('overbrainer pod rm and train release against the Runpod emulator', fun
   });
 
   it('train release of a pod kept with --keep-pod while a followed job runs: a fresh lease, then a deadline for its watchdog; the follower retrieves and deletes it', async () => {
+    // The job ends once the release is checked on the pod (its gate), however slow the machine.
     const training = start(['train', '--keep-pod'], {
-      OVERBRAINER_TRAINING__COMMAND: 'python3 train.py --steps 300 --step-seconds 0.1',
+      OVERBRAINER_TRAINING__COMMAND: gatedCommand(),
     });
     const until = Date.now() + 90_000;
     while (!training.out.stderr.includes('train: job running')) {
@@ -253,6 +254,7 @@ describe('overbrainer pod rm and train release against the Runpod emulator', fun
       String(pod.deadline_unix),
     );
     assert.ok(fs.statSync(path.join(remote, '.pod', 'lease')).mtimeMs >= (releasedAtS - 1) * 1000);
+    openGate(emulator, podId, id);
     const followed = await training.done;
     assert.equal(followed.code, 0, followed.stderr);
     assert.match(followed.stdout.trim(), new RegExp(`^train: run ${id} succeeded; pod deleted`));

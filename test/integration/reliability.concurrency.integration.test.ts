@@ -5,7 +5,7 @@
  * refused without --force (the training pod is kept, the run goes on); with
  * --force the pod is deleted, the run failed, and the follower reports the pod rm.
  *
- * Clients are real processes: the CLI (src/cli.ts via tsx, OVERBRAINER_TIMING_SCALE=8) and the
+ * Clients are real processes: the CLI (the built bundle, OVERBRAINER_TIMING_SCALE=8) and the
  * lifecycle child (test/helpers/lifecycleChild.ts). Each case has its own lab (emulator with real
  * pods + workspace) and asserts on run.json, pod.json, the lock file and the emulator's ledger.
  */
@@ -15,21 +15,15 @@ import * as path from 'node:path';
 import { FAILED_BY_POD_RM } from '../../src/core/pod/podAdmin';
 import { LOCK_FILE } from '../../src/core/runs/lock';
 import { Lab, runCli, spawnLifecycleChild, startCli, type CliProcess } from '../helpers/lifecycle';
+import { gatedCommand, openGate } from '../helpers/gatedJob';
 import { recordFault, recordLedger, recordResult, sleep, until } from '../helpers/reliability';
 
-/**
- * A job that reports 20 steps, then waits until the test lets it end (a `go` file in its run
- * dir on the pod): the second client acts while it surely runs, however slow the machine.
- */
-const GATED = {
-  command:
-    'python3 train.py --steps 20 --step-seconds 0.05 && while [ ! -e go ]; do sleep 0.2; done',
-};
+/** A gated job (helpers/gatedJob.ts): the second client acts while it surely runs. */
+const GATED = { command: gatedCommand() };
 
 /** Lets the gated job of run `id` end. */
 function letEnd(lab: Lab, id: string): void {
-  const podId = String(lab.podJson(id).pod_id);
-  fs.writeFileSync(lab.podFile(podId, id, 'go'), '');
+  openGate(lab.emulator, String(lab.podJson(id).pod_id), id);
 }
 
 /** The pid in the run's lock file, or null when nobody holds it. */
