@@ -74,6 +74,26 @@ export interface TransferProgress {
 
 export type RunState = 'preparing' | 'running' | 'succeeded' | 'failed' | 'cancelled' | 'stopped';
 
+/**
+ * Why a run ended (`end.cause` in run.json; runs/runEnd.ts lists and explains each). What a
+ * front end decides on; the run's message is only shown.
+ */
+export type RunEndCause =
+  | 'completed'
+  | 'snapshotted'
+  | 'cancelled'
+  | 'job_failed'
+  | 'not_retrieved'
+  | 'deadline'
+  | 'cost_cap'
+  | 'pod_gone'
+  | 'pod_removed'
+  | 'recovery_failed'
+  | 'provision_failed'
+  | 'start_failed'
+  | 'interrupted'
+  | 'unknown';
+
 /** Everything the core tells its listeners (the extension, the CLI, tests). */
 export type CoreEvent =
   | { type: 'pod'; runId: string; status: PodStatusEvent }
@@ -82,7 +102,14 @@ export type CoreEvent =
   | { type: 'metric'; runId: string; metric: TrainMetric }
   | ({ type: 'transfer'; runId: string } & TransferProgress)
   | { type: 'jobStatus'; runId: string; status: JobStatus }
-  | { type: 'runState'; runId: string; state: RunState; message: string | null }
+  | {
+      type: 'runState';
+      runId: string;
+      state: RunState;
+      message: string | null;
+      /** Why the run ended; null while it goes on. */
+      cause: RunEndCause | null;
+    }
   | { type: 'runWatched'; runId: string }
   /** What Runpod billed the run's ended pod was read and saved in its pod.json. */
   | { type: 'billed'; runId: string; podId: string; billedUsd: number }

@@ -75,6 +75,7 @@ describe('lifecycle core against the Runpod emulator', function () {
     const runJson = l.runJson(id);
     assert.equal(runJson.state, 'failed');
     assert.equal(runJson.message, MAX_COST_REACHED);
+    assert.deepEqual(runJson.end, { cause: 'cost_cap', message: MAX_COST_REACHED });
     const podJson = l.podJson(id);
     const podId = String(podJson.pod_id);
     assert.equal(podJson.state, 'deleted');
@@ -117,6 +118,7 @@ describe('lifecycle core against the Runpod emulator', function () {
       const runJson = l.runJson(id);
       assert.equal(runJson.state, 'failed');
       assert.equal(runJson.message, MAX_HOURS_REACHED);
+      assert.deepEqual(runJson.end, { cause: 'deadline', message: MAX_HOURS_REACHED });
       const podJson = l.podJson(id);
       const podId = String(podJson.pod_id);
       assert.equal(podJson.state, 'deleted');
@@ -177,6 +179,7 @@ describe('lifecycle core against the Runpod emulator', function () {
       const runJson = l.runJson(id);
       assert.equal(runJson.state, 'failed');
       assert.equal(runJson.message, MAX_HOURS_REACHED);
+      assert.deepEqual(runJson.end, { cause: 'deadline', message: MAX_HOURS_REACHED });
       const podJson = l.podJson(id);
       assert.equal(podJson.state, 'deleted');
       assert.equal(podJson.deleted_by, 'watchdog');
@@ -210,6 +213,7 @@ describe('lifecycle core against the Runpod emulator', function () {
         runJson.message,
         `pod ${podId} no longer exists; not recovered: max_recoveries = 0 turns recovery on a new pod off`,
       );
+      assert.equal((runJson.end as { cause: string }).cause, 'pod_gone');
       const podJson = l.podJson(id);
       assert.equal(podJson.state, 'deleted');
       assert.equal(podJson.deleted_by, 'unknown');

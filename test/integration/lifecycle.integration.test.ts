@@ -44,6 +44,7 @@ describe('lifecycle core against the Runpod emulator', function () {
     const runJson = l.runJson(id);
     assert.equal(runJson.state, 'succeeded', l.transcript());
     assert.equal(runJson.message, null);
+    assert.deepEqual(runJson.end, { cause: 'completed', message: null });
     const pod = l.podJson(id);
     const podId = String(pod.pod_id);
     assert.equal(pod.state, 'deleted');
@@ -213,6 +214,7 @@ describe('lifecycle core against the Runpod emulator', function () {
       runJson.message,
       'no gpu_types entry gave a ready pod: 2 pods were created but never became ready, the last one because it did not answer SSH with its pinned host key within 5 s: it published no SSH endpoint',
     );
+    assert.equal((runJson.end as { cause: string }).cause, 'provision_failed');
     assert.equal(runJson.job, null);
     const attempts = attemptsOf(l, id);
     assert.deepEqual(

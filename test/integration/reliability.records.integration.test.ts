@@ -122,6 +122,7 @@ describe('reliability: records left behind (damaged, abandoned, secrets)', funct
     const run = l.runJson(id);
     assert.equal(run.state, 'failed');
     assert.equal(run.message, 'interrupted before the job started');
+    assert.deepEqual(run.end, { cause: 'interrupted', message: run.message });
     assert.equal(l.podJson(id).state, 'deleted');
     assert.equal(l.ledgerOf(podId).billing, false);
     assert.equal(l.ledgerOf(podId).deletedBy, 'account');

@@ -189,6 +189,7 @@ describe('automatic recovery on a new pod when the pod dies mid-job', function (
     assert.equal(saved.state, 'failed');
     assert.match(String(saved.message), /no longer exists/);
     assert.match(String(saved.message), /max_recoveries = 0/);
+    assert.equal((saved.end as { cause: string }).cause, 'pod_gone');
     assert.equal(l.podsOfRun(runId).length, 1, 'no second pod');
     assert.ok(latestStep(l, runId) >= 5, 'the checkpoint home stays');
     nothingBills(l);
@@ -256,6 +257,7 @@ describe('automatic recovery on a new pod when the pod dies mid-job', function (
       String(saved.message),
       /not recovered: [\d.]+ s of max_hours left, under the [\d.]+ s a new pod needs/,
     );
+    assert.equal((saved.end as { cause: string }).cause, 'recovery_failed');
     assert.equal(l.ledgerOf(pod).billing, false, 'the EXITED pod is deleted');
     assert.equal(l.podsOfRun(runId).length, 1);
     assert.ok(latestStep(l, runId) >= 5, 'the checkpoint home stays');

@@ -335,7 +335,7 @@ describe('cli: the renderer', () => {
       bus.publish({ type: 'log', level: 'warn', message: 'cannot list pods' });
       bus.publish({ type: 'log', level: 'error', message: 'pod k3 may still exist' });
       bus.publish({ type: 'warning', runId: 'r1', code: 'overrun', message: 'at this pace…' });
-      bus.publish({ type: 'runState', runId: 'r1', state: 'running', message: null });
+      bus.publish({ type: 'runState', runId: 'r1', state: 'running', message: null, cause: null });
       bus.publish({ type: 'runWatched', runId: 'r1' });
       renderer.dispose();
       bus.publish({ type: 'log', level: 'info', message: 'after dispose' });

@@ -54,7 +54,13 @@ describe('notifications from core events (model)', function () {
   });
 
   it('a finished run: success offers its output, failure is an error, preparing is silent', function () {
-    const ok = notificationFor({ type: 'runState', runId: 'r', state: 'succeeded', message: null });
+    const ok = notificationFor({
+      type: 'runState',
+      runId: 'r',
+      state: 'succeeded',
+      message: null,
+      cause: 'completed',
+    });
     assert.equal(ok?.severity, 'info');
     assert.deepEqual(ok?.actions, ['Open Output']);
     assert.equal(ok?.message, 'Run r succeeded');
@@ -63,11 +69,18 @@ describe('notifications from core events (model)', function () {
       runId: 'r',
       state: 'failed',
       message: 'exit 3',
+      cause: 'job_failed',
     });
     assert.equal(failed?.severity, 'error');
     assert.equal(failed?.message, 'Run r failed: exit 3');
     assert.equal(
-      notificationFor({ type: 'runState', runId: 'r', state: 'running', message: null }),
+      notificationFor({
+        type: 'runState',
+        runId: 'r',
+        state: 'running',
+        message: null,
+        cause: null,
+      }),
       null,
     );
     assert.equal(notificationFor({ type: 'log', level: 'info', message: 'x' }), null);
@@ -143,6 +156,7 @@ describe('notifications from core events (model)', function () {
       runId: 'r',
       state: 'failed',
       message: 'pod p1 no longer exists',
+      cause: 'pod_gone',
     });
     assert.equal(byMessage?.message, byKind?.message);
     assert.equal(endCause(null, 'exit 3'), null);

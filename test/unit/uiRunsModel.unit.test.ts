@@ -353,6 +353,7 @@ describe('ui runs model', function () {
         runId: 'tiny_20261202-100000',
         state: 'succeeded',
         message: null,
+        cause: 'completed',
       });
       assert.equal(model.live('tiny_20261202-100000'), null);
       sub.dispose();

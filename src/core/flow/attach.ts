@@ -15,6 +15,7 @@ import { jobStatus } from '../train/job';
 import { jobOutcome } from '../train/outcome';
 import type { PodRecord } from '../runs/podRecord';
 import type { RunRecord } from '../runs/runRecord';
+import { endRun, INTERRUPTED_BEFORE_JOB } from '../runs/runEnd';
 import { noPodLeft } from '../runs/store';
 import {
   type FlowDeps,
@@ -172,11 +173,9 @@ export async function attach(
  */
 function podGone(ctx: PodCtx, deps: FlowDeps, run: RunRecord, pod: PodRecord): FlowResult {
   if (run.state === 'running') {
-    failRun(
-      ctx,
-      run,
-      limitFailure(pod, ctx.clock.nowMs())?.message ?? `pod ${pod.podId ?? ''} no longer exists`,
-    );
+    const limit = limitFailure(pod, ctx.clock.nowMs());
+    if (limit !== null) failRun(ctx, run, limit.cause, limit.message);
+    else failRun(ctx, run, 'pod_gone', `pod ${pod.podId ?? ''} no longer exists`);
   }
   return { run, pod, ending: 'deleted', summary: summaryLine(deps, run, pod) };
 }
@@ -215,7 +214,7 @@ async function abandonStart(
     ctx.store.savePod(pod);
   }
   if (problem === null && noPodLeft(ctx.store, run.id)) await forgetKeys(ctx, run.id);
-  failRun(ctx, run, 'interrupted before the job started');
+  failRun(ctx, run, 'interrupted', INTERRUPTED_BEFORE_JOB);
   if (problem !== null) throw problem;
   return { run, pod, ending: 'deleted', summary: summaryLine(deps, run, pod) };
 }
@@ -247,8 +246,7 @@ export async function recoverAbandoned(
     if (holder !== null && holder.stale === null) continue;
     try {
       if (deps.store.loadPod(run.id) === null) {
-        run.state = 'failed';
-        run.message = 'interrupted before the job started';
+        endRun(run, 'failed', 'interrupted', INTERRUPTED_BEFORE_JOB);
         deps.store.saveRun(run);
         publishState(deps, run);
         recovered.push({

@@ -17,6 +17,7 @@ import {
   summaryLine,
 } from './deps';
 import { collect } from './follow';
+import { endRun } from '../runs/runEnd';
 
 /** Cancels a run's job, then retrieves what it wrote and ends its pod. */
 export async function cancel(
@@ -36,7 +37,7 @@ export async function cancel(
       try {
         await cancelJob(executor, run.remoteDir, { signal });
         if (lock !== null && (await jobStatus(executor, run.remoteDir)).kind === 'cancelled') {
-          run.state = 'cancelled';
+          endRun(run, 'cancelled', 'cancelled', run.message);
           deps.store.saveRun(run);
           publishState(deps, run);
         }

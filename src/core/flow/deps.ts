@@ -118,7 +118,13 @@ export function summaryLine(
 }
 
 export function publishState(deps: FlowDeps, run: RunRecord): void {
-  deps.bus.publish({ type: 'runState', runId: run.id, state: run.state, message: run.message });
+  deps.bus.publish({
+    type: 'runState',
+    runId: run.id,
+    state: run.state,
+    message: run.message,
+    cause: run.end?.cause ?? null,
+  });
 }
 
 /** Most one retrieval of `run` brings home (GB): its target's `max_retrieve_gb`, else 200. */

@@ -12,7 +12,8 @@ import { watchdogWhileNobodyFollows } from '../pod/watchdogWords';
 import { messageOf } from '../pod/remove';
 import { MetricsFollower, type FollowResult } from '../train/follow';
 import { SNAPSHOT_JSON } from '../train/job';
-import { jobOutcome, withSnapshot, type JobOutcome } from '../train/outcome';
+import { jobOutcome, outcomeCause, withSnapshot, type JobOutcome } from '../train/outcome';
+import { endRun, isEnded, reopenRun } from '../runs/runEnd';
 import { readSnapshot } from '../train/snapshot';
 import { describeMismatches, RetrieveSpaceError } from '../train/retrieval';
 import { retrieveReported } from '../train/retrievalTransfer';
@@ -67,19 +68,16 @@ function finishRecord(
     const output = path.join(deps.store.runDir(run.id), 'output');
     const empty = !fs.existsSync(output) || fs.readdirSync(output).length === 0;
     if (outcome.state === 'succeeded' && empty) {
-      run.state = 'failed';
-      run.message = 'the job succeeded but wrote nothing under output/';
+      endRun(run, 'failed', 'job_failed', 'the job succeeded but wrote nothing under output/');
     } else {
-      run.state = outcome.state;
-      run.message = outcome.message;
+      endRun(run, outcome.state, outcomeCause(outcome.state), outcome.message);
     }
   } else if (outcome.state === 'succeeded') {
     // Stays running: attach retrieves again.
-    run.state = 'running';
-    run.message = `${NOT_RETRIEVED}: ${retrievalProblem ?? 'unknown'}`;
+    reopenRun(run, `${NOT_RETRIEVED}: ${retrievalProblem ?? 'unknown'}`);
   } else {
-    run.state = outcome.state;
-    run.message = `${outcome.message ?? outcome.state}; ${NOT_RETRIEVED}: ${retrievalProblem ?? 'unknown'}`;
+    const message = `${outcome.message ?? outcome.state}; ${NOT_RETRIEVED}: ${retrievalProblem ?? 'unknown'}`;
+    endRun(run, outcome.state, 'not_retrieved', message);
   }
   deps.store.saveRun(run);
   publishState(deps, run);
@@ -239,16 +237,11 @@ export const NOT_RETRIEVED = 'artifacts not retrieved';
 
 /**
  * Whether the run's results were already retrieved and verified: it ended (succeeded, failed,
- * cancelled, stopped) without `artifacts not retrieved` in its message, which is how
- * {@link finishRecord} saves an ended run whose results did not come home (a successful one stays
- * `running`).
+ * cancelled, stopped) for another cause than `not_retrieved`, which is how {@link finishRecord}
+ * saves an ended run whose results did not come home (a successful one stays `running`).
  */
 export function alreadyRetrieved(run: RunRecord): boolean {
-  return (
-    run.state !== 'running' &&
-    run.state !== 'preparing' &&
-    !(run.message ?? '').includes(NOT_RETRIEVED)
-  );
+  return isEnded(run.state) && run.end?.cause !== 'not_retrieved';
 }
 
 /**

@@ -26,6 +26,7 @@ import { startPod } from '../pod/provision';
 import { forgetKeys, messageOf, remove } from '../pod/remove';
 import type { PodRecord } from '../runs/podRecord';
 import type { AttemptEnd, RunAttempt, RunRecord } from '../runs/runRecord';
+import { reopenRun } from '../runs/runEnd';
 import { CHECKPOINTS_DIR, POD_LOG_DIR } from '../runs/store';
 import { METRICS_FILE, RESUME_DIR, RESUME_ENV, type TrainerJob } from '../train/job';
 import { type FlowDeps, type FlowResult, publishState } from './deps';
@@ -152,6 +153,7 @@ export async function recoverAfterDeath(
       failRun(
         ctx,
         run,
+        run.end?.cause ?? 'pod_gone',
         `${run.message ?? ''}; not recovered: max_recoveries = 0 turns recovery on a new pod off`,
       );
     }
@@ -172,7 +174,7 @@ export async function recoverAfterDeath(
   // Every pod of the run so far (the earlier attempts', the walk's, swept duplicates, strays).
   const spent = pod.runSpendUsd(nowMs);
   const refuse = (why: string): never => {
-    failRun(ctx, run, `${died}; not recovered: ${why}`);
+    failRun(ctx, run, 'recovery_failed', `${died}; not recovered: ${why}`);
     throw new PodError(
       death === 'pod_deleted' ? 'pod_gone' : 'pod_stopped',
       `${died}; not recovered: ${why}`,
@@ -250,8 +252,7 @@ export async function recoverAfterDeath(
     resumedFromCheckpoint: checkpoint?.path ?? null,
     costUsd: null,
   });
-  run.state = 'running';
-  run.message = null;
+  reopenRun(run, null);
   run.job = null;
   deps.store.saveRun(run);
   publishState(deps, run);
@@ -293,7 +294,12 @@ export async function recoverAfterDeath(
         log(ctx, 'error', messageOf(removeError));
       }
       closeAttempt(run, next, ctx.clock.nowMs(), null);
-      failRun(ctx, run, `${died}; the job could not start on the new pod: ${messageOf(error)}`);
+      failRun(
+        ctx,
+        run,
+        'recovery_failed',
+        `${died}; the job could not start on the new pod: ${messageOf(error)}`,
+      );
       throw error;
     }
     next.state = 'running';

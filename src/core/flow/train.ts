@@ -12,6 +12,7 @@ import type { Executor } from '../exec/executor';
 import { jobScript, startJob, type TrainerJob } from '../train/job';
 import type { PodRecord } from '../runs/podRecord';
 import type { RunRecord } from '../runs/runRecord';
+import { endRun, INTERRUPTED_BEFORE_JOB } from '../runs/runEnd';
 import { noPodLeft } from '../runs/store';
 import {
   type FlowDeps,
@@ -118,8 +119,7 @@ export async function train(
     let files: RunFiles;
     let packing: Promise<Record<string, string>>;
     const failBeforePod = (error: unknown): never => {
-      run.state = 'failed';
-      run.message = messageOf(error);
+      endRun(run, 'failed', 'start_failed', messageOf(error));
       deps.store.saveRun(run);
       publishState(deps, run);
       throw error;
@@ -222,13 +222,8 @@ async function trainOnPod(
     } catch (error) {
       const interrupted = options.signal?.aborted ?? false;
       await ctxRemove(ctx, pod, interrupted ? 'interrupted' : 'requested');
-      failRun(
-        ctx,
-        run,
-        interrupted
-          ? 'interrupted before the job started'
-          : `the job could not start: ${messageOf(error)}`,
-      );
+      if (interrupted) failRun(ctx, run, 'interrupted', INTERRUPTED_BEFORE_JOB);
+      else failRun(ctx, run, 'start_failed', `the job could not start: ${messageOf(error)}`);
       throw error;
     }
     pod.state = 'running';

@@ -10,6 +10,7 @@ import { ExecError, type Executor } from '../exec/executor';
 import { SshExecutor } from '../exec/ssh';
 import type { PodRecord, SshEndpoint } from '../runs/podRecord';
 import type { RunRecord } from '../runs/runRecord';
+import { endRun, type RunEndCause } from '../runs/runEnd';
 import { FollowError, MetricsFollower, type FollowResult } from '../train/follow';
 import { Pace } from '../train/pace';
 import { requestSnapshot } from '../train/snapshot';
@@ -53,18 +54,22 @@ export const MAX_COST_REACHED = 'max_cost_usd reached: the pod was deleted befor
  * The run's failure when a limit ended its pod at `nowMs` (the cost cap or `max_hours`, whichever
  * came first), with the error the flow throws; null when neither passed.
  */
-export function limitFailure(
-  pod: PodRecord,
-  nowMs: number,
-): { message: string; error: PodError } | null {
+export function limitFailure(pod: PodRecord, nowMs: number): LimitEnd | null {
   const limit = limitPassed(pod, nowMs);
   return limit === null ? null : limitEnd(limit);
 }
 
-/** What `limit` makes of a run whose pod it ended: the run's message, and the error to throw. */
-function limitEnd(limit: 'cost_cap' | 'deadline'): { message: string; error: PodError } {
+/** What a limit makes of a run whose pod it ended: its cause and message, and the error to throw. */
+interface LimitEnd {
+  cause: 'cost_cap' | 'deadline';
+  message: string;
+  error: PodError;
+}
+
+function limitEnd(limit: 'cost_cap' | 'deadline'): LimitEnd {
   return limit === 'cost_cap'
     ? {
+        cause: limit,
         message: MAX_COST_REACHED,
         error: new PodError(
           'cost_cap_reached',
@@ -73,6 +78,7 @@ function limitEnd(limit: 'cost_cap' | 'deadline'): { message: string; error: Pod
         ),
       }
     : {
+        cause: limit,
         message: MAX_HOURS_REACHED,
         error: new PodError(
           'deadline_reached',
@@ -326,7 +332,7 @@ export async function settleWatch(
       // No pod is left: the host-key secret (a private key in the account) goes with the client key.
       if (!pod.mayHaveOtherPods()) await forgetKeys(ctx, run.id);
       const end = limitEnd(limit);
-      failRun(ctx, run, end.message);
+      failRun(ctx, run, end.cause, end.message);
       throw end.error;
     }
     case 'failed':
@@ -404,9 +410,14 @@ async function unreachable(
   // `pod rm --force` from another process deleted it and already failed the run: keep its words.
   const removedBy = freshRunMessage(ctx, run);
   if (pod.deletedBy === 'pod_rm' && removedBy !== null) {
-    run.state = 'failed';
-    run.message = removedBy;
-    ctx.bus.publish({ type: 'runState', runId: run.id, state: 'failed', message: removedBy });
+    endRun(run, 'failed', 'pod_removed', removedBy);
+    ctx.bus.publish({
+      type: 'runState',
+      runId: run.id,
+      state: 'failed',
+      message: removedBy,
+      cause: 'pod_removed',
+    });
     return new PodError(
       'pod_gone',
       `pod ${pod.podId ?? '(none)'} was deleted by \`overbrainer pod rm\`: ${removedBy}`,
@@ -415,11 +426,11 @@ async function unreachable(
   }
   const limit = limitFailure(pod, ctx.clock.nowMs());
   if (limit !== null) {
-    failRun(ctx, run, limit.message);
+    failRun(ctx, run, limit.cause, limit.message);
     return limit.error;
   }
   const message = `pod ${pod.podId ?? '(none)'} no longer exists`;
-  failRun(ctx, run, message);
+  failRun(ctx, run, 'pod_gone', message);
   return new PodError(
     'pod_gone',
     message,
@@ -528,16 +539,15 @@ export async function followMoved(
   }
 }
 
-/** Saves the run `failed` with `message`, best effort, and tells the listeners. */
-export function failRun(ctx: PodCtx, run: RunRecord, message: string): void {
-  run.state = 'failed';
-  run.message = message;
+/** Saves the run `failed` for `cause` with `message`, best effort, and tells the listeners. */
+export function failRun(ctx: PodCtx, run: RunRecord, cause: RunEndCause, message: string): void {
+  endRun(run, 'failed', cause, message);
   try {
     ctx.store.saveRun(run);
   } catch (error) {
     log(ctx, 'warn', `cannot record run ${run.id} as failed: ${messageOf(error)}`);
   }
-  ctx.bus.publish({ type: 'runState', runId: run.id, state: 'failed', message });
+  ctx.bus.publish({ type: 'runState', runId: run.id, state: 'failed', message, cause });
 }
 
 /**

@@ -11,6 +11,7 @@ import { isValidRunId } from '../runs/ids';
 import type { RunLock } from '../runs/lock';
 import type { PodRecord } from '../runs/podRecord';
 import type { RunRecord } from '../runs/runRecord';
+import { endRun } from '../runs/runEnd';
 import { log, type PodCtx } from './context';
 import { forgetKeys, messageOf, remove } from './remove';
 import { FAILED_BY_POD_RM, listPods, POD_RM_OWNER, type PodRow } from './podList';
@@ -223,10 +224,15 @@ async function removeChecked(
   if (runInProgress && !keepTraining && (only === null ? removed.length > 0 : trainingRemoved)) {
     try {
       const fresh = ctx.store.loadRun(runId);
-      fresh.state = 'failed';
-      fresh.message = FAILED_BY_POD_RM;
+      endRun(fresh, 'failed', 'pod_removed', FAILED_BY_POD_RM);
       ctx.store.saveRun(fresh);
-      ctx.bus.publish({ type: 'runState', runId, state: 'failed', message: FAILED_BY_POD_RM });
+      ctx.bus.publish({
+        type: 'runState',
+        runId,
+        state: 'failed',
+        message: FAILED_BY_POD_RM,
+        cause: 'pod_removed',
+      });
     } catch (error) {
       note(error);
     }

@@ -10,6 +10,7 @@ import { workdirFor } from '../config/types';
 import { newPodRecord, type PodRecord } from '../runs/podRecord';
 import { noPodLeft } from '../runs/store';
 import type { RunRecord } from '../runs/runRecord';
+import { endRun } from '../runs/runEnd';
 import { startPodLogCapture } from './podLogCapture';
 import { createPodBody, inStock, secretReference, type GpuType, type Pod } from '../runpod/api';
 import { hostKeySecretName, log, type PodCtx } from './context';
@@ -87,14 +88,20 @@ export async function startPod(
       );
     }
     if (record !== null) settleNoPod(ctx, record);
-    run.state = 'failed';
-    run.message = runMessageFor(error);
+    const cause = error.kind === 'interrupted' ? 'interrupted' : 'provision_failed';
+    endRun(run, 'failed', cause, runMessageFor(error));
     try {
       ctx.store.saveRun(run);
     } catch (saveError) {
       log(ctx, 'warn', `cannot record run ${run.id} as failed: ${messageOf(saveError)}`);
     }
-    ctx.bus.publish({ type: 'runState', runId: run.id, state: 'failed', message: run.message });
+    ctx.bus.publish({
+      type: 'runState',
+      runId: run.id,
+      state: 'failed',
+      message: run.message,
+      cause,
+    });
     // pod.json may be stale (a write that failed): the record in memory knows the pod too, and
     // the keys stay while either says a pod of the run may exist.
     const podInMemory =

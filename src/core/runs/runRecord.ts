@@ -6,6 +6,7 @@
 import { z } from 'zod';
 import type { RunState } from '../events';
 import { decodeRecord, encodeRecord, invalidAt, splitExtra, type ExtraFields } from './codec';
+import { causeRead, isEnded, olderCause, type RunEnd } from './runEnd';
 
 export const RUN_FILE = 'run.json';
 
@@ -81,6 +82,8 @@ export interface RunRecord {
   state: RunState;
   /** Why the run failed (or stopped), or null. */
   message: string | null;
+  /** How the run ended (runs/runEnd.ts sets it with the state); absent while it goes on. */
+  end?: RunEnd;
   /** Newer: the checkpoint a stopped run saved. */
   snapshot?: RunSnapshot | null;
   /** Newer: the run this one resumed from. */
@@ -114,6 +117,8 @@ const runSchema = z.looseObject({
   job: jobSchema.nullable(),
   state: z.enum(RUN_STATES as [RunState, ...RunState[]]),
   message: z.string().nullable(),
+  // Never refuses a record: an `end` this version cannot read is derived as an older record's.
+  end: z.unknown().optional(),
   snapshot: z
     .object({
       checkpoint: z.string(),
@@ -162,6 +167,8 @@ export function decodeRunRecord(text: string, file: string): RunRecord {
     state: raw.state,
     message: raw.message,
   };
+  const end = endRead(raw.end, raw.state, raw.message);
+  if (end !== null) record.end = end;
   if (raw.snapshot !== undefined) record.snapshot = raw.snapshot;
   if (raw.resumed_from !== undefined) record.resumedFrom = raw.resumed_from;
   if (raw.attempts !== undefined) {
@@ -181,6 +188,18 @@ export function decodeRunRecord(text: string, file: string): RunRecord {
   return record;
 }
 
+/** An ended run's `end` as run.json holds it, or as derived for a record written before it. */
+function endRead(end: unknown, state: RunState, message: string | null): RunEnd | null {
+  if (!isEnded(state)) return null;
+  if (typeof end === 'object' && end !== null) {
+    const { cause, message: words } = end as { cause?: unknown; message?: unknown };
+    if (typeof cause === 'string' && (typeof words === 'string' || words === null)) {
+      return { cause: causeRead(cause), message: words };
+    }
+  }
+  return { cause: olderCause(state, message) ?? 'unknown', message };
+}
+
 /** The record as run.json holds it; throws a RangeError for a pid of 0 or 1. */
 export function encodeRunRecord(record: RunRecord): string {
   if (record.job && !(Number.isInteger(record.job.pid) && record.job.pid >= 2)) {
@@ -197,6 +216,7 @@ export function encodeRunRecord(record: RunRecord): string {
         : null,
       state: record.state,
       message: record.message,
+      end: record.end,
       snapshot: record.snapshot,
       resumed_from: record.resumedFrom,
       attempts: record.attempts?.map((a) => ({

@@ -4,7 +4,7 @@
  * metrics plugin was not loaded; any other exit code failed; `Cancelled` is
  * cancelled; `Lost` (no exit code, group gone) failed.
  */
-import type { JobStatus, RunState } from '../events';
+import type { JobStatus, RunEndCause, RunState } from '../events';
 import type { RunSnapshot } from '../runs/runRecord';
 
 export interface JobOutcome {
@@ -13,6 +13,20 @@ export interface JobOutcome {
   message: string | null;
   /** The snapshot the job saved (snapshot.json), whatever its end: a resume starts from it. */
   snapshot?: RunSnapshot;
+}
+
+/** Why a run whose job ended `state` (and whose results came home) ended. */
+export function outcomeCause(state: JobOutcome['state']): RunEndCause {
+  switch (state) {
+    case 'succeeded':
+      return 'completed';
+    case 'stopped':
+      return 'snapshotted';
+    case 'cancelled':
+      return 'cancelled';
+    case 'failed':
+      return 'job_failed';
+  }
 }
 
 /** What a stopped run's message says: where it stopped and why, and where its checkpoint is. */

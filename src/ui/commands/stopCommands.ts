@@ -42,6 +42,7 @@ export async function cancel(ctx: UiContext, arg: unknown): Promise<void> {
       runId: result.run.id,
       state: result.run.state,
       message: result.run.message,
+      cause: result.run.end?.cause ?? null,
     });
   } catch (error) {
     await ctx.showError(`Cannot cancel ${run.id}`, error);
