@@ -5,6 +5,7 @@
  * (exit 2), so a typo never starts a billing pod with other settings than meant.
  */
 import { parseArgs as nodeParseArgs } from 'node:util';
+import { HintedError } from '../core/errors';
 import { commandSpec, COMMAND_SPECS, subcommands, type CommandSpec } from './commandSpecs';
 import { usageText } from './help';
 
@@ -54,13 +55,13 @@ export interface Parsed {
 }
 
 /** A command line the CLI does not accept: printed with the command's usage, exit 2. */
-export class UsageError extends Error {
+export class UsageError extends HintedError<'usage'> {
   constructor(
     message: string,
     /** The command it was for (`pod rm`), when known: its usage is printed. */
     readonly command: string | null = null,
   ) {
-    super(message);
+    super('usage', message);
     this.name = 'UsageError';
   }
 }

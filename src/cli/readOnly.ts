@@ -24,17 +24,17 @@ const UNREACHABLE_HINT =
  * A read-only command whose API did not answer in time, or could not be reached at all (a
  * refused connection): nothing changed anywhere.
  */
-export class ReadOnlyTimeout extends HintedError {
+export class ReadOnlyTimeout extends HintedError<'unreachable'> {
   constructor(message: string) {
-    super(message, UNREACHABLE_HINT);
+    super('unreachable', message, UNREACHABLE_HINT);
     this.name = 'ReadOnlyTimeout';
   }
 }
 
 /** Runpod's rate limit asked for a longer wait than a read-only command waits. */
-export class ReadOnlyRateLimited extends HintedError {
+export class ReadOnlyRateLimited extends HintedError<'rate_limited'> {
   constructor(message: string, hint: string) {
-    super(message, hint);
+    super('rate_limited', message, hint);
     this.name = 'ReadOnlyRateLimited';
   }
 }

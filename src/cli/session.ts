@@ -12,7 +12,7 @@
  * It is not in the usage on purpose: with it, deadlines, leases and graces no
  * longer mean what the docs say.
  */
-import { hintOf } from '../core/errors';
+import { HintedError, hintOf } from '../core/errors';
 import { timingFromEnv } from '../core/timing';
 import * as fs from 'node:fs';
 import * as path from 'node:path';
@@ -85,9 +85,9 @@ export function printJson(s: { io: CliIo }, document: unknown): number {
 export const CLI_OWNER = 'overbrainer CLI';
 
 /** A usage or configuration problem found before anything ran: exit 2. */
-export class ConfigProblem extends Error {
+export class ConfigProblem extends HintedError<'config'> {
   constructor(readonly lines: string[]) {
-    super(lines.join('\n'));
+    super('config', lines.join('\n'));
     this.name = 'ConfigProblem';
   }
 }

@@ -1,16 +1,22 @@
 /**
- * The base of the core's typed errors: a message saying what happened and, where there is one,
- * a hint saying the next action. The CLI and the extension render both the same way
- * ({@link hintOf}); an error without a hint says enough on its own.
+ * The base of every typed error: a `kind` callers decide on, a message saying what happened
+ * and, where there is one, a hint saying the next action. The CLI and the extension render both
+ * the same way ({@link describeError}, {@link hintOf}); an error without a hint says enough on
+ * its own (its message names the next action, or there is none to take).
  */
-export class HintedError extends Error {
-  constructor(
-    message: string,
-    /** The next action, in a sentence; null when the message says it all. */
-    readonly hint: string | null = null,
-    options?: { cause?: unknown },
-  ) {
+export class HintedError<K extends string = string> extends Error {
+  /** What went wrong, as a caller decides on it (each class lists its kinds). */
+  readonly kind: K;
+  /**
+   * The next action, in a sentence; null when the message says it all. Not an enumerable field,
+   * so an error's own fields stay its data (an ApiError's are checked to hold no secret).
+   */
+  declare readonly hint: string | null;
+
+  constructor(kind: K, message: string, hint: string | null = null, options?: { cause?: unknown }) {
     super(message, options);
+    this.kind = kind;
+    Object.defineProperty(this, 'hint', { value: hint, enumerable: false, configurable: true });
   }
 }
 
@@ -19,4 +25,12 @@ export function hintOf(error: unknown): string | null {
   if (typeof error !== 'object' || error === null || !('hint' in error)) return null;
   const hint = (error as { hint: unknown }).hint;
   return typeof hint === 'string' && hint.trim() !== '' ? hint : null;
+}
+
+/**
+ * What an error says to a user, in a log line, a notification or a saved message: its message
+ * (an Error's), or the thrown value as text. Its hint is said apart ({@link hintOf}).
+ */
+export function describeError(error: unknown): string {
+  return error instanceof Error ? error.message : String(error);
 }

@@ -1,4 +1,5 @@
 import type { Clock } from '../core/clock';
+import { HintedError } from '../core/errors';
 import {
   ENV_API_KEY,
   ENV_BASE_URL,
@@ -29,14 +30,16 @@ export const VSCODE_OWNER = 'VS Code window';
  * Why a Runpod command cannot start: no key (the UI offers "Set Runpod API Key"), a bad setting,
  * or a folder the user has not trusted (the UI offers "Manage Workspace Trust").
  */
-export class SetupError extends Error {
+export class SetupError extends HintedError<'not_trusted' | 'no_key' | 'bad_setting'> {
+  declare readonly hint: string;
+
   constructor(
     message: string,
-    readonly hint: string,
+    hint: string,
     readonly needsKey: boolean,
     readonly needsTrust = false,
   ) {
-    super(message);
+    super(needsTrust ? 'not_trusted' : needsKey ? 'no_key' : 'bad_setting', message, hint);
     this.name = 'SetupError';
   }
 }

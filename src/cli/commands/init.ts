@@ -6,6 +6,7 @@
  */
 import * as fs from 'node:fs';
 import * as path from 'node:path';
+import { HintedError } from '../../core/errors';
 import {
   CONFIG_FILE,
   configTemplate,
@@ -15,12 +16,16 @@ import {
 import { EXIT_OK, type Session } from '../session';
 
 /** `init` found an overbrainer.toml and no --force. */
-export class ConfigExists extends Error {
-  readonly hint: string;
+export class ConfigExists extends HintedError<'config_exists'> {
+  declare readonly hint: string;
+
   constructor(file: string) {
-    super(`${file} exists: init never overwrites it`);
+    super(
+      'config_exists',
+      `${file} exists: init never overwrites it`,
+      `edit ${file}, or run \`overbrainer init --force\` to replace it with the template`,
+    );
     this.name = 'ConfigExists';
-    this.hint = `edit ${file}, or run \`overbrainer init --force\` to replace it with the template`;
   }
 }
 

@@ -8,15 +8,26 @@ import { parse as parseToml } from 'smol-toml';
 import { TomlPositions } from './tomlPositions';
 import { TARGET_NAME } from './types';
 
-export class ConfigEditError extends HintedError {
+export type ConfigEditErrorKind =
+  /** A picked value that cannot be written (not a name, not an ID, none picked). */
+  | 'bad_value'
+  /** overbrainer.toml does not parse. */
+  | 'invalid_toml'
+  /** The target to edit is not in overbrainer.toml. */
+  | 'no_target'
+  /** The value is written in a way this edit cannot change in place. */
+  | 'unsafe_edit';
+
+export class ConfigEditError extends HintedError<ConfigEditErrorKind> {
   declare readonly hint: string;
 
   constructor(
+    kind: ConfigEditErrorKind,
     message: string,
     /** What the user should do. */
     hint: string,
   ) {
-    super(message, hint);
+    super(kind, message, hint);
     this.name = 'ConfigEditError';
   }
 }
@@ -43,17 +54,23 @@ export function setGpuTypes(
 ): string {
   if (!TARGET_NAME.test(targetName)) {
     throw new ConfigEditError(
+      'bad_value',
       `"${targetName}" is not a target name`,
       'Pick a target from overbrainer.toml.',
     );
   }
   if (gpuTypes !== 'auto') {
     if (gpuTypes.length === 0) {
-      throw new ConfigEditError('no GPU type was picked', 'Pick at least one GPU type, or "auto".');
+      throw new ConfigEditError(
+        'bad_value',
+        'no GPU type was picked',
+        'Pick at least one GPU type, or "auto".',
+      );
     }
     for (const id of gpuTypes) {
       if (!/^[\x20-\x7e]{1,100}$/.test(id) || id === 'auto') {
         throw new ConfigEditError(
+          'bad_value',
           `"${id.slice(0, 40)}" is not a GPU type ID`,
           'Pick GPU types from the Runpod catalog.',
         );
@@ -83,7 +100,11 @@ export function setDataCenterIds(
   checkTargetName(targetName);
   if (ids !== 'auto') {
     if (ids.length === 0) {
-      throw new ConfigEditError('no data center was picked', 'Pick at least one, or "auto".');
+      throw new ConfigEditError(
+        'bad_value',
+        'no data center was picked',
+        'Pick at least one, or "auto".',
+      );
     }
     for (const id of ids) checkId(id, 'a data center ID', 'Pick data centers from Runpod.');
   }
@@ -115,6 +136,7 @@ export function setNetworkVolumeId(tomlText: string, targetName: string, id: str
 function checkTargetName(targetName: string): void {
   if (!TARGET_NAME.test(targetName)) {
     throw new ConfigEditError(
+      'bad_value',
       `"${targetName}" is not a target name`,
       'Pick a target from overbrainer.toml.',
     );
@@ -123,7 +145,7 @@ function checkTargetName(targetName: string): void {
 
 function checkId(id: string, what: string, hint: string): void {
   if (!/^[\x20-\x7e]{1,100}$/.test(id) || id === 'auto') {
-    throw new ConfigEditError(`"${id.slice(0, 40)}" is not ${what}`, hint);
+    throw new ConfigEditError('bad_value', `"${id.slice(0, 40)}" is not ${what}`, hint);
   }
 }
 
@@ -145,6 +167,7 @@ function setTargetValue(
     before = parseToml(tomlText) as Record<string, unknown>;
   } catch {
     throw new ConfigEditError(
+      'invalid_toml',
       'overbrainer.toml is not valid TOML, so it cannot be edited safely',
       `Fix the error the Problems view shows, then ${again}.`,
     );
@@ -160,6 +183,7 @@ function setTargetValue(
     const table = positions.table(['targets', targetName]);
     if (!table) {
       throw new ConfigEditError(
+        'no_target',
         `overbrainer.toml has no [targets.${targetName}]`,
         `Add a [targets.${targetName}] table with kind = "runpod" first.`,
       );
@@ -186,6 +210,7 @@ function setTargetValue(
     after = parseToml(edited) as Record<string, unknown>;
   } catch {
     throw new ConfigEditError(
+      'unsafe_edit',
       'overbrainer.toml could not be edited safely here',
       `Set ${key} = ${literal} in [targets.${targetName}] by hand.`,
     );
@@ -206,6 +231,7 @@ function setTargetValue(
     JSON.stringify({ ...after, targets: null }) === JSON.stringify({ ...before, targets: null });
   if (!same) {
     throw new ConfigEditError(
+      'unsafe_edit',
       'overbrainer.toml could not be edited safely here',
       `Set ${key} = ${literal} in [targets.${targetName}] by hand.`,
     );

@@ -1,4 +1,5 @@
 import type { Disposable } from '../disposable';
+import { HintedError } from '../errors';
 import type { TransferCallback } from '../transferProgress';
 
 /** What an executed command gave back. `code` is null when it died of a signal. */
@@ -42,13 +43,10 @@ export type ExecErrorKind =
   | 'io'
   | 'aborted';
 
-export class ExecError extends Error {
-  constructor(
-    readonly kind: ExecErrorKind,
-    message: string,
-    options?: { cause?: unknown },
-  ) {
-    super(message, options);
+/** The message says what failed; the caller that knows the target says what to do. */
+export class ExecError extends HintedError<ExecErrorKind> {
+  constructor(kind: ExecErrorKind, message: string, options?: { cause?: unknown }) {
+    super(kind, message, null, options);
     this.name = 'ExecError';
   }
 }

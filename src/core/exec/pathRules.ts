@@ -10,6 +10,7 @@
  * base with this platform's path rules (or the ones given: tests run Windows' on Linux).
  */
 import path from 'node:path';
+import { HintedError } from '../errors';
 
 export type NameProblemKind = 'empty' | 'absolute' | 'traversal' | 'malformed' | 'unportable';
 
@@ -86,12 +87,12 @@ export function unsafeRelativePath(name: string): string | undefined {
 }
 
 /** A name refused, or a path that would resolve outside its base. */
-export class PathEscapeError extends Error {
+export class PathEscapeError extends HintedError<'unsafe_name'> {
   constructor(
     readonly file: string,
     readonly reason: string,
   ) {
-    super(`refusing the file name ${JSON.stringify(file)}: it ${reason}`);
+    super('unsafe_name', `refusing the file name ${JSON.stringify(file)}: it ${reason}`);
     this.name = 'PathEscapeError';
   }
 }

@@ -6,15 +6,17 @@
  * A header whose checksum is wrong, or a stream that ends inside an entry, is an error.
  */
 
+import { HintedError } from '../errors';
+
 const BLOCK = 512;
 /** Longest name taken from a GNU long-name entry or a pax record. */
 const MAX_NAME_BYTES = 4096;
 /** Largest pax header read (its records are kept in memory). */
 const MAX_PAX_BYTES = 64 * 1024;
 
-export class TarFormatError extends Error {
+export class TarFormatError extends HintedError<'malformed'> {
   constructor(message: string) {
-    super(message);
+    super('malformed', message);
     this.name = 'TarFormatError';
   }
 }

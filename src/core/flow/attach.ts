@@ -57,7 +57,7 @@ export async function attach(
   try {
     if (pod === null) {
       if (target && target.kind === 'runpod')
-        throw new FlowError(`run ${runId} has no pod.json`, null);
+        throw new FlowError('no_pod', `run ${runId} has no pod.json`, null);
       if (run.state !== 'running' || run.job === null) {
         return { run, pod: null, ending: null, summary: summaryLine(deps, run, null) };
       }
@@ -70,6 +70,7 @@ export async function attach(
     }
     if (target && target.kind !== 'runpod') {
       throw new FlowError(
+        'bad_config',
         `run ${runId} ran on a pod but target "${run.target}" is no longer a runpod target`,
         'Restore the target in overbrainer.toml.',
       );

@@ -25,7 +25,7 @@ export class BudgetError extends FlowError {
     hint: string,
     readonly figures: { worstUsd: number | null; leftUsd: number; period: 'day' | 'month' },
   ) {
-    super(message, hint);
+    super('over_budget', message, hint);
     this.name = 'BudgetError';
   }
 }
@@ -58,6 +58,7 @@ export async function lockBudget(deps: FlowDeps, signal?: AbortSignal): Promise<
     if (lock !== null) return lock;
     if (deps.clock.nowMs() >= giveUpAtMs) {
       throw new FlowError(
+        'budget_busy',
         `another train of this project has been checking the budget for ${Math.round(deps.timing.budgetLockWaitMs / 1000)} s (${deps.store.budgetLockHolder() ?? 'its holder is unknown'})`,
         'Wait for that train to start its pod (or close the window or CLI that is stuck), then train again.',
       );

@@ -27,8 +27,9 @@ export async function cancel(
   signal?: AbortSignal,
 ): Promise<FlowResult> {
   const run = deps.store.loadRun(runId);
-  if (run.state === 'cancelled') throw new FlowError(`run ${runId} already ended: cancelled`, null);
-  if (run.job === null) throw new FlowError(`run ${runId} has not started`, null);
+  if (run.state === 'cancelled')
+    throw new FlowError('already_ended', `run ${runId} already ended: cancelled`, null);
+  if (run.job === null) throw new FlowError('not_started', `run ${runId} has not started`, null);
   const pod = deps.store.loadPod(runId);
   const lock = deps.store.lock(runId, deps.owner);
   try {
@@ -49,7 +50,7 @@ export async function cancel(
     const ctx = podCtx(deps);
     const executor = await reconnect(ctx, pod, run, signal);
     if (executor === null)
-      throw new FlowError(`run ${runId}: no pod left, nothing to cancel`, null);
+      throw new FlowError('no_pod', `run ${runId}: no pod left, nothing to cancel`, null);
     try {
       const result = await cancelJob(executor, run.remoteDir, { signal });
       if (result === 'already_ended') {

@@ -34,10 +34,42 @@ export interface FlowDeps {
   owner: string;
 }
 
+export type FlowErrorKind =
+  /** No API key to reach Runpod with. */
+  | 'no_api_key'
+  /** No target named, or none that overbrainer.toml defines. */
+  | 'no_target'
+  /** overbrainer.toml lacks what the command needs ([training], the run's target). */
+  | 'bad_config'
+  /** An option that does not apply (`--keep-pod` on a local target). */
+  | 'bad_option'
+  /** The installation lacks a file it ships (the metrics plugin). */
+  | 'install_broken'
+  /** An upload entry outside the workspace, missing, or holding what cannot be copied. */
+  | 'bad_upload'
+  /** Another client follows the run. */
+  | 'followed_elsewhere'
+  /** Another train of the project holds the budget check. */
+  | 'budget_busy'
+  /** The budget leaves too little for the run. */
+  | 'over_budget'
+  /** The run's job has not started. */
+  | 'not_started'
+  /** The run already ended. */
+  | 'already_ended'
+  /** The run has no pod (left) to act on. */
+  | 'no_pod'
+  /** The run's pod is in a state the command cannot act on. */
+  | 'wrong_pod_state'
+  /** The run to resume has no snapshot (yet, or at home). */
+  | 'no_snapshot'
+  /** Following stopped (asked): the message says what goes on and how to reach it. */
+  | 'stopped_following';
+
 /** A user-facing failure of the flow: what happened and the next action. */
-export class FlowError extends HintedError {
-  constructor(message: string, hint: string | null = null) {
-    super(message, hint);
+export class FlowError extends HintedError<FlowErrorKind> {
+  constructor(kind: FlowErrorKind, message: string, hint: string | null = null) {
+    super(kind, message, hint);
     this.name = 'FlowError';
   }
 }
@@ -53,6 +85,7 @@ export interface FlowResult {
 export function podCtx(deps: FlowDeps): PodCtx {
   if (deps.client === null) {
     throw new FlowError(
+      'no_api_key',
       'no Runpod API key is set',
       'Run "Overbrainer: Set Runpod API Key", or set OVERBRAINER_RUNPOD__API_KEY.',
     );
@@ -72,6 +105,7 @@ export function pickTarget(config: OverbrainerConfig, name: string | undefined):
   const chosen = name ?? config.training?.target ?? (names.length === 1 ? names[0] : undefined);
   if (chosen === undefined) {
     throw new FlowError(
+      'no_target',
       names.length === 0
         ? 'overbrainer.toml defines no target'
         : `several targets (${names.join(', ')}) and no [training] target`,
@@ -83,6 +117,7 @@ export function pickTarget(config: OverbrainerConfig, name: string | undefined):
   const target = config.targets[chosen];
   if (!target) {
     throw new FlowError(
+      'no_target',
       `no target "${chosen}" in overbrainer.toml`,
       `Use one of: ${names.join(', ') || '(none)'}.`,
     );
@@ -95,6 +130,7 @@ export function lockRun(deps: FlowDeps, runId: string): RunLock {
   if (lock === null) {
     const holder = deps.store.lockHolder(runId);
     throw new FlowError(
+      'followed_elsewhere',
       `run ${runId} is followed by another client${holder ? ` (${holder.owner}, pid ${holder.pid})` : ''}`,
       'Watch it there, or close that client and attach here.',
     );

@@ -146,7 +146,7 @@ export async function followOnPod(
       watched.kind !== 'deadline_passed' &&
       watched.kind !== 'cost_cap_passed'
     ) {
-      throw new FlowError(stopFollowingMessage(ctx, run, pod), null);
+      throw new FlowError('stopped_following', stopFollowingMessage(ctx, run, pod), null);
     }
     let result: FollowResult;
     try {

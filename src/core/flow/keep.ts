@@ -30,10 +30,11 @@ export async function keepPod(
   const run = deps.store.loadRun(runId);
   const pod = deps.store.loadPod(runId);
   if (pod === null || pod.podId === null || pod.state === 'deleted') {
-    throw new FlowError(`run ${runId} has no pod to ${keep ? 'keep' : 'release'}`, null);
+    throw new FlowError('no_pod', `run ${runId} has no pod to ${keep ? 'keep' : 'release'}`, null);
   }
   if (!['running', 'awaiting_retrieval', 'kept', 'ready'].includes(pod.state)) {
     throw new FlowError(
+      'wrong_pod_state',
       `the pod of run ${runId} is ${pod.state}: only a running or awaiting pod can be ${keep ? 'kept' : 'released'}`,
       null,
     );
@@ -45,6 +46,7 @@ export async function keepPod(
   const target = config?.targets[run.target];
   if (keptAtCreation && target?.kind !== 'runpod') {
     throw new FlowError(
+      'bad_config',
       `pod ${pod.podId} of run ${runId} was kept when it was created (--keep-pod): its release needs the max_hours and retrieve_grace_minutes of its target "${run.target}", which ${config === null ? 'no readable overbrainer.toml' : 'overbrainer.toml no longer'} gives`,
       `Fix overbrainer.toml (target "${run.target}") and release it again, or remove it with "overbrainer pod rm ${runId}".`,
     );
@@ -52,7 +54,7 @@ export async function keepPod(
   const ctx = podCtx(deps);
   const executor = await reconnect(ctx, pod, run);
   if (executor === null)
-    throw new FlowError(`pod ${pod.podId} of run ${runId} no longer exists`, null);
+    throw new FlowError('no_pod', `pod ${pod.podId} of run ${runId} no longer exists`, null);
   let ended: boolean;
   try {
     if (keptAtCreation && target?.kind === 'runpod') {

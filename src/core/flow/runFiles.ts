@@ -19,6 +19,7 @@ export function pluginSource(): string {
   const found = candidates.find((file) => fs.existsSync(file));
   if (!found)
     throw new FlowError(
+      'install_broken',
       'the metrics plugin is missing from this installation',
       'Reinstall the extension.',
     );
@@ -44,6 +45,7 @@ export function checkRunFiles(
   const training = config.training;
   if (!training) {
     throw new FlowError(
+      'bad_config',
       'overbrainer.toml has no [training] section',
       'Add one (see the commented template).',
     );
@@ -54,12 +56,14 @@ export function checkRunFiles(
     const rel = path.relative(workspaceDir, source);
     if (rel.startsWith('..') || path.isAbsolute(rel)) {
       throw new FlowError(
+        'bad_upload',
         `upload entry ${entry} is outside the workspace`,
         'List files inside the workspace.',
       );
     }
     if (!fs.existsSync(source)) {
       throw new FlowError(
+        'bad_upload',
         `upload entry ${entry} does not exist`,
         `Create ${entry} or remove it from [training] upload.`,
       );
@@ -68,6 +72,7 @@ export function checkRunFiles(
     if (special !== null) {
       const name = path.relative(workspaceDir, special);
       throw new FlowError(
+        'bad_upload',
         `upload entry ${entry} holds ${name}, which is not a regular file, a directory or a link (a FIFO, a socket or a device cannot be copied)`,
         `Move ${name} out of ${entry}, or list only what to send in [training] upload.`,
       );
@@ -136,6 +141,7 @@ export function resumeSource(deps: FlowDeps, runId: string): ResumeSource {
   const earlier = deps.store.loadRun(runId);
   if (earlier.state === 'running' || earlier.state === 'preparing') {
     throw new FlowError(
+      'no_snapshot',
       `run ${runId} is still ${earlier.state}: it has no snapshot to resume from yet`,
       `Stop it first with \`overbrainer train stop ${runId}\` (VS Code: Stop and Snapshot), then resume.`,
     );
@@ -143,6 +149,7 @@ export function resumeSource(deps: FlowDeps, runId: string): ResumeSource {
   const snapshot = earlier.snapshot;
   if (!snapshot) {
     throw new FlowError(
+      'no_snapshot',
       `run ${runId} ended ${earlier.state} without a snapshot: there is no checkpoint to resume from`,
       'Runs that were stopped (`overbrainer train stop`, Stop and Snapshot, or a limit the watchdog saw coming) have one; start this one afresh.',
     );
@@ -150,6 +157,7 @@ export function resumeSource(deps: FlowDeps, runId: string): ResumeSource {
   const localDir = path.join(deps.store.runDir(runId), snapshot.checkpoint);
   if (!fs.existsSync(localDir) || !fs.statSync(localDir).isDirectory()) {
     throw new FlowError(
+      'no_snapshot',
       `the snapshot of run ${runId} (${snapshot.checkpoint}, step ${snapshot.step}) is not in runs/${runId}/: its results were not brought home`,
       `Bring them home with \`overbrainer train attach ${runId}\` while its pod still exists.`,
     );

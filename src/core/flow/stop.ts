@@ -49,6 +49,7 @@ export async function requestStop(
   const run = deps.store.loadRun(runId);
   if (run.job === null) {
     throw new FlowError(
+      'not_started',
       `run ${runId} has not started: there is no job to stop`,
       run.state === 'preparing'
         ? 'Wait until its job runs, or cancel it.'
@@ -56,7 +57,7 @@ export async function requestStop(
     );
   }
   if (run.state !== 'running') {
-    throw new FlowError(`run ${runId} already ended: ${run.state}`, null);
+    throw new FlowError('already_ended', `run ${runId} already ended: ${run.state}`, null);
   }
   const pod = deps.store.loadPod(runId);
   let executor: Executor | null;
@@ -65,7 +66,7 @@ export async function requestStop(
   } else {
     executor = await reconnect(podCtx(deps), pod, run, signal);
     if (executor === null) {
-      throw new FlowError(`run ${runId}: no pod left, nothing to stop`, null);
+      throw new FlowError('no_pod', `run ${runId}: no pod left, nothing to stop`, null);
     }
   }
   let request: RequestResult;

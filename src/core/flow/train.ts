@@ -67,12 +67,14 @@ export async function train(
   const target = pickTarget(config, options.target);
   if (options.keepPod && target.kind !== 'runpod') {
     throw new FlowError(
+      'bad_option',
       '--keep-pod only applies to a runpod target',
       'Drop --keep-pod, or pick a runpod target.',
     );
   }
   if (!config.training) {
     throw new FlowError(
+      'bad_config',
       'overbrainer.toml has no [training] section',
       'Add one (see the commented template).',
     );

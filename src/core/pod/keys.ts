@@ -22,16 +22,16 @@ export const KNOWN_HOSTS = 'known_hosts';
 
 export type KeysErrorKind = 'invalid_alias' | 'invalid_endpoint' | 'io';
 
-export class KeysError extends HintedError {
+export class KeysError extends HintedError<KeysErrorKind> {
   declare readonly hint: string;
 
   constructor(
-    readonly kind: KeysErrorKind,
+    kind: KeysErrorKind,
     message: string,
     /** What the user can do about it. */
     hint: string,
   ) {
-    super(message, hint);
+    super(kind, message, hint);
     this.name = 'KeysError';
   }
 }

@@ -42,13 +42,9 @@ export type PodAdminErrorKind =
   | 'run_still_running';
 
 /** A `pod rm` refusal: what was (not) done, and the next action. */
-export class PodAdminError extends HintedError {
-  constructor(
-    readonly kind: PodAdminErrorKind,
-    message: string,
-    hint: string | null = null,
-  ) {
-    super(message, hint);
+export class PodAdminError extends HintedError<PodAdminErrorKind> {
+  constructor(kind: PodAdminErrorKind, message: string, hint: string | null = null) {
+    super(kind, message, hint);
     this.name = 'PodAdminError';
   }
 }

@@ -42,15 +42,15 @@ export type PodErrorKind =
   /** SSH or the job's target failed. */
   | 'exec';
 
-export class PodError extends HintedError {
+export class PodError extends HintedError<PodErrorKind> {
   constructor(
-    readonly kind: PodErrorKind,
+    kind: PodErrorKind,
     message: string,
     /** The next action, in a sentence. */
     hint: string | null = null,
     options?: { cause?: unknown; podStatus?: string },
   ) {
-    super(message, hint, options);
+    super(kind, message, hint, options);
     this.name = 'PodError';
     this.podStatus = options?.podStatus ?? null;
   }

@@ -5,6 +5,7 @@
  */
 import * as fs from 'node:fs';
 import { rfc3339 } from '../clock';
+import { HintedError } from '../errors';
 import type { RunpodTargetConfig } from '../config/types';
 import type { DeleteReason } from '../events';
 import { ExecError } from '../exec/executor';
@@ -51,8 +52,12 @@ export interface PodPlan {
  */
 export type OnReachable = (executor: SshExecutor) => void;
 
-/** A pod that did not become ready: deleted, then the next GPU type. */
-export class NotReady extends Error {}
+/** A pod that did not become ready: deleted, then the next GPU type (never shown as is). */
+export class NotReady extends HintedError<'not_ready'> {
+  constructor(message: string) {
+    super('not_ready', message);
+  }
+}
 
 /** Reach then preflight (the watchdog's verdict), then `ready` saved, published, strays swept. */
 export async function becomeReady(

@@ -10,6 +10,7 @@
  */
 import * as fs from 'node:fs';
 import * as path from 'node:path';
+import { HintedError } from '../errors';
 
 import type { Timing } from '../timing';
 
@@ -68,6 +69,7 @@ function readScript(name: ScriptName): string {
       text = fs.readFileSync(file, 'utf8');
     } catch (error) {
       throw new PodScriptError(
+        'unreadable',
         `cannot read the pod script ${file} (${(error as Error).message}): ` +
           'reinstall the extension, or run the build so it copies src/core/pod/scripts/ to dist/scripts/',
       );
@@ -77,9 +79,21 @@ function readScript(name: ScriptName): string {
   return text;
 }
 
+export type PodScriptErrorKind =
+  /** A pod script is missing from the installation. */
+  | 'unreadable'
+  /** The scripts cannot be sent as a pod cmd (too long, a heredoc broken). */
+  | 'bad_script'
+  /** A value of the pod env is refused. */
+  | 'bad_env';
+
 /** A pod script or the pod env cannot be built; the message says what to fix. */
-export class PodScriptError extends Error {
+export class PodScriptError extends HintedError<PodScriptErrorKind> {
   override readonly name = 'PodScriptError';
+
+  constructor(kind: PodScriptErrorKind, message: string) {
+    super(kind, message);
+  }
 }
 
 /** The bootstrap, as written in scripts/bootstrap.sh (functions only; {@link podCmd} runs it). */
@@ -103,6 +117,7 @@ export function podCmd(): string[] {
     const watchdog = watchdogScript();
     if (watchdog.split('\n').includes(WATCHDOG_HEREDOC)) {
       throw new PodScriptError(
+        'bad_script',
         `watchdog.sh contains the line ${WATCHDOG_HEREDOC}, which ends its heredoc: rename it in the script`,
       );
     }
@@ -114,6 +129,7 @@ export function podCmd(): string[] {
     const bytes = Buffer.byteLength(script, 'utf8');
     if (bytes >= POD_CMD_MAX_BYTES) {
       throw new PodScriptError(
+        'bad_script',
         `the pod cmd is ${bytes} bytes, over Runpod's ${POD_CMD_MAX_BYTES}: shorten the pod scripts`,
       );
     }
@@ -167,7 +183,10 @@ const PUBLIC_KEY = /^(ssh-|ecdsa-)[A-Za-z0-9-]+ [A-Za-z0-9+/]+={0,2}( [^\r\n]*)?
 
 function wholeSeconds(field: string, value: number, min: number): string {
   if (!Number.isSafeInteger(value) || value < min) {
-    throw new PodScriptError(`${field} must be a whole number of seconds >= ${min}, got ${value}`);
+    throw new PodScriptError(
+      'bad_env',
+      `${field} must be a whole number of seconds >= ${min}, got ${value}`,
+    );
   }
   return String(value);
 }
@@ -175,6 +194,7 @@ function wholeSeconds(field: string, value: number, min: number): string {
 function absoluteDir(field: string, value: string): string {
   if (!/^\/[A-Za-z0-9._/-]*$/.test(value) || value.includes('..') || /.\/$/.test(value)) {
     throw new PodScriptError(
+      'bad_env',
       `${field} must be an absolute path of letters, digits, ._-/ without a trailing slash, got ${JSON.stringify(value)}`,
     );
   }
@@ -191,6 +211,7 @@ function absoluteDir(field: string, value: string): string {
 export function podEnv(p: PodEnvParams): Record<string, string> {
   if (!RUN_ID.test(p.runId)) {
     throw new PodScriptError(
+      'bad_env',
       `run id must be 1-64 letters, digits, - or _, got ${JSON.stringify(p.runId)}`,
     );
   }
@@ -199,7 +220,7 @@ export function podEnv(p: PodEnvParams): Record<string, string> {
   try {
     apiUrl = new URL(p.apiUrl);
   } catch {
-    throw new PodScriptError(`apiUrl is not a URL: ${JSON.stringify(p.apiUrl)}`);
+    throw new PodScriptError('bad_env', `apiUrl is not a URL: ${JSON.stringify(p.apiUrl)}`);
   }
   if (
     !['https:', 'http:'].includes(apiUrl.protocol) ||
@@ -209,22 +230,25 @@ export function podEnv(p: PodEnvParams): Record<string, string> {
     apiUrl.hash !== ''
   ) {
     throw new PodScriptError(
+      'bad_env',
       'apiUrl must be an http(s) base URL without credentials, query or fragment (e.g. https://api.runpod.io/v2)',
     );
   }
   if (!PUBLIC_KEY.test(p.authorizedKey)) {
-    throw new PodScriptError('authorizedKey must be one OpenSSH public key line');
+    throw new PodScriptError('bad_env', 'authorizedKey must be one OpenSSH public key line');
   }
   if (!PUBLIC_KEY.test(p.claim)) {
-    throw new PodScriptError('claim must be the pod host public key, one OpenSSH line');
+    throw new PodScriptError('bad_env', 'claim must be the pod host public key, one OpenSSH line');
   }
   if (!BASE64.test(p.hostKey) && !SECRET_REF.test(p.hostKey)) {
     throw new PodScriptError(
+      'bad_env',
       'hostKey must be the base64 of the OpenSSH private host key or a {{ RUNPOD_SECRET_<name> }} reference',
     );
   }
   if (!/^[A-Za-z0-9.+_-]{1,64}$/.test(p.version)) {
     throw new PodScriptError(
+      'bad_env',
       `version must be a plain version string, got ${JSON.stringify(p.version)}`,
     );
   }
@@ -235,11 +259,15 @@ export function podEnv(p: PodEnvParams): Record<string, string> {
   };
   if (p.keepPod) {
     if (p.deadlineUnixS !== null) {
-      throw new PodScriptError('a kept pod has no deadline: pass deadlineUnixS null with keepPod');
+      throw new PodScriptError(
+        'bad_env',
+        'a kept pod has no deadline: pass deadlineUnixS null with keepPod',
+      );
     }
   } else {
     if (p.deadlineUnixS === null) {
       throw new PodScriptError(
+        'bad_env',
         'a pod that is not kept needs its max_hours deadline (deadlineUnixS)',
       );
     }
@@ -279,7 +307,7 @@ export function podEnv(p: PodEnvParams): Record<string, string> {
   env.OVERBRAINER_SNAPSHOT_LEAD = wholeSeconds('timing.snapshotLeadS', p.timing.snapshotLeadS, 0);
   env.OVERBRAINER_SNAPSHOT_WAIT = wholeSeconds('timing.snapshotWaitS', p.timing.snapshotWaitS, 0);
   if (Object.keys(env).length > POD_ENV_MAX_VARS) {
-    throw new PodScriptError(`the pod env has more than ${POD_ENV_MAX_VARS} variables`);
+    throw new PodScriptError('bad_env', `the pod env has more than ${POD_ENV_MAX_VARS} variables`);
   }
   return env;
 }

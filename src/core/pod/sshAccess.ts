@@ -31,13 +31,9 @@ export type SshAccessErrorKind =
   /** The run folder was not written by Overbrainer as this user (a cloned one, another user's). */
   | 'foreign_run';
 
-export class SshAccessError extends HintedError {
-  constructor(
-    readonly kind: SshAccessErrorKind,
-    message: string,
-    hint: string,
-  ) {
-    super(message, hint);
+export class SshAccessError extends HintedError<SshAccessErrorKind> {
+  constructor(kind: SshAccessErrorKind, message: string, hint: string) {
+    super(kind, message, hint);
     this.name = 'SshAccessError';
   }
 }

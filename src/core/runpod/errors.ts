@@ -3,6 +3,7 @@
  * out of every text a caller may show, log or save.
  */
 import { Redactor } from '../redact';
+import { HintedError } from '../errors';
 
 /** The environment variable holding the account's API key. */
 export const API_KEY_VARIABLE = 'OVERBRAINER_RUNPOD__API_KEY';
@@ -56,15 +57,13 @@ export interface ApiErrorOptions {
  * redacted and capped; create errors use fixed messages chosen from the
  * status only. Enumerable fields are `kind`, `status`, `retryAfterMs`, `aborted`.
  */
-export class ApiError extends Error {
-  readonly kind: ApiErrorKind;
+export class ApiError extends HintedError<ApiErrorKind> {
   readonly status: number | undefined;
   readonly retryAfterMs: number | undefined;
   readonly aborted: boolean;
 
   constructor(kind: ApiErrorKind, message: string, options: ApiErrorOptions = {}) {
-    super(message);
-    this.kind = kind;
+    super(kind, message);
     this.status = options.status;
     this.retryAfterMs = options.retryAfterMs;
     this.aborted = options.aborted ?? false;
@@ -82,12 +81,12 @@ export function isApiError(error: unknown, kind?: ApiErrorKind): error is ApiErr
  * The API key or base URL given to the client cannot be used. Names the
  * variable to fix; never quotes the key.
  */
-export class RunpodConfigError extends Error {
+export class RunpodConfigError extends HintedError<'api_key' | 'base_url'> {
   constructor(
     readonly variable: typeof API_KEY_VARIABLE | typeof BASE_URL_VARIABLE,
     message: string,
   ) {
-    super(message);
+    super(variable === API_KEY_VARIABLE ? 'api_key' : 'base_url', message);
     this.name = 'RunpodConfigError';
   }
 }

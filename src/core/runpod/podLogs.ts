@@ -51,11 +51,11 @@ export interface PodLogStreamOptions {
 export type PodLogEnd = 'gone' | 'unsupported' | 'aborted';
 
 /** Thrown when the API refuses the stream for good (401, 403, or an answer that is not SSE). */
-export class PodLogsError extends HintedError {
+export class PodLogsError extends HintedError<'refused'> {
   declare readonly hint: string;
 
   constructor(message: string, hint: string) {
-    super(message, hint);
+    super('refused', message, hint);
     this.name = 'PodLogsError';
   }
 }

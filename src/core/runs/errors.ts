@@ -15,17 +15,17 @@ export type RunsErrorKind =
   /** A file or directory could not be read or written. */
   | 'io';
 
-export class RunsError extends HintedError {
+export class RunsError extends HintedError<RunsErrorKind> {
   declare readonly hint: string;
 
   constructor(
-    readonly kind: RunsErrorKind,
+    kind: RunsErrorKind,
     message: string,
     /** What the user can do about it. */
     hint: string,
     readonly details: { path?: string; line?: number; column?: number; code?: string } = {},
   ) {
-    super(message, hint);
+    super(kind, message, hint);
     this.name = 'RunsError';
   }
 

@@ -18,6 +18,7 @@
  * the job keeps running (attach again later).
  */
 import { abortError, isAbortError, type Clock } from '../clock';
+import { HintedError } from '../errors';
 import type { EventBus, JobStatus, TrainMetric } from '../events';
 import { ExecError, type Executor } from '../exec/executor';
 import type { Timing } from '../timing';
@@ -53,15 +54,15 @@ export type FollowErrorKind =
   /** Too many status polls or reads failed in a row; the job keeps running. */
   'unreachable';
 
-export class FollowError extends Error {
+export class FollowError extends HintedError<FollowErrorKind> {
   constructor(
-    readonly kind: FollowErrorKind,
+    kind: FollowErrorKind,
     readonly runId: string,
     readonly failures: number,
     message: string,
     options?: { cause?: unknown },
   ) {
-    super(message, options);
+    super(kind, message, null, options);
     this.name = 'FollowError';
   }
 }

@@ -21,6 +21,7 @@
  *   resume/checkpoint-N/  a resumed run's starting checkpoint ($OVERBRAINER_RESUME_FROM, absolute)
  */
 import { Redactor } from '../redact';
+import { HintedError } from '../errors';
 import type { Executor } from '../exec/executor';
 import { shQuote } from '../exec/shell';
 import type { JobStatus } from '../events';
@@ -53,13 +54,9 @@ export type JobErrorKind =
   /** The group outlived SIGKILL, or the cancel script failed: `cancelling` is kept. */
   | 'cancel_failed';
 
-export class JobError extends Error {
-  constructor(
-    readonly kind: JobErrorKind,
-    message: string,
-    options?: { cause?: unknown },
-  ) {
-    super(message, options);
+export class JobError extends HintedError<JobErrorKind> {
+  constructor(kind: JobErrorKind, message: string, options?: { cause?: unknown }) {
+    super(kind, message, null, options);
     this.name = 'JobError';
   }
 }

@@ -6,6 +6,7 @@
  * whole, never a part.
  */
 import { nameProblem, unsafeRelativePath } from '../exec/pathRules';
+import { HintedError } from '../errors';
 
 /** The staging directory inside a local run directory (never a result name). */
 export const STAGING_DIR = '.retrieving';
@@ -40,14 +41,15 @@ export type ManifestErrorKind =
   | 'unportable';
 
 /** The pod's file list was refused; nothing was downloaded. */
-export class ManifestError extends Error {
+export class ManifestError extends HintedError<ManifestErrorKind> {
   constructor(
-    readonly kind: ManifestErrorKind,
+    kind: ManifestErrorKind,
     /** The offending name as the pod gave it (escaped for display in the message). */
     readonly file: string,
     reason: string,
   ) {
     super(
+      kind,
       `refusing the pod's file list: ${display(file)} ${reason}. Nothing was downloaded and ` +
         `nothing was written outside the run directory; ` +
         (kind === 'unportable' || kind === 'conflict'
@@ -61,13 +63,9 @@ export class ManifestError extends Error {
 export type RetrievalErrorKind = 'run_dir_missing' | 'manifest_failed' | 'local_conflict';
 
 /** Retrieval could not run or finish (not a verification failure: those are in the result). */
-export class RetrievalError extends Error {
-  constructor(
-    readonly kind: RetrievalErrorKind,
-    message: string,
-    options?: { cause?: unknown },
-  ) {
-    super(message, options);
+export class RetrievalError extends HintedError<RetrievalErrorKind> {
+  constructor(kind: RetrievalErrorKind, message: string, options?: { cause?: unknown }) {
+    super(kind, message, null, options);
     this.name = 'RetrievalError';
   }
 }

@@ -8,6 +8,7 @@
  */
 import { statfs as fsStatfs } from 'node:fs/promises';
 import { DEFAULT_MAX_RETRIEVE_GB } from '../config/types';
+import { HintedError } from '../errors';
 
 /** `max_retrieve_gb` counts GB of 10^9 bytes. */
 export const BYTES_PER_GB = 1e9;
@@ -26,9 +27,9 @@ export type StatFs = (path: string) => Promise<DiskSpace>;
 export type RetrieveSpaceKind = 'over_limit' | 'disk_full';
 
 /** The results are over the limit or the free space: nothing of them was kept. */
-export class RetrieveSpaceError extends Error {
+export class RetrieveSpaceError extends HintedError<RetrieveSpaceKind> {
   constructor(
-    readonly kind: RetrieveSpaceKind,
+    kind: RetrieveSpaceKind,
     message: string,
     /** Bytes the pod listed (before) or on disk when it stopped (during). */
     readonly bytes: number,
@@ -36,7 +37,7 @@ export class RetrieveSpaceError extends Error {
     /** Free bytes on the local disk; null when it could not be read. */
     readonly freeBytes: number | null,
   ) {
-    super(message);
+    super(kind, message);
     this.name = 'RetrieveSpaceError';
   }
 }
