@@ -1,9 +1,10 @@
 import * as assert from 'node:assert/strict';
 import { MAX_COST_REACHED, MAX_HOURS_REACHED } from '../../src/core/pod/lifecycle';
+import { PodError } from '../../src/core/pod/podError';
 import {
   cancelPrompt,
   cancelQuestion,
-  endCause,
+  endCauseOf,
   followLost,
   notificationFor,
   OnceFilter,
@@ -95,7 +96,7 @@ describe('notifications from core events (model)', function () {
     assert.equal(deleting?.severity, 'error');
     assert.match(deleting!.message, /^Run r: deadline reached \(max_hours\)/);
     assert.deepEqual(deleting?.actions, ['Open Run']);
-    const failed = runEnd('r', 'failed', MAX_HOURS_REACHED, null);
+    const failed = runEnd('r', 'failed', MAX_HOURS_REACHED, 'deadline');
     assert.equal(failed?.message, deleting?.message);
     const once = new OnceFilter();
     assert.equal(once.first(deleting!.key), true);
@@ -120,11 +121,10 @@ describe('notifications from core events (model)', function () {
     assert.equal(deleting?.severity, 'error');
     assert.match(deleting!.message, /^Run r: cost cap reached \(max_cost_usd\)/);
     assert.deepEqual(deleting?.actions, ['Open Run']);
-    const failed = runEnd('r', 'failed', MAX_COST_REACHED, null);
+    const failed = runEnd('r', 'failed', MAX_COST_REACHED, 'cost_cap');
     assert.equal(failed?.message, deleting?.message);
     assert.equal(failed?.key, deleting?.key, 'said once');
-    assert.equal(endCause('cost_cap_reached', null), 'cost_cap_reached');
-    assert.equal(endCause(null, MAX_COST_REACHED), 'cost_cap_reached');
+    assert.equal(endCauseOf(new PodError('cost_cap_reached', MAX_COST_REACHED)), 'cost_cap');
   });
 
   it('a run stopped with its snapshot home is news, not an error: Resume Run is offered', function () {
@@ -132,7 +132,7 @@ describe('notifications from core events (model)', function () {
       'r',
       'stopped',
       'stopped at step 7 (cost); snapshot output/checkpoint-7',
-      null,
+      'snapshotted',
     );
     assert.equal(stopped?.severity, 'info');
     assert.equal(stopped?.message, 'Run r stopped at step 7 (cost); snapshot output/checkpoint-7');
@@ -142,13 +142,18 @@ describe('notifications from core events (model)', function () {
       'r',
       'stopped',
       'stopped at step 7 (cost); snapshot output/checkpoint-7; artifacts not retrieved: x',
-      null,
+      'not_retrieved',
     );
     assert.equal(unretrieved?.severity, 'error');
   });
 
-  it('pod gone: from the PodError kind or the run message, keyed as the run end', function () {
-    const byKind = runEnd('r', 'failed', 'pod p1 no longer exists', 'pod_gone');
+  it("pod gone: from the PodError kind or the run's cause, keyed as the run end", function () {
+    const byKind = runEnd(
+      'r',
+      'failed',
+      'pod p1 no longer exists',
+      endCauseOf(new PodError('pod_gone', 'x')),
+    );
     assert.match(byKind!.message, /^Run r: pod gone \(pod p1 no longer exists\)/);
     assert.equal(byKind?.key, 'end:r');
     const byMessage = notificationFor({
@@ -159,11 +164,39 @@ describe('notifications from core events (model)', function () {
       cause: 'pod_gone',
     });
     assert.equal(byMessage?.message, byKind?.message);
-    assert.equal(endCause(null, 'exit 3'), null);
-    assert.equal(endCause('deadline_reached', null), 'deadline_reached');
-    assert.equal(endCause(null, MAX_HOURS_REACHED), 'deadline_reached');
+    assert.equal(endCauseOf(new PodError('exec', 'exit 3')), null);
+    assert.equal(endCauseOf(new Error('pod p1 no longer exists')), null, 'words are no cause');
+    assert.equal(endCauseOf(new PodError('deadline_reached', 'x')), 'deadline');
     // A succeeded run stays a success whatever its message says.
-    assert.deepEqual(runEnd('r', 'succeeded', null, null)?.actions, ['Open Output']);
+    assert.deepEqual(runEnd('r', 'succeeded', null, 'completed')?.actions, ['Open Output']);
+  });
+
+  it("a run's end is told by its cause, never by its words", function () {
+    // Words that read like a limit, from a job that failed on its own: a failed run.
+    const jobSaid = runEnd('r', 'failed', MAX_HOURS_REACHED, 'job_failed');
+    assert.equal(jobSaid?.message, `Run r failed: ${MAX_HOURS_REACHED}`);
+    assert.equal(runEnd('r', 'failed', MAX_COST_REACHED, 'job_failed')?.actions[0], 'Open Run');
+    assert.doesNotMatch(runEnd('r', 'failed', MAX_COST_REACHED, 'unknown')!.message, /cost cap/);
+    // The cause alone says the limit, whatever the words.
+    assert.match(
+      runEnd('r', 'failed', 'Runpod answered 500', 'deadline')!.message,
+      /^Run r: deadline reached \(max_hours\)/,
+    );
+    assert.match(
+      runEnd('r', 'failed', null, 'cost_cap')!.message,
+      /^Run r: cost cap reached \(max_cost_usd\)/,
+    );
+    assert.match(runEnd('r', 'failed', 'lost', 'pod_gone')!.message, /^Run r: pod gone \(lost\)/);
+    // A pod that died and was not recovered says so in its words, not "pod gone".
+    const notRecovered = runEnd('r', 'failed', 'pod p1 no longer exists; x', 'recovery_failed');
+    assert.equal(notRecovered?.message, 'Run r failed: pod p1 no longer exists; x');
+    // Snapshot home (the cause), whatever the words; not retrieved is an error.
+    const home = runEnd('r', 'stopped', 'stopped (cost), checkpoint-7 kept', 'snapshotted');
+    assert.equal(home?.severity, 'info');
+    assert.deepEqual(home?.actions, ['Resume Run', 'Open Run']);
+    const notHome = runEnd('r', 'stopped', 'stopped at step 7 (cost); snapshot c', 'not_retrieved');
+    assert.equal(notHome?.severity, 'error');
+    assert.equal(notHome?.message, 'Run r stopped: stopped at step 7 (cost); snapshot c');
   });
 
   it('a connection lost while following is no "Run failed": the run goes on, Attach is offered, and what the watchdog does', function () {

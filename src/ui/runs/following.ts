@@ -1,7 +1,7 @@
 import { attach as attachFlow, FlowError, type FlowResult } from '../../core/flow';
 import { PodError } from '../../core/pod/podError';
 import { errorText } from '../errorText';
-import { followLost as followLostNotice, runEnd } from './notifyModel';
+import { endCauseOf, followLost as followLostNotice, runEnd } from './notifyModel';
 import type { RunSummary } from './runsModel';
 import type { UiContext } from '../uiContext';
 import type { WorkspaceSession } from '../workspace';
@@ -43,7 +43,9 @@ export async function finish(
   try {
     const result = await flow;
     log.info(result.summary);
-    ctx.show(runEnd(result.run.id, result.run.state, result.run.message, null));
+    ctx.show(
+      runEnd(result.run.id, result.run.state, result.run.message, result.run.end?.cause ?? null),
+    );
     if (result.pod?.state === 'awaiting_retrieval') {
       ctx.notify({
         type: 'warning',
@@ -56,11 +58,9 @@ export async function finish(
     const id = runIdOf();
     const followed = id !== null ? ctx.followed.get(id) : undefined;
     const kind = error instanceof PodError ? error.kind : null;
+    const cause = endCauseOf(error);
     const end =
-      id === null ||
-      (kind !== 'deadline_reached' && kind !== 'cost_cap_reached' && kind !== 'pod_gone')
-        ? null
-        : runEnd(id, 'failed', errorText(error), kind);
+      id === null || cause === null ? null : runEnd(id, 'failed', errorText(error), cause);
     if (end !== null) {
       // Deadline reached, pod gone: their own notification, once per run.
       log.error(log.redact(end.message));

@@ -1,5 +1,6 @@
-import type { CoreEvent, RunState } from '../../core/events';
-import { followLostWords, MAX_COST_REACHED, MAX_HOURS_REACHED } from '../../core/pod/lifecycle';
+import type { CoreEvent, RunEndCause, RunState } from '../../core/events';
+import { followLostWords } from '../../core/pod/lifecycle';
+import { PodError } from '../../core/pod/podError';
 
 /**
  * Which core events become notifications, free of `vscode`. Each decision carries its severity,
@@ -89,31 +90,20 @@ export function notificationFor(event: CoreEvent): Notification | null {
     return costCapReached(event.runId);
   }
   if (event.type === 'runState') {
-    return runEnd(event.runId, event.state, event.message, null);
+    return runEnd(event.runId, event.state, event.message, event.cause);
   }
   return null;
 }
 
-/** Why a run ended, as the core says it: a PodError's kind when the flow threw one. */
-export type EndCause = 'deadline_reached' | 'cost_cap_reached' | 'pod_gone' | null;
-
-/** The cause of a run's end from its error (a PodError's `kind`) or, failing that, its message. */
-export function endCause(errorKind: unknown, message: string | null): EndCause {
-  if (
-    errorKind === 'deadline_reached' ||
-    errorKind === 'cost_cap_reached' ||
-    errorKind === 'pod_gone'
-  ) {
-    return errorKind;
-  }
-  if (message === null) return null;
-  if (message === MAX_COST_REACHED || message.startsWith('max_cost_usd reached')) {
-    return 'cost_cap_reached';
-  }
-  if (message === MAX_HOURS_REACHED || message.startsWith('max_hours reached')) {
-    return 'deadline_reached';
-  }
-  if (/^pod \S* ?no longer exists/.test(message)) return 'pod_gone';
+/**
+ * The run's end a flow's error says, by its kind (the run was saved so too): a limit that
+ * deleted the pod, or the pod gone; null for any other error (its words are never read).
+ */
+export function endCauseOf(error: unknown): RunEndCause | null {
+  if (!(error instanceof PodError)) return null;
+  if (error.kind === 'deadline_reached') return 'deadline';
+  if (error.kind === 'cost_cap_reached') return 'cost_cap';
+  if (error.kind === 'pod_gone') return 'pod_gone';
   return null;
 }
 
@@ -149,20 +139,20 @@ function podGone(runId: string, message: string | null): Notification {
 
 /**
  * The one notification of a run's end (key `end:<run>`, so a deadline announced while the pod
- * was being deleted is not repeated when the flow returns): deadline reached and pod gone have
- * their own words; success offers the output.
+ * was being deleted is not repeated when the flow returns), told by its cause (never its
+ * message, which is only shown): deadline reached, cost cap reached and pod gone have their own
+ * words; success offers the output; a snapshot home offers the resume.
  */
 export function runEnd(
   runId: string,
   state: RunState,
   message: string | null,
-  errorKind: unknown,
+  cause: RunEndCause | null,
 ): Notification | null {
   const tail = message ? `: ${message}` : '';
   if (state === 'failed' || state === 'stopped') {
-    const cause = endCause(errorKind, message);
-    if (cause === 'deadline_reached') return deadlineReached(runId);
-    if (cause === 'cost_cap_reached') return costCapReached(runId);
+    if (cause === 'deadline') return deadlineReached(runId);
+    if (cause === 'cost_cap') return costCapReached(runId);
     if (cause === 'pod_gone') return podGone(runId, message);
   }
   if (state === 'succeeded') {
@@ -174,16 +164,12 @@ export function runEnd(
       runId,
     };
   }
-  if (
-    state === 'stopped' &&
-    message?.startsWith('stopped at step ') &&
-    !message.includes('artifacts not retrieved')
-  ) {
+  if (state === 'stopped' && cause === 'snapshotted') {
     // Stopped with its snapshot home, as asked (or before a limit): nothing is lost.
     return {
       key: `end:${runId}`,
       severity: 'info',
-      message: `Run ${runId} ${message}`,
+      message: `Run ${runId} ${message ?? state}`,
       actions: ['Resume Run', 'Open Run'],
       runId,
     };
