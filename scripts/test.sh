@@ -52,6 +52,7 @@ step() {
 
 on_exit() {
   local code=$?
+  if [ -n "${E2E_BUILD_DIR:-}" ]; then rm -rf "$E2E_BUILD_DIR"; fi
   if [ "$code" -ne 0 ] && [ -n "$step_name" ]; then
     echo
     echo "==== FAILED: $step_name (exit $code) ====" >&2
@@ -237,10 +238,40 @@ run_build_unit() {
 }
 
 E2E_FIRST=test/e2e/activation.e2e.test.ts
+# The other e2e files run two at a time (mocha --parallel, a worker per file, each file its own
+# code-server, emulator, workspace and Chromium): a journey mostly waits on its pods, its
+# extension host and the page (the tier alone kept the machine about 0.4 cores busy on average,
+# 2026-12-06). The long files start first, longest first, so that none is left for last.
+E2E_JOBS=2
+E2E_LONG_FIRST=(journeys demo webview package crash newUser train logs recovery)
+
+# The e2e files after the first window, the long ones first.
+e2e_rest_files() {
+  local name file listed=" "
+  for name in "${E2E_LONG_FIRST[@]}"; do
+    file="test/e2e/$name.e2e.test.ts"
+    if [ -f "$file" ]; then
+      echo "$file"
+      listed+="$file "
+    fi
+  done
+  for file in test/e2e/*.e2e.test.ts; do
+    case "$listed" in *" $file "*) continue ;; esac
+    [ "$file" = "$E2E_FIRST" ] || echo "$file"
+  done
+}
+
+# A copy of the build for the e2e windows, made once right after the build (test/e2e/build.ts):
+# the demo and package journeys rebuild dist/ while the other files' windows start and reload.
+stage_e2e_build() {
+  E2E_BUILD_DIR="$(mktemp -d "${TMPDIR:-/tmp}/overbrainer-e2e-build-XXXXXX")"
+  cp -r package.json dist media "$E2E_BUILD_DIR/"
+  export OVERBRAINER_E2E_BUILD="$E2E_BUILD_DIR"
+}
 
 run_e2e() {
-  step "e2e tests (code-server + Chromium)"
-  npx mocha --config .mocharc.e2e.json test/e2e/*.e2e.test.ts
+  run_e2e_first
+  run_e2e_rest
 }
 
 # The suite's first window starts code-server cold (its caches empty): beside the load test
@@ -253,12 +284,10 @@ run_e2e_first() {
 }
 
 run_e2e_rest() {
-  step "e2e tests (code-server + Chromium), the rest"
-  local files=()
-  for file in test/e2e/*.e2e.test.ts; do
-    [ "$file" = "$E2E_FIRST" ] || files+=("$file")
-  done
-  npx mocha --config .mocharc.e2e.json "${files[@]}"
+  step "e2e tests (code-server + Chromium), the rest, $E2E_JOBS files at a time"
+  local files
+  mapfile -t files < <(e2e_rest_files)
+  npx mocha --config .mocharc.e2e.json --parallel --jobs "$E2E_JOBS" "${files[@]}"
 }
 
 # The benchmarks (issue 8) in quick mode: tiny sizes, one repetition, no timing assertion — only
@@ -276,6 +305,7 @@ case "$TIER" in
     ensure_e2e_deps
     # Short, CPU-bound and without wall-time bounds that a neighbour could break: side by side.
     run_group run_lint run_typecheck run_build_unit
+    stage_e2e_build
     # The first code-server window alone (see run_e2e_first); then the integration files beside
     # the other e2e journeys: both mostly wait on pods and scaled timers (the integration files
     # kept the 2 cores about 35 % busy on their own, 2026-12-04), and the two were the suite's
@@ -302,6 +332,7 @@ case "$TIER" in
     ensure_integration_deps
     ensure_e2e_deps
     run_build
+    stage_e2e_build
     run_e2e
     ;;
 esac

@@ -66,11 +66,9 @@ function hashes(dir: string): Record<string, string> {
 
 describe('SIGKILL of the extension host mid-run (issue #7)', function () {
   this.timeout(400_000);
-  // The extension loads twice (before and after the crash): a copy of today's build.
   const window = useWindow({
     name: 'crash',
     toml: toml(),
-    stagedExtension: true,
     timingScale: TIMING_SCALE,
     apiKeyInEnv: true,
   });

@@ -4,6 +4,7 @@ import { randomBytes } from 'node:crypto';
 import { existsSync, readdirSync, readFileSync } from 'node:fs';
 import * as path from 'node:path';
 import { REPO_ROOT, tempDir } from './harness';
+import { lockTreeBuild } from './treeBuild';
 
 /**
  * The README's first command, as a newcomer runs it: `npm start -- --check` drives the whole demo
@@ -55,15 +56,27 @@ async function waitFor<T>(what: string, probe: () => T | undefined, timeoutMs: n
   }
 }
 
+/**
+ * What the demo prints once its code-server runs: its build is done and copied by then, so the
+ * tree's build lock (./treeBuild.ts) is let go.
+ */
+const SERVING = /^settings: overbrainer\.runpod\.baseUrl = /m;
+
 /** `npm start -- <args>` in its own process group, as a terminal runs it; output collected. */
 class Demo {
   readonly output = { text: '' };
   readonly exited: Promise<{ code: number | null; signal: NodeJS.Signals | null }>;
   private readonly child: ChildProcess;
 
-  constructor(
+  /** Starts it once no other e2e file builds the tree; it builds dist/ and copies it itself. */
+  static async start(args: string[], marker: string): Promise<Demo> {
+    return new Demo(args, marker, await lockTreeBuild('npm start'));
+  }
+
+  private constructor(
     args: string[],
     readonly marker: string,
+    releaseBuild: () => void,
   ) {
     this.child = spawn('npm', ['start', '--', ...args], {
       cwd: REPO_ROOT,
@@ -73,11 +86,15 @@ class Demo {
     });
     const collect = (chunk: Buffer): void => {
       this.output.text += chunk.toString();
+      if (SERVING.test(this.output.text)) releaseBuild();
     };
     this.child.stdout?.on('data', collect);
     this.child.stderr?.on('data', collect);
     this.exited = new Promise((resolve) =>
-      this.child.once('exit', (code, signal) => resolve({ code, signal })),
+      this.child.once('exit', (code, signal) => {
+        releaseBuild();
+        resolve({ code, signal });
+      }),
     );
   }
 
@@ -128,7 +145,7 @@ describe('npm start: the demo', function () {
 
   it('--check trains through the UI to verified results and exits 0, leaving nothing', async function () {
     const marker = randomBytes(8).toString('hex');
-    demo = new Demo(['--check', '--dir', dir.dir], marker);
+    demo = await Demo.start(['--check', '--dir', dir.dir], marker);
     const started = Date.now();
     const { code } = await demo.exited;
     const tookS = ((Date.now() - started) / 1000).toFixed(0);
@@ -153,7 +170,7 @@ describe('npm start: the demo', function () {
 
   it('prints the URL, serves VS Code, and Ctrl-C leaves no process and no emulated pod', async function () {
     const marker = randomBytes(8).toString('hex');
-    demo = new Demo(['--port', '0', '--dir', dir.dir], marker);
+    demo = await Demo.start(['--port', '0', '--dir', dir.dir], marker);
     const output = demo.output;
     const url = await waitFor(
       'the demo URL',

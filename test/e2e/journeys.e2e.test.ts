@@ -51,11 +51,9 @@ retrieve_grace_minutes = 10
 
 describe('User journeys in the real VS Code against the Runpod emulator', function () {
   this.timeout(420_000);
-  // The Reload journey loads the extension twice: a copy of today's build.
   const window = useWindow({
     name: 'journeys',
     toml: toml({ steps: 20, stepSeconds: 0.1, maxHours: 1 }),
-    stagedExtension: true,
     // The key from VS Code's environment (the palette's key box is the train journey's part).
     timingScale: TIMING_SCALE,
     apiKeyInEnv: true,

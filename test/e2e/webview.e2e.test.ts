@@ -62,11 +62,7 @@ function toml(): string {
   );
 }
 
-/**
- * A private copy of today's build as an installed extension. The harness links the live dist/,
- * which every `npm run build` on the shared tree deletes and rewrites: an extension host that
- * (re)starts meanwhile — as after Reload Window — finds no extension.js and never activates.
- */
+/** The points the run page's chart holds (its `data-points`). */
 async function chartPoints(page: FrameLocator): Promise<number> {
   const value = await page.locator('#chart').getAttribute('data-points', { timeout: 5_000 });
   return Number(value ?? '0');
@@ -78,7 +74,6 @@ describe('The run webview in the real VS Code', function () {
     name: 'webview',
     toml: toml(),
     prepare: (ws) => writeOldRun(ws),
-    stagedExtension: true,
     // The key reaches the extension through its environment (the Train test sets it by palette).
     // SHELL: code-server resolves the login shell's environment at every extension host start;
     // root's bash runs `pyenv init`, which on the loaded machine ran into VS Code's timeout and

@@ -5,12 +5,11 @@ import type { Browser, Locator } from 'playwright-core';
 import { startEmulator, type Emulator } from '../emulator/emulator';
 import type { EmulatorOptions } from '../emulator/types';
 import { tinyToml, writeTinyWorkspace } from '../helpers/tinyWorkspace';
+import { installBuild } from './build';
 import {
   CodeServer,
   eventually,
-  extensionFolderName,
   launchChromium,
-  REPO_ROOT,
   tempDir,
   Workbench,
   type CodeServerOptions,
@@ -38,12 +37,6 @@ export interface WindowOptions {
   tiny?: boolean;
   /** Extra files in the workspace, written before code-server starts. */
   prepare?: (workspaceDir: string, emulator: Emulator) => void | Promise<void>;
-  /**
-   * Install a copy of today's build instead of linking dist/ (default false): a `npm run build`
-   * elsewhere in the tree empties dist/ while it runs, so a test that loads the extension more
-   * than once (a reload, a crash) must not depend on dist/ staying in place.
-   */
-  stagedExtension?: boolean;
   /** OVERBRAINER_TIMING_SCALE: the production timing divided by it (default: production). */
   timingScale?: string;
   /** Give the extension the emulator's API key in its environment (default false). */
@@ -76,8 +69,13 @@ export function useWindow(options: WindowOptions): E2eWindow {
     else if (options.toml !== undefined)
       fs.writeFileSync(path.join(ws, 'overbrainer.toml'), options.toml);
     await options.prepare?.(ws, window.emulator);
+    // A private copy of the run's build (./build.ts): never dist/, which other files rebuild.
+    extensions = tempDir(`${options.name}-ext`);
+    const extensionsDir = path.join(extensions.dir, 'extensions');
+    await installBuild(extensionsDir);
     const serverOptions: CodeServerOptions = {
       workspace: ws,
+      extensionsDir,
       // Where a user sets it: a workspace's .vscode/settings.json cannot (scope `machine`).
       machineSettings: { 'overbrainer.runpod.baseUrl': window.emulator.baseUrl },
       workspaceTrust: options.workspaceTrust,
@@ -89,11 +87,6 @@ export function useWindow(options: WindowOptions): E2eWindow {
         ...options.env,
       },
     };
-    if (options.stagedExtension) {
-      extensions = tempDir(`${options.name}-ext`);
-      serverOptions.extensionsDir = path.join(extensions.dir, 'extensions');
-      await stageBuiltExtension(serverOptions.extensionsDir);
-    }
     window.server = await CodeServer.start(serverOptions);
     window.browser = await launchChromium();
     window.workbench = await Workbench.open(
@@ -131,27 +124,6 @@ export function useWindow(options: WindowOptions): E2eWindow {
   });
 
   return window;
-}
-
-/** Copies today's build (manifest, dist/, media/) into `extensionsDir` as an installed extension. */
-async function stageBuiltExtension(extensionsDir: string): Promise<void> {
-  const dist = path.join(REPO_ROOT, 'dist', 'extension.js');
-  await eventually(
-    'a complete dist/extension.js (npm run build)',
-    async () => {
-      if (!fs.existsSync(dist)) return undefined;
-      const size = fs.statSync(dist).size;
-      await new Promise((resolve) => setTimeout(resolve, 1000));
-      return fs.existsSync(dist) && fs.statSync(dist).size === size && size > 0 ? true : undefined;
-    },
-    60_000,
-  );
-  const stage = path.join(extensionsDir, extensionFolderName());
-  fs.mkdirSync(stage, { recursive: true });
-  fs.copyFileSync(path.join(REPO_ROOT, 'package.json'), path.join(stage, 'package.json'));
-  for (const dir of ['dist', 'media']) {
-    fs.cpSync(path.join(REPO_ROOT, dir), path.join(stage, dir), { recursive: true });
-  }
 }
 
 /**
