@@ -9,6 +9,7 @@
  */
 import { colorAllowed, liveAllowed, LiveArea } from './cli/liveArea';
 import { runCli } from './cli/main';
+import { describeError } from './core/errors';
 
 function writer(stream: NodeJS.WriteStream): (line: string) => void {
   return (line) => {
@@ -62,8 +63,6 @@ async function main(): Promise<void> {
 }
 
 main().catch((error: unknown) => {
-  process.stderr.write(
-    `overbrainer: internal error: ${error instanceof Error ? error.message : String(error)}\n`,
-  );
+  process.stderr.write(`overbrainer: internal error: ${describeError(error)}\n`);
   process.exitCode = 1;
 });

@@ -5,7 +5,7 @@
  * (exit 2), so a typo never starts a billing pod with other settings than meant.
  */
 import { parseArgs as nodeParseArgs } from 'node:util';
-import { HintedError } from '../core/errors';
+import { HintedError, describeError } from '../core/errors';
 import { commandSpec, COMMAND_SPECS, subcommands, type CommandSpec } from './commandSpecs';
 import { usageText } from './help';
 
@@ -110,7 +110,7 @@ function options(
 /** parseArgs' error (`ERR_PARSE_ARGS_*`) in the CLI's words. */
 function parseErrorWords(error: unknown, what: string): string {
   const code = (error as { code?: unknown }).code;
-  const message = error instanceof Error ? error.message : String(error);
+  const message = describeError(error);
   const option = /'(-[^' ]+)/.exec(message)?.[1] ?? '';
   if (code === 'ERR_PARSE_ARGS_UNKNOWN_OPTION') return `${what} has no option ${option}`;
   if (code === 'ERR_PARSE_ARGS_INVALID_OPTION_VALUE') {

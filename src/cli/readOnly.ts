@@ -10,11 +10,10 @@
  * The limits themselves are the client's (src/core/runpod/callLimits.ts): one retry machinery.
  */
 import { isAbortError, type Clock } from '../core/clock';
-import { HintedError } from '../core/errors';
+import { describeError, HintedError } from '../core/errors';
 import { CallLimits, type RateLimitWait } from '../core/runpod/callLimits';
 import type { RunpodClient } from '../core/runpod/client';
 import { isApiError } from '../core/runpod/errors';
-import { messageOf } from '../core/pod/remove';
 import type { Timing } from '../core/timing';
 
 const UNREACHABLE_HINT =
@@ -91,7 +90,7 @@ export class ReadOnlyCalls {
     const timedOut = (error?: unknown): ReadOnlyTimeout =>
       new ReadOnlyTimeout(
         `the Runpod API at ${client.baseUrl} did not answer within ${Math.round(limitMs / 1000)} s` +
-          (error === undefined || isAbortError(error) ? '' : ` (${messageOf(error)})`),
+          (error === undefined || isAbortError(error) ? '' : ` (${describeError(error)})`),
       );
     try {
       const result = await calls(client.withLimits(this.limits), limit.signal, () => timer.abort());

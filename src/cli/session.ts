@@ -12,7 +12,7 @@
  * It is not in the usage on purpose: with it, deadlines, leases and graces no
  * longer mean what the docs say.
  */
-import { HintedError, hintOf } from '../core/errors';
+import { describeError, HintedError, hintOf } from '../core/errors';
 import { timingFromEnv } from '../core/timing';
 import * as fs from 'node:fs';
 import * as path from 'node:path';
@@ -37,7 +37,6 @@ import { sshCommand } from '../core/pod/keys';
 import { followLostWords } from '../core/pod/lifecycle';
 import { stopPodLogCaptures } from '../core/pod/podLogCapture';
 import { PodError } from '../core/pod/podError';
-import { messageOf } from '../core/pod/remove';
 import { noPodLeft, RunStore } from '../core/runs/store';
 import { type Timing } from '../core/timing';
 import { podStatusWords } from './format';
@@ -349,7 +348,7 @@ export class Session {
     } else if (!interrupted && this.followLost(error) !== null) {
       this.io.stderr(`lost: ${this.followLost(error)!}`);
     } else {
-      this.io.stderr(`error: ${messageOf(error)}`);
+      this.io.stderr(`error: ${describeError(error)}`);
       const hint = hintOf(error);
       if (hint) this.io.stderr(`hint: ${hint}`);
     }
@@ -376,7 +375,7 @@ export class Session {
       if (pod === null || pod.podId === null || pod.state === 'deleted') return null;
       return followLostWords(
         run.id,
-        messageOf(error),
+        describeError(error),
         pod.keep ? null : pod.deadlineUnixS,
         this.clock.nowMs(),
         `follow it again with \`overbrainer train attach ${run.id}\``,

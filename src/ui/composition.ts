@@ -16,18 +16,14 @@ import { accountPodsSource, runsFolders, watchRunsFolders } from './runs/runsFol
 import { RunPanels } from './panel/runPanel';
 import { RunsModel, type RunsNode } from './runs/runsModel';
 import { readRuns } from './runs/runsSource';
-import {
-  bindPodsViewMessage,
-  errorText,
-  podsTreeProvider,
-  runsTreeProvider,
-} from './runs/runsTree';
+import { bindPodsViewMessage, podsTreeProvider, runsTreeProvider } from './runs/runsTree';
 import type { SpendRowView } from './spend/spendModel';
 import { SpendTreeProvider } from './spend/spendTree';
 import { refreshesSpend } from './spend/spendModel';
 import { UiContext } from './uiContext';
 import { vscodeHost } from './vscodeHost';
 import { WelcomeContext } from './welcome';
+import { describeError } from '../core/errors';
 
 /** What the thin first bundle (src/extension.ts) built at activation and hands to the core. */
 export interface FirstBundle {
@@ -146,7 +142,9 @@ export function composeUi(first: FirstBundle): ComposedUi {
       spendTree.refresh();
       for (const model of [runs, pods]) {
         if (model.isLoaded) {
-          model.refresh().catch((error: unknown) => log.warn(`Reload failed: ${errorText(error)}`));
+          model
+            .refresh()
+            .catch((error: unknown) => log.warn(`Reload failed: ${describeError(error)}`));
         }
       }
     }, systemClock),
@@ -159,7 +157,7 @@ export function composeUi(first: FirstBundle): ComposedUi {
     restorePanel: (panel, state) => runPanels.restore(panel, state),
     resumeFollowing: () => resumeFollowing(ctx),
     trustGranted: () => {
-      if (pods.isLoaded) pods.refresh().catch((error: unknown) => log.warn(errorText(error)));
+      if (pods.isLoaded) pods.refresh().catch((error: unknown) => log.warn(describeError(error)));
       void welcome.refreshKey();
     },
   };

@@ -4,11 +4,10 @@ import type { Clock } from '../core/clock';
 import type { CoreEvent, EventBus } from '../core/events';
 import { ApiError } from '../core/runpod/errors';
 import { Pace } from '../core/train/pace';
-import { hintOf } from '../core/errors';
+import { describeError, hintOf } from '../core/errors';
 import { timingFromEnv } from '../core/timing';
 import type { ApiKeyStore } from './apiKey';
 import { Emitter } from './emitter';
-import { errorText } from './errorText';
 import type { LogPort, UiHost } from './host';
 import {
   notificationFor,
@@ -198,7 +197,7 @@ export class UiContext {
     const hint = hintOf(error);
     const needsKey = keyProblem(error);
     const needsTrust = trustProblem(error);
-    const text = this.log.redact(`${prefix}: ${errorText(error)}${hint ? ` — ${hint}` : ''}`);
+    const text = this.log.redact(`${prefix}: ${describeError(error)}${hint ? ` — ${hint}` : ''}`);
     this.log.error(text);
     const actions = needsTrust
       ? [MANAGE_TRUST_CHOICE]

@@ -61,6 +61,14 @@ describe('errors: one base with a kind and a hint, one way to say them', () => {
     assert.equal(Object.keys(api).includes('hint'), false);
   });
 
+  it('error-to-text is written once (describeError); only the thin first bundle, which loads no core, keeps its own', () => {
+    const copies = sources(SRC)
+      .filter((file) => /\.message : String\(/.test(fs.readFileSync(file, 'utf8')))
+      .map((file) => path.relative(SRC, file))
+      .sort();
+    assert.deepEqual(copies, ['boot/codeCache.ts', 'core/errors.ts', 'extension.ts']);
+  });
+
   it('describeError: an error says its message, any other thrown value its text', () => {
     assert.equal(
       describeError(new PodError('pod_gone', 'pod p no longer exists', 'hint')),

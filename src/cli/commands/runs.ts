@@ -7,12 +7,12 @@ import * as path from 'node:path';
 import { POD_LOG_FILE, PodLogRedactor } from '../../core/pod/podLogCapture';
 import type { RunpodClient } from '../../core/runpod/client';
 import { streamPodLogs } from '../../core/runpod/podLogs';
-import { messageOf } from '../../core/pod/remove';
 import { JOB_LOG } from '../../core/train/job';
 import type { Command } from '../args';
 import { runsTable, type RunLine } from '../format';
 import { runsJson } from '../listings';
 import { EXIT_FAILED, EXIT_OK, Interrupts, printJson, type Session } from '../session';
+import { describeError } from '../../core/errors';
 
 /** `runs ls`: this project's runs from their records (no API call). */
 export function runsLs(s: Session, json: boolean): number {
@@ -26,7 +26,7 @@ export function runsLs(s: Session, json: boolean): number {
     try {
       return { run, pod: s.store.loadPod(run.id), podProblem: null };
     } catch (error) {
-      return { run, pod: null, podProblem: `pod record unreadable (${messageOf(error)})` };
+      return { run, pod: null, podProblem: `pod record unreadable (${describeError(error)})` };
     }
   });
   if (json) return printJson(s, runsJson(lines));

@@ -10,7 +10,6 @@ import * as path from 'node:path';
 import type { TrainMetric } from '../../core/events';
 import type { OverbrainerConfig } from '../../core/config/types';
 import { KeysError, sshCommand } from '../../core/pod/keys';
-import { messageOf } from '../../core/pod/remove';
 import {
   hasShell,
   opensshCommandLine,
@@ -27,6 +26,7 @@ import { readMetricsFile } from '../../core/train/metricsFile';
 import { Pace } from '../../core/train/pace';
 import { durationWords, usd } from '../format';
 import { EXIT_FAILED, EXIT_OK, printJson, type Session } from '../session';
+import { describeError } from '../../core/errors';
 
 export interface RunView {
   run: RunRecord;
@@ -85,7 +85,7 @@ export async function runView(store: RunStore, runId: string): Promise<RunView> 
   try {
     pod = store.loadPod(runId);
   } catch (error) {
-    podProblem = `pod record unreadable (${messageOf(error)})`;
+    podProblem = `pod record unreadable (${describeError(error)})`;
   }
   const dir = store.runDir(runId);
   const metrics = await readMetricsFile(path.join(dir, METRICS_FILE));

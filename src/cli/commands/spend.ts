@@ -1,9 +1,9 @@
 /** `spend`: the CLI's spend listing (its words and JSON are in ../spend.ts). */
 import type { PodRecord } from '../../core/runs/podRecord';
 import { billSettled, recordBilled, recordOtherBills } from '../../core/pod/billing';
-import { messageOf } from '../../core/pod/remove';
 import { spendJson, spendRow, spendTable, type SpendRow } from '../spend';
 import { EXIT_OK, type Session } from '../session';
+import { describeError } from '../../core/errors';
 
 /**
  * `spend`: each run's estimated pod spend (every pod of the run: a recovered run's attempts,
@@ -24,7 +24,7 @@ export async function spend(s: Session, sinceMs: number | null, json: boolean): 
     try {
       pod = s.store.loadPod(run.id);
     } catch (error) {
-      s.io.stderr(`warning: run ${run.id}: ${messageOf(error)}`);
+      s.io.stderr(`warning: run ${run.id}: ${describeError(error)}`);
       continue;
     }
     if (pod === null) continue;

@@ -24,8 +24,8 @@ import {
   sweepHostKeySecrets,
   type PodRow,
 } from '../../core/pod/podAdmin';
-import { messageOf } from '../../core/pod/remove';
 import { ConfigProblem, EXIT_FAILED, EXIT_OK, Interrupts, type Session } from '../session';
+import { describeError } from '../../core/errors';
 
 /**
  * The target a train uses: `--target`'s, else `[training] target`, else the only one; its name
@@ -194,7 +194,7 @@ export async function warnOrphans(s: Session, client: RunpodClient): Promise<voi
     for (const warning of orphanWarnings(rows)) s.io.stderr(`warning: ${warning}`);
     await sweepSecrets(s, client, rows);
   } catch (error) {
-    s.io.stderr(`warning: cannot look for leftover pods: ${messageOf(error)}`);
+    s.io.stderr(`warning: cannot look for leftover pods: ${describeError(error)}`);
   }
 }
 
@@ -211,7 +211,7 @@ export async function settleAbandoned(
       );
     } else {
       s.io.stderr(
-        `warning: run ${left.runId} was left starting by a client that stopped and cannot be cleaned up: ${messageOf(left.error)}; retry with \`overbrainer train attach ${left.runId}\``,
+        `warning: run ${left.runId} was left starting by a client that stopped and cannot be cleaned up: ${describeError(left.error)}; retry with \`overbrainer train attach ${left.runId}\``,
       );
     }
   }
@@ -228,6 +228,8 @@ export async function sweepSecrets(
     if (swept.length > 0)
       s.io.stderr(`train: deleted the host-key secrets left by ended runs ${swept.join(', ')}`);
   } catch (error) {
-    s.io.stderr(`warning: cannot sweep the host-key secrets of ended runs: ${messageOf(error)}`);
+    s.io.stderr(
+      `warning: cannot sweep the host-key secrets of ended runs: ${describeError(error)}`,
+    );
   }
 }

@@ -1,5 +1,6 @@
 import { isAbortError } from '../clock';
 import { ExecError, type ExecErrorKind } from './executor';
+import { describeError } from '../errors';
 
 /** The `aborted` error for a signal that fired. */
 export function abortedError(what: string, cause?: unknown): ExecError {
@@ -16,7 +17,7 @@ export function fsError(error: unknown, what: string): ExecError {
   if (isAbortError(error)) return abortedError(what, error);
   const code = (error as NodeJS.ErrnoException | undefined)?.code;
   const kind: ExecErrorKind = code === 'ENOENT' ? 'not_found' : 'io';
-  const reason = code ? `${code}` : error instanceof Error ? error.message : String(error);
+  const reason = code ? `${code}` : describeError(error);
   return new ExecError(kind, `${what} failed (${reason})`, { cause: error });
 }
 

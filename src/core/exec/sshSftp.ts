@@ -8,6 +8,7 @@ import { posix } from 'node:path';
 import type { SFTPWrapper } from 'ssh2';
 import { ExecError } from './executor';
 import { raceAbort, type Connection } from './sshConnection';
+import { describeError } from '../errors';
 
 /** SFTP status codes (draft-ietf-secsh-filexfer-02). */
 const SFTP_NO_SUCH_FILE = 2;
@@ -80,7 +81,7 @@ export class Sftp {
       );
     }
     const code = (error as { code?: unknown } | undefined)?.code;
-    const message = error instanceof Error ? error.message : String(error);
+    const message = describeError(error);
     if (code === SFTP_NO_SUCH_FILE) {
       return new ExecError('not_found', `${what} failed: no such file on ${this.where}`, {
         cause: error,

@@ -19,6 +19,7 @@ import { excerpt } from './errors';
 import { PICK_SHA256, shQuote } from './shell';
 import { tarDirectory } from './tar';
 import type { TransferLink } from './sshTransfer';
+import { describeError } from '../errors';
 
 /** Bytes per channel write of the archive (fewer, larger writes). */
 const ARCHIVE_PIECE_BYTES = 256 * 1024;
@@ -173,11 +174,9 @@ export async function uploadVerified(
   const { signal } = options;
   const sizes = new Map<string, number>();
   const all = await regularFiles(localDir, options.exclude, sizes).catch((error: unknown) => {
-    throw new ExecError(
-      'io',
-      `the upload could not read its input: ${error instanceof Error ? error.message : String(error)}`,
-      { cause: error },
-    );
+    throw new ExecError('io', `the upload could not read its input: ${describeError(error)}`, {
+      cause: error,
+    });
   });
   const files = all.filter(listable);
   // Only a directory that exists (a volume mounted again) has any: one short command otherwise.

@@ -9,7 +9,6 @@ import { log, type PodCtx } from '../pod/context';
 import { endPod, followMoved, holdLeaseDuring, settleWatch, watchLeased } from '../pod/lifecycle';
 import { seedFromStream } from '../pod/checkpointStream';
 import { watchdogWhileNobodyFollows } from '../pod/watchdogWords';
-import { messageOf } from '../pod/remove';
 import { MetricsFollower, type FollowResult } from '../train/follow';
 import { SNAPSHOT_JSON } from '../train/job';
 import { jobOutcome, outcomeCause, withSnapshot, type JobOutcome } from '../train/outcome';
@@ -28,6 +27,7 @@ import {
   type RecoveryPlan,
   StepTimes,
 } from './recover';
+import { describeError } from '../errors';
 
 /** Trainer artifacts never brought back (checkpoints at any depth). */
 const ARTIFACT_EXCLUDES = ['checkpoint-*'];
@@ -130,7 +130,7 @@ export async function followOnPod(
         log(
           ctx,
           'debug',
-          `run ${run.id}: cannot follow its pod to a new endpoint: ${messageOf(error)}`,
+          `run ${run.id}: cannot follow its pod to a new endpoint: ${describeError(error)}`,
         );
         return null;
       });
@@ -297,7 +297,7 @@ export async function collect(
       problem = describeMismatches(got.mismatches);
     }
   } catch (error) {
-    problem = messageOf(error);
+    problem = describeError(error);
     if (error instanceof RetrieveSpaceError) problem += `. ${overSpaceNextAction(run, error)}`;
   }
   finishRecord(deps, run, outcome, verified, problem);

@@ -23,7 +23,7 @@ import { log, warn, type PodCtx } from '../pod/context';
 import { failRun } from '../pod/lifecycle';
 import { PodError } from '../pod/podError';
 import { startPod } from '../pod/provision';
-import { forgetKeys, messageOf, remove } from '../pod/remove';
+import { forgetKeys, remove } from '../pod/remove';
 import type { PodRecord } from '../runs/podRecord';
 import type { AttemptEnd, RunAttempt, RunRecord } from '../runs/runRecord';
 import { reopenRun } from '../runs/runEnd';
@@ -32,6 +32,7 @@ import { METRICS_FILE, RESUME_DIR, RESUME_ENV, type TrainerJob } from '../train/
 import { type FlowDeps, type FlowResult, publishState } from './deps';
 import { placeResumeCopy } from './runFiles';
 import { startJobOnPod, UploadAhead } from './startJob';
+import { describeError } from '../errors';
 
 /** What a run needs to go on on a new pod: its target and its job, as the config has them. */
 export interface RecoveryPlan {
@@ -291,14 +292,14 @@ export async function recoverAfterDeath(
       try {
         await remove(ctx, next, 'requested', 'client');
       } catch (removeError) {
-        log(ctx, 'error', messageOf(removeError));
+        log(ctx, 'error', describeError(removeError));
       }
       closeAttempt(run, next, ctx.clock.nowMs(), null);
       failRun(
         ctx,
         run,
         'recovery_failed',
-        `${died}; the job could not start on the new pod: ${messageOf(error)}`,
+        `${died}; the job could not start on the new pod: ${describeError(error)}`,
       );
       throw error;
     }

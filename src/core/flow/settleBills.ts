@@ -9,11 +9,12 @@
 import type { OverbrainerConfig } from '../config/types';
 import { recordBilled, recordOtherBills } from '../pod/billing';
 import { log } from '../pod/context';
-import { lookUp, messageOf } from '../pod/remove';
+import { lookUp } from '../pod/remove';
 import type { PodRecord } from '../runs/podRecord';
 import { monthStartMs } from '../runs/spend';
 import { attach } from './attach';
 import { type FlowDeps, podCtx } from './deps';
+import { describeError } from '../errors';
 
 /** The runs whose records changed: a pod found gone, or a bill read. */
 export async function settleGonePods(
@@ -41,7 +42,7 @@ export async function settleGonePods(
       try {
         await attach(deps, config, run.id, signal);
       } catch (error) {
-        log(ctx, 'warn', `cannot record the end of run ${run.id}'s pod: ${messageOf(error)}`);
+        log(ctx, 'warn', `cannot record the end of run ${run.id}'s pod: ${describeError(error)}`);
         continue;
       }
       pod = deps.store.loadPod(run.id);

@@ -7,7 +7,7 @@ import { LocalExecutor } from '../exec/local';
 import { log, warn, type PodCtx } from '../pod/context';
 import { failRun } from '../pod/lifecycle';
 import { startPod } from '../pod/provision';
-import { forgetKeys, messageOf, remove } from '../pod/remove';
+import { forgetKeys, remove } from '../pod/remove';
 import type { Executor } from '../exec/executor';
 import { jobScript, startJob, type TrainerJob } from '../train/job';
 import type { PodRecord } from '../runs/podRecord';
@@ -31,6 +31,7 @@ import { followLocal, followOnPod } from './follow';
 import { recoveryPlan } from './recover';
 import { checkRunFiles, packRun, resumeSource, type RunFiles } from './runFiles';
 import { startJobOnPod, UploadAhead } from './startJob';
+import { describeError } from '../errors';
 
 export interface TrainOptions {
   target?: string;
@@ -121,7 +122,7 @@ export async function train(
     let files: RunFiles;
     let packing: Promise<Record<string, string>>;
     const failBeforePod = (error: unknown): never => {
-      endRun(run, 'failed', 'start_failed', messageOf(error));
+      endRun(run, 'failed', 'start_failed', describeError(error));
       deps.store.saveRun(run);
       publishState(deps, run);
       throw error;
@@ -225,7 +226,7 @@ async function trainOnPod(
       const interrupted = options.signal?.aborted ?? false;
       await ctxRemove(ctx, pod, interrupted ? 'interrupted' : 'requested');
       if (interrupted) failRun(ctx, run, 'interrupted', INTERRUPTED_BEFORE_JOB);
-      else failRun(ctx, run, 'start_failed', `the job could not start: ${messageOf(error)}`);
+      else failRun(ctx, run, 'start_failed', `the job could not start: ${describeError(error)}`);
       throw error;
     }
     pod.state = 'running';
@@ -256,7 +257,7 @@ async function ctxRemove(
   try {
     await remove(ctx, pod, reason, 'client');
   } catch (error) {
-    log(ctx, 'error', messageOf(error));
+    log(ctx, 'error', describeError(error));
   }
   // No pod of the run is left: its host-key secret goes with the client key (as after provisioning).
   if (noPodLeft(ctx.store, pod.runId)) await forgetKeys(ctx, pod.runId);

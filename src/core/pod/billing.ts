@@ -5,6 +5,7 @@
 import { rfc3339 } from '../clock';
 import type { OtherPod, PodRecord } from '../runs/podRecord';
 import { log, type PodCtx } from './context';
+import { describeError } from '../errors';
 
 /** A difference between estimate and bill beyond this share is flagged. */
 export const BILLED_TOLERANCE = 0.01;
@@ -68,7 +69,11 @@ export async function recordOtherBills(
       other.billedCheckedAt = rfc3339(ctx.clock.nowMs());
       read.push(other);
     } catch (error) {
-      log(ctx, 'debug', `cannot read what Runpod billed pod ${other.podId}: ${messageOf(error)}`);
+      log(
+        ctx,
+        'debug',
+        `cannot read what Runpod billed pod ${other.podId}: ${describeError(error)}`,
+      );
     }
   }
   if (read.length === 0) return 0;
@@ -79,9 +84,6 @@ export async function recordOtherBills(
   }
   return read.length;
 }
-
-const messageOf = (error: unknown): string =>
-  error instanceof Error ? error.message : String(error);
 
 /**
  * Reads what Runpod billed the deleted pod of `pod` over its lifetime (from the day it was created
@@ -103,7 +105,7 @@ export async function recordBilled(
     ctx.bus.publish({ type: 'billed', runId: pod.runId, podId: id, billedUsd: pod.billedUsd });
     return pod.billedUsd;
   } catch (error) {
-    log(ctx, 'debug', `cannot read what Runpod billed pod ${id}: ${messageOf(error)}`);
+    log(ctx, 'debug', `cannot read what Runpod billed pod ${id}: ${describeError(error)}`);
     return null;
   }
 }

@@ -27,7 +27,7 @@ import { retrieveReported } from '../train/retrievalTransfer';
 import { log, warn, type PodCtx } from './context';
 import { HASHES_SUFFIX, mirrorMetrics, writeHashes } from './checkpointHome';
 import type { PodPushes, Pushed } from './podPushes';
-import { messageOf } from './remove';
+import { describeError } from '../errors';
 
 export { lookScript } from '../train/podWatcher';
 
@@ -278,7 +278,7 @@ export async function watchCheckpoints(
       log(
         ctx,
         'debug',
-        `run ${run.id}: streaming checkpoints failed this time: ${messageOf(error)}`,
+        `run ${run.id}: streaming checkpoints failed this time: ${describeError(error)}`,
       );
     }
     if (pushes !== undefined) continue;

@@ -18,7 +18,7 @@ import { log, warn, type PodCtx } from './context';
 import { isApiError } from '../runpod/errors';
 import { VOLUME_GB_FILE } from './podScripts';
 import type { PodPushes } from './podPushes';
-import { messageOf } from './remove';
+import { describeError } from '../errors';
 
 /** Runpod's answers that refuse a growth outright (no GET will ever show it). */
 const REFUSALS = new Set(['rejected', 'forbidden', 'unauthorized', 'no_credits']);
@@ -48,7 +48,7 @@ export async function watchDisk(
       log(
         ctx,
         'warn',
-        `cannot write the volume's size on the pod of run ${run.id}: ${messageOf(error)}`,
+        `cannot write the volume's size on the pod of run ${run.id}: ${describeError(error)}`,
       );
     }
   };
@@ -69,14 +69,15 @@ export async function watchDisk(
         } catch (error) {
           if (isAbortError(error) || signal.aborted) throw error;
           if (isApiError(error) && REFUSALS.has(error.kind)) {
-            for (const next of current.growthRefused(messageOf(error))) await act(current, next);
+            for (const next of current.growthRefused(describeError(error)))
+              await act(current, next);
             return;
           }
           // No clear answer: it may have grown. The next samples look it up.
           log(
             ctx,
             'warn',
-            `run ${run.id}: growing network volume ${volumeId!} got no clear answer (${messageOf(error)}); looking it up at the next samples`,
+            `run ${run.id}: growing network volume ${volumeId!} got no clear answer (${describeError(error)}); looking it up at the next samples`,
           );
           return;
         }
@@ -90,7 +91,7 @@ export async function watchDisk(
           log(
             ctx,
             'debug',
-            `run ${run.id}: cannot look network volume ${volumeId!} up: ${messageOf(error)}`,
+            `run ${run.id}: cannot look network volume ${volumeId!} up: ${describeError(error)}`,
           );
         }
         return;
@@ -101,7 +102,11 @@ export async function watchDisk(
         } catch (error) {
           if (isAbortError(error) || signal.aborted) throw error;
           current.snapshotFailed();
-          log(ctx, 'warn', `run ${run.id}: cannot ask the job for a snapshot: ${messageOf(error)}`);
+          log(
+            ctx,
+            'warn',
+            `run ${run.id}: cannot ask the job for a snapshot: ${describeError(error)}`,
+          );
           return;
         }
         if (asked.kind === 'requested') warn(ctx, run.id, 'disk_snapshot', action.text);
@@ -147,7 +152,7 @@ export async function watchDisk(
         log(
           ctx,
           'debug',
-          `run ${run.id}: cannot look network volume ${volumeId} up: ${messageOf(error)}`,
+          `run ${run.id}: cannot look network volume ${volumeId} up: ${describeError(error)}`,
         );
       }
     }
@@ -185,7 +190,7 @@ export async function watchDisk(
       if (policy !== null) await sampleOnce(policy, pushed);
     } catch (error) {
       if (isAbortError(error) || signal.aborted) return;
-      log(ctx, 'debug', `run ${run.id}: the disk watch failed this time: ${messageOf(error)}`);
+      log(ctx, 'debug', `run ${run.id}: the disk watch failed this time: ${describeError(error)}`);
     }
     if (pushes !== undefined) continue;
     try {

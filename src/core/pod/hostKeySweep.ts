@@ -9,7 +9,7 @@ import type { RunRecord } from '../runs/runRecord';
 import { HOST_KEY_SECRET_PREFIX, log, type PodCtx } from './context';
 import { forgetClientKey } from './keys';
 import type { PodRow } from './podList';
-import { messageOf } from './remove';
+import { describeError } from '../errors';
 
 /**
  * At `train`'s start (after the orphan warning): deletes the host-key secret (a pod's private
@@ -40,7 +40,7 @@ export async function sweepHostKeySecrets(ctx: PodCtx, rows: readonly PodRow[]):
       log(
         ctx,
         'warn',
-        `cannot delete the host-key secret of ended run ${runId}: ${messageOf(error)}`,
+        `cannot delete the host-key secret of ended run ${runId}: ${describeError(error)}`,
       );
       continue;
     }

@@ -40,10 +40,10 @@ import {
   lookUpSettled,
   markGone,
   type GoneSeen,
-  messageOf,
   remove,
   warnUnreachable,
 } from './remove';
+import { describeError } from '../errors';
 
 /** Why a run fails when its pod was deleted on `max_hours`. */
 export const MAX_HOURS_REACHED = 'max_hours reached: the pod was deleted before the job ended';
@@ -194,7 +194,7 @@ export async function watchLeased(
           await executor.writeFileAtomic(lease, '');
           renewedMs = nowMs;
         } catch (error) {
-          log(ctx, 'debug', `cannot renew the lease of run ${run.id}: ${messageOf(error)}`);
+          log(ctx, 'debug', `cannot renew the lease of run ${run.id}: ${describeError(error)}`);
         }
       }
       if (guardFires(ctx.timing, pod, renewedMs, ctx.clock.nowMs())) return 'deadline_passed';
@@ -267,7 +267,7 @@ async function askCostSnapshot(
     }
     return true;
   } catch (error) {
-    log(ctx, 'debug', `cannot ask run ${run.id} for its cost snapshot: ${messageOf(error)}`);
+    log(ctx, 'debug', `cannot ask run ${run.id} for its cost snapshot: ${describeError(error)}`);
     return false;
   }
 }
@@ -294,7 +294,7 @@ export async function holdLeaseDuring<T>(
       try {
         await executor.writeFileAtomic(lease, '');
       } catch (error) {
-        log(ctx, 'debug', `cannot renew the lease of run ${run.id}: ${messageOf(error)}`);
+        log(ctx, 'debug', `cannot renew the lease of run ${run.id}: ${describeError(error)}`);
       }
       try {
         await ctx.clock.sleep(ctx.timing.leaseRenewMs, stop.signal);
@@ -374,7 +374,7 @@ async function unreachable(
     } catch (checkError) {
       const nowMs = ctx.clock.nowMs();
       if (signal?.aborted || !isUnreachable(checkError) || nowMs >= untilMs) {
-        log(ctx, 'warn', `cannot look the pod up: ${messageOf(checkError)}`);
+        log(ctx, 'warn', `cannot look the pod up: ${describeError(checkError)}`);
         return error;
       }
       const waitMs = Math.min(ctx.timing.retryMaxMs, untilMs - nowMs);
@@ -545,7 +545,7 @@ export function failRun(ctx: PodCtx, run: RunRecord, cause: RunEndCause, message
   try {
     ctx.store.saveRun(run);
   } catch (error) {
-    log(ctx, 'warn', `cannot record run ${run.id} as failed: ${messageOf(error)}`);
+    log(ctx, 'warn', `cannot record run ${run.id} as failed: ${describeError(error)}`);
   }
   ctx.bus.publish({ type: 'runState', runId: run.id, state: 'failed', message, cause });
 }
@@ -637,7 +637,7 @@ export async function reconnect(
     log(
       ctx,
       'debug',
-      `run ${run.id}: connecting to pod ${id} failed, trying once more: ${messageOf(error)}`,
+      `run ${run.id}: connecting to pod ${id} failed, trying once more: ${describeError(error)}`,
     );
     await ctx.clock.sleep(ctx.timing.podPollMs, signal);
     try {

@@ -4,9 +4,7 @@
  */
 import type { Pod } from '../runpod/api';
 import type { PodCtx } from './context';
-
-const messageOf = (error: unknown): string =>
-  error instanceof Error ? error.message : String(error);
+import { describeError } from '../errors';
 
 /** What a look found of one pod. */
 export type Look =
@@ -110,7 +108,7 @@ export async function lookUpAll(
         if (pod) looks[index] = { kind: 'found', pod };
         else missing.push(index);
       } catch (error) {
-        looks[index] = { kind: 'failed', message: messageOf(error) };
+        looks[index] = { kind: 'failed', message: describeError(error) };
       }
     }
     pending = missing;
@@ -123,7 +121,7 @@ export async function lookUpAll(
         looks[index] = pod ? { kind: 'found', pod } : { kind: 'gone' };
       }
     } catch (error) {
-      for (const index of pending) looks[index] = { kind: 'failed', message: messageOf(error) };
+      for (const index of pending) looks[index] = { kind: 'failed', message: describeError(error) };
     }
   }
   // Every pod got a look above; one without is undetermined, never gone.

@@ -2,7 +2,7 @@
  * `pod rm` and the pod listing it builds on (./podList.ts, re-exported here): nothing
  * deletes a pod without `pod rm`, and every delete is sent and confirmed.
  */
-import { HintedError } from '../errors';
+import { describeError, HintedError } from '../errors';
 import * as fs from 'node:fs';
 import type { RunState } from '../events';
 import { isRunsError } from '../runs/errors';
@@ -13,7 +13,7 @@ import type { PodRecord } from '../runs/podRecord';
 import type { RunRecord } from '../runs/runRecord';
 import { endRun } from '../runs/runEnd';
 import { log, type PodCtx } from './context';
-import { forgetKeys, messageOf, remove } from './remove';
+import { forgetKeys, remove } from './remove';
 import { FAILED_BY_POD_RM, listPods, POD_RM_OWNER, type PodRow } from './podList';
 import {
   deleteConfirmed,
@@ -147,7 +147,11 @@ async function removeChecked(
     if (!isRunsError(error, 'not_found')) {
       // A damaged run.json never blocks a forced removal either.
       if (!force) throw error;
-      log(ctx, 'warn', `${messageOf(error)}: looking for the pods of run ${runId} by their marker`);
+      log(
+        ctx,
+        'warn',
+        `${describeError(error)}: looking for the pods of run ${runId} by their marker`,
+      );
     } else if (!force) {
       return new PodAdminError(
         'not_in_runs',
@@ -179,7 +183,11 @@ async function removeChecked(
   } catch (error) {
     // A damaged pod.json never blocks removal: forced, the run's pods are found by their marker.
     if (!force) throw error;
-    log(ctx, 'warn', `${messageOf(error)}: looking for the pods of run ${runId} by their marker`);
+    log(
+      ctx,
+      'warn',
+      `${describeError(error)}: looking for the pods of run ${runId} by their marker`,
+    );
   }
   if (!force && starting(state, record)) {
     return new PodAdminError(

@@ -13,7 +13,8 @@ import { sshCommand } from './keys';
 import { rfc3339 } from '../clock';
 import { copyPodLogs } from './podLogFiles';
 import { DEADLINE_FILE, KEEP_MARKER, LEASE_FILE, RETRIEVED_MARKER } from './podScripts';
-import { forgetKeys, messageOf, noteStrays, remove, sweep } from './remove';
+import { forgetKeys, noteStrays, remove, sweep } from './remove';
+import { describeError } from '../errors';
 
 /** Reads the keep flag (and a release's deadline) another process (the CLI, another window) may have changed. */
 export function syncKeep(ctx: PodCtx, pod: PodRecord): void {
@@ -59,7 +60,7 @@ export async function endPod(
     log(
       ctx,
       'warn',
-      `cannot mark the results of run ${run.id} retrieved on the pod: ${messageOf(error)}`,
+      `cannot mark the results of run ${run.id} retrieved on the pod: ${describeError(error)}`,
     );
   }
   if (pod.keep) {

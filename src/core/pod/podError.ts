@@ -2,7 +2,7 @@
  * Why a step of a Runpod run failed. Every error says what happened and the
  * next action; `run.json` keeps only {@link runMessageFor}'s text.
  */
-import { HintedError } from '../errors';
+import { HintedError, describeError } from '../errors';
 import { ApiError, runMessage } from '../runpod/errors';
 
 export type PodErrorKind =
@@ -83,6 +83,6 @@ export function runMessageFor(error: unknown): string {
 export function asPodError(error: unknown, kind: PodErrorKind = 'exec'): PodError {
   if (error instanceof PodError) return error;
   if (error instanceof ApiError) return PodError.api(error);
-  const message = error instanceof Error ? error.message : String(error);
+  const message = describeError(error);
   return new PodError(kind, message, null, { cause: error });
 }

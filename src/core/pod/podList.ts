@@ -13,7 +13,8 @@ import type { RunRecord } from '../runs/runRecord';
 import type { Pod } from '../runpod/api';
 import { log, type PodCtx } from './context';
 import { goneBy } from './lease';
-import { forgetKeys, lookUpAll, messageOf, type Look } from './remove';
+import { forgetKeys, lookUpAll, type Look } from './remove';
+import { describeError } from '../errors';
 
 /** Characters kept of a cell taken from the Runpod account (or a local record). */
 export const CELL_CHARS = 64;
@@ -117,7 +118,11 @@ class Known {
         const pod = ctx.store.loadPod(id);
         if (pod) this.pods.set(id, pod);
       } catch (error) {
-        log(ctx, 'warn', `skipping the unreadable pod record of run ${id}: ${messageOf(error)}`);
+        log(
+          ctx,
+          'warn',
+          `skipping the unreadable pod record of run ${id}: ${describeError(error)}`,
+        );
       }
     }
   }
@@ -330,7 +335,7 @@ export function editPodRecord(
     ctx.store.savePod(record);
     return record;
   } catch (error) {
-    log(ctx, 'warn', `cannot update the pod record of run ${runId}: ${messageOf(error)}`);
+    log(ctx, 'warn', `cannot update the pod record of run ${runId}: ${describeError(error)}`);
     return null;
   }
 }

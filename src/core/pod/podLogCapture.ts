@@ -14,6 +14,7 @@ import type { PodCtx } from './context';
 import { log } from './context';
 import { streamPodLogs, type PodLogLine } from '../runpod/podLogs';
 import { LineRedactor } from '../redact';
+import { describeError } from '../errors';
 
 export const POD_LOG_FILE = path.join('.pod', 'pod.log');
 export const POD_LOG_CURSOR_FILE = path.join('.pod', 'pod.log.cursor');
@@ -39,10 +40,6 @@ export interface PodLogCapture {
 const captures = new Map<string, PodLogCapture>();
 /** The last lines of each pod captured in this process (kept after its capture stops). */
 const recentByPod = new Map<string, PodLogLine[]>();
-
-function messageOf(error: unknown): string {
-  return error instanceof Error ? error.message : String(error);
-}
 
 /** The capture of pod `podId`, if one runs. */
 export function podLogCapture(podId: string): PodLogCapture | undefined {
@@ -104,7 +101,7 @@ export function startPodLogCapture(ctx: PodCtx, runId: string, podId: string): P
       }
       fs.writeFileSync(cursorFile, `${line.id}\n`, { mode: 0o600 });
     } catch (error) {
-      log(ctx, 'debug', `cannot write the pod log of run ${runId}: ${messageOf(error)}`);
+      log(ctx, 'debug', `cannot write the pod log of run ${runId}: ${describeError(error)}`);
     }
   };
   const done = streamPodLogs({
@@ -120,7 +117,7 @@ export function startPodLogCapture(ctx: PodCtx, runId: string, podId: string): P
   }).then(
     () => undefined,
     (error: unknown) =>
-      log(ctx, 'debug', `the pod log stream of pod ${podId} ended: ${messageOf(error)}`),
+      log(ctx, 'debug', `the pod log stream of pod ${podId} ended: ${describeError(error)}`),
   );
   const finished = done.finally(() => {
     if (captures.get(podId) === capture) captures.delete(podId);
@@ -156,7 +153,7 @@ export async function drainPodLog(ctx: PodCtx, runId: string, podId: string): Pr
   try {
     await startPodLogCapture(ctx, runId, podId).drain();
   } catch (error) {
-    log(ctx, 'debug', `cannot drain the pod log of pod ${podId}: ${messageOf(error)}`);
+    log(ctx, 'debug', `cannot drain the pod log of pod ${podId}: ${describeError(error)}`);
   }
 }
 

@@ -21,7 +21,7 @@ import { writeFileAtomicSync } from '../runs/atomic';
 import type { RunRecord } from '../runs/runRecord';
 import { log, type PodCtx } from './context';
 import { BOOTSTRAP_LOG, WATCHDOG_LOG } from './podScripts';
-import { messageOf } from './remove';
+import { describeError } from '../errors';
 
 /** The most of each pod log copied home: its last bytes (the watchdog's log grows all run long). */
 export const POD_LOG_COPY_MAX_BYTES = 4 * 1024 * 1024;
@@ -83,7 +83,7 @@ export async function copyPodLogs(ctx: PodCtx, executor: Executor, run: RunRecor
       await ensureRealDir(local);
       writeFileAtomicSync(local, path.basename(name), lines.join('\n'), 0o600);
     } catch (error) {
-      log(ctx, 'debug', `cannot copy ${name} of run ${run.id}: ${messageOf(error)}`);
+      log(ctx, 'debug', `cannot copy ${name} of run ${run.id}: ${describeError(error)}`);
     }
   }
 }

@@ -5,7 +5,7 @@
  */
 import * as fs from 'node:fs';
 import { rfc3339 } from '../clock';
-import { HintedError } from '../errors';
+import { describeError, HintedError } from '../errors';
 import type { RunpodTargetConfig } from '../config/types';
 import type { DeleteReason } from '../events';
 import { ExecError } from '../exec/executor';
@@ -25,7 +25,7 @@ import {
   VERDICT_READ_MAX_BYTES,
   WATCHDOG_VERDICT,
 } from './podScripts';
-import { lookUp, messageOf, noteStrays, remove, sweep } from './remove';
+import { lookUp, noteStrays, remove, sweep } from './remove';
 
 /** A pod that answers SSH with the pinned key and has a working watchdog. */
 export interface Provisioned {
@@ -151,7 +151,7 @@ async function armCostCap(
       await executor.writeFileAtomic(`${plan.run.remoteDir}/${file}`, `${unixS}\n`);
     } catch (error) {
       if (signal?.aborted) throw error;
-      throw unset(`writing ${file} failed: ${messageOf(error)}`, error);
+      throw unset(`writing ${file} failed: ${describeError(error)}`, error);
     }
   }
   log(
@@ -193,7 +193,7 @@ async function reach(
       if (pod === null) throw await deletedWhileStarting(ctx, record.runId, podId, 'is gone');
     } catch (error) {
       if (error instanceof PodError || signal?.aborted) throw error;
-      why = `looking it up failed: ${messageOf(error)}`;
+      why = `looking it up failed: ${describeError(error)}`;
     }
     if (pod !== null) {
       if (pod.status === 'TERMINATED')
@@ -227,7 +227,7 @@ async function reach(
           why =
             error instanceof ExecError && error.kind === 'host_key'
               ? `${endpoint.host}:${endpoint.port} presented another host key (nothing was sent to it)`
-              : `SSH to ${endpoint.host}:${endpoint.port} failed: ${messageOf(error)}`;
+              : `SSH to ${endpoint.host}:${endpoint.port} failed: ${describeError(error)}`;
         }
       }
     }
@@ -261,7 +261,7 @@ async function preflight(
     } catch (error) {
       if (!(error instanceof ExecError && error.kind === 'not_found')) {
         if (signal?.aborted) throw error;
-        log(ctx, 'debug', `cannot read the watchdog's verdict yet: ${messageOf(error)}`);
+        log(ctx, 'debug', `cannot read the watchdog's verdict yet: ${describeError(error)}`);
       }
     }
     const verdict = parseWatchdogVerdict(text);

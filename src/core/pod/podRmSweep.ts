@@ -7,7 +7,7 @@ import type { Pod } from '../runpod/api';
 import { log, type PodCtx } from './context';
 import { PodError } from './podError';
 import { editPodRecord } from './podList';
-import { messageOf } from './remove';
+import { describeError } from '../errors';
 
 /** A pod `pod rm` deleted (confirmed gone), or found already gone. */
 export interface RemovedPod {
@@ -76,7 +76,7 @@ export async function removeStrays(sweep: Sweep): Promise<void> {
       );
       removed.push(gone);
     } catch (error) {
-      log(ctx, 'warn', `cannot confirm the deletion of stray pod ${id}: ${messageOf(error)}`);
+      log(ctx, 'warn', `cannot confirm the deletion of stray pod ${id}: ${describeError(error)}`);
       note(error);
     }
   }
@@ -118,7 +118,7 @@ export async function removeMarked(sweep: Sweep): Promise<void> {
       log(
         ctx,
         'warn',
-        `cannot confirm the deletion of pod ${pod.id}: ${messageOf(error)}${recorded ? '' : ' (and it is not recorded as a stray)'}`,
+        `cannot confirm the deletion of pod ${pod.id}: ${describeError(error)}${recorded ? '' : ' (and it is not recorded as a stray)'}`,
       );
       note(error);
     }
@@ -163,7 +163,7 @@ export async function deleteConfirmed(
     'not_deleted',
     lastError === undefined
       ? `pod ${id} may still exist and bill: it still shows ${Math.round(ctx.timing.deleteConfirmMs / 1000)} s after its delete`
-      : `pod ${id} may still exist and bill: it cannot be looked up after its delete: ${messageOf(lastError)}`,
+      : `pod ${id} may still exist and bill: it cannot be looked up after its delete: ${describeError(lastError)}`,
     `Check it with "overbrainer pod ls" and run "overbrainer pod rm ${runId}" again.`,
   );
 }

@@ -18,15 +18,7 @@ import { ApiError } from '../runpod/errors';
 import { alias, generateRunKeys } from './keys';
 import { asPodError, PodError, runMessageFor } from './podError';
 import { podCmd, podEnv } from './podScripts';
-import {
-  forgetKeys,
-  isUnreachable,
-  messageOf,
-  noteStrays,
-  remove,
-  sweep,
-  warnUnreachable,
-} from './remove';
+import { forgetKeys, isUnreachable, noteStrays, remove, sweep, warnUnreachable } from './remove';
 import {
   becomeReady,
   minutes,
@@ -35,6 +27,7 @@ import {
   type PodPlan,
   type Provisioned,
 } from './podReady';
+import { describeError } from '../errors';
 
 export type { OnReachable, Provisioned };
 
@@ -84,7 +77,7 @@ export async function startPod(
     if (record !== null && record.podId !== null && record.state !== 'deleted') {
       // Shielded from the abort: the pod must go whatever the user pressed.
       await remove(ctx, record, signal?.aborted ? 'interrupted' : 'not_ready', 'client').catch(
-        (removeError: unknown) => log(ctx, 'error', messageOf(removeError)),
+        (removeError: unknown) => log(ctx, 'error', describeError(removeError)),
       );
     }
     if (record !== null) settleNoPod(ctx, record);
@@ -93,7 +86,7 @@ export async function startPod(
     try {
       ctx.store.saveRun(run);
     } catch (saveError) {
-      log(ctx, 'warn', `cannot record run ${run.id} as failed: ${messageOf(saveError)}`);
+      log(ctx, 'warn', `cannot record run ${run.id} as failed: ${describeError(saveError)}`);
     }
     ctx.bus.publish({
       type: 'runState',
@@ -135,7 +128,7 @@ function settleNoPod(ctx: PodCtx, record: PodRecord): void {
   try {
     ctx.store.savePod(record);
   } catch (error) {
-    log(ctx, 'warn', `cannot record that run ${record.runId} has no pod: ${messageOf(error)}`);
+    log(ctx, 'warn', `cannot record that run ${record.runId} has no pod: ${describeError(error)}`);
   }
 }
 
@@ -478,7 +471,7 @@ function adoptPod(ctx: PodCtx, record: PodRecord, pod: Pod, result: 'created' | 
   } catch (error) {
     throw new PodError(
       'runs',
-      `pod ${pod.id} was created but its record cannot be saved (${messageOf(error)}), so the client deletes it`,
+      `pod ${pod.id} was created but its record cannot be saved (${describeError(error)}), so the client deletes it`,
       `Free the disk or fix the permissions of the runs folder, then train again. If a warning says pod ${pod.id} may still exist, remove it in Runpod's console or with "overbrainer pod rm ${record.runId}".`,
       { cause: error },
     );
@@ -541,7 +534,7 @@ async function reconcile(
             `a pod that create may have made is deleted by its own watchdog after boot_grace_minutes (${minutes(plan.target.bootGraceS * 1000)}) without a job`,
           );
         } else {
-          log(ctx, 'warn', `cannot list pods to reconcile ${name}: ${messageOf(error)}`);
+          log(ctx, 'warn', `cannot list pods to reconcile ${name}: ${describeError(error)}`);
         }
         if (nowMs >= giveUpAtMs) {
           throw new PodError(

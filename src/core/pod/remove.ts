@@ -14,6 +14,7 @@ import type { Pod } from '../runpod/api';
 import { hostKeySecretName, log, warn, type PodCtx } from './context';
 import { ApiError } from '../runpod/errors';
 import { PodError } from './podError';
+import { describeError } from '../errors';
 
 export { lookAgain, lookUp, lookUpAll, lookUpSettled, type GoneSeen, type Look } from './looks';
 
@@ -58,7 +59,7 @@ export async function remove(
     if (lookedGone) goneAtMs = ctx.clock.nowMs();
     else if (first?.status === 'TERMINATED') terminatedAtMs = ctx.clock.nowMs();
   } catch (error) {
-    log(ctx, 'debug', `cannot look at pod ${id} before deleting it: ${messageOf(error)}`);
+    log(ctx, 'debug', `cannot look at pod ${id} before deleting it: ${describeError(error)}`);
   }
   // What the pod logged (a failed boot's reason) is kept: its log stream is drained alongside the
   // delete (the stream holds every line up to the delete), never delaying it.
@@ -104,7 +105,7 @@ export function warnUnreachable(
     ctx,
     runId,
     'api_unreachable',
-    `the Runpod API at ${ctx.client.baseUrl} cannot be reached (${messageOf(error)}): ${what}, trying again in ${Math.max(1, Math.round(waitMs / 1000))} s (until ${new Date(untilMs).toISOString()}); meanwhile ${meanwhile}`,
+    `the Runpod API at ${ctx.client.baseUrl} cannot be reached (${describeError(error)}): ${what}, trying again in ${Math.max(1, Math.round(waitMs / 1000))} s (until ${new Date(untilMs).toISOString()}); meanwhile ${meanwhile}`,
   );
 }
 
@@ -132,7 +133,7 @@ async function deleteWhileUnreachable(
       return await ctx.client.deletePod(id, { signal });
     } catch (error) {
       if (signal?.aborted || !isUnreachable(error) || ctx.clock.nowMs() >= untilMs) {
-        throw notDeleted(id, pod.runId, `the delete failed: ${messageOf(error)}`, error);
+        throw notDeleted(id, pod.runId, `the delete failed: ${describeError(error)}`, error);
       }
       const waitMs = Math.min(ctx.timing.retryMaxMs, untilMs - ctx.clock.nowMs());
       const watchdog =
@@ -188,7 +189,7 @@ async function confirmGone(
     runId,
     lastError === null || lastError === undefined
       ? `it still shows ${Math.round(ctx.timing.deleteConfirmMs / 1000)} s after the delete`
-      : `it cannot be looked up: ${messageOf(lastError)}`,
+      : `it cannot be looked up: ${describeError(lastError)}`,
     lastError,
   );
 }
@@ -247,7 +248,11 @@ export async function sweep(
   try {
     listed = await ctx.client.listPods({ runMarker: runId, signal });
   } catch (error) {
-    log(ctx, 'warn', `cannot list the pods of run ${runId} to sweep strays: ${messageOf(error)}`);
+    log(
+      ctx,
+      'warn',
+      `cannot list the pods of run ${runId} to sweep strays: ${describeError(error)}`,
+    );
     return null;
   }
   const stray: string[] = [];
@@ -275,7 +280,7 @@ export async function sweep(
       log(
         ctx,
         'warn',
-        `cannot confirm stray pod ${other.id} of run ${runId} deleted: ${messageOf(error)}`,
+        `cannot confirm stray pod ${other.id} of run ${runId} deleted: ${describeError(error)}`,
       );
       stray.push(other.id);
     }
@@ -329,7 +334,7 @@ export async function forgetKeys(ctx: PodCtx, runId: string): Promise<void> {
     const secret = await ctx.client.findSecret(hostKeySecretName(runId));
     if (secret) await ctx.client.deleteSecret(secret.id);
   } catch (error) {
-    log(ctx, 'debug', `cannot remove the host-key secret of run ${runId}: ${messageOf(error)}`);
+    log(ctx, 'debug', `cannot remove the host-key secret of run ${runId}: ${describeError(error)}`);
   }
 }
 
@@ -338,11 +343,6 @@ function trySave(ctx: PodCtx, pod: PodRecord, what: string): void {
   try {
     ctx.store.savePod(pod);
   } catch (error) {
-    log(ctx, 'warn', `cannot record ${what} (run ${pod.runId}): ${messageOf(error)}`);
+    log(ctx, 'warn', `cannot record ${what} (run ${pod.runId}): ${describeError(error)}`);
   }
-}
-
-export function messageOf(error: unknown): string {
-  if (error instanceof ApiError || error instanceof Error) return error.message;
-  return String(error);
 }

@@ -3,7 +3,7 @@
  * out of every text a caller may show, log or save.
  */
 import { Redactor } from '../redact';
-import { HintedError } from '../errors';
+import { describeError, HintedError } from '../errors';
 
 /** The environment variable holding the account's API key. */
 export const API_KEY_VARIABLE = 'OVERBRAINER_RUNPOD__API_KEY';
@@ -100,8 +100,7 @@ export function runMessage(error: unknown): string {
   if (error instanceof ApiError && error.status !== undefined) {
     return `Runpod answered ${error.status}`;
   }
-  if (error instanceof Error) return error.message;
-  return String(error);
+  return describeError(error);
 }
 
 /** The fixed hint for a refused key (401), for every call. */

@@ -18,7 +18,7 @@
  * the job keeps running (attach again later).
  */
 import { abortError, isAbortError, type Clock } from '../clock';
-import { HintedError } from '../errors';
+import { HintedError, describeError } from '../errors';
 import type { EventBus, JobStatus, TrainMetric } from '../events';
 import { ExecError, type Executor } from '../exec/executor';
 import type { Timing } from '../timing';
@@ -239,7 +239,7 @@ export class MetricsFollower {
     if (signal?.aborted || isAbortError(error)) throw signal ? abortError(signal) : error;
     budget.failures++;
     this.options.onFailure?.();
-    const reason = error instanceof Error ? error.message : String(error);
+    const reason = describeError(error);
     this.options.bus.publish({
       type: 'log',
       level: 'debug',

@@ -9,11 +9,11 @@ import type { PodsModel } from '../pods/podsModel';
 import type { RunPanels } from '../panel/runPanel';
 import { showLogs } from '../runs/runLogs';
 import type { RunsModel } from '../runs/runsModel';
-import { errorText } from '../runs/runsTree';
 import { cancel, resume, stopRun } from './stopCommands';
 import { train } from './trainCommand';
 import type { UiContext } from '../uiContext';
 import type { WelcomeContext } from '../welcome';
+import { describeError } from '../../core/errors';
 
 export interface CommandDeps {
   /** What every command family shares (sessions, pickers, followed runs, errors). */
@@ -99,7 +99,7 @@ async function setApiKey(deps: CommandDeps): Promise<void> {
   } catch (error) {
     // SecretStorage errors come from the OS keyring; the redactor keeps the key out of them.
     const text = deps.log.redact(
-      `Could not save the Runpod API key: ${errorText(error)}. Try "Overbrainer: Set Runpod API Key" again, or set ${API_KEY_ENV} in VS Code's environment.`,
+      `Could not save the Runpod API key: ${describeError(error)}. Try "Overbrainer: Set Runpod API Key" again, or set ${API_KEY_ENV} in VS Code's environment.`,
     );
     deps.log.error(text);
     void vscode.window.showErrorMessage(text);
@@ -114,7 +114,7 @@ async function refresh(deps: CommandDeps, which: 'runs' | 'pods'): Promise<void>
   try {
     await (which === 'runs' ? deps.runs : deps.pods).refresh();
   } catch (error) {
-    const text = `Could not list ${which}: ${errorText(error)}. Check the runs folder (setting overbrainer.runsFolder) and try again.`;
+    const text = `Could not list ${which}: ${describeError(error)}. Check the runs folder (setting overbrainer.runsFolder) and try again.`;
     deps.log.error(text);
     void vscode.window.showErrorMessage(deps.log.redact(text));
   }

@@ -12,7 +12,7 @@ import {
 } from '../../core/config';
 import { inStock, type AvailabilityLevel, type GpuType } from '../../core/runpod/api';
 import type { UiContext } from '../uiContext';
-import { errorText } from '../errorText';
+import { describeError } from '../../core/errors';
 
 /**
  * Create overbrainer.toml: writes the commented template unless one exists, adds the runs folder
@@ -33,7 +33,7 @@ export async function createConfig(ctx: UiContext): Promise<void> {
       void ctx.window.showInformationMessage(text);
     }
   } catch (error) {
-    ctx.log.warn(`Could not update .gitignore: ${errorText(error)}`);
+    ctx.log.warn(`Could not update .gitignore: ${describeError(error)}`);
   }
   await ctx.window.showTextDocument(ctx.host.fileUri(file));
 }

@@ -1,13 +1,13 @@
 import { heldByEarlierRuns, train as trainFlow } from '../../core/flow';
 import type { GpuType } from '../../core/runpod/api';
 import { listPods, strayWarning, sweepHostKeySecrets } from '../../core/pod/podAdmin';
-import { errorText } from '../errorText';
 import { finish } from '../runs/following';
 import type { RunSummary } from '../runs/runsModel';
 import { trainConfirmation } from './trainConfirm';
 import { transferMessage } from '../runs/transferModel';
 import { keyProblem, podText, type UiContext } from '../uiContext';
 import type { WorkspaceSession } from '../workspace';
+import { describeError } from '../../core/errors';
 
 /** Train (or, with `resume`, a new run that continues from that run's snapshot). */
 export async function train(ctx: UiContext, resume?: RunSummary): Promise<void> {
@@ -49,7 +49,7 @@ export async function train(ctx: UiContext, resume?: RunSummary): Promise<void> 
         await session.close();
         return;
       }
-      log.warn(`Cannot read the GPU catalog for the rate: ${errorText(error)}`);
+      log.warn(`Cannot read the GPU catalog for the rate: ${describeError(error)}`);
     }
     const confirm = trainConfirmation(
       targetName,
@@ -100,7 +100,7 @@ export async function train(ctx: UiContext, resume?: RunSummary): Promise<void> 
       ctx.refreshViews();
       void ctx
         .openRunView(session.store.runDir(run.id))
-        .catch((error: unknown) => log.warn(`Cannot open the run view: ${errorText(error)}`));
+        .catch((error: unknown) => log.warn(`Cannot open the run view: ${describeError(error)}`));
     },
   });
   const watch = ctx.bus.on((event) => {
@@ -151,7 +151,7 @@ async function lookForLeftovers(ctx: UiContext, session: WorkspaceSession): Prom
     if (stray !== null)
       ctx.notify({ type: 'warning', runId: null, code: 'strays', message: stray });
     const swept = await sweepHostKeySecrets(session.podCtx(), rows).catch((error: unknown) => {
-      ctx.log.warn(`Cannot sweep the host-key secrets of ended runs: ${errorText(error)}`);
+      ctx.log.warn(`Cannot sweep the host-key secrets of ended runs: ${describeError(error)}`);
       return [];
     });
     if (swept.length > 0)
@@ -162,7 +162,7 @@ async function lookForLeftovers(ctx: UiContext, session: WorkspaceSession): Prom
       await session.close();
       return false;
     }
-    ctx.log.warn(`Cannot look for leftover pods: ${errorText(error)}`);
+    ctx.log.warn(`Cannot look for leftover pods: ${describeError(error)}`);
   }
   return true;
 }

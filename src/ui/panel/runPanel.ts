@@ -14,7 +14,6 @@ import {
   type StatusExtras,
 } from './runSeries';
 import type { RunsModel, RunSummary } from '../runs/runsModel';
-import { errorText } from '../runs/runsTree';
 import {
   MAX_BOOT_LOG_LINES,
   MAX_COMPARE_RUNS,
@@ -24,6 +23,7 @@ import {
   type PanelState,
   type RunAction,
 } from './webviewProtocol';
+import { describeError } from '../../core/errors';
 
 /**
  * The run webview's host: one panel per run (and compare panels with several runs' loss curves),
@@ -258,7 +258,7 @@ export class RunPanels implements vscode.Disposable {
           this.deps.log.warn(`${runId}: metrics.jsonl is too large; only its head is charted.`);
         }
       } catch (error) {
-        this.deps.log.warn(`${runId}: could not read metrics.jsonl: ${errorText(error)}`);
+        this.deps.log.warn(`${runId}: could not read metrics.jsonl: ${describeError(error)}`);
       }
     })();
     return entry.loading;
@@ -283,7 +283,9 @@ export class RunPanels implements vscode.Disposable {
         entry.series.prefix(read.metrics.filter((metric) => metric.step <= upToStep));
         for (const panel of this.panels) panel.seriesChanged(run.id);
       } catch (error) {
-        this.deps.log.warn(`${run.id}: could not read the metrics of ${from}: ${errorText(error)}`);
+        this.deps.log.warn(
+          `${run.id}: could not read the metrics of ${from}: ${describeError(error)}`,
+        );
       }
     })();
     return entry.earlier;
@@ -449,7 +451,7 @@ class RunPanelHost {
     );
     if (!status.actions.includes(message.action)) return;
     this.owner.act(message.action, run).catch((error: unknown) => {
-      this.owner.deps.log.error(`${message.action} on ${run.id} failed: ${errorText(error)}`);
+      this.owner.deps.log.error(`${message.action} on ${run.id} failed: ${describeError(error)}`);
     });
   }
 

@@ -7,8 +7,8 @@ import {
   type PodAdminErrorKind,
   type RemovedPod,
 } from '../../core/pod/podAdmin';
-import { errorText } from '../errorText';
 import type { UiContext } from '../uiContext';
+import { describeError } from '../../core/errors';
 
 export { openSshTerminal } from './sshTerminal';
 
@@ -151,7 +151,7 @@ async function removeRunPods(
     );
     if (removal.error instanceof PodAdminError) {
       const force = await window.showWarningMessage(
-        errorText(removal.error),
+        describeError(removal.error),
         { modal: true, detail: forceDetail(removal.error.kind, runId) },
         FORCE_CHOICE,
       );

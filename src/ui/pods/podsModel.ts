@@ -16,6 +16,7 @@ import {
   type RowIcon,
   type RunSummary,
 } from '../runs/runsModel';
+import { describeError } from '../../core/errors';
 
 /**
  * The Pods view's model, free of the `vscode` module: every pod of the Runpod account that
@@ -218,7 +219,7 @@ export function listingProblem(error: unknown): PodsMessage {
       command: { id: 'overbrainer.setApiKey', title: 'Set Runpod API Key' },
     };
   }
-  const reason = error instanceof Error ? error.message : String(error);
+  const reason = describeError(error);
   return {
     kind: 'message',
     severity: 'error',

@@ -17,8 +17,8 @@ import {
   type SshAccess,
 } from '../../core/pod/sshAccess';
 import { Emitter } from '../emitter';
-import { errorText } from '../errorText';
 import type { UiContext } from '../uiContext';
+import { describeError } from '../../core/errors';
 
 const REACHABLE = new Set(['ready', 'running', 'kept', 'awaiting_retrieval']);
 
@@ -112,7 +112,9 @@ export function builtinTerminal(
         (error: unknown) => {
           if (state !== 'connecting') return;
           state = 'failed';
-          written.fire(`\r\n${errorText(error)}\r\n\r\nPress any key to close this terminal.\r\n`);
+          written.fire(
+            `\r\n${describeError(error)}\r\n\r\nPress any key to close this terminal.\r\n`,
+          );
         },
       );
     },

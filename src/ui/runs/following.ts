@@ -1,10 +1,10 @@
 import { attach as attachFlow, FlowError, type FlowResult } from '../../core/flow';
 import { PodError } from '../../core/pod/podError';
-import { errorText } from '../errorText';
 import { endCauseOf, followLost as followLostNotice, runEnd } from './notifyModel';
 import type { RunSummary } from './runsModel';
 import type { UiContext } from '../uiContext';
 import type { WorkspaceSession } from '../workspace';
+import { describeError } from '../../core/errors';
 
 /** How often, and how long apart, activation looks again at a run whose lock is held. */
 export const RESUME_LOOKS = 12;
@@ -23,7 +23,7 @@ function followLost(ctx: UiContext, session: WorkspaceSession, runId: string, er
     if (run.state !== 'running' || pod === null || pod.state === 'deleted') return null;
     return followLostNotice(
       runId,
-      errorText(error),
+      describeError(error),
       pod.keep ? null : pod.deadlineUnixS,
       ctx.clock.nowMs(),
     );
@@ -60,7 +60,7 @@ export async function finish(
     const kind = error instanceof PodError ? error.kind : null;
     const cause = endCauseOf(error);
     const end =
-      id === null || cause === null ? null : runEnd(id, 'failed', errorText(error), cause);
+      id === null || cause === null ? null : runEnd(id, 'failed', describeError(error), cause);
     if (end !== null) {
       // Deadline reached, pod gone: their own notification, once per run.
       log.error(log.redact(end.message));
@@ -79,15 +79,15 @@ export async function finish(
         await ctx.showError('Run failed', error);
       }
     } else if (followed?.quiet === true) {
-      log.info(`Stopped following ${id ?? ''}: ${errorText(error)}`);
+      log.info(`Stopped following ${id ?? ''}: ${describeError(error)}`);
     } else if (error instanceof PodError && error.kind === 'interrupted') {
       // Cancelled before the job started: the flow deleted the pod (never interrupted).
-      const text = `Run ${runIdOf() ?? ''} stopped before its job started: ${errorText(error)}`;
+      const text = `Run ${runIdOf() ?? ''} stopped before its job started: ${describeError(error)}`;
       log.info(text);
       void window.showInformationMessage(log.redact(text));
     } else {
       // Once the job runs, stopping only stops following (job and pod go on): say what runs on.
-      const text = log.redact(`Overbrainer: ${errorText(error)}`);
+      const text = log.redact(`Overbrainer: ${describeError(error)}`);
       log.info(text);
       void window.showInformationMessage(text);
     }

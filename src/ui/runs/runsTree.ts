@@ -17,9 +17,7 @@ import {
   type RunSummary,
 } from './runsModel';
 import { readDirChildren, readRunChildren } from './runsSource';
-import { errorText } from '../errorText';
-
-export { errorText };
+import { describeError } from '../../core/errors';
 
 /**
  * The row without its tooltip: VS Code asks for it (resolveTreeItem) when the row is hovered, so
@@ -76,7 +74,7 @@ export class ListTreeProvider<T> implements vscode.TreeDataProvider<T>, vscode.D
       } catch (error) {
         // The view keeps what it showed; the log says why and the refresh command tries again.
         this.log.error(
-          `Could not list ${this.what}: ${errorText(error)}. Refresh the view to retry.`,
+          `Could not list ${this.what}: ${describeError(error)}. Refresh the view to retry.`,
         );
       }
       return [...this.model.all];
@@ -155,7 +153,7 @@ export class RunsTreeProvider implements vscode.TreeDataProvider<RunsNode>, vsco
       if (node.kind === 'file' && node.isDir) return await readDirChildren(node.run, node.path);
       return [];
     } catch (error) {
-      this.log.error(`Could not list runs: ${errorText(error)}. Refresh the view to retry.`);
+      this.log.error(`Could not list runs: ${describeError(error)}. Refresh the view to retry.`);
       return node === undefined ? [...this.model.all] : [];
     }
   }
