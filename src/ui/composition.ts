@@ -78,8 +78,9 @@ export function composeUi(first: FirstBundle): ComposedUi {
   );
   context.subscriptions.push(runs, pods);
   const bus = new EventBus();
+  const host = vscodeHost();
   const ctx = new UiContext({
-    host: vscodeHost(),
+    host,
     bus,
     clock: systemClock,
     log,
@@ -116,6 +117,7 @@ export function composeUi(first: FirstBundle): ComposedUi {
 
   // The run webview's panels (their serializer is registered by the thin bundle).
   const runPanels = new RunPanels({
+    host,
     extensionUri: context.extensionUri,
     bus,
     clock: systemClock,

@@ -2,7 +2,7 @@ import type * as vscode from 'vscode';
 import type { Log } from './log';
 
 /**
- * The small slice of VS Code the command handlers use, typed, so that they run in unit tests
+ * The small slice of VS Code the command handlers and the run panels use, typed, so that they run in unit tests
  * against a fake and in production against the real API (`vscodeHost()` passes `vscode.window`,
  * `vscode.commands` and `vscode.workspace` themselves). Only types come from `vscode` here.
  */
@@ -16,6 +16,7 @@ export type WindowPort = Pick<
   | 'withProgress'
   | 'showTextDocument'
   | 'createTerminal'
+  | 'createWebviewPanel'
 >;
 
 export interface UiHost {
@@ -25,8 +26,12 @@ export interface UiHost {
   workspace: Pick<typeof vscode.workspace, 'workspaceFolders' | 'getConfiguration' | 'isTrusted'>;
   /** `vscode.ProgressLocation`'s two values the handlers use. */
   progress: { notification: vscode.ProgressLocation; window: vscode.ProgressLocation };
+  /** `vscode.ViewColumn`'s two values the run panels open in. */
+  viewColumn: { active: vscode.ViewColumn; beside: vscode.ViewColumn };
   /** `vscode.Uri.file`. */
   fileUri(fsPath: string): vscode.Uri;
+  /** `vscode.Uri.joinPath`. */
+  joinUri(base: vscode.Uri, ...segments: string[]): vscode.Uri;
   /** A read-only run log document (scheme `overbrainer-log`): its path, the run directory as query. */
   logUri(runDir: string, docPath: string): vscode.Uri;
   /** The runs folder of a workspace folder (setting `overbrainer.runsFolder`, default `runs`). */

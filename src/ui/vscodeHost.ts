@@ -14,7 +14,9 @@ export function vscodeHost(): UiHost {
       notification: vscode.ProgressLocation.Notification,
       window: vscode.ProgressLocation.Window,
     },
+    viewColumn: { active: vscode.ViewColumn.Active, beside: vscode.ViewColumn.Beside },
     fileUri: (fsPath) => vscode.Uri.file(fsPath),
+    joinUri: (base, ...segments) => vscode.Uri.joinPath(base, ...segments),
     logUri: (runDir, docPath) =>
       vscode.Uri.from({ scheme: RUN_LOG_SCHEME, path: docPath, query: runDir }),
     runsDir: (folder) => path.join(folder.uri.fsPath, runsFolderName(folder)),

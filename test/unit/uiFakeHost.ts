@@ -12,6 +12,7 @@ import { RunStore } from '../../src/core/runs/store';
 import { RunsModel, type PodSummary, type RunSummary } from '../../src/ui/runs/runsModel';
 import { UiContext, type NotifyActionHandler } from '../../src/ui/uiContext';
 import { FakeClock } from '../helpers/fakeClock';
+import { FakeWebviewPanel, joinUri } from './uiFakePanel';
 
 /** A message, quick pick, progress, document or terminal the handlers asked the window for. */
 export type Shown =
@@ -43,6 +44,8 @@ export class FakeHost {
   /** Workspace Trust: false is Restricted Mode. */
   trusted = true;
   readonly env: NodeJS.ProcessEnv = {};
+  /** The webview panels the run panels opened, in order. */
+  readonly panels: FakeWebviewPanel[] = [];
 
   private message(kind: 'info' | 'warning' | 'error') {
     return (message: string, ...rest: unknown[]): Promise<unknown> => {
@@ -92,6 +95,11 @@ export class FakeHost {
       this.shown.push({ kind: 'terminal', options });
       return { show: () => undefined };
     },
+    createWebviewPanel: (viewType: string, title: string, column: unknown): unknown => {
+      const panel = new FakeWebviewPanel(viewType, title, column);
+      this.panels.push(panel);
+      return panel;
+    },
   };
 
   host(): UiHost {
@@ -115,7 +123,9 @@ export class FakeHost {
       } as UiHost['commands'],
       workspace: workspace as unknown as UiHost['workspace'],
       progress: { notification: 15, window: 10 } as UiHost['progress'],
+      viewColumn: { active: -1, beside: -2 } as UiHost['viewColumn'],
       fileUri: (fsPath) => ({ fsPath, scheme: 'file' }) as vscode.Uri,
+      joinUri,
       logUri: (runDir, docPath) =>
         ({
           fsPath: docPath,

@@ -1,7 +1,7 @@
 import { randomBytes } from 'node:crypto';
 import * as fs from 'node:fs';
 import * as path from 'node:path';
-import * as vscode from 'vscode';
+import type * as vscode from 'vscode';
 import { decodePodRecord } from '../../core/runs/podJson';
 import { POD_FILE } from '../../core/runs/podRecord';
 
@@ -45,10 +45,9 @@ export function isDirectory(file: string): boolean {
  * The page: a strict CSP (nothing but our bundle with its nonce, our styles, and the webview's
  * own resource origin), the static skeleton the script fills, and no data interpolated.
  */
-export function pageHtml(webview: vscode.Webview, extensionUri: vscode.Uri): string {
+export function pageHtml(webview: vscode.Webview, distFile: (name: string) => vscode.Uri): string {
   const nonce = randomBytes(18).toString('base64');
-  const asset = (name: string): string =>
-    webview.asWebviewUri(vscode.Uri.joinPath(extensionUri, 'dist', name)).toString();
+  const asset = (name: string): string => webview.asWebviewUri(distFile(name)).toString();
   const csp = [
     "default-src 'none'",
     `style-src ${webview.cspSource}`,

@@ -3,9 +3,14 @@ import type { Clock } from '../../core/clock';
 import type { EventBus } from '../../core/events';
 import type { DeadlineView } from '../../core/pod/lease';
 import { runSpendLines } from '../../core/runs/spend';
+import { describeError } from '../../core/errors';
+import { every } from '../ticker';
 import type { UiContext } from '../uiContext';
 import { etaFromNow, statusForPod, type StatusView } from './statusModel';
 import { TransferModel, transferStatusView } from './transferModel';
+
+/** How often the countdown is redrawn. */
+export const STATUS_BAR_TICK_MS = 1000;
 
 /**
  * The status bar item of the followed run: its countdown to the watchdog's deadline, its ETA and
@@ -14,7 +19,7 @@ import { TransferModel, transferStatusView } from './transferModel';
  */
 export class StatusBar implements vscode.Disposable {
   private readonly item: vscode.StatusBarItem;
-  private readonly ticker: ReturnType<typeof setInterval>;
+  private readonly ticker: { dispose(): void };
   private readonly subs: { dispose(): void }[] = [];
   /** Transfers under way: the status bar shows one while it lasts. */
   private readonly transfers = new TransferModel();
@@ -32,7 +37,12 @@ export class StatusBar implements vscode.Disposable {
         if (this.transfers.onEvent(event)) this.update();
       }),
     );
-    this.ticker = setInterval(() => this.update(), 1000);
+    this.ticker = every(
+      clock,
+      STATUS_BAR_TICK_MS,
+      () => this.update(),
+      (error) => ctx.log.warn(`The status bar could not be redrawn: ${describeError(error)}`),
+    );
   }
 
   private update(): void {
@@ -77,7 +87,7 @@ export class StatusBar implements vscode.Disposable {
   }
 
   dispose(): void {
-    clearInterval(this.ticker);
+    this.ticker.dispose();
     for (const sub of this.subs) sub.dispose();
     this.item.dispose();
   }
