@@ -6,7 +6,7 @@
  */
 import type { RunpodTargetConfig } from '../config/types';
 import type { GpuType } from '../runpod/api';
-import { autoGpuTypes } from '../pod/provision';
+import { autoGpuTypes } from '../pod/gpuChoice';
 import { quote, type Quote } from '../pod/quote';
 import { watchdogSpans } from '../pod/worstCase';
 import type { Timing } from '../timing';
