@@ -11,6 +11,7 @@ import { ExecError } from './executor';
 import { abortedError } from './errors';
 import { assertSafeRelativePath, FileSink, listFiles, SafeDirs, writeWhole } from './localFiles';
 import type { TarEntryWriter, TarHandler } from './tarReader';
+import { BufferPool, Limiter, readWindowed, type Fill, type ReadWindow } from './readWindow';
 
 /** An open file on the source side. */
 export interface SourceFile {
@@ -65,46 +66,6 @@ export interface EngineLimits {
   readsInFlight: number;
 }
 
-/** A counting semaphore. */
-class Limiter {
-  private active = 0;
-  private readonly waiting: (() => void)[] = [];
-
-  constructor(private readonly limit: number) {}
-
-  async run<T>(task: () => Promise<T>): Promise<T> {
-    if (this.active >= this.limit) await new Promise<void>((resolve) => this.waiting.push(resolve));
-    this.active++;
-    try {
-      return await task();
-    } finally {
-      this.active--;
-      this.waiting.shift()?.();
-    }
-  }
-}
-
-/**
- * Read buffers recycled once written: a GiB in 64 KiB reads would otherwise
- * allocate (and garbage-collect) 16,000 of them.
- */
-class BufferPool {
-  private readonly free: Buffer[] = [];
-
-  constructor(
-    private readonly bytes: number,
-    private readonly max: number,
-  ) {}
-
-  take(length: number): Buffer {
-    if (length > this.bytes) return Buffer.allocUnsafe(length);
-    return this.free.pop() ?? Buffer.allocUnsafe(this.bytes);
-  }
-
-  give(buffer: Buffer): void {
-    if (buffer.length === this.bytes && this.free.length < this.max) this.free.push(buffer);
-  }
-}
 /**
  * Downloads `files` (relative to `remoteDir`) from `source` into `localDir`.
  * See {@link Executor.download} for the contract. `wrapError` turns a
@@ -142,22 +103,12 @@ export async function downloadFiles(
   run.finish();
 }
 
-/** The rest of one file to bring into its partial file: [sink.offset, size) of `remote`. */
-interface Fill {
-  remote: SourceFile;
-  remotePath: string;
-  sink: FileSink;
-  size: number;
-  /** Told the bytes written so far after each write. */
-  report: (bytesDone: number) => void;
-}
-
 /** One call of {@link downloadFiles}, in its steps. */
-class Download {
+class Download implements ReadWindow {
   /** Files complete on disk. */
   readonly done = new Set<string>();
-  private readonly reads: Limiter;
-  private readonly pool: BufferPool;
+  readonly reads: Limiter;
+  readonly pool: BufferPool;
   private readonly missing: string[] = [];
   private failure: ExecError | undefined;
   private readonly signal: AbortSignal | undefined;
@@ -168,7 +119,7 @@ class Download {
     private readonly doneDirs: SafeDirs,
     private readonly partDirs: SafeDirs,
     private readonly options: DownloadOptions,
-    private readonly limits: EngineLimits,
+    readonly limits: EngineLimits,
     /** A source's failure as the ExecError the caller sees. */
     private readonly wrapError: (error: unknown, what: string) => ExecError,
   ) {
@@ -353,7 +304,9 @@ class Download {
       try {
         if (sink.offset > size) await sink.restart();
         const fill: Fill = { remote: opened, remotePath, sink, size, report };
-        await (opened.stream && sink.offset < size ? this.stream(fill) : this.pump(fill));
+        await (opened.stream && sink.offset < size
+          ? this.stream(fill)
+          : readWindowed(fill, this, () => this.checkStop(), this.wrapError));
         const result = await sink.finish();
         this.options.onFile?.({ file, ...result });
       } finally {
@@ -380,96 +333,6 @@ class Download {
     } catch (error) {
       throw error instanceof ExecError ? error : this.wrapError(error, `reading ${remotePath}`);
     }
-  }
-
-  /**
-   * Reads [sink.offset, size) with up to `windowPerFile` reads in flight,
-   * refilled as each one lands (not only the oldest), and writes them in
-   * order. Memory: the window never spans more than windowPerFile chunks
-   * past what is written.
-   */
-  private pump({ remote, remotePath, sink, size, report }: Fill): Promise<void> {
-    const { limits, pool, reads, signal } = this;
-    return new Promise<void>((resolve, reject) => {
-      const landed = new Map<number, { data: Buffer; buffer: Buffer }>();
-      let issued = sink.offset;
-      let inFlight = 0;
-      let end = size; // lowered when the file turns out shorter
-      let writing = false;
-      let failed = false;
-      const span = limits.windowPerFile * limits.chunkBytes;
-      const fail = (error: unknown): void => {
-        if (failed) return;
-        failed = true;
-        reject(error);
-      };
-      const read = (position: number, length: number): void => {
-        inFlight++;
-        const buffer = pool.take(length);
-        reads
-          .run(() => remote.read(position, length, buffer))
-          .then(
-            (data) => {
-              inFlight--;
-              if (failed) return;
-              if (data.length === 0) {
-                end = Math.min(end, position); // shrank since it was opened: the hash will say so
-                pool.give(buffer);
-              } else {
-                landed.set(position, { data, buffer });
-                // A short read: ask for the rest of this range on its own.
-                if (data.length < length) read(position + data.length, length - data.length);
-              }
-              issue();
-              void drain();
-            },
-            (error: unknown) => {
-              inFlight--;
-              fail(this.wrapError(error, `reading ${remotePath}`));
-            },
-          );
-      };
-      const issue = (): void => {
-        while (
-          !failed &&
-          inFlight < limits.windowPerFile &&
-          issued < end &&
-          issued - sink.offset < span
-        ) {
-          const length = Math.min(limits.chunkBytes, end - issued);
-          read(issued, length);
-          issued += length;
-        }
-      };
-      const drain = async (): Promise<void> => {
-        if (writing || failed) return;
-        writing = true;
-        try {
-          for (;;) {
-            if (signal?.aborted || this.failure) {
-              fail(signal?.aborted ? abortedError('the download', signal.reason) : this.failure);
-              return;
-            }
-            const piece = landed.get(sink.offset);
-            if (!piece) break;
-            landed.delete(sink.offset);
-            await sink.write(piece.data);
-            pool.give(piece.buffer);
-            report(sink.offset);
-            issue();
-          }
-        } catch (error) {
-          fail(error);
-          return;
-        } finally {
-          writing = false;
-        }
-        if (sink.offset >= end && inFlight === 0) resolve();
-        else if (landed.has(sink.offset)) void drain();
-      };
-      issue();
-      if (issued >= end && inFlight === 0) resolve();
-    });
   }
 }
 
