@@ -162,3 +162,11 @@ export function readDotEnv(workspaceDir: string, env: Env): { env: Env; ignored:
 export function withDotEnv(workspaceDir: string, env: Env): Env {
   return readDotEnv(workspaceDir, env).env;
 }
+
+/** The problem of a key overbrainer.toml must not hold: a secret read from the environment only. */
+export function envOnlyProblem(key: string, envVar: string): { message: string; hint: string } {
+  return {
+    message: `${key} is read from the environment only, never from overbrainer.toml (a secret in a file ends up in git and backups)`,
+    hint: `Remove it from the file and set ${envVar} instead${envVar === ENV_API_KEY ? ' (or run "Overbrainer: Set Runpod API Key")' : ''}.`,
+  };
+}
