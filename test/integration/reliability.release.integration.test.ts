@@ -38,7 +38,15 @@ describe('reliability: keep and release past the deadline', function () {
 
   it('released past its deadline while a client follows: the lease is fresh before the keep marker goes, the job runs on, its results come home', async function () {
     // 18 s of max_hours, a 50 s job: the release comes after the deadline and a lease TTL (15 s).
-    const l = await lab({ steps: 500, stepSeconds: 0.1, maxHours: 0.005 });
+    // The keep must reach the pod before the watchdog asks for the deadline's snapshot: at the
+    // scaled lead (15 s) that is 3 s after the create, which a loaded machine missed (the job
+    // stopped at step 1, snapshotted); a 2 s lead leaves 16 s for the job to start and the keep.
+    const l = await lab({
+      steps: 500,
+      stepSeconds: 0.1,
+      maxHours: 0.005,
+      timing: { snapshotLeadS: 2 },
+    });
     const run = runIdHolder();
     const training = l.track(train(l.deps, l.config, l.workspace, { onRun: run.onRun }));
     const id = await l.jobRunning(() => run.id);
