@@ -28,7 +28,7 @@ const noPace: EtaSource = { etaMs: () => null };
 function podDueIn(hours: number, keep: boolean, nowMs: number): DeadlineView & CostCapView {
   return {
     keep,
-    maxCostUsd: null,
+    costCapUsd: null,
     costPerHourUsd: 0.69,
     createdUnixS: Math.floor(nowMs / 1000),
     deadlineUnixS: Math.floor((nowMs + hours * 3_600_000) / 1000),
@@ -103,25 +103,25 @@ describe('lease and deadline rules', () => {
 
   it('the cost cap falls at creation + max_cost_usd / rate hours, and never for a kept or uncapped pod', () => {
     // $1.38 at $0.69/h buys 2 h; max_hours 6.
-    const pod = { ...podDueIn(6, false, NOW), maxCostUsd: 1.38 };
+    const pod = { ...podDueIn(6, false, NOW), costCapUsd: 1.38 };
     const capAt = Math.floor(NOW / 1000) + 2 * 3600;
     assert.equal(costCapAtUnixS(pod), capAt);
     assert.equal(pastCostCap(pod, capAt * 1000 - 1000), false);
     assert.equal(pastCostCap(pod, capAt * 1000), true);
     assert.equal(costCapAtUnixS({ ...pod, keep: true }), null);
-    assert.equal(costCapAtUnixS({ ...pod, maxCostUsd: null }), null);
+    assert.equal(costCapAtUnixS({ ...pod, costCapUsd: null }), null);
     assert.equal(costCapAtUnixS({ ...pod, costPerHourUsd: null }), null);
     assert.equal(costCapAtUnixS({ ...pod, createdUnixS: null }), null);
     assert.equal(pastCostCap({ ...pod, keep: true }, NOW + 10 * 3_600_000), false);
   });
 
   it('a pod gone past a limit was ended by the limit that came first', () => {
-    const capped = { ...podDueIn(6, false, NOW), maxCostUsd: 1.38 }; // cap at 2 h, deadline 6 h
+    const capped = { ...podDueIn(6, false, NOW), costCapUsd: 1.38 }; // cap at 2 h, deadline 6 h
     assert.equal(limitPassed(capped, NOW + 3_600_000), null);
     assert.equal(limitPassed(capped, NOW + 3 * 3_600_000), 'cost_cap');
     assert.equal(limitPassed(capped, NOW + 7 * 3_600_000), 'cost_cap');
     assert.equal(goneBy(capped, NOW + 3 * 3_600_000), 'watchdog');
-    const late = { ...podDueIn(1, false, NOW), maxCostUsd: 1.38 }; // deadline 1 h, cap 2 h
+    const late = { ...podDueIn(1, false, NOW), costCapUsd: 1.38 }; // deadline 1 h, cap 2 h
     assert.equal(limitPassed(late, NOW + 90 * MIN), 'deadline');
     assert.equal(limitPassed(late, NOW + 3 * 3_600_000), 'deadline');
   });

@@ -175,8 +175,8 @@ describe('runs: PodRecord (its state rules)', () => {
   });
 
   it('has no deadline when kept, and no cost cap', () => {
-    const record = newPodRecord(RUN, true, 1, 'ssh-ed25519 AAAAhost', { maxCostUsd: 20 });
-    assert.equal(record.maxCostUsd, null);
+    const record = newPodRecord(RUN, true, 1, 'ssh-ed25519 AAAAhost', { costCapUsd: 20 });
+    assert.equal(record.costCapUsd, null);
     const attempt = record.beginAttempt('NVIDIA A40', at(1_790_000_000), 6);
     assert.equal(attempt.deadlineUnixS, null);
     record.created(POD, 'created', at(1_790_000_001));
@@ -187,12 +187,12 @@ describe('runs: PodRecord (its state rules)', () => {
     record.state = 'awaiting_retrieval';
     assert.equal(record.summary(), 'pod awaiting retrieval k3x9abc');
     const capped = newPodRecord(RUN, false, 2, 'ssh-ed25519 AAAAhost', {
-      maxCostUsd: 20,
+      costCapUsd: 20,
       networkVolumeId: 'vol1',
       maxVolumeGb: 100,
     });
     assert.deepEqual(
-      [capped.maxCostUsd, capped.networkVolumeId, capped.maxVolumeGb, capped.gpuCount],
+      [capped.costCapUsd, capped.networkVolumeId, capped.maxVolumeGb, capped.gpuCount],
       [20, 'vol1', 100, 2],
     );
   });
@@ -243,7 +243,7 @@ describe('runs: pod.json', () => {
 
   it('round-trips with the spec field names, mode 0600, holding no secret', () => {
     assert.equal(store.loadPod(RUN), null);
-    const record = newPodRecord(RUN, false, 1, 'ssh-ed25519 AAAAhost', { maxCostUsd: 12.5 });
+    const record = newPodRecord(RUN, false, 1, 'ssh-ed25519 AAAAhost', { costCapUsd: 12.5 });
     record.beginAttempt('NVIDIA A40', at(1_790_000_000), 1.5);
     store.savePod(record);
     assert.deepEqual(store.loadPod(RUN), record);
@@ -320,7 +320,7 @@ describe('runs: pod.json', () => {
     const record = store.loadPod(RUN);
     assert.ok(record);
     assert.deepEqual(record.strayPods, []);
-    assert.equal(record.maxCostUsd, null);
+    assert.equal(record.costCapUsd, null);
     assert.equal(record.networkVolumeId, null);
     assert.equal(record.deletedBy, 'pod_rm');
     assert.equal(record.summary(), 'pod deleted about $0.64');

@@ -100,15 +100,15 @@ describe('snapshot: the cost cap asks for one before it deletes', () => {
   const pod = { keep: false, costPerHourUsd: 2, createdUnixS: 1_000_000 };
   it('at the earlier of 95 % of the cap and the lead before it', () => {
     // $10 at $2/h: 5 h = 18000 s; 95 % is 17100 s, the lead of 900 s gives 17100 too.
-    assert.equal(snapshotAtUnixS({ ...pod, maxCostUsd: 10 }, 900), 1_017_100);
+    assert.equal(snapshotAtUnixS({ ...pod, costCapUsd: 10 }, 900), 1_017_100);
     // $40: 72000 s; 95 % = 68400, cap − 900 = 71100: the 95 % point.
-    assert.equal(snapshotAtUnixS({ ...pod, maxCostUsd: 40 }, 900), 1_068_400);
+    assert.equal(snapshotAtUnixS({ ...pod, costCapUsd: 40 }, 900), 1_068_400);
     // $1: 1800 s; 95 % = 1710, cap − 900 = 900: the lead.
-    assert.equal(snapshotAtUnixS({ ...pod, maxCostUsd: 1 }, 900), 1_000_900);
+    assert.equal(snapshotAtUnixS({ ...pod, costCapUsd: 1 }, 900), 1_000_900);
   });
   it('none for a kept pod, one without a cap or without a rate', () => {
-    assert.equal(snapshotAtUnixS({ ...pod, maxCostUsd: null }, 900), null);
-    assert.equal(snapshotAtUnixS({ ...pod, keep: true, maxCostUsd: 10 }, 900), null);
-    assert.equal(snapshotAtUnixS({ ...pod, costPerHourUsd: null, maxCostUsd: 10 }, 900), null);
+    assert.equal(snapshotAtUnixS({ ...pod, costCapUsd: null }, 900), null);
+    assert.equal(snapshotAtUnixS({ ...pod, keep: true, costCapUsd: 10 }, 900), null);
+    assert.equal(snapshotAtUnixS({ ...pod, costPerHourUsd: null, costCapUsd: 10 }, 900), null);
   });
 });

@@ -28,7 +28,7 @@ function pod(
     billed?: number;
   },
 ): PodRecord {
-  const record = newPodRecord(runId, o.keep ?? false, 1, HOST, { maxCostUsd: o.cap ?? null });
+  const record = newPodRecord(runId, o.keep ?? false, 1, HOST, { costCapUsd: o.cap ?? null });
   record.beginAttempt('NVIDIA A40', o.createdMs, 6);
   record.created({ id: `pod-${runId}`, costPerHourUsd: o.rate }, 'created', o.createdMs);
   record.state = o.keep ? 'kept' : 'running';

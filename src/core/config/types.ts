@@ -63,7 +63,11 @@ export interface RunpodTargetConfig {
   containerDiskGb: number;
   /** The pod's watchdog deletes the pod this long after its create call (not for a kept pod). */
   maxHours: number;
-  /** Most a run may spend on its pod; null for no cap. Ignored for a kept pod. */
+  /**
+   * `max_cost_usd`: most a run may spend on its pod, as the user set it; null for no cap.
+   * Ignored for a kept pod. The budget may grant a run less (`budgetCapUsd`); the pod records
+   * the cap it was armed with (`costCapUsd`).
+   */
   maxCostUsd: number | null;
   /**
    * How many times a run whose pod died while its job ran goes on by itself on a new pod, from

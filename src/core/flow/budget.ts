@@ -32,8 +32,11 @@ export class BudgetError extends FlowError {
 
 /** What the gate decided for a run it lets start. */
 export interface BudgetDecision {
-  /** The cost cap the pod's watchdog gets: min(max_cost_usd, what is left); null when kept. */
-  maxCostUsd: number | null;
+  /**
+   * The cost cap the gate grants the run (run.json `budget_cap_usd`): min(max_cost_usd, what is
+   * left), the one its pod's watchdog gets; null when kept.
+   */
+  budgetCapUsd: number | null;
   /** The cap was lowered to fit the budget (`fit_runs_to_budget`): the run says so. */
   fitted: boolean;
   /** One line for the run's log: the figures the decision rests on. */
@@ -124,7 +127,7 @@ export async function budgetGate(
       ? null
       : floorCents(target.maxCostUsd === null ? left : Math.min(target.maxCostUsd, left));
     return {
-      maxCostUsd: cap,
+      budgetCapUsd: cap,
       fitted: false,
       line: `budget: worst case ${money(q.worstUsd)} fits what is left ${money(left)} ${where}${cap === null ? '; the pod is kept, so no cost cap bounds it: remove it when done' : `; the pod's watchdog deletes it at ${money(cap)}`}`,
       spend,
@@ -139,7 +142,7 @@ export async function budgetGate(
   const fits = fittedQuote !== null && (fittedQuote.worstUsd ?? Infinity) <= left;
   if (budget.fitRunsToBudget && !keep && fits) {
     return {
-      maxCostUsd: fittedCap,
+      budgetCapUsd: fittedCap,
       fitted: true,
       line: `budget: worst case ${money(q.worstUsd)} would pass what is left ${money(left)} ${where}; fit_runs_to_budget gives this run max_cost_usd = ${money(fittedCap)} (its worst case ${money(fittedQuote.worstUsd ?? 0)}, the watchdog's last tick and delete on top): the job is asked for a snapshot before its pod is deleted there`,
       spend,

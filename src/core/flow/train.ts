@@ -109,7 +109,7 @@ export async function train(
       target: target.name,
       remoteDir: (id) =>
         target.kind === 'runpod' ? `${workdirFor(target)}/${id}` : deps.store.runDir(id),
-      budgetCapUsd: budget?.maxCostUsd ?? null,
+      budgetCapUsd: budget?.budgetCapUsd ?? null,
     });
   } finally {
     budgetLock?.dispose();
@@ -151,7 +151,7 @@ export async function train(
       else log(ctx!, 'info', budget.line);
     }
     // The pod's watchdog gets the budget's share as its cost cap (min(max_cost_usd, what is left)).
-    const podTarget = budget === null ? target : { ...target, maxCostUsd: budget.maxCostUsd };
+    const podTarget = budget === null ? target : { ...target, maxCostUsd: budget.budgetCapUsd };
     return await trainOnPod(ctx!, deps, podTarget, run, files.job, packing, options, config);
   } finally {
     lock.dispose();

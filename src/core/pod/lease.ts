@@ -76,8 +76,8 @@ export function pastDeadline(pod: DeadlineView, nowMs: number): boolean {
 /** What the cost cap needs of a pod record. */
 export interface CostCapView {
   keep: boolean;
-  /** The run's cap; null when kept or unset. */
-  maxCostUsd: number | null;
+  /** The cap armed on the pod (pod.json `max_cost_usd`); null when kept or unset. */
+  costCapUsd: number | null;
   costPerHourUsd: number | null;
   createdUnixS: number | null;
 }
@@ -88,9 +88,9 @@ export interface CostCapView {
  * null for a kept pod, one without a cap, or one whose rate or creation is unknown.
  */
 export function costCapAtUnixS(pod: CostCapView): number | null {
-  if (pod.keep || pod.maxCostUsd === null) return null;
+  if (pod.keep || pod.costCapUsd === null) return null;
   if (pod.costPerHourUsd === null || pod.createdUnixS === null) return null;
-  return pod.createdUnixS + Math.floor((pod.maxCostUsd / pod.costPerHourUsd) * 3600);
+  return pod.createdUnixS + Math.floor((pod.costCapUsd / pod.costPerHourUsd) * 3600);
 }
 
 /**

@@ -262,7 +262,7 @@ async function askCostSnapshot(
         ctx,
         run.id,
         'cost_snapshot',
-        `max_cost_usd $${pod.maxCostUsd ?? 0} is nearly spent: the job of run ${run.id} was asked to save a snapshot and stop; the pod is deleted at ${rfc3339(capAtUnixS * 1000)} whatever happens`,
+        `max_cost_usd $${pod.costCapUsd ?? 0} is nearly spent: the job of run ${run.id} was asked to save a snapshot and stop; the pod is deleted at ${rfc3339(capAtUnixS * 1000)} whatever happens`,
       );
     }
     return true;

@@ -123,7 +123,7 @@ async function armCostCap(
   executor: SshExecutor,
   signal?: AbortSignal,
 ): Promise<void> {
-  const maxCostUsd = record.maxCostUsd;
+  const maxCostUsd = record.costCapUsd;
   if (record.keep || maxCostUsd === null) return;
   if (record.costPerHourUsd === null) {
     const pod = await ctx.client.getPod(record.podId ?? '', { signal }).catch(() => null);

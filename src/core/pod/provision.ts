@@ -50,7 +50,7 @@ export async function startPod(
     const dir = ctx.store.sshDir(run.id);
     const keys = generateRunKeys(dir, alias(run.id));
     record = newPodRecord(run.id, keep, target.gpuCount, keys.hostPublic, {
-      maxCostUsd: keep ? null : target.maxCostUsd,
+      costCapUsd: keep ? null : target.maxCostUsd,
       networkVolumeId: target.networkVolumeId,
       maxVolumeGb: target.maxVolumeGb,
     });

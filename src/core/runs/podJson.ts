@@ -122,7 +122,7 @@ export function decodePodRecord(text: string, file: string): PodRecord {
   record.estimatedSpendUsd = raw.estimated_spend;
   record.strayPods = raw.stray_pods ?? [];
   record.unconfirmedCreate = raw.unconfirmed_create ?? false;
-  record.maxCostUsd = raw.max_cost_usd ?? null;
+  record.costCapUsd = raw.max_cost_usd ?? null;
   record.networkVolumeId = raw.network_volume_id ?? null;
   record.maxVolumeGb = raw.max_volume_gb ?? null;
   record.billedUsd = raw.billed_usd ?? null;
@@ -202,7 +202,7 @@ export function encodePodRecord(record: PodRecord): string {
       estimated_spend: record.estimatedSpendUsd,
       stray_pods: record.strayPods,
       unconfirmed_create: record.unconfirmedCreate ? true : undefined,
-      max_cost_usd: record.maxCostUsd,
+      max_cost_usd: record.costCapUsd,
       network_volume_id: record.networkVolumeId,
       max_volume_gb: record.maxVolumeGb,
       billed_usd: record.billedUsd ?? undefined,

@@ -103,8 +103,12 @@ export class PodRecord {
    * that this record does not name may exist (Runpod may list it late).
    */
   unconfirmedCreate = false;
-  /** The run's cost cap; null when kept or unset. */
-  maxCostUsd: number | null = null;
+  /**
+   * The cost cap armed on this pod's watchdog (pod.json `max_cost_usd`): the target's
+   * max_cost_usd, or the budget's cap for the run (`budgetCapUsd`), or what a recovered run has
+   * left of it; null when kept or unset.
+   */
+  costCapUsd: number | null = null;
   networkVolumeId: string | null = null;
   maxVolumeGb: number | null = null;
   /** Fields of pod.json this version does not know, written back unchanged. */
@@ -356,7 +360,7 @@ function hoursS(maxHours: number): number {
 
 /**
  * The record of a run whose pod does not exist yet (state `creating`).
- * `maxCostUsd` is dropped for a kept pod, which has no cap.
+ * `costCapUsd` is dropped for a kept pod, which has no cap.
  */
 export function newPodRecord(
   runId: string,
@@ -364,13 +368,13 @@ export function newPodRecord(
   gpuCount: number,
   hostPublicKey: string,
   options: {
-    maxCostUsd?: number | null;
+    costCapUsd?: number | null;
     networkVolumeId?: string | null;
     maxVolumeGb?: number | null;
   } = {},
 ): PodRecord {
   const record = new PodRecord(runId, keep, gpuCount, publicKeyFields(hostPublicKey));
-  record.maxCostUsd = keep ? null : (options.maxCostUsd ?? null);
+  record.costCapUsd = keep ? null : (options.costCapUsd ?? null);
   record.networkVolumeId = options.networkVolumeId ?? null;
   record.maxVolumeGb = options.maxVolumeGb ?? null;
   return record;

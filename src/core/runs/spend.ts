@@ -93,7 +93,7 @@ export function podSpend(pod: PodRecord, nowMs: number): PodSpend {
       : 'live';
   let boundUsd: number | null = null;
   if (status === 'live') {
-    if (pod.maxCostUsd !== null) boundUsd = pod.maxCostUsd;
+    if (pod.costCapUsd !== null) boundUsd = pod.costCapUsd;
     else if (rate !== null && createdMs !== null && pod.deadlineUnixS !== null) {
       boundUsd = round4((rate * Math.max(0, pod.deadlineUnixS * 1000 - createdMs)) / 3_600_000);
     }
@@ -399,8 +399,8 @@ export function runSpendLines(
         `At the ETA: about ${money(capped)}${capped < atEta ? ' (its cost cap ends it first)' : ''}`,
       );
     }
-    if (p.status === 'live' && pod.maxCostUsd !== null) {
-      lines.push(`Cost cap: ${money(pod.maxCostUsd)} (the watchdog deletes the pod there)`);
+    if (p.status === 'live' && pod.costCapUsd !== null) {
+      lines.push(`Cost cap: ${money(pod.costCapUsd)} (the watchdog deletes the pod there)`);
     }
   }
   const project =

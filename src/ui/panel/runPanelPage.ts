@@ -24,7 +24,7 @@ export function readPodExtras(dir: string): PodExtras {
     const pod = decodePodRecord(fs.readFileSync(file, 'utf8'), file);
     const deleted = pod.deletedAt === null ? NaN : Date.parse(pod.deletedAt);
     return {
-      maxCostUsd: pod.maxCostUsd,
+      maxCostUsd: pod.costCapUsd,
       createdUnixS: pod.createdUnixS,
       deletedUnixS: Number.isFinite(deleted) ? Math.floor(deleted / 1000) : null,
     };
