@@ -13,7 +13,7 @@ import { isAbortError, type Clock } from '../core/clock';
 import { describeError, HintedError } from '../core/errors';
 import { CallLimits, type RateLimitWait } from '../core/runpod/callLimits';
 import type { RunpodClient } from '../core/runpod/client';
-import { isApiError } from '../core/runpod/errors';
+import { isApiError } from '../core/runpod/apiErrors';
 import type { Timing } from '../core/timing';
 
 const UNREACHABLE_HINT =

@@ -32,7 +32,7 @@ import { EventBus } from '../core/events';
 import { FlowError, podCtx, summaryLine, type FlowDeps, type FlowResult } from '../core/flow';
 import { CLIENT_VERSION, RunpodClient } from '../core/runpod/client';
 import type { PodCtx } from '../core/pod/context';
-import { RunpodConfigError } from '../core/runpod/errors';
+import { RunpodConfigError } from '../core/runpod/apiErrors';
 import { sshCommand } from '../core/pod/keys';
 import { followLostWords } from '../core/pod/lifecycle';
 import { stopPodLogCaptures } from '../core/pod/podLogCapture';

@@ -2,7 +2,7 @@ import * as path from 'node:path';
 import type * as vscode from 'vscode';
 import type { Clock } from '../core/clock';
 import type { CoreEvent, EventBus } from '../core/events';
-import { ApiError } from '../core/runpod/errors';
+import { ApiError } from '../core/runpod/apiErrors';
 import { Pace } from '../core/train/pace';
 import { describeError, hintOf } from '../core/errors';
 import { timingFromEnv } from '../core/timing';

@@ -13,7 +13,7 @@ import type { Clock } from '../../src/core/clock';
 import { scaleTiming, type Timing } from '../../src/core/timing';
 import { createPodBody, type CreatePodBody } from '../../src/core/runpod/api';
 import { RunpodClient, type RunpodLogLevel } from '../../src/core/runpod/client';
-import { ApiError, type ApiErrorKind } from '../../src/core/runpod/errors';
+import { ApiError, type ApiErrorKind } from '../../src/core/runpod/apiErrors';
 import { FakeClock } from './fakeClock';
 
 // ---------------------------------------------------------------------------

@@ -15,7 +15,7 @@ import * as path from 'node:path';
 import { attach, train } from '../../src/core/flow';
 import { RunStore } from '../../src/core/runs/store';
 import { systemClock } from '../../src/core/clock';
-import { isRunsError } from '../../src/core/runs/errors';
+import { isRunsError } from '../../src/core/runs/runsError';
 import { startEmulator, type Emulator } from '../emulator/emulator';
 import { runCliProcess, type Ran } from '../helpers/cli';
 import { Lab, tomlFor } from '../helpers/lifecycle';

@@ -24,7 +24,7 @@ import {
   RunpodConfigError,
   runMessage,
   runpodText,
-} from '../../src/core/runpod/errors';
+} from '../../src/core/runpod/apiErrors';
 
 describe('Runpod base URL', () => {
   const accepted: [string, string][] = [

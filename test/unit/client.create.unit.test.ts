@@ -11,7 +11,7 @@ import { systemClock, isAbortError } from '../../src/core/clock';
 import { scaleTiming } from '../../src/core/timing';
 import type { CreatePodBody } from '../../src/core/runpod/api';
 import { rateLimitResetMs, RunpodClient } from '../../src/core/runpod/client';
-import { CREATE_MESSAGES, runMessage, type ApiErrorKind } from '../../src/core/runpod/errors';
+import { CREATE_MESSAGES, runMessage, type ApiErrorKind } from '../../src/core/runpod/apiErrors';
 import {
   clients,
   startServer,

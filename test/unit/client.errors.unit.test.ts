@@ -10,7 +10,7 @@ import assert from 'node:assert/strict';
 import { systemClock } from '../../src/core/clock';
 import { scaleTiming } from '../../src/core/timing';
 import { RunpodClient } from '../../src/core/runpod/client';
-import { runMessage, type ApiErrorKind } from '../../src/core/runpod/errors';
+import { runMessage, type ApiErrorKind } from '../../src/core/runpod/apiErrors';
 import {
   clients,
   startServer,

@@ -7,7 +7,7 @@
 import assert from 'node:assert/strict';
 import * as net from 'node:net';
 import { CallLimits, type RateLimitWait } from '../../src/core/runpod/callLimits';
-import { ApiError } from '../../src/core/runpod/errors';
+import { ApiError } from '../../src/core/runpod/apiErrors';
 import {
   cleanupClients,
   drive,

@@ -10,7 +10,7 @@ import assert from 'node:assert/strict';
 import { systemClock } from '../../src/core/clock';
 import type { Pod } from '../../src/core/runpod/api';
 import { CLIENT_VERSION, MAX_PAGES, RunpodClient } from '../../src/core/runpod/client';
-import { RunpodConfigError, runMessage } from '../../src/core/runpod/errors';
+import { RunpodConfigError, runMessage } from '../../src/core/runpod/apiErrors';
 import {
   startServer,
   json,

@@ -5,7 +5,7 @@ import { describeError, HintedError, hintOf } from '../../src/core/errors';
 import { ExecError } from '../../src/core/exec/executor';
 import { FlowError } from '../../src/core/flow/deps';
 import { PodError } from '../../src/core/pod/podError';
-import { ApiError, RunpodConfigError, API_KEY_VARIABLE } from '../../src/core/runpod/errors';
+import { ApiError, RunpodConfigError, API_KEY_VARIABLE } from '../../src/core/runpod/apiErrors';
 
 const SRC = path.resolve(__dirname, '../../src');
 

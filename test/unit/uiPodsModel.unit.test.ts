@@ -1,7 +1,7 @@
 import * as assert from 'node:assert/strict';
 import * as path from 'node:path';
 import type { Pod } from '../../src/core/runpod/api';
-import { ApiError } from '../../src/core/runpod/errors';
+import { ApiError } from '../../src/core/runpod/apiErrors';
 import { newPodRecord } from '../../src/core/runs/podRecord';
 import { RunStore } from '../../src/core/runs/store';
 import {

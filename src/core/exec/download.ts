@@ -8,7 +8,7 @@
 import { posix } from 'node:path';
 import type { DownloadOptions } from './executor';
 import { ExecError } from './executor';
-import { abortedError } from './errors';
+import { abortedError } from './failures';
 import { assertSafeRelativePath, FileSink, listFiles, SafeDirs, writeWhole } from './localFiles';
 import type { TarEntryWriter, TarHandler } from './tarReader';
 import { BufferPool, Limiter, readWindowed, type Fill, type ReadWindow } from './readWindow';

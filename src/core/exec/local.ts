@@ -18,7 +18,7 @@ import {
   type StreamOptions,
   type UploadOptions,
 } from './executor';
-import { abortedError, fsError, throwIfAborted } from './errors';
+import { abortedError, fsError, throwIfAborted } from './failures';
 import { downloadFiles, type ReadSource, type SourceFile } from './download';
 import { ensureRealDir } from './localFiles';
 

@@ -9,7 +9,7 @@ import { lstat, mkdir, open, readdir, rename, rm, unlink, type FileHandle } from
 import { createHash, type Hash } from 'node:crypto';
 import { join, posix } from 'node:path';
 import { ExecError } from './executor';
-import { fsError } from './errors';
+import { fsError } from './failures';
 import { resolveInside, unsafeRelativePath } from './pathRules';
 
 const WRITE_FLAGS = constants.O_WRONLY | constants.O_CREAT | constants.O_NOFOLLOW;

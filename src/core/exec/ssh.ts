@@ -17,7 +17,7 @@ import {
   type StreamOptions,
   type UploadOptions,
 } from './executor';
-import { throwIfAborted } from './errors';
+import { throwIfAborted } from './failures';
 import { Channels, withPgidMarker, type RunOptions } from './sshChannel';
 import {
   disposedError,

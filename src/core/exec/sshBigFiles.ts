@@ -9,7 +9,7 @@ import { constants } from 'node:fs';
 import { open, type FileHandle } from 'node:fs/promises';
 import { join } from 'node:path';
 import { ExecError, type ExecResult } from './executor';
-import { excerpt } from './errors';
+import { excerpt } from './failures';
 import { PICK_SHA256, shQuote } from './shell';
 import type { TransferLink } from './sshTransfer';
 

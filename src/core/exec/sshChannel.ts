@@ -9,7 +9,7 @@
 import type { ClientChannel } from 'ssh2';
 import type { Clock } from '../clock';
 import { DEFAULT_MAX_OUTPUT_BYTES, ExecError, type ExecResult } from './executor';
-import { abortedError } from './errors';
+import { abortedError } from './failures';
 import { Capped } from './local';
 import { shQuote } from './shell';
 import type { Connection } from './sshConnection';

@@ -7,7 +7,7 @@
 import { createHash } from 'node:crypto';
 import type { Client, SFTPWrapper } from 'ssh2';
 import { ExecError } from './executor';
-import { abortedError } from './errors';
+import { abortedError } from './failures';
 
 /**
  * ssh2, loaded on the first connection: activating the extension (no SSH before a run needs

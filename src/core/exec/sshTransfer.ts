@@ -4,7 +4,7 @@
  */
 import type { SFTPWrapper } from 'ssh2';
 import { ExecError, type DownloadOptions, type ExecResult } from './executor';
-import { excerpt } from './errors';
+import { excerpt } from './failures';
 import { downloadFiles, type EngineLimits, type ReadSource, type SourceFile } from './download';
 import { shQuote } from './shell';
 import type { RunOptions } from './sshChannel';

@@ -15,7 +15,7 @@ import { createReadStream } from 'node:fs';
 import { lstat, readdir } from 'node:fs/promises';
 import { join } from 'node:path';
 import { ExecError, type UploadOptions } from './executor';
-import { excerpt } from './errors';
+import { excerpt } from './failures';
 import { PICK_SHA256, shQuote } from './shell';
 import { tarDirectory } from './tar';
 import type { TransferLink } from './sshTransfer';

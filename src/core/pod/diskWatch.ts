@@ -15,7 +15,7 @@ import { DiskPolicy, parseSample, sampleScript, type DiskAction } from '../train
 import { requestSnapshot } from '../train/snapshot';
 import { NETWORK_VOLUME_PATH } from '../runpod/api';
 import { log, warn, type PodCtx } from './context';
-import { isApiError } from '../runpod/errors';
+import { isApiError } from '../runpod/apiErrors';
 import { VOLUME_GB_FILE } from './podScripts';
 import type { PodPushes } from './podPushes';
 import { describeError } from '../errors';

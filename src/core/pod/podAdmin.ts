@@ -5,7 +5,7 @@
 import { describeError, HintedError } from '../errors';
 import * as fs from 'node:fs';
 import type { RunState } from '../events';
-import { isRunsError } from '../runs/errors';
+import { isRunsError } from '../runs/runsError';
 import { noPodLeft } from '../runs/store';
 import { isValidRunId } from '../runs/ids';
 import type { RunLock } from '../runs/lock';

@@ -7,7 +7,7 @@
 import { isAbortError } from '../clock';
 import type { PodRecord } from '../runs/podRecord';
 import { createPodBody, type Pod } from '../runpod/api';
-import { ApiError } from '../runpod/errors';
+import { ApiError } from '../runpod/apiErrors';
 import { log, type PodCtx } from './context';
 import { PodError } from './podError';
 import { startPodLogCapture } from './podLogCapture';

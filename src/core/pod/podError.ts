@@ -3,7 +3,7 @@
  * next action; `run.json` keeps only {@link runMessageFor}'s text.
  */
 import { HintedError, describeError } from '../errors';
-import { ApiError, runMessage } from '../runpod/errors';
+import { ApiError, runMessage } from '../runpod/apiErrors';
 
 export type PodErrorKind =
   /** A delete was sent but the pod still shows: it may be billing. */

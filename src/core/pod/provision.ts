@@ -12,7 +12,7 @@ import { noPodLeft } from '../runs/store';
 import type { RunRecord } from '../runs/runRecord';
 import { endRun } from '../runs/runEnd';
 import { secretReference } from '../runpod/api';
-import { ApiError } from '../runpod/errors';
+import { ApiError } from '../runpod/apiErrors';
 import { hostKeySecretName, log, type PodCtx } from './context';
 import { resolveGpuTypes } from './gpuChoice';
 import { alias, generateRunKeys } from './keys';

@@ -12,7 +12,7 @@ import { SSH_DIR } from '../runs/store';
 import { forgetClientKey } from './keys';
 import type { Pod } from '../runpod/api';
 import { hostKeySecretName, log, warn, type PodCtx } from './context';
-import { ApiError } from '../runpod/errors';
+import { ApiError } from '../runpod/apiErrors';
 import { PodError } from './podError';
 import { describeError } from '../errors';
 

@@ -3,7 +3,7 @@
  * for each pod — their shapes, parsed with zod as ./api.ts says, and their calls.
  */
 import { z } from 'zod';
-import { ApiError, oneLine } from './errors';
+import { ApiError, oneLine } from './apiErrors';
 import { TransportFailure } from './answers';
 import type { ApiTransport } from './transport';
 import { PaginationWire, type CallOptions } from './wire';

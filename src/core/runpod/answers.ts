@@ -13,7 +13,7 @@ import {
   type Redactor,
   runpodText,
   UNAUTHORIZED_HINT,
-} from './errors';
+} from './apiErrors';
 
 /** Largest answer body read; a larger one is unreadable (a pod list of 1000 pods is far below). */
 export const MAX_BODY_BYTES = 16 * 1024 * 1024;

@@ -12,8 +12,8 @@ import { isPodId } from '../runs/podRecord';
 import { MIN_CUDA_VERSION, POD_CLOUD } from './catalog';
 import { PaginationWire } from './wire';
 
-export { ApiError, isApiError, runMessage, RunpodConfigError } from './errors';
-export type { ApiErrorKind, ApiErrorOptions } from './errors';
+export { ApiError, isApiError, runMessage, RunpodConfigError } from './apiErrors';
+export type { ApiErrorKind, ApiErrorOptions } from './apiErrors';
 export { decodeJson, type Decoded, type Pagination } from './wire';
 export {
   inStock,

@@ -4,7 +4,7 @@
  * ./api.ts says, and their calls.
  */
 import { z } from 'zod';
-import { ApiError } from './errors';
+import { ApiError } from './apiErrors';
 import type { ApiTransport } from './transport';
 import { PaginationWire, type CallOptions } from './wire';
 

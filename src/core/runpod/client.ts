@@ -33,7 +33,7 @@ import type {
   NetworkVolume,
   Template,
 } from './catalog';
-import { ApiError, CREATE_MESSAGES } from './errors';
+import { ApiError, CREATE_MESSAGES } from './apiErrors';
 import type { CallLimits } from './callLimits';
 import { ApiTransport } from './transport';
 import { createError, readBody, TransportFailure } from './answers';

@@ -5,7 +5,7 @@
 import type { Dispatcher } from 'undici';
 import type { Clock } from '../clock';
 import type { Timing } from '../timing';
-import { BASE_URL_VARIABLE, RunpodConfigError } from './errors';
+import { BASE_URL_VARIABLE, RunpodConfigError } from './apiErrors';
 
 export const CLIENT_VERSION = '0.1.0';
 /** Runpod's production API. */

@@ -10,7 +10,7 @@ import { HintedError } from '../errors';
 import { abortError, isAbortError, type Clock } from '../clock';
 import type { Timing } from '../timing';
 import type { RunpodClient } from './client';
-import { ApiError } from './errors';
+import { ApiError } from './apiErrors';
 
 export type PodLogSource = 'container' | 'system';
 

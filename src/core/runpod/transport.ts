@@ -18,7 +18,7 @@ import {
   isRunpod404,
   Redactor,
   RunpodConfigError,
-} from './errors';
+} from './apiErrors';
 import { nothingThere, type CallLimits } from './callLimits';
 import { AccountQuota, answerRetryAfterMs, backoffMs, retryable } from './retryPolicy';
 import {

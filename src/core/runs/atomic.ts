@@ -5,7 +5,7 @@
 import { randomBytes } from 'node:crypto';
 import * as fs from 'node:fs';
 import * as path from 'node:path';
-import { ioError } from './errors';
+import { ioError } from './runsError';
 
 /**
  * Replaces `dir/name` with `content`: writes a temporary file of its own in

@@ -5,7 +5,7 @@
  * nothing when an older one saves it again.
  */
 import type { z } from 'zod';
-import { RunsError } from './errors';
+import { RunsError } from './runsError';
 import { jsonPathKey, lineColumn, scanJson } from './jsonPositions';
 
 /** Fields a record file held that this version does not know, written back unchanged. */

@@ -4,7 +4,7 @@
  * still accepted. An ID is validated on every path that uses it, so no ID
  * ever names a directory outside runs/.
  */
-import { RunsError } from './errors';
+import { RunsError } from './runsError';
 
 /** Longest run ID (`RUN_ID_MAX`). */
 export const RUN_ID_MAX = 64;

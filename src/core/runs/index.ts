@@ -1,5 +1,5 @@
 /** runs/<run-id>/: run.json, pod.json, ssh/, the per-run lock. */
-export { RunsError, isRunsError, type RunsErrorKind } from './errors';
+export { RunsError, isRunsError, type RunsErrorKind } from './runsError';
 export {
   RUN_ID_MAX,
   isValidRunId,

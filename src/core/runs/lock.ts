@@ -17,7 +17,7 @@ import * as os from 'node:os';
 import * as path from 'node:path';
 import { rfc3339, type Clock } from '../clock';
 import type { Disposable } from '../disposable';
-import { ioError } from './errors';
+import { ioError } from './runsError';
 
 export const LOCK_FILE = '.lock';
 export const TAKEOVER_FILE = '.lock.takeover';

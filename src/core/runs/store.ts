@@ -10,7 +10,7 @@ import * as path from 'node:path';
 import { rfc3339, type Clock } from '../clock';
 import { writeFileAtomicSync } from './atomic';
 import { RECORD_MAX_BYTES } from './codec';
-import { ioError, isRunsError, RunsError } from './errors';
+import { ioError, isRunsError, RunsError } from './runsError';
 import { isValidRunId, runIdCandidate, validateRunId } from './ids';
 import {
   acquireLock,

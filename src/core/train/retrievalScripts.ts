@@ -3,7 +3,7 @@
  * GNU or busybox tools): the listing, the hashed manifest and the change check,
  * all walking the same entries with the same excludes.
  */
-import { excerpt } from '../exec/errors';
+import { excerpt } from '../exec/failures';
 import type { ExecResult } from '../exec/executor';
 import { OPENSSL_SHA256, OPENSSL_SHA256_WORKS, shQuote } from '../exec/shell';
 import {

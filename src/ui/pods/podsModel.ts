@@ -2,7 +2,7 @@ import { systemClock, type Clock } from '../../core/clock';
 import { EventBus } from '../../core/events';
 import type { Pod } from '../../core/runpod/api';
 import type { RunpodClient } from '../../core/runpod/client';
-import { ApiError } from '../../core/runpod/errors';
+import { ApiError } from '../../core/runpod/apiErrors';
 import { listPods, type PodRow, type PodRowKind } from '../../core/pod/podAdmin';
 import type { RunStore } from '../../core/runs/store';
 import { PRODUCTION_TIMING } from '../../core/timing';

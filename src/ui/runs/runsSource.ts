@@ -2,7 +2,7 @@ import { closeSync, fstatSync, openSync, promises as fs, readSync, type Dirent }
 import * as path from 'node:path';
 import { isAtomicTemp } from '../../core/runs/atomic';
 import { RECORD_MAX_BYTES } from '../../core/runs/codec';
-import { isRunsError } from '../../core/runs/errors';
+import { isRunsError } from '../../core/runs/runsError';
 import { isValidRunId } from '../../core/runs/ids';
 import { lineColumn, scanJson } from '../../core/runs/jsonPositions';
 import { decodePodRecord } from '../../core/runs/podJson';
