@@ -60,6 +60,28 @@ export function useWindow(options: WindowOptions): E2eWindow {
   let extensions: ReturnType<typeof tempDir> | undefined;
 
   before(async function () {
+    // Chromium starts meanwhile: it needs nothing of what follows. Both are awaited before a
+    // failure is thrown, so that `after` closes whichever did start.
+    const launching = launchChromium().then((browser) => {
+      window.browser = browser;
+    });
+    let failure: unknown;
+    await startServer().catch((error: unknown) => {
+      failure = error;
+    });
+    await launching.catch((error: unknown) => {
+      failure ??= error;
+    });
+    if (failure !== undefined) throw failure;
+    window.workbench = await Workbench.open(
+      window.browser,
+      window.server,
+      this.test?.parent?.title ?? options.name,
+    );
+  });
+
+  /** The emulator, the workspace, the build and code-server, one after another. */
+  async function startServer(): Promise<void> {
     window.emulator = await startEmulator(
       options.emulator ?? { bootDelaysMs: { provisioning: 100, starting: 100 } },
     );
@@ -88,13 +110,7 @@ export function useWindow(options: WindowOptions): E2eWindow {
       },
     };
     window.server = await CodeServer.start(serverOptions);
-    window.browser = await launchChromium();
-    window.workbench = await Workbench.open(
-      window.browser,
-      window.server,
-      this.test?.parent?.title ?? options.name,
-    );
-  });
+  }
 
   let diagnosed = false;
   afterEach(async function () {
@@ -108,9 +124,14 @@ export function useWindow(options: WindowOptions): E2eWindow {
   });
 
   after(async function () {
-    await window.workbench?.close().catch(() => undefined);
-    await window.browser?.close();
-    await window.server?.close();
+    // The browser and code-server close side by side: neither needs the other to end.
+    await Promise.all([
+      (async () => {
+        await window.workbench?.close().catch(() => undefined);
+        await window.browser?.close();
+      })(),
+      window.server?.close(),
+    ]);
     if (window.emulator) await options.cleanup?.(window.emulator);
     const billing = window.emulator?.ledger().pods.filter((p) => p.billing) ?? [];
     await window.emulator?.close();
