@@ -2,8 +2,10 @@ import * as assert from 'node:assert/strict';
 import { existsSync, readFileSync } from 'node:fs';
 import * as path from 'node:path';
 import { COMMAND_IDS, COMMAND_TITLES, notAvailableMessage } from '../../src/ui/commands/commandIds';
-import { presentPod, type PodRole } from '../../src/ui/pods/podsModel';
-import { presentRun, RUN_STATES, type RunSummary } from '../../src/ui/runs/runsModel';
+import { type PodRole } from '../../src/ui/pods/podsModel';
+import { presentPod } from '../../src/ui/pods/podsView';
+import { RUN_STATES, type RunSummary } from '../../src/ui/runs/runsModel';
+import { presentRun } from '../../src/ui/runs/runsView';
 import { podSummary } from './uiFakeHost';
 
 const ROOT = path.resolve(__dirname, '..', '..');

@@ -10,14 +10,12 @@ import {
   isPodsMessage,
   listingProblem,
   podsFromRuns,
-  podsViewMessage,
-  presentPod,
-  presentPodsItem,
   PodsModel,
   type PodEntry,
   type PodsItem,
   type PodsSource,
 } from '../../src/ui/pods/podsModel';
+import { podsViewMessage, presentPod, presentPodsItem } from '../../src/ui/pods/podsView';
 import type { PodSummary, RunSummary } from '../../src/ui/runs/runsModel';
 import { readRuns } from '../../src/ui/runs/runsSource';
 import { SetupError } from '../../src/ui/workspace';

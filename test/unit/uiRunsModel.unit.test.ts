@@ -4,17 +4,15 @@ import { EventBus } from '../../src/core/events';
 import {
   compareRunsNewestFirst,
   displayState,
-  escapeMarkdown,
-  formatDurationS,
   isRunChild,
   LIVE_REDRAW_MS,
-  presentRun,
   RunsModel,
   type MetricsSummary,
   type PodSummary,
   type RunChild,
   type RunSummary,
 } from '../../src/ui/runs/runsModel';
+import { escapeMarkdown, formatDurationS, presentRun } from '../../src/ui/runs/runsView';
 import { FakeClock } from '../helpers/fakeClock';
 
 /** The tooltip's text without its Markdown escapes. */

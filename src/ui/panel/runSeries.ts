@@ -2,13 +2,8 @@ import type { Clock } from '../../core/clock';
 import type { TrainMetric } from '../../core/events';
 import { overrun } from '../../core/pod/lease';
 import { Pace, projectSpendUsd } from '../../core/train/pace';
-import {
-  displayState,
-  formatDurationS,
-  formatUsd,
-  resumable,
-  type RunSummary,
-} from '../runs/runsModel';
+import { displayState, resumable, type RunSummary } from '../runs/runsModel';
+import { formatDurationS, formatUsd } from '../runs/runsView';
 import { etaFromNow } from '../runs/statusModel';
 import type { RunAction, RunStatusView, SeriesColumns } from './webviewProtocol';
 import { attemptsText } from '../runs/runAttempts';

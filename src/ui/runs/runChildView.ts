@@ -1,15 +1,15 @@
 /** The rows under a run in the Runs tree (its pod, metrics, attempts, files, problems) as views. */
 import * as path from 'node:path';
 import { attemptLine } from './runAttempts';
+import { type RunChild } from './runsModel';
 import {
   escapeMarkdown,
   formatLoss,
   formatUsd,
   podStateLabel,
   spendSoFarUsd,
-  type RunChild,
   type RunItemView,
-} from './runsModel';
+} from './runsView';
 
 export interface ChildItemView extends RunItemView {
   /** Whether it expands (a directory of the run's outputs). */

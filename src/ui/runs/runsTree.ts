@@ -6,16 +6,16 @@ import { unixS, type Clock } from '../../core/clock';
 import type { Disposable } from '../../core/disposable';
 import { RootFetch, type LazyList } from '../lazyList';
 import type { Log } from '../log';
-import { podsViewMessage, presentPodsItem, type PodsItem, type PodsModel } from '../pods/podsModel';
+import { type PodsItem, type PodsModel } from '../pods/podsModel';
+import { podsViewMessage, presentPodsItem } from '../pods/podsView';
 import {
   isRunChild,
-  presentRun,
-  type ItemView,
   type RunChild,
   type RunsModel,
   type RunsNode,
   type RunSummary,
 } from './runsModel';
+import { presentRun, type ItemView } from './runsView';
 import { readDirChildren, readRunChildren } from './runsSource';
 import { describeError } from '../../core/errors';
 

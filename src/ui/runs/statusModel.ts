@@ -1,5 +1,5 @@
 import type { DeadlineView } from '../../core/pod/lease';
-import { formatDurationS } from './runsModel';
+import { formatDurationS } from './runsView';
 
 /**
  * The status bar's countdown for the followed run, free of `vscode`: the text and the background
