@@ -1,14 +1,12 @@
 /**
  * A started Runpod run: its job is followed while the lease
  * holds the pod's deadline off, the client's own guard deletes the pod when
- * the watchdog did not; the pod is ended once the results are retrieved (./podEnd.ts).
+ * the watchdog did not; the pod is ended once the results are retrieved (./podEnd.ts). Reaching
+ * the pod again is ./reconnect.ts; what a limit makes of the run, ./limitEnd.ts.
  */
-import * as fs from 'node:fs';
-import * as path from 'node:path';
 import { isAbortError, rfc3339 } from '../clock';
-import { ExecError, type Executor } from '../exec/executor';
-import { SshExecutor } from '../exec/ssh';
-import type { PodRecord, SshEndpoint } from '../runs/podRecord';
+import type { Executor } from '../exec/executor';
+import type { PodRecord } from '../runs/podRecord';
 import type { RunRecord } from '../runs/runRecord';
 import { endRun, type RunEndCause } from '../runs/runEnd';
 import { FollowError, MetricsFollower, type FollowResult } from '../train/follow';
@@ -19,12 +17,9 @@ import { log, warn, type PodCtx } from './context';
 import { followLostWords, whileNobodyFollows } from './watchdogWords';
 import { watchCheckpoints } from './checkpointStream';
 import { watchDisk } from './diskWatch';
-import { alias, checkEndpoint, CLIENT_KEY, writeKnownHosts } from './keys';
 import {
   costCapAtUnixS,
-  goneBy,
   guardFires,
-  limitPassed,
   overrun,
   pastCostCap,
   renewalDue,
@@ -34,59 +29,10 @@ import { PodError } from './podError';
 import { PodPushes } from './podPushes';
 import { syncKeep } from './podEnd';
 import { LEASE_FILE } from './podScripts';
-import {
-  forgetKeys,
-  isUnreachable,
-  lookUpSettled,
-  markGone,
-  type GoneSeen,
-  remove,
-  warnUnreachable,
-} from './remove';
+import { forgetKeys, isUnreachable, remove, warnUnreachable } from './remove';
 import { describeError } from '../errors';
-
-/** Why a run fails when its pod was deleted on `max_hours`. */
-export const MAX_HOURS_REACHED = 'max_hours reached: the pod was deleted before the job ended';
-/** Why a run fails when its pod was deleted on `max_cost_usd`. */
-export const MAX_COST_REACHED = 'max_cost_usd reached: the pod was deleted before the job ended';
-
-/**
- * The run's failure when a limit ended its pod at `nowMs` (the cost cap or `max_hours`, whichever
- * came first), with the error the flow throws; null when neither passed.
- */
-export function limitFailure(pod: PodRecord, nowMs: number): LimitEnd | null {
-  const limit = limitPassed(pod, nowMs);
-  return limit === null ? null : limitEnd(limit);
-}
-
-/** What a limit makes of a run whose pod it ended: its cause and message, and the error to throw. */
-interface LimitEnd {
-  cause: 'cost_cap' | 'deadline';
-  message: string;
-  error: PodError;
-}
-
-function limitEnd(limit: 'cost_cap' | 'deadline'): LimitEnd {
-  return limit === 'cost_cap'
-    ? {
-        cause: limit,
-        message: MAX_COST_REACHED,
-        error: new PodError(
-          'cost_cap_reached',
-          MAX_COST_REACHED,
-          "Raise the target's max_cost_usd (or remove it) for jobs this costly.",
-        ),
-      }
-    : {
-        cause: limit,
-        message: MAX_HOURS_REACHED,
-        error: new PodError(
-          'deadline_reached',
-          MAX_HOURS_REACHED,
-          "Raise the target's max_hours, or keep the pod, for jobs this long.",
-        ),
-      };
-}
+import { stillThere } from './reconnect';
+import { limitEnd, limitFailure } from './limitEnd';
 
 /** How the watch ended. */
 export type Watched =
@@ -448,97 +394,6 @@ function freshRunMessage(ctx: PodCtx, run: RunRecord): string | null {
   }
 }
 
-/**
- * Takes over what pod.json on disk says once another process (`pod rm`)
- * recorded the pod deleted, so the in-memory copy never overwrites it.
- */
-function adoptDeleted(ctx: PodCtx, pod: PodRecord): void {
-  try {
-    const fresh = ctx.store.loadPod(pod.runId);
-    if (fresh?.state !== 'deleted' || fresh.podId !== pod.podId) return;
-    pod.state = fresh.state;
-    pod.deletedAt = fresh.deletedAt;
-    pod.deletedBy = fresh.deletedBy;
-    pod.estimatedSpendUsd = fresh.estimatedSpendUsd;
-  } catch {
-    // A damaged pod.json: what this process knows stands.
-  }
-}
-
-/**
- * The run's pod as the API sees it, or null when it no longer exists; then pod.json records it
- * gone (nothing is deleted here).
- */
-export async function stillThere(
-  ctx: PodCtx,
-  pod: PodRecord,
-  signal?: AbortSignal,
-  goneSeenMs: number | null = null,
-): Promise<Pod | null> {
-  adoptDeleted(ctx, pod);
-  return lookUpPod(ctx, pod, signal, goneSeenMs);
-}
-
-/**
- * The recorded pod as the API sees it, settled: one Runpod is deleting (TERMINATED) is gone once
- * its 404 comes. Null when it no longer exists, which pod.json then records (its keys forgotten).
- */
-async function lookUpPod(
-  ctx: PodCtx,
-  pod: PodRecord,
-  signal?: AbortSignal,
-  goneSeenMs: number | null = null,
-): Promise<Pod | null> {
-  const id = pod.podId;
-  if (id === null || pod.state === 'deleted') return null;
-  // An earlier look that found it gone (`goneSeenMs`) counts once these looks confirm it.
-  const seen: GoneSeen = { atMs: goneSeenMs };
-  const remote = await lookUpSettled(ctx, id, signal, seen);
-  if (remote !== null) return remote;
-  markGone(ctx, pod, id, goneBy(pod, ctx.clock.nowMs()), {}, seen.atMs);
-  await forgetKeys(ctx, pod.runId);
-  return null;
-}
-
-/**
- * After a failed watch: when the API shows the pod running at another SSH endpoint than the one
- * recorded (Runpod restarted its container, which publishes its port anew), connects there and
- * returns the executor, so the follow goes on without the user attaching. While the pod restarts
- * without an endpoint, looks again every `podPollMs` for up to `readyTimeoutMs`. Null when the
- * pod did not move (gone, stopped, still at its endpoint, or no endpoint by then): the failure stands and
- * {@link settleWatch} explains it.
- */
-export async function followMoved(
-  ctx: PodCtx,
-  pod: PodRecord,
-  run: RunRecord,
-  signal?: AbortSignal,
-): Promise<SshExecutor | null> {
-  const id = pod.podId;
-  if (id === null || pod.state === 'deleted') return null;
-  // Never past the pod's deadline: nothing renews its lease meanwhile.
-  const deadlineMs = pod.deadlineUnixS === null ? Infinity : pod.deadlineUnixS * 1000;
-  const untilMs = Math.min(ctx.clock.nowMs() + ctx.timing.readyTimeoutMs, deadlineMs);
-  for (;;) {
-    // One look: a 404 is for settleWatch to confirm, not for this to wait out.
-    const remote = await ctx.client.getPod(id, { signal });
-    if (remote === null || isDead(remote)) return null;
-    const direct = remote.sshDirect;
-    if (direct !== null) {
-      if (direct.host === pod.ssh?.host && direct.port === pod.ssh.port) return null;
-      log(
-        ctx,
-        'info',
-        `pod ${id} of run ${run.id} restarted and answers on ${direct.host}:${direct.port} now: following it there`,
-      );
-      return reconnect(ctx, pod, run, signal);
-    }
-    if (ctx.clock.nowMs() >= untilMs) return null;
-    log(ctx, 'debug', `pod ${id} of run ${run.id} has no SSH endpoint (${remote.status}): waiting`);
-    await ctx.clock.sleep(ctx.timing.podPollMs, signal);
-  }
-}
-
 /** Saves the run `failed` for `cause` with `message`, best effort, and tells the listeners. */
 export function failRun(ctx: PodCtx, run: RunRecord, cause: RunEndCause, message: string): void {
   endRun(run, 'failed', cause, message);
@@ -550,108 +405,7 @@ export function failRun(ctx: PodCtx, run: RunRecord, cause: RunEndCause, message
   ctx.bus.publish({ type: 'runState', runId: run.id, state: 'failed', message, cause });
 }
 
-/**
- * Connects again to the pod of `run` (attach, cancel, keep): looks it up (its
- * port may have changed), rewrites known_hosts and connects with the pinned
- * key. Null when the pod no longer exists (confirmed by repeated looks, never
- * by a delete), which pod.json then records.
- */
-export async function reconnect(
-  ctx: PodCtx,
-  pod: PodRecord,
-  run: RunRecord,
-  signal?: AbortSignal,
-): Promise<SshExecutor | null> {
-  // A TERMINATED pod is being deleted: wait for its 404 rather than call it stopped.
-  const remote = await lookUpPod(ctx, pod, signal);
-  if (remote === null) return null;
-  const id = remote.id;
-  if (remote.status === 'TERMINATED') {
-    throw new PodError(
-      'no_endpoint',
-      `pod ${id} of run ${run.id} is TERMINATED: Runpod is deleting it`,
-      'Attach again in a minute to record it deleted.',
-      { podStatus: remote.status },
-    );
-  }
-  if (isDead(remote)) {
-    throw new PodError(
-      'pod_stopped',
-      `pod ${id} of run ${run.id} is ${remote.status}`,
-      `Start it again in the Runpod console and attach, or remove it with "overbrainer pod rm ${run.id}".`,
-      { podStatus: remote.status },
-    );
-  }
-  if (remote.sshDirect === null) {
-    throw new PodError(
-      'no_endpoint',
-      `pod ${id} has no SSH endpoint right now (${remote.status})`,
-      'It may be restarting: attach again in a minute.',
-    );
-  }
-  const endpoint: SshEndpoint = {
-    host: remote.sshDirect.host,
-    port: remote.sshDirect.port,
-    user: remote.sshDirect.username,
-  };
-  const sshDir = ctx.store.sshDir(run.id);
-  checkEndpoint(endpoint);
-  writeKnownHosts(sshDir, alias(run.id), pod.hostKey);
-  let privateKey: Buffer;
-  try {
-    privateKey = fs.readFileSync(path.join(sshDir, CLIENT_KEY));
-  } catch {
-    throw new PodError(
-      'exec',
-      `the private key of run ${run.id} is gone, so its pod ${id} cannot be reached`,
-      `Remove the pod with "overbrainer pod rm ${run.id}".`,
-    );
-  }
-  const connect = (): Promise<SshExecutor> =>
-    SshExecutor.connect({
-      host: endpoint.host,
-      port: endpoint.port,
-      username: endpoint.user,
-      privateKey,
-      hostPublicKey: pod.hostKey,
-      clock: ctx.clock,
-      timing: ctx.timing,
-      signal,
-    });
-  let executor: SshExecutor;
-  try {
-    executor = await connect();
-  } catch (error) {
-    if (signal?.aborted || isAbortError(error)) throw error;
-    // A wrong host key or a refused key is not a pod on its way out: said at once.
-    if (
-      !(error instanceof ExecError) ||
-      (error.kind !== 'connection' && error.kind !== 'timeout')
-    ) {
-      throw error;
-    }
-    // The pod may have been deleted as we connected (its watchdog found the retrieved marker of
-    // a client that died before its own delete): a pod gone is recorded, not an SSH failure.
-    // Still there: one more try once its container had time to come up.
-    if ((await stillThere(ctx, pod, signal)) === null) return null;
-    log(
-      ctx,
-      'debug',
-      `run ${run.id}: connecting to pod ${id} failed, trying once more: ${describeError(error)}`,
-    );
-    await ctx.clock.sleep(ctx.timing.podPollMs, signal);
-    try {
-      executor = await connect();
-    } catch (retryError) {
-      if (signal?.aborted || isAbortError(retryError)) throw retryError;
-      if ((await stillThere(ctx, pod, signal)) === null) return null;
-      throw retryError;
-    }
-  }
-  pod.ssh = endpoint;
-  ctx.store.savePod(pod);
-  return executor;
-}
-
 export { endPod, setKeep, type Ending } from './podEnd';
+export { followMoved, reconnect, stillThere } from './reconnect';
+export { limitFailure, MAX_COST_REACHED, MAX_HOURS_REACHED } from './limitEnd';
 export { FollowError, followLostWords, whileNobodyFollows };

@@ -1,0 +1,213 @@
+/**
+ * Reaching a run's pod again: looked up (a pod gone is recorded so, never deleted here), followed
+ * to a new SSH endpoint after its container restarted, connected with the run's pinned host key.
+ * The same for any pod of a run, so a cluster's member pods are reached by it too.
+ */
+import * as fs from 'node:fs';
+import * as path from 'node:path';
+import { isAbortError } from '../clock';
+import { describeError } from '../errors';
+import { ExecError } from '../exec/executor';
+import { SshExecutor } from '../exec/ssh';
+import type { PodRecord, SshEndpoint } from '../runs/podRecord';
+import type { RunRecord } from '../runs/runRecord';
+import { isDead, type Pod } from '../runpod/api';
+import { log, type PodCtx } from './context';
+import { alias, checkEndpoint, CLIENT_KEY, writeKnownHosts } from './keys';
+import { goneBy } from './lease';
+import { PodError } from './podError';
+import { forgetKeys, lookUpSettled, markGone, type GoneSeen } from './remove';
+
+/**
+ * Takes over what pod.json on disk says once another process (`pod rm`)
+ * recorded the pod deleted, so the in-memory copy never overwrites it.
+ */
+function adoptDeleted(ctx: PodCtx, pod: PodRecord): void {
+  try {
+    const fresh = ctx.store.loadPod(pod.runId);
+    if (fresh?.state !== 'deleted' || fresh.podId !== pod.podId) return;
+    pod.state = fresh.state;
+    pod.deletedAt = fresh.deletedAt;
+    pod.deletedBy = fresh.deletedBy;
+    pod.estimatedSpendUsd = fresh.estimatedSpendUsd;
+  } catch {
+    // A damaged pod.json: what this process knows stands.
+  }
+}
+
+/**
+ * The run's pod as the API sees it, or null when it no longer exists; then pod.json records it
+ * gone (nothing is deleted here).
+ */
+export async function stillThere(
+  ctx: PodCtx,
+  pod: PodRecord,
+  signal?: AbortSignal,
+  goneSeenMs: number | null = null,
+): Promise<Pod | null> {
+  adoptDeleted(ctx, pod);
+  return lookUpPod(ctx, pod, signal, goneSeenMs);
+}
+
+/**
+ * The recorded pod as the API sees it, settled: one Runpod is deleting (TERMINATED) is gone once
+ * its 404 comes. Null when it no longer exists, which pod.json then records (its keys forgotten).
+ */
+async function lookUpPod(
+  ctx: PodCtx,
+  pod: PodRecord,
+  signal?: AbortSignal,
+  goneSeenMs: number | null = null,
+): Promise<Pod | null> {
+  const id = pod.podId;
+  if (id === null || pod.state === 'deleted') return null;
+  // An earlier look that found it gone (`goneSeenMs`) counts once these looks confirm it.
+  const seen: GoneSeen = { atMs: goneSeenMs };
+  const remote = await lookUpSettled(ctx, id, signal, seen);
+  if (remote !== null) return remote;
+  markGone(ctx, pod, id, goneBy(pod, ctx.clock.nowMs()), {}, seen.atMs);
+  await forgetKeys(ctx, pod.runId);
+  return null;
+}
+
+/**
+ * After a failed watch: when the API shows the pod running at another SSH endpoint than the one
+ * recorded (Runpod restarted its container, which publishes its port anew), connects there and
+ * returns the executor, so the follow goes on without the user attaching. While the pod restarts
+ * without an endpoint, looks again every `podPollMs` for up to `readyTimeoutMs`. Null when the
+ * pod did not move (gone, stopped, still at its endpoint, or no endpoint by then): the failure stands and
+ * settleWatch (./lifecycle.ts) explains it.
+ */
+export async function followMoved(
+  ctx: PodCtx,
+  pod: PodRecord,
+  run: RunRecord,
+  signal?: AbortSignal,
+): Promise<SshExecutor | null> {
+  const id = pod.podId;
+  if (id === null || pod.state === 'deleted') return null;
+  // Never past the pod's deadline: nothing renews its lease meanwhile.
+  const deadlineMs = pod.deadlineUnixS === null ? Infinity : pod.deadlineUnixS * 1000;
+  const untilMs = Math.min(ctx.clock.nowMs() + ctx.timing.readyTimeoutMs, deadlineMs);
+  for (;;) {
+    // One look: a 404 is for settleWatch to confirm, not for this to wait out.
+    const remote = await ctx.client.getPod(id, { signal });
+    if (remote === null || isDead(remote)) return null;
+    const direct = remote.sshDirect;
+    if (direct !== null) {
+      if (direct.host === pod.ssh?.host && direct.port === pod.ssh.port) return null;
+      log(
+        ctx,
+        'info',
+        `pod ${id} of run ${run.id} restarted and answers on ${direct.host}:${direct.port} now: following it there`,
+      );
+      return reconnect(ctx, pod, run, signal);
+    }
+    if (ctx.clock.nowMs() >= untilMs) return null;
+    log(ctx, 'debug', `pod ${id} of run ${run.id} has no SSH endpoint (${remote.status}): waiting`);
+    await ctx.clock.sleep(ctx.timing.podPollMs, signal);
+  }
+}
+
+/**
+ * Connects again to the pod of `run` (attach, cancel, keep): looks it up (its
+ * port may have changed), rewrites known_hosts and connects with the pinned
+ * key. Null when the pod no longer exists (confirmed by repeated looks, never
+ * by a delete), which pod.json then records.
+ */
+export async function reconnect(
+  ctx: PodCtx,
+  pod: PodRecord,
+  run: RunRecord,
+  signal?: AbortSignal,
+): Promise<SshExecutor | null> {
+  // A TERMINATED pod is being deleted: wait for its 404 rather than call it stopped.
+  const remote = await lookUpPod(ctx, pod, signal);
+  if (remote === null) return null;
+  const id = remote.id;
+  if (remote.status === 'TERMINATED') {
+    throw new PodError(
+      'no_endpoint',
+      `pod ${id} of run ${run.id} is TERMINATED: Runpod is deleting it`,
+      'Attach again in a minute to record it deleted.',
+      { podStatus: remote.status },
+    );
+  }
+  if (isDead(remote)) {
+    throw new PodError(
+      'pod_stopped',
+      `pod ${id} of run ${run.id} is ${remote.status}`,
+      `Start it again in the Runpod console and attach, or remove it with "overbrainer pod rm ${run.id}".`,
+      { podStatus: remote.status },
+    );
+  }
+  if (remote.sshDirect === null) {
+    throw new PodError(
+      'no_endpoint',
+      `pod ${id} has no SSH endpoint right now (${remote.status})`,
+      'It may be restarting: attach again in a minute.',
+    );
+  }
+  const endpoint: SshEndpoint = {
+    host: remote.sshDirect.host,
+    port: remote.sshDirect.port,
+    user: remote.sshDirect.username,
+  };
+  const sshDir = ctx.store.sshDir(run.id);
+  checkEndpoint(endpoint);
+  writeKnownHosts(sshDir, alias(run.id), pod.hostKey);
+  let privateKey: Buffer;
+  try {
+    privateKey = fs.readFileSync(path.join(sshDir, CLIENT_KEY));
+  } catch {
+    throw new PodError(
+      'exec',
+      `the private key of run ${run.id} is gone, so its pod ${id} cannot be reached`,
+      `Remove the pod with "overbrainer pod rm ${run.id}".`,
+    );
+  }
+  const connect = (): Promise<SshExecutor> =>
+    SshExecutor.connect({
+      host: endpoint.host,
+      port: endpoint.port,
+      username: endpoint.user,
+      privateKey,
+      hostPublicKey: pod.hostKey,
+      clock: ctx.clock,
+      timing: ctx.timing,
+      signal,
+    });
+  let executor: SshExecutor;
+  try {
+    executor = await connect();
+  } catch (error) {
+    if (signal?.aborted || isAbortError(error)) throw error;
+    // A wrong host key or a refused key is not a pod on its way out: said at once.
+    if (
+      !(error instanceof ExecError) ||
+      (error.kind !== 'connection' && error.kind !== 'timeout')
+    ) {
+      throw error;
+    }
+    // The pod may have been deleted as we connected (its watchdog found the retrieved marker of
+    // a client that died before its own delete): a pod gone is recorded, not an SSH failure.
+    // Still there: one more try once its container had time to come up.
+    if ((await stillThere(ctx, pod, signal)) === null) return null;
+    log(
+      ctx,
+      'debug',
+      `run ${run.id}: connecting to pod ${id} failed, trying once more: ${describeError(error)}`,
+    );
+    await ctx.clock.sleep(ctx.timing.podPollMs, signal);
+    try {
+      executor = await connect();
+    } catch (retryError) {
+      if (signal?.aborted || isAbortError(retryError)) throw retryError;
+      if ((await stillThere(ctx, pod, signal)) === null) return null;
+      throw retryError;
+    }
+  }
+  pod.ssh = endpoint;
+  ctx.store.savePod(pod);
+  return executor;
+}
