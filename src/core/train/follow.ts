@@ -19,20 +19,19 @@
  */
 import { abortError, isAbortError, type Clock } from '../clock';
 import { HintedError, describeError } from '../errors';
-import type { EventBus, JobStatus, TrainMetric } from '../events';
+import type { EventBus, JobStatus } from '../events';
 import { ExecError, type Executor } from '../exec/executor';
 import type { Timing } from '../timing';
-import { jobStatus, METRICS_FILE, remotePath, shQuote } from './job';
-import {
-  LineFramer,
-  parseFramedLine,
-  READ_LIMIT_BYTES,
-  SkipWarnings,
-  type FramedLine,
-  type ParsedLine,
-} from './metrics';
+import { jobStatus, METRICS_FILE, remotePath } from './job';
+import { READ_LIMIT_BYTES, type ParsedLine } from './metrics';
+import { MetricLines } from './metricLines';
 import { PushReader, streamCommand, type EndedJobStatus, type PodPushSink } from './podWatcher';
 
+export {
+  pollCommand,
+  PollingMetricsReader,
+  type PollingMetricsReaderOptions,
+} from './pollingReader';
 export {
   PUSH_ALIVE,
   PUSH_STATUS,
@@ -117,17 +116,9 @@ export function silenceLimitMs(timing: Pick<Timing, 'statusPollMs'>): number {
   return 3 * heartbeatSeconds(timing) * 1000;
 }
 
-/** `tail -c +N | head -c LIMIT`: one bounded poll (the benchmark's baseline). */
-export function pollCommand(path: string, offset: number, limitBytes = READ_LIMIT_BYTES): string {
-  return `tail -c +${offset + 1} ${shQuote(path)} 2>/dev/null | head -c ${limitBytes}`;
-}
-
 export class MetricsFollower {
-  private readonly framer: LineFramer;
-  private readonly warnings = new SkipWarnings();
+  private readonly lines: MetricLines;
   private readonly metricsPath: string;
-  private published = 0;
-  private maxStepsFromBegin: number | null = null;
   private lastStatus: JobStatus | null = null;
   private stream: StreamState | null = null;
   private generation = 0;
@@ -141,18 +132,18 @@ export class MetricsFollower {
   private live = false;
 
   constructor(private readonly options: MetricsFollowerOptions) {
-    this.framer = new LineFramer(options.fromOffset ?? 0);
+    this.lines = new MetricLines(options);
     this.metricsPath = remotePath(options.runDir, METRICS_FILE);
   }
 
   /** Byte offset just after the last complete line published. */
   get offset(): number {
-    return this.framer.offset;
+    return this.lines.framer.offset;
   }
 
   /** Metric events published so far. */
   get metricCount(): number {
-    return this.published;
+    return this.lines.published;
   }
 
   /** The latest status seen. */
@@ -211,7 +202,7 @@ export class MetricsFollower {
         if (status.kind !== 'running') {
           this.stopStream();
           const offset = await this.drain(signal, budget);
-          return { status, metrics: this.published, offset };
+          return { status, metrics: this.lines.published, offset };
         }
         if (this.stream === null) {
           // Catch up with bounded reads before (re)starting the stream: this
@@ -270,10 +261,10 @@ export class MetricsFollower {
 
   /** Reads from the framer's position with bounded reads until a short one. */
   private async catchUp(signal: AbortSignal | undefined): Promise<void> {
-    this.framer.dropPending();
+    this.lines.framer.dropPending();
     for (;;) {
       if (signal?.aborted) throw abortError(signal);
-      const chunk = await this.readAt(this.framer.offset + this.framer.pendingBytes);
+      const chunk = await this.readAt(this.lines.framer.offset + this.lines.framer.pendingBytes);
       this.consume(chunk);
       if (chunk.length < READ_LIMIT_BYTES) return;
     }
@@ -288,12 +279,12 @@ export class MetricsFollower {
     signal: AbortSignal | undefined,
     budget: { failures: number },
   ): Promise<number> {
-    this.framer.dropPending();
+    this.lines.framer.dropPending();
     for (;;) {
       if (signal?.aborted) throw abortError(signal);
       let chunk: Buffer;
       try {
-        chunk = await this.readAt(this.framer.offset + this.framer.pendingBytes);
+        chunk = await this.readAt(this.lines.framer.offset + this.lines.framer.pendingBytes);
         budget.failures = 0;
       } catch (error) {
         this.failed(error, budget, signal, 'reading the metrics');
@@ -303,8 +294,8 @@ export class MetricsFollower {
       if (chunk.length === 0) break;
       this.consume(chunk);
     }
-    for (const line of this.framer.finish()) this.handle(line);
-    return this.framer.offset;
+    this.lines.finish();
+    return this.lines.framer.offset;
   }
 
   private async readAt(position: number): Promise<Buffer> {
@@ -323,7 +314,7 @@ export class MetricsFollower {
     const onAbort = (): void => controller.abort(signal?.reason);
     signal?.addEventListener('abort', onAbort, { once: true });
     // The stream starts at the offset of the last complete line.
-    this.framer.dropPending();
+    this.lines.framer.dropPending();
     const state: StreamState = {
       generation,
       controller,
@@ -337,7 +328,7 @@ export class MetricsFollower {
     const reader = new PushReader(this.options.pushes);
     const command = streamCommand(
       this.options.runDir,
-      this.framer.offset,
+      this.lines.framer.offset,
       heartbeatSeconds(this.options.timing),
       this.options.pushes ?? null,
     );
@@ -402,7 +393,7 @@ export class MetricsFollower {
     this.options.bus.publish({
       type: 'log',
       level: 'warn',
-      message: `run ${this.options.runId}: the metrics stream ended (${why}); resuming from byte ${this.framer.offset}`,
+      message: `run ${this.options.runId}: the metrics stream ended (${why}); resuming from byte ${this.lines.framer.offset}`,
     });
   }
 
@@ -421,41 +412,7 @@ export class MetricsFollower {
   }
 
   private consume(chunk: Buffer): void {
-    for (const line of this.framer.push(chunk)) this.handle(line);
-  }
-
-  private handle(line: FramedLine): void {
-    const parsed = parseFramedLine(line);
-    if (parsed.kind === 'metric') {
-      this.publishMetric(parsed.metric);
-      return;
-    }
-    if (parsed.kind === 'begin' && parsed.maxSteps !== null)
-      this.maxStepsFromBegin = parsed.maxSteps;
-    if (parsed.kind === 'skip') {
-      const warning = this.warnings.note(
-        parsed,
-        `runs/${this.options.runId}/metrics.jsonl at byte ${line.startOffset}`,
-      );
-      if (warning !== null) {
-        this.options.bus.publish({
-          type: 'log',
-          level: 'warn',
-          message: `run ${this.options.runId}: ${warning}`,
-        });
-      }
-    }
-    this.options.onLine?.(parsed);
-  }
-
-  private publishMetric(metric: TrainMetric): void {
-    // A loop that states max_steps only in its `begin` line still gets progress and an ETA.
-    const filled =
-      (metric.maxSteps === null || metric.maxSteps === undefined) && this.maxStepsFromBegin !== null
-        ? { ...metric, maxSteps: this.maxStepsFromBegin }
-        : metric;
-    this.published++;
-    this.options.bus.publish({ type: 'metric', runId: this.options.runId, metric: filled });
+    this.lines.push(chunk);
   }
 
   /** Sleeps `ms`, or less when {@link wake} is called (the stream ended). */
@@ -484,69 +441,5 @@ export class MetricsFollower {
   private wake(): void {
     if (this.wakeNap !== null) this.wakeNap();
     else this.wakePending = true;
-  }
-}
-
-export interface PollingMetricsReaderOptions {
-  executor: Executor;
-  runId: string;
-  runDir: string;
-  bus: EventBus;
-  clock: Clock;
-  timing: Pick<Timing, 'statusPollMs'>;
-  fromOffset?: number;
-}
-
-/**
- * The polling way, kept as the benchmark's baseline: every `statusPollMs`,
- * one `tail -c +N | head -c 1MiB` of the file from the last complete line,
- * its complete lines published. No status, no drain: only the reading.
- */
-export class PollingMetricsReader {
-  private readonly framer: LineFramer;
-  private readonly path: string;
-  private published = 0;
-
-  constructor(private readonly options: PollingMetricsReaderOptions) {
-    this.framer = new LineFramer(options.fromOffset ?? 0);
-    this.path = remotePath(options.runDir, METRICS_FILE);
-  }
-
-  get offset(): number {
-    return this.framer.offset;
-  }
-
-  get metricCount(): number {
-    return this.published;
-  }
-
-  /** One poll; the number of metrics it published. */
-  async pollOnce(signal?: AbortSignal): Promise<number> {
-    const result = await this.options.executor.exec(pollCommand(this.path, this.framer.offset), {
-      signal,
-      maxOutputBytes: READ_LIMIT_BYTES,
-    });
-    const before = this.published;
-    for (const line of this.framer.push(result.stdout)) {
-      const parsed = parseFramedLine(line);
-      if (parsed.kind !== 'metric') continue;
-      this.published++;
-      this.options.bus.publish({
-        type: 'metric',
-        runId: this.options.runId,
-        metric: parsed.metric,
-      });
-    }
-    // The next poll starts again at the last complete line.
-    this.framer.dropPending();
-    return this.published - before;
-  }
-
-  /** Polls until `signal` aborts (then rejects with an AbortError). */
-  async run(signal: AbortSignal): Promise<never> {
-    for (;;) {
-      await this.pollOnce(signal);
-      await this.options.clock.sleep(this.options.timing.statusPollMs, signal);
-    }
   }
 }
