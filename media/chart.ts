@@ -1,5 +1,6 @@
 import uPlot from 'uplot';
-import { decimateRange, Decimator, SeriesStore } from './decimate';
+import { decimateRange, Decimator } from './decimate';
+import { SeriesStore } from './seriesStore';
 import { exponentTickLabels } from './ticks';
 
 /**

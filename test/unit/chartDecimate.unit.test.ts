@@ -1,12 +1,7 @@
 import * as assert from 'node:assert/strict';
-import {
-  bucketWidth,
-  decimateRange,
-  Decimator,
-  SeriesStore,
-  type DecimateOptions,
-  type Decimated,
-} from '../../media/decimate';
+import { decimateRange, Decimator, type DecimateOptions } from '../../media/decimate';
+import { bucketWidth, type Decimated } from '../../media/buckets';
+import { SeriesStore } from '../../media/seriesStore';
 
 /** A seeded generator (Park–Miller), so a failing case replays. */
 function random(seed: number): () => number {
