@@ -23,21 +23,14 @@ export {
 export {
   POD_FILE,
   POD_RECORD_VERSION,
-  POD_STATES,
-  ATTEMPT_RESULTS,
-  DELETED_BY,
   PodRecord,
   newPodRecord,
   stateName,
   publicKeyFields,
-  type PodState,
-  type AttemptResult,
-  type DeletedBy,
-  type Attempt,
-  type SshEndpoint,
   type CreatedPod,
 } from './podRecord';
 export { decodePodRecord, encodePodRecord } from './podJson';
+export * from './podStates';
 export { RunLock, LOCK_FILE, DEFAULT_LOCK_TIMING, type LockHolder, type LockTiming } from './lock';
 export {
   RunStore,

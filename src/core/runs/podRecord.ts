@@ -21,18 +21,7 @@ import { podSpendUsd } from './spend';
 import { billedFrom, endOther, otherSpendUsd, rate, type OtherPod } from './podMoney';
 
 export { billedFrom, otherSpendUsd, type OtherPod };
-export {
-  ATTEMPT_RESULTS,
-  DELETED_BY,
-  HOST_KEY,
-  isPodId,
-  POD_STATES,
-  type Attempt,
-  type AttemptResult,
-  type DeletedBy,
-  type PodState,
-  type SshEndpoint,
-} from './podStates';
+export { isPodId, type DeletedBy, type PodState, type SshEndpoint } from './podStates';
 
 export const POD_FILE = 'pod.json';
 export const POD_RECORD_VERSION = 1;
