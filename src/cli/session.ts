@@ -15,29 +15,32 @@
 import { describeError, HintedError, hintOf } from '../core/errors';
 import { timingFromEnv } from '../core/timing';
 import * as fs from 'node:fs';
-import * as path from 'node:path';
 import { isAbortError, systemClock, type Clock } from '../core/clock';
+import { EventBus } from '../core/events';
 import {
   CONFIG_FILE,
+  ENV_API_KEY,
+  FlowError,
+  SetupError,
+  Workspace,
   formatConfigError,
-  loadConfig,
-  otherApiHost,
   readDotEnv,
-  runpodSettings,
-  type ConfigError,
+  summaryLine,
   type Env,
+  type FlowDeps,
+  type FlowResult,
   type OverbrainerConfig,
-} from '../core/config';
-import { EventBus } from '../core/events';
-import { FlowError, podCtx, summaryLine, type FlowDeps, type FlowResult } from '../core/flow';
-import { CLIENT_VERSION, RunpodClient } from '../core/runpod/client';
-import type { PodCtx } from '../core/pod/context';
+  type PodCtx,
+  type RunStore,
+  type RunpodClient,
+} from '../core/flow';
+import { podCtx } from '../core/flow/deps';
 import { RunpodConfigError } from '../core/runpod/apiErrors';
 import { sshCommand } from '../core/pod/keys';
 import { followLostWords } from '../core/pod/lifecycle';
 import { stopPodLogCaptures } from '../core/pod/podLogCapture';
 import { PodError } from '../core/pod/podError';
-import { noPodLeft, RunStore } from '../core/runs/store';
+import { noPodLeft } from '../core/runs/store';
 import { type Timing } from '../core/timing';
 import { podStatusWords } from './format';
 import { ReadOnlyCalls } from './readOnly';
@@ -150,11 +153,10 @@ export class Session {
   readonly clock: Clock;
   readonly bus = new EventBus();
   readonly renderer: CliRenderer;
-  readonly store: RunStore;
-  client: RunpodClient | null = null;
   timing: Timing | null = null;
-  env: Env;
   interrupts: Interrupts | null = null;
+  /** The workspace (run store, env, client), built on first use with the command's timing. */
+  private built: Workspace | null = null;
   /** The read-only calls' limits, shared by all of the command's calls. */
   private readOnlyCalls: ReadOnlyCalls | null = null;
   /** The run the command works on, once known: its summary is printed even after a failure. */
@@ -168,13 +170,38 @@ export class Session {
     readonly io: CliIo,
   ) {
     this.clock = io.clock ?? systemClock;
-    this.env = io.env;
     this.renderer = new CliRenderer(this.bus, (line) => this.io.stderr(line), {
       clock: this.clock,
       debug: (io.env.OVERBRAINER_LOG ?? '').trim().toLowerCase() === 'debug',
       status: io.status,
     });
-    this.store = new RunStore(path.join(dir, 'runs'), this.clock);
+  }
+
+  /** The core's Workspace for the command's folder (src/core/flow/workspace.ts). */
+  get workspace(): Workspace {
+    this.built ??= new Workspace({
+      dir: this.dir,
+      env: this.io.env,
+      bus: this.bus,
+      clock: this.clock,
+      timing: this.timingOf(),
+      owner: CLI_OWNER,
+      // A host the user chose outside the workspace (the process env), but not Runpod's: said.
+      onOtherApiHost: ({ host, baseUrl }) =>
+        this.io.stderr(
+          `note: the Runpod API key goes to ${host} (OVERBRAINER_RUNPOD__BASE_URL=${baseUrl}), not to Runpod's own API`,
+        ),
+    });
+    return this.built;
+  }
+
+  get store(): RunStore {
+    return this.workspace.store;
+  }
+
+  /** The env the config and the API key come from (the workspace `.env` once read). */
+  get env(): Env {
+    return this.workspace.env;
   }
 
   // ------------------------------------------------------------------ setup
@@ -186,7 +213,7 @@ export class Session {
    * must stay reachable with a broken file.
    */
   config(strict: boolean): OverbrainerConfig | null {
-    const file = path.join(this.dir, CONFIG_FILE);
+    const ws = this.workspace;
     const dotEnv = readDotEnv(this.dir, this.io.env);
     if (!this.dotEnvWarned) {
       this.dotEnvWarned = true;
@@ -195,12 +222,13 @@ export class Session {
         this.io.stderr(`hint: ${line.hint}`);
       }
     }
-    if (!strict && !fs.existsSync(file)) {
-      this.env = dotEnv.env;
+    if (!strict && !fs.existsSync(ws.configFile)) {
+      ws.env = dotEnv.env;
       return null;
     }
-    const loaded = loadConfig(this.dir, this.io.env);
-    this.env = loaded.env;
+    ws.env = this.io.env;
+    const loaded = ws.loadConfig();
+    ws.env = loaded.env;
     if (loaded.ok) return loaded.config;
     const lines = loaded.errors.map(formatConfigError);
     if (strict) throw new ConfigProblem(lines);
@@ -213,32 +241,16 @@ export class Session {
 
   /** The Runpod client, or null when no API key is set (and `required` is false). */
   api(required: boolean): RunpodClient | null {
-    if (this.client) return this.client;
-    const settings = runpodSettings(this.env);
-    if (!settings.ok)
-      throw new ConfigProblem(settings.errors.map((e: ConfigError) => formatConfigError(e)));
-    if (settings.settings.apiKey === null) {
-      if (!required) return null;
+    try {
+      return this.workspace.api(required);
+    } catch (error) {
+      if (!(error instanceof SetupError)) throw error;
+      if (error.settingErrors.length > 0)
+        throw new ConfigProblem(error.settingErrors.map(formatConfigError));
       throw new ConfigProblem([
-        'OVERBRAINER_RUNPOD__API_KEY: no Runpod API key is set. Set it to a key from the Runpod console (Settings → API Keys), in the environment or in the workspace .env.',
+        `${ENV_API_KEY}: no Runpod API key is set. Set it to a key from the Runpod console (Settings → API Keys), in the environment or in the workspace .env.`,
       ]);
     }
-    // A host the user chose outside the workspace (the process env), but not Runpod's: said.
-    const other = otherApiHost(settings.settings.baseUrl);
-    if (other !== null) {
-      this.io.stderr(
-        `note: the Runpod API key goes to ${other} (OVERBRAINER_RUNPOD__BASE_URL=${settings.settings.baseUrl}), not to Runpod's own API`,
-      );
-    }
-    this.client = new RunpodClient({
-      baseUrl: settings.settings.baseUrl,
-      apiKey: settings.settings.apiKey,
-      clock: this.clock,
-      timing: this.timingOf(),
-      version: CLIENT_VERSION,
-      log: (level, message) => this.bus.publish({ type: 'log', level, message }),
-    });
-    return this.client;
   }
 
   timingOf(): Timing {
@@ -246,15 +258,7 @@ export class Session {
   }
 
   deps(client: RunpodClient | null): FlowDeps {
-    return {
-      store: this.store,
-      client,
-      bus: this.bus,
-      clock: this.clock,
-      timing: this.timingOf(),
-      version: CLIENT_VERSION,
-      owner: CLI_OWNER,
-    };
+    return this.workspace.deps(client);
   }
 
   podCtx(client: RunpodClient): PodCtx {
@@ -263,12 +267,7 @@ export class Session {
 
   /** Whether the run has a pod record (so its commands need the Runpod API). */
   hasPodRecord(runId: string): boolean {
-    try {
-      return this.store.loadPod(runId) !== null;
-    } catch {
-      // A damaged pod.json: the flow reports it; a pod may exist, so the API is needed.
-      return true;
-    }
+    return this.workspace.hasPodRecord(runId);
   }
 
   listenForRun(): void {
@@ -406,11 +405,9 @@ export class Session {
   async close(): Promise<void> {
     this.interrupts?.dispose();
     this.renderer.dispose();
-    const client = this.client;
-    this.client = null;
     // A pod log stream never ends by itself while its pod lives: stopped before the close.
     await stopPodLogCaptures();
-    if (client) await client.close().catch(() => undefined);
+    await this.built?.close();
   }
 }
 

@@ -2,7 +2,6 @@ import * as path from 'node:path';
 import type * as vscode from 'vscode';
 import type { Clock } from '../core/clock';
 import type { CoreEvent, EventBus } from '../core/events';
-import { ApiError } from '../core/runpod/apiErrors';
 import { Pace } from '../core/train/pace';
 import { describeError, hintOf } from '../core/errors';
 import { timingFromEnv } from '../core/timing';
@@ -19,10 +18,10 @@ import type { RunsModel, RunSummary } from './runs/runsModel';
 import {
   MANAGE_TRUST_CHOICE,
   MANAGE_TRUST_COMMAND,
-  SetupError,
   untrustedError,
   WorkspaceSession,
 } from './workspace';
+import { keyProblem, trustProblem } from '../core/flow';
 
 /** A run this window follows: aborting stops following (before the job starts it deletes the pod). */
 export interface Followed {
@@ -277,24 +276,7 @@ export class UiContext {
   }
 }
 
-/** A missing or refused (401) API key, anywhere in the error's cause chain. */
-export function keyProblem(error: unknown): boolean {
-  for (let e: unknown = error, depth = 0; e !== null && e !== undefined && depth < 5; depth++) {
-    if (e instanceof SetupError) return e.needsKey;
-    if (e instanceof ApiError) return e.kind === 'unauthorized';
-    e = e instanceof Error ? e.cause : undefined;
-  }
-  return false;
-}
-
-/** A folder not trusted (the session refused), anywhere in the error's cause chain. */
-export function trustProblem(error: unknown): boolean {
-  for (let e: unknown = error, depth = 0; e !== null && e !== undefined && depth < 5; depth++) {
-    if (e instanceof SetupError) return e.needsTrust;
-    e = e instanceof Error ? e.cause : undefined;
-  }
-  return false;
-}
+export { keyProblem, trustProblem };
 
 /** A pod event in words (the progress line and the output channel). */
 export function podText(event: Extract<CoreEvent, { type: 'pod' }>): string {

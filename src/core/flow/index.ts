@@ -14,3 +14,17 @@ export { keepPod } from './keep';
 export { BudgetError, type BudgetDecision, budgetGate } from './budget';
 export { heldByEarlierRuns, quoteForTarget, quoteLines, type Quote } from './quote';
 export { settleGonePods } from './settleBills';
+export {
+  type OtherApiHost,
+  SetupError,
+  Workspace,
+  type WorkspaceOptions,
+  keyProblem,
+  trustProblem,
+  untrustedError,
+} from './workspace';
+export * from './config';
+export type { PodCtx } from '../pod/context';
+export type { RunpodClient } from '../runpod/client';
+export type { RunStore } from '../runs/store';
+export { CLIENT_VERSION } from '../runpod/client';
