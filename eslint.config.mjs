@@ -33,6 +33,33 @@ function coreLayers() {
   ];
 }
 
+/**
+ * The front ends (src/ui, src/cli) reach the core through flow/ only: any file of core/flow and
+ * the base files (src/core/*.ts: types, events, errors, clock, timing…), never a lower layer.
+ */
+function frontEnds() {
+  const lower = LAYERS.filter((l) => l !== 'flow');
+  return [
+    {
+      files: ['src/ui/**/*.ts', 'src/cli/**/*.ts'],
+      rules: {
+        'no-restricted-imports': [
+          'error',
+          {
+            patterns: [
+              {
+                group: lower.flatMap((l) => [`**/core/${l}`, `**/core/${l}/**`]),
+                message:
+                  'the front ends import core/flow and the base files (src/core/*.ts) only: call a flow function, or re-export the type through flow/ (docs/ARCHITECTURE.md).',
+              },
+            ],
+          },
+        ],
+      },
+    },
+  ];
+}
+
 export default tseslint.config(
   {
     ignores: [
@@ -64,6 +91,7 @@ export default tseslint.config(
   // import downward only: flow > pod > runpod > train > runs > exec > config > the base files
   // (events, clock, timing, disposable). docs/ARCHITECTURE.md says what each layer holds.
   ...coreLayers(),
+  ...frontEnds(),
   {
     // The webview page runs in a browser sandbox and cannot reach the editor API.
     files: ['media/**/*.ts'],

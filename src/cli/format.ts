@@ -4,11 +4,8 @@
  * the unit tests pin every text.
  */
 import type { DeleteReason, JobStatus, PodStatusEvent } from '../core/events';
-import type { GpuType } from '../core/runpod/api';
-import { inStock } from '../core/runpod/api';
-import { cell, type RemovedPod } from '../core/pod/podAdmin';
-import type { PodRecord } from '../core/runs/podRecord';
-import type { RunRecord } from '../core/runs/runRecord';
+import { type GpuType, inStock, cell, type RemovedPod } from '../core/flow/pods';
+import { type PodRecord, type RunRecord } from '../core/flow/records';
 
 /** A duration to the second below an hour, to the minute above: `45s`, `3m41s`, `1h12m`. */
 export function durationWords(ms: number): string {

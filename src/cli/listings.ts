@@ -3,9 +3,15 @@
  * documented interface (README, "--json fields"): snake_case, one top-level key holding the
  * array, null where a value is unknown. Pure functions, so the unit tests pin them.
  */
-import type { DataCenter, GpuType, NetworkVolume, Template } from '../core/runpod/api';
-import { inStock } from '../core/runpod/api';
-import { cell, type PodRow } from '../core/pod/podAdmin';
+import {
+  type DataCenter,
+  type GpuType,
+  type NetworkVolume,
+  type Template,
+  inStock,
+  cell,
+  type PodRow,
+} from '../core/flow/pods';
 import { table, type RunLine } from './format';
 
 /**

@@ -7,7 +7,7 @@
  * core by `factor` (./session.ts `timingFrom`). It is not in the usage on purpose.
  */
 import * as path from 'node:path';
-import { CLIENT_VERSION } from '../core/runpod/client';
+import { CLIENT_VERSION } from '../core/flow';
 import { parseArgs, USAGE, UsageError, type Command } from './args';
 import { commandSpec } from './commandSpecs';
 import { initCommand } from './commands/init';

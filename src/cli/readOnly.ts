@@ -11,9 +11,8 @@
  */
 import { isAbortError, type Clock } from '../core/clock';
 import { describeError, HintedError } from '../core/errors';
-import { CallLimits, type RateLimitWait } from '../core/runpod/callLimits';
-import type { RunpodClient } from '../core/runpod/client';
-import { isApiError } from '../core/runpod/apiErrors';
+import { type RunpodClient } from '../core/flow';
+import { CallLimits, type RateLimitWait, isApiError } from '../core/flow/pods';
 import type { Timing } from '../core/timing';
 
 const UNREACHABLE_HINT =

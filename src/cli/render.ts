@@ -9,7 +9,7 @@ import type { Clock } from '../core/clock';
 import type { Disposable } from '../core/disposable';
 import type { CoreEvent, EventBus } from '../core/events';
 import { TRANSFER_LIVE_AFTER_MS } from '../core/timing';
-import { MetricLineThrottle } from '../core/train/render';
+import { MetricLineThrottle } from '../core/flow/records';
 import { transferDoneLine, transferLiveLine } from '../core/transferFormat';
 import { jobStatusWords, podLine } from './format';
 
@@ -102,7 +102,11 @@ export class CliRenderer implements Disposable {
         if (event.state !== 'preparing') this.endBoot(this.podOfRun.get(event.runId));
         return null;
       case 'warning':
-        return `warning: ${event.message}`;
+        // A warning of several lines (the pods nothing will delete, one each): each its own.
+        return event.message
+          .split('\n')
+          .map((line) => `warning: ${line}`)
+          .join('\n');
       case 'log':
         switch (event.level) {
           case 'trace':

@@ -35,12 +35,9 @@ import {
   type RunpodClient,
 } from '../core/flow';
 import { podCtx } from '../core/flow/deps';
-import { RunpodConfigError } from '../core/runpod/apiErrors';
-import { sshCommand } from '../core/pod/keys';
-import { followLostWords } from '../core/pod/lifecycle';
-import { stopPodLogCaptures } from '../core/pod/podLogCapture';
-import { PodError } from '../core/pod/podError';
-import { noPodLeft } from '../core/runs/store';
+import { RunpodConfigError } from '../core/flow/pods';
+import { followLostWords, stopPodLogCaptures, PodError, noPodLeft } from '../core/flow/records';
+import { sshCommand } from '../core/flow/ssh';
 import { type Timing } from '../core/timing';
 import { podStatusWords } from './format';
 import { ReadOnlyCalls } from './readOnly';

@@ -1,7 +1,6 @@
 /** `overbrainer spend`: estimates beside Runpod's bills, as a table or JSON. Pure. */
-import { billedMismatch } from '../core/pod/billing';
-import type { PodRecord } from '../core/runs/podRecord';
-import { runPodSpends, runTotals, usd4 } from '../core/runs/spend';
+import { type PodRecord } from '../core/flow/records';
+import { billedMismatch, runPodSpends, runTotals, usd4 } from '../core/flow/spend';
 import { snakeFields } from './listings';
 
 export interface SpendRow {

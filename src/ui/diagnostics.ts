@@ -1,6 +1,6 @@
 import * as path from 'node:path';
 import * as vscode from 'vscode';
-import { CONFIG_FILE, loadConfig, type ConfigError } from '../core/config';
+import { CONFIG_FILE, loadConfig, type ConfigError } from '../core/flow/config';
 
 /** A config error as a Problems entry: its line and column (1-based in the core), message and hint. */
 export function toDiagnostic(error: ConfigError): vscode.Diagnostic {

@@ -2,7 +2,7 @@ import * as path from 'node:path';
 import type * as vscode from 'vscode';
 import type { Clock } from '../core/clock';
 import type { CoreEvent, EventBus } from '../core/events';
-import { Pace } from '../core/train/pace';
+import { Pace } from '../core/flow/records';
 import { describeError, hintOf } from '../core/errors';
 import { timingFromEnv } from '../core/timing';
 import type { ApiKeyStore } from './apiKey';

@@ -1,7 +1,7 @@
 import * as fs from 'node:fs';
 import * as path from 'node:path';
 import * as vscode from 'vscode';
-import { CONFIG_FILE } from '../core/config';
+import { CONFIG_FILE } from '../core/flow/config';
 import type { ApiKeyStore } from './apiKey';
 
 /**

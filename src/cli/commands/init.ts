@@ -12,7 +12,7 @@ import {
   configTemplate,
   gitignoreWords,
   protectWithGitignore,
-} from '../../core/config';
+} from '../../core/flow/config';
 import { EXIT_OK, type Session } from '../session';
 
 /** `init` found an overbrainer.toml and no --force. */

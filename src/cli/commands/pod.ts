@@ -3,7 +3,7 @@
  * datacenters, volumes, templates). The catalog commands need only the API key, never a
  * config, and are read-only within the read-only time limit; an empty listing prints one line.
  */
-import { listPods, podTable, removeRunOrPod } from '../../core/pod/podAdmin';
+import { listPods, podTable, removeRunOrPod } from '../../core/flow/pods';
 import type { Command } from '../args';
 import { filterGpus, gpusTable, removedLine } from '../format';
 import {

@@ -4,10 +4,9 @@
  */
 import * as fs from 'node:fs';
 import * as path from 'node:path';
-import { POD_LOG_FILE, PodLogRedactor } from '../../core/pod/podLogCapture';
-import type { RunpodClient } from '../../core/runpod/client';
-import { streamPodLogs } from '../../core/runpod/podLogs';
-import { JOB_LOG } from '../../core/train/job';
+import { type RunpodClient } from '../../core/flow';
+import { streamPodLogs } from '../../core/flow/pods';
+import { POD_LOG_FILE, PodLogRedactor, JOB_LOG } from '../../core/flow/records';
 import type { Command } from '../args';
 import { runsTable, type RunLine } from '../format';
 import { runsJson } from '../listings';

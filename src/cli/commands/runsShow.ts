@@ -8,22 +8,25 @@
 import * as fs from 'node:fs';
 import * as path from 'node:path';
 import type { TrainMetric } from '../../core/events';
-import type { OverbrainerConfig } from '../../core/config/types';
-import { KeysError, sshCommand } from '../../core/pod/keys';
+import { type OverbrainerConfig } from '../../core/flow/config';
 import {
+  type PodRecord,
+  type RunRecord,
+  type RunStore,
+  METRICS_FILE,
+  readMetricsFile,
+  Pace,
+} from '../../core/flow/records';
+import { runSpendLines } from '../../core/flow/spend';
+import {
+  KeysError,
+  sshCommand,
   hasShell,
   opensshCommandLine,
   prepareSshAccess,
   sshClientFor,
   SshAccessError,
-} from '../../core/pod/sshAccess';
-import { runSpendLines } from '../../core/runs/spend';
-import type { PodRecord } from '../../core/runs/podRecord';
-import type { RunRecord } from '../../core/runs/runRecord';
-import type { RunStore } from '../../core/runs/store';
-import { METRICS_FILE } from '../../core/train/job';
-import { readMetricsFile } from '../../core/train/metricsFile';
-import { Pace } from '../../core/train/pace';
+} from '../../core/flow/ssh';
 import { durationWords, usd } from '../format';
 import { EXIT_FAILED, EXIT_OK, printJson, type Session } from '../session';
 import { describeError } from '../../core/errors';

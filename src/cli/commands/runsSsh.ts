@@ -7,16 +7,16 @@
  */
 import { spawn } from 'node:child_process';
 import * as fs from 'node:fs';
-import type { OverbrainerConfig } from '../../core/config/types';
-import type { ShellSession } from '../../core/exec/sshShell';
+import { type OverbrainerConfig } from '../../core/flow/config';
 import {
+  type ShellSession,
   openBuiltinShell,
   opensshArgs,
   prepareSshAccess,
   sshClientFor,
   SshAccessError,
   type SshAccess,
-} from '../../core/pod/sshAccess';
+} from '../../core/flow/ssh';
 import { EXIT_FAILED, type CliTerminal, type Session } from '../session';
 
 /** The command; its exit code is the shell's (ssh's own 255 when it could not connect). */

@@ -1,6 +1,6 @@
 /** `spend`: the CLI's spend listing (its words and JSON are in ../spend.ts). */
-import type { PodRecord } from '../../core/runs/podRecord';
-import { billSettled, recordBilled, recordOtherBills } from '../../core/pod/billing';
+import { type PodRecord } from '../../core/flow/records';
+import { billSettled, recordBilled, recordOtherBills } from '../../core/flow/spend';
 import { spendJson, spendRow, spendTable, type SpendRow } from '../spend';
 import { EXIT_OK, type Session } from '../session';
 import { describeError } from '../../core/errors';

@@ -4,43 +4,21 @@
  * lifecycle says: before the job starts the pod is deleted and the run failed; once the job
  * runs only the following stops; a delete is never interrupted.
  */
-import { CONFIG_FILE, type OverbrainerConfig } from '../../core/config';
 import {
   attach,
+  beforeTrain,
   cancel,
+  chooseTarget,
+  CONFIG_FILE,
   heldByEarlierRuns,
   keepPod,
   quoteForTarget,
   quoteLines,
-  recoverAbandoned,
   stop,
   train,
 } from '../../core/flow';
-import type { RunpodClient } from '../../core/runpod/client';
-import { sshCommand } from '../../core/pod/keys';
-import {
-  listPods,
-  orphanWarnings,
-  sweepHostKeySecrets,
-  type PodRow,
-} from '../../core/pod/podAdmin';
+import { sshCommand } from '../../core/flow/ssh';
 import { ConfigProblem, EXIT_FAILED, EXIT_OK, Interrupts, type Session } from '../session';
-import { describeError } from '../../core/errors';
-
-/**
- * The target a train uses: `--target`'s, else `[training] target`, else the only one; its name
- * and config (undefined when the config has no such target).
- */
-function chosenTarget(
-  config: OverbrainerConfig,
-  targetName: string | null,
-): { name: string | undefined; target: OverbrainerConfig['targets'][string] | undefined } {
-  const name =
-    targetName ??
-    config.training?.target ??
-    (Object.keys(config.targets).length === 1 ? Object.keys(config.targets)[0] : undefined);
-  return { name, target: name === undefined ? undefined : config.targets[name] };
-}
 
 /**
  * `train --dry-run`: the quote and the plan (GPU types in order with rates and stock, data
@@ -48,7 +26,7 @@ function chosenTarget(
  */
 export async function dryRun(s: Session, targetName: string | null): Promise<number> {
   const config = s.config(true)!;
-  const { name, target } = chosenTarget(config, targetName);
+  const { name, target } = chooseTarget(config, targetName);
   if (target === undefined) {
     throw new ConfigProblem([
       `no target ${name ?? '(none given)'} in ${CONFIG_FILE}: name one with --target`,
@@ -96,11 +74,11 @@ export async function trainCommand(
 ): Promise<number> {
   if (resumeFrom !== null) s.store.runDir(resumeFrom); // refused first if it would leave runs/
   const config = s.config(true)!;
-  const { target } = chosenTarget(config, targetName);
+  const { target } = chooseTarget(config, targetName);
   const client = s.api(target?.kind === 'runpod');
   if (target?.kind === 'runpod' && client) {
-    await warnOrphans(s, client);
-    await settleAbandoned(s, client, config);
+    // The pods nothing will delete, the secrets ended runs left, the runs a dead client left.
+    await beforeTrain(s.deps(client), config);
   }
   s.interrupts = new Interrupts(s.io, s.renderer, (jobStarted) =>
     jobStarted
@@ -185,51 +163,4 @@ export async function keepCommand(s: Session, runId: string, keep: boolean): Pro
         : `pod: ${pod.podId ?? ''} released: its watchdog's deadline (${pod.deadline ?? 'none'}) and graces apply again`,
   );
   return EXIT_OK;
-}
-
-/** Warns about the pods nothing will delete, from one list of the account. Never deletes. */
-export async function warnOrphans(s: Session, client: RunpodClient): Promise<void> {
-  try {
-    const rows = await listPods(s.podCtx(client), { lookUpUnlisted: false });
-    for (const warning of orphanWarnings(rows)) s.io.stderr(`warning: ${warning}`);
-    await sweepSecrets(s, client, rows);
-  } catch (error) {
-    s.io.stderr(`warning: cannot look for leftover pods: ${describeError(error)}`);
-  }
-}
-
-/** Settles the runs left `preparing` by a client that died before their job started. */
-export async function settleAbandoned(
-  s: Session,
-  client: RunpodClient,
-  config: OverbrainerConfig,
-): Promise<void> {
-  for (const left of await recoverAbandoned(s.deps(client), config)) {
-    if (left.error === null) {
-      s.io.stderr(
-        `train: run ${left.runId} was left starting by a client that stopped; ${left.result?.summary ?? ''}`,
-      );
-    } else {
-      s.io.stderr(
-        `warning: run ${left.runId} was left starting by a client that stopped and cannot be cleaned up: ${describeError(left.error)}; retry with \`overbrainer train attach ${left.runId}\``,
-      );
-    }
-  }
-}
-
-/** Deletes the host-key secrets (and client keys) that ended runs left behind. */
-export async function sweepSecrets(
-  s: Session,
-  client: RunpodClient,
-  rows: readonly PodRow[],
-): Promise<void> {
-  try {
-    const swept = await sweepHostKeySecrets(s.podCtx(client), rows);
-    if (swept.length > 0)
-      s.io.stderr(`train: deleted the host-key secrets left by ended runs ${swept.join(', ')}`);
-  } catch (error) {
-    s.io.stderr(
-      `warning: cannot sweep the host-key secrets of ended runs: ${describeError(error)}`,
-    );
-  }
 }

@@ -100,9 +100,24 @@ export function podCtx(deps: FlowDeps): PodCtx {
   };
 }
 
-export function pickTarget(config: OverbrainerConfig, name: string | undefined): TargetConfig {
+/**
+ * The target a train uses, by the one rule of both front ends: the one named (`--target`, a
+ * pick), else `[training] target`, else the only one. Its name is undefined when none is chosen
+ * (several targets and no `[training] target`), its config when the config has no such target.
+ */
+export function chooseTarget(
+  config: OverbrainerConfig,
+  name: string | null | undefined,
+): { name: string | undefined; target: TargetConfig | undefined } {
   const names = Object.keys(config.targets);
   const chosen = name ?? config.training?.target ?? (names.length === 1 ? names[0] : undefined);
+  return { name: chosen, target: chosen === undefined ? undefined : config.targets[chosen] };
+}
+
+/** The target {@link chooseTarget} chooses, or a FlowError naming the next action. */
+export function pickTarget(config: OverbrainerConfig, name: string | undefined): TargetConfig {
+  const names = Object.keys(config.targets);
+  const { name: chosen, target } = chooseTarget(config, name);
   if (chosen === undefined) {
     throw new FlowError(
       'no_target',
@@ -114,7 +129,6 @@ export function pickTarget(config: OverbrainerConfig, name: string | undefined):
         : 'Set target = "NAME" under [training], or pick one with --target.',
     );
   }
-  const target = config.targets[chosen];
   if (!target) {
     throw new FlowError(
       'no_target',

@@ -9,8 +9,8 @@ import {
   setGpuTypes,
   setNetworkVolumeId,
   type RunpodTargetConfig,
-} from '../../core/config';
-import { inStock, type AvailabilityLevel, type GpuType } from '../../core/runpod/api';
+} from '../../core/flow/config';
+import { inStock, type AvailabilityLevel, type GpuType } from '../../core/flow/pods';
 import type { UiContext } from '../uiContext';
 import { describeError } from '../../core/errors';
 

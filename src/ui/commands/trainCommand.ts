@@ -1,12 +1,10 @@
-import { heldByEarlierRuns, train as trainFlow } from '../../core/flow';
-import type { GpuType } from '../../core/runpod/api';
-import { listPods, strayWarning, sweepHostKeySecrets } from '../../core/pod/podAdmin';
+import { beforeTrain, chooseTarget, heldByEarlierRuns, train as trainFlow } from '../../core/flow';
+import type { GpuType } from '../../core/flow/pods';
 import { finish } from '../runs/following';
 import type { RunSummary } from '../runs/runsModel';
 import { trainConfirmation } from './trainConfirm';
 import { transferMessage } from '../runs/transferModel';
 import { keyProblem, podText, type UiContext } from '../uiContext';
-import type { WorkspaceSession } from '../workspace';
 import { describeError } from '../../core/errors';
 
 /** Train (or, with `resume`, a new run that continues from that run's snapshot). */
@@ -26,9 +24,9 @@ export async function train(ctx: UiContext, resume?: RunSummary): Promise<void> 
     await ctx.showError('Cannot train', error);
     return;
   }
-  const names = Object.keys(config.targets);
-  let targetName = config.training?.target ?? (names.length === 1 ? names[0] : undefined);
+  let targetName = chooseTarget(config, undefined).name;
   if (targetName === undefined) {
+    const names = Object.keys(config.targets);
     targetName = await window.showQuickPick(names, { placeHolder: 'Target to train on' });
     if (targetName === undefined) return;
   }
@@ -75,7 +73,6 @@ export async function train(ctx: UiContext, resume?: RunSummary): Promise<void> 
       return;
     }
     keep = choice === 'Train and Keep Pod';
-    if (!(await lookForLeftovers(ctx, session))) return;
   }
   let deps;
   try {
@@ -84,6 +81,9 @@ export async function train(ctx: UiContext, resume?: RunSummary): Promise<void> 
     await ctx.showError('Cannot train', error);
     return;
   }
+  // Before a Runpod run: the pods nothing will delete, the secrets ended runs left, the runs a
+  // dead client left starting (warnings come as events: notifications and log lines).
+  if (target?.kind === 'runpod') await beforeTrain(deps, config);
   const abort = new AbortController();
   let runId: string | null = null;
   let started: () => void = () => undefined;
@@ -138,31 +138,4 @@ export async function train(ctx: UiContext, resume?: RunSummary): Promise<void> 
   );
   watch.dispose();
   await finish(ctx, flow, () => runId, session);
-}
-
-/**
- * Before a Runpod run: warns of stray pods and sweeps the host-key secrets of ended runs. False
- * (the session closed, the error shown) when the key is missing or refused.
- */
-async function lookForLeftovers(ctx: UiContext, session: WorkspaceSession): Promise<boolean> {
-  try {
-    const rows = await listPods(session.podCtx(), { lookUpUnlisted: false });
-    const stray = strayWarning(rows);
-    if (stray !== null)
-      ctx.notify({ type: 'warning', runId: null, code: 'strays', message: stray });
-    const swept = await sweepHostKeySecrets(session.podCtx(), rows).catch((error: unknown) => {
-      ctx.log.warn(`Cannot sweep the host-key secrets of ended runs: ${describeError(error)}`);
-      return [];
-    });
-    if (swept.length > 0)
-      ctx.log.info(`Deleted the host-key secrets left by ended runs ${swept.join(', ')}`);
-  } catch (error) {
-    if (keyProblem(error)) {
-      await ctx.showError('Cannot train', error);
-      await session.close();
-      return false;
-    }
-    ctx.log.warn(`Cannot look for leftover pods: ${describeError(error)}`);
-  }
-  return true;
 }

@@ -1,5 +1,5 @@
-import type { RunpodTargetConfig } from '../../core/config';
-import type { GpuType } from '../../core/runpod/api';
+import { type RunpodTargetConfig } from '../../core/flow/config';
+import { type GpuType } from '../../core/flow/pods';
 import { quoteForTarget, quoteLines } from '../../core/flow';
 import { PRODUCTION_TIMING, type Timing } from '../../core/timing';
 

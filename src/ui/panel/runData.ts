@@ -1,7 +1,7 @@
 import * as path from 'node:path';
 import type { Clock } from '../../core/clock';
 import type { CoreEvent } from '../../core/events';
-import { METRICS_FILE } from '../../core/train/job';
+import { METRICS_FILE } from '../../core/flow/records';
 import type { LogPort } from '../host';
 import type { RunsModel, RunSummary } from '../runs/runsModel';
 import { describeError } from '../../core/errors';

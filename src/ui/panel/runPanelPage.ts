@@ -2,8 +2,7 @@ import { randomBytes } from 'node:crypto';
 import * as fs from 'node:fs';
 import * as path from 'node:path';
 import type * as vscode from 'vscode';
-import { decodePodRecord } from '../../core/runs/podJson';
-import { POD_FILE } from '../../core/runs/podRecord';
+import { decodePodRecord, POD_FILE } from '../../core/flow/records';
 
 /** pod.json is small; a bigger file is not read (the view shows what run.json says). */
 const MAX_POD_FILE_BYTES = 1024 * 1024;

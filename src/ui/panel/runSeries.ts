@@ -1,7 +1,6 @@
 import type { Clock } from '../../core/clock';
 import type { TrainMetric } from '../../core/events';
-import { overrun } from '../../core/pod/lease';
-import { Pace, projectSpendUsd } from '../../core/train/pace';
+import { overrun, Pace, projectSpendUsd } from '../../core/flow/records';
 import { displayState, resumable, type RunSummary } from '../runs/runsModel';
 import { formatDurationS, formatUsd } from '../runs/runsView';
 import { etaFromNow } from '../runs/statusModel';

@@ -6,7 +6,7 @@ import {
   removePods,
   type PodAdminErrorKind,
   type RemovedPod,
-} from '../../core/pod/podAdmin';
+} from '../../core/flow/pods';
 import type { UiContext } from '../uiContext';
 import { describeError } from '../../core/errors';
 

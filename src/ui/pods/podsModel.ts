@@ -1,10 +1,8 @@
 import { systemClock, type Clock } from '../../core/clock';
 import { EventBus } from '../../core/events';
-import type { Pod } from '../../core/runpod/api';
-import type { RunpodClient } from '../../core/runpod/client';
-import { ApiError } from '../../core/runpod/apiErrors';
-import { listPods, type PodRow, type PodRowKind } from '../../core/pod/podAdmin';
-import type { RunStore } from '../../core/runs/store';
+import { type RunpodClient } from '../../core/flow';
+import { type Pod, ApiError, listPods, type PodRow, type PodRowKind } from '../../core/flow/pods';
+import { type RunStore } from '../../core/flow/records';
 import { PRODUCTION_TIMING } from '../../core/timing';
 import { LazyList } from '../lazyList';
 import type { RunSummary } from '../runs/runsModel';

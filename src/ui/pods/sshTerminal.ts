@@ -7,15 +7,16 @@
  */
 import { StringDecoder } from 'node:string_decoder';
 import type * as vscode from 'vscode';
-import type { ShellSession, ShellSize } from '../../core/exec/sshShell';
 import {
+  type ShellSession,
+  type ShellSize,
   openBuiltinShell,
   opensshArgs,
   prepareSshAccess,
   sshClientFor,
   SshAccessError,
   type SshAccess,
-} from '../../core/pod/sshAccess';
+} from '../../core/flow/ssh';
 import { Emitter } from '../emitter';
 import type { UiContext } from '../uiContext';
 import { describeError } from '../../core/errors';

@@ -1,5 +1,5 @@
 import { attach as attachFlow, FlowError, type FlowResult } from '../../core/flow';
-import { PodError } from '../../core/pod/podError';
+import { PodError } from '../../core/flow/records';
 import { endCauseOf, followLost as followLostNotice, runEnd } from './notifyModel';
 import type { RunSummary } from './runsModel';
 import type { UiContext } from '../uiContext';

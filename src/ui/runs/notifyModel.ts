@@ -1,6 +1,5 @@
 import type { CoreEvent, RunEndCause, RunState } from '../../core/events';
-import { followLostWords } from '../../core/pod/lifecycle';
-import { PodError } from '../../core/pod/podError';
+import { followLostWords, PodError } from '../../core/flow/records';
 
 /**
  * Which core events become notifications, free of `vscode`. Each decision carries its severity,

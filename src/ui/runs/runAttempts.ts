@@ -5,7 +5,7 @@
  */
 import * as fs from 'node:fs/promises';
 import * as path from 'node:path';
-import { decodeRunRecord, RUN_FILE, type RunAttempt } from '../../core/runs/runRecord';
+import { decodeRunRecord, RUN_FILE, type RunAttempt } from '../../core/flow/records';
 
 /** The run's attempts from its run.json; empty when it has none (or the file cannot be read). */
 export async function readAttempts(runDir: string): Promise<RunAttempt[]> {

@@ -8,8 +8,7 @@
 import * as fs from 'node:fs';
 import * as path from 'node:path';
 import { LineRedactor } from '../../core/redact';
-import { POD_LOG_FILE } from '../../core/pod/podLogCapture';
-import { JOB_LOG } from '../../core/train/job';
+import { POD_LOG_FILE, JOB_LOG } from '../../core/flow/records';
 import type { RunSummary } from './runsModel';
 import type { UiContext } from '../uiContext';
 

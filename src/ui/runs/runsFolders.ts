@@ -1,7 +1,7 @@
 import * as vscode from 'vscode';
 import * as path from 'node:path';
 import type { Clock } from '../../core/clock';
-import { RunStore } from '../../core/runs/store';
+import { RunStore } from '../../core/flow/records';
 import { classifyAccountPods, type PodsSource } from '../pods/podsModel';
 import type { RunsFolder } from './runsSource';
 import type { RunSummary } from './runsModel';

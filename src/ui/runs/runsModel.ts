@@ -1,9 +1,8 @@
 import { systemClock, type Clock } from '../../core/clock';
 import type { Disposable } from '../../core/disposable';
 import type { RunState, TrainMetric } from '../../core/events';
-import type { PodState } from '../../core/runs/podRecord';
-import type { RunAttempt, RunSnapshot } from '../../core/runs/runRecord';
-import { Pace } from '../../core/train/pace';
+export { RUN_STATES } from '../../core/flow/records';
+import { type PodState, type RunAttempt, type RunSnapshot, Pace } from '../../core/flow/records';
 import { Emitter } from '../emitter';
 import { LazyList } from '../lazyList';
 
@@ -16,8 +15,6 @@ import { LazyList } from '../lazyList';
 
 /** The pod states of `pod.json`, snake_case as stored. */
 export type PodRecordState = PodState;
-
-export { RUN_STATES } from '../../core/runs/runRecord';
 
 /** What a run's pod record says, as far as the tree needs it. */
 export interface PodSummary {

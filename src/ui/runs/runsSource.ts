@@ -1,17 +1,22 @@
 import { closeSync, fstatSync, openSync, promises as fs, readSync, type Dirent } from 'node:fs';
 import * as path from 'node:path';
-import { isAtomicTemp } from '../../core/runs/atomic';
-import { RECORD_MAX_BYTES } from '../../core/runs/codec';
-import { isRunsError } from '../../core/runs/runsError';
-import { isValidRunId } from '../../core/runs/ids';
-import { lineColumn, scanJson } from '../../core/runs/jsonPositions';
-import { decodePodRecord } from '../../core/runs/podJson';
-import { POD_FILE, type PodRecord } from '../../core/runs/podRecord';
-import { decodeRunRecord, RUN_FILE } from '../../core/runs/runRecord';
-import { LOCAL_ONLY } from '../../core/runs/store';
+import {
+  isAtomicTemp,
+  RECORD_MAX_BYTES,
+  isRunsError,
+  isValidRunId,
+  lineColumn,
+  scanJson,
+  decodePodRecord,
+  POD_FILE,
+  type PodRecord,
+  decodeRunRecord,
+  RUN_FILE,
+  LOCAL_ONLY,
+  METRICS_FILE,
+  parseMetricLine,
+} from '../../core/flow/records';
 import { readAttempts } from './runAttempts';
-import { METRICS_FILE } from '../../core/train/job';
-import { parseMetricLine } from '../../core/train/metrics';
 import type { MetricsSummary, PodSummary, RunChild, RunSummary } from './runsModel';
 
 /**

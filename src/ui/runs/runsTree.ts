@@ -1,7 +1,7 @@
 import { presentRunChild } from './runChildView';
 import * as path from 'node:path';
 import * as vscode from 'vscode';
-import { RUN_FILE } from '../../core/runs/runRecord';
+import { RUN_FILE } from '../../core/flow/records';
 import { unixS, type Clock } from '../../core/clock';
 import type { Disposable } from '../../core/disposable';
 import { RootFetch, type LazyList } from '../lazyList';

@@ -1,4 +1,4 @@
-import { podSpendUsd } from '../../core/runs/spend';
+import { podSpendUsd } from '../../core/flow/spend';
 import {
   displayState,
   podMayBill,

@@ -1,8 +1,8 @@
 import * as vscode from 'vscode';
 import type { Clock } from '../../core/clock';
 import type { EventBus } from '../../core/events';
-import type { DeadlineView } from '../../core/pod/lease';
-import { runSpendLines } from '../../core/runs/spend';
+import { type DeadlineView } from '../../core/flow/records';
+import { runSpendLines } from '../../core/flow/spend';
 import { describeError } from '../../core/errors';
 import { every } from '../ticker';
 import type { UiContext } from '../uiContext';

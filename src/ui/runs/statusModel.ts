@@ -1,4 +1,4 @@
-import type { DeadlineView } from '../../core/pod/lease';
+import { type DeadlineView } from '../../core/flow/records';
 import { formatDurationS } from './runsView';
 
 /**

@@ -4,8 +4,13 @@
  * flagged); kept pods older than the reminder age are picked out for one notification each.
  */
 import type { CoreEvent } from '../../core/events';
-import { billedMismatch } from '../../core/pod/billing';
-import { budgetLines, runTotals, usd4, type ProjectSpend } from '../../core/runs/spend';
+import {
+  billedMismatch,
+  budgetLines,
+  runTotals,
+  usd4,
+  type ProjectSpend,
+} from '../../core/flow/spend';
 
 export interface SpendRowView {
   id: string;

@@ -6,9 +6,9 @@
 import * as path from 'node:path';
 import * as vscode from 'vscode';
 import type { Clock } from '../../core/clock';
-import { DEFAULT_KEPT_POD_REMINDER_HOURS, loadConfig } from '../../core/config';
-import { projectSpend } from '../../core/runs/spend';
-import { RunStore } from '../../core/runs/store';
+import { DEFAULT_KEPT_POD_REMINDER_HOURS, loadConfig } from '../../core/flow/config';
+import { RunStore } from '../../core/flow/records';
+import { projectSpend } from '../../core/flow/spend';
 import { runsFolderName } from '../runs/runsFolderName';
 import { keptPodReminders, spendRows, type SpendRowView } from './spendModel';
 
