@@ -350,6 +350,21 @@ describe('cli: the renderer', () => {
     }
   });
 
+  it('prints a warning of several lines (the pods nothing will delete) as one warning line each', () => {
+    const bus = new EventBus();
+    const lines: string[] = [];
+    new CliRenderer(bus, (line) => lines.push(line), { clock: new FakeClock(), debug: false });
+    bus.publish({
+      type: 'warning',
+      runId: null,
+      code: 'strays',
+      message: 'pod a is still on Runpod\npod b is still on Runpod',
+    });
+    assert.deepEqual(lines, [
+      'warning: pod a is still on Runpod\nwarning: pod b is still on Runpod',
+    ]);
+  });
+
   it('throttles metric lines to one per 10 s but shows every evaluation, and the last step at the end', async () => {
     const clock = new FakeClock();
     const bus = new EventBus();

@@ -46,4 +46,25 @@ describe('the layer order, as npm run lint enforces it', function () {
     );
     assert.deepEqual(down, []);
   });
+
+  it('lets the front ends import core/flow and the base files only, never a lower layer', async function () {
+    for (const [file, code] of [
+      ['src/cli/commands/layerProbe.ts', "import { listPods } from '../../core/pod/podAdmin';"],
+      ['src/cli/layerProbe.ts', "import { loadConfig } from '../core/config';"],
+      ['src/ui/runs/layerProbe.ts', "import type { RunRecord } from '../../core/runs/runRecord';"],
+      ['src/ui/layerProbe.ts', "import { RunpodClient } from '../core/runpod/client';"],
+    ]) {
+      const found = await problems(file!, `${code!}\nexport const probe = 1;\n`);
+      assert.equal(found.length, 1, `${file!}: ${JSON.stringify(found)}`);
+      assert.match(found[0]!, /the front ends import core\/flow and the base files/);
+    }
+    for (const [file, code] of [
+      ['src/cli/commands/layerProbe.ts', "import { train } from '../../core/flow';"],
+      ['src/ui/pods/layerProbe.ts', "import { listPods } from '../../core/flow/pods';"],
+      ['src/ui/layerProbe.ts', "import { EventBus } from '../core/events';"],
+      ['src/cli/layerProbe.ts', "import { hintOf } from '../core/errors';"],
+    ]) {
+      assert.deepEqual(await problems(file!, `${code!}\nexport const probe = 1;\n`), [], file);
+    }
+  });
 });
