@@ -7,13 +7,15 @@ import { newPodRecord } from '../../src/core/runs/podRecord';
 import { encodeRunRecord, type RunRecord } from '../../src/core/runs/runRecord';
 import { RunStore } from '../../src/core/runs/store';
 import {
-  createdFromId,
   MAX_LISTED_ENTRIES,
+  readDirChildren,
+  readRunChildren,
+} from '../../src/ui/runs/runChildren';
+import {
+  createdFromId,
   METRICS_TAIL_BYTES,
   parseJsonObject,
-  readDirChildren,
   readMetricsSummary,
-  readRunChildren,
   readRuns,
   summarizeMetrics,
 } from '../../src/ui/runs/runsSource';

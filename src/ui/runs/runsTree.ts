@@ -16,7 +16,7 @@ import {
   type RunSummary,
 } from './runsModel';
 import { presentRun, type ItemView } from './runsView';
-import { readDirChildren, readRunChildren } from './runsSource';
+import { readDirChildren, readRunChildren } from './runChildren';
 import { describeError } from '../../core/errors';
 
 /**
