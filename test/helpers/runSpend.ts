@@ -38,17 +38,29 @@ export async function spendRowOf(l: Lab, runId: string): Promise<SpendJsonRow> {
 export const ledgerSum = (entries: readonly LedgerEntry[]): number =>
   entries.reduce((sum, e) => sum + e.costUsd, 0);
 
-/** Never under the ledger (but for the $0.0001 rounding), and within 1 % of it. */
+/**
+ * Never under the ledger (but for the $0.0001 rounding), and within 1 % of it or, where 1 % is
+ * less, within the estimate's resolution for each of the run's `pods` (the product's own rule,
+ * billedMismatch: a pod's estimate counts from its `createdAt`, whole seconds, to the API's
+ * confirmation of its deletion, so it may be over by 2 s of the pod's price and the rounding).
+ * Pods of a minute or two are under that line: in CI a recovered run's two pods came out +1.99 %
+ * (1.7 s and 2.0 s over, $0.038 against $0.04 allowed).
+ */
 export function assertWithin1Percent(
   estimateUsd: number | null,
   ledgerUsd: number,
   what: string,
+  pods = 1,
 ): void {
   assert.ok(estimateUsd !== null, `${what}: no estimate`);
   const line = `${what}: estimate $${estimateUsd.toFixed(4)}, ledger $${ledgerUsd.toFixed(4)} (${(((estimateUsd - ledgerUsd) / ledgerUsd) * 100).toFixed(2)} %)`;
   console.log(`      ${line}`);
   assert.ok(estimateUsd >= ledgerUsd - 0.0001, `under the ledger: ${line}`);
-  assert.ok(estimateUsd - ledgerUsd <= 0.01 * ledgerUsd, `over 1 % apart: ${line}`);
+  const resolutionUsd = pods * (0.0001 + (PRICE_USD_PER_HOUR * 2) / 3600);
+  assert.ok(
+    estimateUsd - ledgerUsd <= Math.max(0.01 * ledgerUsd, resolutionUsd),
+    `over 1 % apart and over ${pods} pod(s)' resolution ($${resolutionUsd.toFixed(4)}): ${line}`,
+  );
 }
 
 /** The figures section of docs/RELIABILITY.md both spend files write to. */

@@ -37,7 +37,9 @@ interface AttemptJson {
 
 const STEPS = 60;
 const EVERY = 5;
-const TRAIN = `python3 train.py --steps ${STEPS} --step-seconds 0.1 --save-every ${EVERY}`;
+// 12 s of training: the checkpoint at step 10 must come home before the job ends (at 0.1 s a
+// step, 6 s, CI's own load once ended the job first and the wait for it timed out).
+const TRAIN = `python3 train.py --steps ${STEPS} --step-seconds 0.2 --save-every ${EVERY}`;
 
 describe('automatic recovery on a new pod when the pod dies mid-job', function () {
   this.timeout(300_000);
