@@ -95,7 +95,8 @@ describe('comments stand on their own (no pointer at a document a clone does not
       '/** As the seed counts (seed LEASE_TTL, spec §8). */',
       "// the original's bound, as the behaviour spec says",
       ' * kept as the',
-      ' * seed does, see ../shared/spec/overbrainer-behaviour.md',
+      // Built from parts, so this file does not itself hold the path it probes for.
+      ` * seed does, see ${['..', 'shared', 'spec', 'overbrainer-behaviour.md'].join('/')}`,
       '// Like the original overbrainer CLI, with a random seed.',
     ].join('\n');
     const perLine = new Map<string, number>();
