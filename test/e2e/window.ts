@@ -201,11 +201,14 @@ export async function openPickFromCommand(
   const closing = workbench.page.locator('.quick-input-widget[inert]');
   for (let attempt = 1; ; attempt++) {
     await workbench.runCommand(command);
-    await input.waitFor({ state: 'visible' });
-    await eventually('the command palette closed', async () =>
-      (await closing.count()) === 0 ? true : undefined,
-    );
-    if (await input.isVisible()) return input;
+    // The widget's input takes the pick's placeholder only once the pick is shown: holding it but
+    // hidden, with no close animation running, means the pick was shown and closed again (CI saw
+    // it hidden for good before a wait for "visible" ever saw it).
+    const state = await eventually(`the pick "${placeholder}" to stay open`, async () => {
+      if ((await closing.count()) > 0 || (await input.count()) === 0) return undefined;
+      return (await input.isVisible()) ? 'open' : 'closed';
+    });
+    if (state === 'open') return input;
     if (attempt >= 3) {
       throw new Error(`the pick "${placeholder}" closed with the palette ${attempt} times`);
     }
