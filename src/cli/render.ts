@@ -98,6 +98,9 @@ export class CliRenderer implements Disposable {
       case 'billed':
         // `overbrainer spend` and `runs show` list the bill beside the estimate.
         return null;
+      case 'gpu':
+        // Every 10 s: `runs show` prints the newest; a GPU left idle comes as a warning.
+        return null;
       case 'runState':
         if (event.state !== 'preparing') this.endBoot(this.podOfRun.get(event.runId));
         return null;

@@ -13,6 +13,25 @@ export interface TrainMetric {
   gradNorm?: number | null;
 }
 
+/** One GPU at one moment (`nvidia-smi`). A figure the card does not report (`[N/A]`) is null. */
+export interface GpuReading {
+  index: number;
+  name: string;
+  utilizationPct: number | null;
+  memoryUsedMiB: number | null;
+  memoryTotalMiB: number | null;
+  temperatureC: number | null;
+  powerW: number | null;
+  powerLimitW: number | null;
+}
+
+/** All GPUs of a run's target at one moment. */
+export interface GpuSample {
+  /** The client's clock when the sample arrived (ms since the epoch). */
+  timeMs: number;
+  gpus: GpuReading[];
+}
+
 /** Why a pod is deleted. Appears in events and logs only, never in pod.json. */
 export type DeleteReason =
   | 'retrieved'
@@ -100,6 +119,8 @@ export type CoreEvent =
   /** A line of the run's pod log (redacted), as it is captured. */
   | { type: 'podLog'; runId: string; podId: string; source: 'container' | 'system'; line: string }
   | { type: 'metric'; runId: string; metric: TrainMetric }
+  /** A sample of the GPUs of a followed run's pod (kept in its `.pod/gpu.json`). */
+  | { type: 'gpu'; runId: string; sample: GpuSample }
   | ({ type: 'transfer'; runId: string } & TransferProgress)
   | { type: 'jobStatus'; runId: string; status: JobStatus }
   | {

@@ -96,6 +96,16 @@ export interface Timing {
   /** How often the pod's watcher looks whether a checkpoint was saved (it pushes what changed). */
   checkpointLookMs: number;
   /**
+   * How often the pod's watcher of a followed job samples its GPUs (`nvidia-smi`) and pushes the
+   * figures on the metrics stream: at most once per 10 s, no SSH session of its own.
+   */
+  gpuSampleMs: number;
+  /**
+   * How long a GPU must stay under 5 % (or the job's memory under a quarter of the card) before
+   * the run is told the GPU is wasted while the pod bills.
+   */
+  gpuIdleWindowMs: number;
+  /**
    * Least of max_hours a run must have left to go on on a new pod after its pod died (the new
    * pod must boot, take the checkpoint and train a while); with less, recovery is refused.
    */
@@ -155,6 +165,8 @@ export const PRODUCTION_TIMING: Readonly<Timing> = Object.freeze({
   diskPollMs: 60_000,
   checkpointPollMs: 60_000,
   checkpointLookMs: 5_000,
+  gpuSampleMs: 10_000,
+  gpuIdleWindowMs: 10 * MINUTE_MS,
   recoveryMinLeftMs: 10 * MINUTE_MS,
   podLogRetryBaseMs: 500,
   podLogRetryMaxMs: 15_000,

@@ -16,6 +16,7 @@ import { type CatalogSpec, defaultCatalog } from './catalog';
 import { ensureHostMountpoints } from './container';
 import { type JsonObject, MAX_PODS_PAGE_LIMIT } from './extensions';
 import { type Fault, FaultBook } from './faults';
+import type { GpuSetting } from './gpus';
 import { Ledger } from './ledger';
 import { OpenApiContract } from './openapi';
 import {
@@ -89,6 +90,9 @@ export abstract class EmulatorBase {
   /** Host directories of quota volumes mounted (tmpfs), unmounted by `close()`. */
   protected readonly mountedVolumes = new Set<string>();
   protected readonly sshRelay: ((podId: string, sshPort: number) => Promise<number>) | null;
+  /** What the pods' nvidia-smi stand-in answers (./gpus.ts): for all pods, and per pod. */
+  protected gpuDefault: GpuSetting = 'busy';
+  protected readonly gpuSettings = new Map<string, GpuSetting>();
 
   constructor(options: EmulatorOptions) {
     this.clock = options.clock ?? systemClock;

@@ -76,6 +76,8 @@ function shellQuote(value: string): string {
 export function initScript(
   mounts: BindMount[],
   tmpfs: readonly { target: string; sizeBytes: number }[] = [],
+  /** Further setup lines (they may call `fail`), after the mounts: the GPU stand-in. */
+  extra: readonly string[] = [],
 ): string {
   const lines = [
     '# Written by the Runpod emulator: the pod container init. Runs as PID 1 of the pod PID',
@@ -96,6 +98,7 @@ export function initScript(
     );
   }
   lines.push(
+    ...extra,
     'mount -t tmpfs -o mode=0755,nosuid,nodev tmpfs /run || fail tmpfs /run',
     'cd / || fail cd',
     'exec "$@"',

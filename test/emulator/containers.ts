@@ -10,6 +10,15 @@ import { type BindMount, Container, initScript, POD_PATHS, probeSshBanner } from
 import { type SshdFaultMode } from './faults';
 import { freePort, type PodState, SECRET_REF, sleepReal, sshdConfig } from './state';
 import { PodLogs } from './podLogs';
+import {
+  figuresFile,
+  figuresPath,
+  type GpuSetting,
+  parseGpuSetting,
+  standInMountLines,
+  standInScript,
+  writeFigures,
+} from './gpus';
 
 export abstract class PodContainers extends PodLogs {
   /** The container disk as the image has it: empty dirs, the image's /etc/ssh. */
@@ -117,7 +126,7 @@ export abstract class PodContainers extends PodLogs {
       this.workspaceQuotaBytes === null
         ? []
         : [{ target: `${POD_PATHS.workspace}/overbrainer`, sizeBytes: this.workspaceQuotaBytes }];
-    writeFileSync(initPath, initScript(mounts, tmpfs), { mode: 0o700 });
+    writeFileSync(initPath, initScript(mounts, tmpfs, this.gpuStandIn(pod)), { mode: 0o700 });
     pod.containerStarts++;
     pod.containerStartedAtMs = this.clock.nowMs();
     this.podLogLine(pod, `container start #${pod.containerStarts} (sshd port ${sshPort})`);
@@ -136,6 +145,44 @@ export abstract class PodContainers extends PodLogs {
     if (pod.status === 'PROVISIONING') this.setStatus(pod, 'STARTING');
     void container.exited.then((exit) => this.onContainerExit(pod, gen, exit));
     void this.probe(pod, gen, mode);
+  }
+
+  /**
+   * The pod's nvidia-smi stand-in (./gpus.ts): written beside its init script, the figures file
+   * written once with the setting in force; the init lines that put it on the pod's PATH.
+   */
+  protected gpuStandIn(pod: PodState): string[] {
+    const figures = figuresPath(this.stateDir, pod.id);
+    if (!existsSync(figures))
+      this.writeGpuFigures(pod, this.gpuSettings.get(pod.id) ?? this.gpuDefault);
+    const bin = join(pod.runtimeDir, 'gpu-bin');
+    mkdirSync(bin, { recursive: true });
+    writeFileSync(join(bin, 'nvidia-smi'), standInScript(figures), { mode: 0o755 });
+    return standInMountLines(bin);
+  }
+
+  /** A new setting for `podId`'s GPUs, or every pod's (and the later pods'). */
+  protected setGpus(input: GpuSetting, podId?: string): void {
+    const setting = parseGpuSetting(input);
+    if (podId !== undefined) {
+      const pod = this.podsById.get(podId);
+      if (pod === undefined || pod.deleted) throw new Error(`no pod '${podId}'`);
+      this.gpuSettings.set(podId, setting);
+      this.writeGpuFigures(pod, setting);
+      return;
+    }
+    this.gpuDefault = setting;
+    this.gpuSettings.clear();
+    for (const pod of this.podsById.values()) {
+      if (!pod.deleted) this.writeGpuFigures(pod, setting);
+    }
+  }
+
+  protected writeGpuFigures(pod: PodState, setting: GpuSetting): void {
+    writeFigures(
+      figuresPath(this.stateDir, pod.id),
+      figuresFile(setting, pod.gpuType, pod.gpuCount, pod.id),
+    );
   }
 
   protected podEnv(pod: PodState, publishedPort: number): Record<string, string> {

@@ -112,6 +112,7 @@ class EmulatorServer extends HttpLayer {
         }
       },
       setSecret: (name, value) => this.putSecret(name, value),
+      setGpus: (setting, podId) => this.setGpus(setting, podId),
       close: () => this.close(),
     };
   }

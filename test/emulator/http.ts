@@ -4,6 +4,7 @@
  */
 import { type IncomingMessage, type ServerResponse } from 'node:http';
 import { type Fault, type FaultEffect, type FaultHit } from './faults';
+import { type GpuSetting } from './gpus';
 import { type RequestLogEntry } from './types';
 import { IMPLEMENTED, isObject, MAX_BODY_BYTES, problem, type Reply } from './state';
 import { Handlers } from './handlers';
@@ -367,12 +368,32 @@ export abstract class HttpLayer extends Handlers {
           this.write(res, { status: 200, body: { ids } });
           return;
         }
+        case 'POST /_emulator/gpus': {
+          // {"gpus": "idle"} or {"gpus": [{"utilizationPct": 3, …}], "podId": "…"}
+          let parsed: { gpus?: unknown; podId?: unknown };
+          try {
+            parsed = JSON.parse(text) as { gpus?: unknown; podId?: unknown };
+          } catch {
+            this.write(
+              res,
+              problem(400, 'send {"gpus": <preset or figures>, "podId"?: …} as JSON'),
+            );
+            return;
+          }
+          if (parsed.podId !== undefined && typeof parsed.podId !== 'string') {
+            this.write(res, problem(400, 'podId: a pod id'));
+            return;
+          }
+          this.setGpus(parsed.gpus as GpuSetting, parsed.podId);
+          this.write(res, { status: 204 });
+          return;
+        }
         default:
           this.write(
             res,
             problem(
               404,
-              `no admin route ${route}; try GET /_emulator/ledger, /requests, /pods, /violations, GET|POST|DELETE /_emulator/faults`,
+              `no admin route ${route}; try GET /_emulator/ledger, /requests, /pods, /violations, GET|POST|DELETE /_emulator/faults, POST /_emulator/gpus`,
             ),
           );
       }

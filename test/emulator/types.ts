@@ -4,6 +4,7 @@
  */
 import { type Clock } from '../../src/core/clock';
 import { type CatalogSpec } from './catalog';
+import { type GpuSetting } from './gpus';
 import { type Fault, type PendingFault, type RouteName, type SshdFaultMode } from './faults';
 import { type LedgerSnapshot } from './ledger';
 
@@ -181,6 +182,11 @@ export interface Emulator {
   podLog(id: string): string;
   /** Creates or replaces an account secret (as the API would). */
   setSecret(name: string, value: string): void;
+  /**
+   * What the pods' `nvidia-smi` stand-in answers from its next call (./gpus.ts): `podId`'s, or
+   * every pod's (and the later pods'). Default `busy`.
+   */
+  setGpus(setting: GpuSetting, podId?: string): void;
   /** Kills every pod (no process survives) and stops serving. Idempotent. */
   close(): Promise<void>;
 }

@@ -63,6 +63,8 @@ export function labTiming(overrides: Partial<Timing> = {}): Timing {
     diskPollMs: 10_000,
     // Likewise for the checkpoint stream's look on the pod; the checkpoint tests set their own.
     checkpointPollMs: 10_000,
+    // The pod's GPU sample (an nvidia-smi stand-in: a shell and awk); the GPU tests set their own.
+    gpuSampleMs: 10_000,
     ...overrides,
   });
 }

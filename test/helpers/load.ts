@@ -142,6 +142,8 @@ export function loadTiming(scale: number): Timing {
     // the pod's own machine); scaled to 167 ms, twenty pods' looks all run on this one 2-core
     // machine. These jobs save no checkpoint: one look in 2 s, what the SSH poll it replaced cost.
     checkpointLookMs: 2_000,
+    // Likewise the GPU sample (the emulator's nvidia-smi stand-in, a shell and awk per sample).
+    gpuSampleMs: 10_000,
   });
 }
 

@@ -16,6 +16,9 @@ import {
   METRICS_FILE,
   readMetricsFile,
   Pace,
+  gpuLine,
+  readGpuSummary,
+  type GpuSummary,
 } from '../../core/flow/records';
 import { runSpendLines } from '../../core/flow/spend';
 import {
@@ -46,6 +49,8 @@ export interface RunView {
   outputPath: string | null;
   /** How to open a shell on the run's pod, when it has one ({@link shellWords}). */
   ssh?: ShellWords | null;
+  /** What the GPUs did while the run was followed (`.pod/gpu.json`), or null. */
+  gpu?: GpuSummary | null;
 }
 
 /** The shell on a run's pod: a command to type, or why there is none. */
@@ -112,7 +117,29 @@ export async function runView(store: RunStore, runId: string): Promise<RunView> 
     lastLoss,
     etaMs: run.state === 'running' ? pace.eta() : null,
     outputPath: hasOutput ? path.join('runs', runId, 'output') : null,
+    gpu: readGpuSummary(dir),
   };
+}
+
+/**
+ * The GPUs' newest sample, one line per GPU, and what was found of their use (an idle GPU, a card
+ * far larger than the job), each with the rate it wastes.
+ */
+export function gpuLines(gpu: GpuSummary | null | undefined): string[] {
+  if (gpu === null || gpu === undefined) return [];
+  const lines: string[] = [];
+  if (gpu.last !== null) {
+    lines.push(
+      `  gpu:     sampled ${new Date(gpu.last.timeMs).toISOString().replace(/\.\d+Z$/, 'Z')} (${gpu.samples} sample${gpu.samples === 1 ? '' : 's'} while followed)`,
+    );
+    for (const reading of gpu.last.gpus) {
+      lines.push(
+        `    gpu ${reading.index}${reading.name ? ` (${reading.name})` : ''}: ${gpuLine(reading)}`,
+      );
+    }
+  }
+  for (const finding of gpu.findings) lines.push(`  warning: ${finding.message}`);
+  return lines;
 }
 
 /** The run's spend in words: the estimate, and what Runpod billed once read. */
@@ -198,6 +225,7 @@ export function runShowLines(view: RunView, spendLines: readonly string[] = []):
   } else {
     lines.push(`  outcome: ${run.state}${run.message ? `: ${run.message}` : ''}`);
   }
+  lines.push(...gpuLines(view.gpu));
   if (run.snapshot)
     lines.push(`  snapshot: step ${run.snapshot.step} (${run.snapshot.checkpoint})`);
   lines.push(`  output:  ${view.outputPath ?? 'none yet'}`);
@@ -237,11 +265,35 @@ export function runShowJson(view: RunView): Record<string, unknown> {
     last_loss: view.lastLoss,
     eta_seconds: view.etaMs === null ? null : Math.round(view.etaMs / 1000),
     output_path: view.outputPath,
+    gpu: gpuJson(view.gpu ?? null),
     ssh:
       view.ssh === undefined || view.ssh === null
         ? null
         : { client: view.ssh.client, command: view.ssh.command, refused: view.ssh.refused },
     next: nextCommands(view).map((line) => line.split(/\s{2,}/)[0]?.trim() ?? line),
+  };
+}
+
+function gpuJson(gpu: GpuSummary | null): Record<string, unknown> | null {
+  if (gpu === null) return null;
+  return {
+    sampled_at: gpu.last === null ? null : new Date(gpu.last.timeMs).toISOString(),
+    samples: gpu.samples,
+    gpus: (gpu.last?.gpus ?? []).map((g) => ({
+      index: g.index,
+      name: g.name,
+      utilization_pct: g.utilizationPct,
+      memory_used_mib: g.memoryUsedMiB,
+      memory_total_mib: g.memoryTotalMiB,
+      temperature_c: g.temperatureC,
+      power_w: g.powerW,
+      power_limit_w: g.powerLimitW,
+    })),
+    findings: gpu.findings.map((f) => ({
+      code: f.code,
+      message: f.message,
+      wasted_usd_per_hour: f.wastedUsdPerHour,
+    })),
   };
 }
 

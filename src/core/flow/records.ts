@@ -20,6 +20,14 @@ export {
 } from '../runs/runRecord';
 export { LOCAL_ONLY, noPodLeft, RunStore } from '../runs/store';
 export { JOB_LOG, METRICS_FILE } from '../train/job';
+export {
+  GPU_SUMMARY_FILE,
+  readGpuSamples,
+  readGpuSummary,
+  type GpuFinding,
+  type GpuSummary,
+} from '../runs/gpuRecord';
+export { gpuLine } from '../train/gpuSamples';
 export { parseMetricLine } from '../train/metrics';
 export * from '../train/metricsFile';
 export { Pace, projectSpendUsd } from '../train/pace';

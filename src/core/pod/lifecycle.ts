@@ -17,6 +17,7 @@ import { log, warn, type PodCtx } from './context';
 import { followLostWords, whileNobodyFollows } from './watchdogWords';
 import { watchCheckpoints } from './checkpointStream';
 import { watchDisk } from './diskWatch';
+import { watchGpus } from './gpuWatch';
 import {
   costCapAtUnixS,
   guardFires,
@@ -107,6 +108,7 @@ export async function watchLeased(
       lookMs: ctx.timing.checkpointLookMs,
       diskMs: ctx.timing.diskPollMs,
       volumeDir: pod.networkVolumeId === null ? null : NETWORK_VOLUME_PATH,
+      gpuMs: ctx.timing.gpuSampleMs,
     }),
   });
   const pace = new Pace();
@@ -158,6 +160,7 @@ export async function watchLeased(
   // flight on a connection that may be gone.
   void watchDisk(ctx, executor, run, pod, stop.signal, pushes);
   void watchCheckpoints(ctx, executor, run, stop.signal, pushes, results.maxRetrieveGb);
+  void watchGpus(ctx, run, pod, stop.signal, pushes);
   try {
     const watched = follower.follow(stop.signal).then(
       (result): Watched => ({ kind: 'ended', result }),

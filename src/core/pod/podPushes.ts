@@ -85,25 +85,29 @@ export class PushedValue {
   }
 }
 
-/** The pushes of one followed run: checkpoint looks and disk samples. */
+/** The pushes of one followed run: checkpoint looks, disk samples and GPU samples. */
 export class PodPushes {
   readonly look: PushedValue;
   readonly disk: PushedValue;
+  readonly gpu: PushedValue;
 
   constructor(clock: Clock) {
     this.look = new PushedValue(clock);
     this.disk = new PushedValue(clock);
+    this.gpu = new PushedValue(clock);
   }
 
   /** The sink the follower hands the watcher's pushes to. */
-  sink(options: Pick<PodPushSink, 'lookMs' | 'diskMs' | 'volumeDir'>): PodPushSink {
+  sink(options: Pick<PodPushSink, 'lookMs' | 'diskMs' | 'volumeDir' | 'gpuMs'>): PodPushSink {
     return {
       ...options,
       look: (text) => this.look.set(text),
       disk: (line) => this.disk.set(line),
+      gpu: (text) => this.gpu.set(text),
       live: (isLive) => {
         this.look.setLive(isLive);
         this.disk.setLive(isLive);
+        this.gpu.setLive(isLive);
       },
     };
   }

@@ -8,6 +8,7 @@
  */
 import type { JobStatus } from '../events';
 import { sampleScript } from './disk';
+import { GPU_QUERY_COMMAND } from './gpuSamples';
 import {
   GROUP_ALIVE_SH,
   METRICS_FILE,
@@ -27,6 +28,8 @@ export const PUSH_LOOK = '@ob look ';
 export const PUSH_LOOKED = '@ob looked';
 /** A disk sample: the line of the disk policy's sampler (train/disk.ts). */
 export const PUSH_DISK = '@ob disk ';
+/** A GPU sample: nvidia-smi's answer (./gpuSamples.ts), its lines joined by `;`. */
+export const PUSH_GPU = '@ob gpu ';
 
 /**
  * Lists `checkpoint-<step>` directories under the run directory (at most 4 levels down), leaving
@@ -53,10 +56,14 @@ export interface PodPushSink {
   diskMs: number;
   /** The network volume's mount (its use is what counts), or null: the run directory's filesystem. */
   volumeDir: string | null;
+  /** Sample the GPUs this often (ms; at least one tick of the watcher); absent: never. */
+  gpuMs?: number;
   /** A checkpoint look that differs from the one pushed before it, or repeats it once settled. */
   look(text: string): void;
   /** A disk sample's line. */
   disk(line: string): void;
+  /** A GPU sample: nvidia-smi's answer, one line per GPU. */
+  gpu?(text: string): void;
   /** Whether the channel is up (pushes can come) or down (the client must ask itself). */
   live(isLive: boolean): void;
 }
@@ -91,6 +98,28 @@ function lookSh(runDir: string): string {
 }
 
 /**
+ * The GPU part of the watcher: every `gpuMs` (in ticks, at least one) nvidia-smi's answer to
+ * {@link GPU_QUERY_COMMAND}, its lines joined by `;`, pushed as one line. Only where nvidia-smi
+ * is on the PATH (a target without a GPU pushes nothing), and through `timeout` when there is one:
+ * a driver that hangs nvidia-smi must not stop the watcher's signs of life. The first sample goes
+ * at once.
+ */
+function gpuSh(gpuMs: number | undefined): string[] {
+  if (gpuMs === undefined) return ['gpu_tick() { :; }'];
+  const ms = Math.max(1, Math.round(gpuMs));
+  return [
+    'if command -v nvidia-smi >/dev/null 2>&1; then gpu_on=1; else gpu_on=; fi',
+    'if command -v timeout >/dev/null 2>&1; then gpu_to="timeout 8"; else gpu_to=; fi',
+    `gpu_every=$((${ms} * per_s / 1000)); [ "$gpu_every" -ge 1 ] || gpu_every=1`,
+    'gpu_tick() {',
+    '  [ -n "$gpu_on" ] && [ $((n % gpu_every)) -eq 0 ] || return 0',
+    `  gpu_out=$($gpu_to ${GPU_QUERY_COMMAND} 2>/dev/null) || return 0`,
+    `  printf '${PUSH_GPU}%s\n' "$(printf '%s' "$gpu_out" | tr '\n' ';')" >&2`,
+    '}',
+  ];
+}
+
+/**
  * The watcher (POSIX sh: dash, busybox sh, bash): streams `<runDir>/metrics.jsonl` from byte
  * `offset` on stdout (a `tail -F` in the background) and pushes on stderr what the client would
  * otherwise have to ask for: `@ob alive` every `heartbeatS` seconds, and once the job ended
@@ -112,7 +141,7 @@ export function streamCommand(
   runDir: string,
   offset: number,
   heartbeatS = 20,
-  pushes: Pick<PodPushSink, 'lookMs' | 'diskMs' | 'volumeDir'> | null = null,
+  pushes: Pick<PodPushSink, 'lookMs' | 'diskMs' | 'volumeDir' | 'gpuMs'> | null = null,
 ): string {
   if (!Number.isSafeInteger(offset) || offset < 0) throw new RangeError(`bad offset ${offset}`);
   if (!Number.isSafeInteger(heartbeatS) || heartbeatS < 1)
@@ -139,9 +168,11 @@ export function streamCommand(
       // Both in ticks of the watcher's loop, at least one.
       `look_every=$((${lookMs} * per_s / 1000)); [ "$look_every" -ge 1 ] || look_every=1`,
       `disk_every=$((${diskMs} * per_s / 1000)); [ "$disk_every" -ge 1 ] || disk_every=1`,
+      ...gpuSh(pushes.gpuMs),
       'pushes() {',
       '  if [ $((n % look_every)) -eq 0 ]; then look_tick; fi',
       '  if [ $((n % disk_every)) -eq 0 ]; then disk_push; fi',
+      '  gpu_tick',
       '}',
     );
   }
@@ -204,6 +235,10 @@ export class PushReader {
     }
     if (line.startsWith(PUSH_DISK)) {
       this.sink?.disk(line.slice(PUSH_DISK.length));
+      return true;
+    }
+    if (line.startsWith(PUSH_GPU)) {
+      this.sink?.gpu?.(line.slice(PUSH_GPU.length).split(';').join('\n'));
       return true;
     }
     return false;
