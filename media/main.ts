@@ -95,6 +95,21 @@ function renderStatus(status: RunStatusView): void {
   }
   actions.hidden = !any;
   renderBootLog(status.bootLog ?? null);
+  renderGpus(status.gpuText ?? null);
+  text('gpu-warning', status.gpuWarning ?? null);
+}
+
+/** The GPUs' newest figures beside the loss: a line each. */
+function renderGpus(lines: string[] | null): void {
+  const list = byId('gpus');
+  list.replaceChildren(
+    ...(lines ?? []).map((line) => {
+      const item = document.createElement('li');
+      item.textContent = line;
+      return item;
+    }),
+  );
+  list.hidden = lines === null || lines.length === 0;
 }
 
 /** While the pod provisions, its boot log's last lines in place of the chart. */

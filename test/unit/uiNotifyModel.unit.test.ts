@@ -25,6 +25,30 @@ describe('notifications from core events (model)', function () {
     assert.equal(once.first(other!.key), true);
   });
 
+  it('a GPU idle or a card too large: a warning that opens the run, once per run and kind', function () {
+    const idle = notificationFor({
+      type: 'warning',
+      runId: 'r1',
+      code: 'gpu_idle',
+      message: 'the GPU is idle while the pod bills: is the job waiting on data?',
+    });
+    assert.equal(idle?.severity, 'warning');
+    assert.deepEqual(idle?.actions, ['Open Run']);
+    assert.equal(
+      idle?.message,
+      'Run r1: the GPU is idle while the pod bills: is the job waiting on data?',
+    );
+    const memory = notificationFor({
+      type: 'warning',
+      runId: 'r1',
+      code: 'gpu_memory',
+      message: 'm',
+    });
+    const again = notificationFor({ type: 'warning', runId: 'r1', code: 'gpu_idle', message: 'x' });
+    assert.notEqual(idle?.key, memory?.key);
+    assert.equal(idle?.key, again?.key);
+  });
+
   it('strays offer Remove Pod, awaiting retrieval offers Attach', function () {
     assert.deepEqual(
       notificationFor({ type: 'warning', runId: 'r', code: 'strays', message: 'm' })?.actions,

@@ -293,6 +293,49 @@ describe('run webview series (model)', function () {
       assert.equal(with_({ ...preparing, state: 'failed' }, lines), null);
     });
 
+    it("the GPUs' newest figures beside the loss, a line each, and what was found of their use", function () {
+      const clock = new FakeClock();
+      const gpu = (g: number, utilizationPct: number) => ({
+        index: g,
+        name: 'NVIDIA A100-SXM4-80GB',
+        utilizationPct,
+        memoryUsedMiB: 72433,
+        memoryTotalMiB: 81920,
+        temperatureC: 61,
+        powerW: 352.09,
+        powerLimitW: 400,
+      });
+      const view = runStatusView(
+        run(),
+        new RunSeries('r'),
+        extras(clock, {
+          gpu: {
+            last: { timeMs: 0, gpus: [gpu(0, 100), gpu(1, 0)] },
+            samples: 60,
+            findings: [
+              {
+                code: 'gpu_idle',
+                message: 'GPU 1 of 2 is idle while the pod bills: is the job waiting on data?',
+                wastedUsdPerHour: 1.2,
+                timeMs: 0,
+              },
+            ],
+          },
+        }),
+      );
+      assert.deepEqual(view.gpuText, [
+        'GPU 0 · 100 % · 70.7 of 80.0 GiB · 61 °C · 352 W',
+        'GPU 1 · 0 % · 70.7 of 80.0 GiB · 61 °C · 352 W',
+      ]);
+      assert.equal(
+        view.gpuWarning,
+        'GPU 1 of 2 is idle while the pod bills: is the job waiting on data?',
+      );
+      const none = runStatusView(run(), new RunSeries('r'), extras(clock));
+      assert.equal(none.gpuText, null);
+      assert.equal(none.gpuWarning, null);
+    });
+
     it('a kept pod: no deadline, Release and Remove offered', function () {
       const clock = new FakeClock();
       const r = run({ state: 'succeeded', pod: pod({ state: 'kept', keep: true }) });

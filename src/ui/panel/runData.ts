@@ -1,7 +1,7 @@
 import * as path from 'node:path';
 import type { Clock } from '../../core/clock';
 import type { CoreEvent } from '../../core/events';
-import { METRICS_FILE } from '../../core/flow/records';
+import { METRICS_FILE, readGpuSummary, type GpuSummary } from '../../core/flow/records';
 import type { LogPort } from '../host';
 import type { RunsModel, RunSummary } from '../runs/runsModel';
 import { describeError } from '../../core/errors';
@@ -46,6 +46,8 @@ export type RunDataChange = { kind: 'series' | 'status'; runId: string } | null;
 export class RunData {
   private readonly entries = new Map<string, RunEntry>();
   private readonly podExtras = new Map<string, PodExtras>();
+  /** Each run's `.pod/gpu.json` as last read; dropped at each GPU sample of the run. */
+  private readonly gpuSummaries = new Map<string, GpuSummary | null>();
   /** The run most recently seen live (status bar click with no argument shows it). */
   liveRunId: string | null = null;
 
@@ -77,6 +79,7 @@ export class RunData {
   /** The records changed: pod.json's extras are read again when next asked. */
   recordsChanged(): void {
     this.podExtras.clear();
+    this.gpuSummaries.clear();
   }
 
   /**
@@ -157,7 +160,13 @@ export class RunData {
       overrunMessage: entry.overrunMessage,
       hasOutput: isDirectory(path.join(run.dir, 'output')),
       bootLog: entry.bootLog.length > 0 ? [...entry.bootLog] : null,
+      gpu: this.gpuOf(run),
     };
+  }
+
+  private gpuOf(run: RunSummary): GpuSummary | null {
+    if (!this.gpuSummaries.has(run.id)) this.gpuSummaries.set(run.id, readGpuSummary(run.dir));
+    return this.gpuSummaries.get(run.id) ?? null;
   }
 
   /** Takes in a core event; says what the panels showing its run must send again. */
@@ -198,10 +207,15 @@ export class RunData {
         break;
       case 'warning':
         if (event.code === 'overrun') this.entry(runId).overrunMessage = event.message;
+        if (event.code.startsWith('gpu_')) this.gpuSummaries.delete(runId);
         break;
       case 'transfer':
         // Up to four a second, and nothing the page shows: the status bar shows transfers.
         return null;
+      case 'gpu':
+        // Written to .pod/gpu.json before the event: read again at the next status.
+        this.gpuSummaries.delete(runId);
+        break;
       case 'pod':
         this.podExtras.clear();
         if ('podId' in event.status && event.status.kind !== 'created') {

@@ -77,6 +77,8 @@ export function pageHtml(webview: vscode.Webview, distFile: (name: string) => vs
     <li id="step"></li><li id="epoch"></li><li id="eta"></li><li id="deadline"></li><li id="spend"></li>
   </ul>
 </section>
+<ul id="gpus" class="figures gpus" hidden></ul>
+<div id="gpu-warning" class="banner" role="status" hidden></div>
 <p id="run-message" class="message" hidden></p>
 <p id="run-attempts" class="message" hidden></p>
 <nav id="actions" class="actions" hidden>

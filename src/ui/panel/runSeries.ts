@@ -1,10 +1,15 @@
 import type { Clock } from '../../core/clock';
 import type { TrainMetric } from '../../core/events';
-import { overrun, Pace, projectSpendUsd } from '../../core/flow/records';
+import { gpuLine, overrun, Pace, projectSpendUsd, type GpuSummary } from '../../core/flow/records';
 import { displayState, resumable, type RunSummary } from '../runs/runsModel';
 import { formatDurationS, formatUsd } from '../runs/runsView';
 import { etaFromNow } from '../runs/statusModel';
-import type { RunAction, RunStatusView, SeriesColumns } from './webviewProtocol';
+import {
+  MAX_GPU_LINES,
+  type RunAction,
+  type RunStatusView,
+  type SeriesColumns,
+} from './webviewProtocol';
 import { attemptsText } from '../runs/runAttempts';
 
 /**
@@ -230,6 +235,8 @@ export interface StatusExtras {
   hasOutput: boolean;
   /** The boot log's last lines while the run's pod provisions, else null. */
   bootLog?: string[] | null;
+  /** The run's GPU record (`.pod/gpu.json`), when there is one. */
+  gpu?: GpuSummary | null;
 }
 
 const DISPLAY_WORDS: Record<string, string> = {
@@ -344,6 +351,21 @@ export function runStatusView(
     attemptsText: attemptsText(run.attempts),
     actions: runActions(run, extras.hasOutput),
     bootLog: live && extras.bootLog && extras.bootLog.length > 0 ? extras.bootLog : null,
+    ...gpuTexts(extras.gpu ?? null),
+  };
+}
+
+/** The GPUs' newest figures, a line each, and what was found of their use. */
+function gpuTexts(gpu: GpuSummary | null): Pick<RunStatusView, 'gpuText' | 'gpuWarning'> {
+  if (gpu === null) return { gpuText: null, gpuWarning: null };
+  const lines =
+    gpu.last === null
+      ? null
+      : gpu.last.gpus.slice(0, MAX_GPU_LINES).map((g) => `GPU ${g.index} · ${gpuLine(g)}`);
+  const found = gpu.findings.map((f) => f.message);
+  return {
+    gpuText: lines !== null && lines.length > 0 ? lines : null,
+    gpuWarning: found.length === 0 ? null : found.join('\n'),
   };
 }
 

@@ -61,7 +61,17 @@ export interface RunStatusView {
    * in place of the chart; null or absent once the pod answers SSH (the chart takes its place).
    */
   bootLog?: string[] | null;
+  /**
+   * The GPUs' newest sample while the run was followed, one line per GPU (`GPU 0 · 97 % · 18.7 of
+   * 24.0 GiB · 68 °C · 369 W`), or null / absent before any.
+   */
+  gpuText?: string[] | null;
+  /** What was found of the GPUs' use (an idle GPU, a card too large), or null. */
+  gpuWarning?: string | null;
 }
+
+/** The most GPU lines a status carries. */
+export const MAX_GPU_LINES = 16;
 
 /** The most boot log lines a status carries. */
 export const MAX_BOOT_LOG_LINES = 40;
@@ -175,6 +185,12 @@ export function isRunStatusView(value: unknown): value is RunStatusView {
       (Array.isArray(value.bootLog) &&
         value.bootLog.length <= MAX_BOOT_LOG_LINES &&
         value.bootLog.every(isText))) &&
+    (value.gpuText === undefined ||
+      value.gpuText === null ||
+      (Array.isArray(value.gpuText) &&
+        value.gpuText.length <= MAX_GPU_LINES &&
+        value.gpuText.every(isText))) &&
+    (value.gpuWarning === undefined || isTextOrNull(value.gpuWarning)) &&
     Array.isArray(value.actions) &&
     value.actions.length <= RUN_ACTIONS.length &&
     value.actions.every(isRunAction)

@@ -53,6 +53,16 @@ export function notificationFor(event: CoreEvent): Notification | null {
           actions: runId === null ? [] : ['Attach'],
           runId,
         };
+      case 'gpu_idle':
+      case 'gpu_memory':
+        // Said once per run by the core (kept in .pod/gpu.json); the run page shows it too.
+        return {
+          key: `${event.code}:${runId ?? ''}`,
+          severity: 'warning',
+          message,
+          actions: runId === null ? [] : ['Open Run'],
+          runId,
+        };
       case 'api_unreachable':
         // Repeated with a countdown while the core keeps trying: shown once per run (each line
         // stays in the output channel).
