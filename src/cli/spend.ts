@@ -48,7 +48,7 @@ export function spendRow(
     billedUsd,
     billedCheckedAt: pod.billedCheckedAt,
     differenceUsd,
-    flagged: billedMismatch(estimatedUsd, billedUsd, pod.costPerHourUsd),
+    flagged: billedMismatch(estimatedUsd, billedUsd, total.resolutionUsd),
   };
 }
 

@@ -6,6 +6,7 @@
 import assert from 'node:assert/strict';
 import { defaultCatalog } from '../emulator/catalog';
 import type { LedgerEntry } from '../emulator/ledger';
+import { estimateResolutionUsd } from '../../src/core/runs/spend';
 import { GPU, runCli, type Lab } from './lifecycle';
 
 /** The RTX 4090's price in {@link pricedCatalog}, USD an hour. */
@@ -41,7 +42,7 @@ export const ledgerSum = (entries: readonly LedgerEntry[]): number =>
 /**
  * Never under the ledger (but for the $0.0001 rounding), and within 1 % of it or, where 1 % is
  * less, within the estimate's resolution for each of the run's `pods` (the product's own rule,
- * billedMismatch: a pod's estimate counts from its `createdAt`, whole seconds, to the API's
+ * estimateResolutionUsd: a pod's estimate counts from its `createdAt`, whole seconds, to the API's
  * confirmation of its deletion, so it may be over by 2 s of the pod's price and the rounding).
  * Pods of a minute or two are under that line: in CI a recovered run's two pods came out +1.99 %
  * (1.7 s and 2.0 s over, $0.038 against $0.04 allowed).
@@ -56,7 +57,7 @@ export function assertWithin1Percent(
   const line = `${what}: estimate $${estimateUsd.toFixed(4)}, ledger $${ledgerUsd.toFixed(4)} (${(((estimateUsd - ledgerUsd) / ledgerUsd) * 100).toFixed(2)} %)`;
   console.log(`      ${line}`);
   assert.ok(estimateUsd >= ledgerUsd - 0.0001, `under the ledger: ${line}`);
-  const resolutionUsd = pods * (0.0001 + (PRICE_USD_PER_HOUR * 2) / 3600);
+  const resolutionUsd = pods * estimateResolutionUsd(PRICE_USD_PER_HOUR);
   assert.ok(
     estimateUsd - ledgerUsd <= Math.max(0.01 * ledgerUsd, resolutionUsd),
     `over 1 % apart and over ${pods} pod(s)' resolution ($${resolutionUsd.toFixed(4)}): ${line}`,

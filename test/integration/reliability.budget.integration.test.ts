@@ -8,6 +8,7 @@
 import assert from 'node:assert/strict';
 import { train } from '../../src/core/flow';
 import { billedMismatch } from '../../src/core/pod/billing';
+import { estimateResolutionUsd } from '../../src/core/runs/spend';
 import { quoteForTarget } from '../../src/core/flow';
 import { heldByEarlierRuns } from '../../src/core/pod/quote';
 import type { RunpodTargetConfig } from '../../src/core/config';
@@ -53,7 +54,8 @@ describe('reliability: spend you can trust (figures)', function () {
       // Never under the bill (but for its rounding to $0.0001); within 1 % of it, or within
       // the estimate's resolution where 1 % of the pod is less (billedMismatch).
       const ok =
-        estimate >= ledger.costUsd - 0.00005 && !billedMismatch(estimate, ledger.costUsd, rate);
+        estimate >= ledger.costUsd - 0.00005 &&
+        !billedMismatch(estimate, ledger.costUsd, estimateResolutionUsd(rate));
       if (ok) agreed++;
       let range = '-';
       if (q.expected?.basis === 'history') {

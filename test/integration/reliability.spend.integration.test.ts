@@ -5,6 +5,7 @@
  */
 import assert from 'node:assert/strict';
 import { billedMismatch } from '../../src/core/pod/billing';
+import { estimateResolutionUsd } from '../../src/core/runs/spend';
 import { train } from '../../src/core/flow';
 import { Lab, matrixLabs } from '../helpers/lifecycle';
 import { recordResult } from '../helpers/reliability';
@@ -35,7 +36,7 @@ describe('reliability: spend reconciled with the bill', function () {
     );
     // Within 1 %, or within the estimate's resolution (whole seconds, $0.0001) for a short pod.
     assert.equal(
-      billedMismatch(estimated, billed, pod.cost_per_hour as number),
+      billedMismatch(estimated, billed, estimateResolutionUsd(pod.cost_per_hour as number)),
       false,
       `estimate ${estimated} vs billed ${billed}`,
     );

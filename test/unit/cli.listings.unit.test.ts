@@ -209,4 +209,35 @@ describe('cli: the --json documents of the listings and spend', () => {
       totals: { estimated_usd: 1.25, billed_usd: 1.2, flagged: 1 },
     });
   });
+
+  it("spend: a recovered run is judged by each of its pods' resolution, not by its last pod's alone", () => {
+    // Two pods at $0.44/h, each estimate 2 s over its bill (its createdAt in whole seconds, its end
+    // at the confirmed delete): within each pod's resolution ($0.0001 + 2 s of its price), so the
+    // run's $0.0005 difference is not flagged (CI's e2e saw it flagged "over 1 % apart").
+    const pod = podOf('tiny_2');
+    pod.state = 'deleted';
+    pod.costPerHourUsd = 0.44;
+    pod.estimatedSpendUsd = 0.0021;
+    pod.billedUsd = 0.0018;
+    pod.otherPods = [
+      {
+        podId: 'pod0',
+        costPerHourUsd: 0.44,
+        billedFromMs: Date.parse('2026-12-04T06:00:00Z'),
+        endedMs: Date.parse('2026-12-04T06:00:16Z'),
+        estimatedSpendUsd: 0.002,
+        billedUsd: 0.0018,
+        billedCheckedAt: '2026-12-04T07:00:00Z',
+      },
+    ];
+    const row = spendRow('tiny_2', '2026-12-04T06:00:00Z', 'succeeded', pod, Date.now());
+    assert.equal(row.pods, 2);
+    assert.equal(row.differenceUsd, 0.0005);
+    assert.equal(row.flagged, false);
+    // One pod's resolution is not the run's: the same difference on one pod is flagged.
+    pod.otherPods = [];
+    pod.estimatedSpendUsd = 0.0041;
+    pod.billedUsd = 0.0036;
+    assert.equal(spendRow('tiny_2', '', 'succeeded', pod, Date.now()).flagged, true);
+  });
 });

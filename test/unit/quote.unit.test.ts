@@ -1,5 +1,6 @@
 import assert from 'node:assert/strict';
 import { billedMismatch, billSettled } from '../../src/core/pod/billing';
+import { estimateResolutionUsd } from '../../src/core/runs/spend';
 import { podHeldS, quote, quoteLines, type QuoteInput } from '../../src/core/pod/quote';
 import { watchdogSpans } from '../../src/core/pod/worstCase';
 import { PRODUCTION_TIMING } from '../../src/core/timing';
@@ -81,11 +82,11 @@ describe('quote', () => {
 
 describe('billedMismatch', () => {
   it('flags a difference over 1 % of the bill, beyond the estimate resolution', () => {
-    assert.equal(billedMismatch(10.0, 10.05, 1.38), false);
-    assert.equal(billedMismatch(10.0, 10.2, 1.38), true);
+    assert.equal(billedMismatch(10.0, 10.05, estimateResolutionUsd(1.38)), false);
+    assert.equal(billedMismatch(10.0, 10.2, estimateResolutionUsd(1.38)), true);
     // A seconds-long pod: $0.0012 vs $0.0011 is a second at $0.69/h plus rounding.
-    assert.equal(billedMismatch(0.0012, 0.0011, 0.69), false);
-    assert.equal(billedMismatch(null, 0.5, 0.69), false);
+    assert.equal(billedMismatch(0.0012, 0.0011, estimateResolutionUsd(0.69)), false);
+    assert.equal(billedMismatch(null, 0.5, estimateResolutionUsd(0.69)), false);
   });
 });
 

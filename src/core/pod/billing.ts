@@ -112,17 +112,14 @@ export async function recordBilled(
 
 /**
  * Whether the estimate and the bill disagree: by more than 1 % of the bill, and by more than the
- * estimate's own resolution (it counts from the pod's `createdAt`, whole seconds but never before
- * the create call was sent, to the API's confirmation of its deletion, so it is over the bill by
- * at most a second plus the delete call's answer, allowed 2 s together, and it is rounded to
- * $0.0001: a pod of a few seconds cannot agree to 1 %).
+ * estimate's own resolution, `resolutionUsd` ({@link estimateResolutionUsd} of each pod the
+ * amounts sum: a recovered run's two pods may each be over by theirs).
  */
 export function billedMismatch(
   estimatedUsd: number | null,
   billedUsd: number | null,
-  costPerHourUsd: number | null,
+  resolutionUsd: number,
 ): boolean {
   if (estimatedUsd === null || billedUsd === null) return false;
-  const resolution = 0.0001 + ((costPerHourUsd ?? 0) * 2) / 3600;
-  return Math.abs(estimatedUsd - billedUsd) > Math.max(billedUsd * BILLED_TOLERANCE, resolution);
+  return Math.abs(estimatedUsd - billedUsd) > Math.max(billedUsd * BILLED_TOLERANCE, resolutionUsd);
 }

@@ -147,6 +147,18 @@ export interface RunSpendTotal {
   estimatedUsd: number | null;
   /** Runpod's bills summed, once every pod ended and each bill was read; else null. */
   billedUsd: number | null;
+  /** How far the summed estimate may honestly be from the bill: each pod's resolution summed. */
+  resolutionUsd: number;
+}
+
+/**
+ * How far over its bill a pod's estimate may honestly be at `usdPerHour`: it counts from the
+ * pod's `createdAt` (whole seconds, but never before the create call was sent) to the API's
+ * confirmation of its deletion, so over by at most a second plus the delete call's answer (2 s
+ * allowed together), and it is rounded to $0.0001 (a pod of a few seconds cannot agree to 1 %).
+ */
+export function estimateResolutionUsd(usdPerHour: number | null): number {
+  return 0.0001 + ((usdPerHour ?? 0) * 2) / 3600;
 }
 
 /** The pods of {@link podSpends} summed per run, in their order. */
@@ -165,6 +177,9 @@ export function runTotals(pods: readonly PodSpend[]): RunSpendTotal[] {
       estimatedUsd:
         known.length === 0 ? null : round4(known.reduce((a, p) => a + p.estimatedUsd!, 0)),
       billedUsd: billed ? round4(parts.reduce((a, p) => a + p.billedUsd!, 0)) : null,
+      resolutionUsd: parts
+        .filter((p) => p.podId !== null)
+        .reduce((a, p) => a + estimateResolutionUsd(p.usdPerHour), 0),
     };
   });
 }

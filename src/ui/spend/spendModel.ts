@@ -42,7 +42,7 @@ export function spendRows(spend: ProjectSpend): SpendRowView[] {
   // One row per run: every pod of it counts (a recovered run's attempts, duplicates, strays).
   for (const t of runTotals(spend.pods)) {
     const p = t.current;
-    const flagged = billedMismatch(t.estimatedUsd, t.billedUsd, p.usdPerHour);
+    const flagged = billedMismatch(t.estimatedUsd, t.billedUsd, t.resolutionUsd);
     const diff =
       t.estimatedUsd === null || t.billedUsd === null ? null : t.estimatedUsd - t.billedUsd;
     const state = p.status === 'ended' ? '' : p.status === 'kept' ? ' (kept, billing)' : ' (live)';
