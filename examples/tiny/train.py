@@ -214,6 +214,14 @@ def main(argv=None):
     )
     parser.add_argument("--exit-code", type=int, default=0, help="exit with this code (tests)")
     parser.add_argument(
+        "--hold-at",
+        type=int,
+        default=0,
+        metavar="STEP",
+        help="after this step, wait until --hold-file exists, still honouring a snapshot request and SIGTERM (tests)",
+    )
+    parser.add_argument("--hold-file", default="go", help="the file that ends --hold-at's wait (default ./go)")
+    parser.add_argument(
         "--resume-from",
         default=os.environ.get("OVERBRAINER_RESUME_FROM") or None,
         metavar="DIR",
@@ -319,9 +327,12 @@ def main(argv=None):
         # next step. Sleep in slices so SIGTERM and a request are acted on within 50 ms.
         reason = snapshot_due(step)
         deadline = time.monotonic() + args.step_seconds
+        held = step == args.hold_at
         while reason is None and not stop["requested"] and step < args.steps:
             left = deadline - time.monotonic()
-            if left <= 0:
+            if held and not os.path.exists(args.hold_file):
+                left = 0.05
+            elif left <= 0:
                 break
             time.sleep(min(left, 0.05))
             reason = snapshot_due(step)

@@ -23,6 +23,11 @@ interface Job {
   maxHours: number;
   /** After training, the job waits until the test lets it end (see `letJobEnd`). */
   gated?: boolean;
+  /**
+   * After this step, training waits until the test lets it go on (the same gate file), still
+   * honouring a snapshot request: a run that must be acted on mid-job cannot end first.
+   */
+  holdAt?: number;
 }
 
 /** The file in the pod's /workspace that ends a gated job. */
@@ -36,7 +41,7 @@ name = "tiny"
 [training]
 target = "pod"
 trainer = "command"
-command = "python3 train.py --steps ${job.steps} --step-seconds ${job.stepSeconds}${job.gated ? ` && while [ ! -e /workspace/${GATE} ]; do sleep 0.2; done` : ''}"
+command = "python3 train.py --steps ${job.steps} --step-seconds ${job.stepSeconds}${job.holdAt ? ` --hold-at ${job.holdAt} --hold-file /workspace/${GATE}` : ''}${job.gated ? ` && while [ ! -e /workspace/${GATE} ]; do sleep 0.2; done` : ''}"
 upload = ["train.py", "data"]
 
 [targets.pod]
@@ -289,8 +294,10 @@ describe('User journeys in the real VS Code against the Runpod emulator', functi
   });
 
   it('Stop and Snapshot stops a run with its checkpoint home; Resume Run continues it to its last step', async function () {
-    const steps = 400;
-    fs.writeFileSync(configFile(), toml({ steps, stepSeconds: 0.05, maxHours: 1 }));
+    // Held after step 20 until the snapshot request: on a loaded machine the job once ended
+    // before the pick to stop it was shown (it then listed no running run).
+    const steps = 40;
+    fs.writeFileSync(configFile(), toml({ steps, stepSeconds: 0.05, maxHours: 1, holdAt: 20 }));
     const id = await train('Train');
     await untilState(workbench, id, 'running', 180_000);
     // While the notification center is open VS Code shows no toast: an earlier look may have

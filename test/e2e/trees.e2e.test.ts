@@ -132,7 +132,11 @@ describe('The Runs and Pods trees in the real VS Code', function () {
     const runs = workbench.viewPane('Runs');
     const row = runs.locator('.monaco-list-row', { hasText: run.id }).first();
     await row.waitFor({ state: 'visible' });
-    assert.match((await row.innerText()).replace(/\s+/g, ' '), /running · pod/);
+    // The record is written twice (created preparing, then running): the watcher may show the
+    // first before the second; the row must come to say running.
+    await eventually('the running state', async () =>
+      /running · pod/.test((await row.innerText()).replace(/\s+/g, ' ')) ? true : undefined,
+    );
     // Its state changing on disk shows too.
     run.state = 'cancelled';
     store.saveRun(run);
