@@ -89,6 +89,8 @@ RESUME_ENV = "OVERBRAINER_RESUME_FROM"
 # Written next to the request once the snapshot's checkpoint is saved.
 SNAPSHOT_JSON = "snapshot.json"
 SNAPSHOT_REASONS = ("requested", "deadline", "cost", "disk")
+# Seconds of work the job does after its last step (a LoRA merge), added to the ETA.
+AFTER_ENV = "OVERBRAINER_AFTER_S"
 
 # The log keys of the protocol, as the Trainer names them.
 LOG_KEYS = ("loss", "eval_loss", "learning_rate", "grad_norm")
@@ -276,6 +278,9 @@ class MetricsWriter(object):
         for key in LOG_KEYS:
             if key in values:
                 record[key] = _number(values[key])
+        after = _int(os.environ.get(AFTER_ENV))
+        if after:
+            record["after_s"] = after
         self.write(record)
 
     def eval_progress(self, step, done, total=None):

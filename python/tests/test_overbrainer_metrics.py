@@ -195,6 +195,22 @@ class PluginTest(unittest.TestCase):
         writer.log(step=2, loss=0.4)
         self.assertEqual([line.get("step") for line in read_lines(self.path)], [None, 1, 2])
 
+    def test_log_lines_carry_the_work_after_the_last_step_from_the_environment(self):
+        module = load_plugin(fake_frameworks=False)
+        old = os.environ.get("OVERBRAINER_AFTER_S")
+        try:
+            os.environ["OVERBRAINER_AFTER_S"] = "320"
+            writer = module.MetricsWriter(self.path, Clock(5.0))
+            writer.log(step=1, loss=0.5)
+            os.environ["OVERBRAINER_AFTER_S"] = "soon"
+            writer.log(step=2, loss=0.4)
+            self.assertEqual([line.get("after_s") for line in read_lines(self.path)], [320, None])
+        finally:
+            if old is None:
+                os.environ.pop("OVERBRAINER_AFTER_S", None)
+            else:
+                os.environ["OVERBRAINER_AFTER_S"] = old
+
     def test_eval_progress_is_throttled_to_every_two_seconds(self):
         module = load_plugin(fake_frameworks=False)
         clock = Clock(100.0)

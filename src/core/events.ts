@@ -11,6 +11,8 @@ export interface TrainMetric {
   evalLoss?: number | null;
   learningRate?: number | null;
   gradNorm?: number | null;
+  /** Seconds of work the job does after its last step (a LoRA merge), when it says (`after_s`). */
+  afterS?: number | null;
 }
 
 /** One GPU at one moment (`nvidia-smi`). A figure the card does not report (`[N/A]`) is null. */

@@ -49,6 +49,9 @@ describe('config: defaults', () => {
       trainer: { kind: 'command', command: 'python train.py' },
       upload: [],
       artifacts: [...DEFAULT_ARTIFACTS],
+      merge: false,
+      hubModelId: null,
+      secrets: [],
     });
   });
 
@@ -97,9 +100,12 @@ runtime = "native"
     assert.equal(config.projectName, 'Tiny Llama');
     assert.deepEqual(config.training, {
       target: 'pod',
-      trainer: { kind: 'axolotl', configPath: 'cfg/axolotl.yaml' },
+      trainer: { kind: 'axolotl', configPath: 'cfg/axolotl.yaml', model: null },
       upload: ['data', 'train.py'],
       artifacts: ['output/', 'extra/file.txt'],
+      merge: false,
+      hubModelId: null,
+      secrets: [],
     });
     const target = pod(config);
     assert.equal(target.gpuTypes, 'auto');

@@ -86,7 +86,11 @@ describe('examples/', function () {
 
   it('axolotl-lora: an Axolotl LoRA config that loads the metrics plugin and writes output/', function () {
     const config = load('axolotl-lora');
-    assert.deepEqual(config.training?.trainer, { kind: 'axolotl', configPath: 'axolotl.yaml' });
+    assert.deepEqual(config.training?.trainer, {
+      kind: 'axolotl',
+      configPath: 'axolotl.yaml',
+      model: null,
+    });
     const yaml = readFileSync(path.join(EXAMPLES, 'axolotl-lora', 'axolotl.yaml'), 'utf8');
     const key = (name: string): string | undefined =>
       new RegExp(`^${name}:[ \\t]*(\\S.*?)\\s*$`, 'm').exec(yaml)?.[1];

@@ -37,6 +37,15 @@ describe('parseMetricLine', () => {
     });
   });
 
+  it('reads after_s, the work after the last step, when a log line has it', () => {
+    const parsed = parse('{"event":"log","time":5,"step":1,"max_steps":4,"loss":1,"after_s":320}');
+    assert.ok(parsed.kind === 'metric');
+    assert.equal(parsed.metric.afterS, 320);
+    const bad = parse('{"event":"log","time":5,"step":1,"loss":1,"after_s":-3}');
+    assert.ok(bad.kind === 'metric');
+    assert.equal(bad.metric.afterS, undefined);
+  });
+
   it('reads begin, end, stage and eval progress lines', () => {
     assert.deepEqual(parse('{"event":"begin","time":1,"max_steps":7300}'), {
       kind: 'begin',

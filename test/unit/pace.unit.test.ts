@@ -36,6 +36,14 @@ describe('Pace', () => {
     assert.equal(slowPace().rateStepsPerS(), 0.1);
   });
 
+  it('adds the work the job does after its last step (after_s: a LoRA merge), even at max_steps', () => {
+    const pace = slowPace();
+    pace.add(metric(110, 101, { afterS: 300 }));
+    assert.equal(pace.eta(), (7199 / (11 / 110) + 300) * 1000);
+    pace.add(metric(7300 * 10, 7300, { afterS: 300 }));
+    assert.equal(pace.eta(), 300_000);
+  });
+
   it('has no ETA without a pace (Pace::default)', () => {
     assert.equal(new Pace().eta(), null);
   });

@@ -48,6 +48,28 @@ function gpu(id: string, price: number | null): GpuType {
 describe("Train's confirmation (model)", function () {
   const catalog = [gpu('NVIDIA GeForce RTX 4090', 0.69), gpu('NVIDIA RTX A5000', null)];
 
+  it('shows the generated Axolotl config and the merge, its time and cost in the quote', function () {
+    const now = Date.UTC(2026, 11, 2, 12, 0, 0);
+    const plan = {
+      lines: [
+        'Axolotl config generated from [training] (uploaded as axolotl.yaml):',
+        '  base_model: Qwen/Qwen2.5-7B',
+        "After training: Axolotl's LoRA merge into output/merged/ (about 5 min), retrieved and verified with the rest",
+      ],
+      afterS: 280,
+    };
+    const c = trainConfirmation('pod', target(), catalog, now, [], undefined, plan);
+    assert.match(
+      c.detail,
+      /\n\nAxolotl config generated from \[training\].*\n {2}base_model: Qwen\/Qwen2\.5-7B\n/,
+    );
+    assert.match(c.detail, /^Merge: about 5 min after training, about \$0\.06 at the first rate/m);
+    assert.doesNotMatch(
+      trainConfirmation('pod', target(), catalog, now).detail,
+      /Merge:|Axolotl config/,
+    );
+  });
+
   it('shows GPU types, the hourly rate per type, max_hours and the deadline', function () {
     const now = Date.UTC(2026, 11, 2, 12, 0, 0);
     const c = trainConfirmation('pod', target(), catalog, now);

@@ -5,6 +5,7 @@
  * runs only the following stops; a delete is never interrupted.
  */
 import {
+  afterTrainingS,
   attach,
   beforeTrain,
   cancel,
@@ -16,6 +17,7 @@ import {
   quoteLines,
   stop,
   train,
+  trainingPlanLines,
 } from '../../core/flow';
 import { sshCommand } from '../../core/flow/ssh';
 import { ConfigProblem, EXIT_FAILED, EXIT_OK, Interrupts, type Session } from '../session';
@@ -32,8 +34,10 @@ export async function dryRun(s: Session, targetName: string | null): Promise<num
       `no target ${name ?? '(none given)'} in ${CONFIG_FILE}: name one with --target`,
     ]);
   }
+  const plan = trainingPlanLines(config, s.dir);
   if (target.kind !== 'runpod') {
     s.io.stdout(`dry run: target ${target.name} runs on this machine: it costs nothing`);
+    for (const line of plan) s.io.stdout(line);
     return EXIT_OK;
   }
   const client = s.api(true)!;
@@ -45,7 +49,14 @@ export async function dryRun(s: Session, targetName: string | null): Promise<num
       signal,
     }),
   );
-  const q = quoteForTarget(target, catalog, heldByEarlierRuns(s.store, target.name), s.timingOf());
+  const q = quoteForTarget(
+    target,
+    catalog,
+    heldByEarlierRuns(s.store, target.name),
+    s.timingOf(),
+    target.maxCostUsd,
+    afterTrainingS(config),
+  );
   s.io.stdout(`dry run: target ${target.name}; nothing is created`);
   s.io.stdout(
     `GPU types, in the order tried (${target.gpuCount} GPU${target.gpuCount === 1 ? '' : 's'}):`,
@@ -62,6 +73,7 @@ export async function dryRun(s: Session, targetName: string | null): Promise<num
   s.io.stdout(
     `Volume: ${target.networkVolumeId === null ? 'none' : `network volume ${target.networkVolumeId} at /workspace/data`}; container disk ${target.containerDiskGb} GB`,
   );
+  for (const line of plan) s.io.stdout(line);
   for (const line of quoteLines(q)) s.io.stdout(line);
   return EXIT_OK;
 }

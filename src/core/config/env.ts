@@ -26,7 +26,13 @@ export const ENV_SSH_CLIENT = 'OVERBRAINER_SSH_CLIENT';
 const SECTIONS = new Set(['project', 'training', 'targets', 'budget']);
 
 /** Keys whose env value is a comma-separated list (or `auto` where allowed). */
-export const LIST_KEYS = new Set(['gpu_types', 'data_center_ids', 'upload', 'artifacts']);
+export const LIST_KEYS = new Set([
+  'gpu_types',
+  'data_center_ids',
+  'upload',
+  'artifacts',
+  'secrets',
+]);
 const AUTO_KEYS = new Set(['gpu_types', 'data_center_ids']);
 
 export interface EnvOverride {

@@ -4,21 +4,14 @@
  */
 import { z } from 'zod';
 import { BUDGET_FIELDS } from './budget';
+import { aboveZero, wholeAtLeast } from './schemas';
+import { TRAINING_JOB_FIELDS, TRAINING_MODEL_FIELDS } from './trainingFields';
 import { describe, type Field, type Problem } from './report';
 import { DEFAULT_RUNPOD_IMAGE, DEFAULT_RUNPOD_VENV, TARGET_NAME, type ListOrAuto } from './types';
 
 // Value schemas (zod at the edge). A field's own message and hint say what is
 // wrong and what to write; zod's default texts never reach the user.
 
-const NUMERIC = /^[+-]?(\d+(\.\d*)?|\.\d+)([eE][+-]?\d+)?$/;
-/** Numeric fields take numbers or numeric strings (env values always arrive as strings). */
-const toNumber = (value: unknown): unknown =>
-  typeof value === 'string' && NUMERIC.test(value.trim()) ? Number(value.trim()) : value;
-const MAX_INT = 2 ** 31 - 1;
-const wholeAtLeast = (min: number) =>
-  z.preprocess(toNumber, z.number().int().min(min).max(MAX_INT));
-const aboveZero = (max?: number) =>
-  z.preprocess(toNumber, max === undefined ? z.number().gt(0) : z.number().gt(0).max(max));
 const SAFE_IMAGE = /^[A-Za-z0-9][A-Za-z0-9._\-/:@+]*$/;
 const SAFE_ABSOLUTE = /^\/[A-Za-z0-9._\-/+@=,]*$/;
 const SAFE_ID = /^[A-Za-z0-9][A-Za-z0-9_-]*$/;
@@ -324,37 +317,16 @@ export const LOCAL_FIELDS = {
   },
 } satisfies Record<string, Field>;
 
-/**
- * Training keys this config does not read (Axolotl's own settings): each is refused with the hint
- * to set it in the Axolotl YAML that `training.config` names.
- */
-export const TRAINING_MOVED = [
-  'base_model',
-  'adapter',
-  'epochs',
-  'learning_rate',
-  'lora_r',
-  'lora_alpha',
-  'lora_dropout',
-  'sequence_len',
-  'micro_batch_size',
-  'gradient_accumulation_steps',
-  'optimizer',
-  'lr_scheduler',
-  'sample_packing',
-  'evals_per_epoch',
-  'saves_per_epoch',
-  'merge',
-  'hub_model_id',
-  'axolotl_extra',
-];
-
 export const TOP_LEVEL = ['project', 'training', 'targets', 'budget'];
 
 /** Every key the parser knows, per section (the template test checks the template against it). */
 export const KNOWN_KEYS = {
   project: Object.keys(PROJECT_FIELDS),
-  training: Object.keys(TRAINING_FIELDS),
+  training: [
+    ...Object.keys(TRAINING_FIELDS),
+    ...Object.keys(TRAINING_MODEL_FIELDS),
+    ...Object.keys(TRAINING_JOB_FIELDS),
+  ],
   runpod: Object.keys(RUNPOD_FIELDS),
   local: Object.keys(LOCAL_FIELDS),
   budget: Object.keys(BUDGET_FIELDS),

@@ -11,6 +11,8 @@ import { parseConfigWithPositions } from './parse';
 import {
   CONFIG_FILE,
   DEFAULT_RUNPOD_BASE_URL,
+  TRAIN_DATA,
+  uploadHolds,
   type ConfigError,
   type ConfigResult,
   type RunpodSettings,
@@ -84,13 +86,27 @@ export function loadConfig(workspaceDir: string, env: Env = process.env): Loaded
     if (wantFile && !fs.statSync(real).isFile()) return 'is not a file';
     return null;
   };
-  if (training.trainer.kind === 'axolotl') {
+  if (training.trainer.kind === 'axolotl' && training.trainer.configPath !== null) {
     const found = problem(training.trainer.configPath, true);
     if (found) {
       report.add(
         ['training', 'config'],
         `training.config names ${training.trainer.configPath}, which ${found}`,
         'Write the path of your Axolotl YAML relative to the workspace, e.g. config = "axolotl.yaml".',
+      );
+    }
+  }
+  const model = training.trainer.kind === 'axolotl' ? training.trainer.model : null;
+  if (model !== null && !Object.hasOwn(model.extra, 'datasets')) {
+    const found = uploadHolds(training.upload, TRAIN_DATA)
+      ? problem(TRAIN_DATA, true)
+      : 'is not uploaded';
+    if (found) {
+      report.add(
+        ['training', 'base_model'],
+        `the Axolotl config generated from [training] trains on ${TRAIN_DATA}, which ${found}`,
+        `Put your dataset at ${TRAIN_DATA} (one chat per line: {"messages": [{"role": …, "content": …}]}) and upload it with upload = ["data"], or name your own in [training.axolotl_extra] datasets.`,
+        'key',
       );
     }
   }

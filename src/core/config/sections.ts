@@ -4,16 +4,9 @@
  * against its zod schema and every problem reported at its place with what to write instead.
  */
 import { ENV_SSH_CLIENT, envOnlyProblem, type Env } from './env';
-import {
-  LOCAL_FIELDS,
-  PROJECT_FIELDS,
-  RUNPOD_FIELDS,
-  TRAINING_FIELDS,
-  TRAINING_MOVED,
-} from './fields';
+import { LOCAL_FIELDS, PROJECT_FIELDS, RUNPOD_FIELDS } from './fields';
 import { checkFields, describe, isTable, type Reporter, type Table } from './report';
 import {
-  DEFAULT_ARTIFACTS,
   DEFAULT_BOOT_GRACE_MINUTES,
   DEFAULT_MAX_RECOVERIES,
   DEFAULT_MAX_RETRIEVE_GB,
@@ -24,109 +17,14 @@ import {
   type LocalTargetConfig,
   type RunpodTargetConfig,
   type TargetConfig,
-  type TrainerConfig,
-  type TrainingConfig,
 } from './types';
+
+export { checkTraining } from './training';
 
 export function checkProject(report: Reporter, raw: unknown, workspaceName: string): string {
   if (!isTable(raw)) return workspaceName;
   const valid = checkFields(report, raw, ['project'], PROJECT_FIELDS, () => null);
   return valid.name ?? workspaceName;
-}
-
-export function checkTraining(
-  report: Reporter,
-  raw: unknown,
-  targets: { valid: Record<string, TargetConfig>; names: Set<string> },
-): TrainingConfig | null {
-  if (raw === undefined) return null;
-  if (!isTable(raw)) return null;
-  const valid = checkFields(report, raw, ['training'], TRAINING_FIELDS, (key) =>
-    TRAINING_MOVED.includes(key)
-      ? {
-          message: `training.${key} is not read: Overbrainer runs your own Axolotl YAML`,
-          hint: `Set ${key} in the YAML that training.config names, and remove it here.`,
-        }
-      : null,
-  );
-  const trainerKind = valid.trainer;
-  let trainer: TrainerConfig | null = null;
-  if (trainerKind === 'axolotl') {
-    if (Object.hasOwn(raw, 'command')) {
-      report.add(
-        ['training', 'command'],
-        'training.command only applies to trainer = "command"',
-        'Remove command, or write trainer = "command" to run it instead of Axolotl.',
-        'key',
-      );
-    }
-    const configPath = valid.config;
-    if (configPath !== undefined) {
-      trainer = { kind: 'axolotl', configPath: normalizeRelative(configPath) };
-    } else if (!Object.hasOwn(raw, 'config')) {
-      report.add(
-        ['training', 'trainer'],
-        'trainer = "axolotl" needs config, the path of the Axolotl YAML',
-        'Add config = "axolotl.yaml" to [training].',
-      );
-    }
-  } else if (trainerKind === 'command') {
-    if (Object.hasOwn(raw, 'config')) {
-      report.add(
-        ['training', 'config'],
-        'training.config only applies to trainer = "axolotl"',
-        'Remove config, or write trainer = "axolotl" to train with that YAML.',
-        'key',
-      );
-    }
-    const command = valid.command;
-    if (command !== undefined) {
-      trainer = { kind: 'command', command };
-    } else if (!Object.hasOwn(raw, 'command')) {
-      report.add(
-        ['training', 'trainer'],
-        'trainer = "command" needs command, the shell command that trains',
-        'Add command = "python train.py" to [training]; it runs in the run directory.',
-      );
-    }
-  }
-  const target = valid.target;
-  if (target !== undefined && !targets.names.has(target)) {
-    const names = [...targets.names];
-    report.add(
-      ['training', 'target'],
-      `training.target names "${target}", but there is no [targets.${target}]`,
-      names.length > 0
-        ? `Write target = "${names[0]}"${names.length > 1 ? ` (or one of ${names.join(', ')})` : ''}, or add a [targets.${target}] table.`
-        : `Add a [targets.${target}] table with kind = "runpod" or kind = "local".`,
-    );
-  }
-  if (trainer === null) return null;
-  const upload = valid.upload ?? [];
-  const artifacts = valid.artifacts ?? [...DEFAULT_ARTIFACTS];
-  return {
-    target: target ?? null,
-    trainer,
-    upload: upload.map(normalizeRelative),
-    artifacts: artifacts.map(normalizeArtifact),
-  };
-}
-
-/** `./a//b/` → `a/b` (validated relative paths only). */
-function normalizeRelative(value: string): string {
-  const parts: string[] = [];
-  for (const part of value.split('/')) {
-    if (part === '' || part === '.') continue;
-    if (part === '..') parts.pop();
-    else parts.push(part);
-  }
-  return parts.join('/');
-}
-
-/** Like {@link normalizeRelative}, keeping the trailing `/` that marks a folder. */
-function normalizeArtifact(value: string): string {
-  const normalized = normalizeRelative(value);
-  return value.endsWith('/') ? `${normalized}/` : normalized;
 }
 
 export function checkTargets(

@@ -32,6 +32,36 @@ upload = []
 # What comes back from the run directory once the job ended; a trailing /
 # marks a folder. Results are verified by SHA-256 before the pod is deleted.
 # artifacts = ["output/", "metrics.jsonl", "job.log"]
+# Instead of config, Overbrainer can generate the Axolotl config from these
+# keys (as the overbrainer CLI does; "train --dry-run" prints it). It trains on
+# data/train.jsonl (chat messages, one per line; upload = ["data"]) and
+# evaluates on data/eval.jsonl when uploaded. Defaults shown; config and these
+# keys together are an error (your own YAML would win).
+# base_model = "Qwen/Qwen2.5-0.5B-Instruct"
+# adapter = "lora"            # lora, qlora or full
+# epochs = 3
+# learning_rate = 2e-4
+# lora_r = 16
+# lora_alpha = 32
+# lora_dropout = 0.05
+# sequence_len = 4096
+# micro_batch_size = 2
+# gradient_accumulation_steps = 4
+# optimizer = "adamw_torch_fused"
+# lr_scheduler = "cosine"
+# sample_packing = true
+# evals_per_epoch = 4
+# saves_per_epoch = 1
+# Any other Axolotl key, deep-merged over the generated config:
+# axolotl_extra = { warmup_ratio = 0.1 }
+# After training, merge the LoRA into the base model (output/merged/).
+# merge = false
+# Push the result to the Hugging Face Hub at the job's end (needs
+# OVERBRAINER_HF_TOKEN, or "Overbrainer: Set Hugging Face Token").
+# hub_model_id = "me/my-model"
+# Further secrets the job gets in its environment, read from your environment
+# (or VS Code's secret storage); never written to any file.
+# secrets = ["WANDB_API_KEY"]
 
 [targets.pod]
 # A Runpod GPU pod created for each run, deleted once its results are back.

@@ -105,12 +105,48 @@ export interface LocalTargetConfig {
 
 export type TargetConfig = RunpodTargetConfig | LocalTargetConfig;
 
+/** The model keys of `[training]` (the overbrainer CLI's): the Axolotl config is generated from them. */
+export interface AxolotlModel {
+  baseModel: string;
+  adapter: 'lora' | 'qlora' | 'full';
+  epochs: number;
+  learningRate: number;
+  loraR: number;
+  loraAlpha: number;
+  loraDropout: number;
+  sequenceLen: number;
+  microBatchSize: number;
+  gradientAccumulationSteps: number;
+  optimizer: string;
+  lrScheduler: string;
+  samplePacking: boolean;
+  evalsPerEpoch: number;
+  savesPerEpoch: number;
+  /** `axolotl_extra`: deep-merged over the generated config (tables merge, other values replace). */
+  extra: Readonly<Record<string, unknown>>;
+}
+
+/** The dataset a generated Axolotl config trains on, relative to the run directory. */
+export const TRAIN_DATA = 'data/train.jsonl';
+/** The evaluation dataset a generated Axolotl config names when it is uploaded. */
+export const EVAL_DATA = 'data/eval.jsonl';
+
+/** Whether `file` (relative) is inside one of the `upload` entries (so it reaches the run). */
+export function uploadHolds(upload: readonly string[], file: string): boolean {
+  return upload.some((entry) => entry === file || file.startsWith(`${entry}/`));
+}
+
 /** How the job is started in the run directory. */
 export type TrainerConfig =
   | {
       kind: 'axolotl';
-      /** The Axolotl YAML, relative to the workspace (`/`-separated, inside it). */
-      configPath: string;
+      /**
+       * The user's own Axolotl YAML, relative to the workspace (`/`-separated, inside it); null
+       * when the config is generated from {@link AxolotlModel}.
+       */
+      configPath: string | null;
+      /** The model keys the config is generated from; null with the user's own YAML. */
+      model: AxolotlModel | null;
     }
   | {
       kind: 'command';
@@ -126,6 +162,15 @@ export interface TrainingConfig {
   upload: readonly string[];
   /** What comes back from the run directory, relative to it; a trailing `/` marks a folder. */
   artifacts: readonly string[];
+  /** `merge`: Axolotl's LoRA merge runs after training, into `output/merged/`. */
+  merge: boolean;
+  /** `hub_model_id` (`me/model`): the result is pushed to the Hugging Face Hub at the job's end; null: not. */
+  hubModelId: string | null;
+  /**
+   * `secrets`: names of further secrets (`WANDB_API_KEY`) the job gets in its environment, read
+   * from the environment or VS Code's secret storage; never written anywhere.
+   */
+  secrets: readonly string[];
 }
 
 export interface OverbrainerConfig {

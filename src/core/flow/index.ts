@@ -13,14 +13,15 @@ export {
 } from './deps';
 export { beforeTrain } from './beforeTrain';
 export { type StartPhase, type TrainOptions, train } from './train';
-export { pluginSource } from './runFiles';
+export { generatedAxolotlConfig, pluginSource } from './runFiles';
+export { trainingPlanLines } from './plan';
 export { stopFollowingMessage } from './follow';
 export { type Recovered, attach, recoverAbandoned } from './attach';
 export { type StopResult, requestStop, stop } from './stop';
 export { cancel } from './cancel';
 export { keepPod } from './keep';
 export { BudgetError, type BudgetDecision, budgetGate } from './budget';
-export { heldByEarlierRuns, quoteForTarget, quoteLines, type Quote } from './quote';
+export { afterTrainingS, heldByEarlierRuns, quoteForTarget, quoteLines, type Quote } from './quote';
 export { settleGonePods } from './settleBills';
 export {
   type OtherApiHost,

@@ -4,7 +4,8 @@
  * they would be tried, with the live catalog's price and stock, the target's limits and graces,
  * and the durations of earlier runs of the target.
  */
-import type { RunpodTargetConfig } from '../config/types';
+import type { OverbrainerConfig, RunpodTargetConfig } from '../config/types';
+import { mergeEstimateS } from '../train/mergeEstimate';
 import type { GpuType } from '../runpod/api';
 import { autoGpuTypes } from '../pod/gpuChoice';
 import { quote, type Quote } from '../pod/quote';
@@ -22,6 +23,8 @@ export function quoteForTarget(
   timing: Timing,
   /** The cost cap to quote with instead of the target's (a budget's fitted cap). */
   maxCostUsd: number | null = target.maxCostUsd,
+  /** Seconds of work after training ({@link afterTrainingS}). */
+  afterS = 0,
 ): Quote {
   const order = target.gpuTypes === 'auto' ? autoGpuTypes(catalog, target) : target.gpuTypes;
   const byId = new Map(catalog.map((g) => [g.id, g]));
@@ -36,7 +39,15 @@ export function quoteForTarget(
     maxCostUsd,
     spans: watchdogSpans(timing, target),
     historyS,
+    afterS,
   });
+}
+
+/** Seconds of work the job does after training: the LoRA merge's estimate with `merge = true`. */
+export function afterTrainingS(config: OverbrainerConfig): number {
+  const training = config.training;
+  if (!training?.merge || training.trainer.kind !== 'axolotl') return 0;
+  return mergeEstimateS(training.trainer.model?.baseModel ?? null);
 }
 
 /** The quote in lines (the CLI's dry run, the Train confirmation) and the history it rests on. */

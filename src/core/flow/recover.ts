@@ -33,6 +33,7 @@ import { type FlowDeps, type FlowResult, publishState } from './deps';
 import { placeResumeCopy } from './runFiles';
 import { startJobOnPod, UploadAhead } from './startJob';
 import { describeError } from '../errors';
+import { trainerJobOf } from '../train/trainerJob';
 
 /** What a run needs to go on on a new pod: its target and its job, as the config has them. */
 export interface RecoveryPlan {
@@ -46,13 +47,9 @@ export function recoveryPlan(
   run: RunRecord,
 ): RecoveryPlan | null {
   const target = config?.targets[run.target];
-  const trainer = config?.training?.trainer;
-  if (target?.kind !== 'runpod' || trainer === undefined) return null;
-  const job: TrainerJob =
-    trainer.kind === 'axolotl'
-      ? { trainer: 'axolotl', config: 'axolotl.yaml', venv: target.venv }
-      : { trainer: 'command', command: trainer.command };
-  return { target, job };
+  const training = config?.training;
+  if (target?.kind !== 'runpod' || !training) return null;
+  return { target, job: trainerJobOf(training, target.venv) };
 }
 
 /**

@@ -5,7 +5,9 @@
  */
 import * as fs from 'node:fs';
 import * as path from 'node:path';
-import type { OverbrainerConfig } from '../config/types';
+import { EVAL_DATA, uploadHolds, type OverbrainerConfig } from '../config/types';
+import { axolotlYaml } from '../train/axolotlConfig';
+import { RUN_AXOLOTL_CONFIG, trainerJobOf } from '../train/trainerJob';
 import type { RunRecord } from '../runs/runRecord';
 import { RESUME_DIR, RESUME_ENV, type TrainerJob } from '../train/job';
 import { type FlowDeps, FlowError } from './deps';
@@ -82,13 +84,30 @@ export function checkRunFiles(
   fs.mkdirSync(path.join(runDir, 'plugin'), { recursive: true });
   fs.copyFileSync(pluginSource(), path.join(runDir, 'plugin', 'overbrainer_metrics.py'));
   if (training.trainer.kind === 'axolotl') {
-    fs.copyFileSync(
-      path.join(workspaceDir, training.trainer.configPath),
-      path.join(runDir, 'axolotl.yaml'),
-    );
-    return { job: { trainer: 'axolotl', config: 'axolotl.yaml', venv: '' }, entries };
+    const generated = generatedAxolotlConfig(config, workspaceDir);
+    const into = path.join(runDir, RUN_AXOLOTL_CONFIG);
+    if (generated !== null) fs.writeFileSync(into, generated);
+    else if (training.trainer.configPath !== null)
+      fs.copyFileSync(path.join(workspaceDir, training.trainer.configPath), into);
   }
-  return { job: { trainer: 'command', command: training.trainer.command }, entries };
+  return { job: trainerJobOf(training, ''), entries };
+}
+
+/**
+ * The Axolotl config Overbrainer generates from `[training]`'s model keys (what the run uploads as
+ * `axolotl.yaml`, `train --dry-run` prints and Train's confirmation shows); null when the config
+ * is the user's own YAML, or the trainer a command.
+ */
+export function generatedAxolotlConfig(
+  config: OverbrainerConfig,
+  workspaceDir: string,
+): string | null {
+  const training = config.training;
+  if (training?.trainer.kind !== 'axolotl' || training.trainer.model === null) return null;
+  const evalData =
+    uploadHolds(training.upload, EVAL_DATA) &&
+    fs.existsSync(path.join(workspaceDir, ...EVAL_DATA.split('/')));
+  return axolotlYaml(training.trainer.model, { evalData });
 }
 
 /**

@@ -25,6 +25,8 @@ export interface QuoteInput {
   spans: WatchdogSpans;
   /** How long earlier runs of the same target and config held their pod, seconds. */
   historyS: readonly number[];
+  /** Seconds of work the job does after training (the LoRA merge of `merge = true`); 0: none. */
+  afterS?: number;
 }
 
 export interface QuotedRate {
@@ -50,6 +52,11 @@ export interface Quote {
    * rounded up to the cent; null without a price.
    */
   worstUsd: number | null;
+  /**
+   * The work after training (the LoRA merge): its seconds and its cost at the first type's rate
+   * (null without a price); counted in `expected`. Null when the job does none.
+   */
+  after: { seconds: number; usd: number | null } | null;
 }
 
 /** ±20 % beyond the shortest and longest earlier runs. */
@@ -66,6 +73,7 @@ export function quote(input: QuoteInput): Quote {
     availability: c.availability,
   }));
   const first = rates[0]?.usdPerHour ?? null;
+  const afterS = Math.max(0, input.afterS ?? 0);
   let expected: Quote['expected'] = null;
   if (first !== null) {
     const history = input.historyS.filter((s) => Number.isFinite(s) && s > 0);
@@ -83,7 +91,11 @@ export function quote(input: QuoteInput): Quote {
       const hi = Math.max(...history);
       // Runs of one config vary by more than their own min–max on a shared machine (the figure
       // of the integration tier missed with two earlier runs): the spread goes on both ends.
-      const [lowS, highS] = [lo * (1 - SINGLE_RUN_SPREAD), hi * (1 + SINGLE_RUN_SPREAD)];
+      // Earlier runs' pods may not have merged: the merge's time goes on top (never under).
+      const [lowS, highS] = [
+        lo * (1 - SINGLE_RUN_SPREAD) + afterS,
+        hi * (1 + SINGLE_RUN_SPREAD) + afterS,
+      ];
       const maxS = input.maxHours * 3600;
       expected = {
         lowUsd: cents(cap((first * Math.min(lowS, maxS)) / 3600)),
@@ -99,7 +111,11 @@ export function quote(input: QuoteInput): Quote {
     const dearest = Math.max(...priced);
     worstUsd = centsUp(worstCaseUsd(dearest, input.maxHours, input.maxCostUsd, input.spans));
   }
-  return { rates, expected, worstUsd };
+  const after =
+    afterS > 0
+      ? { seconds: afterS, usd: first === null ? null : centsUp((first * afterS) / 3600) }
+      : null;
+  return { rates, expected, worstUsd, after };
 }
 
 const usd = (v: number): string => `$${v.toFixed(2)}`;
@@ -123,6 +139,12 @@ export function quoteLines(q: Quote): string[] {
       q.expected.basis === 'history'
         ? `Expected: ${usd(q.expected.lowUsd)}–${usd(q.expected.highUsd)} (from ${q.expected.runs} earlier run${q.expected.runs === 1 ? '' : 's'} of this config)`
         : `Expected: up to ${usd(q.expected.highUsd)} (no earlier run of this config: up to max_hours)`,
+    );
+  }
+  if (q.after !== null) {
+    const minutes = Math.max(1, Math.round(q.after.seconds / 60));
+    lines.push(
+      `Merge: about ${minutes} min after training${q.after.usd === null ? '' : `, about ${usd(q.after.usd)} at the first rate`} (counted in the expected cost; Axolotl's LoRA merge into output/merged/)`,
     );
   }
   if (q.worstUsd !== null) {

@@ -33,6 +33,10 @@ export const RESUME_DIR = 'resume';
 /** The env variable naming the absolute path of a resumed run's starting checkpoint. */
 export const RESUME_ENV = 'OVERBRAINER_RESUME_FROM';
 export const SNAPSHOT_REASONS = ['requested', 'deadline', 'cost', 'disk'] as const;
+/** Seconds of work the job does after its last step (the LoRA merge), for the ETA. */
+export const AFTER_ENV = 'OVERBRAINER_AFTER_S';
+/** Where Axolotl's LoRA merge writes the merged model, under the run directory. */
+export const MERGED_DIR = 'output/merged';
 /** The pod's job environment, written by the bootstrap (absent on the local target). */
 export const POD_JOB_ENV = '/etc/overbrainer/job.env';
 /** How long cancel waits after SIGTERM, and again after SIGKILL (at most 10 s each). */
@@ -273,6 +277,13 @@ export type TrainerJob =
       config: string;
       /** The Python venv holding axolotl (its `bin/axolotl` is run). */
       venv: string;
+      /** `axolotl merge-lora` after training (into `output/merged/`), unless a snapshot stopped it. */
+      merge?: boolean;
+      /**
+       * Seconds of work after the last step (the merge), told to the metrics plugin as
+       * `$OVERBRAINER_AFTER_S` so the ETA counts it.
+       */
+      afterS?: number;
     };
 
 export interface JobScriptOptions {
@@ -308,10 +319,18 @@ export function jobScript(job: TrainerJob, options: JobScriptOptions): string {
   const plugin = shQuote(remotePath(options.runDir, 'plugin'));
   const metrics = shQuote(remotePath(options.runDir, METRICS_FILE));
   const axolotl = shQuote(remotePath(job.venv, 'bin/axolotl'));
+  const after =
+    job.afterS !== undefined && job.afterS > 0 ? ` ${AFTER_ENV}=${Math.ceil(job.afterS)}` : '';
   const parts = [
-    `export AXOLOTL_DO_NOT_TRACK=1 PYTHONPATH=${plugin}\${PYTHONPATH:+:$PYTHONPATH} OVERBRAINER_METRICS=${metrics}`,
+    `export AXOLOTL_DO_NOT_TRACK=1 PYTHONPATH=${plugin}\${PYTHONPATH:+:$PYTHONPATH} OVERBRAINER_METRICS=${metrics}${after}`,
     `${axolotl} train ${shQuote(job.config)}`,
   ];
+  if (job.merge === true) {
+    // A snapshot stops the run: its adapter is not final, so it is not merged.
+    parts.push(
+      `{ [ -e ${SNAPSHOT_JSON} ] || { printf '{"event":"stage","time":%s,"stage":"merge"}\\n' "$(date +%s)" >> ${metrics}; ${axolotl} merge-lora ${shQuote(job.config)}; }; }`,
+    );
+  }
   if (source !== null) parts.unshift(source);
   return parts.join(' && ');
 }

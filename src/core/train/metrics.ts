@@ -139,6 +139,8 @@ function parseLog(line: Record<string, unknown>): ParsedLine {
     learningRate: nonNegative(line.learning_rate),
     gradNorm: nonNegative(line.grad_norm),
   };
+  const afterS = nonNegative(line.after_s);
+  if (afterS !== null) metric.afterS = afterS;
   return { kind: 'metric', metric };
 }
 

@@ -17,6 +17,8 @@ export class Pace {
   private first: Point | null = null;
   private latest: Point | null = null;
   private maxSteps: number | null = null;
+  /** Seconds of work after the last step (a LoRA merge), as the latest log said. */
+  private afterS = 0;
 
   /** Takes a metric into account; lines without a loss (evaluations, summaries) are ignored. */
   add(metric: TrainMetric): void {
@@ -29,6 +31,7 @@ export class Pace {
     }
     this.latest = point;
     if (metric.maxSteps !== null && metric.maxSteps !== undefined) this.maxSteps = metric.maxSteps;
+    if (metric.afterS !== null && metric.afterS !== undefined) this.afterS = metric.afterS;
   }
 
   /** Steps per second, once two distinct points are known. */
@@ -40,12 +43,15 @@ export class Pace {
     return steps / seconds;
   }
 
-  /** Milliseconds until `max_steps` at the current rate, from the latest log; null while unknown. */
+  /**
+   * Milliseconds until `max_steps` at the current rate, plus the work the job said follows its
+   * last step (`after_s`: a LoRA merge), from the latest log; null while unknown.
+   */
   eta(): number | null {
     const rate = this.rateStepsPerS();
     if (rate === null || this.maxSteps === null || this.latest === null) return null;
     const left = Math.max(0, this.maxSteps - this.latest.step);
-    return (left / rate) * 1000;
+    return (left / rate + this.afterS) * 1000;
   }
 
   /** The latest counted step and the total, for progress displays. */

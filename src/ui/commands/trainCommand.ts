@@ -1,4 +1,11 @@
-import { beforeTrain, chooseTarget, heldByEarlierRuns, train as trainFlow } from '../../core/flow';
+import {
+  afterTrainingS,
+  beforeTrain,
+  chooseTarget,
+  heldByEarlierRuns,
+  train as trainFlow,
+  trainingPlanLines,
+} from '../../core/flow';
 import type { GpuType } from '../../core/flow/pods';
 import { finish } from '../runs/following';
 import type { RunSummary } from '../runs/runsModel';
@@ -56,6 +63,7 @@ export async function train(ctx: UiContext, resume?: RunSummary): Promise<void> 
       ctx.clock.nowMs(),
       heldByEarlierRuns(session.store, targetName),
       session.options.timing,
+      { lines: trainingPlanLines(config, session.dir), afterS: afterTrainingS(config) },
     );
     if (resume?.snapshot) {
       confirm.message = `Resume ${resume.id} from step ${resume.snapshot.step} on "${targetName}"?`;

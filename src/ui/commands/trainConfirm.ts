@@ -51,13 +51,22 @@ export function quoteText(
   catalog: readonly GpuType[] | null,
   historyS: readonly number[],
   timing: Timing = PRODUCTION_TIMING,
+  /** Seconds of work after training (the LoRA merge). */
+  afterS = 0,
 ): string[] {
   if (catalog === null) return [];
-  const q = quoteForTarget(target, catalog, historyS, timing);
+  const q = quoteForTarget(target, catalog, historyS, timing, target.maxCostUsd, afterS);
   // The rates are on the Hourly rate line already.
   return quoteLines(q).filter(
-    (line) => line.startsWith('Expected:') || line.startsWith('Worst case:'),
+    (line) =>
+      line.startsWith('Expected:') || line.startsWith('Worst case:') || line.startsWith('Merge:'),
   );
+}
+
+/** What the run does (the Axolotl config, generated or the user's; the merge), and the merge's time. */
+export interface TrainPlan {
+  lines: readonly string[];
+  afterS: number;
 }
 
 /** The confirmation of `Train` on `targetName`, as of `nowMs`. */
@@ -69,6 +78,7 @@ export function trainConfirmation(
   historyS: readonly number[] = [],
   /** The timing the pod's watchdog is given (the worst case depends on it). */
   timing: Timing = PRODUCTION_TIMING,
+  plan: TrainPlan = { lines: [], afterS: 0 },
 ): TrainConfirmation {
   const gpus = target.gpuTypes === 'auto' ? 'auto' : target.gpuTypes.join(', ');
   const deadline = new Date(nowMs + target.maxHours * 3_600_000);
@@ -79,7 +89,8 @@ export function trainConfirmation(
     `Deadline: ${deadline.toLocaleString()} (max_hours: past it the pod's watchdog asks for a snapshot and deletes the pod, within the worst case below; unless it is kept)`,
   ];
   if (target.maxCostUsd !== null) lines.push(`max_cost_usd: $${target.maxCostUsd.toFixed(2)}`);
-  lines.push(...quoteText(target, catalog, historyS, timing));
+  lines.push(...quoteText(target, catalog, historyS, timing, plan.afterS));
   lines.push('Train and Keep Pod leaves the pod running after the job: nothing deletes it then.');
+  if (plan.lines.length > 0) lines.push('', ...plan.lines);
   return { message: `Train on "${targetName}"?`, detail: lines.join('\n') };
 }

@@ -1,0 +1,19 @@
+/** The job a run's `[training]` starts: Axolotl on the run's `axolotl.yaml` (then its merge), or a command. */
+import type { TrainingConfig } from '../config/types';
+import type { TrainerJob } from './jobScripts';
+import { mergeEstimateS } from './mergeEstimate';
+
+/** The config every Axolotl run trains on, in its run directory (the user's, or generated). */
+export const RUN_AXOLOTL_CONFIG = 'axolotl.yaml';
+
+/** The job of `training` with Axolotl from `venv` (empty where the target fills it in later). */
+export function trainerJobOf(training: TrainingConfig, venv: string): TrainerJob {
+  const trainer = training.trainer;
+  if (trainer.kind === 'command') return { trainer: 'command', command: trainer.command };
+  const job: TrainerJob = { trainer: 'axolotl', config: RUN_AXOLOTL_CONFIG, venv };
+  if (training.merge) {
+    job.merge = true;
+    job.afterS = mergeEstimateS(trainer.model?.baseModel ?? null);
+  }
+  return job;
+}
