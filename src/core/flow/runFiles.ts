@@ -52,6 +52,13 @@ export function checkRunFiles(
       'Add one (see the commented template).',
     );
   }
+  if (training.hubModelId !== null || training.secrets.length > 0) {
+    throw new FlowError(
+      'bad_config',
+      `[training] ${training.hubModelId !== null ? 'hub_model_id' : 'secrets'} is not supported by this version yet: nothing would reach the job`,
+      'Remove it from [training] for now.',
+    );
+  }
   const entries: string[] = [];
   for (const entry of training.upload) {
     const source = path.resolve(workspaceDir, entry);
