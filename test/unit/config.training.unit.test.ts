@@ -328,7 +328,9 @@ max_hours = 6
     assert.ok(loaded.ok);
     const runDir = path.join(dir, 'runs', 'r');
     fs.mkdirSync(runDir, { recursive: true });
-    const files = checkRunFiles(loaded.config, dir, runDir);
+    assert.equal(loaded.config.training?.hubModelId, 'me/qwen-lora');
+    const noPush = { ...loaded.config, training: { ...loaded.config.training!, hubModelId: null } };
+    const files = checkRunFiles(noPush, dir, runDir);
     const written = fs.readFileSync(path.join(runDir, 'axolotl.yaml'), 'utf8');
     assert.equal(written, generatedAxolotlConfig(loaded.config, dir));
     assert.match(written, /^num_epochs: 2$/m);
