@@ -30,11 +30,9 @@ import {
   type FlowDeps,
   type FlowResult,
   type OverbrainerConfig,
-  type PodCtx,
   type RunStore,
   type RunpodClient,
 } from '../core/flow';
-import { podCtx } from '../core/flow/deps';
 import { RunpodConfigError } from '../core/flow/pods';
 import { followLostWords, stopPodLogCaptures, PodError, noPodLeft } from '../core/flow/records';
 import { sshCommand } from '../core/flow/ssh';
@@ -256,10 +254,6 @@ export class Session {
 
   deps(client: RunpodClient | null): FlowDeps {
     return this.workspace.deps(client);
-  }
-
-  podCtx(client: RunpodClient): PodCtx {
-    return podCtx(this.deps(client));
   }
 
   /** Whether the run has a pod record (so its commands need the Runpod API). */

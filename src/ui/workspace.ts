@@ -10,7 +10,6 @@ import {
   type Env,
   type FlowDeps,
   type OverbrainerConfig,
-  type PodCtx,
   type RunpodClient,
   type RunStore,
 } from '../core/flow';
@@ -139,10 +138,6 @@ export class WorkspaceSession {
   deps(needsApi: boolean): FlowDeps {
     if (!this.options.trusted) throw untrustedError('connect to a pod or start a job');
     return this.workspace.deps(needsApi ? this.api() : this.workspace.apiOrNull());
-  }
-
-  podCtx(): PodCtx {
-    return this.workspace.podCtx();
   }
 
   close(): Promise<void> {

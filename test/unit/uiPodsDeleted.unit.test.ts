@@ -44,7 +44,7 @@ describe('ui pods model: a pod this window saw deleted', function () {
     ]);
     const src: PodsSource = {
       fetchAccountPods: () => listing,
-      classify: (pods) => classifyAccountPods(pods, [t.store], t.clock),
+      classify: (pods) => classifyAccountPods(pods, [t.store]),
       localRuns: () => readRuns([{ dir: t.store.runsDir, workspaceName: 'w' }]),
     };
     const model = new PodsModel(src, { clock: t.clock, debounceMs: 0 });
@@ -74,7 +74,7 @@ describe('ui pods model: a pod this window saw deleted', function () {
     t.store.savePod(pod);
     const src: PodsSource = {
       fetchAccountPods: () => Promise.reject(new Error('Runpod unreachable')),
-      classify: (pods) => classifyAccountPods(pods, [t.store], t.clock),
+      classify: (pods) => classifyAccountPods(pods, [t.store]),
       localRuns: () => readRuns([{ dir: t.store.runsDir, workspaceName: 'w' }]),
     };
     const model = new PodsModel(src, { clock: t.clock, debounceMs: 0 });

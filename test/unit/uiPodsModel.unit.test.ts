@@ -117,7 +117,7 @@ describe('ui pods model', function () {
           src.calls += 1;
           return account();
         },
-        classify: (pods: readonly Pod[]) => classifyAccountPods(pods, [t.store], t.clock),
+        classify: (pods: readonly Pod[]) => classifyAccountPods(pods, [t.store]),
         localRuns: () => readRuns([{ dir: t.store.runsDir, workspaceName: 'w' }]),
       };
       return src;
@@ -305,7 +305,7 @@ describe('ui pods model', function () {
     it('takes the row of the folder that knows the run when several folders hold runs', async function () {
       const id = recordRun('running', 'p1', 'running');
       const other = new RunStore(path.join(t.root, 'other-runs'), t.clock);
-      const rows = await classifyAccountPods([accountPod('p1', id)], [other, t.store], t.clock);
+      const rows = await classifyAccountPods([accountPod('p1', id)], [other, t.store]);
       assert.deepEqual(
         rows.map((r) => [r.podId, r.kind]),
         [['p1', 'in_progress']],

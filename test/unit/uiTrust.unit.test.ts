@@ -218,7 +218,11 @@ describe('security: the API key goes only where the user said, and Restricted Mo
     assert.equal(ctx.followed.size, 0);
     assert.ok(log.lines.some((l) => /not trusted: its runs are shown from their records/.test(l)));
     const session = await ctx.session(folder(dir));
-    for (const call of [() => session.api(), () => session.deps(false), () => session.podCtx()]) {
+    for (const call of [
+      () => session.api(),
+      () => session.deps(false),
+      () => session.workspace.podCtx(),
+    ]) {
       assert.throws(call, (e: unknown) => e instanceof SetupError && e.needsTrust);
     }
     // The Pods view says why the account is not listed, with the action that changes it.

@@ -28,7 +28,9 @@ function printLines(s: Session, lines: readonly string[]): number {
 export async function podLs(s: Session, json: boolean): Promise<number> {
   s.config(false);
   const client = s.api(true)!;
-  const rows = await s.readOnly(client, (api, signal) => listPods(s.podCtx(api), { signal }));
+  const rows = await s.readOnly(client, (api, signal) =>
+    listPods(s.workspace, { client: api, signal }),
+  );
   if (json) return printJson(s, podsJson(rows));
   if (rows.length === 0) {
     s.io.stdout('pod: no overbrainer pod on this Runpod account');
@@ -40,10 +42,10 @@ export async function podLs(s: Session, json: boolean): Promise<number> {
 
 export async function podRm(s: Session, runId: string, force: boolean): Promise<number> {
   s.config(false);
-  const client = s.api(true)!;
+  s.api(true); // no key: a configuration error, before anything runs
   // Every delete is shielded: Ctrl-C is only noted.
   s.interrupts = new Interrupts(s.io, s.renderer, null);
-  const removal = await removeRunOrPod(s.podCtx(client), runId, { force });
+  const removal = await removeRunOrPod(s.workspace, runId, { force });
   if (removal.removed.length === 0 && removal.error === null) {
     s.io.stdout(`pod: no pod for run ${runId}`);
   }

@@ -9,12 +9,10 @@ import { spawn } from 'node:child_process';
 import * as fs from 'node:fs';
 import { type OverbrainerConfig } from '../../core/flow/config';
 import {
-  type ShellSession,
   openBuiltinShell,
   opensshArgs,
-  prepareSshAccess,
-  sshClientFor,
-  SshAccessError,
+  podShell,
+  type ShellSession,
   type SshAccess,
 } from '../../core/flow/ssh';
 import { EXIT_FAILED, type CliTerminal, type Session } from '../session';
@@ -31,23 +29,13 @@ export async function runsSsh(s: Session, runId: string): Promise<number> {
     s.io.stderr('runs ssh: this CLI has no terminal to hand to a shell');
     return EXIT_FAILED;
   }
-  const run = s.store.loadRun(runId);
-  const pod = s.store.loadPod(runId);
-  if (pod === null) {
-    throw new SshAccessError(
-      'no_pod',
-      `run ${runId} has no pod (runs/${runId}/pod.json)`,
-      'A shell opens on a kept pod, or on the pod of a run still running.',
-    );
-  }
   let config: OverbrainerConfig | null = null;
   try {
     config = s.config(false);
   } catch {
     // A broken overbrainer.toml does not keep a shell from a kept pod: OVERBRAINER_SSH_CLIENT or openssh.
   }
-  const access = prepareSshAccess(s.store, pod);
-  const client = sshClientFor(config, run.target, s.env);
+  const { access, client } = podShell(s.workspace, runId, config);
   return client === 'openssh' ? systemSsh(s, access) : builtinShell(s, access, terminal);
 }
 

@@ -1,6 +1,6 @@
 /** `spend`: the CLI's spend listing (its words and JSON are in ../spend.ts). */
 import { type PodRecord } from '../../core/flow/records';
-import { billSettled, recordBilled, recordOtherBills } from '../../core/flow/spend';
+import { readBills } from '../../core/flow/spend';
 import { spendJson, spendRow, spendTable, type SpendRow } from '../spend';
 import { EXIT_OK, type Session } from '../session';
 import { describeError } from '../../core/errors';
@@ -28,11 +28,10 @@ export async function spend(s: Session, sinceMs: number | null, json: boolean): 
       continue;
     }
     if (pod === null) continue;
-    if (client !== null && pod.state === 'deleted' && !billSettled(pod)) {
-      await s.readOnly(client, (api, signal) => recordBilled(s.podCtx(api), pod, signal));
-    }
     if (client !== null) {
-      await s.readOnly(client, (api, signal) => recordOtherBills(s.podCtx(api), pod, signal));
+      await s.readOnly(client, (api, signal) =>
+        readBills(s.workspace, pod, { client: api, signal }),
+      );
     }
     rows.push(spendRow(run.id, run.created, run.state, pod, s.clock.nowMs()));
   }

@@ -1,8 +1,14 @@
 /**
  * What runs cost as the front ends show it (`spend`, `runs show`, the Spend view, the run page):
- * the estimates from the records, the bills Runpod reports and the budget's lines.
+ * the estimates from the records, the bills Runpod reports (read by {@link readBills}) and the
+ * budget's lines.
  */
-export { billedMismatch, billSettled, recordBilled, recordOtherBills } from '../pod/billing';
+import { billSettled, recordBilled, recordOtherBills } from '../pod/billing';
+import type { PodRecord } from '../runs/podRecord';
+import type { Via } from './pods';
+import type { Workspace } from './workspace';
+
+export { billedMismatch, billSettled } from '../pod/billing';
 export {
   budgetLines,
   podSpendUsd,
@@ -13,3 +19,18 @@ export {
   usd4,
   type ProjectSpend,
 } from '../runs/spend';
+
+/**
+ * `spend`'s look at Runpod's bills for one run's pods: the run's pod, once deleted, when its bill
+ * was never read or read too soon after the deletion to be final (`GET /billing/pods`), and its
+ * other pods' (earlier attempts, swept duplicates) likewise; each bill read is saved in pod.json.
+ */
+export async function readBills(
+  ws: Workspace,
+  pod: PodRecord,
+  options: Via & { signal?: AbortSignal } = {},
+): Promise<void> {
+  const ctx = ws.podCtx(options.client);
+  if (pod.state === 'deleted' && !billSettled(pod)) await recordBilled(ctx, pod, options.signal);
+  await recordOtherBills(ctx, pod, options.signal);
+}

@@ -213,9 +213,14 @@ export class Workspace {
     };
   }
 
-  /** What the pod commands work with; throws a SetupError without a key or trust. */
-  podCtx(): PodCtx {
-    return podCtx(this.deps(this.api(true)));
+  /**
+   * What the pod layer's calls work with, for flow's commands only (a front end calls those):
+   * `client` when given (the CLI's read-only limits on the workspace's client), else the
+   * workspace's own. Throws a SetupError without a key or trust.
+   */
+  podCtx(client?: RunpodClient): PodCtx {
+    if (!this.trusted) throw untrustedError('call the Runpod API');
+    return podCtx(this.deps(client ?? this.api(true)));
   }
 
   /** Whether the run has a pod record (so its commands need the Runpod API). */

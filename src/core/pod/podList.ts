@@ -106,7 +106,7 @@ class Known {
   readonly pods = new Map<string, PodRecord>();
   readonly unreadable = new Set<string>();
 
-  constructor(ctx: PodCtx) {
+  constructor(ctx: Pick<PodCtx, 'store' | 'bus'>) {
     const listed = ctx.store.list();
     for (const run of listed.runs) this.runs.set(run.id, run);
     for (const warning of listed.warnings) {
@@ -247,9 +247,9 @@ export interface ListPodsOptions {
  */
 export async function listPods(ctx: PodCtx, options: ListPodsOptions = {}): Promise<PodRow[]> {
   const pods = await ctx.client.listPods({ signal: options.signal });
+  if (options.lookUpUnlisted === false) return podRows(ctx, pods);
   const known = new Known(ctx);
   const rows = known.listed(pods);
-  if (options.lookUpUnlisted === false) return sortRows(rows);
   const unlisted = known.unlisted(pods);
   if (unlisted.length > 0) {
     const looks = await lookUpAll(
@@ -267,6 +267,14 @@ export async function listPods(ctx: PodCtx, options: ListPodsOptions = {}): Prom
     for (const runId of gone) await forgetKeys(ctx, runId);
   }
   return sortRows(rows);
+}
+
+/**
+ * The rows of the pods of one listing of the account, classified against `runs/` as `pod ls`
+ * does, without looking anything up: what that one list shows, sorted; nothing is recorded.
+ */
+export function podRows(ctx: Pick<PodCtx, 'store' | 'bus'>, pods: readonly Pod[]): PodRow[] {
+  return sortRows(new Known(ctx).listed(pods));
 }
 
 /** The row of an unlisted recorded pod once looked up, recording it gone when it is. */

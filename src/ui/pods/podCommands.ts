@@ -121,7 +121,7 @@ async function removeOrphan(ctx: UiContext, podId: string, runId: string | null)
   try {
     const removed = await ctx.window.withProgress(
       { location: ctx.host.progress.notification, title: `Overbrainer: removing ${podId}` },
-      () => removePodById(session.podCtx(), podId),
+      () => removePodById(session.workspace, podId),
     );
     const text = removed.alreadyGone
       ? `Pod ${podId} was already gone from the account; nothing deleted.`
@@ -147,7 +147,7 @@ async function removeRunPods(
   try {
     let removal = await window.withProgress(
       { location: ctx.host.progress.notification, title: `Overbrainer: removing pods of ${runId}` },
-      async () => removePods(session.podCtx(), runId, { force: false }),
+      async () => removePods(session.workspace, runId, { force: false }),
     );
     if (removal.error instanceof PodAdminError) {
       const force = await window.showWarningMessage(
@@ -165,7 +165,7 @@ async function removeRunPods(
           location: ctx.host.progress.notification,
           title: `Overbrainer: removing pods of ${runId} (forced)`,
         },
-        async () => removePods(session.podCtx(), runId, { force: true }),
+        async () => removePods(session.workspace, runId, { force: true }),
       );
       removal = { ...removal, removed: [...first, ...removal.removed] };
     }

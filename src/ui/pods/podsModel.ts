@@ -1,12 +1,10 @@
 import { systemClock, type Clock } from '../../core/clock';
-import { EventBus } from '../../core/events';
-import { type RunpodClient } from '../../core/flow';
-import { type Pod, ApiError, listPods, type PodRow, type PodRowKind } from '../../core/flow/pods';
-import { type RunStore } from '../../core/flow/records';
-import { PRODUCTION_TIMING } from '../../core/timing';
+import { type Pod, ApiError, type PodRow, type PodRowKind } from '../../core/flow/pods';
 import { LazyList } from '../lazyList';
 import type { RunSummary } from '../runs/runsModel';
 import { describeError } from '../../core/errors';
+
+export { classifyAccountPods } from '../../core/flow/pods';
 
 /**
  * The Pods view's model, free of the `vscode` module: every pod of the Runpod account that
@@ -123,45 +121,12 @@ export function roleOfKind(kind: PodRowKind): PodRole | null {
   }
 }
 
-/** How specific a row's knowledge is: a folder that holds the run beats one that does not. */
-function rowRank(kind: PodRowKind): number {
-  return kind === 'no_marker' ? 0 : kind === 'not_in_runs' ? 1 : 2;
-}
-
-/**
- * Classifies the account's pods against the records of each runs folder with the core's
- * `listPods` (the rules of `pod ls`), without calling the API again: the listing is the one
- * given. Several folders: a pod takes the row of the folder that knows its run.
- */
-export async function classifyAccountPods(
-  pods: readonly Pod[],
-  stores: readonly RunStore[],
-  clock: Clock,
-): Promise<PodRow[]> {
-  // `listPods` with `lookUpUnlisted: false` calls nothing but `listPods` on its client.
-  const client = { listPods: () => Promise.resolve([...pods]) } as unknown as RunpodClient;
-  // Its warnings about damaged records are the Runs view's to show, not the log's each minute.
-  const bus = new EventBus();
-  const best = new Map<string, PodRow>();
-  for (const store of stores) {
-    const rows = await listPods(
-      { store, client, bus, clock, timing: PRODUCTION_TIMING, version: '' },
-      { lookUpUnlisted: false },
-    );
-    for (const row of rows) {
-      const known = best.get(row.podId);
-      if (known === undefined || rowRank(row.kind) > rowRank(known.kind)) best.set(row.podId, row);
-    }
-  }
-  return [...best.values()];
-}
-
 /** The account's pods (one API call), and their rows against the local records. */
 export interface PodsSource {
   /** Lists the account's pods: one API call. Throws when there is no key or Runpod fails. */
   fetchAccountPods(): Promise<readonly Pod[]>;
   /** Classifies a listing against the runs folders' records (no API call). */
-  classify(pods: readonly Pod[]): Promise<readonly PodRow[]>;
+  classify(pods: readonly Pod[]): readonly PodRow[];
   /** The runs of the workspace, as the Runs view reads them (for the run directories). */
   localRuns(): Promise<readonly RunSummary[]>;
 }
@@ -345,7 +310,7 @@ export class PodsModel extends LazyList<PodsItem> {
     const listed = this.cached.pods.filter(
       (pod) => !this.deletedIds.has(pod.id) && !deletedByRecords.has(pod.id),
     );
-    const rows = await source.classify(listed);
+    const rows = source.classify(listed);
     const entries: PodEntry[] = [];
     const shown = new Set<string>();
     for (const row of rows) {

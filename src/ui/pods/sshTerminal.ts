@@ -8,13 +8,11 @@
 import { StringDecoder } from 'node:string_decoder';
 import type * as vscode from 'vscode';
 import {
-  type ShellSession,
-  type ShellSize,
   openBuiltinShell,
   opensshArgs,
-  prepareSshAccess,
-  sshClientFor,
-  SshAccessError,
+  podShell,
+  type ShellSession,
+  type ShellSize,
   type SshAccess,
 } from '../../core/flow/ssh';
 import { Emitter } from '../emitter';
@@ -35,16 +33,7 @@ export async function openSshTerminal(ctx: UiContext, arg: unknown): Promise<voi
   if (!folder) return;
   const session = await ctx.session(folder);
   try {
-    const pod = session.store.loadPod(run.id);
-    if (pod === null) {
-      throw new SshAccessError(
-        'no_pod',
-        `run ${run.id} has no pod record (runs/${run.id}/pod.json)`,
-        'A shell opens on a kept pod, or on the pod of a run still running.',
-      );
-    }
-    const access = prepareSshAccess(session.store, pod);
-    const client = sshClientFor(session.configOrNull(), run.target ?? '', ctx.host.env);
+    const { access, client } = podShell(session.workspace, run.id, session.configOrNull());
     const name = `Overbrainer ${run.id}`;
     const terminal =
       client === 'openssh'
@@ -56,7 +45,7 @@ export async function openSshTerminal(ctx: UiContext, arg: unknown): Promise<voi
           })
         : ctx.window.createTerminal({
             name,
-            pty: builtinTerminal(access, session.options.timing.connectTimeoutMs),
+            pty: builtinTerminal(access, session.workspace.timing.connectTimeoutMs),
           });
     terminal.show();
   } catch (error) {

@@ -118,7 +118,6 @@ export function accountPodsSource(
       classifyAccountPods(
         pods,
         runsFolders().map((folder) => new RunStore(folder.dir, clock)),
-        clock,
       ),
     localRuns,
   };
