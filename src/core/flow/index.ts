@@ -8,7 +8,6 @@ export {
   FlowError,
   type FlowResult,
   chooseTarget,
-  podCtx,
   summaryLine,
 } from './deps';
 export { beforeTrain } from './beforeTrain';
@@ -33,7 +32,6 @@ export {
   untrustedError,
 } from './workspace';
 export * from './config';
-export type { PodCtx } from '../pod/context';
 export type { RunpodClient } from '../runpod/client';
 export type { RunStore } from '../runs/store';
 export { CLIENT_VERSION } from '../runpod/client';
