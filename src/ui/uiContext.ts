@@ -15,13 +15,13 @@ import {
   type NotifyAction,
 } from './runs/notifyModel';
 import type { RunsModel, RunSummary } from './runs/runsModel';
-import {
-  MANAGE_TRUST_CHOICE,
-  MANAGE_TRUST_COMMAND,
-  untrustedError,
-  WorkspaceSession,
-} from './workspace';
-import { keyProblem, trustProblem } from '../core/flow';
+import { WorkspaceSession } from './workspace';
+import { keyProblem, trustProblem, untrustedError } from '../core/flow';
+
+/** VS Code's command that opens the Workspace Trust editor. */
+export const MANAGE_TRUST_COMMAND = 'workbench.trust.manage';
+/** The button that runs it. */
+export const MANAGE_TRUST_CHOICE = 'Manage Workspace Trust';
 
 /** A run this window follows: aborting stops following (before the job starts it deletes the pod). */
 export interface Followed {

@@ -15,8 +15,6 @@ import {
 } from '../core/flow';
 import type { Timing } from '../core/timing';
 
-export { SetupError, untrustedError } from '../core/flow';
-
 /**
  * The extension's side of the core's Workspace (src/core/flow/workspace.ts), which the CLI's
  * session builds too: the API key from SecretStorage and the base URL from the
@@ -26,11 +24,6 @@ export { SetupError, untrustedError } from '../core/flow';
 
 /** Who the extension is in run locks and messages. */
 export const VSCODE_OWNER = 'VS Code window';
-
-/** VS Code's command that opens the Workspace Trust editor. */
-export const MANAGE_TRUST_COMMAND = 'workbench.trust.manage';
-/** The button that runs it. */
-export const MANAGE_TRUST_CHOICE = 'Manage Workspace Trust';
 
 export interface WorkspaceOptions {
   dir: string;

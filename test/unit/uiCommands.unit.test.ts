@@ -10,7 +10,7 @@ import { keep, removePod } from '../../src/ui/pods/podCommands';
 import type { RunSummary } from '../../src/ui/runs/runsModel';
 import { cancel, resume } from '../../src/ui/commands/stopCommands';
 import { train } from '../../src/ui/commands/trainCommand';
-import { SetupError } from '../../src/ui/workspace';
+import { SetupError } from '../../src/core/flow';
 import { fakeContext, folder, runSummary as run } from './uiFakeHost';
 
 describe('ui command handlers (against a fake of the vscode window)', function () {

@@ -18,7 +18,7 @@ import {
 import { podsViewMessage, presentPod, presentPodsItem } from '../../src/ui/pods/podsView';
 import type { PodSummary, RunSummary } from '../../src/ui/runs/runsModel';
 import { readRuns } from '../../src/ui/runs/runsSource';
-import { SetupError } from '../../src/ui/workspace';
+import { SetupError } from '../../src/core/flow';
 import { accountPod, podSummary, runSummary, useTempStore } from './uiFakeHost';
 
 const NOW_S = 1_800_000_000;

@@ -18,7 +18,7 @@ import { keep, openSshTerminal, removePod } from '../../src/ui/pods/podCommands'
 import { listingProblem } from '../../src/ui/pods/podsModel';
 import { cancel, stopRun } from '../../src/ui/commands/stopCommands';
 import { train } from '../../src/ui/commands/trainCommand';
-import { SetupError } from '../../src/ui/workspace';
+import { SetupError } from '../../src/core/flow';
 import { fakeContext, folder, runSummary as run } from './uiFakeHost';
 
 const ROOT = path.resolve(__dirname, '..', '..');

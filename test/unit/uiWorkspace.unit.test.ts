@@ -5,7 +5,8 @@ import * as path from 'node:path';
 import { EventBus } from '../../src/core/events';
 import { PRODUCTION_TIMING } from '../../src/core/timing';
 import { FakeClock } from '../helpers/fakeClock';
-import { SetupError, WorkspaceSession } from '../../src/ui/workspace';
+import { SetupError } from '../../src/core/flow';
+import { WorkspaceSession } from '../../src/ui/workspace';
 import { timingFromEnv } from '../../src/core/timing';
 
 describe('workspace session (extension FlowDeps)', function () {

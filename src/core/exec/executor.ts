@@ -34,6 +34,12 @@ export interface StreamOptions {
   onStderr?: (chunk: Buffer) => void;
 }
 
+/** One run of a command, as an exec or a stream is run: the exec's options, the stream's handlers. */
+export interface CommandOptions extends ExecOptions {
+  onStdout?: (chunk: Buffer) => void;
+  onStderr?: (chunk: Buffer) => void;
+}
+
 export type ExecErrorKind =
   | 'connection' // could not connect, or the connection dropped
   | 'host_key' // the target's host key is not the pinned one: nothing was sent
@@ -133,4 +139,26 @@ export interface Executor extends Disposable {
     files: readonly string[],
     options?: DownloadOptions,
   ): Promise<void>;
+}
+
+/**
+ * The two ways an executor runs a command, collected ({@link Executor.exec}) and streamed
+ * ({@link Executor.stream}), as one run each: an executor says how it runs one command
+ * (`runCommand`; `what` names it in errors, "the command" or "the streamed command").
+ */
+export abstract class CommandRunner {
+  protected abstract runCommand(
+    command: string,
+    options: CommandOptions,
+    what: string,
+  ): Promise<ExecResult>;
+
+  exec(command: string, options: ExecOptions = {}): Promise<ExecResult> {
+    return this.runCommand(command, options, 'the command');
+  }
+
+  stream(command: string, options: StreamOptions): Promise<ExecResult> {
+    const { signal, onStdout, onStderr } = options;
+    return this.runCommand(command, { signal, onStdout, onStderr }, 'the streamed command');
+  }
 }

@@ -9,13 +9,13 @@ import { randomBytes } from 'node:crypto';
 import { basename, dirname, join } from 'node:path';
 import { systemClock, type Clock } from '../clock';
 import {
+  CommandRunner,
   DEFAULT_MAX_OUTPUT_BYTES,
   ExecError,
+  type CommandOptions,
   type DownloadOptions,
-  type ExecOptions,
   type ExecResult,
   type Executor,
-  type StreamOptions,
   type UploadOptions,
 } from './executor';
 import { abortedError, fsError, throwIfAborted } from './failures';
@@ -27,15 +27,6 @@ const KILL_GRACE_MS = 1_000;
 
 export interface LocalExecutorOptions {
   clock?: Clock;
-}
-
-interface RunOptions {
-  stdin?: string | Buffer;
-  signal?: AbortSignal;
-  timeoutMs?: number;
-  maxOutputBytes?: number;
-  onStdout?: (chunk: Buffer) => void;
-  onStderr?: (chunk: Buffer) => void;
 }
 
 /** Collects a stream's bytes up to a cap. */
@@ -77,29 +68,18 @@ export function localCommandEnv(env: NodeJS.ProcessEnv): NodeJS.ProcessEnv {
   );
 }
 
-export class LocalExecutor implements Executor {
+export class LocalExecutor extends CommandRunner implements Executor {
   readonly kind = 'local' as const;
   private readonly clock: Clock;
   private readonly running = new Set<ChildProcess>();
   private disposed = false;
 
   constructor(options: LocalExecutorOptions = {}) {
+    super();
     this.clock = options.clock ?? systemClock;
   }
 
-  exec(command: string, options: ExecOptions = {}): Promise<ExecResult> {
-    return this.run(command, options);
-  }
-
-  stream(command: string, options: StreamOptions): Promise<ExecResult> {
-    return this.run(command, {
-      signal: options.signal,
-      onStdout: options.onStdout,
-      onStderr: options.onStderr,
-    });
-  }
-
-  private async run(command: string, options: RunOptions): Promise<ExecResult> {
+  protected async runCommand(command: string, options: CommandOptions): Promise<ExecResult> {
     if (this.disposed) throw new ExecError('aborted', 'the local executor was disposed');
     throwIfAborted(options.signal, 'the command');
     const maxBytes = options.maxOutputBytes ?? DEFAULT_MAX_OUTPUT_BYTES;

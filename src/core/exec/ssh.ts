@@ -9,12 +9,12 @@
 import type { Clock } from '../clock';
 import type { Timing } from '../timing';
 import {
+  CommandRunner,
   ExecError,
+  type CommandOptions,
   type DownloadOptions,
-  type ExecOptions,
   type ExecResult,
   type Executor,
-  type StreamOptions,
   type UploadOptions,
 } from './executor';
 import { throwIfAborted } from './failures';
@@ -64,7 +64,7 @@ const UPLOAD_ATTEMPTS = 3;
 /** The wait before an upload is sent again (the connection is made again first). */
 const UPLOAD_RETRY_DELAY_MS = 1_000;
 
-export class SshExecutor implements Executor, TransferLink {
+export class SshExecutor extends CommandRunner implements Executor, TransferLink {
   readonly kind = 'ssh' as const;
   readonly where: string;
   readonly sftp: Sftp;
@@ -77,6 +77,7 @@ export class SshExecutor implements Executor, TransferLink {
   private readonly orphans = new Set<number>();
 
   private constructor(private readonly options: SshExecutorOptions) {
+    super();
     parseHostPublicKey(options.hostPublicKey); // a damaged record fails before anything runs
     this.where = `${options.username}@${options.host}:${options.port}`;
     this.slots = new Slots(options.maxChannels ?? DEFAULT_MAX_CHANNELS);
@@ -163,17 +164,12 @@ export class SshExecutor implements Executor, TransferLink {
     }
   }
 
-  exec(command: string, options: ExecOptions = {}): Promise<ExecResult> {
-    return this.run(command, { ...options, what: 'the command' });
-  }
-
-  stream(command: string, options: StreamOptions): Promise<ExecResult> {
-    return this.run(command, {
-      signal: options.signal,
-      onStdout: options.onStdout,
-      onStderr: options.onStderr,
-      what: 'the streamed command',
-    });
+  protected runCommand(
+    command: string,
+    options: CommandOptions,
+    what: string,
+  ): Promise<ExecResult> {
+    return this.run(command, { ...options, what });
   }
 
   /**
