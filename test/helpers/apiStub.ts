@@ -1,7 +1,7 @@
 /**
- * A small Runpod API v2 stand-in for the pod scripts' tests (no mock library): it
- * records every request and answers the few calls the watchdog makes with statuses a test
- * sets per call. It listens on a free loopback port; `close()` ends it.
+ * Small Runpod API v2 stand-ins (no mock library), each on a free loopback port recording every
+ * request; `close()` ends it. For the pod scripts' tests, one answering the few calls the
+ * watchdog makes with statuses a test sets per call; for the key's tests, one that lists no pod.
  */
 import * as http from 'node:http';
 import type { AddressInfo } from 'node:net';
@@ -103,6 +103,11 @@ export async function startApiStub(behaviour: StubBehaviour = {}): Promise<ApiSt
       })();
     });
   });
+  return { ...(await listenLoopback(server)), requests };
+}
+
+/** `server` listening on a free loopback port as the API's `/v2`; `close()` ends it. */
+async function listenLoopback(server: http.Server): Promise<Omit<ApiStub, 'requests'>> {
   await new Promise<void>((resolve, reject) => {
     server.once('error', reject);
     server.listen(0, '127.0.0.1', () => resolve());
@@ -110,13 +115,33 @@ export async function startApiStub(behaviour: StubBehaviour = {}): Promise<ApiSt
   const { port } = server.address() as AddressInfo;
   return {
     baseUrl: `http://127.0.0.1:${port}/v2`,
-    requests,
     close: () =>
       new Promise<void>((resolve) => {
         server.closeAllConnections();
         server.close(() => resolve());
       }),
   };
+}
+
+/**
+ * A loopback "Runpod API" that answers every request with an empty pod list and records it: for
+ * the tests of where the API key goes, and that no call is made at all.
+ */
+export async function emptyPodsApi(): Promise<ApiStub> {
+  const requests: StubRequest[] = [];
+  const server = http.createServer((req, res) => {
+    requests.push({
+      method: req.method ?? '',
+      path: req.url ?? '',
+      headers: req.headers,
+      body: '',
+      atMs: Date.now(),
+    });
+    req.resume();
+    res.writeHead(200, { 'content-type': 'application/json' });
+    res.end(JSON.stringify({ pods: [] }));
+  });
+  return { ...(await listenLoopback(server)), requests };
 }
 
 /** A loopback port nothing listens on (bound, then released). */

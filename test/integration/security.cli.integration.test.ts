@@ -7,51 +7,22 @@
  */
 import assert from 'node:assert/strict';
 import * as fs from 'node:fs';
-import * as http from 'node:http';
-import type { AddressInfo } from 'node:net';
 import { tmpdir } from 'node:os';
 import * as path from 'node:path';
+import { emptyPodsApi, type ApiStub } from '../helpers/apiStub';
 import { runCliProcess } from '../helpers/cli';
 
 const KEY = 'rpa_SECURITYTEST0123456789';
 const GUARD = `--import=${path.join(__dirname, '..', 'helpers', 'loopbackOnly.mjs')}`;
 
-interface Listener {
-  baseUrl: string;
-  requests: { path: string; authorization: string | undefined }[];
-  close(): Promise<void>;
-}
-
-/** A loopback HTTP listener answering every request with an empty pod list, recording each. */
-async function listener(): Promise<Listener> {
-  const requests: Listener['requests'] = [];
-  const server = http.createServer((req, res) => {
-    requests.push({ path: req.url ?? '', authorization: req.headers.authorization });
-    req.resume();
-    res.writeHead(200, { 'content-type': 'application/json' });
-    res.end(JSON.stringify({ pods: [] }));
-  });
-  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', () => resolve()));
-  const { port } = server.address() as AddressInfo;
-  return {
-    baseUrl: `http://127.0.0.1:${port}/v2`,
-    requests,
-    close: () =>
-      new Promise<void>((resolve) => {
-        server.closeAllConnections();
-        server.close(() => resolve());
-      }),
-  };
-}
-
 describe('security: where the CLI sends the API key', function () {
   this.timeout(60_000);
   let ws: string;
-  let api: Listener;
+  let api: ApiStub;
 
   beforeEach(async () => {
     ws = fs.mkdtempSync(path.join(tmpdir(), 'ob-security-'));
-    api = await listener();
+    api = await emptyPodsApi();
   });
 
   afterEach(async () => {
@@ -94,7 +65,7 @@ describe('security: where the CLI sends the API key', function () {
     });
     assert.equal(ran.code, 0, ran.stderr);
     assert.deepEqual(
-      api.requests.map((r) => r.authorization),
+      api.requests.map((r) => r.headers.authorization),
       [`Bearer ${KEY}`],
     );
     // Loopback (the emulator) and Runpod's own host are not announced.

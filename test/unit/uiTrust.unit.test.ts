@@ -7,8 +7,6 @@
  */
 import * as assert from 'node:assert/strict';
 import * as fs from 'node:fs';
-import * as http from 'node:http';
-import type { AddressInfo } from 'node:net';
 import { tmpdir } from 'node:os';
 import * as path from 'node:path';
 import { CONFIG_FILE, configTemplate, DEFAULT_RUNPOD_BASE_URL } from '../../src/core/config';
@@ -19,37 +17,15 @@ import { listingProblem } from '../../src/ui/pods/podsModel';
 import { cancel, stopRun } from '../../src/ui/commands/stopCommands';
 import { train } from '../../src/ui/commands/trainCommand';
 import { SetupError } from '../../src/core/flow';
+import { emptyPodsApi, type ApiStub } from '../helpers/apiStub';
 import { fakeContext, folder, runSummary as run } from './uiFakeHost';
 
 const ROOT = path.resolve(__dirname, '..', '..');
 const KEY = 'rpa_TRUSTTEST0123456789';
 
-interface Listener {
-  baseUrl: string;
-  requests: string[];
-  close(): Promise<void>;
-}
-
-/** A loopback "Runpod API" that answers every request with an empty pod list and records it. */
-async function listener(): Promise<Listener> {
-  const requests: string[] = [];
-  const server = http.createServer((req, res) => {
-    requests.push(`${req.method ?? ''} ${req.url ?? ''}`);
-    req.resume();
-    res.writeHead(200, { 'content-type': 'application/json' });
-    res.end(JSON.stringify({ pods: [] }));
-  });
-  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', () => resolve()));
-  const { port } = server.address() as AddressInfo;
-  return {
-    baseUrl: `http://127.0.0.1:${port}/v2`,
-    requests,
-    close: () =>
-      new Promise<void>((resolve) => {
-        server.closeAllConnections();
-        server.close(() => resolve());
-      }),
-  };
+/** The requests `api` received, as `METHOD /path`. */
+function calls(api: ApiStub): string[] {
+  return api.requests.map((r) => `${r.method} ${r.path}`);
 }
 
 const LOCAL_TOML = `[training]
@@ -62,10 +38,10 @@ kind = "local"
 
 describe('security: the API key goes only where the user said, and Restricted Mode starts nothing', function () {
   let dir: string;
-  let api: Listener;
+  let api: ApiStub;
   beforeEach(async function () {
     dir = fs.mkdtempSync(path.join(tmpdir(), 'ob-trust-'));
-    api = await listener();
+    api = await emptyPodsApi();
   });
   afterEach(async function () {
     await api.close();
@@ -240,6 +216,6 @@ describe('security: the API key goes only where the user said, and Restricted Mo
 
     fake.trusted = true;
     await (await ctx.session(folder(dir))).api().listPods();
-    assert.deepEqual(api.requests, ['GET /v2/pods']);
+    assert.deepEqual(calls(api), ['GET /v2/pods']);
   });
 });
