@@ -61,7 +61,13 @@ export class UsageError extends HintedError<'usage'> {
     /** The command it was for (`pod rm`), when known: its usage is printed. */
     readonly command: string | null = null,
   ) {
-    super('usage', message);
+    super(
+      'usage',
+      message,
+      command === null
+        ? 'Run `overbrainer help` for the commands and their options.'
+        : `Run \`overbrainer help ${command}\` for its usage.`,
+    );
     this.name = 'UsageError';
   }
 }

@@ -84,7 +84,11 @@ export const CLI_OWNER = 'overbrainer CLI';
 /** A usage or configuration problem found before anything ran: exit 2. */
 export class ConfigProblem extends HintedError<'config'> {
   constructor(readonly lines: string[]) {
-    super('config', lines.join('\n'));
+    super(
+      'config',
+      lines.join('\n'),
+      'Fix what the lines above name (overbrainer.toml, an OVERBRAINER_* variable, the command line), then run the command again.',
+    );
     this.name = 'ConfigProblem';
   }
 }
@@ -332,7 +336,7 @@ export class Session {
           ? `interrupted: run ${this.runId} stopped before its job started, but a pod of it may be left: check \`overbrainer pod ls\``
           : `interrupted: run ${this.runId} stopped before its job started; it has no pod left`,
       );
-    } else if (interrupted && error instanceof FlowError && error.hint === null) {
+    } else if (interrupted && error instanceof FlowError && error.kind === 'stopped_following') {
       // The flow's stop-following message: what keeps running and how to reach it.
       this.io.stderr(`interrupted: ${error.message}`);
     } else if (!interrupted && this.followLost(error) !== null) {

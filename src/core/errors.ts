@@ -1,19 +1,20 @@
 /**
- * The base of every typed error: a `kind` callers decide on, a message saying what happened
- * and, where there is one, a hint saying the next action. The CLI and the extension render both
- * the same way ({@link describeError}, {@link hintOf}); an error without a hint says enough on
- * its own (its message names the next action, or there is none to take).
+ * The base of every typed error: a `kind` callers decide on, a message saying what happened and
+ * a hint saying the next action a user can take. The CLI and the extension render both the same
+ * way ({@link describeError}, {@link hintOf}). Every class gives one: its callers' (each `new`
+ * names it), or its own by kind where the caller has nothing better to say (a unit test holds
+ * every class of src/ to it).
  */
 export class HintedError<K extends string = string> extends Error {
   /** What went wrong, as a caller decides on it (each class lists its kinds). */
   readonly kind: K;
   /**
-   * The next action, in a sentence; null when the message says it all. Not an enumerable field,
-   * so an error's own fields stay its data (an ApiError's are checked to hold no secret).
+   * The next action, in a sentence. Not an enumerable field, so an error's own fields stay its
+   * data (an ApiError's are checked to hold no secret).
    */
-  declare readonly hint: string | null;
+  declare readonly hint: string;
 
-  constructor(kind: K, message: string, hint: string | null = null, options?: { cause?: unknown }) {
+  constructor(kind: K, message: string, hint: string, options?: { cause?: unknown }) {
     super(message, options);
     this.kind = kind;
     Object.defineProperty(this, 'hint', { value: hint, enumerable: false, configurable: true });

@@ -6,6 +6,7 @@ import { ExecError } from '../../src/core/exec/executor';
 import { FlowError } from '../../src/core/flow/deps';
 import { PodError } from '../../src/core/pod/podError';
 import { ApiError, RunpodConfigError, API_KEY_VARIABLE } from '../../src/core/runpod/apiErrors';
+import { missingHints } from '../helpers/errorHints';
 
 const SRC = path.resolve(__dirname, '../../src');
 
@@ -45,20 +46,66 @@ describe('errors: one base with a kind and a hint, one way to say them', () => {
     assert.deepEqual(offBase, [], 'these extend Error, not HintedError');
   });
 
-  it('each carries its kind; a hint only where the message does not say the next action', () => {
+  it('each carries its kind and a next action: the one given, else the one of its kind', () => {
     const exec = new ExecError('auth', 'the target refused our key');
     assert.ok(exec instanceof HintedError);
     assert.equal(exec.kind, 'auth');
-    assert.equal(hintOf(exec), null);
+    assert.match(hintOf(exec) ?? '', /overbrainer pod rm/);
     const flow = new FlowError('no_target', 'overbrainer.toml defines no target', 'Add one.');
     assert.equal(flow.kind, 'no_target');
     assert.equal(hintOf(flow), 'Add one.');
-    assert.equal(new PodError('pod_gone', 'gone').kind, 'pod_gone');
+    assert.match(hintOf(new FlowError('no_target', 'no target')) ?? '', /\[targets\.NAME\]/);
+    const gone = new PodError('pod_gone', 'gone');
+    assert.equal(gone.kind, 'pod_gone');
+    assert.match(hintOf(gone) ?? '', /overbrainer runs show/);
+    // A call's failure wrapped for the pod keeps the call's own next action.
+    const refused = new ApiError('unauthorized', 'Runpod refused the API key', { status: 401 });
+    assert.equal(PodError.api(refused).hint, refused.hint);
     assert.equal(new RunpodConfigError(API_KEY_VARIABLE, 'not set').kind, 'api_key');
     // The hint is no enumerable field: an ApiError's own fields stay its data.
     const api = new ApiError('rate_limited', 'slow', { status: 429 });
     assert.equal(api.kind, 'rate_limited');
     assert.equal(Object.keys(api).includes('hint'), false);
+  });
+
+  it('every error class of src/ carries a next action: each declares a hint of its own or takes one that every `new` gives', () => {
+    const { classes, problems } = missingHints(
+      sources(SRC).map((file) => ({
+        file: path.relative(SRC, file),
+        text: fs.readFileSync(file, 'utf8'),
+      })),
+    );
+    assert.ok(classes.length >= 25, `found ${classes.length} error classes`);
+    assert.deepEqual(problems, [], 'these can be built without a next action');
+  });
+
+  it('the hint check finds a class without a hint, a nullable one, and a `new` that leaves it out', () => {
+    const { classes, problems } = missingHints([
+      {
+        file: 'a.ts',
+        text: [
+          "class Bare extends HintedError<'x'> { constructor(m: string) { super('x', m); } }",
+          'class Maybe extends HintedError<string> {',
+          '  constructor(k: string, m: string, hint: string | null = null) { super(k, m, hint); }',
+          '}',
+          'class Given extends HintedError<string> {',
+          '  constructor(k: string, m: string, hint: string) { super(k, m, hint); }',
+          '}',
+          "class Own extends HintedError<'o'> { constructor(m: string) { super('o', m, 'Do this.'); } }",
+          "class Sub extends Given { constructor(m: string) { super('s', m, ''); } }",
+          "new Given('k', 'm', 'Do that.');",
+          "new Given('k', 'm', null);",
+          "new Own('m');",
+        ].join('\n'),
+      },
+    ]);
+    assert.deepEqual(classes, ['Bare', 'Given', 'Maybe', 'Own', 'Sub']);
+    assert.deepEqual(problems, [
+      'a.ts:1: Bare passes no hint to HintedError',
+      'a.ts:2: Maybe its hint defaults to null',
+      'a.ts:9: Sub passes no hint to Given',
+      'a.ts:11: new Given(…) without a hint',
+    ]);
   });
 
   it('error-to-text is written once (describeError); only the thin first bundle, which loads no core, keeps its own', () => {

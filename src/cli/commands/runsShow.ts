@@ -81,7 +81,7 @@ export function shellWords(
     return { client, command, refused: null };
   } catch (error) {
     if (!(error instanceof SshAccessError) && !(error instanceof KeysError)) throw error;
-    return { client, command: null, refused: `${error.message}. ${error.hint ?? ''}`.trim() };
+    return { client, command: null, refused: `${error.message}. ${error.hint}` };
   }
 }
 

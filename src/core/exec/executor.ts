@@ -49,10 +49,23 @@ export type ExecErrorKind =
   | 'io'
   | 'aborted';
 
-/** The message says what failed; the caller that knows the target says what to do. */
+/** What a user can do about each kind of failure, where the caller that knows the target says no more. */
+const EXEC_HINTS: Record<ExecErrorKind, string> = {
+  connection:
+    'Check that the target is up and reachable (a pod: `overbrainer pod ls`), then run the command again.',
+  host_key:
+    "Nothing was sent: the address answers with a host key other than the pod's own. Remove the run's pod (`overbrainer pod rm` with the run's ID) and train again.",
+  auth: "The target refused the run's key: remove the run's pod (`overbrainer pod rm` with the run's ID) and train again.",
+  timeout: 'Check the network and that the target still runs, then run the command again.',
+  not_found: 'Check that the path exists on the target (the job may not have written it yet).',
+  io: 'Check the space and the permissions where the message says, then run the command again.',
+  aborted: 'It was stopped as asked; run the command again to go on.',
+};
+
+/** The message says what failed; the caller that knows the target may say what to do. */
 export class ExecError extends HintedError<ExecErrorKind> {
   constructor(kind: ExecErrorKind, message: string, options?: { cause?: unknown }) {
-    super(kind, message, null, options);
+    super(kind, message, EXEC_HINTS[kind], options);
     this.name = 'ExecError';
   }
 }

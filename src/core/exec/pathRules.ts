@@ -92,7 +92,11 @@ export class PathEscapeError extends HintedError<'unsafe_name'> {
     readonly file: string,
     readonly reason: string,
   ) {
-    super('unsafe_name', `refusing the file name ${JSON.stringify(file)}: it ${reason}`);
+    super(
+      'unsafe_name',
+      `refusing the file name ${JSON.stringify(file)}: it ${reason}`,
+      'Rename or remove that file where the job wrote it (plain names inside its folder), then run the command again.',
+    );
     this.name = 'PathEscapeError';
   }
 }

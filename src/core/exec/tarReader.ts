@@ -16,7 +16,11 @@ const MAX_PAX_BYTES = 64 * 1024;
 
 export class TarFormatError extends HintedError<'malformed'> {
   constructor(message: string) {
-    super('malformed', message);
+    super(
+      'malformed',
+      message,
+      'Run the command again: a transfer cut short is sent afresh; if it fails the same way, check the free space on both sides.',
+    );
     this.name = 'TarFormatError';
   }
 }

@@ -66,10 +66,35 @@ export type FlowErrorKind =
   /** Following stopped (asked): the message says what goes on and how to reach it. */
   | 'stopped_following';
 
-/** A user-facing failure of the flow: what happened and the next action. */
+/** The next action of each kind, where the flow has no more to say than that. */
+const FLOW_HINTS: Record<FlowErrorKind, string> = {
+  no_api_key: 'Run "Overbrainer: Set Runpod API Key", or set OVERBRAINER_RUNPOD__API_KEY.',
+  no_target: 'Add a [targets.NAME] section to overbrainer.toml, or name one with --target.',
+  bad_config: 'Fix overbrainer.toml as the message says, then run the command again.',
+  bad_option: 'Run the command again without that option.',
+  install_broken: 'Reinstall Overbrainer: a file it ships is missing.',
+  bad_upload: 'Fix the upload entries under [training] in overbrainer.toml, then train again.',
+  followed_elsewhere: 'Watch it there, or close that client and attach here.',
+  budget_busy: 'Run it again once the other train of this project has started.',
+  over_budget:
+    "Raise the caps under [budget] in overbrainer.toml, lower the run's max_cost_usd, or wait for the next day or month.",
+  not_started:
+    'Wait for its job to start (`overbrainer runs ls`), or cancel it (`overbrainer train cancel` with its ID).',
+  already_ended: 'Nothing to do: `overbrainer runs show` with its ID says how it ended.',
+  no_pod: '`overbrainer runs show` with its ID says what it left; train again for a new pod.',
+  wrong_pod_state: "`overbrainer pod ls` shows the pod's state; act on it from there.",
+  no_snapshot: 'Resume a run that saved a snapshot, or train afresh.',
+  stopped_following:
+    'Follow it again with `overbrainer train attach` (VS Code: Attach to Run) with its ID.',
+};
+
+/**
+ * A user-facing failure of the flow: what happened and the next action (`hint`, else the one of
+ * its kind).
+ */
 export class FlowError extends HintedError<FlowErrorKind> {
   constructor(kind: FlowErrorKind, message: string, hint: string | null = null) {
-    super(kind, message, hint);
+    super(kind, message, hint ?? FLOW_HINTS[kind]);
     this.name = 'FlowError';
   }
 }

@@ -3,13 +3,7 @@
  * cancel, keep and release, for a Runpod target (a pod per run) and the local target. The only
  * layer that orchestrates the ones below it (runpod, train, runs, exec, config).
  */
-export {
-  type FlowDeps,
-  FlowError,
-  type FlowResult,
-  chooseTarget,
-  summaryLine,
-} from './deps';
+export { type FlowDeps, FlowError, type FlowResult, chooseTarget, summaryLine } from './deps';
 export { beforeTrain } from './beforeTrain';
 export { type StartPhase, type TrainOptions, train } from './train';
 export { generatedAxolotlConfig, pluginSource } from './runFiles';

@@ -156,7 +156,8 @@ export class Workspace {
       const first = settings.errors[0];
       throw new SetupError(
         settings.errors.map((e) => `${e.message}`).join('; '),
-        first?.hint ?? '',
+        first?.hint ??
+          'Fix the OVERBRAINER_RUNPOD__* setting the message names, then run the command again.',
         first?.envVar === ENV_API_KEY,
         false,
         settings.errors,

@@ -43,7 +43,7 @@ export type PodAdminErrorKind =
 
 /** A `pod rm` refusal: what was (not) done, and the next action. */
 export class PodAdminError extends HintedError<PodAdminErrorKind> {
-  constructor(kind: PodAdminErrorKind, message: string, hint: string | null = null) {
+  constructor(kind: PodAdminErrorKind, message: string, hint: string) {
     super(kind, message, hint);
     this.name = 'PodAdminError';
   }
@@ -203,7 +203,7 @@ async function removeChecked(
     return new PodAdminError(
       'pod_not_recorded',
       `run ${runId} is in progress but its pod is not recorded, so its pods are left alone; if the run is really dead, use \`overbrainer pod rm ${runId} --force\``,
-      null,
+      `Check \`overbrainer pod ls\` for the pods of run ${runId}; once no client follows it, \`overbrainer pod rm ${runId} --force\` deletes them.`,
     );
   }
   let failed: unknown = null;
@@ -259,7 +259,7 @@ async function removeChecked(
     return new PodAdminError(
       'run_still_running',
       `${subject}${kept}; stop it with \`overbrainer train cancel ${runId}\` first, or pass --force`,
-      null,
+      `Cancel it first (\`overbrainer train cancel ${runId}\`); \`overbrainer pod rm ${runId} --force\` deletes its pod now, losing what is not home.`,
     );
   }
   if (run !== null && (only === null || (!sweep.othersLeft && noPodLeft(ctx.store, runId)))) {

@@ -2,7 +2,7 @@
  * Why a step of a Runpod run failed. Every error says what happened and the
  * next action; `run.json` keeps only {@link runMessageFor}'s text.
  */
-import { HintedError, describeError } from '../errors';
+import { HintedError, describeError, hintOf } from '../errors';
 import { ApiError, runMessage } from '../runpod/apiErrors';
 
 export type PodErrorKind =
@@ -42,15 +42,49 @@ export type PodErrorKind =
   /** SSH or the job's target failed. */
   | 'exec';
 
+/** The next action of each kind, where the step that failed has no more to say than that. */
+const POD_HINTS: Record<PodErrorKind, string> = {
+  not_deleted:
+    'It may still bill: check `overbrainer pod ls`, and remove it with `overbrainer pod rm` (or in the Runpod console).',
+  no_capacity:
+    'Add GPU types or data centers to the target, or try again later (`overbrainer pod gpus --in-stock` lists what is in stock).',
+  not_in_stock:
+    'Name GPU types in gpu_types, or try again later (`overbrainer pod gpus --in-stock` lists what is in stock).',
+  no_credits: 'Add credit to the Runpod account (Runpod console, Billing), then train again.',
+  rejected:
+    "Check the target in overbrainer.toml against Runpod's answer in the log, then train again.",
+  unanswered: 'Check `overbrainer pod ls` for a pod of the run, and the network, then train again.',
+  interrupted: 'Train again when you are ready; `overbrainer pod ls` shows any pod left.',
+  bootstrap_failed:
+    "The pod's log (`overbrainer runs logs` with the run's ID) says why it did not start; check the target's image, then train again.",
+  watchdog_refused:
+    "The pod's log (`overbrainer runs logs` with the run's ID) says why; check the target's image, then train again.",
+  cost_cap_unset: 'Check max_cost_usd and the GPU types of the target, then train again.',
+  deadline_reached:
+    'Raise max_hours on the target to give the run more time, or resume it from its last snapshot.',
+  cost_cap_reached:
+    'Raise max_cost_usd on the target to give the run more money, or resume it from its last snapshot.',
+  pod_gone:
+    "`overbrainer runs show` with the run's ID says what came home; train again for the rest.",
+  pod_stopped: 'Start the pod in the Runpod console, or remove it with `overbrainer pod rm`.',
+  no_endpoint:
+    "The pod may be restarting: follow it again in a minute (`overbrainer train attach` with the run's ID).",
+  secrets:
+    'Use an API key that may manage secrets (Runpod console, Settings → API Keys), then train again.',
+  api: 'Run the command again; running pods are not affected: their watchdogs keep their own deadlines.',
+  runs: 'Check that runs/ is readable and writable, and the free space on this disk.',
+  exec: "Check that the pod is up (`overbrainer pod ls`), then follow it again (`overbrainer train attach` with the run's ID).",
+};
+
 export class PodError extends HintedError<PodErrorKind> {
   constructor(
     kind: PodErrorKind,
     message: string,
-    /** The next action, in a sentence. */
+    /** The next action, in a sentence; the one of its kind when left out. */
     hint: string | null = null,
     options?: { cause?: unknown; podStatus?: string },
   ) {
-    super(kind, message, hint, options);
+    super(kind, message, hint ?? POD_HINTS[kind], options);
     this.name = 'PodError';
     this.podStatus = options?.podStatus ?? null;
   }
@@ -62,7 +96,7 @@ export class PodError extends HintedError<PodErrorKind> {
   readonly podStatus: string | null;
 
   static api(error: ApiError): PodError {
-    return new PodError('api', error.message, null, { cause: error });
+    return new PodError('api', error.message, error.hint, { cause: error });
   }
 }
 
@@ -84,5 +118,5 @@ export function asPodError(error: unknown, kind: PodErrorKind = 'exec'): PodErro
   if (error instanceof PodError) return error;
   if (error instanceof ApiError) return PodError.api(error);
   const message = describeError(error);
-  return new PodError(kind, message, null, { cause: error });
+  return new PodError(kind, message, hintOf(error), { cause: error });
 }

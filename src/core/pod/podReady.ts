@@ -55,7 +55,11 @@ export type OnReachable = (executor: SshExecutor) => void;
 /** A pod that did not become ready: deleted, then the next GPU type (never shown as is). */
 export class NotReady extends HintedError<'not_ready'> {
   constructor(message: string) {
-    super('not_ready', message);
+    super(
+      'not_ready',
+      message,
+      'The next GPU type of the target is tried; add more to gpu_types if none comes up.',
+    );
   }
 }
 

@@ -92,7 +92,13 @@ export class PodScriptError extends HintedError<PodScriptErrorKind> {
   override readonly name = 'PodScriptError';
 
   constructor(kind: PodScriptErrorKind, message: string) {
-    super(kind, message);
+    super(
+      kind,
+      message,
+      kind === 'unreadable'
+        ? 'Reinstall Overbrainer: a pod script it ships is missing.'
+        : 'Fix what the message names in the target or the environment it takes (overbrainer.toml, .env), then train again.',
+    );
   }
 }
 

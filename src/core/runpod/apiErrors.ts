@@ -51,6 +51,31 @@ export interface ApiErrorOptions {
   aborted?: boolean;
 }
 
+const BASE_URL_HINT = `Check ${BASE_URL_VARIABLE} (unset: Runpod's public API)`;
+
+/** What a user can do about each kind of failed call. */
+const API_HINTS: Record<ApiErrorKind, string> = {
+  capacity:
+    'Try other GPU types or data centers (`overbrainer pod gpus --in-stock` lists what is in stock).',
+  forbidden:
+    'Check what the API key may do (Runpod console, Settings → API Keys), or try other GPU types.',
+  unauthorized: `Set a valid key: run "Overbrainer: Set Runpod API Key", or set ${API_KEY_VARIABLE}.`,
+  no_credits:
+    'Add credit to the Runpod account (Runpod console, Billing), then run the command again.',
+  rejected:
+    "Check the target in overbrainer.toml against Runpod's answer; if it looks right, report the message.",
+  rate_limited:
+    'Wait a minute, then run the command again; running pods are not affected: their watchdogs keep their own deadlines.',
+  server:
+    'Run the command again in a few minutes; running pods are not affected: their watchdogs keep their own deadlines.',
+  ambiguous:
+    'A pod may exist and bill: check `overbrainer pod ls`, and remove what you do not keep with `overbrainer pod rm`.',
+  transport: `Check the network and ${BASE_URL_VARIABLE} (unset: Runpod's public API), then run the command again.`,
+  not_found: `${BASE_URL_HINT}: what answers there is not the Runpod API.`,
+  decode: `Run the command again; if it fails the same way, ${BASE_URL_HINT.replace('Check', 'check')}.`,
+  redirect: `${BASE_URL_HINT}: a redirect is never followed, so the key goes nowhere else.`,
+};
+
 /**
  * An error of the Runpod API client. Its message never holds the API key (nor
  * a secret value being stored): non-create errors keep Runpod's own text,
@@ -63,7 +88,7 @@ export class ApiError extends HintedError<ApiErrorKind> {
   readonly aborted: boolean;
 
   constructor(kind: ApiErrorKind, message: string, options: ApiErrorOptions = {}) {
-    super(kind, message);
+    super(kind, message, API_HINTS[kind]);
     this.status = options.status;
     this.retryAfterMs = options.retryAfterMs;
     this.aborted = options.aborted ?? false;
@@ -86,7 +111,13 @@ export class RunpodConfigError extends HintedError<'api_key' | 'base_url'> {
     readonly variable: typeof API_KEY_VARIABLE | typeof BASE_URL_VARIABLE,
     message: string,
   ) {
-    super(variable === API_KEY_VARIABLE ? 'api_key' : 'base_url', message);
+    super(
+      variable === API_KEY_VARIABLE ? 'api_key' : 'base_url',
+      message,
+      variable === API_KEY_VARIABLE
+        ? `Set ${API_KEY_VARIABLE} (or run "Overbrainer: Set Runpod API Key") to a key from the Runpod console (Settings → API Keys).`
+        : `Fix ${BASE_URL_VARIABLE}, or unset it to use Runpod's public API.`,
+    );
     this.name = 'RunpodConfigError';
   }
 }

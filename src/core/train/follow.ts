@@ -61,7 +61,12 @@ export class FollowError extends HintedError<FollowErrorKind> {
     message: string,
     options?: { cause?: unknown },
   ) {
-    super(kind, message, null, options);
+    super(
+      kind,
+      message,
+      `Follow it again with \`overbrainer train attach ${runId}\` once its target answers.`,
+      options,
+    );
     this.name = 'FollowError';
   }
 }

@@ -30,9 +30,20 @@ export type JobErrorKind =
   /** The group outlived SIGKILL, or the cancel script failed: `cancelling` is kept. */
   | 'cancel_failed';
 
+const JOB_HINTS: Record<JobErrorKind, string> = {
+  start_failed:
+    "Check the [training] command in overbrainer.toml and the run's job log, then train again.",
+  bad_pid:
+    "Check `overbrainer runs show` with the run's ID: its job may not have started; cancel it or train again.",
+  bad_status:
+    "Follow it again (`overbrainer train attach` with the run's ID); if its status stays unreadable, cancel it.",
+  cancel_failed:
+    "Cancel it again; if its job still runs, remove its pod (`overbrainer pod rm` with the run's ID and --force).",
+};
+
 export class JobError extends HintedError<JobErrorKind> {
   constructor(kind: JobErrorKind, message: string, options?: { cause?: unknown }) {
-    super(kind, message, null, options);
+    super(kind, message, JOB_HINTS[kind], options);
     this.name = 'JobError';
   }
 }

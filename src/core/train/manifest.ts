@@ -55,6 +55,9 @@ export class ManifestError extends HintedError<ManifestErrorKind> {
         (kind === 'unportable' || kind === 'conflict'
           ? `rename or remove that file on the pod (or have the job write names every platform reads alike), then retrieve again.`
           : `the pod's run directory holds unexpected files, so inspect it before retrieving again.`),
+      kind === 'unportable' || kind === 'conflict'
+        ? "Retrieve again then: `overbrainer train attach` with the run's ID."
+        : "Look at it over `overbrainer runs ssh` with the run's ID (the pod stays until its retrieve grace ends).",
     );
     this.name = 'ManifestError';
   }
@@ -62,10 +65,19 @@ export class ManifestError extends HintedError<ManifestErrorKind> {
 
 export type RetrievalErrorKind = 'run_dir_missing' | 'manifest_failed' | 'local_conflict';
 
+const RETRIEVAL_HINTS: Record<RetrievalErrorKind, string> = {
+  run_dir_missing:
+    "Look at the pod over `overbrainer runs ssh` with the run's ID: its run directory is not where the run recorded it.",
+  manifest_failed:
+    "Fix the [training] artifacts in overbrainer.toml if the message names one, else retrieve again (`overbrainer train attach` with the run's ID).",
+  local_conflict:
+    "Move away what stands in the way in the run's output folder, then retrieve again (`overbrainer train attach` with the run's ID).",
+};
+
 /** Retrieval could not run or finish (not a verification failure: those are in the result). */
 export class RetrievalError extends HintedError<RetrievalErrorKind> {
   constructor(kind: RetrievalErrorKind, message: string, options?: { cause?: unknown }) {
-    super(kind, message, null, options);
+    super(kind, message, RETRIEVAL_HINTS[kind], options);
     this.name = 'RetrievalError';
   }
 }

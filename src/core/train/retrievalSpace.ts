@@ -37,7 +37,13 @@ export class RetrieveSpaceError extends HintedError<RetrieveSpaceKind> {
     /** Free bytes on the local disk; null when it could not be read. */
     readonly freeBytes: number | null,
   ) {
-    super(kind, message);
+    super(
+      kind,
+      message,
+      kind === 'over_limit'
+        ? "Raise max_retrieve_gb on the target, or narrow [training] artifacts, then retrieve again (`overbrainer train attach` with the run's ID) before the pod's retrieve grace ends."
+        : "Free space on this disk, then retrieve again (`overbrainer train attach` with the run's ID) before the pod's retrieve grace ends.",
+    );
     this.name = 'RetrieveSpaceError';
   }
 }
