@@ -31,14 +31,10 @@ export type JobErrorKind =
   | 'cancel_failed';
 
 const JOB_HINTS: Record<JobErrorKind, string> = {
-  start_failed:
-    "Check the [training] command in overbrainer.toml and the run's job log, then train again.",
-  bad_pid:
-    "Check `overbrainer runs show` with the run's ID: its job may not have started; cancel it or train again.",
-  bad_status:
-    "Follow it again (`overbrainer train attach` with the run's ID); if its status stays unreadable, cancel it.",
-  cancel_failed:
-    "Cancel it again; if its job still runs, remove its pod (`overbrainer pod rm` with the run's ID and --force).",
+  start_failed: 'Check the [training] command in overbrainer.toml, then train again.',
+  bad_pid: 'Its job may not run: cancel it (`overbrainer train cancel`), then train again.',
+  bad_status: 'Attach again (`overbrainer train attach`); if it stays so, cancel the run.',
+  cancel_failed: 'Cancel it again, or delete its pod: `overbrainer pod rm RUN_ID --force`.',
 };
 
 export class JobError extends HintedError<JobErrorKind> {
