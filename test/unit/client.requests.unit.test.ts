@@ -97,6 +97,7 @@ describe('RunpodClient: pods', () => {
       sshDirect: { host: '195.26.233.3', port: 34446, username: 'root' },
       runMarker: null,
       createdAt: '2026-06-01T12:00:00Z',
+      cluster: null,
     };
     assert.deepEqual(got, expected);
     assert.ok(!JSON.stringify(got).includes('llama-3'));

@@ -281,5 +281,6 @@ export function accountPod(
     sshDirect: null,
     runMarker,
     createdAt: '2026-12-02T11:00:00Z',
+    cluster: null,
   };
 }

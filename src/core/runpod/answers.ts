@@ -7,6 +7,7 @@ import {
   ApiError,
   BASE_URL_VARIABLE,
   CREATE_MESSAGES,
+  type CreateMessages,
   isPlacement400,
   isRunpod404,
   oneLine,
@@ -43,22 +44,24 @@ export type Outcome = Answer | TransportFailure;
  * The error of a create's answer: a fixed message chosen from the status
  * only, never Runpod's text. 408 and 5xx leave the pod's existence open.
  */
-export function createError(answer: Answer, retryAfterMs: number | undefined): ApiError {
+export function createError(
+  answer: Answer,
+  retryAfterMs: number | undefined,
+  messages: CreateMessages = CREATE_MESSAGES,
+): ApiError {
   const { status } = answer;
   const options = { status, retryAfterMs };
-  if (status >= 300 && status < 400)
-    return new ApiError('redirect', CREATE_MESSAGES.redirect, options);
+  if (status >= 300 && status < 400) return new ApiError('redirect', messages.redirect, options);
   if (status === 400 && isPlacement400(answer.body)) {
-    return new ApiError('capacity', CREATE_MESSAGES.capacity, options);
+    return new ApiError('capacity', messages.capacity, options);
   }
   if (status === 401) return new ApiError('unauthorized', UNAUTHORIZED_HINT, options);
-  if (status === 402) return new ApiError('no_credits', CREATE_MESSAGES.noCredits, options);
-  if (status === 403) return new ApiError('forbidden', CREATE_MESSAGES.forbidden, options);
-  if (status === 408) return new ApiError('ambiguous', CREATE_MESSAGES.timeout408, options);
-  if (status === 429) return new ApiError('rate_limited', CREATE_MESSAGES.rateLimited, options);
-  if (status >= 400 && status < 500)
-    return new ApiError('rejected', CREATE_MESSAGES.rejected, options);
-  return new ApiError('ambiguous', CREATE_MESSAGES.server, options);
+  if (status === 402) return new ApiError('no_credits', messages.noCredits, options);
+  if (status === 403) return new ApiError('forbidden', messages.forbidden, options);
+  if (status === 408) return new ApiError('ambiguous', messages.timeout408, options);
+  if (status === 429) return new ApiError('rate_limited', messages.rateLimited, options);
+  if (status >= 400 && status < 500) return new ApiError('rejected', messages.rejected, options);
+  return new ApiError('ambiguous', messages.server, options);
 }
 
 /** The error of a non-create call's answer: Runpod's text kept, redacted and capped. */

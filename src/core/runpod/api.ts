@@ -87,6 +87,8 @@ export interface Pod {
   runMarker: string | null;
   /** RFC 3339 as Runpod wrote it. */
   createdAt: string | null;
+  /** Its membership of an Instant Cluster (`cluster`); null for a pod of its own. */
+  cluster: PodClusterMembership | null;
 }
 
 /** The env key carrying a pod's run marker. */
@@ -99,6 +101,27 @@ export { isPodId };
 export function isDead(pod: Pick<Pod, 'status'>): boolean {
   return pod.status === 'EXITED' || pod.status === 'ERROR' || pod.status === 'TERMINATED';
 }
+
+/** A pod's membership (`Pod.cluster`): rank and address are null until assigned. */
+export interface PodClusterMembership {
+  clusterId: string;
+  rank: number | null;
+  /** The member's address on the cluster's private network. */
+  ip: string | null;
+}
+
+/** The `cluster` block of a pod, read tolerantly: a malformed one reads as none. */
+export const PodClusterWire = z
+  .object({
+    id: z.string(),
+    rank: z.number().int().nonnegative().nullish(),
+    ip: z.string().nullish(),
+  })
+  .transform((wire): PodClusterMembership => ({
+    clusterId: wire.id,
+    rank: wire.rank ?? null,
+    ip: wire.ip ?? null,
+  }));
 
 const SshDirectWire = z.object({
   host: z.string(),
@@ -122,6 +145,7 @@ export const PodSchema = z
       .nullish()
       .catch(null),
     createdAt: z.string().nullish(),
+    cluster: PodClusterWire.nullish().catch(null),
   })
   .transform((wire): Pod => ({
     id: wire.id,
@@ -139,6 +163,7 @@ export const PodSchema = z
       : null,
     runMarker: wire.env?.[RUN_MARKER_ENV] ?? null,
     createdAt: wire.createdAt ?? null,
+    cluster: wire.cluster ?? null,
   }));
 
 export const ListPodsSchema = z.object({ pods: z.array(PodSchema), pagination: PaginationWire });

@@ -26,7 +26,9 @@ export const BASE_URL_VARIABLE = 'OVERBRAINER_RUNPOD__BASE_URL';
  * - `transport`: no answer at all (connection refused or reset, timeout, 408);
  * - `not_found`: a 404 that is not Runpod's (a proxy page, a wrong base URL);
  * - `decode`: a 2xx whose body cannot be read (only category and position are reported);
- * - `redirect`: a 3xx: redirects are never followed (the bearer key must not travel elsewhere).
+ * - `redirect`: a 3xx: redirects are never followed (the bearer key must not travel elsewhere);
+ * - `cluster_member`: 409 from a pod call on a member of an Instant Cluster: the pod calls cannot
+ *   delete or change it; delete its cluster (`DELETE /clusters/{id}`).
  */
 export type ApiErrorKind =
   | 'capacity'
@@ -40,7 +42,8 @@ export type ApiErrorKind =
   | 'transport'
   | 'not_found'
   | 'decode'
-  | 'redirect';
+  | 'redirect'
+  | 'cluster_member';
 
 export interface ApiErrorOptions {
   /** The HTTP status of Runpod's answer; absent when there was no answer. */
@@ -156,6 +159,27 @@ export const CREATE_MESSAGES = {
   aborted: 'the create request was interrupted in flight: the pod may exist',
   redirect: `Runpod answered the create request with a redirect, which is never followed: check ${BASE_URL_VARIABLE}`,
 } as const;
+
+/** A create's fixed messages, for one kind of thing created (a pod, a cluster). */
+export type CreateMessages = { readonly [K in keyof typeof CREATE_MESSAGES]: string };
+
+/** The fixed messages of a cluster create: as a pod's, for the cluster and all of its members. */
+export const CLUSTER_CREATE_MESSAGES: CreateMessages = {
+  capacity: 'no capacity for this many pods of this GPU type in one data center',
+  forbidden:
+    'Runpod refused the cluster (403): the API key, this GPU type or this many nodes is not allowed (self-serve accounts get at most 8 nodes)',
+  noCredits: 'Runpod refused the cluster (402): the account balance is too low',
+  rejected: 'Runpod rejected the cluster create request as invalid: invalid request, please report',
+  rateLimited: 'Runpod answered 429 (rate limited) to the cluster create request',
+  timeout408: 'the cluster create request timed out at Runpod (408): the cluster may exist',
+  server:
+    'Runpod failed to answer the cluster create request (server error): the cluster may exist',
+  transport: 'the cluster create request got no answer: the cluster may exist',
+  unreadable:
+    "Runpod's answer to the cluster create request could not be read: the cluster may exist",
+  aborted: 'the cluster create request was interrupted in flight: the cluster may exist',
+  redirect: `Runpod answered the cluster create request with a redirect, which is never followed: check ${BASE_URL_VARIABLE}`,
+};
 
 /** Longest Runpod text kept in an error message. */
 export const MAX_MESSAGE_CHARS = 300;

@@ -23,6 +23,8 @@ import {
   type PodAction,
 } from './api';
 import * as account from './account';
+import * as clusters from './clusters';
+import type { Cluster, ClusterBilling, CreateClusterBody } from './clusters';
 import type { BillingBucketSize, PodBilling, Secret } from './account';
 import * as catalog from './catalog';
 import type {
@@ -208,12 +210,15 @@ export class RunpodClient implements Disposable {
   /**
    * The account's pods, every page followed (at most {@link MAX_PAGES}; a
    * repeated cursor is an error). With `runMarker`, only the pods whose env
-   * carries it (the API has no such filter: it is applied here).
+   * carries it (the API has no such filter: it is applied here). Members of a cluster are
+   * listed only with `includeClusterPods` (Runpod hides them otherwise).
    */
-  async listPods(options: CallOptions & { runMarker?: string } = {}): Promise<Pod[]> {
+  async listPods(
+    options: CallOptions & { runMarker?: string; includeClusterPods?: boolean } = {},
+  ): Promise<Pod[]> {
     const pods = await this.#http.listPaged(
       '/pods',
-      {},
+      options.includeClusterPods === true ? { includeClusterPods: 'true' } : {},
       ListPodsSchema,
       (page) => page.pods,
       options.signal,
@@ -229,12 +234,16 @@ export class RunpodClient implements Disposable {
    */
   async deletePod(id: string, options: CallOptions = {}): Promise<boolean> {
     checkPodId(id);
-    const answer = await this.#http.okOr404(
-      'DELETE',
-      `/pods/${encodeURIComponent(id)}`,
-      options.signal,
-    );
-    return answer !== null;
+    try {
+      const answer = await this.#http.okOr404(
+        'DELETE',
+        `/pods/${encodeURIComponent(id)}`,
+        options.signal,
+      );
+      return answer !== null;
+    } catch (error) {
+      throw memberRefusal(error, id);
+    }
   }
 
   /**
@@ -258,6 +267,44 @@ export class RunpodClient implements Disposable {
     const answer = this.#http.expectOk(outcome, this.#http.redactor);
     if (answer.status === 204 || answer.body.trim() === '') return null;
     return this.#http.decode(answer, PodSchema, `POST /pods/${id}/action`);
+  }
+
+  // -------------------------------------------------------------------------
+  // Instant Clusters (./clusters.ts)
+  // -------------------------------------------------------------------------
+
+  /** {@link clusters.createCluster} */
+  createCluster(body: CreateClusterBody, options: CallOptions = {}): Promise<Cluster> {
+    return clusters.createCluster(this.#http, body, options);
+  }
+
+  /** {@link clusters.getCluster} */
+  getCluster(id: string, options: CallOptions = {}): Promise<Cluster | null> {
+    return clusters.getCluster(this.#http, id, options);
+  }
+
+  /** {@link clusters.listClusters} */
+  listClusters(options: CallOptions & { name?: string } = {}): Promise<Cluster[]> {
+    return clusters.listClusters(this.#http, options);
+  }
+
+  /** {@link clusters.listClusterPods} */
+  listClusterPods(id: string, options: CallOptions = {}): Promise<Pod[] | null> {
+    return clusters.listClusterPods(this.#http, id, options);
+  }
+
+  /** {@link clusters.deleteCluster} */
+  deleteCluster(id: string, options: CallOptions = {}): Promise<boolean> {
+    return clusters.deleteCluster(this.#http, id, options);
+  }
+
+  /** {@link clusters.clusterBilling} */
+  clusterBilling(
+    clusterId: string,
+    window: { startTime?: Date; endTime?: Date; bucketSize?: BillingBucketSize } = {},
+    options: CallOptions = {},
+  ): Promise<ClusterBilling> {
+    return clusters.clusterBilling(this.#http, clusterId, window, options);
   }
 
   // -------------------------------------------------------------------------
@@ -339,6 +386,19 @@ export class RunpodClient implements Disposable {
   deleteSecret(id: string, options: CallOptions = {}): Promise<boolean> {
     return account.deleteSecret(this.#http, id, options);
   }
+}
+
+/**
+ * A pod delete's 409 is the document's "Pod belongs to a cluster and cannot be terminated via the
+ * pod endpoints": the `cluster_member` error naming the next action. Any other error as it was.
+ */
+function memberRefusal(error: unknown, podId: string): unknown {
+  if (!(error instanceof ApiError) || error.status !== 409) return error;
+  return new ApiError(
+    'cluster_member',
+    `pod ${podId} is a member of an Instant Cluster, which Runpod deletes only as a whole: delete its cluster (overbrainer pod rm CLUSTER_ID)`,
+    { status: 409 },
+  );
 }
 
 function checkPodId(id: string): void {

@@ -15,6 +15,7 @@ import {
   API_KEY_VARIABLE,
   ApiError,
   CREATE_MESSAGES,
+  type CreateMessages,
   isRunpod404,
   Redactor,
   RunpodConfigError,
@@ -62,8 +63,10 @@ export interface CallSpec {
    * create (never retried: its caller reconciles first).
    */
   idempotent: boolean;
-  /** The pod create: its failures are ambiguous and its messages fixed. */
+  /** A create (a pod's, a cluster's): its failures are ambiguous and its messages fixed. */
   create?: boolean;
+  /** The create's fixed messages (default: the pod's). */
+  createMessages?: CreateMessages;
   signal?: AbortSignal | undefined;
   /** Redacts the key, plus any secret value the call carries. */
   redactor: Redactor;
@@ -412,7 +415,9 @@ export class ApiTransport {
       if (signal?.aborted) {
         // A create cut short in flight may still have created the pod.
         if (spec.create)
-          throw new ApiError('ambiguous', CREATE_MESSAGES.aborted, { aborted: true });
+          throw new ApiError('ambiguous', (spec.createMessages ?? CREATE_MESSAGES).aborted, {
+            aborted: true,
+          });
         throw abortError(signal);
       }
       if (timedOut) return new TransportFailure(`no answer within ${timeoutMs} ms`);
