@@ -93,6 +93,8 @@ export abstract class EmulatorBase {
   /** What the pods' nvidia-smi stand-in answers (./gpus.ts): for all pods, and per pod. */
   protected gpuDefault: GpuSetting = 'busy';
   protected readonly gpuSettings = new Map<string, GpuSetting>();
+  /** Whether a cluster member's own key may delete its cluster (unsettled at Runpod: both played). */
+  protected memberKeyDeletesCluster: boolean;
 
   constructor(options: EmulatorOptions) {
     this.clock = options.clock ?? systemClock;
@@ -115,6 +117,7 @@ export abstract class EmulatorBase {
     this.workspaceQuotaBytes = options.workspaceQuotaBytes ?? null;
     this.volumeQuota = options.volumeQuota ?? null;
     this.sshRelay = options.sshRelay ?? null;
+    this.memberKeyDeletesCluster = options.memberKeyDeletesCluster ?? false;
     this.maxPageSize = Math.min(
       options.maxPodsPageSize ?? MAX_PODS_PAGE_LIMIT,
       MAX_PODS_PAGE_LIMIT,

@@ -51,6 +51,8 @@ export interface ContainerSpec {
   initScriptPath: string;
   /** stdout and stderr of the pod (appended). */
   logPath: string;
+  /** A network namespace to run in (`/proc/<pid>/ns/net`): a cluster member's. Default: the host's. */
+  netnsPath?: string;
 }
 
 export interface ContainerExit {
@@ -251,6 +253,7 @@ export class Container {
           '--pdeathsig',
           'KILL',
           '--',
+          ...(spec.netnsPath === undefined ? [] : ['nsenter', `--net=${spec.netnsPath}`, '--']),
           'unshare',
           '--mount',
           '--pid',

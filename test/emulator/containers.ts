@@ -8,7 +8,15 @@ import { dirname, join } from 'node:path';
 import { isAbortError } from '../../src/core/clock';
 import { type BindMount, Container, initScript, POD_PATHS, probeSshBanner } from './container';
 import { type SshdFaultMode } from './faults';
-import { freePort, type PodState, SECRET_REF, sleepReal, sshdConfig } from './state';
+import { MEMBER_SSH_PORT, memberAddress, PRIMARY_PORT } from './clusterNet';
+import {
+  freePort,
+  type MemberState,
+  type PodState,
+  SECRET_REF,
+  sleepReal,
+  sshdConfig,
+} from './state';
 import { PodLogs } from './podLogs';
 import {
   figuresFile,
@@ -79,7 +87,17 @@ export abstract class PodContainers extends PodLogs {
     return pod.ports.includes('22/tcp');
   }
 
+  /**
+   * A cluster member's network namespace, with its sshd relayed to a host port (./clusterNet.ts):
+   * the emulator's cluster layer makes it.
+   */
+  protected abstract memberNet(pod: PodState): Promise<{ path: string; hostSshPort: number }>;
+
   protected async startContainer(pod: PodState, gen: number): Promise<void> {
+    if (pod.member) {
+      const net = await this.memberNet(pod);
+      return this.startIn(pod, gen, MEMBER_SSH_PORT, net.hostSshPort, undefined, net.path);
+    }
     const mode = this.faultBook.sshdForPod(pod.id) ?? pod.sshdFault;
     const sshPort = await freePort(this.reservedPorts);
     this.reservedPorts.add(sshPort);
@@ -111,7 +129,26 @@ export abstract class PodContainers extends PodLogs {
       });
       pod.silentServer = server;
     }
-    writeFileSync(join(pod.dirs.etcSsh, 'sshd_config'), sshdConfig(sshPort), { mode: 0o644 });
+    return this.startIn(pod, gen, sshPort, publishedPort, mode, undefined);
+  }
+
+  private async startIn(
+    pod: PodState,
+    gen: number,
+    sshPort: number,
+    publishedPort: number,
+    mode: SshdFaultMode | undefined,
+    netnsPath: string | undefined,
+  ): Promise<void> {
+    if (netnsPath !== undefined && this.stale(pod, gen)) return;
+    pod.sshPort = sshPort;
+    pod.publishedPort = publishedPort;
+    pod.bannerSeen = false;
+    // A member's sshd listens on its own namespace's addresses: the cluster's members reach it.
+    const listen = netnsPath === undefined ? '127.0.0.1' : '0.0.0.0';
+    writeFileSync(join(pod.dirs.etcSsh, 'sshd_config'), sshdConfig(sshPort, listen), {
+      mode: 0o644,
+    });
     const mounts: BindMount[] = [
       { source: pod.dirs.workspace, target: POD_PATHS.workspace },
       { source: pod.dirs.etcOverbrainer, target: POD_PATHS.etcOverbrainer },
@@ -136,6 +173,7 @@ export abstract class PodContainers extends PodLogs {
       mounts,
       initScriptPath: initPath,
       logPath: pod.dirs.log,
+      ...(netnsPath === undefined ? {} : { netnsPath }),
     });
     if (this.stale(pod, gen)) {
       await container.kill();
@@ -207,6 +245,7 @@ export abstract class PodContainers extends PodLogs {
       ...(this.has22(pod) ? { RUNPOD_TCP_PORT_22: String(publishedPort) } : {}),
       RUNPOD_GPU_COUNT: String(pod.gpuCount),
       RUNPOD_DC_ID: pod.dataCenterId,
+      ...(pod.member ? memberEnv(pod.member) : {}),
     };
   }
 
@@ -302,4 +341,24 @@ export abstract class PodContainers extends PodLogs {
     pod.holdsStock = false;
     pod.gpuType.stock[pod.dataCenterId] = (pod.gpuType.stock[pod.dataCenterId] ?? 0) + pod.gpuCount;
   }
+}
+
+/**
+ * What Runpod sets on every member of an Instant Cluster (its Instant Clusters pages): the
+ * primary's address and port, this member's address and rank, the cluster's shape.
+ */
+export function memberEnv(member: MemberState): Record<string, string> {
+  const primary = memberAddress(0);
+  return {
+    PRIMARY_ADDR: primary,
+    PRIMARY_PORT: String(PRIMARY_PORT),
+    MASTER_ADDR: primary,
+    MASTER_PORT: String(PRIMARY_PORT),
+    HOST_NODE_ADDR: `${primary}:${PRIMARY_PORT}`,
+    NODE_ADDR: member.ip,
+    NODE_RANK: String(member.rank),
+    NUM_NODES: String(member.podCount),
+    NUM_TRAINERS: String(member.gpuCountPerPod),
+    WORLD_SIZE: String(member.podCount * member.gpuCountPerPod),
+  };
 }

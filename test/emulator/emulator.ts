@@ -84,6 +84,7 @@ class EmulatorServer extends HttpLayer {
       podCrash: (podId) => add({ kind: 'podCrash', podId }),
       podVanishes: (podId) => add({ kind: 'podVanishes', podId }),
       hostLost: (podId, exitAfterMs) => add({ kind: 'hostLost', podId, exitAfterMs }),
+      memberKeyDeletesCluster: (allowed) => add({ kind: 'memberKey', deletesCluster: allowed }),
       unreachable: (forMs, mode) => add({ kind: 'unreachable', forMs, mode }),
       reachable: () => this.reachable(),
     };
@@ -100,6 +101,10 @@ class EmulatorServer extends HttpLayer {
       contractViolations: () => [...this.violations],
       pods: () =>
         [...this.podsById.values()].filter((p) => !p.deleted).map((p) => this.internals(p)),
+      clusters: () =>
+        [...this.clustersById.values()]
+          .filter((c) => !c.deleting)
+          .map((c) => ({ id: c.id, name: c.name, memberIds: [...c.memberIds] })),
       pod: (id) => {
         const pod = this.podsById.get(id);
         return pod ? this.internals(pod) : undefined;
@@ -179,6 +184,9 @@ class EmulatorServer extends HttpLayer {
         }
         return this.faultBook.newId();
       }
+      case 'memberKey':
+        this.memberKeyDeletesCluster = fault.deletesCluster;
+        return this.faultBook.newId();
       case 'podVanishes': {
         const pod = this.livePod(fault.podId);
         await this.deletePod(pod, 'provider');
@@ -232,6 +240,7 @@ class EmulatorServer extends HttpLayer {
   /** Process exit: SIGKILL every container now (no awaiting possible). */
   killAllNow(): void {
     for (const pod of this.podsById.values()) pod.container?.killNow();
+    this.closeClusterNetsNow();
     this.unmountVolumes();
   }
 
@@ -250,6 +259,11 @@ class EmulatorServer extends HttpLayer {
     );
     // A container still being spawned is killed by its launch as soon as it exists.
     await Promise.allSettled([...this.launches]);
+    for (const cluster of this.clustersById.values()) {
+      cluster.deleting = true;
+      (await cluster.net.catch(() => undefined))?.close();
+    }
+    this.closeClusterNetsNow();
     for (const res of this.hanging) res.destroy();
     await new Promise<void>((resolve) => {
       if (!this.server.listening) {

@@ -31,6 +31,12 @@ export const ROUTES = [
   'updateSecret',
   'deleteSecret',
   'getPodLogs',
+  'createCluster',
+  'listClusters',
+  'getCluster',
+  'updateCluster',
+  'deleteCluster',
+  'listClusterPods',
   '*',
 ] as const;
 export type RouteName = (typeof ROUTES)[number];
@@ -140,6 +146,11 @@ export const faultSchema = z.discriminatedUnion('kind', [
   z
     .object({ kind: z.literal('hostLost'), podId: z.string(), exitAfterMs: durationMs.optional() })
     .strict(),
+  /**
+   * Whether a cluster member's own key (its `RUNPOD_API_KEY`) may delete its cluster, from now
+   * on: Runpod's documents do not say; the emulator plays either answer (default: refused, 403).
+   */
+  z.object({ kind: z.literal('memberKey'), deletesCluster: z.boolean() }).strict(),
   /** The pod disappears: processes killed, 404 from now on, ledger `deletedBy: provider`. */
   z.object({ kind: z.literal('podVanishes'), podId: z.string() }).strict(),
   z

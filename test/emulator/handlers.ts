@@ -13,7 +13,7 @@ import {
 import { type JsonObject } from './extensions';
 import { type DeletedBy } from './ledger';
 import {
-  type BucketSize,
+  billingWindow,
   bucketStart,
   type CreatePodBody,
   problem,
@@ -21,9 +21,13 @@ import {
   roundUsd,
   volumeJson,
 } from './state';
-import { Pods } from './pods';
+import { Clusters, type CreateClusterBody } from './clusters';
 
-export abstract class Handlers extends Pods {
+/** The document's 409 for a pod call on a cluster member. */
+const MEMBER_409 =
+  'Pod belongs to a cluster and cannot be terminated via the pod endpoints: delete the cluster via DELETE /v2/clusters/{id}';
+
+export abstract class Handlers extends Clusters {
   protected async handle(
     operationId: string,
     params: Record<string, string>,
@@ -44,14 +48,35 @@ export abstract class Handlers extends Pods {
       case 'deletePod': {
         const pod = this.podsById.get(params.id ?? '');
         if (!pod) return problem(404, 'pod not found');
+        if (pod.member) return problem(409, MEMBER_409);
         await this.deletePod(pod, deletedBy);
         return { status: 204 };
       }
       case 'podAction': {
         const pod = this.podsById.get(params.id ?? '');
         if (!pod) return problem(404, 'pod not found');
+        if (pod.member) return problem(409, MEMBER_409);
         return this.podAction(pod, String((body as { action: string }).action), deletedBy);
       }
+      case 'createCluster':
+        return this.createCluster(body as CreateClusterBody);
+      case 'listClusters':
+        return this.listClusters();
+      case 'getCluster':
+      case 'updateCluster':
+      case 'deleteCluster':
+      case 'listClusterPods': {
+        const cluster = this.clustersById.get(params.id ?? '');
+        if (!cluster) return problem(404, 'cluster not found');
+        if (operationId === 'listClusterPods') return this.listClusterPods(cluster);
+        if (operationId === 'updateCluster') cluster.name = (body as { name: string }).name;
+        if (operationId !== 'deleteCluster')
+          return { status: 200, body: this.clusterJson(cluster) };
+        await this.deleteCluster(cluster, deletedBy);
+        return { status: 204 };
+      }
+      case 'listClusterBilling':
+        return this.listClusterBilling(query);
       case 'listGpuTypes':
         return this.listGpuTypes(query);
       case 'listDataCenters':
@@ -113,6 +138,8 @@ export abstract class Handlers extends Pods {
     const firstPage = typeof query.cursor !== 'string';
     const all = [...this.podsById.values()]
       .filter((p) => !p.deleted)
+      // Runpod lists a cluster's members only when asked.
+      .filter((p) => p.member === undefined || query.includeClusterPods === true)
       .filter((p) => {
         const hidden = this.unlisted.get(p.id);
         if (hidden === undefined) return true;
@@ -165,34 +192,15 @@ export abstract class Handlers extends Pods {
    * is the last N buckets ending with the current one and excludes startTime/endTime.
    */
   protected listPodBilling(query: Record<string, unknown>): Reply {
-    const bucketSize = (query.bucketSize as BucketSize | undefined) ?? 'day';
-    const lastN = query.lastN as number | undefined;
-    const nowMs = this.clock.nowMs();
-    if (lastN !== undefined && (query.startTime !== undefined || query.endTime !== undefined)) {
-      return problem(
-        400,
-        'lastN is mutually exclusive with startTime/endTime: give one or the other',
-      );
-    }
-    let startMs: number;
-    let endMs: number;
-    if (lastN !== undefined) {
-      endMs = bucketStart(nowMs, bucketSize, 1);
-      startMs = bucketStart(nowMs, bucketSize, 1 - lastN);
-    } else {
-      const rawStart = query.startTime as string | undefined;
-      const rawEnd = query.endTime as string | undefined;
-      const from = rawStart === undefined ? nowMs - 30 * 86_400_000 : Date.parse(rawStart);
-      const to = rawEnd === undefined ? nowMs : Date.parse(rawEnd);
-      if (Number.isNaN(from) || Number.isNaN(to))
-        return problem(400, 'startTime/endTime must be RFC 3339');
-      startMs = bucketStart(from, bucketSize, 0);
-      const endBucket = bucketStart(to, bucketSize, 0);
-      endMs = endBucket === to ? to : bucketStart(to, bucketSize, 1);
-      if (endMs <= startMs) return problem(400, 'endTime must be after startTime');
-    }
+    const window = billingWindow(query, this.clock.nowMs());
+    if ('status' in window) return window;
+    const { bucketSize, startMs, endMs } = window;
     const podId = query.podId as string | undefined;
-    const ids = this.ledgerBook.ids().filter((id) => podId === undefined || id === podId);
+    // A cluster's members are billed as the cluster's (`GET /v2/billing/clusters`).
+    const ids = this.ledgerBook
+      .ids()
+      .filter((id) => podId === undefined || id === podId)
+      .filter((id) => this.ledgerBook.entry(id)?.clusterId === undefined);
     const records: JsonObject[] = [];
     const totals = { totalAmount: 0, gpuAmount: 0, cpuAmount: 0, diskAmount: 0 };
     const pods = new Set<string>();

@@ -143,20 +143,29 @@ export abstract class HttpLayer extends Handlers {
     const podId = match.pathParams.id;
     const action = isObject(body) && typeof body.action === 'string' ? body.action : undefined;
 
-    // A pod-scoped key reads, stops and terminates its own pod, and nothing else.
+    // A pod-scoped key reads, stops and terminates its own pod, and nothing else; a member's
+    // reads its cluster, and deletes it only where the emulator plays that answer.
     if (caller.kind === 'pod') {
       const own = podId === caller.podId;
+      const cluster = this.clusterOf(caller.podId);
+      const ownCluster =
+        cluster !== undefined &&
+        podId === cluster.id &&
+        ['getCluster', 'listClusterPods', 'deleteCluster'].includes(operationId);
       const allowed =
-        own &&
-        (operationId === 'getPod' ||
-          operationId === 'deletePod' ||
-          (operationId === 'podAction' &&
-            (action === undefined || action === 'stop' || action === 'terminate')));
+        (own &&
+          (operationId === 'getPod' ||
+            operationId === 'deletePod' ||
+            (operationId === 'podAction' &&
+              (action === undefined || action === 'stop' || action === 'terminate')))) ||
+        (ownCluster && (operationId !== 'deleteCluster' || this.memberKeyDeletesCluster));
       if (!allowed) {
         finish(
           problem(
             403,
-            `access denied: a pod-scoped key may only read, stop and terminate its own pod (${caller.podId})`,
+            ownCluster
+              ? `access denied: a pod-scoped key may not delete its cluster (${podId ?? ''})`
+              : `access denied: a pod-scoped key may only read, stop and terminate its own pod (${caller.podId})`,
           ),
           operationId,
         );

@@ -27,6 +27,8 @@ export interface LedgerPodInput {
   diskGb: number;
   /** Stopped-disk price per GB and month. */
   diskUsdPerGbMonth: number;
+  /** The cluster a member pod belongs to (billed per member, per second, as any pod). */
+  clusterId?: string;
 }
 
 export interface LedgerEntry extends LedgerPodInput {

@@ -21,6 +21,7 @@ import { NO_CAPACITY_DETAIL, type PodDirs, type PodInternals } from './types';
 import {
   ACTIONS_BY_STATUS,
   type CreatePodBody,
+  type MemberState,
   type PodState,
   problem,
   randomApiKey,
@@ -33,7 +34,7 @@ import {
 import { PodContainers } from './containers';
 
 export abstract class Pods extends PodContainers {
-  protected async createPod(body: CreatePodBody): Promise<Reply> {
+  protected async createPod(body: CreatePodBody, member?: MemberState): Promise<Reply> {
     // Rules of the document that JSON Schema cannot state answer 400, as Runpod's handler does.
     if (body.gpu && body.cpu) return problem(400, 'set exactly one of gpu or cpu, not both');
     if (body.cpu) return problem(400, 'the Runpod emulator offers GPU pods only: set gpu, not cpu');
@@ -212,6 +213,7 @@ export abstract class Pods extends PodContainers {
         dirs.volume && mounts?.persistent
           ? { source: dirs.volume, target: mounts.persistent.path }
           : undefined,
+      member,
     };
     this.resetContainerDisk(pod);
     writeFileSync(dirs.log, '');
@@ -229,6 +231,7 @@ export abstract class Pods extends PodContainers {
         gpuUsdPerHour,
         diskGb: disk + (mounts?.persistent?.size ?? 0),
         diskUsdPerGbMonth: this.catalog.stoppedDiskUsdPerGbMonth,
+        ...(member ? { clusterId: member.clusterId } : {}),
       },
       'PROVISIONING',
     );
@@ -371,6 +374,9 @@ export abstract class Pods extends PodContainers {
         : null,
       createdAt: rfc3339(pod.createdAtMs),
       startedAt: pod.startedAtMs !== null ? rfc3339(pod.startedAtMs) : null,
+      ...(pod.member
+        ? { cluster: { id: pod.member.clusterId, rank: pod.member.rank, ip: pod.member.ip } }
+        : {}),
     };
   }
 
@@ -388,6 +394,9 @@ export abstract class Pods extends PodContainers {
       initPid: pod.container?.initPid ?? null,
       processes: pod.container?.processes() ?? [],
       containerStarts: pod.containerStarts,
+      member: pod.member
+        ? { clusterId: pod.member.clusterId, rank: pod.member.rank, ip: pod.member.ip }
+        : null,
     };
   }
 

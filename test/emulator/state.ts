@@ -61,6 +61,17 @@ export interface PodState {
   runtimeDir: string;
   networkMount: BindMount | undefined;
   persistentMount: BindMount | undefined;
+  /** Its place in an Instant Cluster; undefined for a pod of its own. */
+  member: MemberState | undefined;
+}
+
+/** A cluster member's place: its cluster, rank and address, and the cluster's shape. */
+export interface MemberState {
+  clusterId: string;
+  rank: number;
+  ip: string;
+  podCount: number;
+  gpuCountPerPod: number;
 }
 
 export interface SecretState {
@@ -110,6 +121,7 @@ export const DEFAULT_DETAILS: Record<number, string> = {
 export const IMPLEMENTED = new Set<string>([
   ...ROUTES.filter((route) => route !== '*'),
   'listPodBilling',
+  'listClusterBilling',
 ]);
 export const ACTIONS_BY_STATUS: Record<PodStatus, string[]> = {
   PROVISIONING: ['stop', 'terminate'],
@@ -207,11 +219,12 @@ export function sleepReal(ms: number): Promise<void> {
   return new Promise((resolve) => setTimeout(resolve, ms));
 }
 
-export function sshdConfig(port: number): string {
+/** The pod image's sshd_config; a cluster member's sshd listens on its own namespace's addresses. */
+export function sshdConfig(port: number, listenAddress = '127.0.0.1'): string {
   return [
     '# As the pod image ships it (written by the Runpod emulator at each container start).',
     `Port ${port}`,
-    'ListenAddress 127.0.0.1',
+    `ListenAddress ${listenAddress}`,
     'PermitRootLogin prohibit-password',
     'PasswordAuthentication no',
     'KbdInteractiveAuthentication no',
@@ -290,6 +303,43 @@ export function bucketStart(ms: number, size: BucketSize, shift: number): number
     case 'year':
       return Date.UTC(y + shift, 0, 1);
   }
+}
+
+/**
+ * The window of a billing list (`startTime`/`endTime` or `lastN`, and `bucketSize`), snapped to
+ * bucket boundaries as the document says (start down, end up); `lastN` is the last N buckets
+ * ending with the current one. A problem reply when the query breaks a rule.
+ */
+export function billingWindow(
+  query: Record<string, unknown>,
+  nowMs: number,
+): { bucketSize: BucketSize; startMs: number; endMs: number } | Reply {
+  const bucketSize = (query.bucketSize as BucketSize | undefined) ?? 'day';
+  const lastN = query.lastN as number | undefined;
+  if (lastN !== undefined && (query.startTime !== undefined || query.endTime !== undefined)) {
+    return problem(
+      400,
+      'lastN is mutually exclusive with startTime/endTime: give one or the other',
+    );
+  }
+  if (lastN !== undefined) {
+    return {
+      bucketSize,
+      startMs: bucketStart(nowMs, bucketSize, 1 - lastN),
+      endMs: bucketStart(nowMs, bucketSize, 1),
+    };
+  }
+  const rawStart = query.startTime as string | undefined;
+  const rawEnd = query.endTime as string | undefined;
+  const from = rawStart === undefined ? nowMs - 30 * 86_400_000 : Date.parse(rawStart);
+  const to = rawEnd === undefined ? nowMs : Date.parse(rawEnd);
+  if (Number.isNaN(from) || Number.isNaN(to))
+    return problem(400, 'startTime/endTime must be RFC 3339');
+  const startMs = bucketStart(from, bucketSize, 0);
+  const endBucket = bucketStart(to, bucketSize, 0);
+  const endMs = endBucket === to ? to : bucketStart(to, bucketSize, 1);
+  if (endMs <= startMs) return problem(400, 'endTime must be after startTime');
+  return { bucketSize, startMs, endMs };
 }
 
 /** Runpod's amounts are dollars; six decimals keep a seconds-long test pod's cents visible. */

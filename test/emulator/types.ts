@@ -67,6 +67,11 @@ export interface EmulatorOptions {
    * pods under an sshd fault.
    */
   sshRelay?: (podId: string, sshPort: number) => Promise<number>;
+  /**
+   * Whether a cluster member's own key (its `RUNPOD_API_KEY`) may delete its cluster. Runpod's
+   * documents do not say; default false (403), the `memberKey` fault changes it.
+   */
+  memberKeyDeletesCluster?: boolean;
 }
 
 export interface RequestLogEntry {
@@ -106,6 +111,8 @@ export interface PodInternals {
   processes: number[];
   /** How many times its container has started. */
   containerStarts: number;
+  /** Its place in an Instant Cluster (rank, private address); null for a pod of its own. */
+  member: { clusterId: string; rank: number; ip: string } | null;
 }
 
 export interface PodDirs {
@@ -155,6 +162,8 @@ export interface FaultsApi {
   podVanishes(podId: string): Promise<string>;
   /** The pod's host stops answering (SSH blackholed, listed RUNNING), then EXITED after `exitAfterMs`. */
   hostLost(podId: string, exitAfterMs?: number): Promise<string>;
+  /** Whether a cluster member's own key may delete its cluster from now on (default: refused). */
+  memberKeyDeletesCluster(allowed: boolean): Promise<string>;
   /** Connections refused or reset for `forMs` (through the clock). */
   unreachable(forMs: number, mode: 'refuse' | 'reset'): Promise<string>;
   /** Ends an `unreachable` fault early. */
@@ -175,8 +184,10 @@ export interface Emulator {
   readonly faults: FaultsApi;
   /** Responses of the emulator that broke the document (should stay empty). */
   contractViolations(): string[];
-  /** Every pod not deleted. */
+  /** Every pod not deleted (cluster members included). */
   pods(): PodInternals[];
+  /** Every cluster not deleted: its id, name and members' pod ids by rank. */
+  clusters(): { id: string; name: string; memberIds: string[] }[];
   pod(id: string): PodInternals | undefined;
   /** The pod's stdout/stderr so far (across container restarts, kept after delete). */
   podLog(id: string): string;

@@ -271,8 +271,30 @@ describe('decoding', () => {
         sshDirect: null,
         runMarker: null,
         createdAt: null,
+        cluster: null,
       },
     });
+  });
+
+  it("reads a cluster member's membership, and a malformed one as none", () => {
+    const member = decodeJson(
+      '{"id":"abc","name":"n","status":"RUNNING","cluster":{"id":"c1","rank":1,"ip":"10.65.0.3"}}',
+      PodSchema,
+    );
+    assert.ok(member.ok);
+    assert.deepEqual(member.value.cluster, { clusterId: 'c1', rank: 1, ip: '10.65.0.3' });
+    const unranked = decodeJson(
+      '{"id":"a","name":"n","status":"X","cluster":{"id":"c1","rank":null}}',
+      PodSchema,
+    );
+    assert.ok(unranked.ok);
+    assert.deepEqual(unranked.value.cluster, { clusterId: 'c1', rank: null, ip: null });
+    const broken = decodeJson(
+      '{"id":"a","name":"n","status":"X","cluster":{"rank":"x"}}',
+      PodSchema,
+    );
+    assert.ok(broken.ok);
+    assert.equal(broken.value.cluster, null);
   });
 
   it('treats a run marker of the wrong type as none rather than failing the pod', () => {
