@@ -30,7 +30,7 @@ describe('examples/', function () {
       .filter((entry) => entry.isDirectory())
       .map((entry) => entry.name)
       .sort();
-    assert.deepEqual(names, ['axolotl-lora', 'hf-trainer', 'tiny']);
+    assert.deepEqual(names, ['axolotl-lora', 'ddp', 'hf-trainer', 'tiny']);
     for (const name of names) {
       assert.ok(
         existsSync(path.join(EXAMPLES, name, 'overbrainer.toml')),
@@ -41,7 +41,7 @@ describe('examples/', function () {
   });
 
   it('every example bounds its pod: a runpod target with max_hours of at most 2', function () {
-    for (const name of ['tiny', 'axolotl-lora', 'hf-trainer']) {
+    for (const name of ['tiny', 'axolotl-lora', 'hf-trainer', 'ddp']) {
       const config = load(name);
       const target = config.targets[config.training?.target ?? ''];
       assert.equal(target?.kind, 'runpod', `${name}: the default target is a Runpod pod`);

@@ -210,7 +210,8 @@ bs_authorized_key() {
   bs_log "authorized_keys written"
 }
 
-# 6. job.env: what the job's shell needs of the image's environment; never a key.
+# 6. job.env: what the job's shell needs of the image's environment (and, on a cluster member,
+#    Runpod's cluster variables); never a key.
 bs_job_env() {
   bs_workdir=${OVERBRAINER_WORKDIR:-}
   [ -n "$bs_workdir" ] || bs_workdir=$(dirname "$BS_RUN_DIR")
@@ -230,6 +231,13 @@ bs_job_env() {
       printf 'export LD_LIBRARY_PATH=%s\n' "$(bs_quote "$LD_LIBRARY_PATH")"
     fi
     printf 'export HF_HOME=%s\n' "$(bs_quote "$bs_workdir/.hf-cache")"
+    # On a member of an Instant Cluster, what Runpod tells it of the cluster: torchrun's launch
+    # line reads them in the job's shell, which an SSH session starts without.
+    for bs_v in PRIMARY_ADDR PRIMARY_PORT MASTER_ADDR MASTER_PORT NODE_ADDR NODE_RANK \
+      NUM_NODES NUM_TRAINERS HOST_NODE_ADDR WORLD_SIZE; do
+      eval "bs_val=\${$bs_v:-}"
+      [ -z "$bs_val" ] || printf 'export %s=%s\n' "$bs_v" "$(bs_quote "$bs_val")"
+    done
   ) >"$bs_env_tmp" || true
   if ! grep -q '^export HF_HOME=' "$bs_env_tmp" 2>/dev/null; then
     rm -f "$bs_env_tmp"
