@@ -77,6 +77,8 @@ const API_HINTS: Record<ApiErrorKind, string> = {
   not_found: `${BASE_URL_HINT}: what answers there is not the Runpod API.`,
   decode: `Run the command again; if it fails the same way, ${BASE_URL_HINT.replace('Check', 'check')}.`,
   redirect: `${BASE_URL_HINT}: a redirect is never followed, so the key goes nowhere else.`,
+  cluster_member:
+    'Delete the cluster the pod belongs to with `overbrainer pod rm CLUSTER_ID` (or in the Runpod console): Runpod deletes its nodes only together.',
 };
 
 /**
