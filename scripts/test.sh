@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # `npm test`: installs whatever is missing on a fresh Debian machine (run as root), then runs
-#   (lint ∥ typecheck ∥ build → unit) → the first e2e window → (integration ∥ the other e2e
-#   windows) → (the load test ∥ benchmarks, quick mode)
+#   build → (unit ∥ the first e2e window) → (integration ∥ the other e2e windows ∥ (lint →
+#   typecheck → benchmarks, quick mode)) → the load test
 # failing fast, with a header per step and the time each took. Steps in one group run side by
 # side (each one's output is printed whole when it ends); the groups run one after another.
 #
@@ -151,13 +151,16 @@ LOAD_TEST=test/integration/reliability.load.integration.test.ts
 # reliability.recovery keeps every recovery path in the suite.
 RECOVERY_FIGURE=test/integration/reliability.recoveryDeaths.integration.test.ts
 # A worker takes a whole file, so a long file started last is the tier's tail: these start
-# first, longest first (their wall times side by side, as this step prints them after each run,
-# slowest first: reliability.runSpend's recovered run trains about 3 min whatever the load; the
-# next ones took 110-260 s each six at a time on a machine loaded by other work, against 70 s or
-# less for most of the rest).
-LONG_FIRST=(reliability.runSpend reliability.recovery cli reliability.crash reliability.budgetDay
-  cli.commands reliability.release reliability.spendPastEnd reliability.api lifecycle.guards
-  reliability.disk reliability.snapshot cli.tty cli.readOnly emulator.cli reliability.apiLimits)
+# first, longest first. reliability.runSpend's recovered run trains about 3 min whatever the
+# load; the others by their wall times six at a time on 2026-12-06 (load average about 24 from
+# other work; docs/TESTING.md, "Where the time goes"): 300–110 s each, against 70 s or less for
+# most of the rest. cli.podCommands (170 s) and reliability.ssh (142 s) had been left to start
+# late.
+LONG_FIRST=(reliability.runSpend reliability.recovery cli reliability.crash cli.commands
+  reliability.release reliability.budgetDay cli.podCommands reliability.spendPastEnd
+  lifecycle.guards reliability.ssh reliability.api reliability.disk lifecycle reliability.input
+  exec.upload reliability.budget retrieval podLogs cli.readOnly reliability.apiLimits cli.tty
+  reliability.records reliability.snapshot emulator.cli)
 INTEGRATION_JOBS=6
 # OVERBRAINER_INTEGRATION_JOBS overrides it for one run (to measure another count).
 INTEGRATION_JOBS="${OVERBRAINER_INTEGRATION_JOBS:-$INTEGRATION_JOBS}"
@@ -238,9 +241,14 @@ run_group() {
   echo "---- side by side (${names[*]}): ok ($(($(date +%s) - group_started_s)) s)"
 }
 
-run_build_unit() {
-  run_build
-  run_unit
+# lint, typecheck and the quick benchmarks, one after another: CPU-bound, bounded by no wall
+# time, and gating nothing the tests need, they fill the CPU the integration files and the e2e
+# windows leave idle while they wait on pods (see docs/TESTING.md, "Where the time goes"), one
+# process at a time so they add one CPU-bound neighbour, not three.
+run_checks_bench() {
+  run_lint
+  run_typecheck
+  run_bench_quick
 }
 
 E2E_FIRST=test/e2e/activation.e2e.test.ts
@@ -282,10 +290,10 @@ run_e2e() {
 
 # The suite's first window starts code-server cold (its caches empty): beside the load test
 # booting its 20 pods it twice never activated the extension (its page took a minute to load,
-# its extension host lost its connection once and never scanned the extensions). It runs alone,
-# before the rest of the journeys go beside the integration files.
+# its extension host lost its connection once and never scanned the extensions). It runs before
+# the rest of the journeys go beside the integration files (in `npm test`, beside the unit tier).
 run_e2e_first() {
-  step "e2e tests: the first window, alone"
+  step "e2e tests: the first window"
   npx mocha --config .mocharc.e2e.json "$E2E_FIRST"
 }
 
@@ -309,19 +317,20 @@ case "$TIER" in
   all)
     ensure_integration_deps
     ensure_e2e_deps
-    # Short, CPU-bound and without wall-time bounds that a neighbour could break: side by side.
-    run_group run_lint run_typecheck run_build_unit
+    run_build
     stage_e2e_build
-    # The first code-server window alone (see run_e2e_first); then the integration files beside
-    # the other e2e journeys: both mostly wait on pods and scaled timers (the integration files
-    # kept the 2 cores about 35 % busy on their own, 2026-12-04), and the two were the suite's
-    # long poles one after the other. The load test, the one case bounded by the event loop's
-    # delays, then runs on its own clock beside the quick benchmarks, which judge no figure: with
-    # them its oldest lease was 2.6 s of 7.5 and its event loop's longest delay 152 ms (alone:
-    # 2.5 s and 75 ms), where the e2e windows' neighbourhood once stalled it 8–11 s.
-    run_e2e_first
-    run_group run_integration_files run_e2e_rest
-    run_group run_load_test run_bench_quick
+    # The first code-server window (see run_e2e_first) beside the unit tier: one CPU-bound
+    # process, the kind of neighbour the suite must stand anyway (CI stays green with two busy
+    # loops beside it), not the load test's 20 booting pods that once kept it from activating.
+    run_group run_unit run_e2e_first
+    # Then the integration files beside the other e2e journeys: both mostly wait on pods and
+    # scaled timers (together they kept the 2 cores about 60 % busy, 2026-12-06), so lint,
+    # typecheck and the quick benchmarks (no figure judged) run in that idle CPU, one at a time.
+    run_group run_integration_files run_e2e_rest run_checks_bench
+    # The load test, the one case bounded by the event loop's delays, last and alone on its own
+    # clock: beside the quick benchmarks its oldest lease was 2.6 s of 7.5 and its event loop's
+    # longest delay 152 ms (alone: 2.5 s and 75 ms); the e2e windows once stalled it 8–11 s.
+    run_load_test
     ;;
   unit)
     ensure_unit_deps
