@@ -39,6 +39,7 @@ import {
   recoverOnNewPod,
 } from './follow';
 import { deathOf, recoveryPlan } from './recover';
+import { jobSecretsOf } from './jobSecrets';
 
 /**
  * Reconnects to a run after any restart and finishes it: a running job is
@@ -86,7 +87,8 @@ export async function attach(
     const midJob = run.state === 'running' && !(run.message ?? '').includes(NOT_RETRIEVED);
     // With recovery off (max_recoveries = 0) a dead pod ends the run as it always did: failed,
     // recorded gone (recovery's own path would only rethrow, leaving the run `running`).
-    const candidate = midJob && !pod.keep ? recoveryPlan(config, run) : null;
+    const secrets = config === null ? {} : jobSecretsOf(config, deps.env ?? {}, false);
+    const candidate = midJob && !pod.keep ? recoveryPlan(config, run, secrets) : null;
     const plan = candidate !== null && candidate.target.maxRecoveries > 0 ? candidate : null;
     const onNewPod = (died: Pick<PodDeath, 'death' | 'cause' | 'plan'>): Promise<FlowResult> =>
       recoverOnNewPod(ctx, deps, run, pod, {

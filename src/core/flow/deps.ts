@@ -32,6 +32,11 @@ export interface FlowDeps {
   version: string;
   /** Who follows, for lock messages ("VS Code window", "overbrainer CLI"). */
   owner: string;
+  /**
+   * The environment the job's secrets are read from (OVERBRAINER_HF_TOKEN, `[training] secrets`):
+   * the process env over the workspace's `.env`, with VS Code's stored secrets; none when absent.
+   */
+  env?: Readonly<Record<string, string | undefined>>;
 }
 
 export type FlowErrorKind =

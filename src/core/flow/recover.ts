@@ -39,17 +39,20 @@ import { trainerJobOf } from '../train/trainerJob';
 export interface RecoveryPlan {
   target: RunpodTargetConfig;
   job: TrainerJob;
+  /** The job's secrets, given again to the job on the new pod. */
+  secrets?: Record<string, string>;
 }
 
 /** The plan for `run` from the config (null without one, or for a run not on a runpod target). */
 export function recoveryPlan(
   config: OverbrainerConfig | null,
   run: RunRecord,
+  secrets: Record<string, string> = {},
 ): RecoveryPlan | null {
   const target = config?.targets[run.target];
   const training = config?.training;
   if (target?.kind !== 'runpod' || !training) return null;
-  return { target, job: trainerJobOf(training, target.venv) };
+  return { target, job: trainerJobOf(training, target.venv), secrets };
 }
 
 /**
@@ -283,6 +286,7 @@ export async function recoverAfterDeath(
   try {
     try {
       await startJobOnPod(deps, executor, run, plan.job, env, {
+        secrets: plan.secrets,
         uploaded: ahead.uploadOn(executor),
       });
     } catch (error) {

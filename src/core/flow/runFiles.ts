@@ -52,11 +52,11 @@ export function checkRunFiles(
       'Add one (see the commented template).',
     );
   }
-  if (training.hubModelId !== null || training.secrets.length > 0) {
+  if (training.hubModelId !== null) {
     throw new FlowError(
       'bad_config',
-      `[training] ${training.hubModelId !== null ? 'hub_model_id' : 'secrets'} is not supported by this version yet: nothing would reach the job`,
-      'Remove it from [training] for now.',
+      '[training] hub_model_id is not supported by this version yet: nothing would be pushed',
+      'Remove it from [training] for now, and push output/ yourself once the run is home.',
     );
   }
   const entries: string[] = [];

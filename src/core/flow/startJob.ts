@@ -21,6 +21,8 @@ export interface StartJobOptions {
   uploaded?: Promise<void> | null;
   /** Told when this start's own upload is done. */
   onUploaded?: () => void;
+  /** The job's secrets by variable name: on the launcher's stdin, never in a file or argument. */
+  secrets?: Record<string, string>;
 }
 
 /**
@@ -100,7 +102,12 @@ export async function startJobOnPod(
   }
   throwIfInterrupted(signal);
   const script = jobScript(job, { runDir: run.remoteDir, jobEnvFile: POD_JOB_ENV });
-  const { pid } = await startJob(executor, { runDir: run.remoteDir, script, env });
+  const { pid } = await startJob(executor, {
+    runDir: run.remoteDir,
+    script,
+    env,
+    secrets: options.secrets,
+  });
   if (signal?.aborted) {
     await cancelJob(executor, run.remoteDir).catch(() => undefined);
     throwIfInterrupted(signal);

@@ -32,6 +32,7 @@ import { recoveryPlan } from './recover';
 import { checkRunFiles, packRun, resumeSource, type RunFiles } from './runFiles';
 import { startJobOnPod, UploadAhead } from './startJob';
 import { describeError } from '../errors';
+import { jobSecretsOf } from './jobSecrets';
 
 export interface TrainOptions {
   target?: string;
@@ -80,6 +81,8 @@ export async function train(
       'Add one (see the commented template).',
     );
   }
+  // The job's secrets, before anything is created: a missing one stops here with its fix.
+  const secrets = jobSecretsOf(config, deps.env ?? {});
   const ctx = target.kind === 'runpod' ? podCtx(deps) : null;
   const resume = options.resumeFrom === undefined ? null : resumeSource(deps, options.resumeFrom);
   // Before any run directory or pod: a run that would pass [budget] is refused (or fitted).
@@ -144,7 +147,7 @@ export async function train(
       return failBeforePod(error);
     }
     if (target.kind === 'local') {
-      return await trainLocal(deps, run, files.job, await packing, options.signal);
+      return await trainLocal(deps, run, files.job, await packing, secrets, options.signal);
     }
     if (budget !== null) {
       if (budget.fitted) warn(ctx!, run.id, 'budget_fitted', budget.line);
@@ -152,7 +155,17 @@ export async function train(
     }
     // The pod's watchdog gets the budget's share as its cost cap (min(max_cost_usd, what is left)).
     const podTarget = budget === null ? target : { ...target, maxCostUsd: budget.budgetCapUsd };
-    return await trainOnPod(ctx!, deps, podTarget, run, files.job, packing, options, config);
+    return await trainOnPod(
+      ctx!,
+      deps,
+      podTarget,
+      run,
+      files.job,
+      packing,
+      options,
+      config,
+      secrets,
+    );
   } finally {
     lock.dispose();
   }
@@ -163,12 +176,19 @@ async function trainLocal(
   run: RunRecord,
   job: TrainerJob,
   env: Record<string, string>,
+  secrets: Record<string, string>,
   signal?: AbortSignal,
 ): Promise<FlowResult> {
   const executor = new LocalExecutor({ clock: deps.clock });
   try {
     const script = jobScript(job, { runDir: run.remoteDir, jobEnvFile: null });
-    const { pid } = await startJob(executor, { runDir: run.remoteDir, script, env, signal });
+    const { pid } = await startJob(executor, {
+      runDir: run.remoteDir,
+      script,
+      env,
+      secrets,
+      signal,
+    });
     run.job = { dir: run.remoteDir, pid, container: null };
     run.state = 'running';
     deps.store.saveRun(run);
@@ -188,6 +208,7 @@ async function trainOnPod(
   packing: Promise<Record<string, string>>,
   options: TrainOptions,
   config: OverbrainerConfig,
+  secrets: Record<string, string>,
 ): Promise<FlowResult> {
   const keep = options.keepPod ?? false;
   // While the pod boots the run's files are packed; once it answers SSH (its preflight and cost
@@ -220,6 +241,7 @@ async function trainOnPod(
         signal: options.signal,
         uploaded: ahead.uploadOn(executor),
         onUploaded: () => options.onPhase?.('uploaded'),
+        secrets,
       });
       options.onPhase?.('started');
     } catch (error) {
@@ -241,7 +263,7 @@ async function trainOnPod(
       );
     }
     return await followOnPod(ctx, deps, executor, run, pod, artifactsOf(config), options.signal, {
-      plan: keep ? null : recoveryPlan(config, run),
+      plan: keep ? null : recoveryPlan(config, run, secrets),
       maxRetrieveGb: maxRetrieveGbOf(config, run),
     });
   } finally {

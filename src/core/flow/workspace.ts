@@ -211,6 +211,7 @@ export class Workspace {
       timing: this.timing,
       version: CLIENT_VERSION,
       owner: this.options.owner,
+      env: this.env,
     };
   }
 

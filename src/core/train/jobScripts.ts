@@ -119,22 +119,67 @@ export interface LaunchSpec {
  * status, exits with it. A signal that kills the wrapper leaves no exit_code:
  * the status is then `cancelled` (markers) or `lost`.
  */
-export function wrapperScript(runDir: string, script: string): string {
+export function wrapperScript(
+  runDir: string,
+  script: string,
+  secretNames: readonly string[] = [],
+): string {
   const metrics = shQuote(remotePath(runDir, METRICS_FILE));
   const snapshot = shQuote(remotePath(runDir, SNAPSHOT_REQUEST));
-  return [
-    'echo $$ > job.pid.tmp && mv -f job.pid.tmp job.pid',
+  const job = [
     '(',
     `OVERBRAINER_METRICS=${metrics}`,
     `OVERBRAINER_SNAPSHOT=${snapshot}`,
     'export OVERBRAINER_METRICS OVERBRAINER_SNAPSHOT',
     script,
     ')',
-    'code=$?',
+  ];
+  const run =
+    secretNames.length === 0
+      ? [...job, 'code=$?']
+      : [
+          // The job's output goes through the redactor on its way to job.log: no secret value
+          // is ever written there, so nothing that reads or copies the log can see one.
+          'rm -f .job_status',
+          '(',
+          ...job,
+          'echo $? > .job_status',
+          `) 2>&1 | awk -v names=${shQuote(secretNames.join(' '))} ${shQuote(REDACT_AWK)}`,
+          'code=$(cat .job_status 2>/dev/null)',
+          'rm -f .job_status',
+          'case $code in ""|*[!0-9]*) code=1 ;; esac',
+        ];
+  return [
+    'echo $$ > job.pid.tmp && mv -f job.pid.tmp job.pid',
+    ...run,
     'echo "$code" > exit_code.tmp && mv -f exit_code.tmp exit_code',
     'exit "$code"',
   ].join('\n');
 }
+
+/** What a secret's value becomes in the job's log. */
+export const REDACTED = '[redacted]';
+
+/**
+ * awk (POSIX: mawk, gawk, busybox) that copies its input line by line, each occurrence of the
+ * value of every variable named in `names` (read from its environment, never an argument)
+ * replaced by {@link REDACTED}, flushed after each line so the log is followed live.
+ */
+const REDACT_AWK = `BEGIN { n = split(names, k, " "); for (i = 1; i <= n; i++) v[i] = ENVIRON[k[i]] }
+{
+  line = $0
+  for (i = 1; i <= n; i++) {
+    if (length(v[i]) < 4) continue
+    out = ""
+    while ((p = index(line, v[i])) > 0) {
+      out = out substr(line, 1, p - 1) "${REDACTED}"
+      line = substr(line, p + length(v[i]))
+    }
+    line = out line
+  }
+  print line
+  fflush()
+}`;
 
 /**
  * The launcher: cd into the run dir, clear the markers of an earlier
@@ -160,7 +205,7 @@ export function launcherScript(spec: LaunchSpec): string {
     checkName(name, 'environment variable');
     lines.push(`${name}=${shQuote(value)}`, `export ${name}`);
   }
-  const wrapped = shQuote(wrapperScript(spec.runDir, spec.script));
+  const wrapped = shQuote(wrapperScript(spec.runDir, spec.script, spec.secretNames ?? []));
   lines.push(
     // A job script that does not parse would die before recording its PID
     // and read as `lost`; say so now, with the shell's own words.
