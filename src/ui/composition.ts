@@ -2,6 +2,7 @@ import * as vscode from 'vscode';
 import { systemClock } from '../core/clock';
 import { EventBus } from '../core/events';
 import { ApiKeyStore } from './apiKey';
+import { JobSecretStore } from './jobSecrets';
 import type { CommandId } from './commands/commandIds';
 import { RunLogDocuments } from './runs/runLogDocuments';
 import { commandHandlers, type Handler } from './commands/commands';
@@ -57,6 +58,7 @@ export interface ComposedUi {
 export function composeUi(first: FirstBundle): ComposedUi {
   const { context, log } = first;
   const apiKeys = new ApiKeyStore(context.secrets, first.redactor);
+  const jobSecrets = new JobSecretStore(context.secrets, first.redactor);
   const runs = new RunsModel(() => readRuns(runsFolders()), { clock: systemClock });
   // The Pods and Spend views read the same records when the container shows: after the Runs
   // view's first listing (its failure is the Runs view's to show) and a turn of the event loop,
@@ -85,6 +87,7 @@ export function composeUi(first: FirstBundle): ComposedUi {
     clock: systemClock,
     log,
     apiKeys,
+    jobSecrets,
     runs,
     pods,
     act,
@@ -152,7 +155,16 @@ export function composeUi(first: FirstBundle): ComposedUi {
     }, systemClock),
   );
   return {
-    commands: commandHandlers({ ctx, log, apiKeys, runs, pods, runPanels, welcome }),
+    commands: commandHandlers({
+      ctx,
+      log,
+      apiKeys,
+      jobSecrets,
+      runs,
+      pods,
+      runPanels,
+      welcome,
+    }),
     runsTree,
     podsTree,
     spendTree,

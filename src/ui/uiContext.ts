@@ -6,6 +6,7 @@ import { Pace } from '../core/flow/records';
 import { describeError, hintOf } from '../core/errors';
 import { timingFromEnv } from '../core/timing';
 import type { ApiKeyStore } from './apiKey';
+import type { JobSecretStore } from './jobSecrets';
 import { Emitter } from './emitter';
 import type { LogPort, UiHost } from './host';
 import {
@@ -49,6 +50,8 @@ export interface UiContextDeps {
   clock: Clock;
   log: LogPort;
   apiKeys: ApiKeyStore;
+  /** The job's secrets in SecretStorage (the HF token, named secrets); none when left out. */
+  jobSecrets?: JobSecretStore;
   runs: RunsModel;
   pods: { refresh(): Promise<void>; isLoaded: boolean };
   /** What a notification's button does (the command families; none when left out). */
@@ -75,6 +78,7 @@ export class UiContext {
   readonly onFollowedChange = this.followedChanged.event;
   private readonly act: NotifyActionHandler;
   private readonly apiKeys: ApiKeyStore;
+  private readonly jobSecrets: JobSecretStore | null;
   private readonly pods: UiContextDeps['pods'];
   private readonly once = new OnceFilter();
 
@@ -84,6 +88,7 @@ export class UiContext {
     this.clock = deps.clock;
     this.log = deps.log;
     this.apiKeys = deps.apiKeys;
+    this.jobSecrets = deps.jobSecrets ?? null;
     this.runs = deps.runs;
     this.pods = deps.pods;
     this.act = deps.act ?? (async () => undefined);
@@ -117,6 +122,7 @@ export class UiContext {
       runsDir: this.host.runsDir(folder),
       env: this.host.env,
       apiKey: key?.key ?? null,
+      secretEnv: (await this.jobSecrets?.env().catch(() => undefined)) ?? {},
       baseUrl: setting?.globalValue ?? null,
       trusted: this.trusted,
       bus: this.bus,

@@ -36,6 +36,8 @@ export interface WorkspaceOptions {
    * one). A workspace's value never comes here: where the key goes is the user's choice.
    */
   baseUrl: string | null;
+  /** The job's secrets stored in SecretStorage, as environment entries; they win over `env`. */
+  secretEnv?: Readonly<Record<string, string>>;
   /** Whether VS Code trusts the folder: untrusted, no API call, SSH connection or job. */
   trusted: boolean;
   bus: EventBus;
@@ -75,7 +77,10 @@ export class WorkspaceSession {
 
   /** The env the config sees: the process env with the key and base URL applied. */
   env(): Env {
-    const env: Record<string, string | undefined> = { ...this.options.env };
+    const env: Record<string, string | undefined> = {
+      ...this.options.env,
+      ...this.options.secretEnv,
+    };
     if (this.options.apiKey !== null) env[ENV_API_KEY] = this.options.apiKey;
     if (this.options.baseUrl !== null) env[ENV_BASE_URL] = this.options.baseUrl;
     return env;

@@ -21,6 +21,7 @@ import {
   watchdogSpans,
 } from '../../src/core/pod/worstCase';
 import { PRODUCTION_TIMING } from '../../src/core/timing';
+import { ENV_HF_TOKEN } from '../../src/core/config/training';
 
 /**
  * The README's configuration reference and safety model cannot drift from the code: every key
@@ -65,7 +66,7 @@ describe('README', function () {
       contributes: { configuration: { properties: Record<string, { default: unknown }> } };
     };
     const settings = manifest.contributes.configuration.properties;
-    const expected = [ENV_API_KEY, ENV_BASE_URL, ...Object.keys(settings)].sort();
+    const expected = [ENV_API_KEY, ENV_BASE_URL, ENV_HF_TOKEN, ...Object.keys(settings)].sort();
     assert.deepEqual(tableKeys(text).sort(), expected);
     for (const [name, { default: value }] of Object.entries(settings)) {
       const row = text.split('\n').find((line) => line.startsWith(`| \`${name}\``)) ?? '';

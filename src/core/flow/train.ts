@@ -33,6 +33,7 @@ import { checkRunFiles, packRun, resumeSource, type RunFiles } from './runFiles'
 import { startJobOnPod, UploadAhead } from './startJob';
 import { describeError } from '../errors';
 import { jobSecretsOf } from './jobSecrets';
+import { withDotEnv } from '../config/env';
 
 export interface TrainOptions {
   target?: string;
@@ -82,7 +83,7 @@ export async function train(
     );
   }
   // The job's secrets, before anything is created: a missing one stops here with its fix.
-  const secrets = jobSecretsOf(config, deps.env ?? {});
+  const secrets = jobSecretsOf(config, withDotEnv(workspaceDir, deps.env ?? {}));
   const ctx = target.kind === 'runpod' ? podCtx(deps) : null;
   const resume = options.resumeFrom === undefined ? null : resumeSource(deps, options.resumeFrom);
   // Before any run directory or pod: a run that would pass [budget] is refused (or fitted).

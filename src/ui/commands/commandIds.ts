@@ -15,6 +15,8 @@ export const COMMAND_TITLES = {
   'overbrainer.openSshTerminal': 'Open SSH Terminal',
   'overbrainer.showPods': 'Show Pods',
   'overbrainer.setApiKey': 'Set Runpod API Key',
+  'overbrainer.setHfToken': 'Set Hugging Face Token',
+  'overbrainer.setJobSecret': 'Set Job Secret',
   'overbrainer.pickGpuTypes': 'Pick GPU Types',
   'overbrainer.pickDataCenters': 'Pick Data Centers',
   'overbrainer.pickVolume': 'Pick Volume',

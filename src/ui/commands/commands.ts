@@ -1,5 +1,6 @@
 import * as vscode from 'vscode';
 import { API_KEY_ENV, validateApiKey, type ApiKeyStore } from '../apiKey';
+import { validateSecretName, validateSecretValue, type JobSecretStore } from '../jobSecrets';
 import { COMMAND_IDS, notAvailableMessage, type CommandId } from './commandIds';
 import { createConfig, pickDataCenters, pickGpuTypes, pickVolume } from './configCommands';
 import { attach } from '../runs/following';
@@ -20,6 +21,8 @@ export interface CommandDeps {
   ctx: UiContext;
   log: Log;
   apiKeys: ApiKeyStore;
+  /** The job's secrets in SecretStorage (Set Hugging Face Token, Set Job Secret). */
+  jobSecrets: JobSecretStore;
   runs: RunsModel;
   pods: PodsModel;
   /** The run webview's panels (Show Run, Compare Runs). */
@@ -54,6 +57,8 @@ export function commandHandlers(deps: CommandDeps): Record<CommandId, Handler> {
     'overbrainer.pickDataCenters': () => pickDataCenters(ctx),
     'overbrainer.pickVolume': () => pickVolume(ctx),
     'overbrainer.setApiKey': () => setApiKey(deps),
+    'overbrainer.setHfToken': () => setHfToken(deps),
+    'overbrainer.setJobSecret': () => setJobSecret(deps),
     'overbrainer.showLogs': (arg) => showLogs(ctx, arg),
     'overbrainer.refreshRuns': () => refresh(deps, 'runs'),
     'overbrainer.refreshPods': () => refresh(deps, 'pods'),
@@ -108,6 +113,64 @@ async function setApiKey(deps: CommandDeps): Promise<void> {
   void deps.welcome.refreshKey();
   deps.log.info('Runpod API key saved to VS Code secret storage.');
   void vscode.window.showInformationMessage('Runpod API key saved');
+}
+
+/**
+ * Asks for the Hugging Face token in a password box and stores it in SecretStorage: the job gets
+ * it as HF_TOKEN (the Hub push of hub_model_id, gated models). Never logged or shown.
+ */
+async function setHfToken(deps: CommandDeps): Promise<void> {
+  const already = (await deps.jobSecrets.hasHfToken())
+    ? 'A token is already stored; a new one replaces it. '
+    : '';
+  const token = await vscode.window.showInputBox({
+    title: 'Overbrainer: Set Hugging Face Token',
+    prompt: `${already}Your Hugging Face token (huggingface.co/settings/tokens; a write token to push with hub_model_id). Stored in VS Code's secret storage; runs get it as HF_TOKEN, never in a file.`,
+    placeHolder: 'hf_…',
+    password: true,
+    ignoreFocusOut: true,
+    validateInput: (text) => validateSecretValue(text),
+  });
+  if (token === undefined) return;
+  await storeSecret(deps, 'the Hugging Face token', () => deps.jobSecrets.setHfToken(token));
+}
+
+/** Asks for a secret's name (as [training] secrets lists it) and value; stores it. */
+async function setJobSecret(deps: CommandDeps): Promise<void> {
+  const name = await vscode.window.showInputBox({
+    title: 'Overbrainer: Set Job Secret (1/2)',
+    prompt: 'The name the job reads, as [training] secrets lists it.',
+    placeHolder: 'WANDB_API_KEY',
+    ignoreFocusOut: true,
+    validateInput: (text) => validateSecretName(text),
+  });
+  if (name === undefined) return;
+  const value = await vscode.window.showInputBox({
+    title: `Overbrainer: Set Job Secret (2/2): ${name.trim()}`,
+    prompt: `The value of ${name.trim()}. Stored in VS Code's secret storage; runs get it in their environment, never in a file.`,
+    password: true,
+    ignoreFocusOut: true,
+    validateInput: (text) => validateSecretValue(text),
+  });
+  if (value === undefined) return;
+  await storeSecret(deps, name.trim(), () => deps.jobSecrets.set(name, value));
+}
+
+async function storeSecret(
+  deps: CommandDeps,
+  what: string,
+  store: () => Promise<void>,
+): Promise<void> {
+  try {
+    await store();
+  } catch (error) {
+    const text = deps.log.redact(`Could not save ${what}: ${describeError(error)}.`);
+    deps.log.error(text);
+    void vscode.window.showErrorMessage(text);
+    return;
+  }
+  deps.log.info(`${what} saved to VS Code secret storage.`);
+  void vscode.window.showInformationMessage(`Overbrainer: ${what} saved`);
 }
 
 async function refresh(deps: CommandDeps, which: 'runs' | 'pods'): Promise<void> {
