@@ -96,7 +96,10 @@ export abstract class PodContainers extends PodLogs {
   protected async startContainer(pod: PodState, gen: number): Promise<void> {
     if (pod.member) {
       const net = await this.memberNet(pod);
-      return this.startIn(pod, gen, MEMBER_SSH_PORT, net.hostSshPort, undefined, net.path);
+      // Of the sshd faults a member plays `unpublished` (its SSH endpoint never shows).
+      const fault = this.faultBook.sshdForPod(pod.id) ?? pod.sshdFault;
+      const mode = fault === 'unpublished' ? fault : undefined;
+      return this.startIn(pod, gen, MEMBER_SSH_PORT, net.hostSshPort, mode, net.path);
     }
     const mode = this.faultBook.sshdForPod(pod.id) ?? pod.sshdFault;
     const sshPort = await freePort(this.reservedPorts);

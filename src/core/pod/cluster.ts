@@ -1,0 +1,292 @@
+/**
+ * A run's Instant Cluster as ONE group of member pods: created once (a create with no clear answer
+ * is found again by its unique name before anything is sent again), every member brought to
+ * answer SSH with the run's pinned host key, and ended as one. Never a node left behind: when any
+ * member fails to come up (it dies, or does not answer SSH with the pinned key in time) the whole
+ * cluster is deleted — Runpod cannot replace one member — and its deletion confirmed by looking
+ * again; a cluster that cannot be confirmed gone is said, with the command that removes it.
+ *
+ * Each member is a pod like any other: what a single pod's lifecycle does to its pod (watch,
+ * lease, end) is done to each member by the same code; this file holds only what is the group's.
+ */
+import { isAbortError } from '../clock';
+import { describeError } from '../errors';
+import { isDead, type Pod } from '../runpod/api';
+import { ApiError } from '../runpod/apiErrors';
+import { createClusterBody, type Cluster, type CreateClusterParams } from '../runpod/clusters';
+import { ExecError } from '../exec/executor';
+import { SshExecutor } from '../exec/ssh';
+import { log, warn, type PodCtx } from './context';
+import { PodError } from './podError';
+import { minutes } from './podReady';
+
+/** What the group's steps use of a run's context. */
+export type ClusterCtx = Pick<PodCtx, 'client' | 'bus' | 'clock' | 'timing'>;
+
+/** Cluster creates tried (each a new name) when none went answered and none was found. */
+const CREATE_TRIES = 2;
+/** Deletes sent before a cluster that still shows is said to be a possible stray. */
+const DELETE_TRIES = 3;
+
+export interface ClusterPlan {
+  runId: string;
+  /** What every member is made of (the same for all: Runpod's cluster create has one env). */
+  create: Omit<CreateClusterParams, 'name'>;
+  /** The members' host public key (OpenSSH line): nothing is sent to a host with another. */
+  hostPublicKey: string;
+  /** The run's client key, which every member authorizes. */
+  clientPrivateKey: Buffer;
+}
+
+/** One node of a ready cluster: its pod, rank, private address and SSH session. */
+export interface ClusterMember {
+  rank: number;
+  pod: Pod;
+  /** Its address on the cluster's private network. */
+  ip: string | null;
+  executor: SshExecutor;
+}
+
+export interface ClusterHandle {
+  cluster: Cluster;
+  /** Every member by rank; rank 0 is the primary. */
+  members: ClusterMember[];
+}
+
+/** The unique name of a run's cluster create (found again by it after an unanswered create). */
+export function clusterName(runId: string, attempt: number): string {
+  return `overbrainer-${runId}-c${attempt}`;
+}
+
+/**
+ * Creates the run's cluster and brings every member to answer SSH with the pinned host key. Any
+ * member that does not come up ends the whole cluster before this throws: nothing of it bills on.
+ */
+export async function startCluster(
+  ctx: ClusterCtx,
+  plan: ClusterPlan,
+  signal?: AbortSignal,
+): Promise<ClusterHandle> {
+  const cluster = await createCluster(ctx, plan, signal);
+  log(
+    ctx,
+    'info',
+    `cluster ${cluster.id} (${cluster.name}): ${cluster.podCount} nodes of ${cluster.gpuCountPerPod} × ${cluster.gpuTypeId} created`,
+  );
+  try {
+    const members = await membersReady(ctx, plan, cluster, signal);
+    return { cluster, members };
+  } catch (error) {
+    // Shielded from the abort: a cluster that did not come up goes whatever the user pressed.
+    const gone = await endCluster(ctx, plan.runId, cluster.id);
+    const why = isAbortError(error) ? 'the start was interrupted' : describeError(error);
+    throw new PodError(
+      error instanceof PodError ? error.kind : 'exec',
+      `cluster ${cluster.id} did not come up (${why}): ${gone ? 'the whole cluster was deleted' : 'its deletion could not be confirmed'}`,
+      gone
+        ? 'Train again; another GPU type or data center may have room for every node.'
+        : `Remove it with "overbrainer pod rm ${cluster.id}" (or in Runpod's console): it may be billing.`,
+      { cause: error },
+    );
+  }
+}
+
+/** The create, never sent twice blindly: an unanswered one is looked for by its name first. */
+async function createCluster(
+  ctx: ClusterCtx,
+  plan: ClusterPlan,
+  signal?: AbortSignal,
+): Promise<Cluster> {
+  for (let attempt = 1; attempt <= CREATE_TRIES; attempt++) {
+    signal?.throwIfAborted();
+    const name = clusterName(plan.runId, attempt);
+    try {
+      return await ctx.client.createCluster(createClusterBody({ ...plan.create, name }), {
+        signal,
+      });
+    } catch (error) {
+      if (!(error instanceof ApiError)) throw error;
+      if (error.kind === 'capacity' || error.kind === 'forbidden') {
+        throw new PodError('no_capacity', error.message, nodesHint(plan), { cause: error });
+      }
+      if (error.kind === 'no_credits') {
+        throw new PodError(
+          'no_credits',
+          error.message,
+          'Add funds in the Runpod console, then train again.',
+          {
+            cause: error,
+          },
+        );
+      }
+      if (error.kind !== 'ambiguous' && error.kind !== 'rate_limited') throw PodError.api(error);
+      log(
+        ctx,
+        'warn',
+        `the create of cluster ${name} got no clear answer: looking for it by its name`,
+      );
+      const found = await findByName(ctx, plan.runId, name, error.retryAfterMs, signal);
+      if (found) return found;
+    }
+  }
+  throw new PodError(
+    'unanswered',
+    `Runpod did not answer ${CREATE_TRIES} cluster creates of run ${plan.runId}, and no cluster of them was found by its name`,
+    `Check "overbrainer pod ls" once Runpod answers, and remove any cluster of run ${plan.runId} with "overbrainer pod rm CLUSTER_ID".`,
+  );
+}
+
+function nodesHint(plan: ClusterPlan): string {
+  return plan.create.podCount > 8
+    ? `Runpod's self-serve accounts get at most 8 nodes: ask Runpod's sales for ${plan.create.podCount}, or train on fewer.`
+    : 'Train again later, or with another GPU type or data center that has room for every node.';
+}
+
+/** Twice (after Runpod's wait, then a longer one): the cluster of that name, or null. */
+async function findByName(
+  ctx: ClusterCtx,
+  runId: string,
+  name: string,
+  firstWaitMs: number | undefined,
+  signal?: AbortSignal,
+): Promise<Cluster | null> {
+  for (const waitMs of [
+    Math.max(firstWaitMs ?? 0, ctx.timing.reconcileFirstWaitMs),
+    ctx.timing.reconcileSecondWaitMs,
+  ]) {
+    await ctx.clock.sleep(waitMs, signal);
+    let found: Cluster[];
+    try {
+      found = await ctx.client.listClusters({ name, signal });
+    } catch (error) {
+      // Never a second create while the first may exist and cannot be looked for.
+      throw new PodError(
+        'unanswered',
+        `the create of cluster ${name} got no clear answer and the clusters cannot be listed (${describeError(error)}): it may exist`,
+        `Check "overbrainer pod ls" once Runpod answers, and remove any cluster of run ${runId} with "overbrainer pod rm CLUSTER_ID".`,
+        { cause: error },
+      );
+    }
+    const [mine, ...more] = found;
+    // One name, one attempt: a second of the same name cannot be the run's, nor left billing.
+    for (const extra of more) await endCluster(ctx, runId, extra.id);
+    if (mine) return mine;
+  }
+  return null;
+}
+
+/**
+ * Every member listed, running, and answering SSH with the pinned host key (within
+ * `readyTimeoutMs`); a member that dies, or a cluster that is gone, fails at once.
+ */
+async function membersReady(
+  ctx: ClusterCtx,
+  plan: ClusterPlan,
+  cluster: Cluster,
+  signal?: AbortSignal,
+): Promise<ClusterMember[]> {
+  const untilMs = ctx.clock.nowMs() + ctx.timing.readyTimeoutMs;
+  const connected = new Map<number, ClusterMember>();
+  const why = new Map<number, string>();
+  try {
+    for (;;) {
+      const pods = await ctx.client
+        .listClusterPods(cluster.id, { signal })
+        .catch((error: unknown) => {
+          if (signal?.aborted) throw error;
+          why.set(-1, `listing its nodes failed: ${describeError(error)}`);
+          return undefined;
+        });
+      if (pods === null) throw new PodError('pod_gone', `cluster ${cluster.id} is gone`);
+      for (const pod of pods ?? []) {
+        const rank = pod.cluster?.rank ?? null;
+        if (rank === null) continue;
+        if (pod.status === 'TERMINATED' || isDead(pod)) {
+          throw new PodError('pod_gone', `node ${rank} (pod ${pod.id}) is ${pod.status}`, null, {
+            podStatus: pod.status,
+          });
+        }
+        if (connected.has(rank)) continue;
+        if (pod.sshDirect === null) {
+          why.set(rank, 'it published no SSH endpoint');
+          continue;
+        }
+        try {
+          const executor = await SshExecutor.connect({
+            host: pod.sshDirect.host,
+            port: pod.sshDirect.port,
+            username: pod.sshDirect.username,
+            privateKey: plan.clientPrivateKey,
+            hostPublicKey: plan.hostPublicKey,
+            clock: ctx.clock,
+            timing: ctx.timing,
+            signal,
+          });
+          connected.set(rank, { rank, pod, ip: pod.cluster?.ip ?? null, executor });
+          why.delete(rank);
+        } catch (error) {
+          if (signal?.aborted) throw error;
+          why.set(
+            rank,
+            error instanceof ExecError && error.kind === 'host_key'
+              ? `${pod.sshDirect.host}:${pod.sshDirect.port} presented another host key (nothing was sent to it)`
+              : `SSH failed: ${describeError(error)}`,
+          );
+        }
+      }
+      if (connected.size === cluster.podCount) {
+        return [...connected.values()].sort((a, b) => a.rank - b.rank);
+      }
+      if (ctx.clock.nowMs() >= untilMs) {
+        const missing = Array.from({ length: cluster.podCount }, (_, rank) => rank).filter(
+          (rank) => !connected.has(rank),
+        );
+        throw new PodError(
+          'exec',
+          `node ${missing.join(', ')} did not answer SSH with the pinned host key within ${minutes(ctx.timing.readyTimeoutMs)}: ${missing.map((r) => why.get(r) ?? why.get(-1) ?? 'it was not listed').join('; ')}`,
+        );
+      }
+      await ctx.clock.sleep(ctx.timing.podPollMs, signal);
+    }
+  } catch (error) {
+    for (const member of connected.values()) member.executor.dispose();
+    throw error;
+  }
+}
+
+/**
+ * Deletes the cluster and every member with it, then looks again until Runpod shows it gone (its
+ * own 404): true once confirmed. Unconfirmed after {@link DELETE_TRIES} deletes: a warning names
+ * the command that removes it, and false.
+ */
+export async function endCluster(
+  ctx: ClusterCtx,
+  runId: string,
+  clusterId: string,
+): Promise<boolean> {
+  let last = 'it still shows';
+  for (let tries = 1; tries <= DELETE_TRIES; tries++) {
+    try {
+      await ctx.client.deleteCluster(clusterId);
+      const [cluster, members] = await Promise.all([
+        ctx.client.getCluster(clusterId),
+        ctx.client.listClusterPods(clusterId),
+      ]);
+      if (cluster === null && members === null) {
+        log(ctx, 'info', `cluster ${clusterId} deleted with all of its nodes`);
+        return true;
+      }
+      last = `it still shows ${members?.length ?? 0} node(s)`;
+    } catch (error) {
+      last = describeError(error);
+    }
+    if (tries < DELETE_TRIES) await ctx.clock.sleep(ctx.timing.podPollMs);
+  }
+  warn(
+    ctx,
+    runId,
+    'cluster_not_deleted',
+    `cluster ${clusterId} may still exist and bill (${last}): remove it with "overbrainer pod rm ${clusterId}" or in Runpod's console`,
+  );
+  return false;
+}
