@@ -22,7 +22,7 @@ import { LATEST_FILE } from '../pod/checkpointStream';
 import { log, warn, type PodCtx } from '../pod/context';
 import { failRun } from '../pod/lifecycle';
 import { PodError } from '../pod/podError';
-import { startPod } from '../pod/provision';
+import { type PodLimits, startPod } from '../pod/provision';
 import { forgetKeys, remove } from '../pod/remove';
 import type { PodRecord } from '../runs/podRecord';
 import type { AttemptEnd, RunAttempt, RunRecord } from '../runs/runRecord';
@@ -265,16 +265,13 @@ export async function recoverAfterDeath(
   // The mirror reads the new pod's file on from its own size: it must be that same prefix.
   fs.mkdirSync(path.join(runDir, CHECKPOINTS_DIR), { recursive: true });
   fs.writeFileSync(path.join(runDir, CHECKPOINTS_DIR, METRICS_FILE), prefix);
-  const target: RunpodTargetConfig = {
-    ...plan.target,
-    maxHours: leftMs / 3_600_000,
-    maxCostUsd: leftUsd,
-  };
+  // The new pod's limits are what is left of the run's; the target stays as the config has it.
+  const limits: PodLimits = { costCapUsd: leftUsd, maxHours: leftMs / 3_600_000 };
   // The run's files are all in place: they are sent as soon as the new pod answers SSH.
   const ahead = new UploadAhead(deps, run, Promise.resolve());
   let started;
   try {
-    started = await startPod(ctx, target, run, false, signal, ahead.onReachable, pod);
+    started = await startPod(ctx, plan.target, limits, run, false, signal, ahead.onReachable, pod);
   } catch (error) {
     await ahead.settled();
     throw error;

@@ -6,7 +6,7 @@ import { OverbrainerConfig, RunpodTargetConfig, workdirFor } from '../config/typ
 import { LocalExecutor } from '../exec/local';
 import { log, warn, type PodCtx } from '../pod/context';
 import { failRun } from '../pod/lifecycle';
-import { startPod } from '../pod/provision';
+import { type PodLimits, startPod } from '../pod/provision';
 import { forgetKeys, remove } from '../pod/remove';
 import type { Executor } from '../exec/executor';
 import { jobScript, startJob, type TrainerJob } from '../train/job';
@@ -155,11 +155,15 @@ export async function train(
       else log(ctx!, 'info', budget.line);
     }
     // The pod's watchdog gets the budget's share as its cost cap (min(max_cost_usd, what is left)).
-    const podTarget = budget === null ? target : { ...target, maxCostUsd: budget.budgetCapUsd };
+    const limits: PodLimits = {
+      costCapUsd: budget === null ? target.maxCostUsd : budget.budgetCapUsd,
+      maxHours: target.maxHours,
+    };
     return await trainOnPod(
       ctx!,
       deps,
-      podTarget,
+      target,
+      limits,
       run,
       files.job,
       packing,
@@ -204,6 +208,7 @@ async function trainOnPod(
   ctx: PodCtx,
   deps: FlowDeps,
   target: RunpodTargetConfig,
+  limits: PodLimits,
   run: RunRecord,
   job: TrainerJob,
   packing: Promise<Record<string, string>>,
@@ -221,7 +226,7 @@ async function trainOnPod(
   };
   let started;
   try {
-    started = await startPod(ctx, target, run, keep, options.signal, onReachable);
+    started = await startPod(ctx, target, limits, run, keep, options.signal, onReachable);
   } catch (error) {
     // No copy or upload outlives the start that failed (the run directory is the user's then).
     await Promise.allSettled([packing, ahead.settled()]);

@@ -36,7 +36,7 @@ export async function createOne(
   let limited = 0;
   for (let tries = 0; tries < AMBIGUOUS_TRIES_PER_TYPE; tries++) {
     signal?.throwIfAborted();
-    const attempt = record.beginAttempt(gpuType, ctx.clock.nowMs(), target.maxHours);
+    const attempt = record.beginAttempt(gpuType, ctx.clock.nowMs(), plan.limits.maxHours);
     ctx.store.savePod(record);
     ctx.bus.publish({
       type: 'pod',

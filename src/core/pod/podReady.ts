@@ -33,9 +33,22 @@ export interface Provisioned {
   endpoint: SshEndpoint;
 }
 
+/**
+ * What bounds a run's pod, handed down as its own values (never written into the target): the
+ * cost cap its watchdog enforces (null: none; a kept pod has none) and the hours until its
+ * deadline. A new run's are its target's (the cost cap fitted to `[budget]`); a recovered run's
+ * are what is left of them.
+ */
+export interface PodLimits {
+  costCapUsd: number | null;
+  maxHours: number;
+}
+
 export interface PodPlan {
   run: RunRecord;
+  /** The target as the config has it: the GPU types, the image, the disks, the graces. */
   target: RunpodTargetConfig;
+  limits: PodLimits;
   keys: RunKeys;
   /** The `{{ RUNPOD_SECRET_… }}` reference to the host key. */
   hostKeyRef: string;

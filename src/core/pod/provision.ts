@@ -24,21 +24,24 @@ import {
   becomeReady,
   NotReady,
   type OnReachable,
+  type PodLimits,
   type PodPlan,
   type Provisioned,
 } from './podReady';
 
-export type { OnReachable, Provisioned };
+export type { OnReachable, PodLimits, Provisioned };
 
 /**
  * Creates the pod of the new run `run` and waits until it is ready. On failure
  * the run is saved `failed` with the reason (`interrupted before the job
  * started` after an abort), whatever pod was created is deleted, and once every
- * pod of the run is confirmed deleted, the run's keys are forgotten.
+ * pod of the run is confirmed deleted, the run's keys are forgotten. `limits` bound the pod (its
+ * cost cap, its deadline), whatever the target says: the caller decides them.
  */
 export async function startPod(
   ctx: PodCtx,
   target: RunpodTargetConfig,
+  limits: PodLimits,
   run: RunRecord,
   keep: boolean,
   signal?: AbortSignal,
@@ -50,7 +53,7 @@ export async function startPod(
     const dir = ctx.store.sshDir(run.id);
     const keys = generateRunKeys(dir, alias(run.id));
     record = newPodRecord(run.id, keep, target.gpuCount, keys.hostPublic, {
-      costCapUsd: keep ? null : target.maxCostUsd,
+      costCapUsd: keep ? null : limits.costCapUsd,
       networkVolumeId: target.networkVolumeId,
       maxVolumeGb: target.maxVolumeGb,
     });
@@ -61,6 +64,7 @@ export async function startPod(
     const plan: PodPlan = {
       run,
       target,
+      limits,
       keys,
       hostKeyRef,
       workdir: workdirFor(target),
