@@ -103,7 +103,6 @@ export async function watchLeased(
     clock: ctx.clock,
     timing: ctx.timing,
     fromOffset,
-    onFailure: lookOnce,
     pushes: pushes.sink({
       lookMs: ctx.timing.checkpointLookMs,
       diskMs: ctx.timing.diskPollMs,
@@ -162,15 +161,20 @@ export async function watchLeased(
   void watchCheckpoints(ctx, executor, run, stop.signal, pushes, results.maxRetrieveGb);
   void watchGpus(ctx, run, pod, stop.signal, pushes);
   try {
-    const watched = follower.follow(stop.signal).then(
-      (result): Watched => ({ kind: 'ended', result }),
-      (error: unknown): Watched => ({
-        kind: 'failed',
-        error,
-        offset: follower.offset,
-        signal,
-        goneSeenMs,
-      }),
+    void follower.firstFailure.then(lookOnce);
+    const failed = (error: unknown, offset: number): Watched => ({
+      kind: 'failed',
+      error,
+      offset,
+      signal,
+      goneSeenMs,
+    });
+    const watched = follower.outcome(stop.signal).then(
+      (outcome): Watched =>
+        outcome.kind === 'ended'
+          ? { kind: 'ended', result: outcome.result }
+          : failed(outcome.error, outcome.offset),
+      (error: unknown): Watched => failed(error, follower.offset),
     );
     const guarded = holdLease().then((why): Watched | null =>
       why === 'stopped' ? null : { kind: why },

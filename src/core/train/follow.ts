@@ -18,7 +18,7 @@
  * the job keeps running (attach again later).
  */
 import { abortError, isAbortError, type Clock } from '../clock';
-import { HintedError, describeError } from '../errors';
+import { describeError } from '../errors';
 import type { EventBus, JobStatus } from '../events';
 import { ExecError, type Executor } from '../exec/executor';
 import type { Timing } from '../timing';
@@ -26,7 +26,22 @@ import { jobStatus, METRICS_FILE, remotePath } from './job';
 import { READ_LIMIT_BYTES, type ParsedLine } from './metrics';
 import { MetricLines } from './metricLines';
 import { PushReader, streamCommand, type EndedJobStatus, type PodPushSink } from './podWatcher';
+import {
+  FollowError,
+  heartbeatSeconds,
+  silenceLimitMs,
+  type FollowOutcome,
+  type FollowResult,
+} from './followOutcome';
 
+export {
+  FollowError,
+  heartbeatSeconds,
+  silenceLimitMs,
+  type FollowErrorKind,
+  type FollowOutcome,
+  type FollowResult,
+} from './followOutcome';
 export {
   pollCommand,
   PollingMetricsReader,
@@ -39,37 +54,6 @@ export {
   type EndedJobStatus,
   type PodPushSink,
 } from './podWatcher';
-
-export interface FollowResult {
-  /** How the job ended. */
-  status: EndedJobStatus;
-  /** Metric events published by this follow (from `fromOffset`, the whole file by default). */
-  metrics: number;
-  /** Bytes of metrics.jsonl read: its size once drained. */
-  offset: number;
-}
-
-export type FollowErrorKind =
-  /** Too many status polls or reads failed in a row; the job keeps running. */
-  'unreachable';
-
-export class FollowError extends HintedError<FollowErrorKind> {
-  constructor(
-    kind: FollowErrorKind,
-    readonly runId: string,
-    readonly failures: number,
-    message: string,
-    options?: { cause?: unknown },
-  ) {
-    super(
-      kind,
-      message,
-      `Follow it again with \`overbrainer train attach ${runId}\` once its target answers.`,
-      options,
-    );
-    this.name = 'FollowError';
-  }
-}
 
 export type FollowTiming = Pick<
   Timing,
@@ -95,11 +79,6 @@ export interface MetricsFollowerOptions {
   onLine?: (line: ParsedLine) => void;
   /** Have the pod push its checkpoints and disk samples on the stream too, to this sink. */
   pushes?: PodPushSink;
-  /**
-   * Told at each failed attempt to reach the job (before the failure budget is spent): the
-   * caller may look whether the target itself is gone meanwhile.
-   */
-  onFailure?: () => void;
 }
 
 interface StreamState {
@@ -109,16 +88,6 @@ interface StreamState {
   bytes: number;
   /** When the channel last carried anything (metrics, a sign of life). */
   heardMs: number;
-}
-
-/** The pod's sign of life on the stream, in whole seconds: ten status polls' worth. */
-export function heartbeatSeconds(timing: Pick<Timing, 'statusPollMs'>): number {
-  return Math.max(1, Math.round((timing.statusPollMs * 10) / 1000));
-}
-
-/** A stream silent this long (three signs of life missed) is taken for a dead channel. */
-export function silenceLimitMs(timing: Pick<Timing, 'statusPollMs'>): number {
-  return 3 * heartbeatSeconds(timing) * 1000;
 }
 
 export class MetricsFollower {
@@ -157,15 +126,35 @@ export class MetricsFollower {
   }
 
   /**
-   * Follows until the job ends (resolves with its status once the file is
-   * drained), `signal` aborts (rejects with an AbortError; the job is not
-   * touched), or the target stops answering (rejects with FollowError).
+   * Resolves at the first failed attempt to reach the job (before the failure budget is spent),
+   * so the one following may look whether the target itself is gone meanwhile.
+   */
+  private failedOnce: () => void = () => undefined;
+  readonly firstFailure = new Promise<void>((resolve) => (this.failedOnce = resolve));
+
+  /**
+   * Follows until the job ends (resolves with its status once the file is drained), `signal`
+   * aborts (rejects with an AbortError; the job is not touched), or the target stops answering
+   * (rejects with FollowError): {@link outcome}, with its failures thrown.
    */
   async follow(signal?: AbortSignal): Promise<FollowResult> {
+    const outcome = await this.outcome(signal);
+    if (outcome.kind === 'ended') return outcome.result;
+    throw outcome.error;
+  }
+
+  /** Follows until the job ends, `signal` aborts or the target stops answering: how, as a value. */
+  async outcome(signal?: AbortSignal): Promise<FollowOutcome> {
     if (this.following) throw new Error('this follower is already following');
     this.following = true;
     try {
-      return await this.loop(signal);
+      return { kind: 'ended', result: await this.loop(signal) };
+    } catch (error) {
+      if (error instanceof FollowError) return { kind: 'unreachable', error, offset: this.offset };
+      if (signal?.aborted || isAbortError(error)) {
+        return { kind: 'stopped', error, offset: this.offset };
+      }
+      throw error;
     } finally {
       this.stopStream();
       this.following = false;
@@ -234,7 +223,7 @@ export class MetricsFollower {
   ): void {
     if (signal?.aborted || isAbortError(error)) throw signal ? abortError(signal) : error;
     budget.failures++;
-    this.options.onFailure?.();
+    this.failedOnce();
     const reason = describeError(error);
     this.options.bus.publish({
       type: 'log',
