@@ -12,7 +12,7 @@
 import assert from 'node:assert/strict';
 import * as fs from 'node:fs';
 import * as path from 'node:path';
-import { MAX_COST_REACHED, MAX_HOURS_REACHED } from '../../src/core/pod/lifecycle';
+import { MAX_COST_REACHED, MAX_HOURS_REACHED } from '../../src/core/pod/limitEnd';
 import { PodError } from '../../src/core/pod/podError';
 import { attach, cancel, FlowError, keepPod, train } from '../../src/core/flow';
 import { GPU, Lab, type LabOptions, runIdHolder, spawnLifecycleChild } from '../helpers/lifecycle';

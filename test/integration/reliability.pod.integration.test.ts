@@ -11,7 +11,7 @@ import assert from 'node:assert/strict';
 import * as fs from 'node:fs';
 import * as path from 'node:path';
 import { removePods } from '../../src/core/pod/podAdmin';
-import { MAX_COST_REACHED } from '../../src/core/pod/lifecycle';
+import { MAX_COST_REACHED } from '../../src/core/pod/limitEnd';
 import { PodError } from '../../src/core/pod/podError';
 import { attach } from '../../src/core/flow';
 import { GPU, Lab, matrixLabs, type TrainOutcome } from '../helpers/lifecycle';

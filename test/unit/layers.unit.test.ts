@@ -39,6 +39,25 @@ describe('the layer order, as npm run lint enforces it', function () {
     assert.match(frontEnd.join('\n'), /must not import the front ends/);
   });
 
+  it('puts following a run (core/follow) below the run commands and above the pod', async function () {
+    for (const [file, code] of [
+      ['src/core/follow/layerProbe.ts', "import { train } from '../flow';"],
+      ['src/core/pod/layerProbe.ts', "import { watchLeased } from '../follow/watch';"],
+      ['src/core/train/layerProbe.ts', "import { collect } from '../follow/collect';"],
+      ['src/ui/runs/layerProbe.ts', "import { watchLeased } from '../../core/follow/watch';"],
+    ]) {
+      const found = await problems(file!, `${code!}\nexport const probe = 1;\n`);
+      assert.equal(found.length, 1, `${file!}: ${JSON.stringify(found)}`);
+      assert.match(found[0]!, /layers import downward only|the front ends import core\/flow/);
+    }
+    for (const [file, code] of [
+      ['src/core/flow/layerProbe.ts', "import { watchLeased } from '../follow/watch';"],
+      ['src/core/follow/layerProbe.ts', "import { startPod } from '../pod/provision';"],
+    ]) {
+      assert.deepEqual(await problems(file!, `${code!}\nexport const probe = 1;\n`), [], file);
+    }
+  });
+
   it('lets the run commands import the records below them', async function () {
     const down = await problems(
       'src/core/flow/layerProbe.ts',

@@ -1,5 +1,5 @@
 import * as assert from 'node:assert/strict';
-import { MAX_COST_REACHED, MAX_HOURS_REACHED } from '../../src/core/pod/lifecycle';
+import { MAX_COST_REACHED, MAX_HOURS_REACHED } from '../../src/core/pod/limitEnd';
 import { PodError } from '../../src/core/pod/podError';
 import {
   cancelPrompt,

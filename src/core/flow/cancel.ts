@@ -4,7 +4,7 @@
 import type { OverbrainerConfig } from '../config/types';
 import { LocalExecutor } from '../exec/local';
 import { log } from '../pod/context';
-import { reconnect } from '../pod/lifecycle';
+import { reconnect } from '../pod/reconnect';
 import { cancelJob, jobStatus } from '../train/job';
 import {
   type FlowDeps,

@@ -15,7 +15,8 @@ import {
 import type { EventBus } from '../events';
 import type { RunpodClient } from '../runpod/client';
 import { type PodCtx } from '../pod/context';
-import { type Ending } from '../pod/lifecycle';
+export { publishState } from '../pod/context';
+import { type Ending } from '../pod/podEnd';
 import type { Timing } from '../timing';
 import type { PodRecord } from '../runs/podRecord';
 import type { RunRecord } from '../runs/runRecord';
@@ -195,16 +196,6 @@ export function summaryLine(
   if (fs.existsSync(output) && fs.readdirSync(output).length > 0)
     parts.push(`output in runs/${run.id}/output`);
   return parts.join('; ');
-}
-
-export function publishState(deps: FlowDeps, run: RunRecord): void {
-  deps.bus.publish({
-    type: 'runState',
-    runId: run.id,
-    state: run.state,
-    message: run.message,
-    cause: run.end?.cause ?? null,
-  });
 }
 
 /** Most one retrieval of `run` brings home (GB): its target's `max_retrieve_gb`, else 200. */

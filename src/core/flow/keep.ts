@@ -3,7 +3,8 @@
  */
 import type { OverbrainerConfig } from '../config/types';
 import { log } from '../pod/context';
-import { reconnect, setKeep } from '../pod/lifecycle';
+import { setKeep } from '../pod/podEnd';
+import { reconnect } from '../pod/reconnect';
 import { armReleaseDeadline } from '../pod/podEnd';
 import { jobStatus } from '../train/job';
 import type { PodRecord } from '../runs/podRecord';

@@ -33,7 +33,7 @@ export * from '../train/metricsFile';
 export { Pace, projectSpendUsd } from '../train/pace';
 export { MetricLineThrottle } from '../train/render';
 export { overrun, type DeadlineView } from '../pod/lease';
-export { MAX_COST_REACHED, MAX_HOURS_REACHED } from '../pod/lifecycle';
+export { MAX_COST_REACHED, MAX_HOURS_REACHED } from '../pod/limitEnd';
 export { followLostWords } from '../pod/watchdogWords';
 export { PodError } from '../pod/podError';
 export { POD_LOG_FILE, PodLogRedactor, stopPodLogCaptures } from '../pod/podLogCapture';

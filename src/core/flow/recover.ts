@@ -20,7 +20,7 @@ import type { Executor } from '../exec/executor';
 import { HASHES_SUFFIX, newestVerified, metricsUpTo } from '../pod/checkpointHome';
 import { LATEST_FILE } from '../pod/checkpointStream';
 import { log, warn, type PodCtx } from '../pod/context';
-import { failRun } from '../pod/lifecycle';
+import { failRun } from '../pod/context';
 import { PodError } from '../pod/podError';
 import { type PodLimits, startPod } from '../pod/provision';
 import { forgetKeys, remove } from '../pod/remove';

@@ -5,7 +5,7 @@
 import type { OverbrainerConfig } from '../config/types';
 import type { Executor } from '../exec/executor';
 import { LocalExecutor } from '../exec/local';
-import { reconnect } from '../pod/lifecycle';
+import { reconnect } from '../pod/reconnect';
 import { requestSnapshot, type RequestResult } from '../train/snapshot';
 import { attach } from './attach';
 import { type FlowDeps, FlowError, type FlowResult, podCtx } from './deps';

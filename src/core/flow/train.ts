@@ -5,7 +5,7 @@
 import { OverbrainerConfig, RunpodTargetConfig, workdirFor } from '../config/types';
 import { LocalExecutor } from '../exec/local';
 import { log, warn, type PodCtx } from '../pod/context';
-import { failRun } from '../pod/lifecycle';
+import { failRun } from '../pod/context';
 import { type PodLimits, startPod } from '../pod/provision';
 import { forgetKeys, remove } from '../pod/remove';
 import type { Executor } from '../exec/executor';

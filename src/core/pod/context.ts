@@ -4,7 +4,10 @@
  * composition root (the extension or the CLI).
  */
 import type { Clock } from '../clock';
+import { describeError } from '../errors';
 import type { CoreEvent, EventBus } from '../events';
+import { endRun, type RunEndCause } from '../runs/runEnd';
+import type { RunRecord } from '../runs/runRecord';
 import type { RunStore } from '../runs/store';
 import type { Timing } from '../timing';
 import type { RunpodClient } from '../runpod/client';
@@ -34,6 +37,33 @@ export function warn(
   message: string,
 ): void {
   ctx.bus.publish({ type: 'warning', runId, code, message });
+}
+
+/** Saves the run `failed` for `cause` with `message`, best effort, and tells the listeners. */
+export function failRun(
+  ctx: Pick<PodCtx, 'store' | 'bus'>,
+  run: RunRecord,
+  cause: RunEndCause,
+  message: string,
+): void {
+  endRun(run, 'failed', cause, message);
+  try {
+    ctx.store.saveRun(run);
+  } catch (error) {
+    log(ctx, 'warn', `cannot record run ${run.id} as failed: ${describeError(error)}`);
+  }
+  ctx.bus.publish({ type: 'runState', runId: run.id, state: 'failed', message, cause });
+}
+
+/** Tells the listeners the run's state, its message and how it ended. */
+export function publishState(ctx: Pick<PodCtx, 'bus'>, run: RunRecord): void {
+  ctx.bus.publish({
+    type: 'runState',
+    runId: run.id,
+    state: run.state,
+    message: run.message,
+    cause: run.end?.cause ?? null,
+  });
 }
 
 /**

@@ -1,6 +1,6 @@
 /**
- * Reaching a run's pod again: looked up (a pod gone is recorded so, never deleted here), followed
- * to a new SSH endpoint after its container restarted, connected with the run's pinned host key.
+ * Reaching a run's pod again: looked up (a pod gone is recorded so, never deleted here),
+ * connected with the run's pinned host key (at its new SSH endpoint after its container restarted).
  * The same for any pod of a run, so a cluster's member pods are reached by it too.
  */
 import * as fs from 'node:fs';
@@ -68,45 +68,6 @@ async function lookUpPod(
   markGone(ctx, pod, id, goneBy(pod, ctx.clock.nowMs()), {}, seen.atMs);
   await forgetKeys(ctx, pod.runId);
   return null;
-}
-
-/**
- * After a failed watch: when the API shows the pod running at another SSH endpoint than the one
- * recorded (Runpod restarted its container, which publishes its port anew), connects there and
- * returns the executor, so the follow goes on without the user attaching. While the pod restarts
- * without an endpoint, looks again every `podPollMs` for up to `readyTimeoutMs`. Null when the
- * pod did not move (gone, stopped, still at its endpoint, or no endpoint by then): the failure stands and
- * settleWatch (./lifecycle.ts) explains it.
- */
-export async function followMoved(
-  ctx: PodCtx,
-  pod: PodRecord,
-  run: RunRecord,
-  signal?: AbortSignal,
-): Promise<SshExecutor | null> {
-  const id = pod.podId;
-  if (id === null || pod.state === 'deleted') return null;
-  // Never past the pod's deadline: nothing renews its lease meanwhile.
-  const deadlineMs = pod.deadlineUnixS === null ? Infinity : pod.deadlineUnixS * 1000;
-  const untilMs = Math.min(ctx.clock.nowMs() + ctx.timing.readyTimeoutMs, deadlineMs);
-  for (;;) {
-    // One look: a 404 is for settleWatch to confirm, not for this to wait out.
-    const remote = await ctx.client.getPod(id, { signal });
-    if (remote === null || isDead(remote)) return null;
-    const direct = remote.sshDirect;
-    if (direct !== null) {
-      if (direct.host === pod.ssh?.host && direct.port === pod.ssh.port) return null;
-      log(
-        ctx,
-        'info',
-        `pod ${id} of run ${run.id} restarted and answers on ${direct.host}:${direct.port} now: following it there`,
-      );
-      return reconnect(ctx, pod, run, signal);
-    }
-    if (ctx.clock.nowMs() >= untilMs) return null;
-    log(ctx, 'debug', `pod ${id} of run ${run.id} has no SSH endpoint (${remote.status}): waiting`);
-    await ctx.clock.sleep(ctx.timing.podPollMs, signal);
-  }
 }
 
 /**

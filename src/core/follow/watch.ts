@@ -1,23 +1,17 @@
 /**
- * A started Runpod run: its job is followed while the lease
- * holds the pod's deadline off, the client's own guard deletes the pod when
- * the watchdog did not; the pod is ended once the results are retrieved (./podEnd.ts). Reaching
- * the pod again is ./reconnect.ts; what a limit makes of the run, ./limitEnd.ts.
+ * The watch of a run's job on its pod: the job followed while the lease holds the pod's deadline
+ * off, the cost cap's snapshot asked for in time, the disk policy and the checkpoint stream fed by
+ * what the pod pushes, and the client's own guard at the deadline or the cost cap. Never calls the
+ * Runpod API but for one look when the job stops answering, so stopping it deletes nothing; what
+ * the watch found is acted on by ./settle.ts.
  */
 import { isAbortError, rfc3339 } from '../clock';
+import { describeError } from '../errors';
 import type { Executor } from '../exec/executor';
-import type { PodRecord } from '../runs/podRecord';
-import type { RunRecord } from '../runs/runRecord';
-import { endRun, type RunEndCause } from '../runs/runEnd';
-import { FollowError, MetricsFollower, type FollowResult } from '../train/follow';
-import { Pace } from '../train/pace';
-import { requestSnapshot } from '../train/snapshot';
-import { isDead, NETWORK_VOLUME_PATH, type Pod } from '../runpod/api';
-import { log, warn, type PodCtx } from './context';
-import { followLostWords, whileNobodyFollows } from './watchdogWords';
-import { watchCheckpoints } from './checkpointStream';
-import { watchDisk } from './diskWatch';
-import { watchGpus } from './gpuWatch';
+import { watchCheckpoints } from '../pod/checkpointStream';
+import { log, warn, type PodCtx } from '../pod/context';
+import { watchDisk } from '../pod/diskWatch';
+import { watchGpus } from '../pod/gpuWatch';
 import {
   costCapAtUnixS,
   guardFires,
@@ -25,15 +19,16 @@ import {
   pastCostCap,
   renewalDue,
   snapshotAtUnixS,
-} from './lease';
-import { PodError } from './podError';
-import { PodPushes } from './podPushes';
-import { syncKeep } from './podEnd';
-import { LEASE_FILE } from './podScripts';
-import { forgetKeys, isUnreachable, remove, warnUnreachable } from './remove';
-import { describeError } from '../errors';
-import { stillThere } from './reconnect';
-import { limitEnd, limitFailure } from './limitEnd';
+} from '../pod/lease';
+import { syncKeep } from '../pod/podEnd';
+import { PodPushes } from '../pod/podPushes';
+import { LEASE_FILE } from '../pod/podScripts';
+import { NETWORK_VOLUME_PATH } from '../runpod/api';
+import type { PodRecord } from '../runs/podRecord';
+import type { RunRecord } from '../runs/runRecord';
+import { MetricsFollower, type FollowResult } from '../train/follow';
+import { Pace } from '../train/pace';
+import { requestSnapshot } from '../train/snapshot';
 
 /** How the watch ended. */
 export type Watched =
@@ -263,156 +258,3 @@ export async function holdLeaseDuring<T>(
     await renewing;
   }
 }
-
-/**
- * Acts on what the watch found: past the deadline, deletes the pod and fails
- * the run; after a failed watch, fails the run when its pod is gone. Callers
- * must not abort it midway: it may be deleting the pod.
- */
-export async function settleWatch(
-  ctx: PodCtx,
-  pod: PodRecord,
-  run: RunRecord,
-  watched: Watched,
-): Promise<FollowResult> {
-  switch (watched.kind) {
-    case 'ended':
-      return watched.result;
-    case 'deadline_passed':
-    case 'cost_cap_passed': {
-      const limit = watched.kind === 'deadline_passed' ? 'deadline' : 'cost_cap';
-      await remove(ctx, pod, limit, 'client');
-      // No pod is left: the host-key secret (a private key in the account) goes with the client key.
-      if (!pod.mayHaveOtherPods()) await forgetKeys(ctx, run.id);
-      const end = limitEnd(limit);
-      failRun(ctx, run, end.cause, end.message);
-      throw end.error;
-    }
-    case 'failed':
-      throw await unreachable(
-        ctx,
-        pod,
-        run,
-        watched.error,
-        watched.signal,
-        watched.goneSeenMs ?? null,
-      );
-  }
-}
-
-/**
- * The watch failed with `error`: when the pod is gone, the run fails with that reason instead.
- * While the API cannot be reached to tell, it is looked up again every `retryMaxMs` for
- * `reconcileListLimitMs`, each wait announced by the `api_unreachable` countdown, which says
- * what the pod's watchdog does meanwhile; past that (or on a stop) the follow is lost, not failed.
- */
-async function unreachable(
-  ctx: PodCtx,
-  pod: PodRecord,
-  run: RunRecord,
-  error: unknown,
-  signal?: AbortSignal,
-  goneSeenMs: number | null = null,
-): Promise<unknown> {
-  if (isAbortError(error)) return error;
-  const startMs = ctx.clock.nowMs();
-  const untilMs = startMs + ctx.timing.reconcileListLimitMs;
-  // The lease was renewed last before the follow failed: it runs out by then at the latest.
-  const leaseEndMs = startMs + ctx.timing.leaseTtlMs;
-  let remote: Pod | null;
-  for (;;) {
-    try {
-      remote = await stillThere(ctx, pod, signal, goneSeenMs);
-      break;
-    } catch (checkError) {
-      const nowMs = ctx.clock.nowMs();
-      if (signal?.aborted || !isUnreachable(checkError) || nowMs >= untilMs) {
-        log(ctx, 'warn', `cannot look the pod up: ${describeError(checkError)}`);
-        return error;
-      }
-      const waitMs = Math.min(ctx.timing.retryMaxMs, untilMs - nowMs);
-      warnUnreachable(
-        ctx,
-        run.id,
-        checkError,
-        `the connection to pod ${pod.podId ?? '(none)'} of run ${run.id} is lost and the pod cannot be looked up`,
-        waitMs,
-        untilMs,
-        whileNobodyFollows(pod, run, leaseEndMs),
-      );
-      try {
-        await ctx.clock.sleep(waitMs, signal);
-      } catch {
-        return error;
-      }
-    }
-  }
-  if (remote !== null && isDead(remote)) {
-    // Stopped under the job (a host failure, a stop from the console): the processes are gone,
-    // the disk and what the job wrote stay, and the stopped pod's disk still bills.
-    return new PodError(
-      'pod_stopped',
-      `pod ${remote.id} of run ${run.id} is ${remote.status}: it stopped while its job ran, so the job no longer runs; ` +
-        'its disk (with what the job wrote) is kept and still bills',
-      `Start it again in the Runpod console and attach with "overbrainer train attach ${run.id}" to retrieve what is there, ` +
-        `or remove it with "overbrainer pod rm ${run.id} --force".`,
-      { cause: error, podStatus: remote.status },
-    );
-  }
-  if (remote !== null) return error;
-  // `pod rm --force` from another process deleted it and already failed the run: keep its words.
-  const removedBy = freshRunMessage(ctx, run);
-  if (pod.deletedBy === 'pod_rm' && removedBy !== null) {
-    endRun(run, 'failed', 'pod_removed', removedBy);
-    ctx.bus.publish({
-      type: 'runState',
-      runId: run.id,
-      state: 'failed',
-      message: removedBy,
-      cause: 'pod_removed',
-    });
-    return new PodError(
-      'pod_gone',
-      `pod ${pod.podId ?? '(none)'} was deleted by \`overbrainer pod rm\`: ${removedBy}`,
-      'The results on the pod are lost; train again (the runs/ folder keeps what was already copied).',
-    );
-  }
-  const limit = limitFailure(pod, ctx.clock.nowMs());
-  if (limit !== null) {
-    failRun(ctx, run, limit.cause, limit.message);
-    return limit.error;
-  }
-  const message = `pod ${pod.podId ?? '(none)'} no longer exists`;
-  failRun(ctx, run, 'pod_gone', message);
-  return new PodError(
-    'pod_gone',
-    message,
-    'The results on the pod are lost; train again (the runs/ folder keeps what was already copied).',
-  );
-}
-
-/** The message of the run as saved on disk when it is already failed there, else null. */
-function freshRunMessage(ctx: PodCtx, run: RunRecord): string | null {
-  try {
-    const fresh = ctx.store.loadRun(run.id);
-    return fresh.state === 'failed' ? fresh.message : null;
-  } catch {
-    return null;
-  }
-}
-
-/** Saves the run `failed` for `cause` with `message`, best effort, and tells the listeners. */
-export function failRun(ctx: PodCtx, run: RunRecord, cause: RunEndCause, message: string): void {
-  endRun(run, 'failed', cause, message);
-  try {
-    ctx.store.saveRun(run);
-  } catch (error) {
-    log(ctx, 'warn', `cannot record run ${run.id} as failed: ${describeError(error)}`);
-  }
-  ctx.bus.publish({ type: 'runState', runId: run.id, state: 'failed', message, cause });
-}
-
-export { endPod, setKeep, type Ending } from './podEnd';
-export { followMoved, reconnect, stillThere } from './reconnect';
-export { limitFailure, MAX_COST_REACHED, MAX_HOURS_REACHED } from './limitEnd';
-export { FollowError, followLostWords, whileNobodyFollows };
