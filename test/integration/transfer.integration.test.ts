@@ -12,7 +12,7 @@ import { systemClock } from '../../src/core/clock';
 import { SshExecutor } from '../../src/core/exec/ssh';
 import { EventBus, type CoreEvent } from '../../src/core/events';
 import type { FlowDeps } from '../../src/core/flow/deps';
-import { uploadRunDir } from '../../src/core/flow/startJob';
+import { uploadRunDir } from '../../src/core/follow/startJob';
 import type { RunRecord } from '../../src/core/runs/runRecord';
 import { RunStore } from '../../src/core/runs/store';
 import { scaleTiming } from '../../src/core/timing';

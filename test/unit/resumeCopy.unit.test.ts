@@ -7,7 +7,7 @@ import assert from 'node:assert/strict';
 import { mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { placeResumeCopy } from '../../src/core/flow/runFiles';
+import { placeResumeCopy } from '../../src/core/train/resumeCopy';
 import type { RunRecord } from '../../src/core/runs/runRecord';
 import { RESUME_ENV } from '../../src/core/train/job';
 

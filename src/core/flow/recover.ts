@@ -30,8 +30,8 @@ import { reopenRun } from '../runs/runEnd';
 import { CHECKPOINTS_DIR, POD_LOG_DIR } from '../runs/store';
 import { METRICS_FILE, RESUME_DIR, RESUME_ENV, type TrainerJob } from '../train/job';
 import { type FlowDeps, type FlowResult, publishState } from './deps';
-import { placeResumeCopy } from './runFiles';
-import { startJobOnPod, UploadAhead } from './startJob';
+import { placeResumeCopy } from '../train/resumeCopy';
+import { startJobOnPod, UploadAhead } from '../follow/startJob';
 import { describeError } from '../errors';
 import { trainerJobOf } from '../train/trainerJob';
 

@@ -9,7 +9,8 @@ import { EVAL_DATA, uploadHolds, type OverbrainerConfig } from '../config/types'
 import { axolotlYaml } from '../train/axolotlConfig';
 import { RUN_AXOLOTL_CONFIG, trainerJobOf } from '../train/trainerJob';
 import type { RunRecord } from '../runs/runRecord';
-import { RESUME_DIR, RESUME_ENV, type TrainerJob } from '../train/job';
+import type { TrainerJob } from '../train/job';
+import { placeResumeCopy } from '../train/resumeCopy';
 import { type FlowDeps, FlowError } from './deps';
 
 /** Where the shipped metrics plugin is: next to the bundle (dist/python) or in the source tree. */
@@ -210,32 +211,4 @@ function placeResume(
     `checkpoint-${source.step}`,
     `this run resumes run ${source.runId} from step ${source.step}`,
   );
-}
-
-/**
- * Copies the checkpoint `fromDir` into the run directory `runDir` as `resume/<name>/` (uploaded
- * with it) and returns the job's env naming it on the pod. An Axolotl config gets
- * `resume_from_checkpoint` too, under a comment saying `why`.
- */
-export async function placeResumeCopy(
-  runDir: string,
-  run: RunRecord,
-  job: TrainerJob,
-  fromDir: string,
-  name: string,
-  why: string,
-): Promise<Record<string, string>> {
-  await fs.promises.cp(fromDir, path.join(runDir, RESUME_DIR, name), {
-    recursive: true,
-    dereference: false,
-    verbatimSymlinks: true,
-  });
-  const remote = `${run.remoteDir}/${RESUME_DIR}/${name}`;
-  if (job.trainer === 'axolotl') {
-    fs.appendFileSync(
-      path.join(runDir, job.config),
-      `\n# Added by Overbrainer: ${why}.\nresume_from_checkpoint: ${JSON.stringify(remote)}\n`,
-    );
-  }
-  return { [RESUME_ENV]: remote };
 }

@@ -30,7 +30,7 @@ import { settleGonePods } from './settleBills';
 import { followLocal, followOnPod } from './follow';
 import { recoveryPlan } from './recover';
 import { checkRunFiles, packRun, resumeSource, type RunFiles } from './runFiles';
-import { startJobOnPod, UploadAhead } from './startJob';
+import { startJobOnPod, UploadAhead } from '../follow/startJob';
 import { describeError } from '../errors';
 import { jobSecretsOf } from './jobSecrets';
 import { withDotEnv } from '../config/env';

@@ -4,12 +4,15 @@
  * both, so that what a started job guarantees is the same wherever it starts.
  */
 import type { Executor } from '../exec/executor';
+import type { PodCtx } from '../pod/context';
 import { PodError } from '../pod/podError';
 import type { RunRecord } from '../runs/runRecord';
 import { LOCAL_ONLY } from '../runs/store';
 import { cancelJob, jobScript, POD_JOB_ENV, startJob, type TrainerJob } from '../train/job';
 import { TransferReporter } from '../transferProgress';
-import type { FlowDeps } from './deps';
+
+/** What starting a job works with: the runs store, the bus, the clock. */
+export type JobCtx = Pick<PodCtx, 'store' | 'bus' | 'clock'>;
 
 export interface StartJobOptions {
   /**
@@ -29,7 +32,7 @@ export interface StartJobOptions {
  * Sends the run directory (minus what stays local) to the run's directory on the pod, its
  * progress published as `transfer` events (`upload`).
  */
-export function uploadRunDir(deps: FlowDeps, executor: Executor, run: RunRecord): Promise<void> {
+export function uploadRunDir(deps: JobCtx, executor: Executor, run: RunRecord): Promise<void> {
   const reporter = new TransferReporter(deps.bus, deps.clock, run.id, 'upload');
   return reporter.around((onProgress) =>
     executor.upload(deps.store.runDir(run.id), run.remoteDir, {
@@ -52,7 +55,7 @@ export class UploadAhead {
   private upload: Promise<void> | null = null;
 
   constructor(
-    private readonly deps: FlowDeps,
+    private readonly deps: JobCtx,
     private readonly run: RunRecord,
     private readonly filesReady: Promise<unknown>,
     private readonly onUploaded?: () => void,
@@ -85,7 +88,7 @@ export class UploadAhead {
  * when this throws.
  */
 export async function startJobOnPod(
-  deps: FlowDeps,
+  deps: JobCtx,
   executor: Executor,
   run: RunRecord,
   job: TrainerJob,
