@@ -9,7 +9,7 @@ import * as fs from 'node:fs';
 import * as http from 'node:http';
 import type { AddressInfo } from 'node:net';
 import * as path from 'node:path';
-import type { Clock } from '../../src/core/clock';
+import { systemClock, type Clock } from '../../src/core/clock';
 import { scaleTiming, type Timing } from '../../src/core/timing';
 import { createPodBody, type CreatePodBody } from '../../src/core/runpod/api';
 import { RunpodClient, type RunpodLogLevel } from '../../src/core/runpod/client';
@@ -190,6 +190,24 @@ export interface Made {
   client: RunpodClient;
   clock: SpyClock;
   logs: { level: RunpodLogLevel; message: string }[];
+}
+
+/**
+ * The system clock, counting the sleeps of `timeoutMs`: each attempt of a call is bounded by one
+ * (its request or create timeout), so `timeouts.length` is how many attempts the client made,
+ * which the server's hits cannot tell on a loaded machine (an attempt's few ms can pass before
+ * its request reaches the loopback server in the same process).
+ */
+export function timeoutCountingClock(timeoutMs: number): { clock: Clock; timeouts: number[] } {
+  const timeouts: number[] = [];
+  const clock: Clock = {
+    nowMs: systemClock.nowMs,
+    sleep: (ms, signal) => {
+      if (ms === timeoutMs) timeouts.push(ms);
+      return systemClock.sleep(ms, signal);
+    },
+  };
+  return { clock, timeouts };
 }
 
 export function makeClient(

@@ -7,7 +7,6 @@
  * This file: error classification, redirects and retries of idempotent calls (the shared server and clients: test/helpers/runpodClient.ts).
  */
 import assert from 'node:assert/strict';
-import { systemClock } from '../../src/core/clock';
 import { scaleTiming } from '../../src/core/timing';
 import { RunpodClient } from '../../src/core/runpod/client';
 import { runMessage, type ApiErrorKind } from '../../src/core/runpod/apiErrors';
@@ -24,6 +23,7 @@ import {
   API_KEY,
   fakeTiming,
   makeClient,
+  timeoutCountingClock,
   apiError,
   pod,
   body,
@@ -296,16 +296,7 @@ describe('RunpodClient: retries of idempotent calls', () => {
   it('times out a stalled answer on the request timeout, and retries it', async () => {
     const server = await startServer(() => undefined); // never answers
     const timing = scaleTiming(1, { requestTimeoutMs: 80, retries: 1, retryBaseMs: 1 });
-    // Each attempt is bounded by a sleep of the request timeout on the clock: counted here, since
-    // on a loaded machine an attempt's 80 ms can pass before its request reaches the server.
-    const timeouts: number[] = [];
-    const clock = {
-      nowMs: systemClock.nowMs,
-      sleep: (ms: number, signal?: AbortSignal): Promise<void> => {
-        if (ms === 80) timeouts.push(ms);
-        return systemClock.sleep(ms, signal);
-      },
-    };
+    const { clock, timeouts } = timeoutCountingClock(80);
     const { client } = makeClient(server, { clock, timing });
     const error = await apiError(client.listPods(), 'transport');
     assert.match(error.message, /no answer within 80 ms/);
