@@ -17,6 +17,7 @@ import {
   readMetricsFile,
   Pace,
   gpuLine,
+  gpuReadingJson,
   readGpuSummary,
   type GpuSummary,
 } from '../../core/flow/records';
@@ -279,16 +280,7 @@ function gpuJson(gpu: GpuSummary | null): Record<string, unknown> | null {
   return {
     sampled_at: gpu.last === null ? null : new Date(gpu.last.timeMs).toISOString(),
     samples: gpu.samples,
-    gpus: (gpu.last?.gpus ?? []).map((g) => ({
-      index: g.index,
-      name: g.name,
-      utilization_pct: g.utilizationPct,
-      memory_used_mib: g.memoryUsedMiB,
-      memory_total_mib: g.memoryTotalMiB,
-      temperature_c: g.temperatureC,
-      power_w: g.powerW,
-      power_limit_w: g.powerLimitW,
-    })),
+    gpus: (gpu.last?.gpus ?? []).map(gpuReadingJson),
     findings: gpu.findings.map((f) => ({
       code: f.code,
       message: f.message,

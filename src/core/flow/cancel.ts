@@ -1,15 +1,13 @@
 /**
  * Cancel: the job's process group stopped, what it wrote retrieved, its pod ended.
  */
-import type { OverbrainerConfig } from '../config/types';
 import { LocalExecutor } from '../exec/local';
 import { log } from '../pod/context';
 import { reconnect } from '../pod/reconnect';
 import { cancelJob, jobStatus } from '../train/job';
 import {
-  type FlowDeps,
   FlowError,
-  type FlowResult,
+  type RunCommand,
   artifactsOf,
   maxRetrieveGbOf,
   podCtx,
@@ -20,12 +18,7 @@ import { collect } from './follow';
 import { endRun } from '../runs/runEnd';
 
 /** Cancels a run's job, then retrieves what it wrote and ends its pod. */
-export async function cancel(
-  deps: FlowDeps,
-  config: OverbrainerConfig | null,
-  runId: string,
-  signal?: AbortSignal,
-): Promise<FlowResult> {
+export const cancel: RunCommand = async (deps, config, runId, signal) => {
   const run = deps.store.loadRun(runId);
   if (run.state === 'cancelled')
     throw new FlowError('already_ended', `run ${runId} already ended: cancelled`, null);
@@ -81,4 +74,4 @@ export async function cancel(
   } finally {
     lock?.dispose();
   }
-}
+};

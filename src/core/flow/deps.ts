@@ -105,6 +105,18 @@ export class FlowError extends HintedError<FlowErrorKind> {
   }
 }
 
+/**
+ * A command on one recorded run, as both front ends call it (cancel, stop; attach takes the same
+ * arguments): the flow's dependencies, the config (null: none readable), the run's ID and the
+ * signal that stops following it.
+ */
+export type RunCommand<R = FlowResult> = (
+  deps: FlowDeps,
+  config: OverbrainerConfig | null,
+  runId: string,
+  signal?: AbortSignal,
+) => Promise<R>;
+
 export interface FlowResult {
   run: RunRecord;
   pod: PodRecord | null;

@@ -22,6 +22,7 @@ export { LOCAL_ONLY, noPodLeft, RunStore } from '../runs/store';
 export { JOB_LOG, METRICS_FILE } from '../train/job';
 export {
   GPU_SUMMARY_FILE,
+  gpuReadingJson,
   readGpuSamples,
   readGpuSummary,
   type GpuFinding,

@@ -2,13 +2,12 @@
  * Stop (`train stop`): the job asked for a snapshot, then followed to its end when nobody
  * else follows.
  */
-import type { OverbrainerConfig } from '../config/types';
 import type { Executor } from '../exec/executor';
 import { LocalExecutor } from '../exec/local';
 import { reconnect } from '../pod/reconnect';
 import { requestSnapshot, type RequestResult } from '../train/snapshot';
 import { attach } from './attach';
-import { type FlowDeps, FlowError, type FlowResult, podCtx } from './deps';
+import { type FlowDeps, FlowError, type FlowResult, podCtx, type RunCommand } from './deps';
 
 /** What {@link stop} did: the request, and the run's end when this client followed it there. */
 export interface StopResult {
@@ -24,17 +23,12 @@ export interface StopResult {
  * checkpoint and the results home verified and ends the pod (as attach does); the run is recorded
  * `stopped` with the snapshot's step. A job that already ended is collected the same way.
  */
-export async function stop(
-  deps: FlowDeps,
-  config: OverbrainerConfig | null,
-  runId: string,
-  signal?: AbortSignal,
-): Promise<StopResult> {
+export const stop: RunCommand<StopResult> = async (deps, config, runId, signal) => {
   const request = await requestStop(deps, runId, signal);
   const holder = deps.store.lockHolder(runId);
   if (holder !== null && holder.stale === null) return { request, result: null };
   return { request, result: await attach(deps, config, runId, signal) };
-}
+};
 
 /**
  * The first half of {@link stop}: asks the running job of `runId` for a snapshot and says so,

@@ -54,20 +54,22 @@ function readingOf(value: unknown): GpuReading | null {
   };
 }
 
-function sampleJson(sample: GpuSample): Record<string, unknown> {
+/** One GPU's reading in its JSON form (gpu.json(l), `runs show --json`). */
+export function gpuReadingJson(g: GpuReading): Record<string, unknown> {
   return {
-    time_ms: sample.timeMs,
-    gpus: sample.gpus.map((g) => ({
-      index: g.index,
-      name: g.name,
-      utilization_pct: g.utilizationPct,
-      memory_used_mib: g.memoryUsedMiB,
-      memory_total_mib: g.memoryTotalMiB,
-      temperature_c: g.temperatureC,
-      power_w: g.powerW,
-      power_limit_w: g.powerLimitW,
-    })),
+    index: g.index,
+    name: g.name,
+    utilization_pct: g.utilizationPct,
+    memory_used_mib: g.memoryUsedMiB,
+    memory_total_mib: g.memoryTotalMiB,
+    temperature_c: g.temperatureC,
+    power_w: g.powerW,
+    power_limit_w: g.powerLimitW,
   };
+}
+
+function sampleJson(sample: GpuSample): Record<string, unknown> {
+  return { time_ms: sample.timeMs, gpus: sample.gpus.map(gpuReadingJson) };
 }
 
 /** A sample from its JSON form (a line of gpu.jsonl, or gpu.json's `last`), or null. */
