@@ -1,6 +1,7 @@
 import uPlot from 'uplot';
 import { decimateRange, Decimator } from './decimate';
 import { SeriesStore } from './seriesStore';
+import { elapsedLabel, faded } from './chartView';
 import { exponentTickLabels } from './ticks';
 
 /**
@@ -19,8 +20,9 @@ import { exponentTickLabels } from './ticks';
  *   chart.dispose();
  *
  * After every draw the container carries `data-points="<n>"` (x values the chart holds) and
- * `data-rows="<n>"` (rows handed to uPlot after decimation) so tests can read what is on screen
- * without poking into the canvas.
+ * `data-rows="<n>"` (rows handed to uPlot after decimation), and `data-axes` the x and loss axes'
+ * labels (`data-x-ticks` the wall-time ticks), so tests can read what is on screen without
+ * poking into the canvas.
  */
 
 /** Which y axis a series is drawn against: losses on the left, the learning rate on the right. */
@@ -40,6 +42,8 @@ export interface ChartSeriesSpec {
    * has no value at another run's steps (else its line would break at every one of them).
    */
   joinGaps?: boolean;
+  /** Drawn faint and thin behind the others (the raw line under its smoothed one). */
+  faint?: boolean;
 }
 
 export interface ChartOptions {
@@ -51,6 +55,10 @@ export interface ChartOptions {
   xLabel?: string;
   /** Follow the container's size (ResizeObserver); default true. */
   autoResize?: boolean;
+  /** The loss axis on a log scale (values ≤ 0 must be null); default linear. */
+  logLoss?: boolean;
+  /** `time`: x is seconds since the run's first point, labelled as elapsed time; default `step`. */
+  xKind?: 'step' | 'time';
 }
 
 /**
@@ -83,6 +91,11 @@ const MIN_HEIGHT = 160;
 /** Tick spacings of the step axis: 1, 2, 5, 10, 20, 50, … */
 const STEP_INCREMENTS: number[] = [];
 for (let power = 1; power <= 1e12; power *= 10) STEP_INCREMENTS.push(power, 2 * power, 5 * power);
+/** Tick spacings of the wall-time axis, seconds: 1 s … 30 s, 1 min … 30 min, 1 h … 12 h, days. */
+const TIME_INCREMENTS = [
+  1, 2, 5, 10, 15, 30, 60, 120, 300, 600, 900, 1800, 3600, 7200, 10800, 21600, 43200, 86400, 172800,
+  432000, 864000,
+];
 /** Room for the legend before it is first laid out. */
 const LEGEND_PX = 32;
 
@@ -254,10 +267,28 @@ export function create(container: HTMLElement, options: ChartOptions): Chart {
       grid: { stroke: grid, width: 1, show: side !== 1 },
       ticks: { stroke: grid, width: 1 },
     });
-    const xAxis = axis('x', 2, options.xLabel ?? 'step');
-    // Steps are whole numbers: no tick at 2.5.
-    xAxis.incrs = STEP_INCREMENTS;
-    const axes: uPlot.Axis[] = [xAxis, axis('loss', 3, 'loss')];
+    const byTime = options.xKind === 'time';
+    const xAxis = axis('x', 2, options.xLabel ?? (byTime ? 'wall time' : 'step'));
+    if (byTime) {
+      xAxis.incrs = TIME_INCREMENTS;
+      xAxis.values = (_u, splits) => {
+        const labels = splits.map((v) => elapsedLabel(v));
+        // The axes are drawn on the canvas: tests read the labels here.
+        container.dataset.xTicks = labels.join(' ');
+        return labels;
+      };
+    } else {
+      // Steps are whole numbers: no tick at 2.5.
+      xAxis.incrs = STEP_INCREMENTS;
+    }
+    const lossAxis = axis('loss', 3, options.logLoss === true ? 'loss (log)' : 'loss');
+    if (options.logLoss === true) {
+      // uPlot leaves a log axis's skipped splits null: no label there.
+      lossAxis.values = (_u, splits) =>
+        splits.map((v) => (typeof v === 'number' ? String(Number(v.toPrecision(2))) : ''));
+    }
+    const axes: uPlot.Axis[] = [xAxis, lossAxis];
+    container.dataset.axes = `${xAxis.label ?? ''} | ${lossAxis.label ?? ''}`;
     if (hasLr) {
       const lrAxis = axis('lr', 1, 'learning rate');
       // Learning rates are small: exponent notation keeps the labels short, with the precision
@@ -269,18 +300,22 @@ export function create(container: HTMLElement, options: ChartOptions): Chart {
     const opts: uPlot.Options = {
       ...size(),
       pxAlign: 0,
-      scales: { x: { time: false }, loss: { auto: true }, lr: { auto: true } },
+      scales: {
+        x: { time: false },
+        loss: options.logLoss === true ? { auto: true, distr: 3, log: 10 } : { auto: true },
+        lr: { auto: true },
+      },
       legend: { show: true, live: false },
       cursor: { drag: { x: true, y: false } },
       hooks: { setScale: [onScale] },
       axes,
       series: [
-        { label: options.xLabel ?? 'step' },
+        { label: options.xLabel ?? (byTime ? 'wall time' : 'step') },
         ...options.series.map((spec): uPlot.Series => ({
           label: spec.label,
           scale: spec.axis,
-          stroke: color(spec.color),
-          width: 1.5,
+          stroke: spec.faint === true ? faded(color(spec.color)) : color(spec.color),
+          width: spec.faint === true ? 1 : 1.5,
           dash: spec.dash,
           spanGaps: joins(spec),
           points: { show: spec.sparse === true, size: 5 },

@@ -8,6 +8,13 @@ import {
   type SeriesColumns,
 } from '../src/ui/panel/webviewProtocol';
 import { alignColumns, create, type Chart, type ChartData, type ChartSeriesSpec } from './chart';
+import {
+  DEFAULT_CHART_PREFS,
+  parseChartPrefs,
+  RunTransform,
+  type ChartPrefs,
+  type RunRows,
+} from './chartView';
 
 /**
  * The run page. It renders what the host sends and keeps nothing it cannot rebuild from the
@@ -37,11 +44,17 @@ const PALETTE = [
   '--vscode-charts-yellow',
 ];
 
-const RUN_SERIES: ChartSeriesSpec[] = [
-  { label: 'loss', color: '--vscode-charts-blue', axis: 'loss' },
-  { label: 'eval loss', color: '--vscode-charts-orange', axis: 'loss', sparse: true },
-  { label: 'learning rate', color: '--vscode-charts-green', axis: 'lr', dash: [4, 4] },
-];
+/** Run mode: the loss (smoothed, its raw line faint behind it), the eval loss, the learning rate. */
+function runSeries(prefs: ChartPrefs): ChartSeriesSpec[] {
+  return [
+    ...(prefs.smoothing > 0
+      ? [{ label: 'loss (raw)', color: '--vscode-charts-blue', axis: 'loss', faint: true } as const]
+      : []),
+    { label: 'loss', color: '--vscode-charts-blue', axis: 'loss' },
+    { label: 'eval loss', color: '--vscode-charts-orange', axis: 'loss', sparse: true },
+    { label: 'learning rate', color: '--vscode-charts-green', axis: 'lr', dash: [4, 4] },
+  ];
+}
 
 const byId = (id: string): HTMLElement => {
   const element = document.getElementById(id);
@@ -60,6 +73,12 @@ interface PageModel {
 
 let model: PageModel | null = null;
 let chart: Chart | null = null;
+/** The chart's controls, as the host last sent them or the user set them. */
+let prefs: ChartPrefs = { ...DEFAULT_CHART_PREFS };
+/** Each run's transform (smoothing state, wall-time origin), rebuilt with the chart's data. */
+let transforms = new Map<string, RunTransform>();
+/** The chart's last x (compare mode appends after it without aligning again). */
+let chartLastX: number | undefined;
 
 function text(id: string, value: string | null): void {
   const element = byId(id);
@@ -123,23 +142,51 @@ function renderBootLog(lines: string[] | null): void {
 }
 
 function chartSeries(current: PageModel): ChartSeriesSpec[] {
-  if (current.mode === 'run') return RUN_SERIES;
-  // Runs log at their own steps: a run's line joins across the other runs' steps.
-  return [...current.runs.keys()].map((runId, i) => ({
-    label: runId,
-    color: PALETTE[i % PALETTE.length] as string,
-    axis: 'loss',
-    joinGaps: true,
-  }));
+  if (current.mode === 'run') return runSeries(prefs);
+  // Runs log at their own steps: a run's line joins across the other runs' steps; with
+  // smoothing, its raw line goes faint behind it.
+  return [...current.runs.keys()].flatMap((runId, i): ChartSeriesSpec[] => {
+    const color = PALETTE[i % PALETTE.length] as string;
+    const line: ChartSeriesSpec = { label: runId, color, axis: 'loss', joinGaps: true };
+    if (prefs.smoothing === 0) return [line];
+    return [{ label: `${runId} (raw)`, color, axis: 'loss', joinGaps: true, faint: true }, line];
+  });
 }
 
+/** A run's rows as the chart's columns in run mode. */
+function runYs(rows: RunRows): (number | null)[][] {
+  const smoothed = prefs.smoothing > 0 ? [rows.raw, rows.smoothed] : [rows.smoothed];
+  return [...smoothed, rows.evalLoss, rows.learningRate];
+}
+
+/** The chart's data from the model, every run's transform started afresh. */
 function chartData(current: PageModel): ChartData {
+  transforms = new Map();
+  const rowsOf = (runId: string, columns: SeriesColumns): RunRows => {
+    const transform = new RunTransform(prefs);
+    transforms.set(runId, transform);
+    return transform.rows(columns);
+  };
+  let data: ChartData;
   if (current.mode === 'run') {
-    const columns = [...current.runs.values()][0];
-    if (!columns) return { x: [], ys: RUN_SERIES.map(() => []) };
-    return { x: columns.step, ys: [columns.loss, columns.evalLoss, columns.learningRate] };
+    const [runId, columns] = [...current.runs.entries()][0] ?? [];
+    if (runId === undefined || columns === undefined) {
+      data = { x: [], ys: runSeries(prefs).map(() => []) };
+    } else {
+      const rows = rowsOf(runId, columns);
+      data = { x: rows.x, ys: runYs(rows) };
+    }
+  } else {
+    const all = [...current.runs.entries()].map(([runId, columns]) => rowsOf(runId, columns));
+    const smoothed = alignColumns(all.map((r) => ({ x: r.x, y: r.smoothed })));
+    if (prefs.smoothing === 0) data = smoothed;
+    else {
+      const raw = alignColumns(all.map((r) => ({ x: r.x, y: r.raw })));
+      data = { x: smoothed.x, ys: smoothed.ys.flatMap((ys, i) => [raw.ys[i] ?? [], ys]) };
+    }
   }
-  return alignColumns([...current.runs.values()].map((c) => ({ x: c.step, y: c.loss })));
+  chartLastX = data.x[data.x.length - 1];
+  return data;
 }
 
 function pointsIn(current: PageModel): number {
@@ -153,42 +200,38 @@ function renderChart(current: PageModel): void {
   cancelRealign = null;
   chart?.dispose();
   chartElement.replaceChildren();
-  chart = create(chartElement, { series: chartSeries(current) });
+  chart = create(chartElement, {
+    series: chartSeries(current),
+    logLoss: prefs.logLoss,
+    xKind: prefs.x,
+  });
   chart.setData(chartData(current));
+  chartElement.dataset.smoothing = prefs.smoothing.toFixed(2);
+  chartElement.dataset.logLoss = String(prefs.logLoss);
+  chartElement.dataset.x = prefs.x;
   byId('empty').hidden = pointsIn(current) > 0 || !byId('boot').hidden;
 }
 
 /** A pending re-alignment of every run on the compare chart (at most one per frame). */
 let cancelRealign: (() => void) | null = null;
 
-/** The last step of any run: the last x on the compare chart. */
-function lastStep(current: PageModel): number | undefined {
-  let last: number | undefined;
-  for (const columns of current.runs.values()) {
-    const step = columns.step[columns.step.length - 1];
-    if (step !== undefined && (last === undefined || step > last)) last = step;
-  }
-  return last;
-}
-
 /**
- * Compare mode: a run's points at or past the chart's last x are appended as they are (the
- * other runs have no value there: the same rows as aligning all the runs again); points of a
- * run behind another need every run aligned again, done once per frame however many arrive.
- * `lastX` is the chart's last x before `added` was merged into the model.
+ * Compare mode: a run's rows at or past the chart's last x are appended as they are (the other
+ * runs have no value there: the same rows as aligning all the runs again); rows of a run behind
+ * another need every run aligned again, done once per frame however many arrive.
  */
-function appendCompare(
-  current: PageModel,
-  runId: string,
-  added: SeriesColumns,
-  lastX: number | undefined,
-): void {
-  if (!chart || added.step.length === 0) return;
-  const first = added.step[0] as number;
-  if (cancelRealign === null && (lastX === undefined || first >= lastX)) {
-    const ids = [...current.runs.keys()];
-    const none = added.step.map(() => null);
-    chart.append({ x: added.step, ys: ids.map((id) => (id === runId ? added.loss : none)) });
+function appendCompare(current: PageModel, runId: string, rows: RunRows): void {
+  if (!chart || rows.x.length === 0) return;
+  const first = rows.x[0] as number;
+  if (cancelRealign === null && (chartLastX === undefined || first >= chartLastX)) {
+    const none = rows.x.map(() => null);
+    const ys = [...current.runs.keys()].flatMap((id) => {
+      const mine = id === runId;
+      const line = mine ? rows.smoothed : none;
+      return prefs.smoothing === 0 ? [line] : [mine ? rows.raw : none, line];
+    });
+    chart.append({ x: rows.x, ys });
+    chartLastX = rows.x[rows.x.length - 1];
     return;
   }
   if (cancelRealign !== null) return; // The pending re-alignment reads the model: it has these.
@@ -213,11 +256,13 @@ function mergeColumns(into: SeriesColumns, columns: SeriesColumns): void {
     fill(into.learningRate, columns.learningRate);
     from = 1;
   }
+  into.time ??= into.step.map(() => null);
   for (let i = from; i < columns.step.length; i++) {
     into.step.push(columns.step[i] as number);
     into.loss.push(columns.loss[i] ?? null);
     into.evalLoss.push(columns.evalLoss[i] ?? null);
     into.learningRate.push(columns.learningRate[i] ?? null);
+    into.time.push(columns.time?.[i] ?? null);
   }
 }
 
@@ -232,6 +277,8 @@ function handle(message: HostMessage): void {
       document.body.dataset.mode = message.mode;
       const saved: PanelState = message.panel;
       vscode.setState(saved);
+      prefs = parseChartPrefs(message.chart);
+      showPrefs();
       if (message.status) renderStatus(message.status);
       else {
         byId('run-title').textContent = message.title;
@@ -249,13 +296,14 @@ function handle(message: HostMessage): void {
       ) {
         return; // Out of order: the host sends a snapshot when a series starts over.
       }
-      const lastX = lastStep(model);
       mergeColumns(columns, message.columns);
+      const transform = transforms.get(message.runId);
+      if (transform === undefined) return; // Not charted yet: the next snapshot draws it.
+      const rows = transform.rows(message.columns);
       if (model.mode === 'run' && chart) {
-        const { step, loss, evalLoss, learningRate } = message.columns;
-        chart.append({ x: step, ys: [loss, evalLoss, learningRate] });
+        chart.append({ x: rows.x, ys: runYs(rows) });
       } else {
-        appendCompare(model, message.runId, message.columns, lastX);
+        appendCompare(model, message.runId, rows);
       }
       byId('empty').hidden = pointsIn(model) > 0 || !byId('boot').hidden;
       return;
@@ -267,6 +315,35 @@ function handle(message: HostMessage): void {
       return;
   }
 }
+
+const smoothingInput = byId('smoothing') as HTMLInputElement;
+const logLossInput = byId('log-loss') as HTMLInputElement;
+const xAxisSelect = byId('x-axis') as HTMLSelectElement;
+
+/** The controls show `prefs`. */
+function showPrefs(): void {
+  smoothingInput.value = String(prefs.smoothing);
+  byId('smoothing-value').textContent = prefs.smoothing.toFixed(2);
+  logLossInput.checked = prefs.logLoss;
+  xAxisSelect.value = prefs.x;
+}
+
+/** The user moved a control: the chart is drawn again, the host remembers it for the workspace. */
+function onPrefs(): void {
+  prefs = parseChartPrefs({
+    smoothing: Number(smoothingInput.value),
+    logLoss: logLossInput.checked,
+    x: xAxisSelect.value,
+  });
+  showPrefs();
+  if (model) renderChart(model);
+  vscode.postMessage({ type: 'chartPrefs', prefs });
+}
+
+smoothingInput.addEventListener('input', onPrefs);
+logLossInput.addEventListener('change', onPrefs);
+xAxisSelect.addEventListener('change', onPrefs);
+byId('chart-controls').addEventListener('submit', (event) => event.preventDefault());
 
 window.addEventListener('message', (event: MessageEvent<unknown>) => {
   const message = parseHostMessage(event.data);

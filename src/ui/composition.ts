@@ -26,6 +26,9 @@ import { vscodeHost } from './vscodeHost';
 import { WelcomeContext } from './welcome';
 import { describeError } from '../core/errors';
 
+/** The workspace state's key of the run page chart's controls. */
+const CHART_PREFS_KEY = 'overbrainer.chartPrefs';
+
 /** What the thin first bundle (src/extension.ts) built at activation and hands to the core. */
 export interface FirstBundle {
   context: vscode.ExtensionContext;
@@ -126,6 +129,11 @@ export function composeUi(first: FirstBundle): ComposedUi {
     clock: systemClock,
     runs,
     log,
+    // The chart's smoothing, log scale and x: one choice per workspace.
+    chartPrefs: {
+      get: () => context.workspaceState.get<unknown>(CHART_PREFS_KEY),
+      set: (value) => void context.workspaceState.update(CHART_PREFS_KEY, value),
+    },
     pickRun: (arg, applies, what) => ctx.pickRun(arg, applies, what),
   });
   context.subscriptions.push(runPanels, new RunLogDocuments((text) => log.redact(text)));

@@ -77,6 +77,8 @@ describe('run webview series (model)', function () {
         loss: [1, 0.5],
         evalLoss: [null, 0.7],
         learningRate: [1e-3, 1e-3],
+        // The trainer's clock at each step's first log: the chart's wall-time x.
+        time: [1001, 1002],
       });
       // The line without values still moves the progress on.
       assert.deepEqual(series.progress(), { step: 3, maxSteps: 100 });
@@ -101,6 +103,7 @@ describe('run webview series (model)', function () {
         loss: [1 / 3],
         evalLoss: [0.2],
         learningRate: [1e-3],
+        time: [1003],
       });
     });
 

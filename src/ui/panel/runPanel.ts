@@ -8,8 +8,11 @@ import { RunData } from './runData';
 import { RunPanelHost } from './runPanelHost';
 import { pageHtml } from './runPanelPage';
 import {
+  DEFAULT_CHART_PREFS,
   MAX_COMPARE_RUNS,
+  parseChartPrefs,
   parsePanelState,
+  type ChartPrefs,
   type PanelState,
   type RunAction,
 } from './webviewProtocol';
@@ -40,6 +43,11 @@ export interface RunPanelDeps {
   clock: Clock;
   runs: RunsModel;
   log: LogPort;
+  /**
+   * Where the chart's controls are remembered (the workspace's state); absent: for this window
+   * only.
+   */
+  chartPrefs?: { get(): unknown; set(value: unknown): void };
   /** The UI context's picker: the run of a tree item or `{ dir }`, else a QuickPick. */
   pickRun(
     arg: unknown,
@@ -51,6 +59,8 @@ export interface RunPanelDeps {
 export class RunPanels implements vscode.Disposable {
   private readonly data: RunData;
   private readonly panels = new Set<RunPanelHost>();
+  /** The chart's controls when no workspace state keeps them. */
+  private chartPrefs: ChartPrefs = { ...DEFAULT_CHART_PREFS };
   private readonly subs: { dispose(): void }[] = [];
 
   constructor(readonly deps: RunPanelDeps) {
@@ -178,7 +188,18 @@ export class RunPanels implements vscode.Disposable {
       host.joinUri(extensionUri, 'dist', name),
     );
     const act = (action: RunAction, run: RunSummary) => this.act(action, run);
-    const panelHost = new RunPanelHost({ clock, log, runs, data: this.data, act }, panel, state);
+    const chartPrefs = {
+      get: () => parseChartPrefs(this.deps.chartPrefs?.get() ?? this.chartPrefs),
+      set: (prefs: ChartPrefs) => {
+        this.chartPrefs = prefs;
+        this.deps.chartPrefs?.set(prefs);
+      },
+    };
+    const panelHost = new RunPanelHost(
+      { clock, log, runs, data: this.data, act, chartPrefs },
+      panel,
+      state,
+    );
     this.panels.add(panelHost);
     panel.onDidDispose(() => {
       this.panels.delete(panelHost);

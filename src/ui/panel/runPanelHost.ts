@@ -9,6 +9,7 @@ import type { RunData } from './runData';
 import { Coalescer, runStatusView, type SeriesCursor } from './runSeries';
 import {
   parsePageMessage,
+  type ChartPrefs,
   type HostMessage,
   type PanelState,
   type RunAction,
@@ -26,6 +27,8 @@ export interface RunPanelHostDeps {
   data: RunData;
   /** A button of the page on the run it shows. */
   act(action: RunAction, run: RunSummary): Promise<void>;
+  /** The chart's controls, remembered per workspace. */
+  chartPrefs: { get(): ChartPrefs; set(prefs: ChartPrefs): void };
 }
 
 /** One panel: its page, its coalesced appends and its status ticker. */
@@ -79,6 +82,10 @@ export class RunPanelHost {
       void this.sendSnapshot();
       return;
     }
+    if (message.type === 'chartPrefs') {
+      this.deps.chartPrefs.set(message.prefs);
+      return;
+    }
     // The page may only act on the run it shows, and only with a button that applies now.
     const { data } = this.deps;
     const index = this.runIds.indexOf(message.runId);
@@ -112,6 +119,7 @@ export class RunPanelHost {
       runs,
       status: this.mode === 'run' ? this.status() : null,
       panel: { mode: this.mode, dirs: this.dirs },
+      chart: this.deps.chartPrefs.get(),
     };
     if (this.mode === 'run' && message.status === null) {
       // The run is gone from the records (deleted folder): show what the chart knows.

@@ -94,6 +94,13 @@ export function pageHtml(webview: vscode.Webview, distFile: (name: string) => vs
   <h2>The pod is booting: the last lines of its log</h2>
   <pre id="boot-log" class="boot-log"></pre>
 </section>
+<form id="chart-controls" class="chart-controls">
+  <label title="Exponential moving average of the loss, as TensorBoard's; the raw line stays faint behind it">Smoothing
+    <input id="smoothing" type="range" min="0" max="0.99" step="0.01" value="0.6">
+    <output id="smoothing-value" for="smoothing">0.60</output></label>
+  <label><input id="log-loss" type="checkbox"> Log scale (loss)</label>
+  <label>x <select id="x-axis"><option value="step">step</option><option value="time">wall time</option></select></label>
+</form>
 <div id="chart" class="chart" data-points="0"></div>
 <p id="empty" class="empty" hidden>No metrics yet: the chart fills in as the job logs.</p>
 <script nonce="${nonce}" src="${asset('webview.js')}"></script>

@@ -43,7 +43,7 @@ export interface SeriesCursor {
 }
 
 export function emptyColumns(): SeriesColumns {
-  return { step: [], loss: [], evalLoss: [], learningRate: [] };
+  return { step: [], loss: [], evalLoss: [], learningRate: [], time: [] };
 }
 
 /**
@@ -52,7 +52,7 @@ export function emptyColumns(): SeriesColumns {
  * at the last step; a step going backwards starts a new generation (pages get a new snapshot).
  */
 export class RunSeries {
-  private readonly data: SeriesColumns = emptyColumns();
+  private readonly data: Required<SeriesColumns> = emptyColumns() as Required<SeriesColumns>;
   private readonly pace = new Pace();
   private latestEpoch: number | null = null;
   private latestStep: number | null = null;
@@ -102,6 +102,7 @@ export class RunSeries {
       this.data.loss.push(loss);
       this.data.evalLoss.push(evalLoss);
       this.data.learningRate.push(lr);
+      this.data.time.push(Number.isFinite(metric.time) ? metric.time : null);
     }
     this.revision++;
     return change;
@@ -120,11 +121,12 @@ export class RunSeries {
       if (first === undefined || metric.step < first) before.add(metric, 0);
     }
     if (before.length === 0) return;
-    const { step, loss, evalLoss, learningRate } = before.data;
+    const { step, loss, evalLoss, learningRate, time } = before.data;
     this.data.step.unshift(...step);
     this.data.loss.unshift(...loss);
     this.data.evalLoss.unshift(...evalLoss);
     this.data.learningRate.unshift(...learningRate);
+    this.data.time.unshift(...time);
     this.latestStep ??= before.latestStep;
     this.maxSteps ??= before.maxSteps;
     this.generation++;
@@ -136,6 +138,7 @@ export class RunSeries {
     this.data.loss.length = length;
     this.data.evalLoss.length = length;
     this.data.learningRate.length = length;
+    this.data.time.length = length;
   }
 
   /** A copy of every point (for a snapshot), and the cursor of a page that has seen them. */
@@ -166,6 +169,7 @@ export class RunSeries {
       loss: this.data.loss.slice(from),
       evalLoss: this.data.evalLoss.slice(from),
       learningRate: this.data.learningRate.slice(from),
+      time: this.data.time.slice(from),
     };
   }
 

@@ -28,6 +28,8 @@ export interface SeriesColumns {
   loss: (number | null)[];
   evalLoss: (number | null)[];
   learningRate: (number | null)[];
+  /** The trainer's clock (Unix seconds) at each step's first log: the chart's wall-time x. */
+  time?: (number | null)[];
 }
 
 /** What the header and the progress area show; every text is computed by the host. */
@@ -82,6 +84,40 @@ export interface RunSeriesView {
   columns: SeriesColumns;
 }
 
+/**
+ * How the chart reads the runs (the page's controls), remembered per workspace: the loss's
+ * smoothing (an EMA's weight on the past, 0 = none, up to 0.99), its axis on a log scale, and x
+ * by step or by wall time.
+ */
+export interface ChartPrefs {
+  smoothing: number;
+  logLoss: boolean;
+  x: 'step' | 'time';
+}
+
+/** TensorBoard's default smoothing, a linear loss axis, x by step. */
+export const DEFAULT_CHART_PREFS: Readonly<ChartPrefs> = Object.freeze({
+  smoothing: 0.6,
+  logLoss: false,
+  x: 'step',
+});
+
+export const MAX_SMOOTHING = 0.99;
+
+/** The prefs `value` holds, each field checked (a bad or missing one takes its default). */
+export function parseChartPrefs(value: unknown): ChartPrefs {
+  const o = isObject(value) ? value : {};
+  const smoothing =
+    typeof o.smoothing === 'number' && Number.isFinite(o.smoothing)
+      ? Math.min(MAX_SMOOTHING, Math.max(0, Math.round(o.smoothing * 100) / 100))
+      : DEFAULT_CHART_PREFS.smoothing;
+  return {
+    smoothing,
+    logLoss: typeof o.logLoss === 'boolean' ? o.logLoss : DEFAULT_CHART_PREFS.logLoss,
+    x: o.x === 'time' || o.x === 'step' ? o.x : DEFAULT_CHART_PREFS.x,
+  };
+}
+
 /** Messages the host sends to the page. */
 export type HostMessage =
   | {
@@ -94,12 +130,18 @@ export type HostMessage =
       status: RunStatusView | null;
       /** What the page keeps with setState, so the serializer restores this panel after a reload. */
       panel: PanelState;
+      /** The chart's controls as this workspace last left them (absent: the defaults). */
+      chart?: ChartPrefs;
     }
   | { type: 'append'; runId: string; columns: SeriesColumns }
   | { type: 'status'; status: RunStatusView };
 
 /** Messages the page sends to the host. */
-export type PageMessage = { type: 'ready' } | { type: 'action'; action: RunAction; runId: string };
+export type PageMessage =
+  | { type: 'ready' }
+  | { type: 'action'; action: RunAction; runId: string }
+  /** The user changed the chart's controls: remembered for the workspace. */
+  | { type: 'chartPrefs'; prefs: ChartPrefs };
 
 /** More points than this in one message is refused (a run logs far fewer). */
 export const MAX_POINTS_PER_MESSAGE = 5_000_000;
@@ -156,7 +198,8 @@ export function isSeriesColumns(value: unknown): value is SeriesColumns {
   return (
     isNullableColumn(value.loss, length) &&
     isNullableColumn(value.evalLoss, length) &&
-    isNullableColumn(value.learningRate, length)
+    isNullableColumn(value.learningRate, length) &&
+    (value.time === undefined || isNullableColumn(value.time, length))
   );
 }
 
@@ -222,6 +265,7 @@ export function parseHostMessage(value: unknown): HostMessage | null {
         runs: runs as RunSeriesView[],
         status: status as RunStatusView | null,
         panel,
+        ...(value.chart === undefined ? {} : { chart: parseChartPrefs(value.chart) }),
       };
     }
     case 'append':
@@ -244,6 +288,9 @@ export function parsePageMessage(value: unknown): PageMessage | null {
     case 'action':
       if (!isRunAction(value.action) || !isRunId(value.runId)) return null;
       return { type: 'action', action: value.action, runId: value.runId };
+    case 'chartPrefs':
+      if (!isObject(value.prefs)) return null;
+      return { type: 'chartPrefs', prefs: parseChartPrefs(value.prefs) };
     default:
       return null;
   }
