@@ -22,6 +22,7 @@ import type { PodRecord } from '../runs/podRecord';
 import type { RunRecord } from '../runs/runRecord';
 import { type RunStore } from '../runs/store';
 import type { RunLock } from '../runs/lock';
+import { withVramEstimate } from '../train/vram';
 
 /** What the flow works with; `client` is null when no Runpod API key is set (local target only). */
 export interface FlowDeps {
@@ -147,6 +148,8 @@ export function podCtx(deps: FlowDeps): PodCtx {
  * The target a train uses, by the one rule of both front ends: the one named (`--target`, a
  * pick), else `[training] target`, else the only one. Its name is undefined when none is chosen
  * (several targets and no `[training] target`), its config when the config has no such target.
+ * A runpod target with `gpu_types = "auto"` and no `min_vram_gb` gets the VRAM estimate of the
+ * generated Axolotl config's base model and adapter as its `min_vram_gb`.
  */
 export function chooseTarget(
   config: OverbrainerConfig,
@@ -154,7 +157,12 @@ export function chooseTarget(
 ): { name: string | undefined; target: TargetConfig | undefined } {
   const names = Object.keys(config.targets);
   const chosen = name ?? config.training?.target ?? (names.length === 1 ? names[0] : undefined);
-  return { name: chosen, target: chosen === undefined ? undefined : config.targets[chosen] };
+  const target = chosen === undefined ? undefined : config.targets[chosen];
+  // gpu_types = "auto" without min_vram_gb: the VRAM the base model and adapter need (train/vram.ts).
+  return {
+    name: chosen,
+    target: target === undefined ? undefined : withVramEstimate(target, config.training?.trainer),
+  };
 }
 
 /** The target {@link chooseTarget} chooses, or a FlowError naming the next action. */
