@@ -54,6 +54,7 @@ describe('README', function () {
       ['### `[targets.NAME]` with `kind = "runpod"` (a pod per run)', KNOWN_KEYS.runpod],
       ['### `[targets.NAME]` with `kind = "local"` (this machine, no pod)', KNOWN_KEYS.local],
       ['### `[budget]`', KNOWN_KEYS.budget],
+      ['### `[sweep]`', KNOWN_KEYS.sweep],
     ];
     for (const [heading, known] of tables) {
       assert.deepEqual(tableKeys(section(heading)).sort(), [...known].sort(), heading);

@@ -23,7 +23,7 @@ export const ENV_BASE_URL = 'OVERBRAINER_RUNPOD__BASE_URL';
 export const ENV_SSH_CLIENT = 'OVERBRAINER_SSH_CLIENT';
 
 /** The config sections an env variable may override. */
-const SECTIONS = new Set(['project', 'training', 'targets', 'budget']);
+const SECTIONS = new Set(['project', 'training', 'targets', 'budget', 'sweep']);
 
 /** Keys whose env value is a comma-separated list (or `auto` where allowed). */
 export const LIST_KEYS = new Set([

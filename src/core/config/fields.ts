@@ -5,6 +5,7 @@
 import { z } from 'zod';
 import { BUDGET_FIELDS } from './budget';
 import { aboveZero, wholeAtLeast } from './schemas';
+import { SWEEP_FIELDS } from './sweep';
 import { TRAINING_JOB_FIELDS, TRAINING_MODEL_FIELDS } from './trainingFields';
 import { describe, type Field, type Problem } from './report';
 import { DEFAULT_RUNPOD_IMAGE, DEFAULT_RUNPOD_VENV, TARGET_NAME, type ListOrAuto } from './types';
@@ -317,7 +318,7 @@ export const LOCAL_FIELDS = {
   },
 } satisfies Record<string, Field>;
 
-export const TOP_LEVEL = ['project', 'training', 'targets', 'budget'];
+export const TOP_LEVEL = ['project', 'training', 'targets', 'budget', 'sweep'];
 
 /** Every key the parser knows, per section (the template test checks the template against it). */
 export const KNOWN_KEYS = {
@@ -330,4 +331,6 @@ export const KNOWN_KEYS = {
   runpod: Object.keys(RUNPOD_FIELDS),
   local: Object.keys(LOCAL_FIELDS),
   budget: Object.keys(BUDGET_FIELDS),
+  /** `[sweep]` without `params`, which is its own section, `[sweep.params]`. */
+  sweep: Object.keys(SWEEP_FIELDS).filter((key) => key !== 'params'),
 } as const;

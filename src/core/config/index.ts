@@ -17,3 +17,13 @@ export {
 } from './env';
 export { TomlPositions, type TextPos } from './tomlPositions';
 export { type BudgetConfig, DEFAULT_KEPT_POD_REMINDER_HOURS } from './budget';
+export {
+  type SweepConfig,
+  type SweepParam,
+  type SweepPruner,
+  type SweepSampler,
+  SWEEP_NAME,
+  SWEEP_PRUNERS,
+  SWEEP_SAMPLERS,
+} from './sweep';
+export type { SweepChoice } from './sweepParams';

@@ -12,6 +12,7 @@ import { ENV_API_KEY, ENV_BASE_URL, envOnlyProblem, envOverrides, type Env } fro
 import { KNOWN_KEYS, TOP_LEVEL } from './fields';
 import { closest, describe, dotted, isTable, Reporter, type Table } from './report';
 import { checkProject, checkTargets, checkTraining } from './sections';
+import { checkSweep } from './sweep';
 import { TomlPositions } from './tomlPositions';
 import type { ConfigResult, OverbrainerConfig } from './types';
 
@@ -115,8 +116,8 @@ export function parseConfigWithPositions(
       [key],
       `${key} is not a section overbrainer knows`,
       guess
-        ? `Did you mean [${guess}]? Otherwise remove it; the sections are [project], [training], [targets.NAME] and [budget].`
-        : 'Remove it; the sections are [project], [training], [targets.NAME] and [budget].',
+        ? `Did you mean [${guess}]? Otherwise remove it; the sections are [project], [training], [targets.NAME], [budget] and [sweep].`
+        : 'Remove it; the sections are [project], [training], [targets.NAME], [budget] and [sweep].',
       'key',
     );
   }
@@ -125,6 +126,12 @@ export function parseConfigWithPositions(
   const targets = checkTargets(report, document.targets, options.env ?? {});
   const training = checkTraining(report, document.training, targets);
   const budget = checkBudget(report, document.budget);
+  const sweep = checkSweep(report, document.sweep, exactSweepParams(text, report), {
+    targets: targets.valid,
+    targetNames: targets.names,
+    training,
+    hasTraining: isTable(document.training),
+  });
 
   if (report.errors.length > 0) {
     report.errors.sort((a, b) =>
@@ -138,8 +145,34 @@ export function parseConfigWithPositions(
     training,
     targets: targets.valid,
     budget,
+    sweep,
   };
   return { result: { ok: true, config }, report };
+}
+
+/**
+ * `[sweep.params]` read again with TOML integers kept as bigint, so that `8` (Optuna's int) and
+ * `8.0` (a float) stay apart; undefined when the file has none. The environment cannot set a
+ * parameter (a variable holds no range): one that tries is reported here.
+ */
+function exactSweepParams(text: string, report: Reporter): unknown {
+  for (const [id, envVar] of report.origins) {
+    const path = JSON.parse(id) as string[];
+    if (path[0] === 'sweep' && path[1] === 'params') {
+      report.errors.push({
+        file: `env:${envVar}`,
+        line: 1,
+        column: 1,
+        key: dotted(path),
+        envVar,
+        message: `${envVar} sets a sweep parameter, which only overbrainer.toml can hold`,
+        hint: `Unset ${envVar} and write the parameter under [sweep.params] in overbrainer.toml.`,
+      });
+    }
+  }
+  const exact = parseToml(text, { integersAsBigInt: true }) as Table;
+  const sweep = exact.sweep;
+  return isTable(sweep) ? sweep.params : undefined;
 }
 
 /** Layers the overrides of `env` over the document, remembering which paths they set. */

@@ -135,5 +135,30 @@ max_hours = 6
 # fit_runs_to_budget = false
 # A kept pod older than this many hours gets one reminder with its spend.
 # kept_pod_reminder_hours = 12
+
+# [sweep]
+# # An Optuna study: each trial a run of [training] on its own pod, with its
+# # parameters; the whole sweep, all its pods together, costs at most budget_usd.
+# name = "lr-rank"
+# # The runpod target of the trials' pods (training.target when left out).
+# target = "pod"
+# # The key of metrics.jsonl the study judges each trial by.
+# metric = "eval_loss"
+# direction = "minimize"
+# trials = 24
+# # Pods at once.
+# parallel = 4
+# budget_usd = 15
+# # Optuna's sampler: "tpe", "random", "grid" or "cmaes"; and its seed.
+# sampler = "tpe"
+# sampler_seed = 1
+# # Optuna's pruner, which stops a trial early on its intermediate values:
+# # "hyperband", "successive_halving", "median" or "none".
+# pruner = "median"
+#
+# [sweep.params]
+# # A range (an int range when low and high are integers) or a list of values.
+# learning_rate = { low = 1e-5, high = 1e-3, log = true }
+# lora_r = [8, 16, 32]
 `;
 }

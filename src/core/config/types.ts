@@ -4,6 +4,7 @@
  * The user's key names (`max_hours`) only exist at the edge, in ./parse.ts.
  */
 import type { BudgetConfig } from './budget';
+import type { SweepConfig } from './sweep';
 
 /** Image of a Runpod pod when a target sets none: Axolotl 0.19.0's cloud image for CUDA 13, pinned by its index digest. */
 export const DEFAULT_RUNPOD_IMAGE =
@@ -184,6 +185,8 @@ export interface OverbrainerConfig {
   targets: Readonly<Record<string, TargetConfig>>;
   /** `[budget]`; null or absent when the file has none (no budget). */
   budget?: BudgetConfig | null;
+  /** `[sweep]`; null or absent when the file has none. */
+  sweep?: SweepConfig | null;
 }
 
 /** Runpod API access: env only, never in overbrainer.toml. */
