@@ -7,7 +7,7 @@
 //   dist/webview.js    the run page (browser IIFE; cannot reach `vscode` or Node)
 //   dist/*.css         the page's styles and uPlot's
 //   dist/scripts/*.sh  the pod's bootstrap and watchdog, read at run time next to the bundle
-//   dist/python/       the metrics plugin shipped to pods
+//   dist/python/       the metrics plugin shipped to pods, the sweep's study process (run locally)
 // Flags: --watch rebuilds on change; --production minifies, drops source maps, writes
 // dist/meta.json (esbuild metafile, for bundle-size tracking) and prints each bundle's size.
 // A build (not --watch) writes into a stage beside dist/ and then moves each file into place
@@ -54,6 +54,7 @@ function copyAssets() {
     ['media/main.css', 'main.css'],
     ['node_modules/uplot/dist/uPlot.min.css', 'uPlot.min.css'],
     ['python/overbrainer_metrics.py', 'python/overbrainer_metrics.py'],
+    ['python/overbrainer_study.py', 'python/overbrainer_study.py'],
   ];
   const scriptsDir = path.join(root, 'src/core/pod/scripts');
   if (existsSync(scriptsDir)) {

@@ -2,7 +2,7 @@ import js from '@eslint/js';
 import tseslint from 'typescript-eslint';
 
 /** The core's layers, highest first: each may import only the ones after it. */
-const LAYERS = ['flow', 'follow', 'pod', 'runpod', 'train', 'runs', 'exec', 'config'];
+const LAYERS = ['flow', 'sweep', 'follow', 'pod', 'runpod', 'train', 'runs', 'exec', 'config'];
 
 /** One `no-restricted-imports` config per layer (flat configs do not merge one rule's options). */
 function coreLayers() {
@@ -88,7 +88,8 @@ export default tseslint.config(
     },
   },
   // The core is editor-independent (the CLI and the tests run it without VS Code), and its layers
-  // import downward only: flow > follow > pod > runpod > train > runs > exec > config > the base files
+  // import downward only: flow > sweep > follow > pod > runpod > train > runs > exec > config >
+  // the base files
   // (events, clock, timing, disposable). docs/ARCHITECTURE.md says what each layer holds.
   ...coreLayers(),
   ...frontEnds(),

@@ -13,8 +13,8 @@
 #   - Debian packages (apt-get update once, then install -y; each waits up to 10 minutes for the
 #     package manager's lock another install holds: scripts/lib/apt.sh), per tier: unit needs
 #     busybox, dash, python3, openssh-client; integration adds openssh-server, curl, iproute2
-#     (the emulator's cluster networks) and python3-torch (torchrun and gloo for the multi-node
-#     tests); e2e needs
+#     (the emulator's cluster networks), python3-torch (torchrun and gloo for the multi-node
+#     tests) and python3-optuna (the sweep's study, under /usr/bin/python3); e2e needs
 #     all of those (its journeys train on real emulated pods) plus chromium, and libkrb5-dev, g++,
 #     make for code-server's native modules;
 #   - Node 24 and code-server for the e2e tier (scripts/ensure-code-server.sh), once per machine into
@@ -101,8 +101,10 @@ ensure_integration_deps() {
   ensure_unit_deps
   # ip: the emulator's cluster networks (a network namespace per member on a bridge);
   # torchrun: the multi-node tests' real PyTorch launcher with gloo on CPU (Debian's 1.13, for
-  # /usr/bin/python3: PyPI is not reachable from these machines).
-  ensure_debian sshd:openssh-server curl:curl ip:iproute2 /usr/bin/torchrun:python3-torch
+  # /usr/bin/python3: PyPI is not reachable from these machines); Optuna (Debian's 3.1) for the
+  # sweep's study tests under /usr/bin/python3, as users run 5.x.
+  ensure_debian sshd:openssh-server curl:curl ip:iproute2 /usr/bin/torchrun:python3-torch \
+    /usr/lib/python3/dist-packages/optuna/__init__.py:python3-optuna
   # sshd refuses to start without its privilege-separation directory.
   mkdir -p /run/sshd 2>/dev/null || true
 }
