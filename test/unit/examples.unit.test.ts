@@ -1,9 +1,10 @@
 import * as assert from 'node:assert/strict';
-import { spawnSync } from 'node:child_process';
-import { existsSync, mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs';
+import { spawn, spawnSync } from 'node:child_process';
+import { existsSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import * as path from 'node:path';
 import { formatConfigError, loadConfig, type OverbrainerConfig } from '../../src/core/config';
+import { parseMetricLine } from '../../src/core/train/metrics';
 
 /**
  * The examples cannot rot: each overbrainer.toml goes through the extension's own loader (parse,
@@ -30,7 +31,7 @@ describe('examples/', function () {
       .filter((entry) => entry.isDirectory())
       .map((entry) => entry.name)
       .sort();
-    assert.deepEqual(names, ['axolotl-lora', 'ddp', 'hf-trainer', 'tiny']);
+    assert.deepEqual(names, ['axolotl-lora', 'ddp', 'hf-trainer', 'sweep', 'tiny']);
     for (const name of names) {
       assert.ok(
         existsSync(path.join(EXAMPLES, name, 'overbrainer.toml')),
@@ -41,7 +42,7 @@ describe('examples/', function () {
   });
 
   it('every example bounds its pod: a runpod target with max_hours of at most 2', function () {
-    for (const name of ['tiny', 'axolotl-lora', 'hf-trainer', 'ddp']) {
+    for (const name of ['tiny', 'axolotl-lora', 'hf-trainer', 'ddp', 'sweep']) {
       const config = load(name);
       const target = config.targets[config.training?.target ?? ''];
       assert.equal(target?.kind, 'runpod', `${name}: the default target is a Runpod pod`);
@@ -81,6 +82,148 @@ describe('examples/', function () {
       assert.ok(existsSync(path.join(dir, 'output', 'model.json')));
     } finally {
       rmSync(dir, { recursive: true, force: true });
+    }
+  });
+
+  describe('sweep: a job whose loss is a known function of its parameters', function () {
+    let dir: string;
+    beforeEach(() => {
+      dir = mkdtempSync(path.join(tmpdir(), 'overbrainer-sweep-'));
+    });
+    afterEach(() => rmSync(dir, { recursive: true, force: true }));
+
+    /** The known loss at the last of 60 steps (examples/sweep/train.py's docstring). */
+    const last = (lr: number, r: number): number => {
+      const final = 0.1 + 0.3 * (Math.log10(lr) + 3.5) ** 2 + 0.02 * (Math.log2(r) - 4) ** 2;
+      const tau = Math.min(Math.max((60 / 12) * (1e-3 / lr) ** 0.15, 60 / 40), 60 / 2);
+      return final + (2.5 - final) * Math.exp(-60 / tau);
+    };
+
+    function run(
+      args: string[],
+      env: Record<string, string> = {},
+    ): {
+      evalLosses: number[];
+      losses: number[];
+      result: { learning_rate: number; lora_r: number; eval_loss: number };
+    } {
+      const metrics = path.join(dir, 'metrics.jsonl');
+      rmSync(metrics, { force: true });
+      const result = spawnSync(
+        PYTHON,
+        [path.join(EXAMPLES, 'sweep', 'train.py'), '--step-seconds', '0', ...args],
+        {
+          cwd: dir,
+          env: { ...process.env, ...env, OVERBRAINER_METRICS: metrics },
+          encoding: 'utf8',
+        },
+      );
+      assert.equal(result.status, 0, result.stderr);
+      // Read as the product reads them: every line a protocol line.
+      const parsed = readFileSync(metrics, 'utf8')
+        .trim()
+        .split('\n')
+        .map((line) => parseMetricLine(new TextEncoder().encode(line)));
+      assert.equal(parsed[0]?.kind, 'begin');
+      assert.equal(parsed[parsed.length - 1]?.kind, 'end');
+      const metricsOnly = parsed.flatMap((line) => (line.kind === 'metric' ? [line.metric] : []));
+      assert.equal(metricsOnly.length + 2, parsed.length, 'no line skipped');
+      return {
+        evalLosses: metricsOnly.flatMap((m) =>
+          typeof m.evalLoss === 'number' ? [m.evalLoss] : [],
+        ),
+        losses: metricsOnly.flatMap((m) => (typeof m.loss === 'number' ? [m.loss] : [])),
+        result: JSON.parse(readFileSync(path.join(dir, 'output', 'result.json'), 'utf8')) as {
+          learning_rate: number;
+          lora_r: number;
+          eval_loss: number;
+        },
+      };
+    }
+
+    it('its config is a valid [sweep] over learning_rate and lora_r, each pod capped', function () {
+      const config = load('sweep');
+      assert.equal(config.sweep?.metric, 'eval_loss');
+      assert.deepEqual(Object.keys(config.sweep?.params ?? {}).sort(), ['learning_rate', 'lora_r']);
+      const target = config.targets[config.sweep?.target ?? ''];
+      assert.ok(target?.kind === 'runpod' && target.maxCostUsd !== null);
+    });
+
+    it('ends near the known final loss: best at learning_rate 3.2e-4 and lora_r 16, worse away from it', function () {
+      const best = run(['--learning-rate', '3.1623e-4', '--lora-r', '16']);
+      assert.equal(best.evalLosses.length, 12);
+      assert.ok(Math.abs(best.result.eval_loss - 0.1) < 0.01, String(best.result.eval_loss));
+      assert.ok(best.losses[59]! < best.losses[0]!);
+      const far = run(['--learning-rate', '1e-2', '--lora-r', '4']);
+      assert.ok(Math.abs(last(3.1623e-4, 16) - 0.1) < 0.001);
+      for (const [lr, r] of [
+        [1e-2, 4],
+        [1e-5, 64],
+      ] as const) {
+        const away = run(['--learning-rate', String(lr), '--lora-r', String(r)]).result.eval_loss;
+        assert.ok(
+          Math.abs(away - last(lr, r)) < last(lr, r) * 0.05,
+          `${lr}, ${r}: ${away} vs ${last(lr, r)}`,
+        );
+        assert.ok(away > best.result.eval_loss + 0.1);
+      }
+      const expected = last(1e-2, 4);
+      assert.ok(
+        Math.abs(far.result.eval_loss - expected) < expected * 0.05,
+        `${far.result.eval_loss} vs ${expected}`,
+      );
+      // Behind from its first evaluation: what lets a pruner stop it early.
+      assert.ok(far.evalLosses[0]! > best.evalLosses[0]!);
+      // Repeatable: the same parameters and seed give the same curve.
+      assert.deepEqual(
+        run(['--learning-rate', '3.1623e-4', '--lora-r', '16']).evalLosses,
+        best.evalLosses,
+      );
+    });
+
+    it('reads params.json, then OVERBRAINER_PARAM_*, then the command line (the later wins)', function () {
+      writeFileSync(
+        path.join(dir, 'params.json'),
+        JSON.stringify({ learning_rate: 1e-4, lora_r: 32 }),
+      );
+      assert.deepEqual(pick(run([]).result), [1e-4, 32]);
+      assert.deepEqual(pick(run([], { OVERBRAINER_PARAM_LORA_R: '8' }).result), [1e-4, 8]);
+      assert.deepEqual(
+        pick(run(['--learning-rate', '0.002'], { OVERBRAINER_PARAM_LORA_R: '8' }).result),
+        [0.002, 8],
+      );
+    });
+
+    it('stops after the current step on SIGTERM (a pruned trial), writing what it has, exit 143', async function () {
+      const metrics = path.join(dir, 'metrics.jsonl');
+      const child = spawn(
+        PYTHON,
+        [path.join(EXAMPLES, 'sweep', 'train.py'), '--step-seconds', '0.2'],
+        {
+          cwd: dir,
+          env: { ...process.env, OVERBRAINER_METRICS: metrics },
+        },
+      );
+      const exited = new Promise<number | null>((resolve) =>
+        child.once('exit', (code) => resolve(code)),
+      );
+      // Waits on the state (a first loss line), not on time.
+      while (!(existsSync(metrics) && readFileSync(metrics, 'utf8').includes('"loss"'))) {
+        await new Promise((resolve) => setTimeout(resolve, 20));
+      }
+      child.kill('SIGTERM');
+      assert.equal(await exited, 143);
+      const result = JSON.parse(readFileSync(path.join(dir, 'output', 'result.json'), 'utf8')) as {
+        steps: number;
+        stopped: boolean;
+      };
+      assert.equal(result.stopped, true);
+      assert.ok(result.steps < 60, String(result.steps));
+      assert.match(readFileSync(metrics, 'utf8'), /"event":"end"/);
+    });
+
+    function pick(result: { learning_rate: number; lora_r: number }): [number, number] {
+      return [result.learning_rate, result.lora_r];
     }
   });
 
