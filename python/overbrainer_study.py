@@ -13,7 +13,7 @@ share is used: ask/tell, RDBStorage, Trial.report/should_prune, the samplers TPE
 and CMA-ES, the pruners Hyperband, successive halving and median.
 
 Requests:
-  open    {storage, study, direction, sampler, seed, pruner, params}: creates or loads the study
+  open    {storage, study, direction, sampler, sampler_seed, pruner, params}: creates or loads the study
   ask     {attrs?}: a new trial (its number and params), with user attributes set on it
   attrs   {number, attrs}: user attributes set on a trial (the trial <-> run link)
   report  {number, step, value}: an intermediate value; answers {"should_prune": bool}
@@ -131,7 +131,7 @@ class Study:
             storage=self.storage,
             study_name=request["study"],
             direction=request["direction"],
-            sampler=self.sampler(request["sampler"], request.get("seed"), params),
+            sampler=self.sampler(request["sampler"], request.get("sampler_seed"), params),
             pruner=self.pruner(request["pruner"]),
             load_if_exists=True,
         )

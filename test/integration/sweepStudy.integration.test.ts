@@ -67,7 +67,7 @@ describe('sweep study: Optuna in its own process, the study in its SQLite storag
       direction: 'minimize',
       sampler: 'tpe',
       pruner: 'none',
-      seed: 7,
+      samplerSeed: 7,
       params: PARAMS,
       ...overrides,
     };

@@ -58,7 +58,10 @@ describe('config: [budget]', () => {
 
   it('the template has a [budget] section that parses, its keys valid when uncommented', () => {
     const text = configTemplate();
-    const part = text.slice(text.indexOf('\n[budget]'));
+    const start = text.indexOf('\n[budget]');
+    // Up to the next (commented) section, such as # [sweep].
+    const end = text.indexOf('\n\n# [', start);
+    const part = text.slice(start, end < 0 ? undefined : end);
     const uncommented = part
       .split('\n')
       .map((line) => (/^# [a-z_]+ = /.test(line) ? line.slice(2) : line))

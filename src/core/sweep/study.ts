@@ -206,7 +206,7 @@ export class StudyClient {
         study: spec.study,
         direction: spec.direction,
         sampler: spec.sampler,
-        seed: spec.seed,
+        sampler_seed: spec.samplerSeed,
         pruner: spec.pruner,
         params: spec.params,
       },

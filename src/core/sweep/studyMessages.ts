@@ -25,7 +25,7 @@ export interface StudySpec {
   direction: 'minimize' | 'maximize';
   sampler: SweepConfig['sampler'];
   pruner: SweepConfig['pruner'];
-  seed: number | null;
+  samplerSeed: number | null;
   params: Readonly<Record<string, SweepParam>>;
 }
 
@@ -37,7 +37,7 @@ export type StudyRequest =
       study: string;
       direction: string;
       sampler: string;
-      seed: number | null;
+      sampler_seed: number | null;
       pruner: string;
       params: Readonly<Record<string, SweepParam>>;
     }
