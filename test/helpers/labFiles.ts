@@ -33,6 +33,26 @@ export async function processesMounting(marker: string): Promise<string[]> {
   return found;
 }
 
+/**
+ * {@link processesMounting} at once, blocking the event loop: what a live pod runs at the moment
+ * of an event, before this process (its client, its emulator) can end the pod. On a loaded
+ * machine the scan that yields between processes reached a tiny run's sshd only after its pod was
+ * deleted.
+ */
+export function processesMountingNow(marker: string): string[] {
+  const found: string[] = [];
+  for (const entry of fs.readdirSync('/proc')) {
+    if (!/^\d+$/.test(entry)) continue;
+    try {
+      if (!fs.readFileSync(`/proc/${entry}/mountinfo`, 'utf8').includes(marker)) continue;
+      found.push(`${entry} (${fs.readFileSync(`/proc/${entry}/comm`, 'utf8').trim()})`);
+    } catch {
+      // Gone meanwhile, or not ours to read.
+    }
+  }
+  return found;
+}
+
 /** Files under `dir` (relative paths, sorted), listed without blocking the event loop. */
 export async function filePathsUnder(dir: string): Promise<string[]> {
   const out: string[] = [];

@@ -21,7 +21,14 @@ import { scaleTiming, type Timing } from '../../src/core/timing';
 import { startEmulator, type Emulator, type EmulatorOptions } from '../emulator/emulator';
 import type { LedgerEntry } from '../emulator/ledger';
 import { ApiClient } from '../emulator/testing';
-import { filePathsUnder, filesUnder, needlesIn, processesMounting, readJson } from './labFiles';
+import {
+  filePathsUnder,
+  filesUnder,
+  needlesIn,
+  processesMounting,
+  processesMountingNow,
+  readJson,
+} from './labFiles';
 import { ROOT, startCli as startUserCli } from './cli';
 import { recordLedger } from './reliability';
 import { assertDeletedAfterRetrieval } from './retrievedDelete';
@@ -433,9 +440,12 @@ export class Lab {
     return found;
   }
 
-  /** Host processes living in any pod of this lab (what `close()` proves is empty afterwards). */
-  podProcesses(): Promise<string[]> {
-    return processesMounting(path.basename(this.emulator.stateDir));
+  /**
+   * Host processes living in any pod of this lab now (what `close()` proves is empty afterwards),
+   * read at once: see {@link processesMountingNow}.
+   */
+  podProcessesNow(): string[] {
+    return processesMountingNow(path.basename(this.emulator.stateDir));
   }
 
   // ------------------------------------------------------------------ end

@@ -26,14 +26,14 @@ describe('lifecycle core against the Runpod emulator', function () {
     const l = await lab();
     const run = runIdHolder();
     const podOutput = l.capturePodFilesOnDelete(() => run.id, 'output');
-    let whileReady: Promise<string[]> = Promise.resolve([]);
+    let whileReady: string[] = [];
     l.bus.on((event) => {
-      if (event.type === 'pod' && event.status.kind === 'ready') whileReady = l.podProcesses();
+      if (event.type === 'pod' && event.status.kind === 'ready') whileReady = l.podProcessesNow();
     });
     const result = await train(l.deps, l.config, l.workspace, { onRun: run.onRun });
     const returnedMs = Date.now();
     // The leftover check of Lab.close() sees a live pod's processes (sshd among them).
-    const seen = await whileReady;
+    const seen = whileReady;
     assert.ok(
       seen.some((p) => p.includes('(sshd)')),
       seen.join(', '),
