@@ -63,9 +63,8 @@ export interface CallSpec {
    * create (never retried: its caller reconciles first).
    */
   idempotent: boolean;
-  /** A create (a pod's, a cluster's): its failures are ambiguous and its messages fixed. */
+  /** A create (a pod's, a cluster's): failures ambiguous, messages fixed (default: a pod's). */
   create?: boolean;
-  /** The create's fixed messages (default: the pod's). */
   createMessages?: CreateMessages;
   signal?: AbortSignal | undefined;
   /** Redacts the key, plus any secret value the call carries. */
@@ -414,10 +413,8 @@ export class ApiTransport {
     } catch (error) {
       if (signal?.aborted) {
         // A create cut short in flight may still have created the pod.
-        if (spec.create)
-          throw new ApiError('ambiguous', (spec.createMessages ?? CREATE_MESSAGES).aborted, {
-            aborted: true,
-          });
+        const aborted = (spec.createMessages ?? CREATE_MESSAGES).aborted;
+        if (spec.create) throw new ApiError('ambiguous', aborted, { aborted: true });
         throw abortError(signal);
       }
       if (timedOut) return new TransportFailure(`no answer within ${timeoutMs} ms`);
