@@ -190,6 +190,16 @@ export const NETWORK_VOLUME_PATH = '/workspace/data';
  * `NetworkMount {volumeId, path}` (at most one), `cloud`/`startSsh`/`ports`/
  * `env`/`dataCenterIds` top-level as it defines them.
  */
+/** A create's network volume mount (one at most), for a pod and a cluster alike. */
+export const MountsSchema = z
+  .strictObject({
+    network: z
+      .array(z.strictObject({ volumeId: z.string().min(1), path: z.string().min(1) }))
+      .min(1)
+      .max(1),
+  })
+  .optional();
+
 export const CreatePodBodySchema = z.strictObject({
   name: z.string().min(1),
   image: z.string().min(1),
@@ -212,14 +222,7 @@ export const CreatePodBodySchema = z.strictObject({
   // (`rejected`) before any pod exists — never silently without the bootstrap.
   cmd: z.array(z.string()).min(1),
   dataCenterIds: z.array(z.string().min(1)).optional(),
-  mounts: z
-    .strictObject({
-      network: z
-        .array(z.strictObject({ volumeId: z.string().min(1), path: z.string().min(1) }))
-        .min(1)
-        .max(1),
-    })
-    .optional(),
+  mounts: MountsSchema,
 });
 export type CreatePodBody = z.infer<typeof CreatePodBodySchema>;
 

@@ -13,7 +13,7 @@
  */
 import { z } from 'zod';
 import type { BillingBucketSize } from './account';
-import { ListPodsSchema, type Pod } from './api';
+import { ListPodsSchema, MountsSchema, type Pod } from './api';
 import { ApiError, CLUSTER_CREATE_MESSAGES } from './apiErrors';
 import { createError, TransportFailure } from './answers';
 import type { ApiTransport } from './transport';
@@ -130,14 +130,7 @@ export const CreateClusterBodySchema = z.strictObject({
   startSsh: z.boolean(),
   args: z.string().min(1),
   dataCenterIds: z.array(z.string().min(1)).optional(),
-  mounts: z
-    .strictObject({
-      network: z
-        .array(z.strictObject({ volumeId: z.string().min(1), path: z.string().min(1) }))
-        .min(1)
-        .max(1),
-    })
-    .optional(),
+  mounts: MountsSchema,
 });
 export type CreateClusterBody = z.infer<typeof CreateClusterBodySchema>;
 
