@@ -19,6 +19,7 @@ import { type Fault, FaultBook } from './faults';
 import type { GpuSetting } from './gpus';
 import { Ledger } from './ledger';
 import { OpenApiContract } from './openapi';
+import { ReservedPorts } from './ports';
 import {
   type BootDelaysMs,
   type EmulatorOptions,
@@ -67,7 +68,7 @@ export abstract class EmulatorBase {
   protected readonly secrets = new Map<string, SecretState>();
   protected readonly log: RequestLogEntry[] = [];
   protected readonly violations: string[] = [];
-  protected readonly reservedPorts = new Set<number>();
+  protected readonly reservedPorts = new ReservedPorts();
   protected readonly hanging = new Set<ServerResponse>();
   /** Each pod's log, as the log stream serves it (see syncPodLog). */
   protected readonly logBooks = new Map<

@@ -19,13 +19,13 @@ import {
   billingWindow,
   bucketStart,
   type CreatePodBody,
-  freePort,
   type PodState,
   problem,
   randomId,
   type Reply,
   roundUsd,
 } from './state';
+import { freePort } from './ports';
 import { NO_CAPACITY_DETAIL } from './types';
 
 /** `CreateClusterRequest` as validated by the document. */

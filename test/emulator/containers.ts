@@ -9,14 +9,8 @@ import { isAbortError } from '../../src/core/clock';
 import { type BindMount, Container, initScript, POD_PATHS, probeSshBanner } from './container';
 import { type SshdFaultMode } from './faults';
 import { MEMBER_SSH_PORT, memberAddress, PRIMARY_PORT } from './clusterNet';
-import {
-  freePort,
-  type MemberState,
-  type PodState,
-  SECRET_REF,
-  sleepReal,
-  sshdConfig,
-} from './state';
+import { type MemberState, type PodState, SECRET_REF, sleepReal, sshdConfig } from './state';
+import { freePort } from './ports';
 import { PodLogs } from './podLogs';
 import {
   figuresFile,

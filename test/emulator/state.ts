@@ -3,9 +3,8 @@
  * problem+json errors and reasons, and small helpers (ids, free ports, sshd_config, billing buckets).
  */
 import { randomBytes } from 'node:crypto';
-import { readFileSync } from 'node:fs';
 import { spawnSync } from 'node:child_process';
-import { createServer as createTcpServer, type Server as TcpServer, type Socket } from 'node:net';
+import { type Server as TcpServer, type Socket } from 'node:net';
 import { type CloudType, type GpuTypeSpec, type NetworkVolumeSpec } from './catalog';
 import { type BindMount, Container } from './container';
 import { type JsonObject } from './extensions';
@@ -160,59 +159,6 @@ export function problem(status: number, detail?: string, errors?: string[]): Rep
 
 export function isObject(value: unknown): value is Record<string, unknown> {
   return typeof value === 'object' && value !== null && !Array.isArray(value);
-}
-
-/** Where {@link freePort} picks from: below the kernel's ephemeral range, above 20000. */
-const LISTEN_PORT_LOW = 20_000;
-
-/** The first port of the kernel's ephemeral range (32768 when it cannot be read). */
-function ephemeralLow(): number {
-  try {
-    const low = Number(
-      readFileSync('/proc/sys/net/ipv4/ip_local_port_range', 'utf8').split(/\s+/)[0],
-    );
-    return Number.isInteger(low) && low > 0 ? low : 32_768;
-  } catch {
-    return 32_768;
-  }
-}
-
-/** Whether a loopback listener can take `port` now (it is released at once). */
-function canListen(port: number): Promise<boolean> {
-  return new Promise((resolve) => {
-    const server = createTcpServer();
-    server.once('error', () => resolve(false));
-    server.listen(port, '127.0.0.1', () => server.close(() => resolve(true)));
-  });
-}
-
-/**
- * A loopback port for a listener started a little later (a pod's sshd), free now and not in
- * `exclude`. Picked below the kernel's ephemeral range: a port from that range (what listen(0)
- * gives) can become the local port of any outgoing connection before the listener binds it,
- * and the listener then fails (a pod's sshd did, and its client saw ECONNREFUSED for two
- * minutes, with four test files and the e2e windows connecting beside it). Below the range only
- * another listener picking the same port can take it. Where the range starts too low to leave
- * room, the kernel's pick (listen(0)) is taken.
- */
-export async function freePort(exclude: ReadonlySet<number> = new Set()): Promise<number> {
-  const high = Math.min(ephemeralLow(), 65_536);
-  for (let tries = 0; high - LISTEN_PORT_LOW > 1_000 && tries < 100; tries++) {
-    const port = LISTEN_PORT_LOW + Math.floor(Math.random() * (high - LISTEN_PORT_LOW));
-    if (!exclude.has(port) && (await canListen(port))) return port;
-  }
-  return new Promise((resolve, reject) => {
-    const server = createTcpServer();
-    server.once('error', reject);
-    server.listen(0, '127.0.0.1', () => {
-      const address = server.address();
-      server.close(() => {
-        if (!address || typeof address === 'string') reject(new Error('no port'));
-        else if (exclude.has(address.port)) freePort(exclude).then(resolve, reject);
-        else resolve(address.port);
-      });
-    });
-  });
 }
 
 export function sleepReal(ms: number): Promise<void> {

@@ -14,7 +14,7 @@ import { systemClock } from '../../src/core/clock';
 import type { SshExecutorOptions } from '../../src/core/exec/ssh';
 import { generateEd25519KeyPair } from '../../src/core/exec/sshKeys';
 import { scaleTiming } from '../../src/core/timing';
-import { freePort } from '../emulator/state';
+import { freePort, releasePort } from '../emulator/ports';
 
 export interface KeyPair {
   /** OpenSSH private key (`-----BEGIN OPENSSH PRIVATE KEY-----`). */
@@ -328,6 +328,7 @@ export async function startSshd(options: SshdOptions = {}): Promise<Sshd> {
     },
     stop: async () => {
       await killTree();
+      releasePort(port);
       rmSync(dir, { recursive: true, force: true });
     },
   };

@@ -6,7 +6,6 @@
 import assert from 'node:assert/strict';
 import { spawn, type ChildProcess } from 'node:child_process';
 import * as fs from 'node:fs';
-import { createServer } from 'node:net';
 import * as os from 'node:os';
 import * as path from 'node:path';
 import {
@@ -20,23 +19,9 @@ import {
 import { opensshArgs } from '../../src/core/pod/sshAccess';
 import { RunStore } from '../../src/core/runs';
 import { systemClock } from '../../src/core/clock';
+import { freePort } from '../emulator/ports';
 
 const SSHD = '/usr/sbin/sshd';
-
-async function freePort(): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const server = createServer();
-    server.once('error', reject);
-    server.listen(0, '127.0.0.1', () => {
-      const address = server.address();
-      server.close(() =>
-        typeof address === 'object' && address
-          ? resolve(address.port)
-          : reject(new Error('no port')),
-      );
-    });
-  });
-}
 
 interface Daemon {
   port: number;

@@ -11,7 +11,6 @@ import * as assert from 'node:assert/strict';
 import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import * as fs from 'node:fs';
-import * as net from 'node:net';
 import * as os from 'node:os';
 import * as path from 'node:path';
 
@@ -20,16 +19,9 @@ import { Client } from 'ssh2';
 import { podCmd, podEnv } from '../../src/core/pod/podScripts';
 import { scaleTiming } from '../../src/core/timing';
 import { startApiStub, type ApiStub, type StubBehaviour } from '../helpers/apiStub';
+import { freePort } from '../emulator/ports';
 
 const sleep = (ms: number): Promise<void> => new Promise((r) => setTimeout(r, ms));
-
-async function freePort(): Promise<number> {
-  const server = net.createServer();
-  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', () => resolve()));
-  const port = (server.address() as net.AddressInfo).port;
-  await new Promise<void>((resolve) => server.close(() => resolve()));
-  return port;
-}
 
 function keygen(file: string, comment: string): { privateKey: string; publicKey: string } {
   const r = spawnSync('ssh-keygen', ['-q', '-t', 'ed25519', '-N', '', '-C', comment, '-f', file]);

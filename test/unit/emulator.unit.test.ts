@@ -4,15 +4,16 @@
  * arithmetic and the container init script.
  */
 import assert from 'node:assert/strict';
-import { spawnSync } from 'node:child_process';
-import { readFileSync } from 'node:fs';
+import { spawn, spawnSync } from 'node:child_process';
+import { existsSync, readFileSync } from 'node:fs';
+import { join } from 'node:path';
 import { FakeClock } from '../helpers/fakeClock';
 import { availabilityLevel, bestLevel, compareCuda, cudaAtLeast } from '../emulator/catalog';
 import { initScript } from '../emulator/container';
 import { applyLiveApiExtensions, type JsonObject } from '../emulator/extensions';
 import { FaultBook, parseFault } from '../emulator/faults';
 import { Ledger } from '../emulator/ledger';
-import { freePort } from '../emulator/state';
+import { freePort, PORTS_DIR, releasePort, reservePort } from '../emulator/ports';
 import { OpenApiContract, OPENAPI_PATH } from '../emulator/openapi';
 import { ed25519 } from '../emulator/testing';
 
@@ -408,5 +409,37 @@ describe('the emulator’s ports for pods’ sshd', function () {
       if (low > 21_000) assert.ok(port >= 20_000 && port < low, `port ${port}, range from ${low}`);
       taken.add(port);
     }
+    for (const port of taken) releasePort(port);
+  });
+
+  it('are reserved machine-wide: a port another live process picked is never given out, a dead one’s is taken over', async () => {
+    // Another process picks a port and keeps living (as another test file's emulator does).
+    const child = spawn(
+      process.execPath,
+      [
+        '--import',
+        'tsx',
+        '-e',
+        "require('./test/emulator/ports.ts').freePort().then((port) => { console.log(port); setInterval(() => {}, 1000); })",
+      ],
+      { stdio: ['ignore', 'pipe', 'inherit'] },
+    );
+    const port = await new Promise<number>((resolve, reject) => {
+      child.stdout.once('data', (chunk: Buffer) => resolve(Number(String(chunk).trim())));
+      child.once('exit', (code) => reject(new Error(`the picking process exited (${code})`)));
+    });
+    try {
+      assert.equal(readFileSync(join(PORTS_DIR, String(port)), 'utf8'), String(child.pid));
+      assert.equal(reservePort(port), false, 'a live process holds it');
+    } finally {
+      child.kill('SIGKILL');
+      await new Promise((resolve) => child.once('exit', resolve));
+    }
+    // Killed, it could not give the port back: its reservation is stale and taken over.
+    assert.equal(reservePort(port), true);
+    assert.equal(readFileSync(join(PORTS_DIR, String(port)), 'utf8'), String(process.pid));
+    assert.equal(reservePort(port), false, 'this process holds it now');
+    releasePort(port);
+    assert.ok(!existsSync(join(PORTS_DIR, String(port))), 'released, its file is gone');
   });
 });

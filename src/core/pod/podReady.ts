@@ -241,10 +241,13 @@ async function reach(
           return { executor, endpoint };
         } catch (error) {
           if (signal?.aborted) throw error;
+          const was = why;
           why =
             error instanceof ExecError && error.kind === 'host_key'
               ? `${endpoint.host}:${endpoint.port} presented another host key (nothing was sent to it)`
               : `SSH to ${endpoint.host}:${endpoint.port} failed: ${describeError(error)}`;
+          // Said once per new reason: a pod that never answers shows why in the run's log.
+          if (why !== was) log(ctx, 'debug', `the pod does not answer SSH yet: ${why}`);
         }
       }
     }
