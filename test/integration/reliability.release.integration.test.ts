@@ -36,6 +36,24 @@ describe('reliability: keep and release past the deadline', function () {
     await l.waitFor('the deadline to pass', () => Date.now() > deadlineMs + afterMs, 120_000);
   };
 
+  it('the lease is on the pod before the job starts: a deadline already in the snapshot lead never makes the watchdog ask a followed job for a snapshot', async function () {
+    // max_hours 18 s against a 15 s snapshot lead: the lead has begun before the job starts, so
+    // a job started before the first lease reads as abandoned for the watchdog's next tick.
+    const l = await lab({
+      maxHours: 0.005,
+      command:
+        'mkdir -p output && if [ -f .pod/lease ]; then echo leased; else echo unleased; fi > output/lease_at_start.txt && python3 train.py --steps 5 --step-seconds 0.05',
+    });
+    const result = await train(l.deps, l.config, l.workspace);
+    const id = result.run.id;
+    assert.equal(
+      fs.readFileSync(path.join(l.runDir(id), 'output', 'lease_at_start.txt'), 'utf8').trim(),
+      'leased',
+      'the lease was written before the job started',
+    );
+    assert.equal(result.run.state, 'succeeded', l.transcript());
+  });
+
   it('released past its deadline while a client follows: the lease is fresh before the keep marker goes, the job runs on, its results come home', async function () {
     // 18 s of max_hours, a 50 s job: the release comes after the deadline and a lease TTL (15 s).
     // The keep must reach the pod before the watchdog asks for the deadline's snapshot: at the

@@ -6,6 +6,7 @@
 import type { Executor } from '../exec/executor';
 import type { PodCtx } from '../pod/context';
 import { PodError } from '../pod/podError';
+import { LEASE_FILE } from '../pod/podScripts';
 import type { RunRecord } from '../runs/runRecord';
 import { LOCAL_ONLY } from '../runs/store';
 import { cancelJob, jobScript, POD_JOB_ENV, startJob, type TrainerJob } from '../train/job';
@@ -104,6 +105,10 @@ export async function startJobOnPod(
     options.onUploaded?.();
   }
   throwIfInterrupted(signal);
+  // The lease before the job: the watchdog reads a started job without a fresh lease as
+  // abandoned, and past the deadline's snapshot lead (a short max_hours) its next tick would ask
+  // the job for a snapshot before the follower's first renewal.
+  await executor.writeFileAtomic(`${run.remoteDir}/${LEASE_FILE}`, '');
   const script = jobScript(job, { runDir: run.remoteDir, jobEnvFile: POD_JOB_ENV });
   const { pid } = await startJob(executor, {
     runDir: run.remoteDir,
