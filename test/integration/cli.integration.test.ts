@@ -48,6 +48,14 @@ describe('overbrainer CLI against the Runpod emulator', function () {
   });
 
   afterEach(async function () {
+    if (this.currentTest?.state !== 'passed') {
+      // A test that timed out says nothing of the CLIs it waited on: what they said so far.
+      for (const [running, args] of started) {
+        if (running.child.exitCode !== null || running.child.signalCode !== null) continue;
+        console.log(`  still running: overbrainer ${args.join(' ')}\n${running.out.stderr}`);
+      }
+    }
+    started.clear();
     for (const child of children) child.kill('SIGKILL');
     children.clear();
     emulator.faults.clear();
@@ -64,12 +72,17 @@ describe('overbrainer CLI against the Runpod emulator', function () {
     }
   });
 
+  /** Every CLI a test started, with its arguments. */
+  const started = new Map<Running, string[]>();
+
   /** The CLI with an environment holding only what it needs (nothing inherited from ours). */
   function start(args: string[], env: Record<string, string> = {}): Running {
-    return startCli(['-C', ws, ...args], {
+    const running = startCli(['-C', ws, ...args], {
       children,
       env: { ...emulatorEnv(emulator), ...env },
     });
+    started.set(running, args);
+    return running;
   }
 
   const cli = (args: string[], env?: Record<string, string>): Promise<Ran> => start(args, env).done;
