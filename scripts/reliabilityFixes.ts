@@ -40,6 +40,8 @@ export const FIXES_SECTION: readonly string[] = [
   '| `init` left `runs/` (private keys) and `.env` unignored | both added to `.gitignore`, saying so | `unit/gitignore.unit.test.ts` | overbrainer init creates .gitignore with runs/ and .env in a git workspace, and says so |',
   "| a local job saw the product's API key | the local target's commands run without it | `unit/localSecrets.unit.test.ts` | a local job sees no OVERBRAINER_RUNPOD__* variable nor RUNPOD_API_KEY, and the rest of the environment |",
   '| a run directory named `$(…)` ran as a command | one quoting helper for every value in a shell command | `unit/shellQuoting.unit.test.ts` | a run directory named like a command is only ever printed, never run, by every script that names it |',
+  "| a recovered run's spend was flagged \"over 1 % apart\" by its last pod's resolution alone | each pod's resolution, summed | `unit/cli.listings.unit.test.ts` | spend: a recovered run is judged by each of its pods' resolution, not by its last pod's alone |",
+  '| a followed job with a short `max_hours` was asked for a deadline snapshot at its start | the lease is on the pod before the job starts | `integration/reliability.release.integration.test.ts` | the lease is on the pod before the job starts: a deadline already in the snapshot lead never makes the watchdog ask a followed job for a snapshot |',
   "| the emulator's admin routes took any key | the account key only | `integration/emulator.api.integration.test.ts` | answers 401 on every admin route without the account key (a pod's own key included), and changes nothing |",
   '',
 ];
