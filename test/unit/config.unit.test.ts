@@ -30,6 +30,7 @@ describe('config: defaults', () => {
       minVramGb: null,
       maxPricePerHourUsd: null,
       gpuCount: 1,
+      nodes: 1,
       image: DEFAULT_RUNPOD_IMAGE,
       venv: '/workspace/axolotl-venv',
       containerDiskGb: 50,
@@ -46,7 +47,7 @@ describe('config: defaults', () => {
     });
     assert.deepEqual(config.training, {
       target: null,
-      trainer: { kind: 'command', command: 'python train.py' },
+      trainer: { kind: 'command', command: 'python train.py', launcher: null },
       upload: [],
       artifacts: [...DEFAULT_ARTIFACTS],
       merge: false,

@@ -55,6 +55,7 @@ describe('examples/', function () {
     assert.deepEqual(config.training?.trainer, {
       kind: 'command',
       command: 'python3 train.py --steps 40 --step-seconds 0.5',
+      launcher: null,
     });
     assert.deepEqual(config.training?.upload, ['train.py', 'data']);
     assert.equal(config.targets.here?.kind, 'local');

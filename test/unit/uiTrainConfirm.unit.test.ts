@@ -11,6 +11,7 @@ function target(over: Partial<RunpodTargetConfig> = {}): RunpodTargetConfig {
     minVramGb: null,
     maxPricePerHourUsd: null,
     gpuCount: 1,
+    nodes: 1,
     image: 'img',
     venv: '/venv',
     containerDiskGb: 50,

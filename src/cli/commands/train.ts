@@ -13,6 +13,7 @@ import {
   CONFIG_FILE,
   heldByEarlierRuns,
   keepPod,
+  nodesProblem,
   quoteForTarget,
   quoteLines,
   stop,
@@ -34,6 +35,8 @@ export async function dryRun(s: Session, targetName: string | null): Promise<num
       `no target ${name ?? '(none given)'} in ${CONFIG_FILE}: name one with --target`,
     ]);
   }
+  const problem = config.training ? nodesProblem(config.training, target) : null;
+  if (problem !== null) throw new ConfigProblem([`${problem.message}. ${problem.hint}`]);
   const plan = trainingPlanLines(config, s.dir);
   if (target.kind !== 'runpod') {
     s.io.stdout(`dry run: target ${target.name} runs on this machine: it costs nothing`);
@@ -59,7 +62,7 @@ export async function dryRun(s: Session, targetName: string | null): Promise<num
   );
   s.io.stdout(`dry run: target ${target.name}; nothing is created`);
   s.io.stdout(
-    `GPU types, in the order tried (${target.gpuCount} GPU${target.gpuCount === 1 ? '' : 's'}):`,
+    `GPU types, in the order tried (${target.gpuCount} GPU${target.gpuCount === 1 ? '' : 's'}${target.nodes > 1 ? ` on each of ${target.nodes} nodes` : ''}):`,
   );
   if (q.rates.length === 0) s.io.stdout('  none in stock within the limits');
   q.rates.forEach((r, i) =>

@@ -4,11 +4,17 @@
  */
 import { z } from 'zod';
 import { BUDGET_FIELDS } from './budget';
-import { aboveZero, wholeAtLeast } from './schemas';
+import { aboveZero, toNumber, wholeAtLeast } from './schemas';
 import { SWEEP_FIELDS } from './sweep';
 import { TRAINING_JOB_FIELDS, TRAINING_MODEL_FIELDS } from './trainingFields';
 import { describe, type Field, type Problem } from './report';
-import { DEFAULT_RUNPOD_IMAGE, DEFAULT_RUNPOD_VENV, TARGET_NAME, type ListOrAuto } from './types';
+import {
+  DEFAULT_RUNPOD_IMAGE,
+  DEFAULT_RUNPOD_VENV,
+  MAX_CLUSTER_NODES,
+  TARGET_NAME,
+  type ListOrAuto,
+} from './types';
 
 // Value schemas (zod at the edge). A field's own message and hint say what is
 // wrong and what to write; zod's default texts never reach the user.
@@ -224,6 +230,11 @@ export const RUNPOD_FIELDS = {
     schema: wholeAtLeast(1),
     rule: 'must be a whole number, at least 1',
     hint: 'Write gpu_count = 1, or leave it out for 1.',
+  },
+  nodes: {
+    schema: z.preprocess(toNumber, z.number().int().min(1).max(MAX_CLUSTER_NODES)),
+    rule: `must be a whole number from 1 (one pod) to ${MAX_CLUSTER_NODES} (Runpod's Instant Clusters take 2 to ${MAX_CLUSTER_NODES} nodes)`,
+    hint: 'Write nodes = 2 for a run on a 2-node cluster launched by torchrun, or leave it out for one pod.',
   },
   image: {
     schema: z.string().max(512).regex(SAFE_IMAGE),

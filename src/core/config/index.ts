@@ -27,3 +27,4 @@ export {
   SWEEP_SAMPLERS,
 } from './sweep';
 export type { SweepChoice } from './sweepParams';
+export { nodesLine, nodesOf, nodesProblem, type NodesProblem } from './nodes';

@@ -185,6 +185,7 @@ function checkRunpod(
     minVramGb: valid.min_vram_gb ?? null,
     maxPricePerHourUsd: valid.max_price_per_hour ?? null,
     gpuCount: valid.gpu_count ?? 1,
+    nodes: valid.nodes ?? 1,
     image: valid.image ?? DEFAULT_RUNPOD_IMAGE,
     venv: valid.venv ?? DEFAULT_RUNPOD_VENV,
     containerDiskGb: valid.container_disk_gb ?? 50,

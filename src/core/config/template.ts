@@ -26,6 +26,10 @@ target = "pod"
 trainer = "axolotl"
 config = "axolotl.yaml"
 # command = "python train.py"
+# With launcher = "torchrun" (trainer = "command" only) the command is the
+# script and its arguments, started by PyTorch's torchrun on every node of a
+# target with nodes = 2 or more, e.g. command = "train.py --epochs 3".
+# launcher = "torchrun"
 # Files and folders of the workspace copied into the run directory (paths
 # relative to the workspace, / between folders, never outside it).
 upload = []
@@ -73,8 +77,13 @@ gpu_types = ["NVIDIA A40", "NVIDIA L40S"]
 # of one GPU (USD per hour).
 # min_vram_gb = 48
 # max_price_per_hour = 1.0
-# GPUs per pod.
+# GPUs per pod (per node on a cluster).
 # gpu_count = 1
+# Nodes: 1 is one pod; 2 or more is one Runpod Instant Cluster of that many
+# pods (at most 250; self-serve accounts get 8), the job started on each by
+# torchrun (launcher = "torchrun"). max_hours and max_cost_usd hold for the
+# whole cluster: max_cost_usd is its total, every node's spend counted.
+# nodes = 1
 # Required. The pod's watchdog deletes the pod this many hours after it was
 # created, whatever it is doing (at most 720). Not applied to a kept pod.
 max_hours = 6

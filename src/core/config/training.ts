@@ -50,6 +50,14 @@ export function checkTraining(
         'key',
       );
     }
+    if (Object.hasOwn(raw, 'launcher')) {
+      report.add(
+        ['training', 'launcher'],
+        'training.launcher only applies to trainer = "command": Axolotl\'s own multi-node launch is not supported yet',
+        'Remove launcher, or write trainer = "command" with command = "train.py …" to start it with torchrun on every node.',
+        'key',
+      );
+    }
     const configPath = valid.config;
     if (Object.hasOwn(raw, 'config') && modelKeys.length > 0) {
       const keys = listed(modelKeys);
@@ -102,7 +110,7 @@ export function checkTraining(
     }
     const command = valid.command;
     if (command !== undefined) {
-      trainer = { kind: 'command', command };
+      trainer = { kind: 'command', command, launcher: valid.launcher ?? null };
     } else if (!Object.hasOwn(raw, 'command')) {
       report.add(
         ['training', 'trainer'],

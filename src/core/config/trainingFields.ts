@@ -129,6 +129,11 @@ export const TRAINING_MODEL_FIELDS = {
 
 /** Keys that go with either kind of Axolotl config (and `merge` with a command too). */
 export const TRAINING_JOB_FIELDS = {
+  launcher: {
+    schema: z.literal('torchrun'),
+    rule: 'must be "torchrun" (PyTorch\'s launcher, started on every node of a cluster)',
+    hint: 'Write launcher = "torchrun" with trainer = "command" (the command is then the script and its arguments), or leave it out.',
+  },
   merge: {
     schema: boolean(),
     rule: 'must be true or false',

@@ -48,6 +48,11 @@ export const TARGET_NAME = /^[a-z0-9_]+$/;
 /** A list, or `"auto"`: chosen from the Runpod catalog when the run starts. */
 export type ListOrAuto = readonly string[] | 'auto';
 
+/** The most nodes Runpod's cluster create takes (`compute.podCount`: 2 to 250). */
+export const MAX_CLUSTER_NODES = 250;
+/** What Runpod's self-serve accounts get (its Instant Clusters pages); more goes through its sales. */
+export const SELF_SERVE_MAX_NODES = 8;
+
 export interface RunpodTargetConfig {
   kind: 'runpod';
   name: string;
@@ -57,7 +62,14 @@ export interface RunpodTargetConfig {
   minVramGb: number | null;
   /** Highest list price of one GPU for `auto`. */
   maxPricePerHourUsd: number | null;
+  /** GPUs on each node (each pod). */
   gpuCount: number;
+  /**
+   * `nodes`: 1, one pod; 2 or more, one Runpod Instant Cluster of that many identical pods,
+   * the job launched on every one by torchrun. `max_hours`, `max_cost_usd` (the cluster's
+   * total) and the rest apply to the whole cluster.
+   */
+  nodes: number;
   image: string;
   /** Absolute path on the pod of the virtual environment holding `bin/axolotl`. */
   venv: string;
@@ -151,8 +163,13 @@ export type TrainerConfig =
     }
   | {
       kind: 'command';
-      /** A shell command run with `sh -c` in the run directory. */
+      /**
+       * A shell command run with `sh -c` in the run directory; with a launcher, the script and
+       * its arguments the launcher starts.
+       */
       command: string;
+      /** `launcher = "torchrun"`: the command started by torchrun on every node; null: as is. */
+      launcher: 'torchrun' | null;
     };
 
 export interface TrainingConfig {

@@ -23,6 +23,7 @@ import type { RunRecord } from '../runs/runRecord';
 import { type RunStore } from '../runs/store';
 import type { RunLock } from '../runs/lock';
 import { withVramEstimate } from '../train/vram';
+import { nodesProblem } from '../config/nodes';
 
 /** What the flow works with; `client` is null when no Runpod API key is set (local target only). */
 export interface FlowDeps {
@@ -187,6 +188,8 @@ export function pickTarget(config: OverbrainerConfig, name: string | undefined):
       `Use one of: ${names.join(', ') || '(none)'}.`,
     );
   }
+  const problem = config.training ? nodesProblem(config.training, target) : null;
+  if (problem !== null) throw new FlowError('bad_config', problem.message, problem.hint);
   return target;
 }
 

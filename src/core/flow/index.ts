@@ -29,3 +29,4 @@ export * from './config';
 export type { RunpodClient } from '../runpod/client';
 export type { RunStore } from '../runs/store';
 export { CLIENT_VERSION } from '../runpod/client';
+export { nodesProblem } from '../config/nodes';

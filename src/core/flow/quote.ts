@@ -35,6 +35,7 @@ export function quoteForTarget(
       availability: byId.get(id)?.availability ?? null,
     })),
     gpuCount: target.gpuCount,
+    nodes: target.nodes,
     maxHours: target.maxHours,
     maxCostUsd,
     spans: watchdogSpans(timing, target),

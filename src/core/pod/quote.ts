@@ -4,6 +4,7 @@
  * every client is gone (./worstCase.ts). Pure: the caller brings the live catalog's rates, the
  * watchdog's spans and the durations of earlier runs.
  */
+import { nodesLine } from '../config/nodes';
 import type { PodRecord } from '../runs/podRecord';
 import { worstCaseUsd, type WatchdogSpans } from './worstCase';
 
@@ -18,7 +19,10 @@ export interface QuoteCandidate {
 
 export interface QuoteInput {
   candidates: readonly QuoteCandidate[];
+  /** GPUs per node. */
   gpuCount: number;
+  /** Nodes (pods) billed at once: 1 for a pod, N for a cluster; default 1. */
+  nodes?: number;
   maxHours: number;
   maxCostUsd: number | null;
   /** How long the pod's watchdog lets it live past its limits ({@link watchdogSpans}). */
@@ -31,12 +35,15 @@ export interface QuoteInput {
 
 export interface QuotedRate {
   gpuType: string;
-  /** Price × GPU count per hour; null when the catalog has no price. */
+  /** Price × GPUs per node × nodes, per hour; null when the catalog has no price. */
   usdPerHour: number | null;
   availability: string | null;
 }
 
 export interface Quote {
+  /** Nodes every figure counts (1: one pod); with {@link gpuCount}, what the rates are for. */
+  nodes: number;
+  gpuCount: number;
   rates: QuotedRate[];
   /** Expected cost to finish at the first type's rate; null without a price. */
   expected: {
@@ -67,9 +74,10 @@ const cents = (usd: number): number => Math.round(usd * 100) / 100;
 const centsUp = (usd: number): number => Math.ceil(usd * 100 - 1e-9) / 100;
 
 export function quote(input: QuoteInput): Quote {
+  const nodes = input.nodes ?? 1;
   const rates = input.candidates.map((c) => ({
     gpuType: c.gpuType,
-    usdPerHour: c.pricePerHourUsd === null ? null : c.pricePerHourUsd * input.gpuCount,
+    usdPerHour: c.pricePerHourUsd === null ? null : c.pricePerHourUsd * input.gpuCount * nodes,
     availability: c.availability,
   }));
   const first = rates[0]?.usdPerHour ?? null;
@@ -115,7 +123,7 @@ export function quote(input: QuoteInput): Quote {
     afterS > 0
       ? { seconds: afterS, usd: first === null ? null : centsUp((first * afterS) / 3600) }
       : null;
-  return { rates, expected, worstUsd, after };
+  return { nodes, gpuCount: input.gpuCount, rates, expected, worstUsd, after };
 }
 
 const usd = (v: number): string => `$${v.toFixed(2)}`;
@@ -123,6 +131,8 @@ const usd = (v: number): string => `$${v.toFixed(2)}`;
 /** The quote as the CLI prints it and the Train confirmation shows it, one line each. */
 export function quoteLines(q: Quote): string[] {
   const lines: string[] = [];
+  const nodes = nodesLine(q.nodes, q.gpuCount);
+  if (nodes !== null) lines.push(nodes);
   const [first, ...fallbacks] = q.rates;
   if (first) {
     lines.push(
@@ -149,7 +159,9 @@ export function quoteLines(q: Quote): string[] {
   }
   if (q.worstUsd !== null) {
     lines.push(
-      `Worst case: ${usd(q.worstUsd)} (if every client dies: what the pod's watchdog allows, deadline snapshot and graces included)`,
+      q.nodes > 1
+        ? `Worst case: ${usd(q.worstUsd)} for all ${q.nodes} nodes (if every client dies: what each node's watchdog allows with its share of the cap, deadline snapshot and graces included)`
+        : `Worst case: ${usd(q.worstUsd)} (if every client dies: what the pod's watchdog allows, deadline snapshot and graces included)`,
     );
   }
   return lines;

@@ -46,6 +46,14 @@ export function torchrunLine(
   args: readonly string[],
   options: TorchrunOptions = {},
 ): string {
+  return torchrunCommand([script, ...args].map(shellWord).join(' '), options);
+}
+
+/**
+ * {@link torchrunLine} for a configured command (`launcher = "torchrun"`): `command` is the
+ * script and its arguments as shell words, written as the user wrote them after torchrun's flags.
+ */
+export function torchrunCommand(command: string, options: TorchrunOptions = {}): string {
   const ifname = options.ifname ?? CLUSTER_IFNAME;
   const flags = TORCHRUN_FLAGS.map(
     ([flag, variable]) =>
@@ -62,7 +70,6 @@ export function torchrunLine(
     '1',
     '--tee',
     '1',
-    shellWord(script),
-    ...args.map(shellWord),
+    command.trim(),
   ].join(' ');
 }

@@ -2,6 +2,7 @@
 import type { TrainingConfig } from '../config/types';
 import type { TrainerJob } from './jobScripts';
 import { mergeEstimateS } from './mergeEstimate';
+import { torchrunCommand } from './torchrun';
 
 /** The config every Axolotl run trains on, in its run directory (the user's, or generated). */
 export const RUN_AXOLOTL_CONFIG = 'axolotl.yaml';
@@ -9,7 +10,11 @@ export const RUN_AXOLOTL_CONFIG = 'axolotl.yaml';
 /** The job of `training` with Axolotl from `venv` (empty where the target fills it in later). */
 export function trainerJobOf(training: TrainingConfig, venv: string): TrainerJob {
   const trainer = training.trainer;
-  if (trainer.kind === 'command') return { trainer: 'command', command: trainer.command };
+  if (trainer.kind === 'command') {
+    const command =
+      trainer.launcher === 'torchrun' ? torchrunCommand(trainer.command) : trainer.command;
+    return { trainer: 'command', command };
+  }
   const job: TrainerJob = { trainer: 'axolotl', config: RUN_AXOLOTL_CONFIG, venv };
   if (training.merge) {
     job.merge = true;
