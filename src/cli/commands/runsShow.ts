@@ -20,6 +20,8 @@ import {
   gpuReadingJson,
   readGpuSummary,
   type GpuSummary,
+  clusterNodeLines,
+  clusterToWire,
 } from '../../core/flow/records';
 import { runSpendLines } from '../../core/flow/spend';
 import {
@@ -203,6 +205,13 @@ export function runShowLines(view: RunView, spendLines: readonly string[] = []):
     if (pod.deadline !== null && pod.state !== 'deleted')
       lines.push(`  deadline: deleted by ${pod.deadline} at the latest`);
   }
+  const cluster = run.cluster ?? null;
+  if (cluster !== null) {
+    lines.push(
+      `  cluster: ${cluster.id} (${cluster.name}), ${cluster.nodes.length} nodes of ${cluster.gpuCountPerPod} × ${cluster.gpuTypeId}${cluster.costPerHourUsd === null ? '' : `, $${(cluster.costPerHourUsd * cluster.nodes.length).toFixed(2)}/h for all`}${cluster.deletedAt === null ? '' : `, deleted ${cluster.deletedAt}`}`,
+    );
+    for (const line of clusterNodeLines(cluster)) lines.push(`    ${line}`);
+  }
   const ssh = view.ssh ?? null;
   if (ssh !== null) {
     lines.push(
@@ -257,6 +266,8 @@ export function runShowJson(view: RunView): Record<string, unknown> {
             deadline: pod.deadline,
           },
     pod_problem: view.podProblem,
+    nodes: run.cluster?.nodes.length ?? 1,
+    cluster: run.cluster ? clusterToWire(run.cluster) : null,
     spend: {
       estimated_usd: pod?.estimatedSpendUsd ?? null,
       billed_usd: pod?.billedUsd ?? null,

@@ -19,6 +19,13 @@ export {
   type RunSnapshot,
 } from '../runs/runRecord';
 export { LOCAL_ONLY, noPodLeft, RunStore } from '../runs/store';
+export {
+  clusterNodeLines,
+  clusterToWire,
+  type ClusterNode,
+  type ClusterNodeState,
+  type RunCluster,
+} from '../runs/clusterRecord';
 export { JOB_LOG, METRICS_FILE } from '../train/job';
 export {
   GPU_SUMMARY_FILE,

@@ -7,6 +7,7 @@ import { z } from 'zod';
 import type { RunState } from '../events';
 import { decodeRecord, encodeRecord, invalidAt, splitExtra, type ExtraFields } from './codec';
 import { causeRead, isEnded, olderCause, type RunEnd } from './runEnd';
+import { clusterFromWire, clusterSchema, clusterToWire, type RunCluster } from './clusterRecord';
 
 export const RUN_FILE = 'run.json';
 
@@ -96,6 +97,8 @@ export interface RunRecord {
    * so a second train started meanwhile cannot count the same dollars.
    */
   budgetCapUsd?: number | null;
+  /** Newer: the run's Instant Cluster (a target with nodes ≥ 2); absent for a run on one pod. */
+  cluster?: RunCluster | null;
   /** Fields of run.json this version does not know, written back unchanged. */
   extraFields?: ExtraFields;
 }
@@ -142,6 +145,7 @@ const runSchema = z.looseObject({
     )
     .optional(),
   budget_cap_usd: z.number().min(0).nullable().optional(),
+  cluster: clusterSchema.nullable().optional(),
 });
 
 const RUN_KEYS = Object.keys(runSchema.shape);
@@ -183,6 +187,9 @@ export function decodeRunRecord(text: string, file: string): RunRecord {
     }));
   }
   if (raw.budget_cap_usd !== undefined) record.budgetCapUsd = raw.budget_cap_usd;
+  if (raw.cluster !== undefined) {
+    record.cluster = raw.cluster === null ? null : clusterFromWire(raw.cluster);
+  }
   const extra = splitExtra(raw, RUN_KEYS);
   if (extra) record.extraFields = extra;
   return record;
@@ -229,6 +236,10 @@ export function encodeRunRecord(record: RunRecord): string {
         cost_usd: a.costUsd,
       })),
       budget_cap_usd: record.budgetCapUsd,
+      cluster:
+        record.cluster === undefined || record.cluster === null
+          ? record.cluster
+          : clusterToWire(record.cluster),
     },
     record.extraFields,
   );

@@ -132,6 +132,26 @@ export function presentRunChild(child: RunChild, nowUnixS: number): ChildItemVie
         contextValue: 'runChild.attempt',
       };
     }
+    case 'node': {
+      const { node } = child;
+      const failed = node.state === 'failed';
+      return {
+        ...base,
+        id: `${child.runDir}#node:${node.rank}`,
+        label: `node ${node.rank}${node.rank === 0 ? ' (primary)' : ''}`,
+        description: `${node.state} · pod ${node.podId}${node.ip === null ? '' : ` · ${node.ip}`}`,
+        tooltip: escapeMarkdown(
+          `node ${node.rank} of cluster ${child.clusterId}: pod ${node.podId}, ${node.state}${node.message === null ? '' : `: ${node.message}`}`,
+        ),
+        iconId: failed ? 'error' : 'server',
+        colorId: failed
+          ? 'list.errorForeground'
+          : node.state === 'running'
+            ? 'charts.blue'
+            : 'foreground',
+        contextValue: 'runChild.node',
+      };
+    }
     case 'problem':
       return {
         ...base,

@@ -31,6 +31,10 @@ export async function readRunChildren(run: RunSummary): Promise<RunChild[]> {
     });
   }
   if (run.pod !== null) children.push({ ...base, kind: 'pod' });
+  const cluster = run.cluster ?? null;
+  for (const node of cluster?.nodes ?? []) {
+    children.push({ ...base, kind: 'node', node, clusterId: cluster?.id ?? '' });
+  }
   (await readAttempts(run.dir)).forEach((attempt, index) =>
     children.push({ ...base, kind: 'attempt', attempt, index }),
   );

@@ -2,7 +2,14 @@ import { systemClock, type Clock } from '../../core/clock';
 import type { Disposable } from '../../core/disposable';
 import type { RunState, TrainMetric } from '../../core/events';
 export { RUN_STATES } from '../../core/flow/records';
-import { type PodState, type RunAttempt, type RunSnapshot, Pace } from '../../core/flow/records';
+import {
+  type ClusterNode,
+  type PodState,
+  type RunAttempt,
+  type RunCluster,
+  type RunSnapshot,
+  Pace,
+} from '../../core/flow/records';
 import { Emitter } from '../emitter';
 import { LazyList } from '../lazyList';
 
@@ -61,6 +68,8 @@ export interface RunSummary {
   resumedFrom?: string | null;
   /** The pods the run went through when one died mid-job (run.json `attempts`). */
   attempts?: RunAttempt[];
+  /** The run's Instant Cluster (run.json `cluster`): its nodes are rows under the run. */
+  cluster?: RunCluster | null;
 }
 
 /** Whether Resume Run applies: an ended run with a snapshot. */
@@ -256,6 +265,7 @@ export type RunChild =
   | (ChildBase & { kind: 'file'; path: string; name: string; isDir: boolean })
   | (ChildBase & { kind: 'more'; parent: string; count: number })
   | (ChildBase & { kind: 'attempt'; attempt: RunAttempt; index: number })
+  | (ChildBase & { kind: 'node'; node: ClusterNode; clusterId: string })
   | (ChildBase & { kind: 'problem'; text: string; hint: string | null; path: string | null });
 
 export type RunsNode = RunSummary | RunChild;

@@ -117,6 +117,7 @@ function readRunDirSync(dir: string, id: string, folder: RunsFolder): RunSummary
       snapshot: record.snapshot ?? null,
       resumedFrom: record.resumedFrom ?? null,
       ...(record.attempts === undefined ? {} : { attempts: record.attempts }),
+      ...(record.cluster === undefined ? {} : { cluster: record.cluster }),
     };
   } catch (error) {
     return withProblem(base, recordProblem(error, runFile, RUN_FILE), RUN_FILE);

@@ -1,0 +1,122 @@
+/**
+ * A run's Instant Cluster as run.json records it (`cluster`): the cluster's ID and name, what each
+ * node is (GPU type, GPUs, rate) and each member by rank, with its pod, its private address and
+ * the limits its own watchdog holds (the run's deadline, its share of the cost cap). Written when
+ * the cluster is created, each member added once it answers SSH, its state as the run goes; read
+ * by `runs show` and the Runs tree. The JSON keeps snake_case names as the rest of run.json.
+ */
+import { z } from 'zod';
+
+/** How far a member got: listed, answering SSH, its watchdog's ready verdict with the cap armed, its job started, ended. */
+export type ClusterNodeState = 'starting' | 'ready' | 'running' | 'ended' | 'failed';
+export const CLUSTER_NODE_STATES: readonly ClusterNodeState[] = [
+  'starting',
+  'ready',
+  'running',
+  'ended',
+  'failed',
+];
+
+export interface ClusterNode {
+  rank: number;
+  podId: string;
+  /** Its address on the cluster's private network; null when Runpod gave none. */
+  ip: string | null;
+  state: ClusterNodeState;
+  /** When its watchdog deletes it (the run's max_hours), Unix seconds; null when not armed. */
+  deadlineUnixS: number | null;
+  /** When its watchdog deletes it for the cost cap (its share: max_cost_usd / nodes), Unix seconds; null without a cap. */
+  costCapAtUnixS: number | null;
+  /** Why it failed (it died, did not come up, its job was killed); null otherwise. */
+  message: string | null;
+}
+
+export interface RunCluster {
+  id: string;
+  name: string;
+  gpuTypeId: string;
+  gpuCountPerPod: number;
+  /** One member's rate, USD per hour (the cluster's is this × nodes); null until Runpod gives it. */
+  costPerHourUsd: number | null;
+  /** When it was created, RFC 3339 UTC. */
+  createdAt: string;
+  /** When its delete was confirmed (Runpod's 404), RFC 3339 UTC; null while it may exist. */
+  deletedAt: string | null;
+  /** The members by rank (rank 0, the primary, first). */
+  nodes: ClusterNode[];
+}
+
+export const clusterSchema = z.object({
+  id: z.string().min(1),
+  name: z.string(),
+  gpu_type_id: z.string(),
+  gpu_count_per_pod: z.number().int().min(1),
+  usd_per_hour: z.number().min(0).nullable(),
+  created_at: z.string(),
+  deleted_at: z.string().nullable(),
+  nodes: z.array(
+    z.object({
+      rank: z.number().int().min(0),
+      pod_id: z.string().min(1),
+      ip: z.string().nullable(),
+      state: z.enum(CLUSTER_NODE_STATES as [ClusterNodeState, ...ClusterNodeState[]]),
+      deadline_unix_s: z.number().int().nullable(),
+      cost_cap_at_unix_s: z.number().int().nullable(),
+      message: z.string().nullable(),
+    }),
+  ),
+});
+
+export type ClusterWire = z.infer<typeof clusterSchema>;
+
+export function clusterFromWire(wire: ClusterWire): RunCluster {
+  return {
+    id: wire.id,
+    name: wire.name,
+    gpuTypeId: wire.gpu_type_id,
+    gpuCountPerPod: wire.gpu_count_per_pod,
+    costPerHourUsd: wire.usd_per_hour,
+    createdAt: wire.created_at,
+    deletedAt: wire.deleted_at,
+    nodes: wire.nodes
+      .map((n) => ({
+        rank: n.rank,
+        podId: n.pod_id,
+        ip: n.ip,
+        state: n.state,
+        deadlineUnixS: n.deadline_unix_s,
+        costCapAtUnixS: n.cost_cap_at_unix_s,
+        message: n.message,
+      }))
+      .sort((a, b) => a.rank - b.rank),
+  };
+}
+
+export function clusterToWire(cluster: RunCluster): ClusterWire {
+  return {
+    id: cluster.id,
+    name: cluster.name,
+    gpu_type_id: cluster.gpuTypeId,
+    gpu_count_per_pod: cluster.gpuCountPerPod,
+    usd_per_hour: cluster.costPerHourUsd,
+    created_at: cluster.createdAt,
+    deleted_at: cluster.deletedAt,
+    nodes: cluster.nodes.map((n) => ({
+      rank: n.rank,
+      pod_id: n.podId,
+      ip: n.ip,
+      state: n.state,
+      deadline_unix_s: n.deadlineUnixS,
+      cost_cap_at_unix_s: n.costCapAtUnixS,
+      message: n.message,
+    })),
+  };
+}
+
+/** One line per node: `node 0: pod abc (10.65.0.2) running`, with its failure when it failed. */
+export function clusterNodeLines(cluster: RunCluster): string[] {
+  return cluster.nodes.map(
+    (n) =>
+      `node ${n.rank}: pod ${n.podId}${n.ip === null ? '' : ` (${n.ip})`} ${n.state}${n.message === null ? '' : `: ${n.message}`}`,
+  );
+}

@@ -1,0 +1,147 @@
+/**
+ * A run on a cluster in its records (issue 37 step 2): run.json's `cluster` (its ID, name, each
+ * node's pod, rank, private address, state and the limits its watchdog holds) written and read
+ * back unchanged, a damaged one refused at its place, and what `runs show` and the Runs tree
+ * make of it: a line and a row per node, `"nodes"` and `"cluster"` in the JSON.
+ */
+import assert from 'node:assert/strict';
+import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import * as path from 'node:path';
+import { runShowJson, runShowLines, type RunView } from '../../src/cli/commands/runsShow';
+import type { RunCluster } from '../../src/core/runs/clusterRecord';
+import { decodeRunRecord, encodeRunRecord, type RunRecord } from '../../src/core/runs/runRecord';
+import { presentRunChild } from '../../src/ui/runs/runChildView';
+import { readRunChildren } from '../../src/ui/runs/runChildren';
+import { readRuns } from '../../src/ui/runs/runsSource';
+
+const CLUSTER: RunCluster = {
+  id: 'clu-1',
+  name: 'overbrainer-ddp-x-c1',
+  gpuTypeId: 'NVIDIA A40',
+  gpuCountPerPod: 2,
+  costPerHourUsd: 0.8,
+  createdAt: '2026-12-02T10:00:05Z',
+  deletedAt: null,
+  nodes: [
+    {
+      rank: 0,
+      podId: 'pod-a',
+      ip: '10.65.0.2',
+      state: 'running',
+      deadlineUnixS: 1_800_000_000,
+      costCapAtUnixS: 1_799_000_000,
+      message: null,
+    },
+    {
+      rank: 1,
+      podId: 'pod-b',
+      ip: '10.65.0.3',
+      state: 'failed',
+      deadlineUnixS: 1_800_000_000,
+      costCapAtUnixS: null,
+      message: 'its pod is gone',
+    },
+  ],
+};
+
+function record(cluster: RunCluster | null | undefined): RunRecord {
+  return {
+    id: 'ddp-x',
+    target: 'cluster',
+    created: '2026-12-02T10:00:00Z',
+    remoteDir: '/workspace/overbrainer/ddp-x',
+    job: null,
+    state: 'running',
+    message: null,
+    ...(cluster === undefined ? {} : { cluster }),
+  };
+}
+
+describe('a run on a cluster in its records', () => {
+  it('run.json keeps the cluster and every node, snake_case, and reads it back unchanged', () => {
+    const text = encodeRunRecord(record(CLUSTER));
+    const raw = JSON.parse(text) as { cluster: { nodes: Record<string, unknown>[] } };
+    assert.deepEqual(raw.cluster.nodes[1], {
+      rank: 1,
+      pod_id: 'pod-b',
+      ip: '10.65.0.3',
+      state: 'failed',
+      deadline_unix_s: 1_800_000_000,
+      cost_cap_at_unix_s: null,
+      message: 'its pod is gone',
+    });
+    assert.deepEqual(decodeRunRecord(text, 'run.json').cluster, CLUSTER);
+    // A run on one pod has none: the key is not written.
+    assert.ok(!('cluster' in JSON.parse(encodeRunRecord(record(undefined)))));
+    assert.equal(
+      decodeRunRecord(encodeRunRecord(record(undefined)), 'run.json').cluster,
+      undefined,
+    );
+  });
+
+  it('refuses a damaged cluster at its place', () => {
+    const text = encodeRunRecord(record(CLUSTER)).replace('"state": "failed"', '"state": "lost"');
+    assert.throws(
+      () => decodeRunRecord(text, 'run.json'),
+      (error: unknown) =>
+        error instanceof Error &&
+        /line \d+, column \d+\): "cluster\.nodes\.1\.state"/.test(error.message),
+    );
+  });
+
+  it('runs show: the cluster, a line per node, "nodes" and "cluster" in the JSON', () => {
+    const view: RunView = {
+      run: record(CLUSTER),
+      pod: null,
+      podProblem: null,
+      step: null,
+      maxSteps: null,
+      lastLoss: null,
+      etaMs: null,
+      outputPath: null,
+    } as unknown as RunView;
+    const lines = runShowLines(view);
+    const at = lines.findIndex((l) => l.startsWith('  cluster: '));
+    assert.ok(at > 0, lines.join('\n'));
+    assert.equal(
+      lines[at],
+      '  cluster: clu-1 (overbrainer-ddp-x-c1), 2 nodes of 2 × NVIDIA A40, $1.60/h for all',
+    );
+    assert.deepEqual(lines.slice(at + 1, at + 3), [
+      '    node 0: pod pod-a (10.65.0.2) running',
+      '    node 1: pod pod-b (10.65.0.3) failed: its pod is gone',
+    ]);
+    const json = runShowJson(view);
+    assert.equal(json.nodes, 2);
+    assert.equal((json.cluster as { id: string }).id, 'clu-1');
+    assert.equal((json.cluster as { nodes: unknown[] }).nodes.length, 2);
+    const single = runShowJson({ ...view, run: record(undefined) });
+    assert.equal(single.nodes, 1);
+    assert.equal(single.cluster, null);
+  });
+
+  it('the Runs tree: a row per node under the run, a failed one marked with its reason', async () => {
+    const root = mkdtempSync(path.join(tmpdir(), 'ob-cluster-tree-'));
+    try {
+      const runsDir = path.join(root, 'runs');
+      mkdirSync(path.join(runsDir, 'ddp-x'), { recursive: true });
+      writeFileSync(path.join(runsDir, 'ddp-x', 'run.json'), encodeRunRecord(record(CLUSTER)));
+      const [run] = await readRuns([{ dir: runsDir, workspaceName: 'ws' }]);
+      assert.ok(run);
+      assert.deepEqual(run.cluster, CLUSTER);
+      const nodes = (await readRunChildren(run)).filter((c) => c.kind === 'node');
+      const views = nodes.map((child) => presentRunChild(child, 1_790_000_000));
+      assert.deepEqual(
+        views.map((v) => [v.label, v.description, v.iconId]),
+        [
+          ['node 0 (primary)', 'running · pod pod-a · 10.65.0.2', 'server'],
+          ['node 1', 'failed · pod pod-b · 10.65.0.3', 'error'],
+        ],
+      );
+      assert.match(views[1]?.tooltip ?? '', /its pod is gone/);
+    } finally {
+      rmSync(root, { recursive: true, force: true });
+    }
+  });
+});
