@@ -4,17 +4,12 @@
  */
 import { rfc3339 } from '../clock';
 import type { OverbrainerConfig } from '../config/types';
-import type { Executor } from '../exec/executor';
 import { LocalExecutor } from '../exec/local';
-import { PodError } from '../pod/podError';
+import { followAgain } from '../follow/again';
+import { followLocal } from '../follow/collect';
+import { recoveryPlan } from '../follow/recover';
 import { failRun, log, type PodCtx } from '../pod/context';
-import { limitFailure } from '../pod/limitEnd';
-import { endPod } from '../pod/podEnd';
-import { reconnect, stillThere } from '../pod/reconnect';
 import { forgetKeys, noteStrays, remove, sweep } from '../pod/remove';
-import { MetricsFollower, type FollowResult } from '../train/follow';
-import { jobStatus } from '../train/job';
-import { jobOutcome } from '../train/outcome';
 import type { PodRecord } from '../runs/podRecord';
 import type { RunRecord } from '../runs/runRecord';
 import { endRun, INTERRUPTED_BEFORE_JOB } from '../runs/runEnd';
@@ -24,23 +19,13 @@ import {
   FlowError,
   type FlowResult,
   artifactsOf,
+  endOf,
   maxRetrieveGbOf,
   lockRun,
   podCtx,
   publishState,
   summaryLine,
 } from './deps';
-import {
-  alreadyRetrieved,
-  collect,
-  followLocal,
-  followOnPod,
-  NOT_RETRIEVED,
-  type PodDeath,
-  recordedOutcome,
-  recoverOnNewPod,
-} from './follow';
-import { deathOf, recoveryPlan } from './recover';
 import { jobSecretsOf } from './jobSecrets';
 
 /**
@@ -82,107 +67,20 @@ export async function attach(
       if (run.state === 'preparing') return await abandonStart(podCtx(deps), deps, run, pod);
       return { run, pod, ending: null, summary: summaryLine(deps, run, pod) };
     }
-    const ctx = podCtx(deps);
-    const maxRetrieveGb = maxRetrieveGbOf(config, run);
-    // A run whose job ended but whose results are not home is not recovered: its pod's death
-    // loses what did not come home, as before (collect says what).
-    const midJob = run.state === 'running' && !(run.message ?? '').includes(NOT_RETRIEVED);
-    // With recovery off (max_recoveries = 0) a dead pod ends the run as it always did: failed,
-    // recorded gone (recovery's own path would only rethrow, leaving the run `running`).
-    const secrets = config === null ? {} : jobSecretsOf(config, deps.env ?? {}, false);
-    const candidate = midJob && !pod.keep ? recoveryPlan(config, run, secrets) : null;
-    const plan = candidate !== null && candidate.target.maxRecoveries > 0 ? candidate : null;
-    const onNewPod = (died: Pick<PodDeath, 'death' | 'cause' | 'plan'>): Promise<FlowResult> =>
-      recoverOnNewPod(ctx, deps, run, pod, {
-        ...died,
-        artifacts: artifactsOf(config),
-        signal,
-        maxRetrieveGb,
-      });
-    let executor: Executor | null;
-    try {
-      executor = await reconnect(ctx, pod, run, signal);
-    } catch (error) {
-      // Its pod died (EXITED) while nobody followed: the run goes on on a new pod.
-      const death = plan === null ? null : deathOf(error, pod);
-      if (plan === null || death === null) throw error;
-      return await onNewPod({ death, cause: error, plan });
-    }
-    if (executor === null) {
-      // Gone while nobody followed (not by a limit or `pod rm`): the run goes on on a new pod.
-      const gone = new PodError('pod_gone', `pod ${pod.podId ?? ''} no longer exists`);
-      if (plan !== null && limitFailure(pod, ctx.clock.nowMs()) === null && deathOf(gone, pod)) {
-        return await onNewPod({ death: 'pod_deleted', cause: gone, plan });
-      }
-      return podGone(ctx, deps, run, pod);
-    }
-    try {
-      const status = await jobStatus(executor, run.remoteDir);
-      if (status.kind === 'running') {
-        deps.bus.publish({ type: 'runWatched', runId });
-        return await followOnPod(ctx, deps, executor, run, pod, artifactsOf(config), signal, {
-          plan,
-          maxRetrieveGb,
-        });
-      }
-      if (alreadyRetrieved(run)) {
-        // Its client died after the results were verified here (before or while it ended the
-        // pod): nothing to fetch again, only the pod to end.
-        log(ctx, 'info', `run ${run.id} was already retrieved: ending its pod`);
-        const ending = await endPod(ctx, pod, executor, run, true);
-        return { run, pod, ending, summary: summaryLine(deps, run, pod) };
-      }
-      // Ended while nobody followed: summarize from the pod's files, then collect.
-      const follower = new MetricsFollower({
-        executor,
-        runId,
-        runDir: run.remoteDir,
-        bus: deps.bus,
-        clock: deps.clock,
-        timing: deps.timing,
-      });
-      let result: FollowResult;
-      try {
-        result = await follower.follow(signal);
-      } catch (error) {
-        // The pod may have been deleted since we connected (its retrieve grace, a limit, or
-        // `pod rm` elsewhere): then it is recorded gone, as when attach finds it gone.
-        if (signal?.aborted || (await stillThere(ctx, pod)) !== null) throw error;
-        return podGone(ctx, deps, run, pod);
-      }
-      const outcome =
-        run.state === 'running' || run.state === 'preparing'
-          ? jobOutcome(result.status, result.metrics, run.id)!
-          : recordedOutcome(run);
-      return await collect(
-        ctx,
-        deps,
-        executor,
+    const followed = await followAgain(podCtx(deps), run, pod, {
+      artifacts: artifactsOf(config),
+      plan: recoveryPlan(
+        config,
         run,
-        pod,
-        outcome,
-        artifactsOf(config),
-        maxRetrieveGb,
-      );
-    } finally {
-      executor.dispose();
-    }
+        config === null ? {} : jobSecretsOf(config, deps.env ?? {}, false),
+      ),
+      maxRetrieveGb: maxRetrieveGbOf(config, run),
+      signal,
+    });
+    return endOf(followed);
   } finally {
     lock.dispose();
   }
-}
-
-/**
- * The run's pod turned out gone (recorded in pod.json by the look that found it): a run still
- * `running` fails with the limit that ended it, or because its pod no longer exists.
- */
-function podGone(ctx: PodCtx, deps: FlowDeps, run: RunRecord, pod: PodRecord): FlowResult {
-  if (run.state === 'running') {
-    const limit = limitFailure(pod, ctx.clock.nowMs());
-    if (limit !== null) failRun(ctx, run, limit.cause, limit.message);
-    else failRun(ctx, run, 'pod_gone', `pod ${pod.podId ?? ''} no longer exists`);
-  }
-  return { run, pod, ending: 'deleted', summary: summaryLine(deps, run, pod) };
 }
 
 /**

@@ -14,7 +14,7 @@ import {
   publishState,
   summaryLine,
 } from './deps';
-import { collect } from './follow';
+import { collect } from '../follow/collect';
 import { endRun } from '../runs/runEnd';
 
 /** Cancels a run's job, then retrieves what it wrote and ends its pod. */
@@ -60,7 +60,6 @@ export const cancel: RunCommand = async (deps, config, runId, signal) => {
       }
       return await collect(
         ctx,
-        deps,
         executor,
         run,
         pod,

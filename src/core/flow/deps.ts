@@ -3,8 +3,6 @@
  * run lock, the final line.
  */
 import { HintedError } from '../errors';
-import * as fs from 'node:fs';
-import * as path from 'node:path';
 import { type Clock } from '../clock';
 import {
   OverbrainerConfig,
@@ -14,11 +12,12 @@ import {
 } from '../config/types';
 import type { EventBus } from '../events';
 import type { RunpodClient } from '../runpod/client';
+import type { Followed } from '../follow/collect';
+import type { FollowEnd } from '../follow/run';
 import { type PodCtx } from '../pod/context';
+export { summaryLine } from '../follow/collect';
 export { publishState } from '../pod/context';
-import { type Ending } from '../pod/podEnd';
 import type { Timing } from '../timing';
-import type { PodRecord } from '../runs/podRecord';
 import type { RunRecord } from '../runs/runRecord';
 import { type RunStore } from '../runs/store';
 import type { RunLock } from '../runs/lock';
@@ -119,12 +118,13 @@ export type RunCommand<R = FlowResult> = (
   signal?: AbortSignal,
 ) => Promise<R>;
 
-export interface FlowResult {
-  run: RunRecord;
-  pod: PodRecord | null;
-  ending: Ending | null;
-  /** The final line: `train: run <id> <state>; <summary>[; output in runs/<id>/output]`. */
-  summary: string;
+/** A run command's result: the run followed to its end (its record, its pod's, the final line). */
+export type FlowResult = Followed;
+
+/** The flow's result of a follow: its end collected, or a FlowError when following was stopped. */
+export function endOf(end: FollowEnd): FlowResult {
+  if (end.kind === 'stopped') throw new FlowError('stopped_following', end.message, null);
+  return end.result;
 }
 
 export function podCtx(deps: FlowDeps): PodCtx {
@@ -204,21 +204,6 @@ export function lockRun(deps: FlowDeps, runId: string): RunLock {
     );
   }
   return lock;
-}
-
-/** The final line of a run. */
-export function summaryLine(
-  deps: Pick<FlowDeps, 'store'>,
-  run: RunRecord,
-  pod: PodRecord | null,
-): string {
-  const parts = [`train: run ${run.id} ${run.state}`];
-  if (run.message) parts.push(run.message);
-  if (pod) parts.push(pod.summary());
-  const output = path.join(deps.store.runDir(run.id), 'output');
-  if (fs.existsSync(output) && fs.readdirSync(output).length > 0)
-    parts.push(`output in runs/${run.id}/output`);
-  return parts.join('; ');
 }
 
 /** Most one retrieval of `run` brings home (GB): its target's `max_retrieve_gb`, else 200. */

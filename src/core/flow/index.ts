@@ -8,7 +8,7 @@ export { beforeTrain } from './beforeTrain';
 export { type StartPhase, type TrainOptions, train } from './train';
 export { generatedAxolotlConfig, pluginSource } from './runFiles';
 export { trainingPlanLines } from './plan';
-export { stopFollowingMessage } from './follow';
+export { stopFollowingMessage } from '../follow/run';
 export { type Recovered, attach, recoverAbandoned } from './attach';
 export { type StopResult, requestStop, stop } from './stop';
 export { cancel } from './cancel';

@@ -19,6 +19,7 @@ import {
   FlowError,
   type FlowResult,
   artifactsOf,
+  endOf,
   maxRetrieveGbOf,
   lockRun,
   pickTarget,
@@ -27,8 +28,9 @@ import {
 } from './deps';
 import { budgetGate, lockBudget, type BudgetDecision } from './budget';
 import { settleGonePods } from './settleBills';
-import { followLocal, followOnPod } from './follow';
-import { recoveryPlan } from './recover';
+import { followLocal } from '../follow/collect';
+import { recoveryPlan } from '../follow/recover';
+import { followOnPod } from '../follow/run';
 import { checkRunFiles, packRun, resumeSource, type RunFiles } from './runFiles';
 import { startJobOnPod, UploadAhead } from '../follow/startJob';
 import { describeError } from '../errors';
@@ -268,10 +270,18 @@ async function trainOnPod(
         `pod ${pod.podId ?? ''} is kept: it bills ${pod.costPerHourUsd === null ? '' : `$${pod.costPerHourUsd.toFixed(2)}/h `}until you remove it`,
       );
     }
-    return await followOnPod(ctx, deps, executor, run, pod, artifactsOf(config), options.signal, {
-      plan: keep ? null : recoveryPlan(config, run, secrets),
-      maxRetrieveGb: maxRetrieveGbOf(config, run),
-    });
+    const followed = await followOnPod(
+      ctx,
+      run,
+      { pod, executor, fromOffset: 0 },
+      {
+        artifacts: artifactsOf(config),
+        plan: keep ? null : recoveryPlan(config, run, secrets),
+        maxRetrieveGb: maxRetrieveGbOf(config, run),
+        signal: options.signal,
+      },
+    );
+    return endOf(followed);
   } finally {
     executor.dispose();
   }

@@ -19,8 +19,7 @@ import type { EventBus } from '../events';
 import type { Executor } from '../exec/executor';
 import { HASHES_SUFFIX, newestVerified, metricsUpTo } from '../pod/checkpointHome';
 import { LATEST_FILE } from '../pod/checkpointStream';
-import { log, warn, type PodCtx } from '../pod/context';
-import { failRun } from '../pod/context';
+import { failRun, log, publishState, warn, type PodCtx } from '../pod/context';
 import { PodError } from '../pod/podError';
 import { type PodLimits, startPod } from '../pod/provision';
 import { forgetKeys, remove } from '../pod/remove';
@@ -29,9 +28,8 @@ import type { AttemptEnd, RunAttempt, RunRecord } from '../runs/runRecord';
 import { reopenRun } from '../runs/runEnd';
 import { CHECKPOINTS_DIR, POD_LOG_DIR } from '../runs/store';
 import { METRICS_FILE, RESUME_DIR, RESUME_ENV, type TrainerJob } from '../train/job';
-import { type FlowDeps, type FlowResult, publishState } from './deps';
 import { placeResumeCopy } from '../train/resumeCopy';
-import { startJobOnPod, UploadAhead } from '../follow/startJob';
+import { startJobOnPod, UploadAhead } from './startJob';
 import { describeError } from '../errors';
 import { trainerJobOf } from '../train/trainerJob';
 
@@ -89,12 +87,15 @@ export class StepTimes {
   }
 }
 
-/** Follows the job started on the new pod (flow/follow.ts followOnPod, with the plan). */
-export type FollowNew = (
-  executor: Executor,
-  pod: PodRecord,
-  fromOffset: number,
-) => Promise<FlowResult>;
+/**
+ * A pod the run's job runs on, to follow: its record, SSH access to it, and where in the metrics
+ * file the follow goes on from (a recovered run's file starts with the curve up to its checkpoint).
+ */
+export interface OnPod {
+  pod: PodRecord;
+  executor: Executor;
+  fromOffset: number;
+}
 
 const DEATH_WORDS: Record<AttemptEnd, string> = {
   pod_deleted: 'Runpod deleted it',
@@ -131,21 +132,20 @@ export function closeAttempt(
 }
 
 /**
- * The pod of `run` died (`death`, thrown as `cause`) while its job ran: goes on on a new pod, or
- * fails the run saying why not (and throws). Never leaves the old pod billing.
+ * The pod of `run` died (`death`, thrown as `cause`) while its job ran: the run's job started on
+ * a new pod, returned to follow (its executor is the caller's to dispose), or the run failed
+ * saying why not (and thrown). Never leaves the old pod billing.
  */
 export async function recoverAfterDeath(
   ctx: PodCtx,
-  deps: FlowDeps,
   run: RunRecord,
   pod: PodRecord,
   death: AttemptEnd,
   cause: unknown,
   plan: RecoveryPlan,
   steps: StepTimes,
-  follow: FollowNew,
   signal?: AbortSignal,
-): Promise<FlowResult> {
+): Promise<OnPod> {
   const oldPodId = pod.podId ?? '(none)';
   if (plan.target.maxRecoveries === 0) {
     // Recovery off: the run ends as it always did (an EXITED pod is left for the user to start
@@ -210,7 +210,7 @@ export async function recoverAfterDeath(
       );
     }
   }
-  const runDir = deps.store.runDir(run.id);
+  const runDir = ctx.store.runDir(run.id);
   const { checkpoint, skipped } = await newestVerified(runDir);
   // A copy that failed its hashes is of no use: removed, with latest.json naming it, so that the
   // new pod's checkpoints from the step resumed on stream home again.
@@ -255,10 +255,10 @@ export async function recoverAfterDeath(
   });
   reopenRun(run, null);
   run.job = null;
-  deps.store.saveRun(run);
-  publishState(deps, run);
+  ctx.store.saveRun(run);
+  publishState(ctx, run);
   // The old pod's record goes with the run's local logs; pod.json is the new pod's.
-  archivePod(deps, run.id, pod);
+  archivePod(ctx, run.id, pod);
   const env = await placeCheckpoint(runDir, run, plan.job, checkpoint);
   const prefix = metricsUpTo(runDir, checkpoint?.step ?? null);
   fs.writeFileSync(path.join(runDir, METRICS_FILE), prefix);
@@ -268,7 +268,7 @@ export async function recoverAfterDeath(
   // The new pod's limits are what is left of the run's; the target stays as the config has it.
   const limits: PodLimits = { costCapUsd: leftUsd, maxHours: leftMs / 3_600_000 };
   // The run's files are all in place: they are sent as soon as the new pod answers SSH.
-  const ahead = new UploadAhead(deps, run, Promise.resolve());
+  const ahead = new UploadAhead(ctx, run, Promise.resolve());
   let started;
   try {
     started = await startPod(ctx, plan.target, limits, run, false, signal, ahead.onReachable, pod);
@@ -281,41 +281,43 @@ export async function recoverAfterDeath(
   attempts.at(-1)!.startedAt = next.createdAt ?? attempts.at(-1)!.startedAt;
   const executor = provisioned.executor;
   try {
+    await startJobOnPod(ctx, executor, run, plan.job, env, {
+      secrets: plan.secrets,
+      uploaded: ahead.uploadOn(executor),
+    });
+  } catch (error) {
     try {
-      await startJobOnPod(deps, executor, run, plan.job, env, {
-        secrets: plan.secrets,
-        uploaded: ahead.uploadOn(executor),
-      });
-    } catch (error) {
-      try {
-        await remove(ctx, next, 'requested', 'client');
-      } catch (removeError) {
-        log(ctx, 'error', describeError(removeError));
-      }
-      closeAttempt(run, next, ctx.clock.nowMs(), null);
-      failRun(
-        ctx,
-        run,
-        'recovery_failed',
-        `${died}; the job could not start on the new pod: ${describeError(error)}`,
-      );
-      throw error;
+      await remove(ctx, next, 'requested', 'client');
+    } catch (removeError) {
+      log(ctx, 'error', describeError(removeError));
     }
-    next.state = 'running';
-    ctx.store.savePod(next);
-    publishState(deps, run);
-    return await follow(executor, next, prefix.length);
-  } finally {
+    closeAttempt(run, next, ctx.clock.nowMs(), null);
+    failRun(
+      ctx,
+      run,
+      'recovery_failed',
+      `${died}; the job could not start on the new pod: ${describeError(error)}`,
+    );
     executor.dispose();
+    throw error;
   }
+  next.state = 'running';
+  try {
+    ctx.store.savePod(next);
+  } catch (error) {
+    executor.dispose();
+    throw error;
+  }
+  publishState(ctx, run);
+  return { pod: next, executor, fromOffset: prefix.length };
 }
 
 /** Keeps the dead pod's record as `.pod/pod-<id>.json` (local only), for `runs` and the user. */
-function archivePod(deps: FlowDeps, runId: string, pod: PodRecord): void {
+function archivePod(ctx: PodCtx, runId: string, pod: PodRecord): void {
   try {
-    const dir = path.join(deps.store.runDir(runId), POD_LOG_DIR);
+    const dir = path.join(ctx.store.runDir(runId), POD_LOG_DIR);
     fs.mkdirSync(dir, { recursive: true, mode: 0o700 });
-    const from = path.join(deps.store.runDir(runId), 'pod.json');
+    const from = path.join(ctx.store.runDir(runId), 'pod.json');
     fs.copyFileSync(from, path.join(dir, `pod-${pod.podId ?? 'none'}.json`));
   } catch {
     // Only a copy: the attempts in run.json name the pod.
