@@ -9,6 +9,7 @@ import type { Executor } from '../exec/executor';
 import { seedFromStream } from '../pod/checkpointStream';
 import { log, publishState, type PodCtx } from '../pod/context';
 import { endPod, type Ending } from '../pod/podEnd';
+import { podHandle } from '../pod/podHandle';
 import type { PodRecord } from '../runs/podRecord';
 import { endRun, isEnded, reopenRun } from '../runs/runEnd';
 import type { RunRecord } from '../runs/runRecord';
@@ -130,7 +131,7 @@ export async function collect(
     // A snapshot checkpoint streamed home already is reused: only files that differ are fetched.
     const seeded = kept === undefined ? 0 : await seedFromStream(ctx.store.runDir(run.id), kept);
     // The lease is renewed while the results download: the deadline never cuts a retrieval.
-    const got = await holdLeaseDuring(ctx, executor, run, pod, () =>
+    const got = await holdLeaseDuring(ctx, run, podHandle(ctx, pod, executor), () =>
       retrieveReported(ctx, run.id, 'retrieve', {
         executor,
         remoteRunDir: run.remoteDir,

@@ -8,6 +8,7 @@
 import { describeError } from '../errors';
 import type { Executor } from '../exec/executor';
 import { log, type PodCtx } from '../pod/context';
+import { podHandle } from '../pod/podHandle';
 import { watchdogWhileNobodyFollows } from '../pod/watchdogWords';
 import type { PodRecord } from '../runs/podRecord';
 import type { AttemptEnd, RunRecord } from '../runs/runRecord';
@@ -154,7 +155,7 @@ async function watchMoving(
 ): Promise<{ watched: Watched; executor: Executor }> {
   const { pod } = at;
   let executor = at.executor;
-  let watched = await watchLeased(ctx, executor, run, pod, signal, at.fromOffset, {
+  let watched = await watchLeased(ctx, run, podHandle(ctx, pod, executor), signal, at.fromOffset, {
     maxRetrieveGb,
   });
   for (let moves = 0; watched.kind === 'failed' && moves < MAX_ENDPOINT_MOVES; moves++) {
@@ -170,7 +171,7 @@ async function watchMoving(
     if (next === null) break;
     opened.push(next);
     executor = next;
-    watched = await watchLeased(ctx, executor, run, pod, signal, watched.offset, {
+    watched = await watchLeased(ctx, run, podHandle(ctx, pod, executor), signal, watched.offset, {
       maxRetrieveGb,
     });
   }

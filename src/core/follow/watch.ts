@@ -7,24 +7,23 @@
  */
 import { isAbortError, rfc3339 } from '../clock';
 import { describeError } from '../errors';
-import type { Executor } from '../exec/executor';
 import { watchCheckpoints } from '../pod/checkpointStream';
 import { log, warn, type PodCtx } from '../pod/context';
 import { watchDisk } from '../pod/diskWatch';
 import { watchGpus } from '../pod/gpuWatch';
 import {
   costCapAtUnixS,
+  type CostCapView,
   guardFires,
   overrun,
   pastCostCap,
   renewalDue,
   snapshotAtUnixS,
 } from '../pod/lease';
-import { syncKeep } from '../pod/podEnd';
+import type { PodHandle } from '../pod/podHandle';
 import { PodPushes } from '../pod/podPushes';
 import { LEASE_FILE } from '../pod/podScripts';
 import { NETWORK_VOLUME_PATH } from '../runpod/api';
-import type { PodRecord } from '../runs/podRecord';
 import type { RunRecord } from '../runs/runRecord';
 import { MetricsFollower, type FollowResult } from '../train/follow';
 import { Pace } from '../train/pace';
@@ -63,9 +62,8 @@ export type Watched =
  */
 export async function watchLeased(
   ctx: PodCtx,
-  executor: Executor,
   run: RunRecord,
-  pod: PodRecord,
+  pod: PodHandle,
   signal?: AbortSignal,
   fromOffset = 0,
   results: { maxRetrieveGb?: number | undefined } = {},
@@ -91,7 +89,7 @@ export async function watchLeased(
     );
   };
   const follower = new MetricsFollower({
-    executor,
+    executor: pod.executor,
     runId: run.id,
     runDir: run.remoteDir,
     bus: ctx.bus,
@@ -101,7 +99,7 @@ export async function watchLeased(
     pushes: pushes.sink({
       lookMs: ctx.timing.checkpointLookMs,
       diskMs: ctx.timing.diskPollMs,
-      volumeDir: pod.networkVolumeId === null ? null : NETWORK_VOLUME_PATH,
+      volumeDir: pod.volume === null ? null : NETWORK_VOLUME_PATH,
       gpuMs: ctx.timing.gpuSampleMs,
     }),
   });
@@ -113,7 +111,7 @@ export async function watchLeased(
     pace.add(event.metric);
     lastMetricMs = ctx.clock.nowMs();
     if (warned) return;
-    const note = overrun({ etaMs: () => pace.eta() }, pod, lastMetricMs, true);
+    const note = overrun({ etaMs: () => pace.eta() }, pod.limits, lastMetricMs, true);
     if (note !== null) {
       warned = true;
       warn(ctx, run.id, 'overrun', note);
@@ -124,22 +122,23 @@ export async function watchLeased(
   let costSnapshotAsked = false;
   const holdLease = async (): Promise<'deadline_passed' | 'cost_cap_passed' | 'stopped'> => {
     while (!stop.signal.aborted) {
-      syncKeep(ctx, pod);
-      if (pastCostCap(pod, ctx.clock.nowMs())) return 'cost_cap_passed';
-      if (!costSnapshotAsked && snapshotDue(ctx, pod)) {
-        costSnapshotAsked = await askCostSnapshot(ctx, executor, run, pod);
+      pod.refresh();
+      if (pastCostCap(pod.limits, ctx.clock.nowMs())) return 'cost_cap_passed';
+      if (!costSnapshotAsked && snapshotDue(ctx, pod.limits)) {
+        costSnapshotAsked = await askCostSnapshot(ctx, run, pod);
       }
       const nowMs = ctx.clock.nowMs();
       // Renewed while kept too (the watchdog ignores it then): a release finds the lease held.
       if (renewalDue(ctx.timing, renewedMs, lastMetricMs, nowMs)) {
         try {
-          await executor.writeFileAtomic(lease, '');
+          await pod.executor.writeFileAtomic(lease, '');
           renewedMs = nowMs;
         } catch (error) {
           log(ctx, 'debug', `cannot renew the lease of run ${run.id}: ${describeError(error)}`);
         }
       }
-      if (guardFires(ctx.timing, pod, renewedMs, ctx.clock.nowMs())) return 'deadline_passed';
+      if (guardFires(ctx.timing, pod.limits, renewedMs, ctx.clock.nowMs()))
+        return 'deadline_passed';
       try {
         await ctx.clock.sleep(ctx.timing.leaseTickMs, stop.signal);
       } catch (error) {
@@ -152,8 +151,8 @@ export async function watchLeased(
   // The disk policy and the checkpoint stream run alongside the lease holder until the watch
   // ends (`stop`), on what the pod pushes. They never reject, and nothing waits for a sample in
   // flight on a connection that may be gone.
-  void watchDisk(ctx, executor, run, pod, stop.signal, pushes);
-  void watchCheckpoints(ctx, executor, run, stop.signal, pushes, results.maxRetrieveGb);
+  void watchDisk(ctx, run, pod, stop.signal, pushes);
+  void watchCheckpoints(ctx, pod.executor, run, stop.signal, pushes, results.maxRetrieveGb);
   void watchGpus(ctx, run, pod, stop.signal, pushes);
   try {
     void follower.firstFailure.then(lookOnce);
@@ -187,8 +186,8 @@ export async function watchLeased(
   }
 }
 
-function snapshotDue(ctx: PodCtx, pod: PodRecord): boolean {
-  const atUnixS = snapshotAtUnixS(pod, ctx.timing.snapshotLeadS);
+function snapshotDue(ctx: PodCtx, limits: CostCapView): boolean {
+  const atUnixS = snapshotAtUnixS(limits, ctx.timing.snapshotLeadS);
   return atUnixS !== null && Math.floor(ctx.clock.nowMs() / 1000) >= atUnixS;
 }
 
@@ -196,21 +195,16 @@ function snapshotDue(ctx: PodCtx, pod: PodRecord): boolean {
  * At the cost cap's snapshot moment (the watchdog asks too, should this client not): asks the
  * job for a snapshot with reason `cost` and says so. True once asked (or the job had ended).
  */
-async function askCostSnapshot(
-  ctx: PodCtx,
-  executor: Executor,
-  run: RunRecord,
-  pod: PodRecord,
-): Promise<boolean> {
+async function askCostSnapshot(ctx: PodCtx, run: RunRecord, pod: PodHandle): Promise<boolean> {
   try {
-    const asked = await requestSnapshot(executor, run.remoteDir, 'cost');
+    const asked = await requestSnapshot(pod.executor, run.remoteDir, 'cost');
     if (asked.kind !== 'ended') {
-      const capAtUnixS = costCapAtUnixS(pod) ?? 0;
+      const capAtUnixS = costCapAtUnixS(pod.limits) ?? 0;
       warn(
         ctx,
         run.id,
         'cost_snapshot',
-        `max_cost_usd $${pod.costCapUsd ?? 0} is nearly spent: the job of run ${run.id} was asked to save a snapshot and stop; the pod is deleted at ${rfc3339(capAtUnixS * 1000)} whatever happens`,
+        `max_cost_usd $${pod.limits.costCapUsd ?? 0} is nearly spent: the job of run ${run.id} was asked to save a snapshot and stop; the pod is deleted at ${rfc3339(capAtUnixS * 1000)} whatever happens`,
       );
     }
     return true;
@@ -228,19 +222,18 @@ async function askCostSnapshot(
  */
 export async function holdLeaseDuring<T>(
   ctx: PodCtx,
-  executor: Executor,
   run: RunRecord,
-  pod: PodRecord,
+  pod: PodHandle,
   work: () => Promise<T>,
 ): Promise<T> {
   // Held while kept too: a release during the download finds the lease fresh.
-  if (pod.deadlineUnixS === null) return work();
+  if (pod.limits.deadlineUnixS === null) return work();
   const stop = new AbortController();
   const lease = `${run.remoteDir}/${LEASE_FILE}`;
   const renewing = (async () => {
     while (!stop.signal.aborted) {
       try {
-        await executor.writeFileAtomic(lease, '');
+        await pod.executor.writeFileAtomic(lease, '');
       } catch (error) {
         log(ctx, 'debug', `cannot renew the lease of run ${run.id}: ${describeError(error)}`);
       }

@@ -8,8 +8,6 @@
  * next sample.
  */
 import { isAbortError } from '../clock';
-import type { Executor } from '../exec/executor';
-import type { PodRecord } from '../runs/podRecord';
 import type { RunRecord } from '../runs/runRecord';
 import { DiskPolicy, parseSample, sampleScript, type DiskAction } from '../train/disk';
 import { requestSnapshot } from '../train/snapshot';
@@ -17,6 +15,7 @@ import { NETWORK_VOLUME_PATH } from '../runpod/api';
 import { log, warn, type PodCtx } from './context';
 import { isApiError } from '../runpod/apiErrors';
 import { VOLUME_GB_FILE } from './podScripts';
+import type { PodHandle } from './podHandle';
 import type { PodPushes } from './podPushes';
 import { describeError } from '../errors';
 
@@ -31,13 +30,13 @@ const REFUSALS = new Set(['rejected', 'forbidden', 'unauthorized', 'no_credits']
  */
 export async function watchDisk(
   ctx: PodCtx,
-  executor: Executor,
   run: RunRecord,
-  pod: PodRecord,
+  pod: PodHandle,
   signal: AbortSignal,
   pushes?: PodPushes,
 ): Promise<void> {
-  const volumeId = pod.networkVolumeId;
+  const { executor } = pod;
+  const volumeId = pod.volume?.id ?? null;
   let policy: DiskPolicy | null =
     volumeId === null ? new DiskPolicy(null, ctx.timing.volumeGbBytes) : null;
 
@@ -182,7 +181,7 @@ export async function watchDisk(
           return;
         }
         policy = new DiskPolicy(
-          { sizeGb: volume.sizeGb, maxGb: pod.maxVolumeGb },
+          { sizeGb: volume.sizeGb, maxGb: pod.volume?.maxGb ?? null },
           ctx.timing.volumeGbBytes,
         );
         await handOver(volume.sizeGb);

@@ -14,17 +14,17 @@ import {
   writeGpuSummary,
   type GpuSummary,
 } from '../runs/gpuRecord';
-import type { PodRecord } from '../runs/podRecord';
 import type { RunRecord } from '../runs/runRecord';
 import { GpuJudge, parseNvidiaSmi } from '../train/gpuSamples';
 import { log, warn, type PodCtx } from './context';
+import type { PodHandle } from './podHandle';
 import type { PodPushes } from './podPushes';
 
 /** Takes the pod's GPU samples of `run` until `signal` aborts; resolves then, never rejects. */
 export async function watchGpus(
   ctx: PodCtx,
   run: RunRecord,
-  pod: PodRecord,
+  pod: PodHandle,
   signal: AbortSignal,
   pushes: PodPushes,
 ): Promise<void> {
@@ -32,7 +32,7 @@ export async function watchGpus(
   const summary: GpuSummary = readGpuSummary(runDir) ?? { last: null, samples: 0, findings: [] };
   const judge = new GpuJudge(
     ctx.timing.gpuIdleWindowMs,
-    pod.costPerHourUsd,
+    pod.limits.costPerHourUsd,
     summary.findings.map((f) => f.code),
   );
   let writeFailed = false;
