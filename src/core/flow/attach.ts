@@ -13,7 +13,7 @@ import { forgetKeys, noteStrays, remove, sweep } from '../pod/remove';
 import type { PodRecord } from '../runs/podRecord';
 import type { RunRecord } from '../runs/runRecord';
 import { endRun, INTERRUPTED_BEFORE_JOB } from '../runs/runEnd';
-import { noPodLeft } from '../runs/store';
+import { noPodLeft, type RunStore } from '../runs/store';
 import {
   type FlowDeps,
   FlowError,
@@ -122,6 +122,29 @@ async function abandonStart(
   return { run, pod, ending: 'deleted', summary: summaryLine(deps, run, pod) };
 }
 
+/**
+ * Whether a client starting now takes `run` up again: a run whose job runs (followed to its end)
+ * or whose start was left `preparing` (settled), as attach does. The extension's thin first look
+ * at activation (src/boot/runsToFollow.ts) searches run.json for the same two states.
+ */
+export function takenUpAgain(state: string | null): boolean {
+  return state === 'running' || state === 'preparing';
+}
+
+/**
+ * What a starting client does about `run`: `attach` when it is {@link takenUpAgain} and no live
+ * process holds its lock (a stale lock, its holder dead, is no holder: attach takes it over),
+ * `held` when one does (that one follows it), null when there is nothing to take up.
+ */
+export function followAgainNow(
+  store: Pick<RunStore, 'lockHolder'>,
+  run: { id: string; state: string | null },
+): 'attach' | 'held' | null {
+  if (!takenUpAgain(run.state)) return null;
+  const holder = store.lockHolder(run.id);
+  return holder !== null && holder.stale === null ? 'held' : 'attach';
+}
+
 /** A run {@link recoverAbandoned} found left `preparing`, and what became of it. */
 export interface Recovered {
   runId: string;
@@ -144,9 +167,7 @@ export async function recoverAbandoned(
 ): Promise<Recovered[]> {
   const recovered: Recovered[] = [];
   for (const run of deps.store.list().runs) {
-    if (run.state !== 'preparing') continue;
-    const holder = deps.store.lockHolder(run.id);
-    if (holder !== null && holder.stale === null) continue;
+    if (run.state !== 'preparing' || followAgainNow(deps.store, run) !== 'attach') continue;
     try {
       if (deps.store.loadPod(run.id) === null) {
         endRun(run, 'failed', 'interrupted', INTERRUPTED_BEFORE_JOB);

@@ -9,7 +9,7 @@ export { type StartPhase, type TrainOptions, train } from './train';
 export { generatedAxolotlConfig, pluginSource } from './runFiles';
 export { trainingPlanLines } from './plan';
 export { stopFollowingMessage } from '../follow/run';
-export { type Recovered, attach, recoverAbandoned } from './attach';
+export { type Recovered, attach, followAgainNow, recoverAbandoned, takenUpAgain } from './attach';
 export { type StopResult, requestStop, stop } from './stop';
 export { cancel } from './cancel';
 export { keepPod } from './keep';

@@ -1,4 +1,10 @@
-import { attach as attachFlow, FlowError, type FlowResult } from '../../core/flow';
+import {
+  attach as attachFlow,
+  FlowError,
+  type FlowResult,
+  followAgainNow,
+  takenUpAgain,
+} from '../../core/flow';
 import { PodError } from '../../core/flow/records';
 import { endCauseOf, followLost as followLostNotice, runEnd } from './notifyModel';
 import type { RunSummary } from './runsModel';
@@ -156,9 +162,7 @@ export async function resumeFollowing(ctx: UiContext): Promise<void> {
   await ctx.runs.ensureLoaded().catch(() => undefined);
   // A run left `preparing` by a client that died before its job started is attached too:
   // attach deletes its pods and fails it (`interrupted before the job started`).
-  let pending = ctx.runs.all.filter(
-    (r) => (r.state === 'running' || r.state === 'preparing') && !ctx.followed.has(r.id),
-  );
+  let pending = ctx.runs.all.filter((r) => takenUpAgain(r.state) && !ctx.followed.has(r.id));
   const told = new Set<string>();
   for (let look = 0; look < RESUME_LOOKS && pending.length > 0; look++) {
     if (look > 0) {
@@ -176,8 +180,9 @@ export async function resumeFollowing(ctx: UiContext): Promise<void> {
       const session = await ctx.session(folder);
       // A stale lock (its holder died: a killed extension host, a crashed CLI) is no holder:
       // attach takes it over.
-      const holder = session.store.lockHolder(run.id);
-      if (holder !== null && holder.stale === null) {
+      const now = followAgainNow(session.store, run);
+      if (now === null) continue;
+      if (now === 'held') {
         if (!told.has(run.id)) {
           ctx.log.info(`Run ${run.id} is followed by another process; not attaching for now.`);
           told.add(run.id);
