@@ -13,6 +13,11 @@ export interface TrainMetric {
   gradNorm?: number | null;
   /** Seconds of work the job does after its last step (a LoRA merge), when it says (`after_s`). */
   afterS?: number | null;
+  /**
+   * Every other finite number of the line, by its key as the job wrote it (`accuracy`, `bleu`):
+   * what a sweep may name as its objective. Absent when the line has none.
+   */
+  values?: Readonly<Record<string, number>>;
 }
 
 /** One GPU at one moment (`nvidia-smi`). A figure the card does not report (`[N/A]`) is null. */

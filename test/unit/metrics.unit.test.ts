@@ -292,3 +292,20 @@ describe('LineFramer', () => {
     assert.deepEqual(framer.finish(), []);
   });
 });
+
+describe('parseMetricLine: any numeric key of a log line (a sweep objective)', () => {
+  it('keeps every other finite number under values, by its key, and drops the rest', () => {
+    const parsed = parse(
+      '{"event":"log","time":1,"step":3,"loss":0.5,"accuracy":0.91,"bleu":-2,"name":"x","nan":NaN,"__proto__":4}',
+    );
+    assert.equal(parsed.kind, 'metric');
+    if (parsed.kind !== 'metric') return;
+    assert.deepEqual(parsed.metric.values, { accuracy: 0.91, bleu: -2 });
+    assert.equal(parsed.metric.loss, 0.5);
+  });
+
+  it('adds no values to a line holding only the protocol keys', () => {
+    const parsed = parse('{"event":"log","time":1,"step":3,"loss":0.5}');
+    assert.ok(parsed.kind === 'metric' && !('values' in parsed.metric));
+  });
+});

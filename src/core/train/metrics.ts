@@ -141,7 +141,39 @@ function parseLog(line: Record<string, unknown>): ParsedLine {
   };
   const afterS = nonNegative(line.after_s);
   if (afterS !== null) metric.afterS = afterS;
+  const values = otherValues(line);
+  if (values !== null) metric.values = values;
   return { kind: 'metric', metric };
+}
+
+/** The protocol's own keys of a log line; any other finite number goes to `values`. */
+const LOG_KEYS = new Set([
+  'event',
+  'time',
+  'step',
+  'epoch',
+  'max_steps',
+  'loss',
+  'eval_loss',
+  'learning_rate',
+  'grad_norm',
+  'after_s',
+]);
+/** A bound on what one line may add (a trainer that logs a whole tensor is cut short). */
+const MAX_VALUES = 64;
+const MAX_KEY_CHARS = 100;
+
+function otherValues(line: Record<string, unknown>): Record<string, number> | null {
+  let values: Record<string, number> | null = null;
+  let count = 0;
+  for (const [key, value] of Object.entries(line)) {
+    if (LOG_KEYS.has(key) || key === '__proto__' || key.length > MAX_KEY_CHARS) continue;
+    if (typeof value !== 'number' || !Number.isFinite(value)) continue;
+    values ??= {};
+    values[key] = value;
+    if (++count >= MAX_VALUES) break;
+  }
+  return values;
 }
 
 function skip(reason: SkipReason, detail: string): ParsedLine {
