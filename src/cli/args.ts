@@ -46,7 +46,10 @@ export type Command =
       dataCenter?: string;
       json?: true;
     }
-  | { kind: 'pod_datacenters' | 'pod_volumes' | 'pod_templates'; json?: true };
+  | { kind: 'pod_datacenters' | 'pod_volumes' | 'pod_templates'; json?: true }
+  | { kind: 'sweep'; dryRun: boolean }
+  | { kind: 'sweep_ls'; json?: true }
+  | { kind: 'sweep_show'; name: string; json?: true };
 
 export interface Parsed {
   /** `-C DIR`, as given (resolved against the working directory by the caller). */
@@ -312,6 +315,22 @@ export function parseArgs(argv: readonly string[]): Parsed {
         },
       };
     }
+    case 'sweep':
+      if (positional.length > 0) {
+        throw new UsageError(
+          `sweep has no subcommand ${positional[0] ?? ''} (${subcommands('sweep').join(', ')})`,
+          what,
+        );
+      }
+      return { dir, command: { kind: 'sweep', dryRun: values.has('--dry-run') } };
+    case 'sweep ls':
+      none(positional, what);
+      return { dir, command: { kind: 'sweep_ls', ...json(values) } };
+    case 'sweep show':
+      return {
+        dir,
+        command: { kind: 'sweep_show', name: one(positional, what, 'a NAME'), ...json(values) },
+      };
     case 'pod datacenters':
     case 'pod volumes':
     case 'pod templates':

@@ -170,6 +170,27 @@ export const COMMAND_SPECS: readonly CommandSpec[] = [
   ),
   LISTING('pod volumes', "list the account's network volumes (for network_volume_id)"),
   LISTING('pod templates', "list the account's pod templates"),
+  {
+    name: 'sweep',
+    args: '',
+    summary: 'run the sweep of [sweep] (an Optuna study, each trial a run) under its budget',
+    details: [
+      'A sweep already started is resumed from runs/sweeps/NAME/: no trial runs twice.',
+      "Ctrl-C stops following; running trials go on under their pods' watchdogs.",
+      'The Python with Optuna: OVERBRAINER_SWEEP_PYTHON, else python3.',
+      'Exit 0: ended with a best trial; 1: failed, no complete trial, or stopped following.',
+    ],
+    options: { '--dry-run': flag("print the quote against the sweep's budget; create nothing") },
+    example: 'overbrainer sweep --dry-run',
+  },
+  LISTING('sweep ls', 'list the sweeps of runs/sweeps/, with their best value and spend'),
+  {
+    name: 'sweep show',
+    args: 'NAME',
+    summary: "a sweep's trials (state, value, cost, run), its best trial and its money",
+    options: { '--json': JSON_OPTION },
+    example: 'overbrainer sweep show lr-rank',
+  },
 ];
 
 /** The spec named `name` (`pod rm`), if any. */

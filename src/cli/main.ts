@@ -16,6 +16,7 @@ import { runsLogs, runsLs } from './commands/runs';
 import { runsShow } from './commands/runsShow';
 import { runsSsh } from './commands/runsSsh';
 import { spend } from './commands/spend';
+import { sweepCommand, sweepDryRun, sweepLs, sweepShowCommand } from './commands/sweep';
 import { attachOrCancel, dryRun, keepCommand, stopRun, trainCommand } from './commands/train';
 import { commandHelp } from './help';
 import { EXIT_OK, EXIT_USAGE, Session, type CliIo } from './session';
@@ -103,5 +104,11 @@ function dispatch(
       return podVolumes(s, command.json === true);
     case 'pod_templates':
       return podTemplates(s, command.json === true);
+    case 'sweep':
+      return command.dryRun ? sweepDryRun(s) : sweepCommand(s);
+    case 'sweep_ls':
+      return sweepLs(s, command.json === true);
+    case 'sweep_show':
+      return sweepShowCommand(s, command.name, command.json === true);
   }
 }

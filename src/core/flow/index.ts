@@ -26,6 +26,24 @@ export {
   untrustedError,
 } from './workspace';
 export * from './config';
+export {
+  bestTrial,
+  commandWithParams,
+  PARAMS_FILE,
+  StudyError,
+  sweep,
+  sweepList,
+  sweepMoney,
+  sweepQuote,
+  sweepQuoteLines,
+  sweepShow,
+  SweepError,
+  type SweepQuote,
+  type SweepRecord,
+  type SweepResult,
+  type SweepRunOptions,
+  type TrialRecord,
+} from './sweep';
 export type { RunpodClient } from '../runpod/client';
 export type { RunStore } from '../runs/store';
 export { CLIENT_VERSION } from '../runpod/client';

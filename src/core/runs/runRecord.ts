@@ -99,8 +99,16 @@ export interface RunRecord {
   budgetCapUsd?: number | null;
   /** Newer: the run's Instant Cluster (a target with nodes ≥ 2); absent for a run on one pod. */
   cluster?: RunCluster | null;
+  /** Newer: the sweep this run is a trial of (runs/sweeps/<sweep>/sweep.json), and its number. */
+  sweep?: RunSweepLink | null;
   /** Fields of run.json this version does not know, written back unchanged. */
   extraFields?: ExtraFields;
+}
+
+/** A trial's run: its sweep's name and the trial's number in the sweep's study. */
+export interface RunSweepLink {
+  name: string;
+  trial: number;
 }
 
 const MAX_PID = 2 ** 31 - 1;
@@ -146,6 +154,10 @@ const runSchema = z.looseObject({
     .optional(),
   budget_cap_usd: z.number().min(0).nullable().optional(),
   cluster: clusterSchema.nullable().optional(),
+  sweep: z
+    .object({ name: z.string().min(1), trial: z.number().int().min(0) })
+    .nullable()
+    .optional(),
 });
 
 const RUN_KEYS = Object.keys(runSchema.shape);
@@ -190,6 +202,7 @@ export function decodeRunRecord(text: string, file: string): RunRecord {
   if (raw.cluster !== undefined) {
     record.cluster = raw.cluster === null ? null : clusterFromWire(raw.cluster);
   }
+  if (raw.sweep !== undefined) record.sweep = raw.sweep;
   const extra = splitExtra(raw, RUN_KEYS);
   if (extra) record.extraFields = extra;
   return record;
@@ -240,6 +253,7 @@ export function encodeRunRecord(record: RunRecord): string {
         record.cluster === undefined || record.cluster === null
           ? record.cluster
           : clusterToWire(record.cluster),
+      sweep: record.sweep,
     },
     record.extraFields,
   );

@@ -1,0 +1,287 @@
+/**
+ * Sweeps for both front ends: `[sweep]` run as an Optuna study whose trials are ordinary train
+ * runs (core/sweep/scheduler.ts decides; this file hands it train, attach and cancel), its quote
+ * (`sweep --dry-run`), and its records for `sweep ls` / `sweep show`.
+ *
+ * A trial's params reach its job two ways: `params.json` in the run directory (beside the job,
+ * its working directory), and `{name}` placeholders in a command trainer's command, replaced by
+ * the trial's values (strings shell-quoted).
+ */
+import * as fs from 'node:fs';
+import * as path from 'node:path';
+import type { OverbrainerConfig, RunpodTargetConfig } from '../config/types';
+import type { SweepConfig } from '../config/sweep';
+import { describeError } from '../errors';
+import { shQuote } from '../exec/shell';
+import { heldByEarlierRuns } from '../pod/quote';
+import { runPodSpends, runTotals } from '../runs/spend';
+import { quoteSweepBudget, type SweepBudgetQuote } from '../sweep/budget';
+import { listSweeps, loadSweep, type SweepRecord } from '../sweep/records';
+import {
+  runSweep,
+  type SweepResult,
+  type TrialOutcome,
+  type TrialRunner,
+} from '../sweep/scheduler';
+import type { ParamValue } from '../sweep/studyMessages';
+import { attach } from './attach';
+import { cancel } from './cancel';
+import { type FlowDeps, FlowError } from './deps';
+import { quoteForTarget } from './quote';
+import { train } from './train';
+
+export { bestTrial, type SweepResult } from '../sweep/scheduler';
+export { type SweepRecord, type TrialRecord, SweepError } from '../sweep/records';
+export { StudyError } from '../sweep/study';
+
+/** The file a trial's params are written to, in its run directory. */
+export const PARAMS_FILE = 'params.json';
+
+export interface SweepRunOptions {
+  /** The Python with Optuna; null: `python3`. */
+  python?: string | null;
+  /** How the user names another Python, for hints. */
+  choosePython?: string;
+  signal?: AbortSignal;
+}
+
+/** `[sweep]` and its runpod target, or a FlowError saying what is missing. */
+function sweepOf(config: OverbrainerConfig): { sweep: SweepConfig; target: RunpodTargetConfig } {
+  const sweep = config.sweep ?? null;
+  if (sweep === null) {
+    throw new FlowError(
+      'bad_config',
+      'overbrainer.toml has no [sweep] section',
+      'Add [sweep] with name, metric, direction, trials, budget_usd and [sweep.params] (examples/sweep has one).',
+    );
+  }
+  const target = config.targets[sweep.target];
+  if (target?.kind !== 'runpod') {
+    throw new FlowError(
+      'bad_config',
+      `the sweep's target "${sweep.target}" is not a runpod target`,
+    );
+  }
+  if (target.maxCostUsd === null) {
+    throw new FlowError(
+      'bad_config',
+      `the sweep's target "${target.name}" has no max_cost_usd: a trial's worst case would be bounded by max_hours alone, and the sweep's budget could not hold it`,
+      `Set max_cost_usd under [targets.${target.name}]: each trial's pod is armed with it.`,
+    );
+  }
+  return { sweep, target };
+}
+
+/** The sweep's quote: a trial's worst case at the catalog's dearest rate, against the budget. */
+export interface SweepQuote extends SweepBudgetQuote {
+  name: string;
+  budgetUsd: number;
+  trials: number;
+  parallel: number;
+  /** A trial's worst case: its pod's cap and what its watchdog lets past it, USD. */
+  trialWorstUsd: number;
+  /** What a trial is expected to cost at least (earlier runs of the target), or its worst case. */
+  trialLeastUsd: number;
+}
+
+export async function sweepQuote(
+  deps: FlowDeps,
+  config: OverbrainerConfig,
+  signal?: AbortSignal,
+): Promise<SweepQuote> {
+  const { sweep, target } = sweepOf(config);
+  if (deps.client === null) throw new FlowError('no_api_key', 'no Runpod API key is set');
+  const catalog = await deps.client.listGpuTypes({
+    count: target.gpuCount,
+    cloud: 'SECURE',
+    includeAvailability: true,
+    signal,
+  });
+  const q = quoteForTarget(
+    target,
+    catalog,
+    heldByEarlierRuns(deps.store, target.name),
+    deps.timing,
+  );
+  if (q.worstUsd === null) {
+    throw new FlowError(
+      'bad_config',
+      `the Runpod catalog gives no price for ${q.rates.map((r) => r.gpuType).join(', ')}: a trial's worst case is unknown`,
+      `Pick GPU types the catalog prices in [targets.${target.name}] gpu_types.`,
+    );
+  }
+  const least = q.expected?.basis === 'history' ? Math.max(q.expected.lowUsd, 0.0001) : q.worstUsd;
+  const budget = quoteSweepBudget({
+    budgetUsd: sweep.budgetUsd,
+    capUsd: q.worstUsd,
+    minTrialUsd: least,
+    trials: sweep.trials,
+    parallel: sweep.parallel,
+  });
+  return {
+    ...budget,
+    name: sweep.name,
+    budgetUsd: sweep.budgetUsd,
+    trials: sweep.trials,
+    parallel: sweep.parallel,
+    trialWorstUsd: q.worstUsd,
+    trialLeastUsd: least,
+  };
+}
+
+const money = (usd: number): string => `$${usd.toFixed(2)}`;
+
+/** The quote in lines, for `sweep --dry-run` and VS Code's confirmation. */
+export function sweepQuoteLines(q: SweepQuote): string[] {
+  return [
+    `sweep ${q.name}: ${q.trials} trials, ${q.parallel} at once, budget ${money(q.budgetUsd)} (a hard limit, all pods together)`,
+    `a trial's worst case: ${money(q.trialWorstUsd)} (its pod's max_cost_usd and what its watchdog lets past it at the dearest GPU type)`,
+    `${q.trials} trials at their worst case: ${money(q.allTrialsAtCapUsd)}${q.coversAllTrials ? ' (the budget covers them all)' : ''}`,
+    `the budget starts ${q.trialsAtWorst} trial(s) if each spends its worst case, up to ${q.trialsAtBest} if each costs ${money(q.trialLeastUsd)}; ${q.podsAtOnce} pod(s) at once at the start`,
+  ];
+}
+
+/** Runs (or resumes, from its records) the sweep of `config` to its end. */
+export async function sweep(
+  deps: FlowDeps,
+  config: OverbrainerConfig,
+  workspaceDir: string,
+  options: SweepRunOptions = {},
+): Promise<SweepResult> {
+  const { sweep: sc } = sweepOf(config);
+  const quote = await sweepQuote(deps, config, options.signal);
+  const runner = trialRunner(deps, config, workspaceDir, sc);
+  return runSweep(
+    { store: deps.store, bus: deps.bus, clock: deps.clock, owner: deps.owner },
+    sc,
+    runner,
+    {
+      trialWorstUsd: quote.trialWorstUsd,
+      study: { python: options.python ?? null, choosePython: options.choosePython },
+      signal: options.signal,
+    },
+  );
+}
+
+/** A command trainer's command with each `{name}` replaced by the trial's value. */
+export function commandWithParams(command: string, params: Record<string, ParamValue>): string {
+  return command.replace(/\{([A-Za-z_][A-Za-z0-9_.]*)\}/g, (whole, name: string) => {
+    if (!Object.hasOwn(params, name)) return whole;
+    const value = params[name]!;
+    return typeof value === 'string' ? shQuote(value) : String(value);
+  });
+}
+
+function trialRunner(
+  deps: FlowDeps,
+  config: OverbrainerConfig,
+  workspaceDir: string,
+  sc: SweepConfig,
+): TrialRunner {
+  const outcomeOf = (runId: string | null, error: unknown): TrialOutcome => {
+    if (runId !== null) {
+      try {
+        const run = deps.store.loadRun(runId);
+        if (run.state !== 'running' && run.state !== 'preparing')
+          return { state: run.state, message: run.message };
+      } catch {
+        // Said below.
+      }
+    }
+    return { state: 'error', message: describeError(error) };
+  };
+  return {
+    async run(trial, onRun, signal) {
+      const training = config.training!;
+      const trainer =
+        training.trainer.kind === 'command'
+          ? {
+              ...training.trainer,
+              command: commandWithParams(training.trainer.command, trial.params),
+            }
+          : training.trainer;
+      const trialConfig: OverbrainerConfig = { ...config, training: { ...training, trainer } };
+      let runId: string | null = null;
+      try {
+        const result = await train(deps, trialConfig, workspaceDir, {
+          target: sc.target,
+          signal,
+          onRun: (run) => {
+            runId = run.id;
+            run.sweep = { name: sc.name, trial: trial.number };
+            deps.store.saveRun(run);
+            fs.writeFileSync(
+              path.join(deps.store.runDir(run.id), PARAMS_FILE),
+              `${JSON.stringify(trial.params, null, 2)}\n`,
+            );
+            onRun(run.id);
+          },
+        });
+        return { state: result.run.state, message: result.run.message };
+      } catch (error) {
+        return outcomeOf(runId, error);
+      }
+    },
+    async resume(runId, signal) {
+      const run = deps.store.loadRun(runId);
+      if (
+        run.state !== 'running' &&
+        run.state !== 'preparing' &&
+        deps.store.loadPod(runId) === null
+      )
+        return { state: run.state, message: run.message };
+      try {
+        const result = await attach(deps, config, runId, signal);
+        return { state: result.run.state, message: result.run.message };
+      } catch (error) {
+        return outcomeOf(runId, error);
+      }
+    },
+    async prune(runId) {
+      await cancel(deps, config, runId);
+    },
+    findRun(name, number) {
+      const found = deps.store
+        .list()
+        .runs.find((r) => r.sweep?.name === name && r.sweep.trial === number);
+      return found?.id ?? null;
+    },
+    costUsd(runId) {
+      const pod = deps.store.loadPod(runId);
+      if (pod === null) return 0;
+      const total = runTotals(runPodSpends(pod, deps.clock.nowMs()))[0];
+      return total?.billedUsd ?? total?.estimatedUsd ?? null;
+    },
+  };
+}
+
+/** The sweeps of the workspace's runs/ (for `sweep ls`), and the ones that could not be read. */
+export function sweepList(deps: Pick<FlowDeps, 'store'>): {
+  sweeps: SweepRecord[];
+  warnings: string[];
+} {
+  return listSweeps(deps.store.runsDir);
+}
+
+/** One sweep's record (for `sweep show`); a FlowError when there is none. */
+export function sweepShow(deps: Pick<FlowDeps, 'store'>, name: string): SweepRecord {
+  const record = loadSweep(deps.store.runsDir, name);
+  if (record === null)
+    throw new FlowError(
+      'bad_option',
+      `no sweep ${name} in ${deps.store.runsDir}`,
+      '`overbrainer sweep ls` lists the sweeps; `overbrainer sweep` starts the one of [sweep].',
+    );
+  return record;
+}
+
+/** Spent (ended trials) and committed (running trials' worst cases) of a record. */
+export function sweepMoney(record: SweepRecord): { spentUsd: number; committedUsd: number } {
+  let spentUsd = 0;
+  let committedUsd = 0;
+  for (const t of record.trials) {
+    if (t.cost_usd !== null) spentUsd += t.cost_usd;
+    else if (t.state === 'running' || t.state === 'starting') committedUsd += t.cap_usd;
+  }
+  return { spentUsd, committedUsd };
+}

@@ -1,0 +1,214 @@
+/**
+ * Sweeps on the emulator with the real Optuna (/usr/bin/python3, Debian's python3-optuna): each
+ * trial an ordinary train run on its own emulated pod, examples/sweep/train.py as the job (its
+ * eval_loss a known function of learning_rate and lora_r), its params reaching it as `{name}`
+ * placeholders and params.json.
+ */
+import assert from 'node:assert/strict';
+import { spawn } from 'node:child_process';
+import * as fs from 'node:fs';
+import * as path from 'node:path';
+import type { OverbrainerConfig } from '../../src/core/config/types';
+import { sweep, sweepQuote, type SweepRecord } from '../../src/core/flow/sweep';
+import { ROOT } from '../helpers/cli';
+import { Lab } from '../helpers/lifecycle';
+
+const PYTHON = '/usr/bin/python3';
+const command = (stepSeconds: number): string =>
+  `python3 train.py --steps 20 --step-seconds ${stepSeconds} --eval-every 5 --learning-rate {learning_rate} --lora-r {lora_r}`;
+
+function sweepToml(extra: string): string {
+  return `max_cost_usd = 0.5
+
+[sweep]
+name = "lr-rank"
+metric = "eval_loss"
+direction = "minimize"
+sampler = "random"
+sampler_seed = 3
+pruner = "none"
+${extra}
+
+[sweep.params]
+learning_rate = { low = 1e-5, high = 1e-2, log = true }
+lora_r = [4, 8, 16, 32]
+`;
+}
+
+async function sweepLab(extra: string, stepSeconds = 0.05): Promise<Lab> {
+  const lab = await Lab.start({ command: command(stepSeconds), targetExtra: sweepToml(extra) });
+  fs.copyFileSync(
+    path.join(ROOT, 'examples', 'sweep', 'train.py'),
+    path.join(lab.workspace, 'train.py'),
+  );
+  return lab;
+}
+
+/** Each trial's run.json as written: the run's ID, state and sweep link. */
+function trialRuns(lab: Lab): { id: string; state: string; trial: number }[] {
+  return lab.store
+    .list()
+    .runs.filter((r) => r.sweep?.name === 'lr-rank')
+    .map((r) => ({ id: r.id, state: r.state, trial: r.sweep!.trial }))
+    .sort((a, b) => a.trial - b.trial);
+}
+
+function sweepJson(lab: Lab): SweepRecord {
+  return JSON.parse(
+    fs.readFileSync(path.join(lab.store.runsDir, 'sweeps', 'lr-rank', 'sweep.json'), 'utf8'),
+  ) as SweepRecord;
+}
+
+describe('sweep: an Optuna study run as train runs on emulated pods under a hard budget', function () {
+  this.timeout(600_000);
+  let lab: Lab | null = null;
+
+  afterEach(async function () {
+    const billing = (await lab?.close()) ?? [];
+    lab = null;
+    assert.deepEqual(billing, [], 'a pod was left billing');
+  });
+
+  it('runs 4 trials 2 at once and ends with the best params; each trial an ordinary run', async () => {
+    lab = await sweepLab('trials = 4\nparallel = 2\nbudget_usd = 5');
+    let most = 0;
+    const live = new Set<string>();
+    lab.bus.on((e) => {
+      if (e.type !== 'runState') return;
+      if (e.state === 'running') live.add(e.runId);
+      else live.delete(e.runId);
+      most = Math.max(most, live.size);
+    });
+    const result = await lab.track(sweep(lab.deps, lab.config, lab.workspace, { python: PYTHON }));
+    const record = sweepJson(lab);
+    assert.equal(record.state, 'ended', lab.transcript());
+    assert.equal(record.end, 'trials');
+    assert.deepEqual(
+      record.trials.map((t) => t.state),
+      ['complete', 'complete', 'complete', 'complete'],
+      JSON.stringify(record.trials, null, 1),
+    );
+    const runs = trialRuns(lab);
+    assert.deepEqual(
+      runs.map((r) => [r.trial, r.state]),
+      [0, 1, 2, 3].map((n) => [n, 'succeeded']),
+    );
+    assert.ok(most <= 2, `at most 2 trials at once, saw ${most}`);
+    for (const t of record.trials) {
+      const run = runs.find((r) => r.trial === t.number)!;
+      assert.equal(t.run_id, run.id);
+      // The job read its params: its result holds them and the objective the sweep recorded.
+      const out = JSON.parse(
+        fs.readFileSync(path.join(lab.runDir(run.id), 'output', 'result.json'), 'utf8'),
+      ) as { learning_rate: number; lora_r: number; eval_loss: number };
+      assert.equal(out.lora_r, t.params.lora_r);
+      assert.ok(Math.abs(out.learning_rate - (t.params.learning_rate as number)) < 1e-12);
+      assert.equal(out.eval_loss, t.objective);
+      assert.deepEqual(
+        JSON.parse(fs.readFileSync(path.join(lab.runDir(run.id), 'params.json'), 'utf8')),
+        t.params,
+      );
+      assert.ok(t.cost_usd !== null && t.cost_usd > 0 && t.cost_usd <= t.cap_usd);
+    }
+    const best = Math.min(...record.trials.map((t) => t.objective!));
+    assert.equal(result.best?.objective, best);
+    assert.deepEqual(result.best?.params, record.trials.find((t) => t.objective === best)!.params);
+    assert.match(lab.transcript(), /sweep lr-rank ended: all 4 trials ran.*best trial/);
+  });
+
+  it('a budget of 3 worst cases starts 3 trials at once; a 4th only once an end gave room back', async () => {
+    lab = await sweepLab('trials = 4\nparallel = 3\nbudget_usd = 5');
+    const quote = await sweepQuote(lab.deps, lab.config);
+    const budgetUsd = 3 * quote.trialWorstUsd;
+    const config: OverbrainerConfig = { ...lab.config, sweep: { ...lab.config.sweep!, budgetUsd } };
+    const said: string[] = [];
+    lab.bus.on((e) => {
+      if (e.type === 'log' && e.message.startsWith('sweep lr-rank: ')) said.push(e.message);
+    });
+    const result = await lab.track(sweep(lab.deps, config, lab.workspace, { python: PYTHON }));
+    assert.equal(result.record.end, 'trials', said.join('\n'));
+    const firstEnd = said.findIndex((m) => /trial \d complete|trial \d fail/.test(m));
+    const fourth = said.findIndex((m) => m.includes('trial 3 starts'));
+    assert.ok(firstEnd >= 0 && fourth > firstEnd, said.join('\n'));
+    assert.equal(said.filter((m) => / starts: /.test(m)).length, 4);
+    // What Runpod billed the sweep's pods, all together, is within the budget.
+    const billed = result.record.trials
+      .flatMap((t) => lab!.podsOfRun(t.run_id!))
+      .reduce((sum, entry) => sum + entry.costUsd, 0);
+    assert.ok(billed <= budgetUsd, `billed ${billed} of ${budgetUsd}`);
+  });
+
+  it("a budget below one trial's worst case starts none and says so", async () => {
+    lab = await sweepLab('trials = 4\nparallel = 2\nbudget_usd = 5');
+    const quote = await sweepQuote(lab.deps, lab.config);
+    const budgetUsd = quote.trialWorstUsd / 2;
+    const config: OverbrainerConfig = { ...lab.config, sweep: { ...lab.config.sweep!, budgetUsd } };
+    const result = await lab.track(sweep(lab.deps, config, lab.workspace, { python: PYTHON }));
+    assert.equal(result.record.end, 'budget');
+    assert.deepEqual(result.record.trials, []);
+    assert.match(result.record.message ?? '', /cannot hold another trial's worst case .*after 0/);
+    assert.deepEqual(trialRuns(lab), []);
+  });
+
+  it('a client killed mid-sweep is resumed from its records: no trial twice, none lost', async () => {
+    // Jobs of 10 s, so that both trials are seen running their jobs before the kill.
+    lab = await sweepLab('trials = 4\nparallel = 2\nbudget_usd = 5', 0.5);
+    const child = spawn(
+      process.execPath,
+      ['--import', 'tsx', path.join(ROOT, 'test', 'helpers', 'sweepChild.ts')],
+      {
+        cwd: ROOT,
+        env: {
+          ...process.env,
+          SWEEP_CHILD: JSON.stringify({
+            workspace: lab.workspace,
+            baseUrl: lab.emulator.baseUrl,
+            timing: lab.timing,
+            python: PYTHON,
+          }),
+          SWEEP_API_KEY: lab.emulator.apiKey,
+        },
+        stdio: ['ignore', 'pipe', 'pipe'],
+      },
+    );
+    let stderr = '';
+    child.stderr.on('data', (d: Buffer) => (stderr += d.toString()));
+    const exited = new Promise<void>((resolve) => child.once('exit', () => resolve()));
+    const l = lab;
+    // Killed once two trials run their jobs.
+    await l.waitFor(
+      'two trials running their jobs',
+      () => {
+        try {
+          const record = sweepJson(l);
+          const running = trialRuns(l).filter((r) => r.state === 'running');
+          return running.length === 2 && record.trials.length === 2;
+        } catch {
+          return false;
+        }
+      },
+      240_000,
+    );
+    child.kill('SIGKILL');
+    await exited;
+    const before = sweepJson(l);
+    assert.equal(before.state, 'running', stderr);
+    const result = await l.track(sweep(l.deps, l.config, l.workspace, { python: PYTHON }));
+    assert.equal(result.record.end, 'trials', l.transcript());
+    const runs = trialRuns(l);
+    const trials = result.record.trials;
+    assert.equal(trials.length, 4, JSON.stringify(trials, null, 1));
+    // Every trial that had a run has exactly that one run; no run serves two trials.
+    const numbers = runs.map((r) => r.trial);
+    assert.equal(new Set(numbers).size, numbers.length, `a trial ran twice: ${numbers.join(',')}`);
+    for (const t of trials) {
+      assert.ok(['complete', 'fail'].includes(t.state), JSON.stringify(t));
+      if (t.run_id !== null) assert.equal(runs.find((r) => r.trial === t.number)?.id, t.run_id);
+    }
+    for (const t of before.trials.filter((x) => x.run_id !== null)) {
+      const after = trials.find((x) => x.number === t.number)!;
+      assert.equal(after.run_id, t.run_id, 'a trial recorded before the kill kept its run');
+      assert.equal(after.state, 'complete', JSON.stringify(after));
+    }
+  });
+});
