@@ -61,7 +61,7 @@ export async function sweepCommand(s: Session): Promise<number> {
 export function sweepLs(s: Session, json: boolean): number {
   const { sweeps, warnings } = sweepList(s);
   for (const w of warnings) s.io.stderr(`warning: ${w}`);
-  if (json) return printJson(s, sweeps.map(summary));
+  if (json) return printJson(s, { sweeps: sweeps.map(summary) });
   if (sweeps.length === 0) {
     s.io.stdout('no sweeps (`overbrainer sweep` starts the one of [sweep])');
     return EXIT_OK;
