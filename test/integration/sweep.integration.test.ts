@@ -150,6 +150,41 @@ describe('sweep: an Optuna study run as train runs on emulated pods under a hard
     assert.deepEqual(trialRuns(lab), []);
   });
 
+  it("Optuna's pruner stops trials on their pods: the job cancelled, its results home, its pod deleted", async () => {
+    // Jobs of 40 steps of 0.1 s, an eval_loss every 2 steps: a trial behind the median of the
+    // ones before it at the same step is stopped well before its end.
+    lab = await Lab.start({
+      command:
+        'python3 train.py --steps 40 --step-seconds 0.1 --eval-every 2 --learning-rate {learning_rate} --lora-r {lora_r}',
+      targetExtra: sweepToml('trials = 8\nparallel = 2\nbudget_usd = 10').replace(
+        'pruner = "none"',
+        'pruner = "median"',
+      ),
+    });
+    fs.copyFileSync(
+      path.join(ROOT, 'examples', 'sweep', 'train.py'),
+      path.join(lab.workspace, 'train.py'),
+    );
+    const result = await lab.track(sweep(lab.deps, lab.config, lab.workspace, { python: PYTHON }));
+    assert.equal(result.record.end, 'trials', lab.transcript());
+    const pruned = result.record.trials.filter((t) => t.state === 'pruned');
+    assert.ok(pruned.length > 0, JSON.stringify(result.record.trials, null, 1));
+    for (const t of pruned) {
+      const run = lab.store.loadRun(t.run_id!);
+      assert.equal(run.state, 'cancelled', `trial ${t.number}: ${run.message ?? ''}`);
+      // What it wrote came home: its metrics up to the prune, and its objective from them.
+      const steps = fs
+        .readFileSync(path.join(lab.runDir(run.id), 'metrics.jsonl'), 'utf8')
+        .trim()
+        .split('\n')
+        .map((line) => (JSON.parse(line) as { step?: number }).step ?? 0);
+      assert.ok(Math.max(...steps) < 40, `trial ${t.number} was stopped before its last step`);
+      assert.notEqual(t.objective, null);
+      for (const pod of lab.podsOfRun(run.id)) assert.equal(pod.billing, false);
+    }
+    assert.ok(result.record.trials.some((t) => t.state === 'complete'));
+  });
+
   it('a client killed mid-sweep is resumed from its records: no trial twice, none lost', async () => {
     // Jobs of 10 s, so that both trials are seen running their jobs before the kill.
     lab = await sweepLab('trials = 4\nparallel = 2\nbudget_usd = 5', 0.5);
