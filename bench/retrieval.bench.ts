@@ -58,6 +58,8 @@ interface ChildResult {
   /** The largest V8 heap (used) and memory outside it (Buffers among it) seen, MiB. */
   peakParts: { heapUsed: number; external: number; arrayBuffers: number };
   idleRssKiB: number;
+  /** CPU time of the child (user + system) from the connect to the result, ms. */
+  cpuMs: number;
   verified: boolean;
   bytes: number;
 }
@@ -80,6 +82,7 @@ async function child(): Promise<void> {
     }
   }, 20);
   const started = performance.now();
+  const cpuStarted = process.cpuUsage();
   const executor = await SshExecutor.connect({
     host: params.host,
     port: params.port,
@@ -96,6 +99,7 @@ async function child(): Promise<void> {
     entries: [params.entry],
   });
   const ms = performance.now() - started;
+  const cpu = process.cpuUsage(cpuStarted);
   clearInterval(sampler);
   executor.dispose();
   const out: ChildResult = {
@@ -103,6 +107,7 @@ async function child(): Promise<void> {
     peakRssKiB: process.resourceUsage().maxRSS,
     peakParts,
     idleRssKiB,
+    cpuMs: (cpu.user + cpu.system) / 1000,
     verified: result.verified,
     bytes: result.bytes,
   };
@@ -250,6 +255,8 @@ async function main(): Promise<void> {
       let oursParts: ChildResult['peakParts'] | undefined;
       const before: number[] = [];
       let beforeRss = 0;
+      const oursCpu: number[] = [];
+      const beforeCpu: number[] = [];
       const localRunDir = join(work, 'ours');
       const childParams: ChildParams = {
         host: sshd.host,
@@ -286,6 +293,7 @@ async function main(): Promise<void> {
           if (!o.verified || o.bytes !== dataset.bytes)
             throw new Error('our retrieval did not verify');
           ours.push(o.ms);
+          oursCpu.push(o.cpuMs);
           if (o.peakRssKiB > oursRss) oursParts = o.peakParts;
           oursRss = Math.max(oursRss, o.peakRssKiB);
           oursIdle = Math.max(oursIdle, o.idleRssKiB);
@@ -295,6 +303,7 @@ async function main(): Promise<void> {
           const p = await runChild(childParams, compare);
           if (!p.verified) throw new Error('the compared retrieval did not verify');
           before.push(p.ms);
+          beforeCpu.push(p.cpuMs);
           beforeRss = Math.max(beforeRss, p.peakRssKiB);
           rmSync(localRunDir, { recursive: true, force: true });
         },
@@ -336,6 +345,11 @@ async function main(): Promise<void> {
       const phase = (i: number): string => (median(phases.map((p) => p[i]!)) / 1000).toFixed(2);
       notes.push(
         `${dataset.name}: baseline = hash on the pod ${phase(0)} s + ssh|tar ${phase(1)} s + sha256sum -c ${phase(2)} s`,
+      );
+      // CPU time moves less than wall time on a shared machine: what the client itself spent.
+      notes.push(
+        `${dataset.name}: our client's CPU (user + system), median ${(median(oursCpu) / 1000).toFixed(2)} s` +
+          (compare ? `; ${compare}: ${(median(beforeCpu) / 1000).toFixed(2)} s` : ''),
       );
       if (oursParts) {
         const mib = (value: number): string => `${value.toFixed(0)} MiB`;

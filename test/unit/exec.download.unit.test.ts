@@ -1,4 +1,5 @@
 import assert from 'node:assert/strict';
+import { createHash } from 'node:crypto';
 import { existsSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -92,5 +93,37 @@ describe('downloadFiles with a batch source', function () {
     ]);
     await fetchAll(src);
     assert.equal(readFileSync(join(dir, 'out', 'output/a.txt'), 'utf8'), 'alpha');
+  });
+  it('writes a small file handed over in pieces whole, with the hash of all its bytes, whatever its size', async () => {
+    // 5 bytes (written at its end), 100 KiB (past a synchronous write: written beside the stream).
+    const big = Buffer.alloc(100 * 1024, 7);
+    big.write('head');
+    const pieces: [string, Buffer[]][] = [
+      ['a/five.txt', [Buffer.from('fi'), Buffer.from('v'), Buffer.from('e!')]],
+      ['b/big.bin', [big.subarray(0, 1000), big.subarray(1000, 70_000), big.subarray(70_000)]],
+    ];
+    const batch = async (_d: string, _n: readonly string[], handler: TarHandler): Promise<void> => {
+      for (const [name, parts] of pieces) {
+        const writer = await handler.file(name, Buffer.concat(parts).length);
+        for (const part of parts) await writer?.write(part);
+        await writer?.end();
+      }
+    };
+    const src: ReadSource = { open: async () => undefined, batch };
+    const hashes = new Map<string, string>();
+    await downloadFiles(
+      src,
+      '/remote',
+      join(dir, 'out'),
+      pieces.map(([name]) => name),
+      { onFile: (f) => hashes.set(f.file, f.missing ? 'missing' : f.sha256) },
+      { ...LIMITS, chunkBytes: 128 * 1024 },
+      (e) => new ExecError('io', String(e)),
+    );
+    for (const [name, parts] of pieces) {
+      const whole = Buffer.concat(parts);
+      assert.deepEqual(readFileSync(join(dir, 'out', name)), whole, name);
+      assert.equal(hashes.get(name), createHash('sha256').update(whole).digest('hex'), name);
+    }
   });
 });

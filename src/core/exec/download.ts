@@ -9,7 +9,14 @@ import { posix } from 'node:path';
 import type { DownloadOptions } from './executor';
 import { ExecError } from './executor';
 import { abortedError } from './failures';
-import { assertSafeRelativePath, FileSink, listFiles, SafeDirs, writeWhole } from './localFiles';
+import {
+  assertSafeRelativePath,
+  FileSink,
+  listFiles,
+  SafeDirs,
+  SYNC_WRITE_MAX_BYTES,
+  writeWhole,
+} from './localFiles';
 import type { TarEntryWriter, TarHandler } from './tarReader';
 import { BufferPool, Limiter, readWindowed, type Fill, type ReadWindow } from './readWindow';
 
@@ -184,7 +191,13 @@ class Download implements ReadWindow {
     if (this.failure) throw this.failure;
   }
 
-  /** A small file of the batch: kept in memory and written in one piece, no partial. */
+  /**
+   * A small file of the batch: its pieces kept as they came (no copy), written and hashed in one
+   * piece at its end. One that fits a synchronous write (SYNC_WRITE_MAX_BYTES) is written there
+   * and then, before the stream goes on: it costs three system calls on this thread either way,
+   * and the stream's buffers are let go at once. A bigger one is copied out of them and written
+   * beside the stream (up to `files` at once).
+   */
   private smallFromBatch(
     name: string,
     size: number,
@@ -192,24 +205,32 @@ class Download implements ReadWindow {
     writing: Promise<void>[],
   ): TarEntryWriter {
     const parts: Buffer[] = [];
+    const write = async (data: Buffer): Promise<void> => {
+      const result = await writeWhole(this.doneDirs, name, data);
+      this.done.add(name);
+      this.options.onProgress?.({ file: name, bytesDone: result.bytes, bytesTotal: size });
+      this.options.onFile?.({ file: name, ...result });
+    };
     return {
       write: async (chunk) => {
         this.checkStop();
-        parts.push(Buffer.from(chunk));
+        parts.push(chunk);
       },
-      // Written beside the stream (up to `files` at once): the stream does not wait for each
-      // small file's open, write and close.
       end: async () => {
-        const data = Buffer.concat(parts);
+        this.checkStop();
+        if (size <= SYNC_WRITE_MAX_BYTES) {
+          await write(parts.length === 1 ? parts[0]! : Buffer.concat(parts, size));
+          return;
+        }
+        // Out of the stream's buffers (a subarray would keep a whole read of the stream alive).
+        const data = Buffer.concat(parts, size);
+        parts.length = 0;
         let started!: () => void;
         const slot = new Promise<void>((resolve) => (started = resolve));
         writing.push(
           writes.run(async () => {
             started();
-            const result = await writeWhole(this.doneDirs, name, data);
-            this.done.add(name);
-            this.options.onProgress?.({ file: name, bytesDone: result.bytes, bytesTotal: size });
-            this.options.onFile?.({ file: name, ...result });
+            await write(data);
           }),
         );
         await slot;

@@ -416,7 +416,7 @@ export async function writeWhole(
 }
 
 /** Files up to this size are written with synchronous calls (see {@link writeWhole}). */
-const SYNC_WRITE_MAX_BYTES = 64 * 1024;
+export const SYNC_WRITE_MAX_BYTES = 64 * 1024;
 
 /**
  * Relative paths of the regular files below `dir` (empty when it does not

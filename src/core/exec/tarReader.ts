@@ -27,6 +27,10 @@ export class TarFormatError extends HintedError<'malformed'> {
 
 /** Where one regular file's bytes go. */
 export interface TarEntryWriter {
+  /**
+   * The next bytes: a slice of the stream's own buffer, never changed afterwards (the writer may
+   * keep it until its end rather than copy it).
+   */
   write(chunk: Buffer): Promise<void>;
   /** All `size` bytes were written. */
   end(): Promise<void>;
