@@ -52,6 +52,7 @@ describe('config: defaults', () => {
       artifacts: [...DEFAULT_ARTIFACTS],
       merge: false,
       hubModelId: null,
+      hubEndpoint: null,
       secrets: [],
     });
   });
@@ -106,6 +107,7 @@ runtime = "native"
       artifacts: ['output/', 'extra/file.txt'],
       merge: false,
       hubModelId: null,
+      hubEndpoint: null,
       secrets: [],
     });
     const target = pod(config);

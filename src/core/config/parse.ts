@@ -124,7 +124,7 @@ export function parseConfigWithPositions(
 
   const projectName = checkProject(report, document.project, options.workspaceName);
   const targets = checkTargets(report, document.targets, options.env ?? {});
-  const training = checkTraining(report, document.training, targets);
+  const training = checkTraining(report, document.training, targets, options.env ?? {});
   const budget = checkBudget(report, document.budget);
   const sweep = checkSweep(report, document.sweep, exactSweepParams(text, report), {
     targets: targets.valid,

@@ -3,7 +3,9 @@
  * model keys, or a `command`), what is uploaded and what comes back, the LoRA
  * merge, the Hub push and the names of the job's secrets. Every problem at its place.
  */
+import type { Env } from './env';
 import { TRAINING_FIELDS } from './fields';
+import { ENV_HF_ENDPOINT, hubEndpointOf } from './hubEndpoint';
 import { checkFields, isTable, type Reporter } from './report';
 import { TRAINING_DEFAULTS, TRAINING_JOB_FIELDS, TRAINING_MODEL_FIELDS } from './trainingFields';
 import {
@@ -33,6 +35,7 @@ export function checkTraining(
   report: Reporter,
   raw: unknown,
   targets: { valid: Record<string, TargetConfig>; names: Set<string> },
+  env: Env = {},
 ): TrainingConfig | null {
   if (raw === undefined) return null;
   if (!isTable(raw)) return null;
@@ -120,6 +123,16 @@ export function checkTraining(
     }
   }
   checkSecretNames(report, valid.secrets ?? []);
+  const hubModelId = valid.hub_model_id ?? null;
+  const endpoint = hubEndpointOf(env);
+  if (hubModelId !== null && !endpoint.ok) {
+    report.add(
+      ['training', 'hub_model_id'],
+      `hub_model_id pushes to the Hub at ${ENV_HF_ENDPOINT}, but ${endpoint.message}`,
+      endpoint.hint,
+      'key',
+    );
+  }
   const target = valid.target;
   if (target !== undefined && !targets.names.has(target)) {
     const names = [...targets.names];
@@ -140,7 +153,8 @@ export function checkTraining(
     upload: upload.map(normalizeRelative),
     artifacts: artifacts.map(normalizeArtifact),
     merge: valid.merge ?? false,
-    hubModelId: valid.hub_model_id ?? null,
+    hubModelId,
+    hubEndpoint: hubModelId !== null && endpoint.ok ? endpoint.url : null,
     secrets: Object.freeze([...new Set(valid.secrets ?? [])]),
   };
 }

@@ -184,6 +184,8 @@ export interface TrainingConfig {
   merge: boolean;
   /** `hub_model_id` (`me/model`): the result is pushed to the Hugging Face Hub at the job's end; null: not. */
   hubModelId: string | null;
+  /** The Hub's base URL the push goes to (`HF_ENDPOINT`, else https://huggingface.co); null without hub_model_id. */
+  hubEndpoint: string | null;
   /**
    * `secrets`: names of further secrets (`WANDB_API_KEY`) the job gets in its environment, read
    * from the environment or VS Code's secret storage; never written anywhere.

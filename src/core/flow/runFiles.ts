@@ -7,6 +7,7 @@ import * as fs from 'node:fs';
 import * as path from 'node:path';
 import { EVAL_DATA, uploadHolds, type OverbrainerConfig } from '../config/types';
 import { axolotlYaml } from '../train/axolotlConfig';
+import { HUB_SCRIPT } from '../train/hubPush';
 import { RUN_AXOLOTL_CONFIG, trainerJobOf } from '../train/trainerJob';
 import type { RunRecord } from '../runs/runRecord';
 import type { TrainerJob } from '../train/job';
@@ -15,15 +16,20 @@ import { type FlowDeps, FlowError } from './deps';
 
 /** Where the shipped metrics plugin is: next to the bundle (dist/python) or in the source tree. */
 export function pluginSource(): string {
+  return pythonSource('overbrainer_metrics.py');
+}
+
+/** A shipped Python file (the metrics plugin, the Hub push): next to the bundle or in the source tree. */
+function pythonSource(name: string): string {
   const candidates = [
-    path.join(__dirname, 'python', 'overbrainer_metrics.py'),
-    path.join(__dirname, '..', '..', '..', 'python', 'overbrainer_metrics.py'),
+    path.join(__dirname, 'python', name),
+    path.join(__dirname, '..', '..', '..', 'python', name),
   ];
   const found = candidates.find((file) => fs.existsSync(file));
   if (!found)
     throw new FlowError(
       'install_broken',
-      'the metrics plugin is missing from this installation',
+      `${name === 'overbrainer_metrics.py' ? 'the metrics plugin' : name} is missing from this installation`,
       'Reinstall the extension.',
     );
   return found;
@@ -51,13 +57,6 @@ export function checkRunFiles(
       'bad_config',
       'overbrainer.toml has no [training] section',
       'Add one (see the commented template).',
-    );
-  }
-  if (training.hubModelId !== null) {
-    throw new FlowError(
-      'bad_config',
-      '[training] hub_model_id is not supported by this version yet: nothing would be pushed',
-      'Remove it from [training] for now, and push output/ yourself once the run is home.',
     );
   }
   const entries: string[] = [];
@@ -91,6 +90,9 @@ export function checkRunFiles(
   }
   fs.mkdirSync(path.join(runDir, 'plugin'), { recursive: true });
   fs.copyFileSync(pluginSource(), path.join(runDir, 'plugin', 'overbrainer_metrics.py'));
+  if (training.hubModelId !== null) {
+    fs.copyFileSync(pythonSource(HUB_SCRIPT), path.join(runDir, 'plugin', HUB_SCRIPT));
+  }
   if (training.trainer.kind === 'axolotl') {
     const generated = generatedAxolotlConfig(config, workspaceDir);
     const into = path.join(runDir, RUN_AXOLOTL_CONFIG);

@@ -19,6 +19,7 @@ import { jobOutcome, outcomeCause, withSnapshot, type JobOutcome } from '../trai
 import { describeMismatches, RetrieveSpaceError } from '../train/retrieval';
 import { retrieveReported } from '../train/retrievalTransfer';
 import { readSnapshot } from '../train/snapshot';
+import { readHubPush, recordHubPush, type HubPush } from '../train/hubPush';
 import { holdLeaseDuring } from './watch';
 
 /** A run followed to its end: its record, its pod's, how the pod ended, the final line. */
@@ -56,7 +57,7 @@ export async function followLocal(
     jobOutcome(result.status, result.metrics, run.id)!,
     await readSnapshot(executor, run.remoteDir),
   );
-  finishRecord(ctx, run, outcome, true, null);
+  finishRecord(ctx, run, outcome, true, null, await readHubPush(executor, run.remoteDir, null));
   return { run, pod: null, ending: null, summary: summaryLine(ctx, run, null) };
 }
 
@@ -67,6 +68,7 @@ function finishRecord(
   outcome: JobOutcome,
   retrieved: boolean,
   retrievalProblem: string | null,
+  hubPush: HubPush | null = null,
 ): void {
   if (outcome.snapshot !== undefined) run.snapshot = outcome.snapshot;
   if (retrieved) {
@@ -84,6 +86,7 @@ function finishRecord(
     const message = `${outcome.message ?? outcome.state}; ${NOT_RETRIEVED}: ${retrievalProblem ?? 'unknown'}`;
     endRun(run, outcome.state, 'not_retrieved', message);
   }
+  recordHubPush(run, hubPush);
   ctx.store.saveRun(run);
   publishState(ctx, run);
 }
@@ -123,6 +126,8 @@ export async function collect(
 ): Promise<Followed> {
   let verified = false;
   let problem: string | null = null;
+  // What the job's Hub push did (hub_model_id); not being able to read it costs no retrieval.
+  const hubPush = await readHubPush(executor, run.remoteDir, null).catch(() => null);
   try {
     // A job that stopped for a snapshot: its checkpoint comes home with the results (the other
     // checkpoints stay excluded). Not knowing whether there is one is not knowing what to fetch.
@@ -155,7 +160,7 @@ export async function collect(
     problem = describeError(error);
     if (error instanceof RetrieveSpaceError) problem += `. ${overSpaceNextAction(run, error)}`;
   }
-  finishRecord(ctx, run, outcome, verified, problem);
+  finishRecord(ctx, run, outcome, verified, problem, hubPush);
   const ending = await endPod(ctx, pod, executor, run, verified);
   return { run, pod, ending, summary: summaryLine(ctx, run, pod) };
 }

@@ -6,6 +6,7 @@
 import { z } from 'zod';
 import type { RunState } from '../events';
 import { decodeRecord, encodeRecord, invalidAt, splitExtra, type ExtraFields } from './codec';
+import { hubPushFromJson, hubPushSchema, hubPushToJson, type HubPush } from './hubPushRecord';
 import { causeRead, isEnded, olderCause, type RunEnd } from './runEnd';
 import { clusterFromWire, clusterSchema, clusterToWire, type RunCluster } from './clusterRecord';
 
@@ -101,6 +102,8 @@ export interface RunRecord {
   cluster?: RunCluster | null;
   /** Newer: the sweep this run is a trial of (runs/sweeps/<sweep>/sweep.json), and its number. */
   sweep?: RunSweepLink | null;
+  /** Newer: what the push to the Hugging Face Hub (`hub_model_id`) did, once the run ended. */
+  hubPush?: HubPush;
   /** Fields of run.json this version does not know, written back unchanged. */
   extraFields?: ExtraFields;
 }
@@ -158,6 +161,7 @@ const runSchema = z.looseObject({
     .object({ name: z.string().min(1), trial: z.number().int().min(0) })
     .nullable()
     .optional(),
+  hub_push: hubPushSchema.optional(),
 });
 
 const RUN_KEYS = Object.keys(runSchema.shape);
@@ -203,6 +207,7 @@ export function decodeRunRecord(text: string, file: string): RunRecord {
     record.cluster = raw.cluster === null ? null : clusterFromWire(raw.cluster);
   }
   if (raw.sweep !== undefined) record.sweep = raw.sweep;
+  if (raw.hub_push !== undefined) record.hubPush = hubPushFromJson(raw.hub_push);
   const extra = splitExtra(raw, RUN_KEYS);
   if (extra) record.extraFields = extra;
   return record;
@@ -254,6 +259,7 @@ export function encodeRunRecord(record: RunRecord): string {
           ? record.cluster
           : clusterToWire(record.cluster),
       sweep: record.sweep,
+      hub_push: record.hubPush === undefined ? undefined : hubPushToJson(record.hubPush),
     },
     record.extraFields,
   );

@@ -21,6 +21,7 @@
  *   resume/checkpoint-N/  a resumed run's starting checkpoint ($OVERBRAINER_RESUME_FROM, absolute)
  */
 import { shQuote } from '../exec/shell';
+import { hubPushSh, type HubJob } from './hubPush';
 
 export const METRICS_FILE = 'metrics.jsonl';
 export const JOB_LOG = 'job.log';
@@ -315,6 +316,8 @@ export type TrainerJob =
       trainer: 'command';
       /** The configured shell command, run as is in the run directory. */
       command: string;
+      /** The push to the Hub after it succeeded (`hub_model_id`), with `python3`. */
+      hub?: HubJob;
     }
   | {
       trainer: 'axolotl';
@@ -329,6 +332,8 @@ export type TrainerJob =
        * `$OVERBRAINER_AFTER_S` so the ETA counts it.
        */
       afterS?: number;
+      /** The push to the Hub after training and the merge (`hub_model_id`), with the venv's Python. */
+      hub?: HubJob;
     };
 
 export interface JobScriptOptions {
@@ -358,7 +363,12 @@ export function jobScript(job: TrainerJob, options: JobScriptOptions): string {
         `${source} || { printf 'overbrainer: cannot read %s\\n' ${envFile} >&2; exit 96; }`,
       );
     }
-    lines.push(job.command);
+    if (job.hub === undefined) {
+      lines.push(job.command);
+      return lines.join('\n');
+    }
+    // The command in a subshell: its status decides the push, and an `exit` in it ends only it.
+    lines.push('(', job.command, `) && ${hubPushSh(job.hub, 'python3', SNAPSHOT_JSON)}`);
     return lines.join('\n');
   }
   const plugin = shQuote(remotePath(options.runDir, 'plugin'));
@@ -375,6 +385,9 @@ export function jobScript(job: TrainerJob, options: JobScriptOptions): string {
     parts.push(
       `{ [ -e ${SNAPSHOT_JSON} ] || { printf '{"event":"stage","time":%s,"stage":"merge"}\\n' "$(date +%s)" >> ${metrics}; ${axolotl} merge-lora ${shQuote(job.config)}; }; }`,
     );
+  }
+  if (job.hub !== undefined) {
+    parts.push(hubPushSh(job.hub, shQuote(remotePath(job.venv, 'bin/python')), SNAPSHOT_JSON));
   }
   if (source !== null) parts.unshift(source);
   return parts.join(' && ');
