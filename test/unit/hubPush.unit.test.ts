@@ -101,7 +101,7 @@ describe('the Hub push (hub_model_id) without a pod', () => {
     });
     assert.match(
       script,
-      /merge-lora 'axolotl.yaml'; \}; \} && \{ \[ -e 'snapshot.json' \] \|\| \{ rm -f 'hub_push.json'; '\/v\/bin\/python' plugin\/overbrainer_hub.py --repo 'me\/qwen-lora' --folder 'output\/merged' --endpoint 'https:\/\/huggingface.co' --out 'hub_push.json'; .*\}; true; \}$/,
+      /merge-lora 'axolotl.yaml'; \}; \} && \{ \[ -e 'snapshot.json' \] \|\| \[ "\$\{NODE_RANK:-0\}" != 0 \] \|\| \{ rm -f 'hub_push.json'; '\/v\/bin\/python' plugin\/overbrainer_hub.py --repo 'me\/qwen-lora' --folder 'output\/merged' --endpoint 'https:\/\/huggingface.co' --out 'hub_push.json'; .*\}; true; \}$/,
     );
     // Without merge: output/.
     fs.writeFileSync(path.join(dir, 'overbrainer.toml'), AXOLOTL.replace('merge = true', ''));
@@ -119,9 +119,12 @@ describe('the Hub push (hub_model_id) without a pod', () => {
     const runDir = path.join(dir, 'run');
     fs.mkdirSync(runDir);
     const files = checkRunFiles(loaded.config, dir, runDir);
-    const run = (job: typeof files.job): number => {
+    const run = (job: typeof files.job, env: Record<string, string> = {}): number => {
       const script = jobScript(job, { runDir, jobEnvFile: null });
-      return spawnSync('sh', ['-c', script], { cwd: runDir }).status ?? -1;
+      return (
+        spawnSync('sh', ['-c', script], { cwd: runDir, env: { ...process.env, ...env } }).status ??
+        -1
+      );
     };
     // The push script is not there (a broken install on the target): the job still exits 0, and
     // its outcome says the push did not run.
@@ -132,8 +135,11 @@ describe('the Hub push (hub_model_id) without a pod', () => {
     assert.ok(outcome?.state === 'failed');
     assert.equal(outcome.stage, 'not_run');
     assert.match(outcome.error, /the push script ended with status 2 and wrote no outcome/);
-    // A failed training pushes nothing and keeps its status.
+    // A cluster's other nodes push nothing: the primary (NODE_RANK 0) does.
     fs.rmSync(path.join(runDir, HUB_PUSH_FILE));
+    assert.equal(run(files.job, { NODE_RANK: '1' }), 0);
+    assert.ok(!fs.existsSync(path.join(runDir, HUB_PUSH_FILE)));
+    // A failed training pushes nothing and keeps its status.
     assert.equal(run({ ...files.job, command: 'exit 7' } as typeof files.job), 7);
     assert.ok(!fs.existsSync(path.join(runDir, HUB_PUSH_FILE)));
     // A snapshot stops the training: nothing is pushed.

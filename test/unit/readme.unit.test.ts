@@ -22,6 +22,7 @@ import {
 } from '../../src/core/pod/worstCase';
 import { PRODUCTION_TIMING } from '../../src/core/timing';
 import { ENV_HF_TOKEN } from '../../src/core/config/training';
+import { ENV_HF_ENDPOINT } from '../../src/core/config/hubEndpoint';
 
 /**
  * The README's configuration reference and safety model cannot drift from the code: every key
@@ -67,7 +68,13 @@ describe('README', function () {
       contributes: { configuration: { properties: Record<string, { default: unknown }> } };
     };
     const settings = manifest.contributes.configuration.properties;
-    const expected = [ENV_API_KEY, ENV_BASE_URL, ENV_HF_TOKEN, ...Object.keys(settings)].sort();
+    const expected = [
+      ENV_API_KEY,
+      ENV_BASE_URL,
+      ENV_HF_TOKEN,
+      ENV_HF_ENDPOINT,
+      ...Object.keys(settings),
+    ].sort();
     assert.deepEqual(tableKeys(text).sort(), expected);
     for (const [name, { default: value }] of Object.entries(settings)) {
       const row = text.split('\n').find((line) => line.startsWith(`| \`${name}\``)) ?? '';
