@@ -82,13 +82,19 @@ export function writeTinyWorkspace(dir: string, toml?: string): void {
   if (toml !== undefined) fs.writeFileSync(path.join(dir, 'overbrainer.toml'), toml);
 }
 
-/** A temp directory (`tmp`, remove it when done) holding a tiny workspace `ws`. */
-export function tempTinyWorkspace(prefix: string, toml?: string): { tmp: string; ws: string } {
+/** A temp directory (`tmp`, remove it when done) holding an empty workspace `ws`. */
+export function tempWorkspace(prefix: string): { tmp: string; ws: string } {
   const tmp = fs.mkdtempSync(path.join(os.tmpdir(), prefix));
   const ws = path.join(tmp, 'ws');
   fs.mkdirSync(ws);
-  writeTinyWorkspace(ws, toml);
   return { tmp, ws };
+}
+
+/** A temp directory (`tmp`, remove it when done) holding a tiny workspace `ws`. */
+export function tempTinyWorkspace(prefix: string, toml?: string): { tmp: string; ws: string } {
+  const made = tempWorkspace(prefix);
+  writeTinyWorkspace(made.ws, toml);
+  return made;
 }
 
 /**

@@ -6,17 +6,15 @@
  * runs ls / runs show of a real local run. Exit codes are asserted on every call.
  */
 import assert from 'node:assert/strict';
-import { execFileSync } from 'node:child_process';
 import * as fs from 'node:fs';
-import * as os from 'node:os';
 import * as path from 'node:path';
 import { COMMAND_SPECS } from '../../src/cli/commandSpecs';
 import { configTemplate } from '../../src/core/config';
 import { CLIENT_VERSION } from '../../src/core/runpod/client';
 import { defaultCatalog } from '../emulator/catalog';
 import { startEmulator, type Emulator } from '../emulator/emulator';
-import { ROOT, runCliProcess, type Ran } from '../helpers/cli';
-import { localToml, writeTinyWorkspace } from '../helpers/tinyWorkspace';
+import { runCliProcess, type Ran } from '../helpers/cli';
+import { localToml, tempWorkspace, writeTinyWorkspace } from '../helpers/tinyWorkspace';
 
 describe('overbrainer CLI commands (the built bundle)', function () {
   this.timeout(120_000);
@@ -26,10 +24,6 @@ describe('overbrainer CLI commands (the built bundle)', function () {
   let ws: string;
 
   before(async () => {
-    execFileSync(process.execPath, [path.join(ROOT, 'esbuild.mjs')], {
-      cwd: ROOT,
-      stdio: 'ignore',
-    });
     emulator = await startEmulator({});
     empty = await startEmulator({
       catalog: { ...defaultCatalog(), networkVolumes: [], templates: [] },
@@ -44,9 +38,7 @@ describe('overbrainer CLI commands (the built bundle)', function () {
   });
 
   beforeEach(() => {
-    tmp = fs.mkdtempSync(path.join(os.tmpdir(), 'cli-cmd-'));
-    ws = path.join(tmp, 'ws');
-    fs.mkdirSync(ws);
+    ({ tmp, ws } = tempWorkspace('cli-cmd-'));
   });
 
   afterEach(() => fs.rmSync(tmp, { recursive: true, force: true }));

@@ -9,17 +9,16 @@
  * emulatorEnv).
  */
 import assert from 'node:assert/strict';
-import type { ChildProcess } from 'node:child_process';
 import * as fs from 'node:fs';
 import * as path from 'node:path';
-import { startEmulator, type Emulator } from '../emulator/emulator';
 import { assertDeletedAfterRetrieval } from '../helpers/retrievedDelete';
-import { ApiClient, postRunPod } from '../emulator/testing';
+import { postRunPod } from '../emulator/testing';
 import { FAILED_BY_POD_RM } from '../../src/core/pod/podAdmin';
-import { startCli, type Ran, type Running } from '../helpers/cli';
+import { type Running } from '../helpers/cli';
 import { gatedCommand, openGate } from '../helpers/gatedJob';
+import { cliSuite } from '../helpers/cliSuite';
 import { readJson } from '../helpers/labFiles';
-import { emulatorEnv, tempTinyWorkspace, tinyToml } from '../helpers/tinyWorkspace';
+import { tinyToml } from '../helpers/tinyWorkspace';
 
 function toml(extra = ''): string {
   return tinyToml('python3 train.py --steps 20 --step-seconds 0.05', extra);
@@ -27,65 +26,8 @@ function toml(extra = ''): string {
 
 describe('overbrainer CLI against the Runpod emulator', function () {
   this.timeout(150_000);
-  let emulator: Emulator;
-  let api: ApiClient;
-  let tmp: string;
-  let ws: string;
-  const children = new Set<ChildProcess>();
-
-  before(async () => {
-    emulator = await startEmulator({ bootDelaysMs: { provisioning: 100, starting: 100 } });
-    api = new ApiClient(emulator.baseUrl, emulator.apiKey);
-  });
-
-  after(async () => {
-    await emulator?.close();
-    if (emulator) assert.deepEqual(emulator.contractViolations(), []);
-  });
-
-  beforeEach(() => {
-    ({ tmp, ws } = tempTinyWorkspace('cli-it-', toml()));
-  });
-
-  afterEach(async function () {
-    if (this.currentTest?.state !== 'passed') {
-      // A test that timed out says nothing of the CLIs it waited on: what they said so far.
-      for (const [running, args] of started) {
-        if (running.child.exitCode !== null || running.child.signalCode !== null) continue;
-        console.log(`  still running: overbrainer ${args.join(' ')}\n${running.out.stderr}`);
-      }
-    }
-    started.clear();
-    for (const child of children) child.kill('SIGKILL');
-    children.clear();
-    emulator.faults.clear();
-    // No pod of a finished test may still bill (a failed test reports it here too).
-    const billing = emulator.ledger().pods.filter((p) => p.billing);
-    for (const pod of billing) await api.delete(`/pods/${pod.id}`);
-    fs.rmSync(tmp, { recursive: true, force: true });
-    if (this.currentTest?.state === 'passed') {
-      assert.deepEqual(
-        billing.map((p) => p.id),
-        [],
-        'a pod was left billing',
-      );
-    }
-  });
-
-  /** Every CLI a test started, with its arguments. */
-  const started = new Map<Running, string[]>();
-
-  /** The CLI with an environment holding only what it needs (nothing inherited from ours). */
-  function start(args: string[], env: Record<string, string> = {}): Running {
-    const running = startCli(['-C', ws, ...args], {
-      children,
-      env: { ...emulatorEnv(emulator), ...env },
-    });
-    started.set(running, args);
-    return running;
-  }
-
-  const cli = (args: string[], env?: Record<string, string>): Promise<Ran> => start(args, env).done;
+  const suite = cliSuite('cli-it-', () => toml());
+  const { start, cli, onlyRun, runJson, podJson, ledgerOf, runsDir } = suite;
 
   async function waitFor(
     what: string,
@@ -102,29 +44,14 @@ describe('overbrainer CLI against the Runpod emulator', function () {
     }
   }
 
-  const runsDir = (): string => path.join(ws, 'runs');
-  const onlyRun = (): string => {
-    const ids = fs.existsSync(runsDir()) ? fs.readdirSync(runsDir()) : [];
-    assert.equal(ids.length, 1, `runs: ${ids.join(', ')}`);
-    return ids[0] ?? '';
-  };
-  const runJson = (id: string): Record<string, unknown> =>
-    readJson(path.join(runsDir(), id, 'run.json'));
-  const podJson = (id: string): Record<string, unknown> =>
-    readJson(path.join(runsDir(), id, 'pod.json'));
-  const ledgerOf = (podId: string) => {
-    const entry = emulator.ledger().pods.find((p) => p.id === podId);
-    assert.ok(entry, `pod ${podId} is not in the ledger`);
-    return entry;
-  };
   /** Whether the account still holds the run's host-key secret. */
   const hostKeySecret = async (id: string): Promise<boolean> => {
-    const listed = await api.get<{ secrets: { name: string }[] }>('/account/secrets');
+    const listed = await suite.api.get<{ secrets: { name: string }[] }>('/account/secrets');
     return listed.body.secrets.some((s) => s.name === `overbrainer_host_key_${id}`);
   };
   const noSecretIn = (ran: { stdout: string; stderr: string }): void => {
     assert.ok(
-      !ran.stdout.includes(emulator.apiKey) && !ran.stderr.includes(emulator.apiKey),
+      !ran.stdout.includes(suite.emulator.apiKey) && !ran.stderr.includes(suite.emulator.apiKey),
       'the API key was printed',
     );
   };
@@ -142,7 +69,7 @@ describe('overbrainer CLI against the Runpod emulator', function () {
   it('trains: results verified on disk, pod deleted and confirmed, client key and host-key secret gone; runs ls', async () => {
     // A pod of a run another checkout started: warned about before the run, never deleted.
     const other = 'elsewhere_20260101-000000';
-    const orphanId = await postRunPod(api, other, ['sleep', '600']);
+    const orphanId = await postRunPod(suite.api, other, ['sleep', '600']);
     const ran = await cli(['train']);
     assert.ok(
       ran.stderr.includes(
@@ -154,7 +81,7 @@ describe('overbrainer CLI against the Runpod emulator', function () {
       ran.stderr,
     );
     assert.equal(ledgerOf(orphanId).billing, true, 'the warning never deletes');
-    await api.delete(`/pods/${orphanId}`);
+    await suite.api.delete(`/pods/${orphanId}`);
     assert.equal(ran.code, 0, ran.stderr);
     noSecretIn(ran);
     const id = onlyRun();
@@ -179,7 +106,7 @@ describe('overbrainer CLI against the Runpod emulator', function () {
     const pod = podJson(id);
     const podId = String(pod.pod_id);
     assert.equal(pod.state, 'deleted');
-    assertDeletedAfterRetrieval(emulator, podId, pod.deleted_by);
+    assertDeletedAfterRetrieval(suite.emulator, podId, pod.deleted_by);
     assert.equal(typeof pod.estimated_spend, 'number');
     const entry = ledgerOf(podId);
     assert.equal(entry.billing, false);
@@ -449,7 +376,7 @@ describe('overbrainer CLI against the Runpod emulator', function () {
       kept.stdout,
     );
     assert.equal(podJson(id).keep, true);
-    openGate(emulator, podId, id);
+    openGate(suite.emulator, podId, id);
     const followed = await training.done;
     assert.equal(followed.code, 0, followed.stderr);
     assert.match(
@@ -470,7 +397,7 @@ describe('overbrainer CLI against the Runpod emulator', function () {
     assert.equal(pod.state, 'deleted');
     // Its results were retrieved (the marker is on the pod): the release deletes it at once.
     assert.equal(ledgerOf(podId).billing, false);
-    assertDeletedAfterRetrieval(emulator, podId, pod.deleted_by);
+    assertDeletedAfterRetrieval(suite.emulator, podId, pod.deleted_by);
   });
 
   it('Ctrl-C while the pod is provisioning deletes the pod and fails the run', async () => {
@@ -479,7 +406,7 @@ describe('overbrainer CLI against the Runpod emulator', function () {
       training.out.stderr.includes('; waiting for SSH'),
     );
     // Runpod asks the delete to wait 3 s (429): a second Ctrl-C lands while it is under way.
-    await emulator.faults.rateLimit('deletePod', 3, 1);
+    await suite.emulator.faults.rateLimit('deletePod', 3, 1);
     training.child.kill('SIGINT');
     await waitFor('the delete', training, () => training.out.stderr.includes('pod: deleting '));
     training.child.kill('SIGINT');
@@ -518,10 +445,10 @@ describe('overbrainer CLI against the Runpod emulator', function () {
 
   it('trains on a local target without any API key; --keep-pod is refused there', async () => {
     fs.writeFileSync(
-      path.join(ws, 'overbrainer.toml'),
+      path.join(suite.ws, 'overbrainer.toml'),
       toml().replace('target = "pod"', 'target = "here"') + '\n[targets.here]\nkind = "local"\n',
     );
-    const before = emulator.requests().length;
+    const before = suite.emulator.requests().length;
     const ran = await cli(['train'], { OVERBRAINER_RUNPOD__API_KEY: '' });
     assert.equal(ran.code, 0, ran.stderr);
     const id = onlyRun();
@@ -535,12 +462,12 @@ describe('overbrainer CLI against the Runpod emulator', function () {
       keep.stderr.includes('error: --keep-pod only applies to a runpod target'),
       keep.stderr,
     );
-    assert.equal(emulator.requests().length, before, 'a local run never calls Runpod');
+    assert.equal(suite.emulator.requests().length, before, 'a local run never calls Runpod');
   });
 
   it('refuses bad configuration and usage with exit 2, before any call to Runpod', async () => {
-    const before = emulator.requests().length;
-    fs.writeFileSync(path.join(ws, 'overbrainer.toml'), toml('gpu_type = "NVIDIA A40"\n'));
+    const before = suite.emulator.requests().length;
+    fs.writeFileSync(path.join(suite.ws, 'overbrainer.toml'), toml('gpu_type = "NVIDIA A40"\n'));
     const bad = await cli(['train']);
     assert.equal(bad.code, 2, bad.stderr);
     assert.match(bad.stderr, /overbrainer\.toml:\d+:\d+: .+\. .+/);
@@ -550,7 +477,7 @@ describe('overbrainer CLI against the Runpod emulator', function () {
     const noKey = await cli(['pod', 'ls'], { OVERBRAINER_RUNPOD__API_KEY: '' });
     assert.equal(noKey.code, 2, noKey.stderr);
     assert.match(noKey.stderr, /OVERBRAINER_RUNPOD__API_KEY: no Runpod API key is set/);
-    assert.equal(emulator.requests().length, before);
+    assert.equal(suite.emulator.requests().length, before);
     assert.equal(fs.existsSync(runsDir()), false, 'no run was created');
   });
 });

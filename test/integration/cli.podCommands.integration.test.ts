@@ -9,77 +9,21 @@
  * not on the words alone. Timings: production / 8.
  */
 import assert from 'node:assert/strict';
-import type { ChildProcess } from 'node:child_process';
 import * as fs from 'node:fs';
 import * as path from 'node:path';
-import { startEmulator, type Emulator } from '../emulator/emulator';
-import { ApiClient, postRunPod } from '../emulator/testing';
-import { startCli, type Ran, type Running } from '../helpers/cli';
+import { postRunPod } from '../emulator/testing';
+import { cliSuite } from '../helpers/cliSuite';
 import { gatedCommand, openGate } from '../helpers/gatedJob';
-import { readJson } from '../helpers/labFiles';
-import { emulatorEnv, tempTinyWorkspace, tinyToml } from '../helpers/tinyWorkspace';
+import { tinyToml } from '../helpers/tinyWorkspace';
 
 describe('overbrainer pod rm and train release against the Runpod emulator', function () {
   this.timeout(150_000);
-  let emulator: Emulator;
-  let api: ApiClient;
-  let tmp: string;
-  let ws: string;
-  const children = new Set<ChildProcess>();
-
-  before(async () => {
-    emulator = await startEmulator({ bootDelaysMs: { provisioning: 100, starting: 100 } });
-    api = new ApiClient(emulator.baseUrl, emulator.apiKey);
-  });
-
-  after(async () => {
-    await emulator?.close();
-    if (emulator) assert.deepEqual(emulator.contractViolations(), []);
-  });
-
-  beforeEach(() => {
-    ({ tmp, ws } = tempTinyWorkspace(
-      'cli-podrm-',
-      tinyToml('python3 train.py --steps 20 --step-seconds 0.05'),
-    ));
-  });
-
-  afterEach(async function () {
-    for (const child of children) child.kill('SIGKILL');
-    children.clear();
-    const billing = emulator.ledger().pods.filter((p) => p.billing);
-    for (const pod of billing) await api.delete(`/pods/${pod.id}`);
-    fs.rmSync(tmp, { recursive: true, force: true });
-    if (this.currentTest?.state === 'passed') {
-      assert.deepEqual(
-        billing.map((p) => p.id),
-        [],
-        'a pod was left billing',
-      );
-    }
-  });
-
-  function start(args: string[], env: Record<string, string> = {}, dir = ws): Running {
-    return startCli(['-C', dir, ...args], {
-      children,
-      env: { ...emulatorEnv(emulator), ...env },
-    });
-  }
-  const cli = (args: string[], env?: Record<string, string>, dir?: string): Promise<Ran> =>
-    start(args, env, dir).done;
-
-  const runsDir = (): string => path.join(ws, 'runs');
-  const onlyRun = (): string => {
-    const ids = fs.existsSync(runsDir()) ? fs.readdirSync(runsDir()) : [];
-    assert.equal(ids.length, 1, `runs: ${ids.join(', ')}`);
-    return ids[0] ?? '';
-  };
-  const runJson = (id: string): Record<string, unknown> =>
-    readJson(path.join(runsDir(), id, 'run.json'));
-  const podJson = (id: string): Record<string, unknown> =>
-    readJson(path.join(runsDir(), id, 'pod.json'));
+  const suite = cliSuite('cli-podrm-', () =>
+    tinyToml('python3 train.py --steps 20 --step-seconds 0.05'),
+  );
+  const { start, cli, onlyRun, runJson, podJson, runsDir } = suite;
   const billing = (podId: string): boolean =>
-    emulator.ledger().pods.find((p) => p.id === podId)?.billing ?? false;
+    suite.emulator.ledger().pods.find((p) => p.id === podId)?.billing ?? false;
 
   it('pod rm of a recorded pod no longer on the account says it was already gone, deletes nothing, records it gone', async () => {
     const trained = await cli(['train', '--keep-pod']);
@@ -88,8 +32,8 @@ describe('overbrainer pod rm and train release against the Runpod emulator', fun
     const podId = String(podJson(id).pod_id);
     assert.equal(podJson(id).state, 'kept');
     // Removed behind the CLI's back (the Runpod console, another tool): the record still names it.
-    assert.equal((await api.delete(`/pods/${podId}`)).status, 204);
-    const deletesBefore = emulator.ledger().pods.length;
+    assert.equal((await suite.api.delete(`/pods/${podId}`)).status, 204);
+    const deletesBefore = suite.emulator.ledger().pods.length;
 
     const rm = await cli(['pod', 'rm', id]);
     assert.equal(rm.code, 0, rm.stderr);
@@ -101,7 +45,11 @@ describe('overbrainer pod rm and train release against the Runpod emulator', fun
     const after = podJson(id);
     assert.equal(after.state, 'deleted', 'recorded gone');
     assert.equal(runJson(id).state, 'succeeded');
-    assert.equal(emulator.ledger().pods.length, deletesBefore, 'no pod was created or touched');
+    assert.equal(
+      suite.emulator.ledger().pods.length,
+      deletesBefore,
+      'no pod was created or touched',
+    );
 
     const again = await cli(['pod', 'rm', id]);
     assert.equal(again.code, 0, again.stderr);
@@ -111,7 +59,7 @@ describe('overbrainer pod rm and train release against the Runpod emulator', fun
   it('pod rm POD_ID refuses a pod of another checkout’s run and of a running run with the messages of pod rm RUN_ID; --force deletes it', async () => {
     // Another checkout's run: its marker names a run this project's runs/ does not hold.
     const other = 'elsewhere_20260101-000000';
-    const foreign = await postRunPod(api, other, ['sleep', '600']);
+    const foreign = await postRunPod(suite.api, other, ['sleep', '600']);
     const byRun = await cli(['pod', 'rm', other]);
     const byPod = await cli(['pod', 'rm', foreign]);
     assert.equal(byRun.code, 1, byRun.stderr);
@@ -168,7 +116,7 @@ describe('overbrainer pod rm and train release against the Runpod emulator', fun
     assert.equal(trained.code, 0, trained.stderr);
     const id = onlyRun();
     const kept = String(podJson(id).pod_id);
-    await api.delete(`/pods/${kept}`);
+    await suite.api.delete(`/pods/${kept}`);
     const pod = podJson(id);
     const attempts = pod.attempts as Record<string, unknown>[];
     attempts.push({
@@ -185,7 +133,7 @@ describe('overbrainer pod rm and train release against the Runpod emulator', fun
       path.join(runsDir(), id, 'run.json'),
       JSON.stringify({ ...runJson(id), state: 'running' }, null, 2),
     );
-    const made = await postRunPod(api, id, ['sleep', '600'], { suffix: '2' });
+    const made = await postRunPod(suite.api, id, ['sleep', '600'], { suffix: '2' });
     const byRun = await cli(['pod', 'rm', id]);
     const byPod = await cli(['pod', 'rm', made]);
     assert.equal(byRun.code, 1, byRun.stderr);
@@ -246,7 +194,7 @@ describe('overbrainer pod rm and train release against the Runpod emulator', fun
       released.stdout,
     );
     // On the pod: the deadline its watchdog now reads, and a lease written at the release.
-    const emulated = emulator.pod(podId);
+    const emulated = suite.emulator.pod(podId);
     assert.ok(emulated, `pod ${podId} is gone`);
     const remote = path.join(emulated.dirs.workspace, 'overbrainer', id);
     assert.equal(
@@ -254,7 +202,7 @@ describe('overbrainer pod rm and train release against the Runpod emulator', fun
       String(pod.deadline_unix),
     );
     assert.ok(fs.statSync(path.join(remote, '.pod', 'lease')).mtimeMs >= (releasedAtS - 1) * 1000);
-    openGate(emulator, podId, id);
+    openGate(suite.emulator, podId, id);
     const followed = await training.done;
     assert.equal(followed.code, 0, followed.stderr);
     assert.match(followed.stdout.trim(), new RegExp(`^train: run ${id} succeeded; pod deleted`));

@@ -8,13 +8,12 @@
  * URL. Exit codes are asserted on every call.
  */
 import assert from 'node:assert/strict';
-import { execFileSync, spawn } from 'node:child_process';
+import { spawn } from 'node:child_process';
 import * as fs from 'node:fs';
 import * as net from 'node:net';
-import * as os from 'node:os';
-import * as path from 'node:path';
 import { startEmulator, type Emulator } from '../emulator/emulator';
-import { builtCli, ROOT, runCliProcess, type Ran } from '../helpers/cli';
+import { builtCli, runCliProcess, type Ran } from '../helpers/cli';
+import { tempWorkspace } from '../helpers/tinyWorkspace';
 import { screenOf } from '../helpers/terminalScreen';
 
 describe('overbrainer read-only commands: rate limits and an unreachable API (the built bundle)', function () {
@@ -24,10 +23,6 @@ describe('overbrainer read-only commands: rate limits and an unreachable API (th
   let ws: string;
 
   before(async () => {
-    execFileSync(process.execPath, [path.join(ROOT, 'esbuild.mjs')], {
-      cwd: ROOT,
-      stdio: 'ignore',
-    });
     emulator = await startEmulator({});
   });
 
@@ -37,9 +32,7 @@ describe('overbrainer read-only commands: rate limits and an unreachable API (th
   });
 
   beforeEach(() => {
-    tmp = fs.mkdtempSync(path.join(os.tmpdir(), 'cli-ro-'));
-    ws = path.join(tmp, 'ws');
-    fs.mkdirSync(ws);
+    ({ tmp, ws } = tempWorkspace('cli-ro-'));
   });
 
   afterEach(() => fs.rmSync(tmp, { recursive: true, force: true }));

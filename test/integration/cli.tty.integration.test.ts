@@ -8,14 +8,13 @@
 import assert from 'node:assert/strict';
 import { spawn, type ChildProcess } from 'node:child_process';
 import * as fs from 'node:fs';
-import * as os from 'node:os';
 import * as path from 'node:path';
 import { startEmulator, type Emulator } from '../emulator/emulator';
-import { builtCli, ROOT, runCliProcess } from '../helpers/cli';
+import { builtCli, runCliProcess } from '../helpers/cli';
+import { tempTinyWorkspace } from '../helpers/tinyWorkspace';
 import { holdFirst } from '../helpers/processes';
 import { hasEscapes, screenOf } from '../helpers/terminalScreen';
 
-const TINY = path.join(ROOT, 'examples', 'tiny');
 const TOML = `[project]
 name = "tiny"
 
@@ -61,12 +60,7 @@ describe('overbrainer train on a terminal (a pseudo-terminal) against the Runpod
     await emulator?.close();
   });
   beforeEach(() => {
-    tmp = fs.mkdtempSync(path.join(os.tmpdir(), 'cli-tty-'));
-    ws = path.join(tmp, 'ws');
-    fs.mkdirSync(ws);
-    fs.copyFileSync(path.join(TINY, 'train.py'), path.join(ws, 'train.py'));
-    fs.cpSync(path.join(TINY, 'data'), path.join(ws, 'data'), { recursive: true });
-    fs.writeFileSync(path.join(ws, 'overbrainer.toml'), TOML);
+    ({ tmp, ws } = tempTinyWorkspace('cli-tty-', TOML));
   });
   /** A sparse file of BIG_MIB in the uploaded data (zeros cross SSH as any bytes do). */
   const addDataset = (): void => {

@@ -288,84 +288,65 @@ describe('retrieve over SSH', function () {
     }
   });
 
+  /**
+   * Retrieves a fresh run through a pod whose `tools` are replaced: verified, every file home;
+   * `check` then looks at what else the case is about, before the pod is closed.
+   */
+  async function retrievedThrough(
+    tools: Record<string, string>,
+    check: () => void = () => undefined,
+  ): Promise<void> {
+    const files = makeRun(remote);
+    const pod = await podWithTools(tools, sshd.root);
+    try {
+      const result = await retrieve(base({ executor: pod.executor }));
+      assert.equal(result.verified, true, JSON.stringify(result.mismatches));
+      assertRetrieved(base().localRunDir, files);
+      check();
+    } finally {
+      await pod.close();
+    }
+  }
+
   for (const tool of ['GNU tar', 'busybox tar']) {
     it(`brings every result in one tar stream (${tool} on the pod), verified, odd names and all`, async () => {
-      const files = makeRun(remote);
       const log = join(local, 'tar.log');
       const tar = tool === 'GNU tar' ? '/usr/bin/tar' : 'busybox tar';
-      const pod = await podWithTools(
+      await retrievedThrough(
         {
           tar: `#!/bin/sh\necho called >>'${log}'\nexec ${tar} "$@"\n`,
           tail: `#!/bin/sh\necho tail >>'${log}'\nexec /usr/bin/tail "$@"\n`,
         },
-        sshd.root,
-      );
-      try {
-        const result = await retrieve(base({ executor: pod.executor }));
-        assert.equal(result.verified, true, JSON.stringify(result.mismatches));
-        assertRetrieved(base().localRunDir, files);
         // One tar command for all of them; nothing read file by file.
-        assert.deepEqual(readFileSync(log, 'utf8').trim().split('\n'), ['called']);
-      } finally {
-        await pod.close();
-      }
+        () => assert.deepEqual(readFileSync(log, 'utf8').trim().split('\n'), ['called']),
+      );
     });
   }
 
   it('a pod without tar still gets its results fetched one by one, verified', async () => {
-    const files = makeRun(remote);
-    const pod = await podWithTools(
-      {
-        tar: '#!/bin/sh\necho "tar: not found" >&2\nexit 127\n',
-      },
-      sshd.root,
-    );
-    try {
-      const result = await retrieve(base({ executor: pod.executor }));
-      assert.equal(result.verified, true, JSON.stringify(result.mismatches));
-      assertRetrieved(base().localRunDir, files);
-    } finally {
-      await pod.close();
-    }
+    await retrievedThrough({ tar: '#!/bin/sh\necho "tar: not found" >&2\nexit 127\n' });
   });
 
   it('a hostile tar stream (a name not asked for, a file swapped for a link) writes nothing of it; the rest is fetched one by one', async () => {
-    const files = makeRun(remote);
     // A tar that sends a link and a file nobody asked for before the results.
-    const pod = await podWithTools(
-      {
-        tar: `#!/bin/sh\ncd '${remote}' && echo planted >planted && ln -sf /etc/hostname planted-link && exec /usr/bin/tar -cf - planted-link planted "$@"\n`,
-      },
-      sshd.root,
-    );
     try {
-      const result = await retrieve(base({ executor: pod.executor }));
-      assert.equal(result.verified, true, JSON.stringify(result.mismatches));
-      assertRetrieved(base().localRunDir, files);
-      assert.equal(existsSync(join(base().localRunDir, 'planted')), false);
-      assert.equal(existsSync(join(base().localRunDir, 'planted-link')), false);
+      await retrievedThrough(
+        {
+          tar: `#!/bin/sh\ncd '${remote}' && echo planted >planted && ln -sf /etc/hostname planted-link && exec /usr/bin/tar -cf - planted-link planted "$@"\n`,
+        },
+        () => {
+          assert.equal(existsSync(join(base().localRunDir, 'planted')), false);
+          assert.equal(existsSync(join(base().localRunDir, 'planted-link')), false);
+        },
+      );
     } finally {
-      await pod.close();
       rmSync(join(remote, 'planted'), { force: true });
       rmSync(join(remote, 'planted-link'), { force: true });
     }
   });
 
   it('a pod that cannot make the change marker (a full disk) still has its results verified by hash', async () => {
-    const files = makeRun(remote);
-    const pod = await podWithTools(
-      {
-        touch: '#!/bin/sh\necho "No space left on device" >&2\nexit 1\n',
-      },
-      sshd.root,
-    );
-    try {
-      const result = await retrieve(base({ executor: pod.executor }));
-      assert.equal(result.verified, true, JSON.stringify(result.mismatches));
-      assertRetrieved(base().localRunDir, files);
-    } finally {
-      await pod.close();
-    }
+    await retrievedThrough({ touch: '#!/bin/sh\necho "No space left on device" >&2\nexit 1\n' });
   });
 
   /**
