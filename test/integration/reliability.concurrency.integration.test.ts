@@ -12,9 +12,18 @@
 import assert from 'node:assert/strict';
 import * as fs from 'node:fs';
 import * as path from 'node:path';
-import { FAILED_BY_POD_RM } from '../../src/core/pod/podAdmin';
+import { train } from '../../src/core/flow';
+import { FAILED_BY_POD_RM, removeRunOrPod } from '../../src/core/pod/podAdmin';
 import { LOCK_FILE } from '../../src/core/runs/lock';
-import { Lab, runCli, spawnLifecycleChild, startCli, type CliProcess } from '../helpers/lifecycle';
+import {
+  Lab,
+  matrixLabs,
+  runCli,
+  runIdHolder,
+  spawnLifecycleChild,
+  startCli,
+  type CliProcess,
+} from '../helpers/lifecycle';
 import { gatedCommand, openGate } from '../helpers/gatedJob';
 import { recordFault, recordLedger, recordResult, sleep, until } from '../helpers/reliability';
 
@@ -227,4 +236,44 @@ describe('reliability: two clients on one run', function () {
       await results.get(title);
     });
   }
+});
+
+describe('reliability: pod rm --force racing the follower', function () {
+  this.timeout(180_000);
+  const lab = matrixLabs();
+
+  it("the follower finds the pod gone while pod rm --force still waits for its delete's answer: no recovery, the run fails as removed by pod rm", async () => {
+    const l = await lab(GATED);
+    const run = runIdHolder();
+    const training = l.track(train(l.deps, l.config, l.workspace, { onRun: run.onRun }));
+    const id = await l.jobRunning(() => run.id);
+    const podId = String(l.podJson(id).pod_id);
+    // Runpod carries the delete out and its answer never comes: pod rm is still waiting (its
+    // records unwritten) when the follower's connection drops and it finds the pod gone.
+    await l.emulator.faults.add({
+      kind: 'request',
+      route: 'deletePod',
+      podId,
+      applied: true,
+      times: 1,
+      effect: { type: 'hang' },
+    });
+    const removing = removeRunOrPod({ ...l.otherDeps('pod rm'), client: l.deps.client! }, id, {
+      force: true,
+    });
+    await l.waitFor(
+      'the run to end, or a pod after the removed one',
+      () => l.runJson(id).state !== 'running' || l.emulator.ledger().pods.length > 1,
+      120_000,
+    );
+    assert.deepEqual(
+      l.emulator.ledger().pods.map((p) => p.id),
+      [podId],
+      `no pod after the removed one: ${l.transcript()}`,
+    );
+    assert.equal(l.runJson(id).state, 'failed');
+    assert.equal(l.runJson(id).message, FAILED_BY_POD_RM);
+    await Promise.allSettled([training, removing]);
+    assert.equal(l.podJson(id).deleted_by, 'pod_rm');
+  });
 });

@@ -9,6 +9,7 @@ import { describeError } from '../errors';
 import { failRun, log, type PodCtx } from '../pod/context';
 import { limitEnd, limitFailure } from '../pod/limitEnd';
 import { PodError } from '../pod/podError';
+import { FAILED_BY_POD_RM } from '../pod/podList';
 import { stillThere } from '../pod/reconnect';
 import { forgetKeys, isUnreachable, remove, warnUnreachable } from '../pod/remove';
 import { whileNobodyFollows } from '../pod/watchdogWords';
@@ -115,9 +116,10 @@ async function unreachable(
     );
   }
   if (remote !== null) return error;
-  // `pod rm --force` from another process deleted it and already failed the run: keep its words.
-  const removedBy = freshRunMessage(ctx, run);
-  if (pod.deletedBy === 'pod_rm' && removedBy !== null) {
+  // `pod rm --force` from another process deleted it: its words when it already failed the run
+  // (it does once its delete is confirmed), else the same.
+  if (pod.deletedBy === 'pod_rm') {
+    const removedBy = freshRunMessage(ctx, run) ?? FAILED_BY_POD_RM;
     endRun(run, 'failed', 'pod_removed', removedBy);
     ctx.bus.publish({
       type: 'runState',

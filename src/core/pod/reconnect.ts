@@ -20,18 +20,24 @@ import { forgetKeys, lookUpSettled, markGone, type GoneSeen } from './remove';
 
 /**
  * Takes over what pod.json on disk says once another process (`pod rm`)
- * recorded the pod deleted, so the in-memory copy never overwrites it.
+ * recorded the pod deleted, so the in-memory copy never overwrites it; true when it did.
  */
-function adoptDeleted(ctx: PodCtx, pod: PodRecord): void {
+function adoptDeleted(ctx: PodCtx, pod: PodRecord): boolean {
   try {
     const fresh = ctx.store.loadPod(pod.runId);
-    if (fresh?.state !== 'deleted' || fresh.podId !== pod.podId) return;
+    if (fresh?.podId !== pod.podId) return false;
+    // `pod rm` is deleting it (its delete sent, its answer not yet come): whoever finds it gone
+    // meanwhile says so, and never takes it for a death.
+    if (fresh.state === 'deleting' && fresh.deletedBy === 'pod_rm') pod.deletedBy = 'pod_rm';
+    if (fresh.state !== 'deleted') return false;
     pod.state = fresh.state;
     pod.deletedAt = fresh.deletedAt;
     pod.deletedBy = fresh.deletedBy;
     pod.estimatedSpendUsd = fresh.estimatedSpendUsd;
+    return true;
   } catch {
     // A damaged pod.json: what this process knows stands.
+    return false;
   }
 }
 
@@ -65,7 +71,10 @@ async function lookUpPod(
   const seen: GoneSeen = { atMs: goneSeenMs };
   const remote = await lookUpSettled(ctx, id, signal, seen);
   if (remote !== null) return remote;
-  markGone(ctx, pod, id, goneBy(pod, ctx.clock.nowMs()), {}, seen.atMs);
+  // Gone: read again who deleted it (a `pod rm` in another process deletes before it records).
+  if (adoptDeleted(ctx, pod)) return null;
+  const by = pod.deletedBy === 'pod_rm' ? 'pod_rm' : goneBy(pod, ctx.clock.nowMs());
+  markGone(ctx, pod, id, by, {}, seen.atMs);
   await forgetKeys(ctx, pod.runId);
   return null;
 }

@@ -43,6 +43,9 @@ export async function remove(
     status: { kind: 'deleting', podId: id, reason },
   });
   pod.state = 'deleting';
+  // Who deletes it, written before the call: a client following the pod that finds it gone
+  // meanwhile reads who did (a `pod rm` is no death to recover from).
+  pod.deletedBy = by;
   // A record that cannot be written never stops a delete: the pod's ID is in memory.
   trySave(ctx, pod, `as deleting pod ${id}`);
   let lookedGone = false;

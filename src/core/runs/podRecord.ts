@@ -68,6 +68,7 @@ export class PodRecord {
   deletedAt: string | null = null;
   /** The same to the millisecond: when the API confirmed the deletion (absent from older records). */
   deletedMs: number | null = null;
+  /** Who deleted it; while `deleting`, who is deleting it. */
   deletedBy: DeletedBy | null = null;
   /** Rate × uptime, in USD, to 1/10000. */
   estimatedSpendUsd: number | null = null;
