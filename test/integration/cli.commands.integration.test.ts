@@ -17,7 +17,8 @@ import { runCliProcess, type Ran } from '../helpers/cli';
 import { localToml, tempWorkspace, writeTinyWorkspace } from '../helpers/tinyWorkspace';
 
 describe('overbrainer CLI commands (the built bundle)', function () {
-  this.timeout(120_000);
+  // Up to a dozen CLI processes a case, one after another: on a loaded machine each can take 10 s.
+  this.timeout(240_000);
   let emulator: Emulator;
   let empty: Emulator;
   let tmp: string;
