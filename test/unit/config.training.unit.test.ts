@@ -357,13 +357,17 @@ max_hours = 6
       generatedAxolotlConfig(loaded.config, dir) ?? '',
       /test_datasets:\n {2}- path: data\/eval\.jsonl/,
     );
-    // The plan both front ends show: the whole generated config, then the merge.
+    // The plan both front ends show: the whole generated config, then the merge, then the push.
     const plan = trainingPlanLines(loaded.config, dir);
     assert.equal(plan[0], 'Axolotl config generated from [training] (uploaded as axolotl.yaml):');
     assert.ok(plan.includes('  base_model: Qwen/Qwen2.5-7B-Instruct'));
     assert.match(
-      plan.at(-1) ?? '',
+      plan.at(-2) ?? '',
       /^After training: Axolotl's LoRA merge into output\/merged\/ \(about 5 min\)/,
+    );
+    assert.equal(
+      plan.at(-1),
+      "At the job's end: output/merged/ pushed from the pod to the Hub as me/qwen-lora (https://huggingface.co), with your HF token; a failed push keeps the results",
     );
   });
 

@@ -1,11 +1,11 @@
 /**
  * What a run of `[training]` will do, in lines both front ends show before it starts (`train
  * --dry-run`, VS Code's Train confirmation): the Axolotl config (generated from the model keys,
- * in full, or the user's own file), the LoRA merge after training. Nothing for a command.
+ * in full, or the user's own file), the LoRA merge after training, the push to the Hub at the end.
  */
 import type { OverbrainerConfig } from '../config/types';
 import { mergeEstimateS } from '../train/mergeEstimate';
-import { RUN_AXOLOTL_CONFIG } from '../train/trainerJob';
+import { hubJobOf, RUN_AXOLOTL_CONFIG } from '../train/trainerJob';
 import { MERGED_DIR } from '../train/jobScripts';
 import { generatedAxolotlConfig } from './runFiles';
 
@@ -29,6 +29,12 @@ export function trainingPlanLines(config: OverbrainerConfig, workspaceDir: strin
     const minutes = Math.max(1, Math.round(mergeEstimateS(trainer.model?.baseModel ?? null) / 60));
     lines.push(
       `After training: Axolotl's LoRA merge into ${MERGED_DIR}/ (about ${minutes} min), retrieved and verified with the rest`,
+    );
+  }
+  const hub = hubJobOf(training);
+  if (hub !== null) {
+    lines.push(
+      `At the job's end: ${hub.folder}/ pushed from the pod to the Hub as ${hub.repoId} (${hub.endpoint}), with your HF token; a failed push keeps the results`,
     );
   }
   return lines;
