@@ -170,6 +170,20 @@ describe('sweep scheduler: the budget, the objective and pruning, on the real Op
     assert.equal(result.best, null);
   });
 
+  it('a trial that cannot start its run (a missing secret) ends the sweep, not every trial after it', async () => {
+    const runner = new StandIn(bus, store, { costUsd: 0.01, metric: 'accuracy' });
+    runner.run = () =>
+      Promise.resolve({ state: 'error', message: 'the job needs the secret WANDB_API_KEY' });
+    const result = await sweepWith(runner, config({ trials: 6, parallel: 1, budgetUsd: 100 }));
+    assert.equal(result.record.end, 'stopped');
+    assert.equal(result.record.trials.length, 1);
+    assert.equal(result.record.trials[0]?.state, 'fail');
+    assert.match(
+      result.record.message!,
+      /trial 0 could not start its run \(the job needs the secret WANDB_API_KEY\): the sweep starts no more trials/,
+    );
+  });
+
   it("reports each value as it arrives; Optuna's pruner stops trials behind the others", async () => {
     const runner = new StandIn(bus, store, { costUsd: 0.01, metric: 'accuracy', steps: 10 });
     const result = await sweepWith(

@@ -163,6 +163,8 @@ function openRecord(runsDir: string, config: SweepConfig, nowMs: number): SweepR
 
 class Scheduler {
   private pool: BudgetPool;
+  /** Why no trial can start (one failed before its run existed: the next would too), or null. */
+  private unstartable: string | null = null;
   private readonly live = new Map<number, Promise<void>>();
 
   constructor(
@@ -184,11 +186,8 @@ class Scheduler {
     for (;;) {
       if (signal?.aborted) break;
       const used = this.used();
-      if (
-        exhausted === null &&
-        used < this.config.trials &&
-        this.live.size < this.config.parallel
-      ) {
+      const canStart = exhausted === null && this.unstartable === null;
+      if (canStart && used < this.config.trials && this.live.size < this.config.parallel) {
         const admission = admit(this.pool, -1, this.options.trialWorstUsd);
         if (admission.admitted) {
           await this.startTrial();
@@ -200,6 +199,7 @@ class Scheduler {
         }
       }
       if (this.live.size === 0) {
+        if (this.unstartable !== null) return this.end('stopped', this.unstartable);
         if (exhausted !== null) return this.end('budget', exhausted);
         if (used >= this.config.trials)
           return this.end('trials', `all ${this.config.trials} trials ran`);
@@ -356,6 +356,9 @@ class Scheduler {
       await this.study.tell(trial.number, end, end === 'complete' ? value : null);
     } catch (error) {
       this.say(`trial ${trial.number}: the study was not told its end: ${describeError(error)}`);
+    }
+    if (trial.run_id === null && outcome.state === 'error') {
+      this.unstartable = `trial ${trial.number} could not start its run (${message ?? 'no reason given'}): the sweep starts no more trials`;
     }
     const cost = trial.run_id === null ? 0 : this.runner.costUsd(trial.run_id);
     // An unknown cost counts as the trial's whole worst case: the pool never says less was spent.
