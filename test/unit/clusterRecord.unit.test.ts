@@ -10,6 +10,8 @@ import { tmpdir } from 'node:os';
 import * as path from 'node:path';
 import { runShowJson, runShowLines, type RunView } from '../../src/cli/commands/runsShow';
 import type { RunCluster } from '../../src/core/runs/clusterRecord';
+import { clusterSpends } from '../../src/core/runs/clusterSpend';
+import { podSpends } from '../../src/core/runs/spend';
 import { decodeRunRecord, encodeRunRecord, type RunRecord } from '../../src/core/runs/runRecord';
 import { presentRunChild } from '../../src/ui/runs/runChildView';
 import { readRunChildren } from '../../src/ui/runs/runChildren';
@@ -143,5 +145,65 @@ describe('a run on a cluster in its records', () => {
     } finally {
       rmSync(root, { recursive: true, force: true });
     }
+  });
+});
+
+describe('the spend of a run on a cluster', () => {
+  it('counts every member: N pods at the member rate, each bounded by its own watchdog', () => {
+    const cluster: RunCluster = {
+      ...CLUSTER,
+      createdAt: '2026-12-02T10:00:00Z',
+      deletedAt: '2026-12-02T11:00:00Z',
+    };
+    const spends = clusterSpends('ddp-x', cluster, Date.parse('2026-12-02T12:00:00Z'));
+    assert.deepEqual(
+      spends.map((s) => [s.podId, s.status, s.estimatedUsd]),
+      [
+        ['pod-a', 'ended', 0.8],
+        ['pod-b', 'ended', 0.8],
+      ],
+    );
+    const created = Date.parse('2026-12-02T10:00:00Z') / 1000;
+    const live = clusterSpends(
+      'ddp-x',
+      {
+        ...cluster,
+        deletedAt: null,
+        nodes: cluster.nodes.map((n) => ({
+          ...n,
+          costCapAtUnixS: created + 1800,
+          deadlineUnixS: created + 3600,
+        })),
+      },
+      Date.parse('2026-12-02T10:15:00Z'),
+    );
+    assert.deepEqual(
+      live.map((s) => [s.status, s.estimatedUsd, s.boundUsd]),
+      [
+        ['live', 0.2, 0.4],
+        ['live', 0.2, 0.4],
+      ],
+    );
+    // Through the store's list, as `spend` and the budget read it: a run without pod.json.
+    const store = {
+      list: () => ({
+        runs: [
+          {
+            id: 'ddp-x',
+            state: 'succeeded' as const,
+            created: cluster.createdAt,
+            budgetCapUsd: null,
+            cluster,
+          },
+        ],
+      }),
+      loadPod: () => null,
+    };
+    const all = podSpends(store, Date.parse('2026-12-02T12:00:00Z'));
+    assert.equal(all.length, 2);
+    assert.equal(
+      all.reduce((sum, s) => sum + (s.estimatedUsd ?? 0), 0),
+      1.6,
+    );
   });
 });

@@ -36,6 +36,7 @@ import { startJobOnPod, UploadAhead } from '../follow/startJob';
 import { describeError } from '../errors';
 import { jobSecretsOf } from './jobSecrets';
 import { withDotEnv } from '../config/env';
+import { trainCluster } from './trainCluster';
 
 export interface TrainOptions {
   target?: string;
@@ -86,6 +87,10 @@ export async function train(
   }
   // The job's secrets, before anything is created: a missing one stops here with its fix.
   const secrets = jobSecretsOf(config, withDotEnv(workspaceDir, deps.env ?? {}));
+  // nodes ≥ 2: one run on one Instant Cluster (./trainCluster.ts).
+  if (target.kind === 'runpod' && target.nodes > 1) {
+    return trainCluster(deps, config, target, workspaceDir, secrets, options);
+  }
   const ctx = target.kind === 'runpod' ? podCtx(deps) : null;
   const resume = options.resumeFrom === undefined ? null : resumeSource(deps, options.resumeFrom);
   // Before any run directory or pod: a run that would pass [budget] is refused (or fitted).

@@ -66,8 +66,11 @@ export async function startCluster(
   ctx: ClusterCtx,
   plan: ClusterPlan,
   signal?: AbortSignal,
+  /** Told once the cluster exists, before its members are waited for (its record is written then). */
+  onCreated?: (cluster: Cluster) => void,
 ): Promise<ClusterHandle> {
   const cluster = await createCluster(ctx, plan, signal);
+  onCreated?.(cluster);
   log(
     ctx,
     'info',

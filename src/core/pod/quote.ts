@@ -160,7 +160,7 @@ export function quoteLines(q: Quote): string[] {
   if (q.worstUsd !== null) {
     lines.push(
       q.nodes > 1
-        ? `Worst case: ${usd(q.worstUsd)} for all ${q.nodes} nodes (if every client dies: what each node's watchdog allows with its share of the cap, deadline snapshot and graces included)`
+        ? `Worst case: ${usd(q.worstUsd)} for all ${q.nodes} nodes while this client follows the run; a node's watchdog cannot delete its cluster yet (Runpod refuses a member's pod delete): if every client dies, the cluster bills until you delete it in Runpod's console`
         : `Worst case: ${usd(q.worstUsd)} (if every client dies: what the pod's watchdog allows, deadline snapshot and graces included)`,
     );
   }

@@ -7,6 +7,7 @@
 import type { BudgetConfig } from '../config/budget';
 import type { OtherPod, PodRecord } from './podRecord';
 import type { RunRecord } from './runRecord';
+import { clusterSpends } from './clusterSpend';
 
 /** A budget's period: the UTC day or the UTC month. */
 export type BudgetPeriod = 'day' | 'month';
@@ -230,7 +231,9 @@ export interface ProjectSpend {
 
 /** What the spend accounting needs of the run store. */
 export interface SpendSource {
-  list(): { runs: readonly Pick<RunRecord, 'id' | 'state' | 'created' | 'budgetCapUsd'>[] };
+  list(): {
+    runs: readonly Pick<RunRecord, 'id' | 'state' | 'created' | 'budgetCapUsd' | 'cluster'>[];
+  };
   loadPod(id: string): PodRecord | null;
 }
 
@@ -256,6 +259,7 @@ export function podSpends(store: SpendSource, nowMs: number): PodSpend[] {
       continue;
     }
     if (pod !== null) out.push(...runPodSpends(pod, nowMs));
+    else if (run.cluster) out.push(...clusterSpends(run.id, run.cluster, nowMs));
     else if (
       run.state === 'preparing' &&
       (run.budgetCapUsd ?? 0) > 0 &&

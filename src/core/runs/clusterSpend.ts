@@ -1,0 +1,38 @@
+/** The spend of a run's cluster: each member billed as a pod of its own. */
+import type { RunCluster } from './clusterRecord';
+import type { PodSpend } from './spend';
+
+const round4 = (usd: number): number => Math.round(usd * 10_000) / 10_000;
+
+/**
+ * Every member of a run's cluster as a pod of its own (each bills its rate from the cluster's
+ * creation until the cluster's confirmed delete): a cluster of N nodes counts N pods. Each is
+ * bounded by its own watchdog: its share of the cost cap, else its deadline.
+ */
+export function clusterSpends(runId: string, cluster: RunCluster, nowMs: number): PodSpend[] {
+  const createdMs = Date.parse(cluster.createdAt);
+  const deletedMs = cluster.deletedAt === null ? null : Date.parse(cluster.deletedAt);
+  const rate = cluster.costPerHourUsd;
+  const known = Number.isFinite(createdMs);
+  const untilMs = deletedMs ?? nowMs;
+  return cluster.nodes.map((node) => {
+    const boundS = node.costCapAtUnixS ?? node.deadlineUnixS;
+    return {
+      runId,
+      podId: node.podId,
+      status: deletedMs === null ? 'live' : 'ended',
+      usdPerHour: rate,
+      createdMs: known ? createdMs : null,
+      endedMs: deletedMs,
+      estimatedUsd:
+        rate === null || !known
+          ? null
+          : round4((rate * Math.max(0, untilMs - createdMs)) / 3_600_000),
+      billedUsd: null,
+      boundUsd:
+        rate === null || !known || boundS === null
+          ? null
+          : round4((rate * Math.max(0, boundS * 1000 - createdMs)) / 3_600_000),
+    };
+  });
+}

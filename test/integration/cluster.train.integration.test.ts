@@ -1,0 +1,244 @@
+/**
+ * Train on a target with nodes = 2 (issue 37 steps 3-4), through the product's train flow on the
+ * emulator: one Instant Cluster of two real pods (the REAL bootstrap and watchdog on each), each
+ * member's watchdog verdict read and its share of the cost cap armed, the run's files on each
+ * node, examples/ddp/train.py started by torchrun on both (gloo on CPU over the cluster network),
+ * rank 0's results retrieved verified, each node's job.log kept under runs/<id>/nodes/<rank>/,
+ * then the whole cluster deleted in one call and confirmed. A member that never answers SSH
+ * fails the run naming it, and no member is left billing.
+ */
+import assert from 'node:assert/strict';
+import { existsSync } from 'node:fs';
+import * as fs from 'node:fs';
+import * as path from 'node:path';
+import { loadConfig } from '../../src/core/config';
+import { train } from '../../src/core/flow';
+import { decodeRunRecord } from '../../src/core/runs/runRecord';
+import { podSpends } from '../../src/core/runs/spend';
+import { GPU, Lab } from '../helpers/lifecycle';
+import { waitFor } from '../emulator/testing';
+
+const TRAIN_PY = path.join(__dirname, '..', '..', 'examples', 'ddp', 'train.py');
+
+const TOML = `[project]
+name = "ddp"
+
+[training]
+target = "cluster"
+trainer = "command"
+command = "train.py --steps 8 --out output"
+launcher = "torchrun"
+upload = ["train.py"]
+
+[targets.cluster]
+kind = "runpod"
+gpu_types = [${JSON.stringify(GPU.rtx4090)}]
+nodes = 2
+max_hours = 1
+max_cost_usd = 5
+boot_grace_minutes = 5
+retrieve_grace_minutes = 1
+`;
+
+describe('train on a 2-node cluster, launched by torchrun', function () {
+  this.timeout(600_000); // two torch imports per node on a shared 2-core machine
+  let lab: Lab | null = null;
+  afterEach(async () => {
+    await lab?.close();
+    lab = null;
+  });
+
+  /** Rank 0's first logged step on its pod: the job runs on both nodes. */
+  async function trainingStarted(l: Lab, runId: () => string): Promise<string[]> {
+    return waitFor(
+      "rank 0's first step",
+      () => {
+        const members = l.emulator.clusters()[0]?.memberIds;
+        const rank0 = members?.[0] === undefined ? undefined : l.emulator.pod(members[0]);
+        if (!members || !rank0 || runId() === '') return undefined;
+        const file = path.join(rank0.dirs.workspace, 'overbrainer', runId(), 'metrics.jsonl');
+        try {
+          return fs.readFileSync(file, 'utf8').includes('"event": "log"') ||
+            fs.readFileSync(file, 'utf8').includes('"event":"log"')
+            ? members
+            : undefined;
+        } catch {
+          return undefined;
+        }
+      },
+      300_000,
+      200,
+    );
+  }
+
+  function longer(config: Parameters<typeof train>[1]): Parameters<typeof train>[1] {
+    const training = config.training!;
+    const trainer = training.trainer;
+    assert.equal(trainer.kind, 'command');
+    return {
+      ...config,
+      training: {
+        ...training,
+        trainer: { ...trainer, command: 'train.py --steps 100000 --out output' } as typeof trainer,
+      },
+    };
+  }
+
+  async function labWith() {
+    assert.ok(existsSync('/usr/bin/torchrun'), 'apt-get install python3-torch');
+    const started = await Lab.start();
+    lab = started;
+    fs.writeFileSync(path.join(started.workspace, 'overbrainer.toml'), TOML);
+    fs.copyFileSync(TRAIN_PY, path.join(started.workspace, 'train.py'));
+    const loaded = loadConfig(started.workspace, {});
+    assert.ok(loaded.ok, JSON.stringify(!loaded.ok && loaded.errors));
+    return { lab: started, config: loaded.config };
+  }
+
+  it('runs examples/ddp on 2 nodes to verified results, then deletes the whole cluster', async () => {
+    const { lab: l, config } = await labWith();
+    let runId = '';
+    const result = await l.track(
+      train(l.deps, config, l.workspace, { onRun: (r) => (runId = r.id) }),
+    );
+    const runDir = l.runDir(runId);
+    const logs = [0, 1].map((rank) => {
+      const file = path.join(runDir, 'nodes', String(rank), 'job.log');
+      return existsSync(file) ? fs.readFileSync(file, 'utf8') : '(none)';
+    });
+    assert.equal(result.run.state, 'succeeded', `${result.summary}\n${logs.join('\n----\n')}`);
+    const rank0 = JSON.parse(fs.readFileSync(path.join(runDir, 'output', 'rank-0.json'), 'utf8'));
+    assert.equal(rank0.world_size, 2);
+    const steps = fs
+      .readFileSync(path.join(runDir, 'metrics.jsonl'), 'utf8')
+      .trim()
+      .split('\n')
+      .map((l) => JSON.parse(l) as { event: string; step?: number })
+      .filter((r) => r.event === 'log');
+    assert.equal(steps.at(-1)?.step, 8);
+    for (const log of logs) assert.notEqual(log, '(none)');
+    const record = decodeRunRecord(
+      fs.readFileSync(path.join(runDir, 'run.json'), 'utf8'),
+      'run.json',
+    );
+    assert.ok(record.cluster, 'run.json records the cluster');
+    assert.deepEqual(
+      record.cluster.nodes.map((n) => [n.rank, n.state, n.costCapAtUnixS !== null]),
+      [
+        [0, 'ended', true],
+        [1, 'ended', true],
+      ],
+    );
+    assert.notEqual(record.cluster.deletedAt, null);
+    const members = l.emulator.ledger().pods.filter((p) => p.runId === runId);
+    assert.equal(members.length, 2);
+    // The spend counts both members, at the rate Runpod gave, as pods of their own.
+    const spends = podSpends(l.deps.store, Date.now()).filter((p) => p.runId === runId);
+    assert.deepEqual(spends.map((p) => p.podId).sort(), members.map((p) => p.id).sort());
+    assert.ok(spends.every((p) => p.status === 'ended' && (p.estimatedUsd ?? 0) > 0));
+    assert.ok(
+      members.every((p) => !p.billing && p.deletedBy === 'account'),
+      JSON.stringify(members),
+    );
+    assert.deepEqual(l.emulator.clusters(), []);
+  });
+
+  it('a member that never answers SSH fails the run naming it; every member deleted', async () => {
+    const { lab: l, config } = await labWith();
+    await l.emulator.faults.sshdNeverStarts('unpublished');
+    let runId = '';
+    const error = await l
+      .track(train(l.deps, config, l.workspace, { onRun: (r) => (runId = r.id) }))
+      .then(
+        () => assert.fail('the run started'),
+        (caught: unknown) => caught,
+      );
+    assert.match(String(error), /node 0 did not answer SSH/);
+    assert.match(String(error), /the whole cluster was deleted/);
+    const record = decodeRunRecord(
+      fs.readFileSync(path.join(l.runDir(runId), 'run.json'), 'utf8'),
+      'run.json',
+    );
+    assert.equal(record.state, 'failed');
+    assert.match(record.message ?? '', /node 0 did not answer SSH/);
+    const members = l.emulator.ledger().pods.filter((p) => p.runId === runId);
+    assert.equal(members.length, 2);
+    assert.ok(
+      members.every((p) => !p.billing),
+      JSON.stringify(members),
+    );
+    assert.deepEqual(l.emulator.clusters(), []);
+  });
+
+  it('a node killed mid-run fails the run naming it; the whole cluster deleted, nothing billing', async () => {
+    const { lab: l, config } = await labWith();
+    let runId = '';
+    const training = l.track(
+      train(l.deps, longer(config), l.workspace, { onRun: (r) => (runId = r.id) }),
+    );
+    const members = await trainingStarted(l, () => runId);
+    await l.emulator.faults.podDies(members[1]!);
+    const result = await training;
+    assert.equal(result.run.state, 'failed', result.summary);
+    assert.match(result.run.message ?? '', /^node 1 failed the run: its pod \S+ is /);
+    const record = decodeRunRecord(
+      fs.readFileSync(path.join(l.runDir(runId), 'run.json'), 'utf8'),
+      'run.json',
+    );
+    assert.equal(record.cluster?.nodes[1]?.state, 'failed');
+    assert.notEqual(record.cluster?.deletedAt, null);
+    const ledger = l.emulator.ledger().pods.filter((p) => p.runId === runId);
+    assert.equal(ledger.length, 2);
+    assert.ok(
+      ledger.every((p) => !p.billing),
+      JSON.stringify(ledger),
+    );
+    assert.deepEqual(l.emulator.clusters(), []);
+  });
+
+  it('cancel while the job runs: the run cancelled, the whole cluster deleted', async () => {
+    const { lab: l, config } = await labWith();
+    let runId = '';
+    const abort = new AbortController();
+    const training = l.track(
+      train(l.deps, longer(config), l.workspace, {
+        onRun: (r) => (runId = r.id),
+        signal: abort.signal,
+      }),
+    );
+    await trainingStarted(l, () => runId);
+    abort.abort();
+    const result = await training;
+    assert.equal(result.run.state, 'cancelled', result.summary);
+    const ledger = l.emulator.ledger().pods.filter((p) => p.runId === runId);
+    assert.equal(ledger.length, 2);
+    assert.ok(
+      ledger.every((p) => !p.billing),
+      JSON.stringify(ledger),
+    );
+    assert.deepEqual(l.emulator.clusters(), []);
+  });
+
+  it('max_cost_usd reached for the whole cluster: the client deletes it (a member watchdog cannot)', async () => {
+    const { lab: l, config } = await labWith();
+    const long = longer(config);
+    const target = long.targets.cluster;
+    assert.ok(target?.kind === 'runpod');
+    // $0.002 for 2 nodes: each node's share runs out seconds after the create.
+    const capped = { ...long, targets: { cluster: { ...target, maxCostUsd: 0.002 } } };
+    let runId = '';
+    const result = await l.track(
+      train(l.deps, capped, l.workspace, { onRun: (r) => (runId = r.id) }),
+    );
+    assert.equal(result.run.state, 'failed', result.summary);
+    assert.equal(result.run.end?.cause, 'cost_cap');
+    assert.match(result.run.message ?? '', /max_cost_usd reached for the whole cluster/);
+    const ledger = l.emulator.ledger().pods.filter((p) => p.runId === runId);
+    assert.equal(ledger.length, 2);
+    assert.ok(
+      ledger.every((p) => !p.billing),
+      JSON.stringify(ledger),
+    );
+    assert.deepEqual(l.emulator.clusters(), []);
+  });
+});
