@@ -276,7 +276,7 @@ describe('config: errors carry file, line, column and a hint', () => {
     );
   });
 
-  it('a target without kind, with an unknown kind, or of kind ssh', () => {
+  it('a target without kind, or with an unknown kind', () => {
     at(
       one(BASE.replace('kind = "runpod"\n', '')),
       5,
@@ -288,15 +288,8 @@ describe('config: errors carry file, line, column and a hint', () => {
       one(BASE.replace('kind = "runpod"', 'kind = "docker"')),
       6,
       8,
-      /kind must be "runpod" or "local", not "docker"/,
+      /kind must be "runpod", "ssh" or "local", not "docker"/,
       /kind = "local"/,
-    );
-    at(
-      one(BASE.replace('kind = "runpod"', 'kind = "ssh"')),
-      6,
-      8,
-      /ssh" targets are not supported/,
-      /kind = "runpod"/,
     );
   });
 

@@ -39,7 +39,11 @@ export async function dryRun(s: Session, targetName: string | null): Promise<num
   if (problem !== null) throw new ConfigProblem([`${problem.message}. ${problem.hint}`]);
   const plan = trainingPlanLines(config, s.dir);
   if (target.kind !== 'runpod') {
-    s.io.stdout(`dry run: target ${target.name} runs on this machine: it costs nothing`);
+    s.io.stdout(
+      target.kind === 'ssh'
+        ? `dry run: target ${target.name} runs on your own machine over SSH: Overbrainer bills nothing there`
+        : `dry run: target ${target.name} runs on this machine: it costs nothing`,
+    );
     for (const line of plan) s.io.stdout(line);
     return EXIT_OK;
   }

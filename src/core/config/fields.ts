@@ -329,6 +329,27 @@ export const LOCAL_FIELDS = {
   },
 } satisfies Record<string, Field>;
 
+/** `kind = "ssh"`: the user's own GPU machine (its `host` is read from the environment only). */
+export const SSH_FIELDS = {
+  kind: { schema: z.literal('ssh'), rule: '', hint: '', required: true },
+  host: {
+    schema: z.string().max(300),
+    rule: 'must be user@host or user@host:port',
+    hint: 'Set it as OVERBRAINER_TARGETS__<NAME>__HOST=user@host[:port].',
+  },
+  workdir: {
+    schema: z
+      .string()
+      .min(1)
+      .max(1024)
+      .regex(/^[A-Za-z0-9_./~+-][^\0\n\r"'`$\\]*$/),
+    rule: 'must be a path on the machine (relative to its home, or absolute) without quotes, $, backslashes or line breaks',
+    hint: 'Write workdir = "overbrainer" (under the home of the SSH user), or leave it out.',
+  },
+  ssh_client: RUNPOD_FIELDS.ssh_client,
+  venv: LOCAL_FIELDS.venv,
+} satisfies Record<string, Field>;
+
 export const TOP_LEVEL = ['project', 'training', 'targets', 'budget', 'sweep'];
 
 /** Every key the parser knows, per section (the template test checks the template against it). */
@@ -341,6 +362,8 @@ export const KNOWN_KEYS = {
   ],
   runpod: Object.keys(RUNPOD_FIELDS),
   local: Object.keys(LOCAL_FIELDS),
+  /** `host` is the environment's only (OVERBRAINER_TARGETS__<NAME>__HOST), never a file key. */
+  ssh: Object.keys(SSH_FIELDS).filter((key) => key !== 'host'),
   budget: Object.keys(BUDGET_FIELDS),
   /** `[sweep]` without `params`, which is its own section, `[sweep.params]`. */
   sweep: Object.keys(SWEEP_FIELDS).filter((key) => key !== 'params'),

@@ -4,7 +4,7 @@
  * against its zod schema and every problem reported at its place with what to write instead.
  */
 import { ENV_SSH_CLIENT, envOnlyProblem, type Env } from './env';
-import { LOCAL_FIELDS, PROJECT_FIELDS, RUNPOD_FIELDS } from './fields';
+import { LOCAL_FIELDS, PROJECT_FIELDS, RUNPOD_FIELDS, SSH_FIELDS } from './fields';
 import { checkFields, describe, isTable, type Reporter, type Table } from './report';
 import {
   DEFAULT_BOOT_GRACE_MINUTES,
@@ -14,7 +14,10 @@ import {
   DEFAULT_RUNPOD_IMAGE,
   DEFAULT_RUNPOD_VENV,
   TARGET_NAME,
+  parseSshHost,
+  sshHostEnvVar,
   type LocalTargetConfig,
+  type SshTargetConfig,
   type RunpodTargetConfig,
   type TargetConfig,
 } from './types';
@@ -94,16 +97,13 @@ export function checkTargets(
         'key',
       );
     } else if (kind === 'ssh') {
-      report.add(
-        [...path, 'kind'],
-        'kind = "ssh" targets are not supported by Overbrainer for VS Code',
-        'Write kind = "runpod" for a GPU pod per run, or kind = "local" for this machine.',
-      );
+      const target = checkSsh(report, table, name, sshClientEnv);
+      if (target) valid[name] = target;
     } else {
       report.add(
         [...path, 'kind'],
-        `targets.${name}.kind must be "runpod" or "local", not ${describe(kind)}`,
-        'Write kind = "runpod" for a GPU pod per run, or kind = "local" for this machine.',
+        `targets.${name}.kind must be "runpod", "ssh" or "local", not ${describe(kind)}`,
+        'Write kind = "runpod" for a GPU pod per run, kind = "ssh" for your own GPU machine, or kind = "local" for this machine.',
       );
     }
   }
@@ -221,4 +221,66 @@ function checkLocal(report: Reporter, table: Table, name: string): LocalTargetCo
   });
   if (report.errors.length > before) return null;
   return { kind: 'local', name, venv: valid.venv ?? null };
+}
+
+/**
+ * `kind = "ssh"`: the user's own machine. Its `host` comes from OVERBRAINER_TARGETS__<NAME>__HOST
+ * only (an address with a user in a shared file says where to log in); unset, the target loads
+ * and a command on it names the variable to set.
+ */
+function checkSsh(
+  report: Reporter,
+  table: Table,
+  name: string,
+  sshClientEnv: string | undefined,
+): SshTargetConfig | null {
+  const at = ['targets', name];
+  const before = report.errors.length;
+  const envVar = sshHostEnvVar(name);
+  const fromEnv = report.envVarOf([...at, 'host']) !== undefined;
+  if (table.host !== undefined && !fromEnv) {
+    const problem = envOnlyProblem(`targets.${name}.host`, envVar);
+    report.add([...at, 'host'], problem.message, problem.hint, 'key');
+  }
+  const fields = Object.fromEntries(Object.entries(table).filter(([key]) => key !== 'host'));
+  const valid = checkFields(report, fields, at, SSH_FIELDS, (key) => {
+    if (key === 'runtime' || key === 'engine' || key === 'image') {
+      return {
+        message: `targets.${name}.${key} is not read: an ssh target runs its job natively on the machine`,
+        hint: `Remove ${key}.`,
+      };
+    }
+    if (Object.hasOwn(RUNPOD_FIELDS, key)) {
+      return {
+        message: `targets.${name}.${key} only applies to kind = "runpod"`,
+        hint: `Remove ${key}, or write kind = "runpod" for a GPU pod per run.`,
+      };
+    }
+    return null;
+  });
+  let host = null;
+  if (fromEnv) {
+    const text = typeof table.host === 'string' ? table.host : '';
+    host = parseSshHost(text);
+    if (host === null) {
+      report.add(
+        [...at, 'host'],
+        `${envVar} must be user@host or user@host:port, not ${describe(table.host)}`,
+        `Set ${envVar}=me@gpu-box (or me@gpu-box:2222).`,
+      );
+    }
+  }
+  if (report.errors.length > before) return null;
+  const sshClient =
+    sshClientEnv === 'openssh' || sshClientEnv === 'builtin'
+      ? sshClientEnv
+      : (valid.ssh_client ?? 'openssh');
+  return {
+    kind: 'ssh',
+    name,
+    host,
+    workdir: valid.workdir ?? 'overbrainer',
+    sshClient,
+    venv: valid.venv ?? null,
+  };
 }

@@ -132,6 +132,15 @@ max_hours = 6
 # # Jobs of a local target always run natively.
 # runtime = "native"
 
+# [targets.box]
+# # Your own GPU machine over SSH: the same flow without a pod, nothing deleted
+# # there. Its address is read from the environment only:
+# #   OVERBRAINER_TARGETS__BOX__HOST=me@gpu-box (or me@gpu-box:2222)
+# # Your SSH config, agent and known_hosts are used; an unknown host key is refused.
+# kind = "ssh"
+# # Where the runs go on the machine (under the SSH user's home, or absolute).
+# workdir = "overbrainer"
+
 [budget]
 # What this project may spend, all its runs and kept pods together (UTC days
 # and months, USD). A run whose worst case would pass what is left is refused

@@ -116,7 +116,50 @@ export interface LocalTargetConfig {
   venv: string | null;
 }
 
-export type TargetConfig = RunpodTargetConfig | LocalTargetConfig;
+/** Where a `kind = "ssh"` target's machine answers: `user@host[:port]`. */
+export interface SshHostAddress {
+  user: string;
+  /** A host name, an address, or a `Host` alias of the user's SSH config. */
+  host: string;
+  /** Null when not given: the user's SSH config says, else 22. */
+  port: number | null;
+}
+
+/** The user's own GPU machine over SSH: the run's job in `workdir/<run-id>`, no pod, no watchdog. */
+export interface SshTargetConfig {
+  kind: 'ssh';
+  name: string;
+  /**
+   * From OVERBRAINER_TARGETS__<NAME>__HOST (env only); null when unset, which a command on the
+   * target refuses with the variable to set.
+   */
+  host: SshHostAddress | null;
+  /** The runs' directory on the machine, relative to the SSH user's home or absolute. */
+  workdir: string;
+  /** The client of the user's shells on the machine (OVERBRAINER_SSH_CLIENT overrides). */
+  sshClient: 'openssh' | 'builtin';
+  /** Absolute path of a virtual environment on the machine; null for none. */
+  venv: string | null;
+}
+
+/** `OVERBRAINER_TARGETS__<NAME>__HOST`: the variable an ssh target's address is read from. */
+export function sshHostEnvVar(targetName: string): string {
+  return `OVERBRAINER_TARGETS__${targetName.toUpperCase()}__HOST`;
+}
+
+/** `user@host[:port]` parsed; null when it is not of that shape. */
+export function parseSshHost(text: string): SshHostAddress | null {
+  const match =
+    /^([A-Za-z0-9._][A-Za-z0-9._-]*)@([A-Za-z0-9.-]+|\[[0-9A-Fa-f:.]+\])(?::(\d{1,5}))?$/.exec(
+      text.trim(),
+    );
+  if (match === null) return null;
+  const port = match[3] === undefined ? null : Number(match[3]);
+  if (port !== null && (port < 1 || port > 65535)) return null;
+  return { user: match[1]!, host: match[2]!.replace(/^\[|\]$/g, ''), port };
+}
+
+export type TargetConfig = RunpodTargetConfig | LocalTargetConfig | SshTargetConfig;
 
 /** The model keys of `[training]` (the overbrainer CLI's): the Axolotl config is generated from them. */
 export interface AxolotlModel {

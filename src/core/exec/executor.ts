@@ -64,8 +64,9 @@ const EXEC_HINTS: Record<ExecErrorKind, string> = {
 
 /** The message says what failed; the caller that knows the target may say what to do. */
 export class ExecError extends HintedError<ExecErrorKind> {
-  constructor(kind: ExecErrorKind, message: string, options?: { cause?: unknown }) {
-    super(kind, message, EXEC_HINTS[kind], options);
+  /** `hint` replaces the kind's own next action where the caller knows a better one. */
+  constructor(kind: ExecErrorKind, message: string, options?: { cause?: unknown; hint?: string }) {
+    super(kind, message, options?.hint ?? EXEC_HINTS[kind], options);
     this.name = 'ExecError';
   }
 }

@@ -78,7 +78,8 @@ export class SshExecutor extends CommandRunner implements Executor, TransferLink
 
   private constructor(private readonly options: SshExecutorOptions) {
     super();
-    parseHostPublicKey(options.hostPublicKey); // a damaged record fails before anything runs
+    // A damaged record fails before anything runs (the user's own machine: its known_hosts keys).
+    if (options.userHost === undefined) parseHostPublicKey(options.hostPublicKey ?? '');
     this.where = `${options.username}@${options.host}:${options.port}`;
     this.slots = new Slots(options.maxChannels ?? DEFAULT_MAX_CHANNELS);
     this.channels = new Channels(this.where, options.clock, this.orphans);
@@ -147,6 +148,7 @@ export class SshExecutor extends CommandRunner implements Executor, TransferLink
       username: options.username,
       privateKey: options.privateKey,
       hostPublicKey: options.hostPublicKey,
+      userHost: options.userHost,
       connectTimeoutMs: this.connectTimeoutMs,
       keepaliveIntervalMs: options.keepaliveIntervalMs ?? DEFAULT_KEEPALIVE_MS,
       keepaliveCountMax: options.keepaliveCountMax ?? DEFAULT_KEEPALIVE_COUNT,

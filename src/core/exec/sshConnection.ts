@@ -5,7 +5,7 @@
  * SSH module shares: the channel slots and the abort race.
  */
 import { createHash } from 'node:crypto';
-import type { Client, SFTPWrapper } from 'ssh2';
+import type { Client, ServerHostKeyAlgorithm, SFTPWrapper } from 'ssh2';
 import { ExecError } from './executor';
 import { abortedError } from './failures';
 
@@ -22,10 +22,25 @@ export interface SshTarget {
   host: string;
   port: number;
   username: string;
-  /** The run's client private key (OpenSSH format), read from `runs/<id>/ssh/id_ed25519`. */
-  privateKey: Buffer;
-  /** The pinned host key, `ssh-ed25519 AAAA…` (a trailing comment is ignored). */
-  hostPublicKey: string;
+  /**
+   * The client private key (OpenSSH format): a pod's run key, read from `runs/<id>/ssh/id_ed25519`;
+   * for the user's own machine, their unencrypted identity file, if any.
+   */
+  privateKey?: Buffer;
+  /** A pod's pinned host key, `ssh-ed25519 AAAA…` (a trailing comment is ignored). */
+  hostPublicKey?: string;
+  /** The user's own machine instead of a pod: its host keys from their known_hosts, their agent. */
+  userHost?: UserHostTrust;
+}
+
+/** How the user's own machine is trusted and logged into (exec/userHost.ts reads it). */
+export interface UserHostTrust {
+  /** Every key the user's known_hosts lists for the machine (never empty: unknown is refused). */
+  hostKeys: { type: string; blob: Buffer }[];
+  /** The known_hosts files read, for messages. */
+  knownHostsFiles: string[];
+  /** The SSH agent's socket (SSH_AUTH_SOCK), if any. */
+  agent?: string;
 }
 
 /** How one connection is made (see SshExecutorOptions). */
@@ -158,7 +173,10 @@ export function raceAbort<T>(
  * sent), `auth`, `timeout` or `connection`.
  */
 export function openConnection(params: ConnectParams): Promise<Connection> {
-  const pinned = parseHostPublicKey(params.hostPublicKey);
+  const trusted = params.userHost?.hostKeys.map((key) => key.blob) ?? [
+    parseHostPublicKey(params.hostPublicKey ?? ''),
+  ];
+  const pinned = trusted[0]!;
   const client = new (ssh2().Client)();
   let presented: Buffer | undefined;
   let ready = false;
@@ -201,16 +219,21 @@ export function openConnection(params: ConnectParams): Promise<Connection> {
         host: params.host,
         port: params.port,
         username: params.username,
-        privateKey: params.privateKey,
+        ...(params.privateKey === undefined ? {} : { privateKey: params.privateKey }),
+        ...(params.userHost?.agent === undefined ? {} : { agent: params.userHost.agent }),
         readyTimeout: params.connectTimeoutMs,
         keepaliveInterval: params.keepaliveIntervalMs,
         keepaliveCountMax: params.keepaliveCountMax,
         tryKeyboard: false,
         // Only the key type we pin, so the server cannot offer another one instead.
-        algorithms: { serverHostKey: ['ssh-ed25519'] },
+        algorithms: {
+          serverHostKey: params.userHost
+            ? hostKeyAlgorithms(params.userHost.hostKeys.map((key) => key.type))
+            : ['ssh-ed25519'],
+        },
         // Runs during key exchange, before any authentication: a wrong key ends it there.
         hostVerifier: (key: Buffer) => {
-          const ok = Buffer.isBuffer(key) && key.equals(pinned);
+          const ok = Buffer.isBuffer(key) && trusted.some((known) => key.equals(known));
           if (!ok) presented = Buffer.from(key);
           return ok;
         },
@@ -228,12 +251,34 @@ function connectError(
   presented?: Buffer,
 ): ExecError {
   const { where } = params;
+  if (presented && params.userHost) {
+    return new ExecError(
+      'host_key',
+      `${params.host}:${params.port} presented the host key ${fingerprint(presented)}, which your known_hosts ` +
+        `(${params.userHost.knownHostsFiles.join(', ')}) does not list for it: refused before anything was sent. ` +
+        `If the machine was reinstalled, check the new key's fingerprint on it, remove the old entry with ` +
+        `\`ssh-keygen -R ${knownHostsName(params.host, params.port)}\` and connect once with ssh to add it; ` +
+        `otherwise someone may be in between.`,
+      { hint: "Nothing was sent. Check the machine's host key before you trust it again." },
+    );
+  }
   if (presented) {
     return new ExecError(
       'host_key',
       `${params.host}:${params.port} presented the host key ${fingerprint(presented)}, ` +
         `not the one pinned for this run (${fingerprint(pinned)}): refused before anything was sent. ` +
         `It is not the machine this run created; check the pod (\`overbrainer pod ls\`) before trying again.`,
+    );
+  }
+  if (error.level === 'client-authentication' && params.userHost) {
+    return new ExecError(
+      'auth',
+      `${where} refused your SSH keys (your agent${params.userHost.agent === undefined ? ' is not running' : ''} and your identity files): ` +
+        `check that \`ssh -p ${params.port} ${params.username}@${params.host} true\` works, e.g. after \`ssh-add\``,
+      {
+        cause: error,
+        hint: "Add your key to your agent (`ssh-add`) or to the machine's authorized_keys, then run the command again.",
+      },
     );
   }
   if (error.level === 'client-authentication') {
@@ -256,4 +301,19 @@ function connectError(
     `cannot connect to ${where} over SSH (${reason}); check the network and that the pod is running`,
     { cause: error },
   );
+}
+
+/** The known_hosts name of a host: `host` on port 22, else `[host]:port`. */
+export function knownHostsName(host: string, port: number): string {
+  return port === 22 ? host : `[${host}]:${port}`;
+}
+
+/** The server host key algorithms that match the key types the user's known_hosts holds. */
+function hostKeyAlgorithms(types: string[]): ServerHostKeyAlgorithm[] {
+  const out = new Set<string>();
+  for (const type of types) {
+    if (type === 'ssh-rsa') ['rsa-sha2-512', 'rsa-sha2-256', 'ssh-rsa'].forEach((a) => out.add(a));
+    else out.add(type);
+  }
+  return [...out] as ServerHostKeyAlgorithm[];
 }

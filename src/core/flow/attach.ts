@@ -4,9 +4,9 @@
  */
 import { rfc3339 } from '../clock';
 import type { OverbrainerConfig } from '../config/types';
-import { LocalExecutor } from '../exec/local';
 import { followAgain } from '../follow/again';
 import { followLocal } from '../follow/collect';
+import { followOnHost } from '../follow/host';
 import { recoveryPlan } from '../follow/recover';
 import { failRun, log, type PodCtx } from '../pod/context';
 import { forgetKeys, noteStrays, remove, sweep } from '../pod/remove';
@@ -26,6 +26,7 @@ import {
   publishState,
   summaryLine,
 } from './deps';
+import { hostExecutor } from './host';
 import { jobSecretsOf } from './jobSecrets';
 
 /**
@@ -46,12 +47,23 @@ export async function attach(
     if (pod === null) {
       if (target && target.kind === 'runpod')
         throw new FlowError('no_pod', `run ${runId} has no pod.json`, null);
-      if (run.state !== 'running' || run.job === null) {
+      const onHost = target?.kind === 'ssh';
+      // On the user's machine an ended job whose results did not come home is retrieved again.
+      const unfinished = run.state === 'running' || (onHost && run.end?.cause === 'not_retrieved');
+      if (!unfinished || run.job === null) {
         return { run, pod: null, ending: null, summary: summaryLine(deps, run, null) };
       }
-      const executor = new LocalExecutor({ clock: deps.clock });
+      const executor = await hostExecutor(deps, config, run, signal);
       try {
-        return await followLocal(deps, executor, run, signal);
+        if (!onHost) return await followLocal(deps, executor, run, signal);
+        deps.bus.publish({ type: 'runWatched', runId });
+        return await followOnHost(
+          deps,
+          executor,
+          run,
+          { artifacts: artifactsOf(config), maxRetrieveGb: maxRetrieveGbOf(config, run) },
+          signal,
+        );
       } finally {
         executor.dispose();
       }

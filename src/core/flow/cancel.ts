@@ -1,7 +1,6 @@
 /**
  * Cancel: the job's process group stopped, what it wrote retrieved, its pod ended.
  */
-import { LocalExecutor } from '../exec/local';
 import { log } from '../pod/context';
 import { reconnect } from '../pod/reconnect';
 import { cancelJob, jobStatus } from '../train/job';
@@ -15,6 +14,8 @@ import {
   summaryLine,
 } from './deps';
 import { collect } from '../follow/collect';
+import { collectOnHost } from '../follow/host';
+import { hostExecutor } from './host';
 import { endRun } from '../runs/runEnd';
 
 /** Cancels a run's job, then retrieves what it wrote and ends its pod. */
@@ -27,10 +28,21 @@ export const cancel: RunCommand = async (deps, config, runId, signal) => {
   const lock = deps.store.lock(runId, deps.owner);
   try {
     if (pod === null) {
-      const executor = new LocalExecutor({ clock: deps.clock });
+      const executor = await hostExecutor(deps, config, run, signal);
       try {
         await cancelJob(executor, run.remoteDir, { signal });
-        if (lock !== null && (await jobStatus(executor, run.remoteDir)).kind === 'cancelled') {
+        const cancelled = (await jobStatus(executor, run.remoteDir)).kind === 'cancelled';
+        if (lock !== null && cancelled && config?.targets[run.target]?.kind === 'ssh') {
+          // What the job wrote on the user's machine comes home, verified; nothing is deleted there.
+          return await collectOnHost(
+            deps,
+            executor,
+            run,
+            { state: 'cancelled', message: null },
+            { artifacts: artifactsOf(config), maxRetrieveGb: maxRetrieveGbOf(config, run) },
+          );
+        }
+        if (lock !== null && cancelled) {
           endRun(run, 'cancelled', 'cancelled', run.message);
           deps.store.saveRun(run);
           publishState(deps, run);

@@ -3,10 +3,11 @@
  * else follows.
  */
 import type { Executor } from '../exec/executor';
-import { LocalExecutor } from '../exec/local';
+import type { OverbrainerConfig } from '../config/types';
 import { reconnect } from '../pod/reconnect';
 import { requestSnapshot, type RequestResult } from '../train/snapshot';
 import { attach } from './attach';
+import { hostExecutor } from './host';
 import { type FlowDeps, FlowError, type FlowResult, podCtx, type RunCommand } from './deps';
 
 /** What {@link stop} did: the request, and the run's end when this client followed it there. */
@@ -24,7 +25,7 @@ export interface StopResult {
  * `stopped` with the snapshot's step. A job that already ended is collected the same way.
  */
 export const stop: RunCommand<StopResult> = async (deps, config, runId, signal) => {
-  const request = await requestStop(deps, runId, signal);
+  const request = await requestStop(deps, runId, signal, config);
   const holder = deps.store.lockHolder(runId);
   if (holder !== null && holder.stale === null) return { request, result: null };
   return { request, result: await attach(deps, config, runId, signal) };
@@ -39,6 +40,7 @@ export async function requestStop(
   deps: FlowDeps,
   runId: string,
   signal?: AbortSignal,
+  config: OverbrainerConfig | null = null,
 ): Promise<RequestResult> {
   const run = deps.store.loadRun(runId);
   if (run.job === null) {
@@ -56,7 +58,7 @@ export async function requestStop(
   const pod = deps.store.loadPod(runId);
   let executor: Executor | null;
   if (pod === null) {
-    executor = new LocalExecutor({ clock: deps.clock });
+    executor = await hostExecutor(deps, config, run, signal);
   } else {
     executor = await reconnect(podCtx(deps), pod, run, signal);
     if (executor === null) {

@@ -29,6 +29,7 @@ import {
 import { budgetGate, lockBudget, type BudgetDecision } from './budget';
 import { settleGonePods } from './settleBills';
 import { followLocal } from '../follow/collect';
+import { trainOnHost } from './host';
 import { recoveryPlan } from '../follow/recover';
 import { followOnPod } from '../follow/run';
 import { checkRunFiles, packRun, resumeSource, type RunFiles } from './runFiles';
@@ -119,7 +120,11 @@ export async function train(
       project: config.projectName,
       target: target.name,
       remoteDir: (id) =>
-        target.kind === 'runpod' ? `${workdirFor(target)}/${id}` : deps.store.runDir(id),
+        target.kind === 'runpod'
+          ? `${workdirFor(target)}/${id}`
+          : target.kind === 'ssh'
+            ? `${target.workdir}/${id}`
+            : deps.store.runDir(id),
       budgetCapUsd: budget?.budgetCapUsd ?? null,
     });
   } finally {
@@ -150,12 +155,16 @@ export async function train(
         () => options.onPhase?.('packed'),
         () => undefined,
       );
-      if (sequential || target.kind === 'local') await packing;
+      if (sequential || target.kind !== 'runpod') await packing;
     } catch (error) {
       return failBeforePod(error);
     }
     if (target.kind === 'local') {
       return await trainLocal(deps, run, files.job, await packing, secrets, options.signal);
+    }
+    if (target.kind === 'ssh') {
+      const env = await packing;
+      return await trainOnHost(deps, config, target, run, files.job, env, secrets, options.signal);
     }
     if (budget !== null) {
       if (budget.fitted) warn(ctx!, run.id, 'budget_fitted', budget.line);

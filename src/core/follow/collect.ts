@@ -35,7 +35,7 @@ export interface Followed {
 export type RunCtx = Pick<PodCtx, 'store' | 'bus' | 'clock' | 'timing'>;
 
 /** Trainer artifacts never brought back (checkpoints at any depth). */
-const ARTIFACT_EXCLUDES = ['checkpoint-*'];
+export const ARTIFACT_EXCLUDES = ['checkpoint-*'];
 
 /** Follows a local job to its end and records how it ended. */
 export async function followLocal(
@@ -62,7 +62,7 @@ export async function followLocal(
 }
 
 /** Saves the run's end: verified results, or why they are not there. */
-function finishRecord(
+export function finishRecord(
   ctx: RunCtx,
   run: RunRecord,
   outcome: JobOutcome,

@@ -78,7 +78,12 @@ export async function stopRun(ctx: UiContext, arg: unknown): Promise<void> {
       let text: string;
       let followedElsewhere: boolean;
       try {
-        const request = await requestStop(session.deps(run.pod !== null), run.id);
+        const request = await requestStop(
+          session.deps(run.pod !== null),
+          run.id,
+          undefined,
+          session.configOrNull(),
+        );
         const holder = session.store.lockHolder(run.id);
         followedElsewhere = !ctx.followed.has(run.id) && holder !== null && holder.stale === null;
         text =

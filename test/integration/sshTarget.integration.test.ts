@@ -1,0 +1,229 @@
+/**
+ * `kind = "ssh"` (issue 36 part 3): the user's own GPU machine, here a real OpenSSH sshd on
+ * loopback. Reached as the user's ssh reaches it: the address an alias of their SSH config
+ * (HOME/.ssh/config: HostName, Port, IdentityFile, UserKnownHostsFile), the host key checked
+ * against their known_hosts and never accepted on its own. The same run as on a pod minus the
+ * pod: files uploaded, the job detached, followed, the results brought home verified; attach
+ * after the client died; cancel. Nothing on the machine is deleted.
+ */
+import assert from 'node:assert/strict';
+import * as fs from 'node:fs';
+import * as path from 'node:path';
+import { systemClock } from '../../src/core/clock';
+import { loadConfig } from '../../src/core/config';
+import type { OverbrainerConfig } from '../../src/core/config/types';
+import { EventBus } from '../../src/core/events';
+import { ExecError } from '../../src/core/exec/executor';
+import { attach, cancel, stop, train, type FlowDeps } from '../../src/core/flow';
+import { RunStore } from '../../src/core/runs/store';
+import { scaleTiming } from '../../src/core/timing';
+import { gatedCommand } from '../helpers/gatedJob';
+import { generateEd25519, processAlive, startSshd, type Sshd } from '../helpers/sshd';
+import { tempTinyWorkspace } from '../helpers/tinyWorkspace';
+
+const ALIAS = 'gpubox';
+
+interface Box {
+  sshd: Sshd;
+  tmp: string;
+  ws: string;
+  home: string;
+  deps: FlowDeps;
+  config: OverbrainerConfig;
+}
+
+function toml(command: string, workdir: string): string {
+  return `[project]
+name = "tiny"
+
+[training]
+target = "box"
+trainer = "command"
+command = ${JSON.stringify(command)}
+upload = ["train.py", "data"]
+
+[targets.box]
+kind = "ssh"
+workdir = ${JSON.stringify(workdir)}
+`;
+}
+
+describe('kind = "ssh": the user\'s own machine over their SSH config and known_hosts', function () {
+  this.timeout(120_000);
+  const boxes: Box[] = [];
+  afterEach(async () => {
+    for (const box of boxes.splice(0)) {
+      await box.sshd.stop();
+      fs.rmSync(box.tmp, { recursive: true, force: true });
+    }
+  });
+
+  /** An sshd, a HOME whose SSH config names it `gpubox`, a workspace on target `box`. */
+  async function box(command: string, knownHostKey?: string): Promise<Box> {
+    const sshd = await startSshd();
+    const { tmp, ws } = tempTinyWorkspace('ob-sshtarget-');
+    const home = path.join(tmp, 'home');
+    const dotSsh = path.join(home, '.ssh');
+    fs.mkdirSync(dotSsh, { recursive: true, mode: 0o700 });
+    fs.writeFileSync(path.join(dotSsh, 'id_box'), sshd.clientPrivateKey, { mode: 0o600 });
+    const known = knownHostKey ?? sshd.hostPublicKey;
+    fs.writeFileSync(path.join(dotSsh, 'known_hosts'), `[127.0.0.1]:${sshd.port} ${known}\n`);
+    fs.writeFileSync(
+      path.join(dotSsh, 'config'),
+      [
+        `Host ${ALIAS}`,
+        '  HostName 127.0.0.1',
+        `  Port ${sshd.port}`,
+        `  IdentityFile ${path.join(dotSsh, 'id_box')}`,
+        `  UserKnownHostsFile ${path.join(dotSsh, 'known_hosts')}`,
+        '',
+      ].join('\n'),
+    );
+    fs.writeFileSync(path.join(ws, 'overbrainer.toml'), toml(command, `${sshd.root}/ob`));
+    const env = { HOME: home, OVERBRAINER_TARGETS__BOX__HOST: `${sshd.user}@${ALIAS}` };
+    const loaded = loadConfig(ws, env);
+    assert.ok(loaded.ok, JSON.stringify(!loaded.ok && loaded.errors));
+    const deps: FlowDeps = {
+      store: new RunStore(path.join(ws, 'runs'), systemClock),
+      client: null,
+      bus: new EventBus(),
+      clock: systemClock,
+      timing: scaleTiming(4),
+      version: 'test',
+      owner: 'test',
+      env,
+    };
+    const made = { sshd, tmp, ws, home, deps, config: loaded.config };
+    boxes.push(made);
+    return made;
+  }
+
+  /** Starts a train and resolves with its run ID once its job runs; the train's own promise too. */
+  async function startGated(
+    b: Box,
+  ): Promise<{ runId: string; ended: Promise<unknown>; stop: AbortController }> {
+    const stop = new AbortController();
+    let runId = '';
+    const running = new Promise<void>((resolve) => {
+      const sub = b.deps.bus.on((event) => {
+        if (event.type === 'runState' && event.state === 'running') {
+          runId = event.runId;
+          sub.dispose();
+          resolve();
+        }
+      });
+    });
+    const ended = train(b.deps, b.config, b.ws, { signal: stop.signal }).then(
+      (r) => r,
+      (e: unknown) => e,
+    );
+    await Promise.race([running, ended]);
+    if (runId === '') assert.fail(`the job never ran: ${String(await ended)}`);
+    return { runId, ended, stop };
+  }
+
+  it('trains on the machine: files uploaded, job followed, results home verified, nothing deleted there', async () => {
+    const b = await box('python3 train.py --steps 12 --step-seconds 0.05');
+    const result = await train(b.deps, b.config, b.ws);
+    assert.equal(result.run.state, 'succeeded', result.summary);
+    assert.equal(result.pod, null);
+    assert.equal(result.run.remoteDir, `${b.sshd.root}/ob/${result.run.id}`);
+    const local = path.join(b.ws, 'runs', result.run.id, 'output');
+    assert.ok(fs.readdirSync(local).length > 0, 'the output came home');
+    assert.ok(fs.existsSync(path.join(b.ws, 'runs', result.run.id, 'metrics.jsonl')));
+    // Nothing deleted on the user's machine: the run directory and its output stay.
+    assert.ok(fs.readdirSync(path.join(result.run.remoteDir, 'output')).length > 0);
+    assert.match(result.summary, /succeeded/);
+  });
+
+  it('refuses a machine whose host key the known_hosts does not list, before anything is sent', async () => {
+    const b = await box('python3 train.py --steps 3 --step-seconds 0.05');
+    fs.writeFileSync(path.join(b.home, '.ssh', 'known_hosts'), '');
+    const error = await train(b.deps, b.config, b.ws).then(
+      () => null,
+      (e: unknown) => e,
+    );
+    assert.ok(error instanceof ExecError, String(error));
+    assert.equal(error.kind, 'host_key');
+    assert.match(error.message, /host key of root@127\.0\.0\.1:\d+ is unknown/);
+    assert.match(error.message, /never accepts a host key on its own/);
+    assert.match(error.hint, new RegExp(`ssh -p ${b.sshd.port} root@127\\.0\\.0\\.1`));
+    assert.equal(fs.existsSync(path.join(b.sshd.root, 'ob')), false, 'nothing reached the machine');
+    const [run] = b.deps.store.list().runs;
+    assert.equal(run?.state, 'failed');
+    // Another key listed for it: refused the same, named as not the one known.
+    const other = await box('true', generateEd25519().publicKey);
+    const mismatch = await train(other.deps, other.config, other.ws).then(
+      () => null,
+      (e: unknown) => e,
+    );
+    assert.ok(mismatch instanceof ExecError && mismatch.kind === 'host_key', String(mismatch));
+    assert.match(mismatch.message, /which your known_hosts .* does not list for it/);
+    assert.equal(fs.existsSync(path.join(other.sshd.root, 'ob')), false);
+  });
+
+  it('attach after the client died: the job ran on, its results come home verified', async () => {
+    const b = await box(gatedCommand(8));
+    const { runId, ended, stop } = await startGated(b);
+    stop.abort(); // the client goes away; the job runs on on the machine
+    await ended;
+    const run = b.deps.store.loadRun(runId);
+    assert.equal(run.state, 'running');
+    fs.writeFileSync(path.join(run.remoteDir, 'go'), '');
+    const result = await attach(b.deps, b.config, runId);
+    assert.equal(result.run.state, 'succeeded', result.summary);
+    assert.ok(fs.readdirSync(path.join(b.ws, 'runs', runId, 'output')).length > 0);
+  });
+
+  it('cancel stops the job on the machine and brings home what it wrote', async () => {
+    const b = await box(gatedCommand(8));
+    const { runId, ended, stop } = await startGated(b);
+    stop.abort();
+    await ended;
+    const pid = b.deps.store.loadRun(runId).job!.pid;
+    const result = await cancel(b.deps, b.config, runId);
+    assert.equal(result.run.state, 'cancelled', result.summary);
+    assert.equal(processAlive(pid), false, 'the job is gone');
+    assert.ok(fs.existsSync(result.run.remoteDir), 'nothing deleted on the machine');
+  });
+  it('stop while the train follows: the snapshot comes home, the run ends stopped; a resume goes on from it', async () => {
+    const b = await box('python3 train.py --steps 80 --step-seconds 0.1');
+    let metrics = 0;
+    let id = '';
+    const fewSteps = new Promise<void>((resolve) => {
+      b.deps.bus.on((event) => {
+        if (event.type === 'metric' && ++metrics === 5) {
+          id = event.runId;
+          resolve();
+        }
+      });
+    });
+    const training = train(b.deps, b.config, b.ws);
+    await fewSteps;
+    const other = {
+      ...b.deps,
+      store: new RunStore(path.join(b.ws, 'runs'), systemClock),
+      owner: 'cli',
+    };
+    const stopped = await stop(other, b.config, id);
+    assert.equal(stopped.request.kind, 'requested');
+    assert.equal(stopped.result, null, 'the following train brings the snapshot home');
+    const result = await training;
+    assert.equal(result.run.state, 'stopped', result.summary);
+    const snapshot = result.run.snapshot!;
+    assert.ok(snapshot.step > 0 && snapshot.step < 80, `stopped at ${snapshot.step}`);
+    const checkpoint = path.join(b.ws, 'runs', id, snapshot.checkpoint, 'model.json');
+    assert.ok(fs.existsSync(checkpoint), 'the snapshot checkpoint is home');
+
+    const resumed = await train(b.deps, b.config, b.ws, { resumeFrom: id });
+    assert.equal(resumed.run.state, 'succeeded', resumed.summary);
+    assert.equal(resumed.run.resumedFrom, id);
+    const steps = fs
+      .readFileSync(path.join(b.ws, 'runs', resumed.run.id, 'metrics.jsonl'), 'utf8')
+      .split('\n')
+      .filter((line) => line.includes('"loss"'))
+      .map((line) => (JSON.parse(line) as { step: number }).step);
+    assert.equal(steps[0], snapshot.step + 1, 'the resumed run goes on at the next step');
+    assert.equal(steps.at(-1), 80);
+  });
+});
