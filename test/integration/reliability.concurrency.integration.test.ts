@@ -261,9 +261,11 @@ describe('reliability: pod rm --force racing the follower', function () {
     const removing = removeRunOrPod({ ...l.otherDeps('pod rm'), client: l.deps.client! }, id, {
       force: true,
     });
+    let followed = false;
+    void training.finally(() => (followed = true)).catch(() => undefined);
     await l.waitFor(
-      'the run to end, or a pod after the removed one',
-      () => l.runJson(id).state !== 'running' || l.emulator.ledger().pods.length > 1,
+      'the follower to end, or a pod after the removed one',
+      () => followed || l.emulator.ledger().pods.length > 1,
       120_000,
     );
     assert.deepEqual(
@@ -272,6 +274,7 @@ describe('reliability: pod rm --force racing the follower', function () {
       `no pod after the removed one: ${l.transcript()}`,
     );
     assert.equal(l.runJson(id).state, 'failed');
+    // Recorded by the follower itself: pod rm records it only once its delete is answered.
     assert.equal(l.runJson(id).message, FAILED_BY_POD_RM);
     await Promise.allSettled([training, removing]);
     assert.equal(l.podJson(id).deleted_by, 'pod_rm');

@@ -37,10 +37,12 @@ describe('reliability: keep and release past the deadline', function () {
   };
 
   it('the lease is on the pod before the job starts: a deadline already in the snapshot lead never makes the watchdog ask a followed job for a snapshot', async function () {
-    // max_hours 18 s against a 15 s snapshot lead: the lead has begun before the job starts, so
-    // a job started before the first lease reads as abandoned for the watchdog's next tick.
+    // A snapshot lead (90 s) longer than max_hours (72 s): the lead has begun before the pod
+    // exists, so a job started before the first lease reads as abandoned for the watchdog's next
+    // tick; the deadline leaves a loaded machine the time to boot and upload.
     const l = await lab({
-      maxHours: 0.005,
+      maxHours: 0.02,
+      timing: { snapshotLeadS: 90 },
       command:
         'mkdir -p output && if [ -f .pod/lease ]; then echo leased; else echo unleased; fi > output/lease_at_start.txt && python3 train.py --steps 5 --step-seconds 0.05',
     });

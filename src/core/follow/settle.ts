@@ -15,7 +15,6 @@ import { forgetKeys, isUnreachable, remove, warnUnreachable } from '../pod/remov
 import { whileNobodyFollows } from '../pod/watchdogWords';
 import { isDead, type Pod } from '../runpod/api';
 import type { PodRecord } from '../runs/podRecord';
-import { endRun } from '../runs/runEnd';
 import type { RunRecord } from '../runs/runRecord';
 import type { FollowResult } from '../train/follow';
 import type { Watched } from './watch';
@@ -120,14 +119,8 @@ async function unreachable(
   // (it does once its delete is confirmed), else the same.
   if (pod.deletedBy === 'pod_rm') {
     const removedBy = freshRunMessage(ctx, run) ?? FAILED_BY_POD_RM;
-    endRun(run, 'failed', 'pod_removed', removedBy);
-    ctx.bus.publish({
-      type: 'runState',
-      runId: run.id,
-      state: 'failed',
-      message: removedBy,
-      cause: 'pod_removed',
-    });
+    // Saved here too: the remover records the run failed only once its delete is confirmed.
+    failRun(ctx, run, 'pod_removed', removedBy);
     return new PodError(
       'pod_gone',
       `pod ${pod.podId ?? '(none)'} was deleted by \`overbrainer pod rm\`: ${removedBy}`,
