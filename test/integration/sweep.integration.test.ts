@@ -151,11 +151,12 @@ describe('sweep: an Optuna study run as train runs on emulated pods under a hard
   });
 
   it("Optuna's pruner stops trials on their pods: the job cancelled, its results home, its pod deleted", async () => {
-    // Jobs of 40 steps of 0.1 s, an eval_loss every 2 steps: a trial behind the median of the
-    // ones before it at the same step is stopped well before its end.
+    // Jobs of 40 steps of 0.3 s, an eval_loss every 2 steps: a trial behind the median of the
+    // ones before it at the same step is stopped well before its end (at 0.1 s a step, 4 s, a
+    // loaded CI once saw a pruned trial's job end before its cancel arrived).
     lab = await Lab.start({
       command:
-        'python3 train.py --steps 40 --step-seconds 0.1 --eval-every 2 --learning-rate {learning_rate} --lora-r {lora_r}',
+        'python3 train.py --steps 40 --step-seconds 0.3 --eval-every 2 --learning-rate {learning_rate} --lora-r {lora_r}',
       targetExtra: sweepToml('trials = 8\nparallel = 2\nbudget_usd = 10').replace(
         'pruner = "none"',
         'pruner = "median"',
