@@ -212,6 +212,21 @@ run_integration() {
   run_load_test
 }
 
+# Repeats a failed step's mocha failure reports (from "N failing" on, each cut to its first
+# lines), or its last lines when it failed elsewhere, under a header naming the step.
+print_failures() {
+  local name="$1" log="$2"
+  echo
+  echo "==== what failed in $name ===="
+  if grep -qE '^  [0-9]+ failing' "$log"; then
+    # Each failure's title and the first lines of its error, so that several fit in a tail.
+    sed -n '/^  [0-9]* failing/,$p' "$log" |
+      awk '/^  [0-9]+\) /{n=0} {n++} n<=12' | head -n 120
+  else
+    tail -n 40 "$log"
+  fi
+}
+
 # Runs each named function in the background, its output in a file of its own; prints each
 # output whole (in the order given) and fails, after all have ended, if any failed.
 run_group() {
@@ -235,11 +250,15 @@ run_group() {
     if ! wait "${pids[$i]}"; then failed+=("${names[$i]}"); fi
     cat "$dir/${names[$i]}.log"
   done
-  rm -rf "$dir"
   if [ "${#failed[@]}" -gt 0 ]; then
+    # Whoever reads only the tail of the log (a CI page) sees what failed without scrolling
+    # back through the other steps' output.
+    for name in "${failed[@]}"; do print_failures "$name" "$dir/$name.log"; done
+    rm -rf "$dir"
     step_name="side by side: ${failed[*]}"
     return 1
   fi
+  rm -rf "$dir"
   echo "---- side by side (${names[*]}): ok ($(($(date +%s) - group_started_s)) s)"
 }
 
