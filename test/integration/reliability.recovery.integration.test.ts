@@ -9,6 +9,7 @@
  */
 import assert from 'node:assert/strict';
 import * as fs from 'node:fs';
+import * as os from 'node:os';
 import * as path from 'node:path';
 import { attach, train, type FlowResult } from '../../src/core/flow';
 import {
@@ -37,13 +38,43 @@ interface AttemptJson {
 
 const STEPS = 60;
 const EVERY = 5;
-// 12 s of training: the checkpoint at step 10 must come home before the job ends (at 0.1 s a
-// step, 6 s, CI's own load once ended the job first and the wait for it timed out).
-const TRAIN = `python3 train.py --steps ${STEPS} --step-seconds 0.2 --save-every ${EVERY}`;
+const TRAIN = `python3 train.py --steps ${STEPS} --step-seconds 0.1 --save-every ${EVERY}`;
+
+/**
+ * A gate on the host that every pod sees (a pod's mounts cover only its own directories): the
+ * job holds after step `atStep` until the test opens it, so a pod is killed while its job runs
+ * however slow the machine is (a job of a fixed length once ended before CI's loaded machine
+ * brought its checkpoint home, and the run succeeded without a death to recover from).
+ */
+class Gate {
+  private static count = 0;
+  readonly file = path.join(os.tmpdir(), `overbrainer-gate-${process.pid}-${Gate.count++}`);
+
+  constructor(private readonly atStep: number) {
+    fs.rmSync(this.file, { force: true });
+  }
+
+  /** The job's command, held at the gate. */
+  command(base = TRAIN): string {
+    return `${base} --hold-at ${this.atStep} --hold-file ${this.file}`;
+  }
+
+  open(): void {
+    fs.writeFileSync(this.file, '');
+  }
+
+  remove(): void {
+    fs.rmSync(this.file, { force: true });
+  }
+}
 
 describe('automatic recovery on a new pod when the pod dies mid-job', function () {
   this.timeout(300_000);
   const lab = matrixLabs();
+  const gates: Gate[] = [];
+  afterEach(() => {
+    for (const gate of gates.splice(0)) gate.remove();
+  });
 
   const start = (options: LabOptions = {}): Promise<Lab> =>
     lab({
@@ -102,7 +133,9 @@ describe('automatic recovery on a new pod when the pod dies mid-job', function (
     reason: string,
     options: LabOptions = {},
   ): Promise<void> {
-    const l = await start(options);
+    const gate = new Gate(12);
+    gates.push(gate);
+    const l = await start({ command: gate.command(), ...options });
     let id: string | null = null;
     const flow = run(l, (r) => (id = r));
     await l.jobRunning(() => id);
@@ -111,6 +144,8 @@ describe('automatic recovery on a new pod when the pod dies mid-job', function (
     const firstPod = String(l.podJson(runId).pod_id);
     await kill(l, firstPod);
     recordFault(ctx, fault);
+    // The new pod resumes from step 10 and goes past the gate.
+    gate.open();
     const o = await flow;
     assert.equal(o.error, null, `${String(o.error)}\n${l.transcript()}`);
     assert.equal(l.runJson(runId).state, 'succeeded', l.transcript());
@@ -177,7 +212,9 @@ describe('automatic recovery on a new pod when the pod dies mid-job', function (
   });
 
   it('max_recoveries = 0: the run fails as before, saying recovery is off, with the checkpoint home kept', async function () {
-    const l = await start({ targetExtra: 'max_recoveries = 0' });
+    const gate = new Gate(7);
+    gates.push(gate);
+    const l = await start({ targetExtra: 'max_recoveries = 0', command: gate.command() });
     let id: string | null = null;
     const flow = run(l, (r) => (id = r));
     await l.jobRunning(() => id);
@@ -199,7 +236,10 @@ describe('automatic recovery on a new pod when the pod dies mid-job', function (
   });
 
   it('recovery exhausted: with max_recoveries = 1 the second pod dies too, and the run fails naming both deaths', async function () {
-    const l = await start({ targetExtra: 'max_recoveries = 1' });
+    // Both pods hold at step 7 (the second resumes from step 5): each dies while its job runs.
+    const gate = new Gate(7);
+    gates.push(gate);
+    const l = await start({ targetExtra: 'max_recoveries = 1', command: gate.command() });
     let id: string | null = null;
     const flow = run(l, (r) => (id = r));
     await l.jobRunning(() => id);
@@ -268,7 +308,9 @@ describe('automatic recovery on a new pod when the pod dies mid-job', function (
   });
 
   it('attach: a client that attaches to a run whose pod died (its first client killed) carries on on a new pod', async function () {
-    const l = await start();
+    const gate = new Gate(12);
+    gates.push(gate);
+    const l = await start({ command: gate.command() });
     const child = spawnLifecycleChild(l);
     const runId = await l
       .waitFor('the child to start the job', () => {
@@ -281,6 +323,7 @@ describe('automatic recovery on a new pod when the pod dies mid-job', function (
     const pod = String(l.podJson(runId).pod_id);
     await l.emulator.faults.podVanishes(pod);
     recordFault(this, 'recovery.attach');
+    gate.open();
     const result = await l.track(attach(l.deps, l.config, runId));
     assert.equal(result.run.state, 'succeeded', l.transcript());
     const got = attempts(l, runId);
@@ -293,7 +336,11 @@ describe('automatic recovery on a new pod when the pod dies mid-job', function (
   });
 
   it('the CLI `train`: the pod deleted before any checkpoint came home; the run starts over on a new pod from step 0, says so, and succeeds', async function () {
-    const l = await start({ command: 'python3 train.py --steps 30 --step-seconds 0.1' });
+    const gate = new Gate(3);
+    gates.push(gate);
+    const l = await start({
+      command: gate.command('python3 train.py --steps 30 --step-seconds 0.1'),
+    });
     const cli = startCli(l, ['train']);
     await l.waitFor('the job running', () => {
       try {
@@ -306,6 +353,7 @@ describe('automatic recovery on a new pod when the pod dies mid-job', function (
     const runId = l.onlyRunId();
     await l.emulator.faults.podVanishes(String(l.podJson(runId).pod_id));
     recordFault(this, 'recovery.cli');
+    gate.open();
     const ran = await cli.done;
     assert.equal(ran.code, 0, `${ran.stdout}\n${ran.stderr}`);
     const out = `${ran.stdout}\n${ran.stderr}`;
