@@ -318,6 +318,30 @@ describe('upload over a distant link (a relay adding 50 ms of round trip)', func
     assert.ok(at < size * 0.75, `the command ended when ${at} of ${size} bytes were sent`);
   });
 
+  it('sends again what the pod does not have when the connection drops while the ranges go', async () => {
+    const executor = await distantPod({});
+    const remote = join(pod!.sshd.root, 'run');
+    const big = randomBytes(64 * 1024 * 1024 + 3);
+    writeFileSync(join(local, 'run', 'data', 'big.bin'), big);
+    const warnings: string[] = [];
+    let cut = false;
+    await executor.upload(join(local, 'run'), remote, {
+      exclude: [],
+      onWarning: (message) => warnings.push(message),
+      onProgress: (p) => {
+        // Every range under way, none done: the drop comes in the middle of each.
+        if (!cut && p.bytesDone > 24 * 1024 * 1024) {
+          cut = true;
+          relay!.cut();
+        }
+      },
+    });
+    assert.ok(cut, 'the connection was cut');
+    assert.equal(warnings.length, 1, warnings.join('\n'));
+    assert.match(warnings[0]!, /connection dropped during the upload.*attempt 2 of 3/);
+    assert.ok(readFileSync(join(remote, 'data', 'big.bin')).equals(big), 'big.bin differs');
+  });
+
   it('fails, naming the file, its range and why, when the pod could not write a range (a full disk)', async () => {
     const executor = await distantPod({ dd: FULL_DISK_DD });
     writeFileSync(join(local, 'run', 'data', 'big.bin'), randomBytes(33 * 1024 * 1024));
