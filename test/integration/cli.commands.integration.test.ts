@@ -55,40 +55,55 @@ describe('overbrainer CLI commands (the built bundle)', function () {
             },
     });
 
+  /**
+   * Runs independent CLI calls four at a time (each its own process, as a user would start them
+   * one after another): their answers in the order asked. A CLI mostly waits on its start and the
+   * emulator, so the calls of a case overlap instead of queueing (on a loaded machine each start
+   * can take seconds).
+   */
+  const cliAll = async (calls: [string[], (Emulator | null)?][]): Promise<Ran[]> => {
+    const answers: Ran[] = new Array<Ran>(calls.length);
+    let next = 0;
+    await Promise.all(
+      Array.from({ length: Math.min(4, calls.length) }, async () => {
+        for (let i = next++; i < calls.length; i = next++) {
+          const [argv, api] = calls[i]!;
+          answers[i] = await cli(argv, api === undefined ? emulator : api);
+        }
+      }),
+    );
+    return answers;
+  };
+
   const json = (ran: Ran): Record<string, unknown> => {
     assert.equal(ran.code, 0, ran.stderr);
     return JSON.parse(ran.stdout) as Record<string, unknown>;
   };
 
   it("prints its version, the command list, and each command's help with a usage line, flags and an example (exit 0)", async () => {
-    const version = await cli(['--version'], null);
-    assert.equal(version.code, 0);
-    assert.equal(version.stdout, `overbrainer ${CLIENT_VERSION}\n`);
-
-    const list = await cli(['--help'], null);
-    assert.equal(list.code, 0);
-    for (const spec of COMMAND_SPECS) assert.ok(list.stdout.includes(`  ${spec.name}`), spec.name);
-    assert.match(list.stdout, /exit codes: 0 success/);
-
-    // Two spellings a command: 50-odd processes, four at a time (one after another, a loaded
-    // CI machine took over two minutes to start them all).
+    // Two spellings a command besides the list and the version: 50-odd processes, four at a time
+    // (one after another, a loaded CI machine took over two minutes to start them all).
     const asked = COMMAND_SPECS.flatMap((spec) =>
       [
         [...spec.name.split(' '), '--help'],
         ['help', ...spec.name.split(' ')],
       ].map((argv) => ({ spec, argv })),
     );
-    const answers = new Map<string[], Ran>();
-    const queue = [...asked];
-    await Promise.all(
-      Array.from({ length: 4 }, async () => {
-        for (let next = queue.shift(); next; next = queue.shift()) {
-          answers.set(next.argv, await cli(next.argv, null));
-        }
-      }),
-    );
-    for (const { spec, argv } of asked) {
-      const help = answers.get(argv)!;
+    const [version, list, none, ...helps] = await cliAll([
+      [['--version'], null],
+      [['--help'], null],
+      [[], null],
+      ...asked.map(({ argv }): [string[], null] => [argv, null]),
+    ]);
+    assert.equal(version!.code, 0);
+    assert.equal(version!.stdout, `overbrainer ${CLIENT_VERSION}\n`);
+
+    assert.equal(list!.code, 0);
+    for (const spec of COMMAND_SPECS) assert.ok(list!.stdout.includes(`  ${spec.name}`), spec.name);
+    assert.match(list!.stdout, /exit codes: 0 success/);
+
+    asked.forEach(({ spec, argv }, i) => {
+      const help = helps[i]!;
       assert.equal(help.code, 0, argv.join(' '));
       assert.ok(
         help.stdout.startsWith(`usage: overbrainer [-C DIR] ${spec.name}`),
@@ -96,14 +111,13 @@ describe('overbrainer CLI commands (the built bundle)', function () {
       );
       for (const option of Object.keys(spec.options)) assert.ok(help.stdout.includes(option));
       assert.ok(help.stdout.includes(`example:\n  overbrainer ${spec.name}`), argv.join(' '));
-    }
+    });
 
     // No command: the command list on stderr, exit 2.
-    const none = await cli([], null);
-    assert.equal(none.code, 2);
-    assert.equal(none.stdout, '');
-    assert.match(none.stderr, /^overbrainer: no command given\n/);
-    assert.ok(none.stderr.includes('  pod datacenters'));
+    assert.equal(none!.code, 2);
+    assert.equal(none!.stdout, '');
+    assert.match(none!.stderr, /^overbrainer: no command given\n/);
+    assert.ok(none!.stderr.includes('  pod datacenters'));
   });
 
   it('refuses unknown flags, missing values, values twice and extra arguments with exit 2, naming the problem and the usage, before any call', async () => {
@@ -119,8 +133,12 @@ describe('overbrainer CLI commands (the built bundle)', function () {
       [['init', '--force=yes'], '--force takes no value', 'init'],
       [['train', '--target', '--dry-run'], '--target needs a value', 'train'],
     ];
-    for (const [argv, message, command] of cases) {
-      const ran = await cli(argv);
+    const [unknown, ...ranAll] = await cliAll([
+      [['deploy']],
+      ...cases.map(([argv]): [string[]] => [argv]),
+    ]);
+    cases.forEach(([argv, message, command], i) => {
+      const ran = ranAll[i]!;
       assert.equal(ran.code, 2, argv.join(' '));
       assert.equal(ran.stdout, '');
       assert.ok(
@@ -129,23 +147,24 @@ describe('overbrainer CLI commands (the built bundle)', function () {
       );
       assert.ok(ran.stderr.includes(`usage: overbrainer [-C DIR] ${command}`), ran.stderr);
       assert.ok(ran.stderr.includes('example:'), ran.stderr);
-    }
-    const unknown = await cli(['deploy']);
-    assert.equal(unknown.code, 2);
+    });
+    assert.equal(unknown!.code, 2);
     assert.match(
-      unknown.stderr,
+      unknown!.stderr,
       /^overbrainer: unknown command deploy\n\nusage: overbrainer \[-C DIR\] <command>/,
     );
     assert.equal(emulator.requests().length, before, 'a usage error called Runpod');
   });
 
   it('names CLI commands in its hints: train without overbrainer.toml points at overbrainer init (exit 2)', async () => {
-    const missing = await cli(['train'], null);
-    assert.equal(missing.code, 2);
-    assert.match(missing.stderr, /`overbrainer init`/);
-    const dry = await cli(['train', '--dry-run'], null);
-    assert.equal(dry.code, 2);
-    assert.match(dry.stderr, /`overbrainer init`/);
+    const [missing, dry] = await cliAll([
+      [['train'], null],
+      [['train', '--dry-run'], null],
+    ]);
+    assert.equal(missing!.code, 2);
+    assert.match(missing!.stderr, /`overbrainer init`/);
+    assert.equal(dry!.code, 2);
+    assert.match(dry!.stderr, /`overbrainer init`/);
   });
 
   it('init writes the template VS Code writes, refuses to overwrite it without --force, and says how to set the key', async () => {
@@ -170,7 +189,18 @@ describe('overbrainer CLI commands (the built bundle)', function () {
 
   it('lists data centers, volumes, templates and the GPU types of one data center from the API; --json has the documented fields', async () => {
     const catalog = emulator.catalog;
-    const dcs = json(await cli(['pod', 'datacenters', '--json'])) as {
+    const [dcsRan, dcTable, volumesRan, templatesRan, volumeTable, inKsRan, stockedRan, nowhere] =
+      (await cliAll([
+        [['pod', 'datacenters', '--json']],
+        [['pod', 'datacenters']],
+        [['pod', 'volumes', '--json']],
+        [['pod', 'templates', '--json']],
+        [['pod', 'volumes']],
+        [['pod', 'gpus', '--data-center', 'US-KS-2', '--json']],
+        [['pod', 'gpus', '--data-center', 'US-KS-2', '--in-stock', '--json']],
+        [['pod', 'gpus', '--data-center', 'XX-NONE-1']],
+      ])) as [Ran, Ran, Ran, Ran, Ran, Ran, Ran, Ran];
+    const dcs = json(dcsRan) as {
       data_centers: { id: string; region: string; gpu_types_in_stock: { id: string }[] }[];
     };
     assert.deepEqual(
@@ -183,19 +213,18 @@ describe('overbrainer CLI commands (the built bundle)', function () {
       ro?.gpu_types_in_stock.map((g) => g.id),
       ['NVIDIA GeForce RTX 4090'],
     );
-    const dcTable = await cli(['pod', 'datacenters']);
     assert.equal(dcTable.code, 0);
     assert.match(dcTable.stdout, /^ID +NAME +REGION/);
     assert.match(dcTable.stdout, /\nEU-RO-1 .*NVIDIA GeForce RTX 4090/);
 
-    const volumes = json(await cli(['pod', 'volumes', '--json'])) as {
+    const volumes = json(volumesRan) as {
       volumes: { id: string; size_gb: number; data_center_id: string }[];
     };
     assert.deepEqual(
       volumes.volumes.map((v) => [v.id, v.size_gb, v.data_center_id]),
       catalog.networkVolumes.map((v) => [v.id, v.sizeGb, v.dataCenterId]),
     );
-    const templates = json(await cli(['pod', 'templates', '--json'])) as {
+    const templates = json(templatesRan) as {
       templates: { id: string; image: string }[];
     };
     assert.deepEqual(
@@ -203,10 +232,9 @@ describe('overbrainer CLI commands (the built bundle)', function () {
       // Serverless templates are no pod templates: dropped.
       catalog.templates.filter((t) => !t.serverless).map((t) => t.id),
     );
-    const volumeTable = await cli(['pod', 'volumes']);
     assert.ok(volumeTable.stdout.includes(catalog.networkVolumes[0]?.id ?? '?'));
 
-    const inKs = json(await cli(['pod', 'gpus', '--data-center', 'US-KS-2', '--json'])) as {
+    const inKs = json(inKsRan) as {
       gpus: { id: string; availability: string; data_centers_in_stock: string[] }[];
     };
     // The A100 is stocked only in US-KS-2, the RTX 4090 never there.
@@ -215,25 +243,25 @@ describe('overbrainer CLI commands (the built bundle)', function () {
     assert.ok(!ids.includes('NVIDIA GeForce RTX 4090'), ids.join('|'));
     for (const id of ids)
       assert.ok('US-KS-2' in (catalog.gpuTypes.find((g) => g.id === id)?.stock ?? {}));
-    const stocked = json(
-      await cli(['pod', 'gpus', '--data-center', 'US-KS-2', '--in-stock', '--json']),
-    ) as { gpus: { id: string; data_centers_in_stock: string[] }[] };
+    const stocked = json(stockedRan) as { gpus: { id: string; data_centers_in_stock: string[] }[] };
     for (const gpu of stocked.gpus) assert.deepEqual(gpu.data_centers_in_stock, ['US-KS-2']);
     assert.ok(!stocked.gpus.some((g) => g.id === 'NVIDIA H100 80GB HBM3'), 'out of stock listed');
-    const nowhere = await cli(['pod', 'gpus', '--data-center', 'XX-NONE-1']);
     assert.equal(nowhere.code, 0);
     assert.match(nowhere.stdout, /^pod: no GPU type matches in data center XX-NONE-1/);
   });
 
   it('prints one line for an account with no volume or template (exit 0), and needs an API key (exit 2)', async () => {
-    const volumes = await cli(['pod', 'volumes'], empty);
+    const [volumes, templates, volumesJson, noKey] = (await cliAll([
+      [['pod', 'volumes'], empty],
+      [['pod', 'templates'], empty],
+      [['pod', 'volumes', '--json'], empty],
+      [['pod', 'datacenters'], null],
+    ])) as [Ran, Ran, Ran, Ran];
     assert.equal(volumes.code, 0, volumes.stderr);
     assert.equal(volumes.stdout, 'pod: no network volume on this Runpod account\n');
-    const templates = await cli(['pod', 'templates'], empty);
     assert.equal(templates.code, 0);
     assert.equal(templates.stdout, 'pod: no pod template on this Runpod account\n');
-    assert.deepEqual(json(await cli(['pod', 'volumes', '--json'], empty)), { volumes: [] });
-    const noKey = await cli(['pod', 'datacenters'], null);
+    assert.deepEqual(json(volumesJson), { volumes: [] });
     assert.equal(noKey.code, 2);
     assert.match(noKey.stderr, /OVERBRAINER_RUNPOD__API_KEY/);
   });
@@ -254,7 +282,12 @@ describe('overbrainer CLI commands (the built bundle)', function () {
     assert.equal(run.target, 'here');
     assert.equal(run.pod_id, null);
 
-    const shown = json(await cli(['runs', 'show', run.run_id, '--json'], null)) as {
+    const [shownRan, text, missing] = (await cliAll([
+      [['runs', 'show', run.run_id, '--json'], null],
+      [['runs', 'show', run.run_id], null],
+      [['runs', 'show', 'tiny_20000101-000000'], null],
+    ])) as [Ran, Ran, Ran];
+    const shown = json(shownRan) as {
       run_id: string;
       state: string;
       step: number;
@@ -272,14 +305,12 @@ describe('overbrainer CLI commands (the built bundle)', function () {
     assert.equal(shown.output_path, path.join('runs', run.run_id, 'output'));
     assert.ok(shown.next.includes(`overbrainer runs logs ${run.run_id}`), shown.next.join('|'));
 
-    const text = await cli(['runs', 'show', run.run_id], null);
     assert.equal(text.code, 0);
     assert.match(text.stdout, new RegExp(`^run ${run.run_id}\n  state: +succeeded`));
     assert.match(text.stdout, /\n {2}steps: +12/);
     assert.match(text.stdout, /\nnext:\n {2}overbrainer runs logs /);
     assert.ok(!/Overbrainer: /.test(text.stdout), 'a VS Code command title in CLI output');
 
-    const missing = await cli(['runs', 'show', 'tiny_20000101-000000'], null);
     assert.equal(missing.code, 1);
     assert.match(missing.stderr, /overbrainer runs ls lists them/);
   });
