@@ -32,6 +32,8 @@ export interface TinyTomlOptions {
   retrieveGraceMinutes?: number;
   /** More lines for the `[targets.pod]` table. */
   targetExtra?: string;
+  /** More lines for the `[training]` table (after `upload`), each ending in a newline. */
+  trainingExtra?: string;
 }
 
 /** examples/tiny's overbrainer.toml on a `runpod` target named `pod`. */
@@ -39,9 +41,17 @@ export function tomlFor(options: TinyTomlOptions): string {
   const command =
     options.command ??
     `python3 train.py --steps ${options.steps ?? 20} --step-seconds ${options.stepSeconds ?? 0.05}`;
+  return `${trainingOn('pod', command)}${options.trainingExtra ?? ''}
+${runpodTarget('pod', options)}`;
+}
+
+/**
+ * The `[targets.<name>]` table of a `runpod` target with the labs' graces (boot 5 min, retrieve
+ * 1 min unless told), for tests that write their own `[training]`.
+ */
+export function runpodTarget(name: string, options: TinyTomlOptions = {}): string {
   const gpuTypes = (options.gpuTypes ?? [GPU.rtx4090]).map((g) => JSON.stringify(g)).join(', ');
-  return `${trainingOn('pod', command)}
-[targets.pod]
+  return `[targets.${name}]
 kind = "runpod"
 gpu_types = [${gpuTypes}]
 max_hours = ${options.maxHours ?? 1}

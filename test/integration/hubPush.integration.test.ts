@@ -18,28 +18,17 @@ import * as path from 'node:path';
 import { loadConfig } from '../../src/core/config';
 import { train } from '../../src/core/flow';
 import { startHubStandIn, type HubStandIn } from '../helpers/hubStandIn';
-import { filesUnder, GPU, Lab } from '../helpers/lifecycle';
+import { filesUnder, Lab } from '../helpers/lifecycle';
 
 const TOKEN = 'hf_itHubPushToken_5e2b9d17c3a8';
 const REPO = 'me/tiny';
 
-const TOML = `[project]
-name = "tiny"
-
-[training]
-target = "pod"
-trainer = "command"
-command = 'python3 train.py --steps 10 --step-seconds 0.05 && python3 -c "import os; open(\\"output/weights.bin\\", \\"wb\\").write(os.urandom(300000)); open(\\"output/adapter.bin\\", \\"wb\\").write(os.urandom(20000))"'
-upload = ["train.py", "data"]
-hub_model_id = "${REPO}"
-
-[targets.pod]
-kind = "runpod"
-gpu_types = [${JSON.stringify(GPU.rtx4090)}]
-max_hours = 1
-boot_grace_minutes = 5
-retrieve_grace_minutes = 1
-`;
+/** The job writes output/ of three sizes: inline, LFS in one PUT, multipart LFS. */
+const OPTIONS = {
+  command:
+    'python3 train.py --steps 10 --step-seconds 0.05 && python3 -c "import os; open(\\"output/weights.bin\\", \\"wb\\").write(os.urandom(300000)); open(\\"output/adapter.bin\\", \\"wb\\").write(os.urandom(20000))"',
+  trainingExtra: `hub_model_id = "${REPO}"\n`,
+};
 
 /** The files under `dir`, by path relative to it, `checkpoint-*` folders left out. */
 function tree(dir: string): Map<string, Buffer> {
@@ -72,9 +61,8 @@ describe('the Hub push (hub_model_id): from the pod to a Hub stand-in', function
       partBytes: 64 * 1024,
     });
     faults(hub);
-    const l = await Lab.start();
+    const l = await Lab.start(OPTIONS);
     lab = l;
-    fs.writeFileSync(path.join(l.workspace, 'overbrainer.toml'), TOML);
     const loaded = loadConfig(l.workspace, { HF_ENDPOINT: hub.url });
     assert.ok(loaded.ok, JSON.stringify(!loaded.ok && loaded.errors));
     assert.equal(loaded.config.training?.hubEndpoint, hub.url);

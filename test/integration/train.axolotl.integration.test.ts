@@ -12,8 +12,8 @@ import * as path from 'node:path';
 import { loadConfig } from '../../src/core/config';
 import { train } from '../../src/core/flow';
 import { runCliProcess } from '../helpers/cli';
-import { GPU, Lab } from '../helpers/lifecycle';
-import { emulatorEnv } from '../helpers/tinyWorkspace';
+import { Lab } from '../helpers/lifecycle';
+import { emulatorEnv, runpodTarget } from '../helpers/tinyWorkspace';
 
 /** The image's stand-in for Axolotl, at /workspace/fake-axolotl/bin/axolotl. */
 const FAKE_AXOLOTL = `#!/bin/sh
@@ -49,13 +49,7 @@ epochs = 1
 merge = true
 upload = ["train.py", "data"]
 
-[targets.pod]
-kind = "runpod"
-gpu_types = [${JSON.stringify(GPU.rtx4090)}]
-max_hours = 1
-boot_grace_minutes = 5
-retrieve_grace_minutes = 1
-${targetExtra}`;
+${runpodTarget('pod', { targetExtra })}`;
 }
 
 describe('train: the generated Axolotl config, and merge = true', function () {
