@@ -15,7 +15,8 @@ import { loadConfig } from '../../src/core/config';
 import { train } from '../../src/core/flow';
 import { decodeRunRecord } from '../../src/core/runs/runRecord';
 import { podSpends } from '../../src/core/runs/spend';
-import { GPU, Lab } from '../helpers/lifecycle';
+import { Lab } from '../helpers/lifecycle';
+import { runpodTarget } from '../helpers/tinyWorkspace';
 import { waitFor } from '../emulator/testing';
 
 const TRAIN_PY = path.join(__dirname, '..', '..', 'examples', 'ddp', 'train.py');
@@ -30,15 +31,7 @@ command = "train.py --steps 8 --out output"
 launcher = "torchrun"
 upload = ["train.py"]
 
-[targets.cluster]
-kind = "runpod"
-gpu_types = [${JSON.stringify(GPU.rtx4090)}]
-nodes = 2
-max_hours = 1
-max_cost_usd = 5
-boot_grace_minutes = 5
-retrieve_grace_minutes = 1
-`;
+${runpodTarget('cluster', { targetExtra: 'nodes = 2\nmax_cost_usd = 5\n' })}`;
 
 describe('train on a 2-node cluster, launched by torchrun', function () {
   this.timeout(600_000); // two torch imports per node on a shared 2-core machine
@@ -84,6 +77,35 @@ describe('train on a 2-node cluster, launched by torchrun', function () {
     };
   }
 
+  /** `train` on the lab (tracked), and the ID of the run it made ('' until it has one). */
+  function trainOn(l: Lab, config: Parameters<typeof train>[1], signal?: AbortSignal) {
+    let runId = '';
+    const training = l.track(
+      train(l.deps, config, l.workspace, { onRun: (r) => (runId = r.id), signal }),
+    );
+    return { training, runId: () => runId };
+  }
+
+  /** The run's run.json, decoded as the product reads it. */
+  function recordOf(l: Lab, runId: string) {
+    return decodeRunRecord(
+      fs.readFileSync(path.join(l.runDir(runId), 'run.json'), 'utf8'),
+      'run.json',
+    );
+  }
+
+  /** The run's two members, both in the ledger and neither billing; the emulator holds no cluster. */
+  function assertClusterDeleted(l: Lab, runId: string) {
+    const members = l.emulator.ledger().pods.filter((p) => p.runId === runId);
+    assert.equal(members.length, 2);
+    assert.ok(
+      members.every((p) => !p.billing),
+      JSON.stringify(members),
+    );
+    assert.deepEqual(l.emulator.clusters(), []);
+    return members;
+  }
+
   async function labWith() {
     assert.ok(existsSync('/usr/bin/torchrun'), 'apt-get install python3-torch');
     const started = await Lab.start();
@@ -97,10 +119,9 @@ describe('train on a 2-node cluster, launched by torchrun', function () {
 
   it('runs examples/ddp on 2 nodes to verified results, then deletes the whole cluster', async () => {
     const { lab: l, config } = await labWith();
-    let runId = '';
-    const result = await l.track(
-      train(l.deps, config, l.workspace, { onRun: (r) => (runId = r.id) }),
-    );
+    const run = trainOn(l, config);
+    const result = await run.training;
+    const runId = run.runId();
     const runDir = l.runDir(runId);
     const logs = [0, 1].map((rank) => {
       const file = path.join(runDir, 'nodes', String(rank), 'job.log');
@@ -117,10 +138,7 @@ describe('train on a 2-node cluster, launched by torchrun', function () {
       .filter((r) => r.event === 'log');
     assert.equal(steps.at(-1)?.step, 8);
     for (const log of logs) assert.notEqual(log, '(none)');
-    const record = decodeRunRecord(
-      fs.readFileSync(path.join(runDir, 'run.json'), 'utf8'),
-      'run.json',
-    );
+    const record = recordOf(l, runId);
     assert.ok(record.cluster, 'run.json records the cluster');
     assert.deepEqual(
       record.cluster.nodes.map((n) => [n.rank, n.state, n.costCapAtUnixS !== null]),
@@ -130,93 +148,56 @@ describe('train on a 2-node cluster, launched by torchrun', function () {
       ],
     );
     assert.notEqual(record.cluster.deletedAt, null);
-    const members = l.emulator.ledger().pods.filter((p) => p.runId === runId);
-    assert.equal(members.length, 2);
+    const members = assertClusterDeleted(l, runId);
     // The spend counts both members, at the rate Runpod gave, as pods of their own.
     const spends = podSpends(l.deps.store, Date.now()).filter((p) => p.runId === runId);
     assert.deepEqual(spends.map((p) => p.podId).sort(), members.map((p) => p.id).sort());
     assert.ok(spends.every((p) => p.status === 'ended' && (p.estimatedUsd ?? 0) > 0));
     assert.ok(
-      members.every((p) => !p.billing && p.deletedBy === 'account'),
+      members.every((p) => p.deletedBy === 'account'),
       JSON.stringify(members),
     );
-    assert.deepEqual(l.emulator.clusters(), []);
   });
 
   it('a member that never answers SSH fails the run naming it; every member deleted', async () => {
     const { lab: l, config } = await labWith();
     await l.emulator.faults.sshdNeverStarts('unpublished');
-    let runId = '';
-    const error = await l
-      .track(train(l.deps, config, l.workspace, { onRun: (r) => (runId = r.id) }))
-      .then(
-        () => assert.fail('the run started'),
-        (caught: unknown) => caught,
-      );
+    const run = trainOn(l, config);
+    const error = await run.training.then(
+      () => assert.fail('the run started'),
+      (caught: unknown) => caught,
+    );
     assert.match(String(error), /node 0 did not answer SSH/);
     assert.match(String(error), /the whole cluster was deleted/);
-    const record = decodeRunRecord(
-      fs.readFileSync(path.join(l.runDir(runId), 'run.json'), 'utf8'),
-      'run.json',
-    );
+    const record = recordOf(l, run.runId());
     assert.equal(record.state, 'failed');
     assert.match(record.message ?? '', /node 0 did not answer SSH/);
-    const members = l.emulator.ledger().pods.filter((p) => p.runId === runId);
-    assert.equal(members.length, 2);
-    assert.ok(
-      members.every((p) => !p.billing),
-      JSON.stringify(members),
-    );
-    assert.deepEqual(l.emulator.clusters(), []);
+    assertClusterDeleted(l, run.runId());
   });
 
   it('a node killed mid-run fails the run naming it; the whole cluster deleted, nothing billing', async () => {
     const { lab: l, config } = await labWith();
-    let runId = '';
-    const training = l.track(
-      train(l.deps, longer(config), l.workspace, { onRun: (r) => (runId = r.id) }),
-    );
-    const members = await trainingStarted(l, () => runId);
+    const run = trainOn(l, longer(config));
+    const members = await trainingStarted(l, run.runId);
     await l.emulator.faults.podDies(members[1]!);
-    const result = await training;
+    const result = await run.training;
     assert.equal(result.run.state, 'failed', result.summary);
     assert.match(result.run.message ?? '', /^node 1 failed the run: its pod \S+ is /);
-    const record = decodeRunRecord(
-      fs.readFileSync(path.join(l.runDir(runId), 'run.json'), 'utf8'),
-      'run.json',
-    );
+    const record = recordOf(l, run.runId());
     assert.equal(record.cluster?.nodes[1]?.state, 'failed');
     assert.notEqual(record.cluster?.deletedAt, null);
-    const ledger = l.emulator.ledger().pods.filter((p) => p.runId === runId);
-    assert.equal(ledger.length, 2);
-    assert.ok(
-      ledger.every((p) => !p.billing),
-      JSON.stringify(ledger),
-    );
-    assert.deepEqual(l.emulator.clusters(), []);
+    assertClusterDeleted(l, run.runId());
   });
 
   it('cancel while the job runs: the run cancelled, the whole cluster deleted', async () => {
     const { lab: l, config } = await labWith();
-    let runId = '';
     const abort = new AbortController();
-    const training = l.track(
-      train(l.deps, longer(config), l.workspace, {
-        onRun: (r) => (runId = r.id),
-        signal: abort.signal,
-      }),
-    );
-    await trainingStarted(l, () => runId);
+    const run = trainOn(l, longer(config), abort.signal);
+    await trainingStarted(l, run.runId);
     abort.abort();
-    const result = await training;
+    const result = await run.training;
     assert.equal(result.run.state, 'cancelled', result.summary);
-    const ledger = l.emulator.ledger().pods.filter((p) => p.runId === runId);
-    assert.equal(ledger.length, 2);
-    assert.ok(
-      ledger.every((p) => !p.billing),
-      JSON.stringify(ledger),
-    );
-    assert.deepEqual(l.emulator.clusters(), []);
+    assertClusterDeleted(l, run.runId());
   });
 
   it('max_cost_usd reached for the whole cluster: the client deletes it (a member watchdog cannot)', async () => {
@@ -226,19 +207,11 @@ describe('train on a 2-node cluster, launched by torchrun', function () {
     assert.ok(target?.kind === 'runpod');
     // $0.002 for 2 nodes: each node's share runs out seconds after the create.
     const capped = { ...long, targets: { cluster: { ...target, maxCostUsd: 0.002 } } };
-    let runId = '';
-    const result = await l.track(
-      train(l.deps, capped, l.workspace, { onRun: (r) => (runId = r.id) }),
-    );
+    const run = trainOn(l, capped);
+    const result = await run.training;
     assert.equal(result.run.state, 'failed', result.summary);
     assert.equal(result.run.end?.cause, 'cost_cap');
     assert.match(result.run.message ?? '', /max_cost_usd reached for the whole cluster/);
-    const ledger = l.emulator.ledger().pods.filter((p) => p.runId === runId);
-    assert.equal(ledger.length, 2);
-    assert.ok(
-      ledger.every((p) => !p.billing),
-      JSON.stringify(ledger),
-    );
-    assert.deepEqual(l.emulator.clusters(), []);
+    assertClusterDeleted(l, run.runId());
   });
 });
