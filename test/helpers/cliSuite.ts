@@ -3,6 +3,8 @@
  * a fresh examples/tiny workspace per test, the CLIs a test started killed after it, and no pod
  * left billing by a passed test (a failed one reports what the CLIs it still waited on said).
  * Call it in the describe's body; its getters read the current emulator and workspace.
+ * With `sharedWorkspace`, the describe's tests run one after another in one workspace (a later
+ * test reads what an earlier one left).
  */
 import assert from 'node:assert/strict';
 import type { ChildProcess } from 'node:child_process';
@@ -32,8 +34,21 @@ export interface CliSuite {
   ledgerOf(podId: string): ReturnType<Emulator['ledger']>['pods'][number];
 }
 
-/** `prefix` names the temp dirs; `toml` is each test's overbrainer.toml. */
-export function cliSuite(prefix: string, toml: () => string): CliSuite {
+export interface CliSuiteOptions {
+  /** One workspace for the whole describe, made before its first test (default: one per test). */
+  sharedWorkspace?: boolean;
+  /** More environment for every CLI the suite starts. */
+  env?: Record<string, string>;
+  /** Called on each new workspace after examples/tiny and `toml` are written into it. */
+  prepare?: (ws: string) => void;
+}
+
+/** `prefix` names the temp dirs; `toml` is each workspace's overbrainer.toml. */
+export function cliSuite(
+  prefix: string,
+  toml: () => string,
+  options: CliSuiteOptions = {},
+): CliSuite {
   let emulator: Emulator | undefined;
   let api: ApiClient | undefined;
   let tmp = '';
@@ -42,18 +57,28 @@ export function cliSuite(prefix: string, toml: () => string): CliSuite {
   /** Every CLI the test started, with its arguments. */
   const started = new Map<Running, string[]>();
 
+  const newWorkspace = (): void => {
+    ({ tmp, ws } = tempTinyWorkspace(prefix, toml()));
+    options.prepare?.(ws);
+  };
+  const removeWorkspace = (): void => {
+    if (tmp !== '') fs.rmSync(tmp, { recursive: true, force: true });
+  };
+
   before(async () => {
     emulator = await startEmulator({ bootDelaysMs: { provisioning: 100, starting: 100 } });
     api = new ApiClient(emulator.baseUrl, emulator.apiKey);
+    if (options.sharedWorkspace) newWorkspace();
   });
 
   after(async () => {
+    if (options.sharedWorkspace) removeWorkspace();
     await emulator?.close();
     if (emulator) assert.deepEqual(emulator.contractViolations(), []);
   });
 
   beforeEach(() => {
-    ({ tmp, ws } = tempTinyWorkspace(prefix, toml()));
+    if (!options.sharedWorkspace) newWorkspace();
   });
 
   afterEach(async function () {
@@ -72,7 +97,7 @@ export function cliSuite(prefix: string, toml: () => string): CliSuite {
     // No pod of a finished test may still bill (a failed test reports it here too).
     const billing = em.ledger().pods.filter((p) => p.billing);
     for (const pod of billing) await suite.api.delete(`/pods/${pod.id}`);
-    fs.rmSync(tmp, { recursive: true, force: true });
+    if (!options.sharedWorkspace) removeWorkspace();
     if (this.currentTest?.state === 'passed') {
       assert.deepEqual(
         billing.map((p) => p.id),
@@ -100,7 +125,7 @@ export function cliSuite(prefix: string, toml: () => string): CliSuite {
     start(args, env = {}, dir = ws) {
       const running = startCli(['-C', dir, ...args], {
         children,
-        env: { ...emulatorEnv(suite.emulator), ...env },
+        env: { ...emulatorEnv(suite.emulator), ...options.env, ...env },
       });
       started.set(running, ['-C', dir, ...args]);
       return running;

@@ -7,42 +7,21 @@
 import assert from 'node:assert/strict';
 import * as fs from 'node:fs';
 import * as path from 'node:path';
-import { startEmulator, type Emulator } from '../emulator/emulator';
-import { runCliProcess, type Ran } from '../helpers/cli';
-import { emulatorEnv, tempTinyWorkspace, tinyToml } from '../helpers/tinyWorkspace';
+import { cliSuite } from '../helpers/cliSuite';
+import { tinyToml } from '../helpers/tinyWorkspace';
 
 describe('overbrainer spend and train --dry-run against the Runpod emulator', function () {
   this.timeout(150_000);
-  let emulator: Emulator;
-  let tmp: string;
-  let ws: string;
-
-  before(async () => {
-    emulator = await startEmulator({ bootDelaysMs: { provisioning: 100, starting: 100 } });
-    ({ tmp, ws } = tempTinyWorkspace(
-      'cli-spend-it-',
-      tinyToml('python3 train.py --steps 20 --step-seconds 0.05'),
-    ));
-  });
-
-  after(async () => {
-    await emulator?.close();
-    fs.rmSync(tmp, { recursive: true, force: true });
-    if (emulator) {
-      assert.deepEqual(emulator.contractViolations(), []);
-      assert.deepEqual(
-        emulator.ledger().pods.filter((p) => p.billing),
-        [],
-        'a pod was left billing',
-      );
-    }
-  });
-
-  const cli = (args: string[]): Promise<Ran> =>
-    runCliProcess(['-C', ws, ...args], { env: emulatorEnv(emulator) });
+  // One workspace: the last dry run quotes from the run the spend test trained.
+  const suite = cliSuite(
+    'cli-spend-it-',
+    () => tinyToml('python3 train.py --steps 20 --step-seconds 0.05'),
+    { sharedWorkspace: true },
+  );
+  const { cli, runsDir } = suite;
 
   it('train --dry-run prints the plan and the quote without earlier runs, and creates nothing', async () => {
-    const before = emulator.requests().length;
+    const before = suite.emulator.requests().length;
     const ran = await cli(['train', '--dry-run']);
     assert.equal(ran.code, 0, ran.stderr);
     const lines = ran.stdout.trimEnd().split('\n');
@@ -59,9 +38,9 @@ describe('overbrainer spend and train --dry-run against the Runpod emulator', fu
       // 4298 s, $0.8238, up to the cent.
       "Worst case: $0.83 (if every client dies: what the pod's watchdog allows, deadline snapshot and graces included)",
     ]);
-    assert.ok(!fs.existsSync(path.join(ws, 'runs')), 'a run directory was created');
-    assert.equal(emulator.ledger().pods.length, 0, 'a pod was created');
-    const calls = emulator.requests().slice(before);
+    assert.ok(!fs.existsSync(runsDir()), 'a run directory was created');
+    assert.equal(suite.emulator.ledger().pods.length, 0, 'a pod was created');
+    const calls = suite.emulator.requests().slice(before);
     assert.ok(calls.length > 0);
     assert.deepEqual(
       calls.filter((c) => c.method !== 'GET').map((c) => `${c.method} ${c.path}`),
@@ -73,11 +52,10 @@ describe('overbrainer spend and train --dry-run against the Runpod emulator', fu
   it('spend --json reads a missing bill, saves it in pod.json and lists estimate, bill and difference', async () => {
     const trained = await cli(['train']);
     assert.equal(trained.code, 0, trained.stderr);
-    const runId = fs.readdirSync(path.join(ws, 'runs'))[0] ?? '';
-    const podFile = path.join(ws, 'runs', runId, 'pod.json');
+    const runId = suite.onlyRun();
+    const podFile = path.join(runsDir(), runId, 'pod.json');
     const pod = JSON.parse(fs.readFileSync(podFile, 'utf8')) as Record<string, unknown>;
-    const ledger = emulator.ledger().pods.find((p) => p.id === pod.pod_id);
-    assert.ok(ledger);
+    const ledger = suite.ledgerOf(String(pod.pod_id));
     // A record written before the bill was read (an older version, or the API down then).
     delete pod.billed_usd;
     delete pod.billed_checked_at;
@@ -85,7 +63,9 @@ describe('overbrainer spend and train --dry-run against the Runpod emulator', fu
 
     const ran = await cli(['spend', '--json']);
     assert.equal(ran.code, 0, ran.stderr);
-    assert.ok(!ran.stdout.includes(emulator.apiKey) && !ran.stderr.includes(emulator.apiKey));
+    assert.ok(
+      !ran.stdout.includes(suite.emulator.apiKey) && !ran.stderr.includes(suite.emulator.apiKey),
+    );
     const listed = JSON.parse(ran.stdout) as {
       runs: Record<string, unknown>[];
       totals: Record<string, unknown>;
@@ -136,6 +116,6 @@ describe('overbrainer spend and train --dry-run against the Runpod emulator', fu
       ran.stdout,
       /^Expected: \$\d+\.\d\d–\$\d+\.\d\d \(from 1 earlier run of this config\)$/m,
     );
-    assert.equal(fs.readdirSync(path.join(ws, 'runs')).length, 1, 'no other run directory');
+    assert.equal(fs.readdirSync(runsDir()).length, 1, 'no other run directory');
   });
 });

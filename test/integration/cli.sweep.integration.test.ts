@@ -7,9 +7,9 @@
 import assert from 'node:assert/strict';
 import * as fs from 'node:fs';
 import * as path from 'node:path';
-import { startEmulator, type Emulator } from '../emulator/emulator';
-import { ROOT, runCliProcess, type Ran } from '../helpers/cli';
-import { emulatorEnv, tempTinyWorkspace, tinyToml } from '../helpers/tinyWorkspace';
+import { ROOT } from '../helpers/cli';
+import { cliSuite } from '../helpers/cliSuite';
+import { tinyToml } from '../helpers/tinyWorkspace';
 
 const SWEEP = `max_cost_usd = 0.5
 
@@ -31,39 +31,23 @@ lora_r = [8, 16]
 
 describe('overbrainer sweep against the Runpod emulator and the real Optuna', function () {
   this.timeout(300_000);
-  let emulator: Emulator;
-  let tmp: string;
-  let ws: string;
-
-  before(async () => {
-    emulator = await startEmulator({ bootDelaysMs: { provisioning: 100, starting: 100 } });
-    ({ tmp, ws } = tempTinyWorkspace(
-      'cli-sweep-it-',
+  const suite = cliSuite(
+    'cli-sweep-it-',
+    () =>
       tinyToml(
         'python3 train.py --steps 10 --step-seconds 0.05 --learning-rate {learning_rate} --lora-r {lora_r}',
         SWEEP,
       ),
-    ));
-    fs.copyFileSync(path.join(ROOT, 'examples', 'sweep', 'train.py'), path.join(ws, 'train.py'));
-  });
-
-  after(async () => {
-    await emulator?.close();
-    fs.rmSync(tmp, { recursive: true, force: true });
-    if (emulator) {
-      assert.deepEqual(emulator.contractViolations(), []);
-      assert.deepEqual(
-        emulator.ledger().pods.filter((p) => p.billing),
-        [],
-        'a pod was left billing',
-      );
-    }
-  });
-
-  const cli = (args: string[]): Promise<Ran> =>
-    runCliProcess(['-C', ws, ...args], {
-      env: { ...emulatorEnv(emulator), OVERBRAINER_SWEEP_PYTHON: '/usr/bin/python3' },
-    });
+    {
+      env: { OVERBRAINER_SWEEP_PYTHON: '/usr/bin/python3' },
+      prepare: (ws) =>
+        fs.copyFileSync(
+          path.join(ROOT, 'examples', 'sweep', 'train.py'),
+          path.join(ws, 'train.py'),
+        ),
+    },
+  );
+  const { cli, runsDir } = suite;
 
   it('sweep --dry-run quotes the budget and creates nothing', async () => {
     const ran = await cli(['sweep', '--dry-run']);
@@ -71,8 +55,8 @@ describe('overbrainer sweep against the Runpod emulator and the real Optuna', fu
     assert.match(ran.stdout, /sweep cli-sweep: 2 trials, 2 at once, budget \$3\.00/);
     assert.match(ran.stdout, /a trial's worst case: \$0\.5\d/);
     assert.match(ran.stdout, /the budget starts 2 trial\(s\) if each spends its worst case/);
-    assert.equal(fs.existsSync(path.join(ws, 'runs')), false);
-    assert.deepEqual(emulator.ledger().pods, []);
+    assert.equal(fs.existsSync(runsDir()), false);
+    assert.deepEqual(suite.emulator.ledger().pods, []);
   });
 
   it('sweep runs the trials to the best; sweep ls and sweep show list it', async () => {
