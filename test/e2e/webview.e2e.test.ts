@@ -181,7 +181,10 @@ describe('The run webview in the real VS Code', function () {
       .locator('.monaco-workbench')
       .waitFor({ state: 'visible', timeout: RELOAD_TIMEOUT_MS });
     const page = runPage(workbench);
-    await page.locator('#run-state', { hasText: 'succeeded' }).waitFor({ timeout: UI_TIMEOUT_MS });
+    // Then the extension host starts again and restores the panel: part of the same reload.
+    await page
+      .locator('#run-state', { hasText: 'succeeded' })
+      .waitFor({ timeout: RELOAD_TIMEOUT_MS });
     await eventually('the restored chart to hold every step', async () =>
       (await chartPoints(page)) === STEPS ? true : undefined,
     );

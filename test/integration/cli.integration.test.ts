@@ -25,7 +25,9 @@ function toml(extra = ''): string {
 }
 
 describe('overbrainer CLI against the Runpod emulator', function () {
-  this.timeout(150_000);
+  // A case spawns up to four CLIs, each a Node process loading the bundle: on a loaded machine
+  // (CI beside the e2e windows) one case took over 150 s.
+  this.timeout(300_000);
   const suite = cliSuite('cli-it-', () => toml());
   const { start, cli, onlyRun, runJson, podJson, ledgerOf, runsDir } = suite;
 

@@ -186,12 +186,15 @@ for (const call of CALLS) {
           const attempts = (o.lab.podJson(id).attempts as { result: string }[]).map(
             (a) => a.result,
           );
-          assert.deepEqual(attempts, ['ambiguous', 'created'], title);
-          assert.ok(
-            o.lab
-              .logs()
-              .some((l) => l.includes('went unanswered: looking for it by its run marker')),
-          );
+          const unanswered = o.lab
+            .logs()
+            .filter((l) => l.includes('went unanswered: looking for it by its run marker'));
+          assert.ok(unanswered.length >= 1, title);
+          // The second create is answered, or (a loaded machine past the lab's short create
+          // limit) goes unanswered too and the pod it made is found by its marker: one pod
+          // either way (assertSucceeded).
+          const second = unanswered.length === 2 ? 'adopted' : 'created';
+          assert.deepEqual(attempts, ['ambiguous', second], `${title}\n${unanswered.join('\n')}`);
         } else {
           assert.ok(retried(o, ''), `${title}: a retry was logged\n${o.lab.logs().join('\n')}`);
         }
