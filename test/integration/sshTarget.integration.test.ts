@@ -14,9 +14,13 @@ import { loadConfig } from '../../src/core/config';
 import type { OverbrainerConfig } from '../../src/core/config/types';
 import { EventBus } from '../../src/core/events';
 import { ExecError } from '../../src/core/exec/executor';
-import { attach, cancel, stop, train, type FlowDeps } from '../../src/core/flow';
+import { LocalExecutor } from '../../src/core/exec/local';
+import { attach, cancel, recoverAbandoned, stop, train, type FlowDeps } from '../../src/core/flow';
+import type { RunRecord } from '../../src/core/runs/runRecord';
+import { startJob } from '../../src/core/train/job';
 import { RunStore } from '../../src/core/runs/store';
 import { scaleTiming } from '../../src/core/timing';
+import { runCliProcess } from '../helpers/cli';
 import { gatedCommand } from '../helpers/gatedJob';
 import { generateEd25519, processAlive, startSshd, type Sshd } from '../helpers/sshd';
 import { tempTinyWorkspace } from '../helpers/tinyWorkspace';
@@ -51,7 +55,16 @@ workdir = ${JSON.stringify(workdir)}
 describe('kind = "ssh": the user\'s own machine over their SSH config and known_hosts', function () {
   this.timeout(120_000);
   const boxes: Box[] = [];
+  /** Jobs a test launched itself: a failed assertion leaves none running. */
+  const launched: number[] = [];
   afterEach(async () => {
+    for (const pid of launched.splice(0)) {
+      try {
+        process.kill(-pid, 'SIGKILL');
+      } catch {
+        // gone already
+      }
+    }
     for (const box of boxes.splice(0)) {
       await box.sshd.stop();
       fs.rmSync(box.tmp, { recursive: true, force: true });
@@ -225,5 +238,71 @@ describe('kind = "ssh": the user\'s own machine over their SSH config and known_
       .map((line) => (JSON.parse(line) as { step: number }).step);
     assert.equal(steps[0], snapshot.step + 1, 'the resumed run goes on at the next step');
     assert.equal(steps.at(-1), 80);
+  });
+
+  /**
+   * What a client killed before the job started leaves (the flow's own records, made by its own
+   * calls): a run `preparing`, its directory on the machine half uploaded; with `job`, a job
+   * launched there whose start was never recorded (killed between the launch and its record).
+   */
+  async function leftPreparing(b: Box, job: boolean): Promise<{ run: RunRecord; pid: number }> {
+    const run = b.deps.store.create({
+      project: 'tiny',
+      target: 'box',
+      remoteDir: (id) => `${b.sshd.root}/ob/${id}`,
+    });
+    fs.mkdirSync(path.join(run.remoteDir, 'data'), { recursive: true });
+    fs.writeFileSync(path.join(run.remoteDir, 'train.py'), '# half of it');
+    if (!job) return { run, pid: 0 };
+    const local = new LocalExecutor({ clock: systemClock });
+    try {
+      const { pid } = await startJob(local, { runDir: run.remoteDir, script: 'exec sleep 300' });
+      launched.push(pid);
+      return { run, pid };
+    } finally {
+      local.dispose();
+    }
+  }
+
+  it('a run left preparing (its client killed before the job started) is settled by attach and at the next start: failed, no job left, its half-uploaded directory removed', async () => {
+    const b = await box('python3 train.py --steps 3 --step-seconds 0.05');
+    const byAttach = await leftPreparing(b, true);
+    assert.ok(processAlive(byAttach.pid), 'the unrecorded job runs');
+    const attached = await attach(b.deps, b.config, byAttach.run.id);
+    assert.equal(attached.run.state, 'failed', attached.summary);
+    assert.equal(attached.run.message, 'interrupted before the job started');
+    assert.deepEqual(attached.run.end?.cause, 'interrupted');
+    assert.equal(processAlive(byAttach.pid), false, 'no job nobody follows is left running');
+    assert.equal(fs.existsSync(byAttach.run.remoteDir), false, 'the half upload is removed');
+    assert.equal(b.deps.store.loadRun(byAttach.run.id).state, 'failed');
+
+    const atStart = await leftPreparing(b, false);
+    const recovered = await recoverAbandoned(b.deps, b.config);
+    assert.deepEqual(
+      recovered.map((r) => [r.runId, r.error]),
+      [[atStart.run.id, null]],
+    );
+    assert.equal(b.deps.store.loadRun(atStart.run.id).state, 'failed');
+    assert.equal(fs.existsSync(atStart.run.remoteDir), false, 'the half upload is removed');
+    // The workdir itself and the runs beside it stay: only the run's own directory goes.
+    assert.ok(fs.existsSync(path.join(b.sshd.root, 'ob')));
+  });
+
+  it('overbrainer train on the machine settles a run a killed client left preparing, then trains', async () => {
+    const b = await box('python3 train.py --steps 3 --step-seconds 0.05');
+    const left = await leftPreparing(b, true);
+    const ran = await runCliProcess(['-C', b.ws, 'train'], { env: { ...b.deps.env! } });
+    assert.equal(ran.code, 0, ran.stderr);
+    assert.match(
+      ran.stderr,
+      new RegExp(`run ${left.run.id} was left starting by a client that stopped`),
+    );
+    const settled = b.deps.store.loadRun(left.run.id);
+    assert.equal(settled.state, 'failed');
+    assert.equal(settled.message, 'interrupted before the job started');
+    assert.equal(processAlive(left.pid), false);
+    assert.equal(fs.existsSync(left.run.remoteDir), false);
+    const [trained] = b.deps.store.list().runs.filter((r) => r.id !== left.run.id);
+    assert.equal(trained?.state, 'succeeded', ran.stderr);
   });
 });

@@ -95,10 +95,9 @@ export async function trainCommand(
   const config = s.config(true)!;
   const { target } = chooseTarget(config, targetName);
   const client = s.api(target?.kind === 'runpod');
-  if (target?.kind === 'runpod' && client) {
-    // The pods nothing will delete, the secrets ended runs left, the runs a dead client left.
-    await beforeTrain(s.deps(client), config);
-  }
+  // The pods nothing will delete, the secrets ended runs left (a Runpod target), the runs a dead
+  // client left (on a target without pods, those that have none).
+  await beforeTrain(s.deps(target?.kind === 'runpod' ? client : null), config);
   s.interrupts = new Interrupts(s.io, s.renderer, (jobStarted) =>
     jobStarted
       ? 'stopping to follow the run; its job and pod keep running'

@@ -26,7 +26,7 @@ import {
   publishState,
   summaryLine,
 } from './deps';
-import { hostExecutor } from './host';
+import { abandonWithoutPod, hostExecutor } from './host';
 import { jobSecretsOf } from './jobSecrets';
 
 /**
@@ -47,6 +47,9 @@ export async function attach(
     if (pod === null) {
       if (target && target.kind === 'runpod')
         throw new FlowError('no_pod', `run ${runId} has no pod.json`, null);
+      if (run.state === 'preparing' && run.job === null) {
+        return await abandonWithoutPod(deps, config, run, signal);
+      }
       const onHost = target?.kind === 'ssh';
       // On the user's machine an ended job whose results did not come home is retrieved again.
       const unfinished = run.state === 'running' || (onHost && run.end?.cause === 'not_retrieved');
@@ -170,8 +173,9 @@ export interface Recovered {
  * closed, a CLI killed: no live client holds their lock) and settles each at the next start of
  * the CLI or the extension, as attach does: the pods carrying its marker are deleted, the keys
  * forgotten, and the run fails `interrupted before the job started` (a run that never recorded a
- * pod fails so at once). None is left `preparing` silently; one that cannot be settled is
- * returned with its error.
+ * pod fails so at once; one on the user's machine or this one as {@link abandonWithoutPod} says).
+ * None is left `preparing` silently; one that cannot be settled is returned with its error.
+ * Without a Runpod client in `deps`, the runs with a pod are left for a start that has one.
  */
 export async function recoverAbandoned(
   deps: FlowDeps,
@@ -180,7 +184,16 @@ export async function recoverAbandoned(
   const recovered: Recovered[] = [];
   for (const run of deps.store.list().runs) {
     if (run.state !== 'preparing' || followAgainNow(deps.store, run) !== 'attach') continue;
+    // Without a Runpod client a run with a pod waits for the next start that has one.
+    if (deps.client === null && deps.store.loadPod(run.id) !== null) continue;
     try {
+      const podless =
+        config?.targets[run.target]?.kind === 'ssh' || run.remoteDir === deps.store.runDir(run.id);
+      if (deps.store.loadPod(run.id) === null && podless) {
+        // On the user's machine (or this one): a job launched unrecorded, a half upload.
+        recovered.push({ runId: run.id, result: await attach(deps, config, run.id), error: null });
+        continue;
+      }
       if (deps.store.loadPod(run.id) === null) {
         endRun(run, 'failed', 'interrupted', INTERRUPTED_BEFORE_JOB);
         deps.store.saveRun(run);

@@ -1,10 +1,11 @@
 /**
- * What happens before each train on a Runpod target, whichever front end starts it: the pods
- * nothing will delete are warned about (one list of the account, never a delete), the host-key
- * secrets and client keys of ended runs are swept, and the runs a dead client left `preparing`
- * are settled. Each finding is an event on the bus (a `warning`, or a `log` line) that the CLI
- * prints on stderr and the extension shows as a notification or in its log. Never throws: a
- * failed look is itself a warning, and the train goes on.
+ * What happens before each train, whichever front end starts it: on a Runpod target the pods
+ * nothing will delete are warned about (one list of the account, never a delete) and the
+ * host-key secrets and client keys of ended runs are swept; on any target the runs a dead client
+ * left `preparing` are settled (without a Runpod client, those that have no pod: a run on the
+ * user's machine or this one). Each finding is an event on the bus (a `warning`, or a `log` line)
+ * that the CLI prints on stderr and the extension shows as a notification or in its log. Never
+ * throws: a failed look is itself a warning, and the train goes on.
  */
 import type { OverbrainerConfig } from '../config/types';
 import { sweepHostKeySecrets } from '../pod/hostKeySweep';
@@ -13,9 +14,9 @@ import { describeError } from '../errors';
 import { recoverAbandoned } from './attach';
 import { podCtx, type FlowDeps } from './deps';
 
-/** The pre-train work (see the file's comment); `deps.client` must be set. */
+/** The pre-train work (see the file's comment); `deps.client` null for a target without pods. */
 export async function beforeTrain(deps: FlowDeps, config: OverbrainerConfig): Promise<void> {
-  await warnOrphans(deps);
+  if (deps.client !== null) await warnOrphans(deps);
   await settleAbandoned(deps, config);
 }
 

@@ -12,7 +12,8 @@ import { shQuote } from '../exec/shell';
 import { connectUserHost } from '../exec/userHost';
 import { uploadRunDir } from '../follow/startJob';
 import { followOnHost } from '../follow/host';
-import { failRun } from '../pod/context';
+import { failRun, log } from '../pod/context';
+import { INTERRUPTED_BEFORE_JOB } from '../runs/runEnd';
 import type { RunRecord } from '../runs/runRecord';
 import { cancelJob, startJob, type TrainerJob } from '../train/job';
 import { jobScript } from '../train/jobScripts';
@@ -23,6 +24,7 @@ import {
   artifactsOf,
   maxRetrieveGbOf,
   publishState,
+  summaryLine,
 } from './deps';
 
 /**
@@ -145,4 +147,51 @@ export async function trainOnHost(
   } finally {
     executor.dispose();
   }
+}
+
+/**
+ * A run with no pod left `preparing` by a client that died before its job started (nothing will
+ * start it): as for a pod, no job is left that nobody follows and the run fails `interrupted
+ * before the job started`. On the user's machine a job launched but never recorded is cancelled
+ * and the run's own directory (`<workdir>/<run-id>`: a half upload, nothing the job finished) is
+ * removed, never anything beside it; a local run's job is cancelled, its folder kept. A machine
+ * that cannot be reached does not keep the run `preparing`: its message says what may be left
+ * there and how to remove it.
+ */
+export async function abandonWithoutPod(
+  deps: FlowDeps,
+  config: OverbrainerConfig | null,
+  run: RunRecord,
+  signal?: AbortSignal,
+): Promise<FlowResult> {
+  const target = config?.targets[run.target];
+  const local = run.remoteDir === deps.store.runDir(run.id);
+  let leftover: string | null = null;
+  // trainOnHost records the absolute directory before it makes it: a relative one made nothing.
+  if (local || run.remoteDir.startsWith('/')) {
+    log(deps, 'info', `run ${run.id} was left before its job started (its client stopped)`);
+    let executor: Executor | null = null;
+    try {
+      executor = await hostExecutor(deps, config, run, signal);
+      const dir = shQuote(run.remoteDir);
+      const launched = await executor.exec(`test -e ${dir}/job.pid`, { signal });
+      if (launched.code === 0) await cancelJob(executor, run.remoteDir, { signal });
+      if (!local && target?.kind === 'ssh') {
+        const own = `${await absoluteWorkdir(executor, target)}/${run.id}`;
+        if (own !== run.remoteDir) {
+          leftover = `${run.remoteDir} on target ${run.target} is not under its workdir now, so it was left there`;
+        } else if ((await executor.exec(`rm -rf -- ${dir}`, { signal })).code !== 0) {
+          leftover = `${run.remoteDir} on target ${run.target} could not be removed`;
+        }
+      }
+    } catch (error) {
+      leftover = `what it left at ${run.remoteDir} on target ${run.target} was not cleaned (${describeError(error)}): check that no job of it runs there and remove the directory`;
+    } finally {
+      executor?.dispose();
+    }
+  }
+  const message =
+    leftover === null ? INTERRUPTED_BEFORE_JOB : `${INTERRUPTED_BEFORE_JOB}; ${leftover}`;
+  failRun(deps, run, 'interrupted', message);
+  return { run, pod: null, ending: null, summary: summaryLine(deps, run, null) };
 }

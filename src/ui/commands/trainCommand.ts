@@ -89,9 +89,9 @@ export async function train(ctx: UiContext, resume?: RunSummary): Promise<void> 
     await ctx.showError('Cannot train', error);
     return;
   }
-  // Before a Runpod run: the pods nothing will delete, the secrets ended runs left, the runs a
-  // dead client left starting (warnings come as events: notifications and log lines).
-  if (target?.kind === 'runpod') await beforeTrain(deps, config);
+  // Before a Runpod run: the pods nothing will delete, the secrets ended runs left; before any:
+  // the runs a dead client left starting (warnings come as events: notifications and log lines).
+  await beforeTrain(target?.kind === 'runpod' ? deps : { ...deps, client: null }, config);
   const abort = new AbortController();
   let runId: string | null = null;
   let started: () => void = () => undefined;
