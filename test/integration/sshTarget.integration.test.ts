@@ -240,6 +240,28 @@ describe('kind = "ssh": the user\'s own machine over their SSH config and known_
     assert.equal(steps.at(-1), 80);
   });
 
+  it('stop with no client following: stop follows the job to its snapshot, brings it home, the run ends stopped', async () => {
+    const b = await box('python3 train.py --steps 200 --step-seconds 0.1');
+    const stopFollowing = new AbortController();
+    let metrics = 0;
+    let id = '';
+    b.deps.bus.on((event) => {
+      if (event.type === 'metric' && ++metrics === 3) {
+        id = event.runId;
+        stopFollowing.abort(); // the client goes away; the job runs on on the machine
+      }
+    });
+    await train(b.deps, b.config, b.ws, { signal: stopFollowing.signal }).catch(() => null);
+    assert.equal(b.deps.store.loadRun(id).state, 'running');
+    const stopped = await stop(b.deps, b.config, id);
+    assert.equal(stopped.request.kind, 'requested');
+    assert.ok(stopped.result, 'nobody else follows: stop follows the run to its end');
+    assert.equal(stopped.result.run.state, 'stopped', stopped.result.summary);
+    const snapshot = stopped.result.run.snapshot!;
+    assert.ok(snapshot.step > 0 && snapshot.step < 200, `stopped at ${snapshot.step}`);
+    assert.ok(fs.existsSync(path.join(b.ws, 'runs', id, snapshot.checkpoint, 'model.json')));
+  });
+
   /**
    * What a client killed before the job started leaves (the flow's own records, made by its own
    * calls): a run `preparing`, its directory on the machine half uploaded; with `job`, a job
