@@ -21,6 +21,7 @@ import { startJob } from '../../src/core/train/job';
 import { RunStore } from '../../src/core/runs/store';
 import { scaleTiming } from '../../src/core/timing';
 import { runCliProcess } from '../helpers/cli';
+import { startHubStandIn } from '../helpers/hubStandIn';
 import { gatedCommand } from '../helpers/gatedJob';
 import { generateEd25519, processAlive, startSshd, type Sshd } from '../helpers/sshd';
 import { tempTinyWorkspace } from '../helpers/tinyWorkspace';
@@ -34,9 +35,11 @@ interface Box {
   home: string;
   deps: FlowDeps;
   config: OverbrainerConfig;
+  /** The environment of the user's shell (HOME, the target's address, what the test adds). */
+  env: Record<string, string>;
 }
 
-function toml(command: string, workdir: string): string {
+function toml(command: string, workdir: string, training = ''): string {
   return `[project]
 name = "tiny"
 
@@ -45,6 +48,7 @@ target = "box"
 trainer = "command"
 command = ${JSON.stringify(command)}
 upload = ["train.py", "data"]
+${training}
 
 [targets.box]
 kind = "ssh"
@@ -72,7 +76,11 @@ describe('kind = "ssh": the user\'s own machine over their SSH config and known_
   });
 
   /** An sshd, a HOME whose SSH config names it `gpubox`, a workspace on target `box`. */
-  async function box(command: string, knownHostKey?: string): Promise<Box> {
+  async function box(
+    command: string,
+    knownHostKey?: string,
+    more: { training?: string; env?: Record<string, string> } = {},
+  ): Promise<Box> {
     const sshd = await startSshd();
     const { tmp, ws } = tempTinyWorkspace('ob-sshtarget-');
     const home = path.join(tmp, 'home');
@@ -92,8 +100,15 @@ describe('kind = "ssh": the user\'s own machine over their SSH config and known_
         '',
       ].join('\n'),
     );
-    fs.writeFileSync(path.join(ws, 'overbrainer.toml'), toml(command, `${sshd.root}/ob`));
-    const env = { HOME: home, OVERBRAINER_TARGETS__BOX__HOST: `${sshd.user}@${ALIAS}` };
+    fs.writeFileSync(
+      path.join(ws, 'overbrainer.toml'),
+      toml(command, `${sshd.root}/ob`, more.training),
+    );
+    const env = {
+      HOME: home,
+      OVERBRAINER_TARGETS__BOX__HOST: `${sshd.user}@${ALIAS}`,
+      ...more.env,
+    };
     const loaded = loadConfig(ws, env);
     assert.ok(loaded.ok, JSON.stringify(!loaded.ok && loaded.errors));
     const deps: FlowDeps = {
@@ -106,7 +121,7 @@ describe('kind = "ssh": the user\'s own machine over their SSH config and known_
       owner: 'test',
       env,
     };
-    const made = { sshd, tmp, ws, home, deps, config: loaded.config };
+    const made = { sshd, tmp, ws, home, deps, config: loaded.config, env };
     boxes.push(made);
     return made;
   }
@@ -262,6 +277,29 @@ describe('kind = "ssh": the user\'s own machine over their SSH config and known_
     assert.ok(fs.existsSync(path.join(b.ws, 'runs', id, snapshot.checkpoint, 'model.json')));
   });
 
+  it('hub_model_id: the job pushes from the machine, the run records the revision the Hub answered', async () => {
+    const token = 'hf_itSshTargetToken_8c41e0d2';
+    const hub = await startHubStandIn({ token });
+    try {
+      const b = await box('python3 train.py --steps 4 --step-seconds 0.05', undefined, {
+        training: 'hub_model_id = "me/box"',
+        env: { HF_ENDPOINT: hub.url, OVERBRAINER_HF_TOKEN: token },
+      });
+      const result = await train(b.deps, b.config, b.ws);
+      assert.equal(result.run.state, 'succeeded', result.summary);
+      const [revision] = hub.revisions('me/box');
+      assert.ok(revision, `nothing was pushed: ${result.summary}`);
+      assert.equal(result.run.hubPush?.state, 'pushed', result.summary);
+      assert.equal(result.run.hubPush?.state === 'pushed' && result.run.hubPush.revision, revision);
+      assert.match(
+        result.summary,
+        new RegExp(`pushed output/ to the Hub as me/box \\(revision ${revision}\\)`),
+      );
+    } finally {
+      await hub.close();
+    }
+  });
+
   /**
    * What a client killed before the job started leaves (the flow's own records, made by its own
    * calls): a run `preparing`, its directory on the machine half uploaded; with `job`, a job
@@ -313,7 +351,7 @@ describe('kind = "ssh": the user\'s own machine over their SSH config and known_
   it('overbrainer train on the machine settles a run a killed client left preparing, then trains', async () => {
     const b = await box('python3 train.py --steps 3 --step-seconds 0.05');
     const left = await leftPreparing(b, true);
-    const ran = await runCliProcess(['-C', b.ws, 'train'], { env: { ...b.deps.env! } });
+    const ran = await runCliProcess(['-C', b.ws, 'train'], { env: b.env });
     assert.equal(ran.code, 0, ran.stderr);
     assert.match(
       ran.stderr,

@@ -12,12 +12,13 @@ import { PodError } from '../pod/podError';
 import { reconnect, stillThere } from '../pod/reconnect';
 import type { PodRecord } from '../runs/podRecord';
 import type { RunRecord } from '../runs/runRecord';
-import { MetricsFollower, type FollowResult } from '../train/follow';
+import type { FollowResult } from '../train/follow';
 import { jobStatus } from '../train/job';
 import { jobOutcome } from '../train/outcome';
 import {
   alreadyRetrieved,
   collect,
+  followJob,
   NOT_RETRIEVED,
   recordedOutcome,
   summaryLine,
@@ -72,17 +73,9 @@ export async function followAgain(
       return collected({ run, pod, ending, summary: summaryLine(ctx, run, pod) });
     }
     // Ended while nobody followed: summarize from the pod's files, then collect.
-    const follower = new MetricsFollower({
-      executor,
-      runId: run.id,
-      runDir: run.remoteDir,
-      bus: ctx.bus,
-      clock: ctx.clock,
-      timing: ctx.timing,
-    });
     let result: FollowResult;
     try {
-      result = await follower.follow(signal);
+      result = await followJob(ctx, executor, run, signal);
     } catch (error) {
       // The pod may have been deleted since we connected (its retrieve grace, a limit, or
       // `pod rm` elsewhere): then it is recorded gone, as when attach finds it gone.

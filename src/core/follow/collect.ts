@@ -13,7 +13,7 @@ import { podHandle } from '../pod/podHandle';
 import type { PodRecord } from '../runs/podRecord';
 import { endRun, isEnded, reopenRun } from '../runs/runEnd';
 import type { RunRecord } from '../runs/runRecord';
-import { MetricsFollower } from '../train/follow';
+import { MetricsFollower, type FollowResult } from '../train/follow';
 import { SNAPSHOT_JSON } from '../train/job';
 import { jobOutcome, outcomeCause, withSnapshot, type JobOutcome } from '../train/outcome';
 import { describeMismatches, RetrieveSpaceError } from '../train/retrieval';
@@ -37,13 +37,13 @@ export type RunCtx = Pick<PodCtx, 'store' | 'bus' | 'clock' | 'timing'>;
 /** Trainer artifacts never brought back (checkpoints at any depth). */
 export const ARTIFACT_EXCLUDES = ['checkpoint-*'];
 
-/** Follows a local job to its end and records how it ended. */
-export async function followLocal(
+/** Follows the job of `run` over `executor` to its end: its metrics and log lines on the bus. */
+export function followJob(
   ctx: RunCtx,
   executor: Executor,
   run: RunRecord,
   signal?: AbortSignal,
-): Promise<Followed> {
+): Promise<FollowResult> {
   const follower = new MetricsFollower({
     executor,
     runId: run.id,
@@ -52,7 +52,17 @@ export async function followLocal(
     clock: ctx.clock,
     timing: ctx.timing,
   });
-  const result = await follower.follow(signal);
+  return follower.follow(signal);
+}
+
+/** Follows a local job to its end and records how it ended. */
+export async function followLocal(
+  ctx: RunCtx,
+  executor: Executor,
+  run: RunRecord,
+  signal?: AbortSignal,
+): Promise<Followed> {
+  const result = await followJob(ctx, executor, run, signal);
   const outcome = withSnapshot(
     jobOutcome(result.status, result.metrics, run.id)!,
     await readSnapshot(executor, run.remoteDir),
@@ -124,19 +134,59 @@ export async function collect(
   artifacts: readonly string[],
   maxRetrieveGb?: number,
 ): Promise<Followed> {
+  const got = await retrieveEnded(ctx, executor, run, outcome, {
+    artifacts,
+    maxRetrieveGb,
+    // The lease is renewed while the results download: the deadline never cuts a retrieval.
+    during: (download) => holdLeaseDuring(ctx, run, podHandle(ctx, pod, executor), download),
+    overSpace: (error) => overSpaceNextAction(run, error),
+  });
+  finishRecord(ctx, run, got.outcome, got.verified, got.problem, got.hubPush);
+  const ending = await endPod(ctx, pod, executor, run, got.verified);
+  return { run, pod, ending, summary: summaryLine(ctx, run, pod) };
+}
+
+/** What an ended job's retrieval found: its outcome with its snapshot, and why it is not home. */
+export interface Retrieval {
+  outcome: JobOutcome;
+  verified: boolean;
+  /** Why the results are not home verified; null when they are. */
+  problem: string | null;
+  /** What the job's Hub push did (`hub_model_id`); null when it made none or it is unreadable. */
+  hubPush: HubPush | null;
+}
+
+/**
+ * Brings the results of an ended job home verified, on a pod or on the user's machine: a job
+ * stopped for a snapshot brings its checkpoint with them (the other checkpoints stay excluded),
+ * reused where it streamed home already; and reads what the job's Hub push did (not being able to
+ * read it costs no retrieval). `during` wraps the download (a pod renews its lease meanwhile);
+ * `overSpace` says what to do about results over `max_retrieve_gb` or the free space.
+ */
+export async function retrieveEnded(
+  ctx: RunCtx,
+  executor: Executor,
+  run: RunRecord,
+  outcome: JobOutcome,
+  options: {
+    artifacts: readonly string[];
+    maxRetrieveGb?: number | undefined;
+    during?: <T>(download: () => Promise<T>) => Promise<T>;
+    overSpace: (error: RetrieveSpaceError) => string;
+  },
+): Promise<Retrieval> {
   let verified = false;
   let problem: string | null = null;
-  // What the job's Hub push did (hub_model_id); not being able to read it costs no retrieval.
   const hubPush = await readHubPush(executor, run.remoteDir, null).catch(() => null);
+  const { artifacts, maxRetrieveGb } = options;
+  const during = options.during ?? (<T>(download: () => Promise<T>): Promise<T> => download());
   try {
-    // A job that stopped for a snapshot: its checkpoint comes home with the results (the other
-    // checkpoints stay excluded). Not knowing whether there is one is not knowing what to fetch.
+    // Not knowing whether there is a snapshot is not knowing what to fetch.
     outcome = withSnapshot(outcome, await readSnapshot(executor, run.remoteDir));
     const kept = outcome.snapshot?.checkpoint;
     // A snapshot checkpoint streamed home already is reused: only files that differ are fetched.
     const seeded = kept === undefined ? 0 : await seedFromStream(ctx.store.runDir(run.id), kept);
-    // The lease is renewed while the results download: the deadline never cuts a retrieval.
-    const got = await holdLeaseDuring(ctx, run, podHandle(ctx, pod, executor), () =>
+    const got = await during(() =>
       retrieveReported(ctx, run.id, 'retrieve', {
         executor,
         remoteRunDir: run.remoteDir,
@@ -153,16 +203,12 @@ export async function collect(
       'info',
       `run ${run.id}: ${got.transferredBytes} bytes fetched after the job ended (${got.reusedBytes} reused${seeded > 0 ? ', the snapshot checkpoint streamed home already' : ''})`,
     );
-    if (!got.verified) {
-      problem = describeMismatches(got.mismatches);
-    }
+    if (!got.verified) problem = describeMismatches(got.mismatches);
   } catch (error) {
     problem = describeError(error);
-    if (error instanceof RetrieveSpaceError) problem += `. ${overSpaceNextAction(run, error)}`;
+    if (error instanceof RetrieveSpaceError) problem += `. ${options.overSpace(error)}`;
   }
-  finishRecord(ctx, run, outcome, verified, problem, hubPush);
-  const ending = await endPod(ctx, pod, executor, run, verified);
-  return { run, pod, ending, summary: summaryLine(ctx, run, pod) };
+  return { outcome, verified, problem, hubPush };
 }
 
 /** What to do about results over `max_retrieve_gb` or the free space, for `run`. */
