@@ -26,7 +26,7 @@ import {
   publishState,
   summaryLine,
 } from './deps';
-import { abandonWithoutPod, hostExecutor } from './host';
+import { abandonWithoutPod, hostExecutor, hostResults } from './host';
 import { jobSecretsOf } from './jobSecrets';
 
 /**
@@ -60,13 +60,7 @@ export async function attach(
       try {
         if (!onHost) return await followLocal(deps, executor, run, signal);
         deps.bus.publish({ type: 'runWatched', runId });
-        return await followOnHost(
-          deps,
-          executor,
-          run,
-          { artifacts: artifactsOf(config), maxRetrieveGb: maxRetrieveGbOf(config, run) },
-          signal,
-        );
+        return await followOnHost(deps, executor, run, hostResults(config, run), signal);
       } finally {
         executor.dispose();
       }

@@ -15,7 +15,7 @@ import {
 } from './deps';
 import { collect } from '../follow/collect';
 import { collectOnHost } from '../follow/host';
-import { hostExecutor } from './host';
+import { hostExecutor, hostResults } from './host';
 import { endRun } from '../runs/runEnd';
 
 /** Cancels a run's job, then retrieves what it wrote and ends its pod. */
@@ -39,7 +39,7 @@ export const cancel: RunCommand = async (deps, config, runId, signal) => {
             executor,
             run,
             { state: 'cancelled', message: null },
-            { artifacts: artifactsOf(config), maxRetrieveGb: maxRetrieveGbOf(config, run) },
+            hostResults(config, run),
           );
         }
         if (lock !== null && cancelled) {

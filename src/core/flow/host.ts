@@ -11,7 +11,8 @@ import { LocalExecutor } from '../exec/local';
 import { shQuote } from '../exec/shell';
 import { connectUserHost } from '../exec/userHost';
 import { uploadRunDir } from '../follow/startJob';
-import { followOnHost } from '../follow/host';
+import { followLocal } from '../follow/collect';
+import { followOnHost, type HostResults } from '../follow/host';
 import { failRun, log } from '../pod/context';
 import { INTERRUPTED_BEFORE_JOB } from '../runs/runEnd';
 import type { RunRecord } from '../runs/runRecord';
@@ -87,6 +88,13 @@ async function absoluteWorkdir(executor: Executor, target: SshTargetConfig): Pro
   return `${dir}/${workdir.replace(/^~\/?/, '').replace(/\/+$/, '')}`;
 }
 
+/** What a new run's job starts with: its trainer, its environment, its secrets (on stdin). */
+export interface JobLaunch {
+  job: TrainerJob;
+  env: Record<string, string>;
+  secrets: Record<string, string>;
+}
+
 /**
  * Starts `run` on the user's machine and follows it home: connects (their known_hosts, their
  * agent), puts the run in `<workdir>/<run-id>`, uploads its files, starts its job detached (the
@@ -97,9 +105,7 @@ export async function trainOnHost(
   config: OverbrainerConfig,
   target: SshTargetConfig,
   run: RunRecord,
-  job: TrainerJob,
-  env: Record<string, string>,
-  secrets: Record<string, string>,
+  launch: JobLaunch,
   signal?: AbortSignal,
 ): Promise<FlowResult> {
   let executor: Executor;
@@ -115,20 +121,10 @@ export async function trainOnHost(
       deps.store.saveRun(run);
       await executor.exec(`mkdir -p ${shQuote(run.remoteDir)}`);
       await uploadRunDir(deps, executor, run);
+      const { job } = launch;
       const trainer =
         job.trainer === 'axolotl' && target.venv !== null ? { ...job, venv: target.venv } : job;
-      const script = jobScript(trainer, { runDir: run.remoteDir, jobEnvFile: null });
-      const { pid } = await startJob(executor, {
-        runDir: run.remoteDir,
-        script,
-        env,
-        secrets,
-        signal,
-      });
-      run.job = { dir: run.remoteDir, pid, container: null };
-      run.state = 'running';
-      deps.store.saveRun(run);
-      publishState(deps, run);
+      await startRecorded(deps, executor, run, { ...launch, job: trainer }, signal);
     } catch (error) {
       if (run.state !== 'running') {
         // A job launched but not recorded (an abort, a failed save) never runs on unfollowed.
@@ -137,16 +133,48 @@ export async function trainOnHost(
       }
       throw error;
     }
-    return await followOnHost(
-      deps,
-      executor,
-      run,
-      { artifacts: artifactsOf(config), maxRetrieveGb: maxRetrieveGbOf(config, run) },
-      signal,
-    );
+    return await followOnHost(deps, executor, run, hostResults(config, run), signal);
   } finally {
     executor.dispose();
   }
+}
+
+/** Starts a run's job on this machine and follows it to its end. */
+export async function trainLocal(
+  deps: FlowDeps,
+  run: RunRecord,
+  launch: JobLaunch,
+  signal?: AbortSignal,
+): Promise<FlowResult> {
+  const executor = new LocalExecutor({ clock: deps.clock });
+  try {
+    await startRecorded(deps, executor, run, launch, signal);
+    return await followLocal(deps, executor, run, signal);
+  } finally {
+    executor.dispose();
+  }
+}
+
+/** Starts `job` detached in the run's directory and records the run running. */
+async function startRecorded(
+  deps: FlowDeps,
+  executor: Executor,
+  run: RunRecord,
+  launch: JobLaunch,
+  signal?: AbortSignal,
+): Promise<void> {
+  const script = jobScript(launch.job, { runDir: run.remoteDir, jobEnvFile: null });
+  const { env, secrets } = launch;
+  const { pid } = await startJob(executor, { runDir: run.remoteDir, script, env, secrets, signal });
+  run.job = { dir: run.remoteDir, pid, container: null };
+  run.state = 'running';
+  deps.store.saveRun(run);
+  publishState(deps, run);
+}
+
+/** What a run on the user's machine brings home: `[training] artifacts`, within its limit. */
+export function hostResults(config: OverbrainerConfig | null, run: RunRecord): HostResults {
+  return { artifacts: artifactsOf(config), maxRetrieveGb: maxRetrieveGbOf(config, run) };
 }
 
 /**

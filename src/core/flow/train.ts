@@ -3,13 +3,12 @@
  * placed), its pod started, its job started, then followed to its end.
  */
 import { OverbrainerConfig, RunpodTargetConfig, workdirFor } from '../config/types';
-import { LocalExecutor } from '../exec/local';
 import { log, warn, type PodCtx } from '../pod/context';
 import { failRun } from '../pod/context';
 import { type PodLimits, startPod } from '../pod/provision';
 import { forgetKeys, remove } from '../pod/remove';
 import type { Executor } from '../exec/executor';
-import { jobScript, startJob, type TrainerJob } from '../train/job';
+import type { TrainerJob } from '../train/job';
 import type { PodRecord } from '../runs/podRecord';
 import type { RunRecord } from '../runs/runRecord';
 import { endRun, INTERRUPTED_BEFORE_JOB } from '../runs/runEnd';
@@ -28,8 +27,7 @@ import {
 } from './deps';
 import { budgetGate, lockBudget, type BudgetDecision } from './budget';
 import { settleGonePods } from './settleBills';
-import { followLocal } from '../follow/collect';
-import { trainOnHost } from './host';
+import { trainLocal, trainOnHost } from './host';
 import { recoveryPlan } from '../follow/recover';
 import { followOnPod } from '../follow/run';
 import { checkRunFiles, packRun, resumeSource, type RunFiles } from './runFiles';
@@ -160,11 +158,12 @@ export async function train(
       return failBeforePod(error);
     }
     if (target.kind === 'local') {
-      return await trainLocal(deps, run, files.job, await packing, secrets, options.signal);
+      const launch = { job: files.job, env: await packing, secrets };
+      return await trainLocal(deps, run, launch, options.signal);
     }
     if (target.kind === 'ssh') {
-      const env = await packing;
-      return await trainOnHost(deps, config, target, run, files.job, env, secrets, options.signal);
+      const launch = { job: files.job, env: await packing, secrets };
+      return await trainOnHost(deps, config, target, run, launch, options.signal);
     }
     if (budget !== null) {
       if (budget.fitted) warn(ctx!, run.id, 'budget_fitted', budget.line);
@@ -189,34 +188,6 @@ export async function train(
     );
   } finally {
     lock.dispose();
-  }
-}
-
-async function trainLocal(
-  deps: FlowDeps,
-  run: RunRecord,
-  job: TrainerJob,
-  env: Record<string, string>,
-  secrets: Record<string, string>,
-  signal?: AbortSignal,
-): Promise<FlowResult> {
-  const executor = new LocalExecutor({ clock: deps.clock });
-  try {
-    const script = jobScript(job, { runDir: run.remoteDir, jobEnvFile: null });
-    const { pid } = await startJob(executor, {
-      runDir: run.remoteDir,
-      script,
-      env,
-      secrets,
-      signal,
-    });
-    run.job = { dir: run.remoteDir, pid, container: null };
-    run.state = 'running';
-    deps.store.saveRun(run);
-    publishState(deps, run);
-    return await followLocal(deps, executor, run, signal);
-  } finally {
-    executor.dispose();
   }
 }
 
