@@ -10,145 +10,27 @@ import assert from 'node:assert/strict';
 import * as fs from 'node:fs';
 import * as path from 'node:path';
 import { systemClock } from '../../src/core/clock';
-import { loadConfig } from '../../src/core/config';
-import type { OverbrainerConfig } from '../../src/core/config/types';
-import { EventBus } from '../../src/core/events';
 import { ExecError } from '../../src/core/exec/executor';
 import { LocalExecutor } from '../../src/core/exec/local';
-import { attach, cancel, recoverAbandoned, stop, train, type FlowDeps } from '../../src/core/flow';
+import { attach, cancel, recoverAbandoned, stop, train } from '../../src/core/flow';
 import type { RunRecord } from '../../src/core/runs/runRecord';
 import { startJob } from '../../src/core/train/job';
 import { RunStore } from '../../src/core/runs/store';
-import { scaleTiming } from '../../src/core/timing';
 import { runCliProcess } from '../helpers/cli';
 import { startHubStandIn } from '../helpers/hubStandIn';
 import { gatedCommand } from '../helpers/gatedJob';
-import { generateEd25519, processAlive, startSshd, type Sshd } from '../helpers/sshd';
-import { tempTinyWorkspace } from '../helpers/tinyWorkspace';
-
-const ALIAS = 'gpubox';
-
-interface Box {
-  sshd: Sshd;
-  tmp: string;
-  ws: string;
-  home: string;
-  deps: FlowDeps;
-  config: OverbrainerConfig;
-  /** The environment of the user's shell (HOME, the target's address, what the test adds). */
-  env: Record<string, string>;
-}
-
-function toml(command: string, workdir: string, training = ''): string {
-  return `[project]
-name = "tiny"
-
-[training]
-target = "box"
-trainer = "command"
-command = ${JSON.stringify(command)}
-upload = ["train.py", "data"]
-${training}
-
-[targets.box]
-kind = "ssh"
-workdir = ${JSON.stringify(workdir)}
-`;
-}
+import { generateEd25519, processAlive } from '../helpers/sshd';
+import {
+  closeMachines,
+  startGated,
+  trackJob,
+  userMachine as box,
+  type Box,
+} from '../helpers/userMachine';
 
 describe('kind = "ssh": the user\'s own machine over their SSH config and known_hosts', function () {
   this.timeout(120_000);
-  const boxes: Box[] = [];
-  /** Jobs a test launched itself: a failed assertion leaves none running. */
-  const launched: number[] = [];
-  afterEach(async () => {
-    for (const pid of launched.splice(0)) {
-      try {
-        process.kill(-pid, 'SIGKILL');
-      } catch {
-        // gone already
-      }
-    }
-    for (const box of boxes.splice(0)) {
-      await box.sshd.stop();
-      fs.rmSync(box.tmp, { recursive: true, force: true });
-    }
-  });
-
-  /** An sshd, a HOME whose SSH config names it `gpubox`, a workspace on target `box`. */
-  async function box(
-    command: string,
-    knownHostKey?: string,
-    more: { training?: string; env?: Record<string, string> } = {},
-  ): Promise<Box> {
-    const sshd = await startSshd();
-    const { tmp, ws } = tempTinyWorkspace('ob-sshtarget-');
-    const home = path.join(tmp, 'home');
-    const dotSsh = path.join(home, '.ssh');
-    fs.mkdirSync(dotSsh, { recursive: true, mode: 0o700 });
-    fs.writeFileSync(path.join(dotSsh, 'id_box'), sshd.clientPrivateKey, { mode: 0o600 });
-    const known = knownHostKey ?? sshd.hostPublicKey;
-    fs.writeFileSync(path.join(dotSsh, 'known_hosts'), `[127.0.0.1]:${sshd.port} ${known}\n`);
-    fs.writeFileSync(
-      path.join(dotSsh, 'config'),
-      [
-        `Host ${ALIAS}`,
-        '  HostName 127.0.0.1',
-        `  Port ${sshd.port}`,
-        `  IdentityFile ${path.join(dotSsh, 'id_box')}`,
-        `  UserKnownHostsFile ${path.join(dotSsh, 'known_hosts')}`,
-        '',
-      ].join('\n'),
-    );
-    fs.writeFileSync(
-      path.join(ws, 'overbrainer.toml'),
-      toml(command, `${sshd.root}/ob`, more.training),
-    );
-    const env = {
-      HOME: home,
-      OVERBRAINER_TARGETS__BOX__HOST: `${sshd.user}@${ALIAS}`,
-      ...more.env,
-    };
-    const loaded = loadConfig(ws, env);
-    assert.ok(loaded.ok, JSON.stringify(!loaded.ok && loaded.errors));
-    const deps: FlowDeps = {
-      store: new RunStore(path.join(ws, 'runs'), systemClock),
-      client: null,
-      bus: new EventBus(),
-      clock: systemClock,
-      timing: scaleTiming(4),
-      version: 'test',
-      owner: 'test',
-      env,
-    };
-    const made = { sshd, tmp, ws, home, deps, config: loaded.config, env };
-    boxes.push(made);
-    return made;
-  }
-
-  /** Starts a train and resolves with its run ID once its job runs; the train's own promise too. */
-  async function startGated(
-    b: Box,
-  ): Promise<{ runId: string; ended: Promise<unknown>; stop: AbortController }> {
-    const stop = new AbortController();
-    let runId = '';
-    const running = new Promise<void>((resolve) => {
-      const sub = b.deps.bus.on((event) => {
-        if (event.type === 'runState' && event.state === 'running') {
-          runId = event.runId;
-          sub.dispose();
-          resolve();
-        }
-      });
-    });
-    const ended = train(b.deps, b.config, b.ws, { signal: stop.signal }).then(
-      (r) => r,
-      (e: unknown) => e,
-    );
-    await Promise.race([running, ended]);
-    if (runId === '') assert.fail(`the job never ran: ${String(await ended)}`);
-    return { runId, ended, stop };
-  }
+  afterEach(closeMachines);
 
   it('trains on the machine: files uploaded, job followed, results home verified, nothing deleted there', async () => {
     const b = await box('python3 train.py --steps 12 --step-seconds 0.05');
@@ -317,7 +199,7 @@ describe('kind = "ssh": the user\'s own machine over their SSH config and known_
     const local = new LocalExecutor({ clock: systemClock });
     try {
       const { pid } = await startJob(local, { runDir: run.remoteDir, script: 'exec sleep 300' });
-      launched.push(pid);
+      trackJob(pid);
       return { run, pid };
     } finally {
       local.dispose();

@@ -12,7 +12,7 @@ import * as path from 'node:path';
 import type { SshHostAddress } from '../config/types';
 import { ExecError } from './executor';
 import { SshExecutor, type SshExecutorOptions } from './ssh';
-import { knownHostsName } from './sshConnection';
+import { knownHostsName, type SshTarget } from './sshConnection';
 
 /** What `ssh -G` (or its defaults without an ssh command) says about a destination. */
 export interface ResolvedHost {
@@ -160,15 +160,13 @@ export type UserHostOptions = Omit<SshExecutorOptions, 'host' | 'port' | 'userna
 };
 
 /**
- * Connects to the user's own machine at `address`. Refuses with `host_key` when their known_hosts
- * lists no key for it (nothing sent; they accept it once with their own ssh), or when it presents
- * another key; with `auth` when neither their agent nor an identity file is there or accepted.
+ * How to reach the user's own machine at `address` (its resolved endpoint, their known_hosts'
+ * keys for it, their agent or identity file). Refuses with `host_key` when their known_hosts
+ * lists no key for it (nothing sent; they accept it once with their own ssh); with `auth` when
+ * neither their agent nor an identity file is there. A key it presents that is not listed is
+ * refused at the connection.
  */
-export async function connectUserHost(
-  address: SshHostAddress,
-  options: UserHostOptions,
-): Promise<SshExecutor> {
-  const { env, ...rest } = options;
+export async function userHostTarget(address: SshHostAddress, env: Env): Promise<SshTarget> {
   const host = await resolveHost(address, env);
   const name = knownHostsName(host.keyAlias, host.port);
   const hostKeys = knownHostKeys(host.knownHostsFiles, name);
@@ -196,8 +194,7 @@ export async function connectUserHost(
       },
     );
   }
-  return SshExecutor.connect({
-    ...rest,
+  return {
     host: host.hostname,
     port: host.port,
     username: host.user,
@@ -207,5 +204,14 @@ export async function connectUserHost(
       knownHostsFiles: host.knownHostsFiles,
       ...(agent === undefined ? {} : { agent }),
     },
-  });
+  };
+}
+
+/** Connects to the user's own machine at `address`, as {@link userHostTarget} says. */
+export async function connectUserHost(
+  address: SshHostAddress,
+  options: UserHostOptions,
+): Promise<SshExecutor> {
+  const { env, ...rest } = options;
+  return SshExecutor.connect({ ...rest, ...(await userHostTarget(address, env)) });
 }

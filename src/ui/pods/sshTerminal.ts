@@ -3,14 +3,21 @@
  * target names (`ssh_client`): `openssh`, the system `ssh` with every option on its command line
  * and no configuration file (`-F none`: a `runs/<id>/ssh/config` a cloned repository shipped
  * runs nothing); `builtin`, a pseudo-terminal over Overbrainer's own SSH client. Either way the
- * run folder is checked first (core/pod/sshAccess.ts) and known_hosts written afresh.
+ * run folder is checked first (core/pod/sshAccess.ts) and known_hosts written afresh. A run on
+ * the user's own machine (`kind = "ssh"`) opens their ssh with their SSH config, agent and
+ * known_hosts in the run's directory there (`builtin`: Overbrainer's client trusting the same).
  */
 import { StringDecoder } from 'node:string_decoder';
 import type * as vscode from 'vscode';
 import {
+  hostShell,
+  hostShellWhere,
+  hostSshArgs,
   openBuiltinShell,
+  openHostShell,
   opensshArgs,
   podShell,
+  type OpenShellOptions,
   type ShellSession,
   type ShellSize,
   type SshAccess,
@@ -25,7 +32,8 @@ export async function openSshTerminal(ctx: UiContext, arg: unknown): Promise<voi
   if (!(await ctx.requireTrust('open an SSH connection'))) return;
   const run = await ctx.pickRun(
     arg,
-    (r) => r.pod !== null && REACHABLE.has(r.pod.state),
+    // A pod a shell reaches, or a run on the user's machine whose job runs.
+    (r) => (r.pod !== null ? REACHABLE.has(r.pod.state) : r.state === 'running'),
     'open a terminal on',
   );
   if (!run) return;
@@ -33,8 +41,28 @@ export async function openSshTerminal(ctx: UiContext, arg: unknown): Promise<voi
   if (!folder) return;
   const session = await ctx.session(folder);
   try {
-    const { access, client } = podShell(session.workspace, run.id, session.configOrNull());
     const name = `Overbrainer ${run.id}`;
+    const timeoutMs = session.workspace.timing.connectTimeoutMs;
+    const onHost = hostShell(session.workspace, run.id, session.configOrNull());
+    if (onHost !== null) {
+      const terminal =
+        onHost.client === 'openssh'
+          ? ctx.window.createTerminal({
+              name,
+              cwd: folder.uri,
+              shellPath: 'ssh',
+              shellArgs: hostSshArgs(onHost),
+            })
+          : ctx.window.createTerminal({
+              name,
+              pty: shellTerminal(hostShellWhere(onHost), (o) =>
+                openHostShell(onHost, { ...o, connectTimeoutMs: timeoutMs }),
+              ),
+            });
+      terminal.show();
+      return;
+    }
+    const { access, client } = podShell(session.workspace, run.id, session.configOrNull());
     const terminal =
       client === 'openssh'
         ? ctx.window.createTerminal({
@@ -45,7 +73,7 @@ export async function openSshTerminal(ctx: UiContext, arg: unknown): Promise<voi
           })
         : ctx.window.createTerminal({
             name,
-            pty: builtinTerminal(access, session.workspace.timing.connectTimeoutMs),
+            pty: builtinTerminal(access, timeoutMs),
           });
     terminal.show();
   } catch (error) {
@@ -64,6 +92,17 @@ export function builtinTerminal(
   access: SshAccess,
   connectTimeoutMs: number,
 ): vscode.Pseudoterminal {
+  const { user, host, port } = access.endpoint;
+  return shellTerminal(`${user}@${host}:${port}`, (options) =>
+    openBuiltinShell(access, { ...options, connectTimeoutMs }),
+  );
+}
+
+/** A pseudo-terminal over the shell `open` opens on `where` (as {@link builtinTerminal}). */
+function shellTerminal(
+  where: string,
+  open: (options: Pick<OpenShellOptions, 'pty' | 'onOutput'>) => Promise<ShellSession>,
+): vscode.Pseudoterminal {
   const written = new Emitter<string>();
   const closed = new Emitter<number | void>();
   const decoder = new StringDecoder('utf8');
@@ -76,15 +115,13 @@ export function builtinTerminal(
     state = 'closed';
     closed.fire(code);
   };
-  const { user, host, port } = access.endpoint;
   return {
     onDidWrite: written.event,
     onDidClose: closed.event,
     open: (dimensions) => {
       if (dimensions) size = { columns: dimensions.columns, rows: dimensions.rows };
-      written.fire(`Connecting to ${user}@${host}:${port} with Overbrainer's SSH client…\r\n`);
-      openBuiltinShell(access, {
-        connectTimeoutMs,
+      written.fire(`Connecting to ${where} with Overbrainer's SSH client…\r\n`);
+      open({
         pty: { ...size, term: 'xterm-256color' },
         onOutput: (data) => written.fire(decoder.write(data)),
       }).then(
