@@ -138,14 +138,17 @@ run_unit() {
   npx mocha --config .mocharc.unit.json
 }
 
-# The integration files run six at a time (mocha --parallel, one worker process per file):
-# most of their time is spent waiting on pods, sshd and scaled timers, not on the CPU (three at a
-# time kept the 2 cores about 35 % busy). On 2026-12-06, on a machine other work kept at a load of
+# The integration files run eight at a time (mocha --parallel, one worker process per file):
+# most of their time is spent waiting on pods, sshd and scaled timers (deadlines, leases, the
+# watchdog's ticks), not on the CPU. On 2026-12-06, on a machine other work kept at a load of
 # 20-35, six at a time ran the 60 files in 747 s (their walls summed 4,191 s: the workers were
-# busy 93 % of it) where four at a time had run 37 of them at 800 s. Every lab has its own emulator, ports
+# busy 93 % of it) where four at a time had run them in 1,143 s (4,395 s summed): the tier's
+# length is its summed walls over the count. On 2026-12-07 the slow files, timed alone under a
+# load of 30-40, used 10-30 CPU-s for 180-320 s of wall each (about 0.08 of a core per file), so
+# eight files add under a core beside the e2e windows. Every lab has its own emulator, ports
 # and temp dirs, so files share nothing. The load test (20 runs followed for a simulated hour,
 # leases on a 1/120 clock) measures the client under load of its own making: it runs after them
-# (beside nothing but the quick benchmarks), so another file's load cannot make it miss a renewal.
+# (beside nothing), so another file's load cannot make it miss a renewal.
 LOAD_TEST=test/integration/reliability.load.integration.test.ts
 # The 100 pod deaths of the recovery figure keep 10 pods training at once for about 4 min: beside
 # other files on 2 cores that load starves their scaled timers (a release test missed its lease
@@ -153,17 +156,18 @@ LOAD_TEST=test/integration/reliability.load.integration.test.ts
 # reliability.recovery keeps every recovery path in the suite.
 RECOVERY_FIGURE=test/integration/reliability.recoveryDeaths.integration.test.ts
 # A worker takes a whole file, so a long file started last is the tier's tail: these start
-# first, longest first. reliability.runSpend's recovered run trains about 3 min whatever the
-# load; the others by their wall times six at a time on 2026-12-06 (load average about 24 from
-# other work; docs/TESTING.md, "Where the time goes"): 300–110 s each, against 70 s or less for
-# most of the rest. cli.podCommands (170 s) and reliability.ssh (142 s) had been left to start
-# late.
-LONG_FIRST=(reliability.runSpend reliability.recovery cli reliability.crash cli.commands
-  reliability.release reliability.budgetDay cli.podCommands reliability.spendPastEnd
-  lifecycle.guards reliability.ssh reliability.api reliability.disk lifecycle reliability.input
-  exec.upload reliability.budget retrieval podLogs cli.readOnly reliability.apiLimits cli.tty
-  reliability.records reliability.snapshot emulator.cli)
-INTEGRATION_JOBS=6
+# first, longest first, by their walls six at a time in the suite on an idle machine
+# (2026-12-07: reliability.recovery 265 s, cli 260, reliability.runSpend 223, reliability.crash
+# 197, reliability.api 196, reliability.release 194, lifecycle.guards 163,
+# reliability.spendPastEnd 147, cluster.train 139, reliability.budgetDay 128, cli.podCommands
+# 120; cli.commands, 241 s then, starts its independent CLIs four at a time since), against
+# 70 s or less for most of the rest. cluster.train had been left to start among the others.
+LONG_FIRST=(reliability.recovery cli reliability.runSpend reliability.crash reliability.api
+  reliability.release cli.commands lifecycle.guards reliability.spendPastEnd cluster.train
+  reliability.budgetDay cli.podCommands reliability.ssh reliability.disk lifecycle
+  reliability.input exec.upload reliability.budget retrieval podLogs cli.readOnly
+  reliability.apiLimits cli.tty reliability.records reliability.snapshot emulator.cli)
+INTEGRATION_JOBS=8
 # OVERBRAINER_INTEGRATION_JOBS overrides it for one run (to measure another count).
 INTEGRATION_JOBS="${OVERBRAINER_INTEGRATION_JOBS:-$INTEGRATION_JOBS}"
 
