@@ -143,9 +143,10 @@ run_unit() {
 # watchdog's ticks), not on the CPU. On 2026-12-06, on a machine other work kept at a load of
 # 20-35, six at a time ran the 60 files in 747 s (their walls summed 4,191 s: the workers were
 # busy 93 % of it) where four at a time had run them in 1,143 s (4,395 s summed): the tier's
-# length is its summed walls over the count. On 2026-12-07 the slow files, timed alone under a
-# load of 30-40, used 10-30 CPU-s for 180-320 s of wall each (about 0.08 of a core per file), so
-# eight files add under a core beside the e2e windows. Every lab has its own emulator, ports
+# length is its summed walls over the count. A file keeps about a tenth of a core busy (the
+# tier's 430 CPU-s, counted in a cgroup per file, over those 4,191 s; the slow files timed alone
+# on 2026-12-07 under a load of 20-40: 10-30 CPU-s each for 150-320 s of wall), so eight add
+# under a core beside the e2e windows. Every lab has its own emulator, ports
 # and temp dirs, so files share nothing. The load test (20 runs followed for a simulated hour,
 # leases on a 1/120 clock) measures the client under load of its own making: it runs after them
 # (beside nothing), so another file's load cannot make it miss a renewal.
