@@ -68,7 +68,7 @@ if ! installed; then
   echo "code-server: installing code-server and Node 24 into $DIR (once per machine and pin)"
   rm -rf "$DIR/.install" "$DIR/node_modules"
   cp "$PINS/package.json" "$PINS/package-lock.json" "$DIR/"
-  (cd "$DIR" && npm ci --ignore-scripts --no-audit --no-fund)
+  (cd "$DIR" && npm ci --ignore-scripts --no-audit --no-fund --prefer-offline)
 
   "$NODE24_DIR/bin/node" --version >/dev/null
 

@@ -84,10 +84,15 @@ npm_deps_current() {
   '
 }
 
+# --prefer-offline: what npm's cache holds is taken as it is (a package-lock.json pins every
+# tarball by its hash), so a warm machine does not ask the registry again for the 440 package
+# documents and tarballs of the tree (on 2026-12-07, two fresh clones one after the other: 84 s
+# and 78 s against 99 s and 95 s without it, 45 CPU-s against 53); what the cache lacks is
+# fetched as before.
 ensure_npm_deps() {
   if ! npm_deps_current; then
     echo "node_modules is missing or differs from package-lock.json: npm ci"
-    npm ci --no-audit --no-fund
+    npm ci --no-audit --no-fund --prefer-offline
   fi
 }
 
