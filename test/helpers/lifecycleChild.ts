@@ -10,47 +10,18 @@
  * arguments): LIFECYCLE_CHILD = JSON of ChildSetup, LIFECYCLE_API_KEY = the account key.
  * Ends with a line {"type":"done",...} or {"type":"error",...}; exit 0 or 1.
  */
-import { CLIENT_VERSION } from '../../src/core/runpod/client';
-import { systemClock } from '../../src/core/clock';
 import { train } from '../../src/core/flow';
-import { coreFor, type ChildSetup } from './lifecycle';
+import { runFlowChild } from './flowChild';
 
-async function main(): Promise<number> {
-  const setup = JSON.parse(process.env.LIFECYCLE_CHILD ?? '') as ChildSetup;
-  const apiKey = process.env.LIFECYCLE_API_KEY ?? '';
-  delete process.env.LIFECYCLE_API_KEY;
-  const { config, store, bus, client } = coreFor(
-    setup.workspace,
-    setup.baseUrl,
-    apiKey,
-    setup.timing,
-  );
-  bus.on((event) => process.stdout.write(`${JSON.stringify(event)}\n`));
-  try {
-    const result = await train(
-      {
-        store,
-        client,
-        bus,
-        clock: systemClock,
-        timing: setup.timing,
-        version: CLIENT_VERSION,
-        owner: 'lifecycle child',
-      },
-      config,
-      setup.workspace,
-    );
+runFlowChild({
+  setupVar: 'LIFECYCLE_CHILD',
+  keyVar: 'LIFECYCLE_API_KEY',
+  owner: 'lifecycle child',
+  async run(deps, config, setup) {
+    const result = await train(deps, config, setup.workspace);
     process.stdout.write(`${JSON.stringify({ type: 'done', summary: result.summary })}\n`);
     return 0;
-  } catch (error) {
-    process.stdout.write(`${JSON.stringify({ type: 'error', message: String(error) })}\n`);
-    return 1;
-  } finally {
-    client.dispose();
-  }
-}
-
-main().then(
-  (code) => process.exit(code),
-  () => process.exit(1),
-);
+  },
+  failed: (error) =>
+    process.stdout.write(`${JSON.stringify({ type: 'error', message: String(error) })}\n`),
+});
