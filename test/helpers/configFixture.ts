@@ -1,6 +1,7 @@
 /**
  * The config unit tests' fixture: a config file path, a base overbrainer.toml (a training
- * section and a runpod target) and the asserts on a parsed config or a ConfigError.
+ * section and a runpod target), an Axolotl one, and the asserts on a parsed config or a
+ * ConfigError.
  */
 import assert from 'node:assert/strict';
 import {
@@ -24,6 +25,26 @@ kind = "runpod"
 gpu_types = ["NVIDIA A40"]
 max_hours = 6
 `;
+
+/**
+ * An overbrainer.toml of the original CLI: an Axolotl LoRA of Qwen 2.5 7B with merge and
+ * hub_model_id (at line 6, or 7 with `epochs`), uploading data/ to a runpod target.
+ */
+export function axolotlToml(epochs?: number): string {
+  return `[training]
+target = "pod"
+trainer = "axolotl"
+base_model = "Qwen/Qwen2.5-7B-Instruct"
+${epochs === undefined ? '' : `epochs = ${epochs}\n`}merge = true
+hub_model_id = "me/qwen-lora"
+upload = ["data"]
+
+[targets.pod]
+kind = "runpod"
+gpu_types = ["NVIDIA A40"]
+max_hours = 6
+`;
+}
 
 export function parse(text: string, env: Env = {}): ReturnType<typeof parseConfig> {
   return parseConfig(text, { file: FILE, env, workspaceName: 'My Workspace' });

@@ -21,7 +21,7 @@ import { axolotlSettings, axolotlYaml, deepMerge } from '../../src/core/train/ax
 import { jobScript } from '../../src/core/train/jobScripts';
 import { billionsFromName, mergeEstimateS } from '../../src/core/train/mergeEstimate';
 import { PRODUCTION_TIMING } from '../../src/core/timing';
-import { at, errors, ok, one, pod } from '../helpers/configFixture';
+import { at, axolotlToml, errors, ok, one, pod } from '../helpers/configFixture';
 
 const TARGET = `
 [targets.pod]
@@ -301,20 +301,7 @@ describe('a run of the generated config (files, job, quote, plan)', () => {
   afterEach(() => fs.rmSync(dir, { recursive: true, force: true }));
 
   /** An overbrainer.toml of the original CLI: training keys, merge and hub_model_id. */
-  const ORIGINAL = `[training]
-target = "pod"
-trainer = "axolotl"
-base_model = "Qwen/Qwen2.5-7B-Instruct"
-epochs = 2
-merge = true
-hub_model_id = "me/qwen-lora"
-upload = ["data"]
-
-[targets.pod]
-kind = "runpod"
-gpu_types = ["NVIDIA A40"]
-max_hours = 6
-`;
+  const ORIGINAL = axolotlToml(2);
 
   it('loads an original overbrainer.toml, writes the generated axolotl.yaml and merges after training', () => {
     fs.writeFileSync(path.join(dir, 'overbrainer.toml'), ORIGINAL);

@@ -15,20 +15,9 @@ import { checkRunFiles } from '../../src/core/flow/runFiles';
 import { decodeRunRecord, encodeRunRecord, type RunRecord } from '../../src/core/runs/runRecord';
 import { HUB_PUSH_FILE, parseHubPush, recordHubPush } from '../../src/core/train/hubPush';
 import { jobScript } from '../../src/core/train/jobScripts';
+import { axolotlToml } from '../helpers/configFixture';
 
-const AXOLOTL = `[training]
-target = "pod"
-trainer = "axolotl"
-base_model = "Qwen/Qwen2.5-7B-Instruct"
-merge = true
-hub_model_id = "me/qwen-lora"
-upload = ["data"]
-
-[targets.pod]
-kind = "runpod"
-gpu_types = ["NVIDIA A40"]
-max_hours = 6
-`;
+const AXOLOTL = axolotlToml();
 
 const COMMAND = `[training]
 target = "here"
