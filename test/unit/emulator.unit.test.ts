@@ -94,15 +94,18 @@ describe('emulator: OpenAPI contract', () => {
   });
 
   it('checks responses: status, content type, body, empty 204, Retry-After on 429', () => {
-    const notFound = { title: 'Not Found', status: 404, detail: 'pod not found' };
-    assert.deepEqual(
-      contract.validateResponse('GET', '/v2/pods/abc', {
-        status: 404,
+    /** What the contract says of a problem document (application/problem+json) answered. */
+    const problemAnswer = (
+      method: string,
+      apiPath: string,
+      answer: { status: number; body: unknown; retryAfter?: string },
+    ) =>
+      contract.validateResponse(method, apiPath, {
         contentType: 'application/problem+json',
-        body: notFound,
-      }),
-      [],
-    );
+        ...answer,
+      });
+    const notFound = { title: 'Not Found', status: 404, detail: 'pod not found' };
+    assert.deepEqual(problemAnswer('GET', '/v2/pods/abc', { status: 404, body: notFound }), []);
     assert.match(
       contract.validateResponse('GET', '/v2/pods/abc', {
         status: 404,
@@ -111,19 +114,14 @@ describe('emulator: OpenAPI contract', () => {
       })[0] ?? '',
       /content-type 'application\/json' is not documented/,
     );
-    assert.deepEqual(
-      contract.validateResponse('GET', '/v2/pods/abc', {
-        status: 404,
-        contentType: 'application/problem+json',
-        body: { title: 'x' },
-      }),
-      ["$: missing property 'status'", "$: missing property 'detail'"],
-    );
+    assert.deepEqual(problemAnswer('GET', '/v2/pods/abc', { status: 404, body: { title: 'x' } }), [
+      "$: missing property 'status'",
+      "$: missing property 'detail'",
+    ]);
     // 402 is not listed for createPod: it falls to `default`, a problem document.
     assert.deepEqual(
-      contract.validateResponse('POST', '/v2/pods', {
+      problemAnswer('POST', '/v2/pods', {
         status: 402,
-        contentType: 'application/problem+json',
         body: { title: 'Payment Required', status: 402, detail: 'x' },
       }),
       [],
@@ -137,21 +135,11 @@ describe('emulator: OpenAPI contract', () => {
       [],
     );
     const limited = { title: 'Too Many Requests', status: 429, detail: 'slow down' };
+    assert.deepEqual(problemAnswer('GET', '/v2/pods', { status: 429, body: limited }), [
+      '429 without an integer Retry-After header (seconds)',
+    ]);
     assert.deepEqual(
-      contract.validateResponse('GET', '/v2/pods', {
-        status: 429,
-        contentType: 'application/problem+json',
-        body: limited,
-      }),
-      ['429 without an integer Retry-After header (seconds)'],
-    );
-    assert.deepEqual(
-      contract.validateResponse('GET', '/v2/pods', {
-        status: 429,
-        contentType: 'application/problem+json',
-        retryAfter: '3',
-        body: limited,
-      }),
+      problemAnswer('GET', '/v2/pods', { status: 429, retryAfter: '3', body: limited }),
       [],
     );
     assert.deepEqual(

@@ -157,50 +157,35 @@ describe('runs: RunStore', () => {
     assert.deepEqual(leftovers(path.join(runsDir, 'r1')), []);
   });
 
-  it('keeps fields it does not know', () => {
+  /** Run r1's run.json as an older or newer version wrote it: `fields` beside the known ones. */
+  function writeR1(fields: Record<string, unknown>): void {
     fs.mkdirSync(path.join(runsDir, 'r1'), { recursive: true });
-    const json = {
-      id: 'r1',
-      target: 't',
-      created: 'c',
-      remote_dir: '/r',
-      job: null,
-      state: 'failed',
-      message: 'm',
-      later: { x: 1 },
-    };
+    const json = { id: 'r1', target: 't', created: 'c', remote_dir: '/r', job: null, ...fields };
     fs.writeFileSync(path.join(runsDir, 'r1', RUN_FILE), JSON.stringify(json));
-    const loaded = store.loadRun('r1');
+  }
+
+  /** Run r1's run.json as the store saved it back with another message. */
+  function savedR1(loaded: ReturnType<RunStore['loadRun']>): Record<string, unknown> {
     store.saveRun({ ...loaded, message: 'changed' });
-    const saved = JSON.parse(fs.readFileSync(path.join(runsDir, 'r1', RUN_FILE), 'utf8')) as Record<
+    return JSON.parse(fs.readFileSync(path.join(runsDir, 'r1', RUN_FILE), 'utf8')) as Record<
       string,
       unknown
     >;
+  }
+
+  it('keeps fields it does not know', () => {
+    writeR1({ state: 'failed', message: 'm', later: { x: 1 } });
+    const saved = savedR1(store.loadRun('r1'));
     assert.deepEqual(saved.later, { x: 1 });
     assert.equal(saved.message, 'changed');
   });
 
   it('run.json holds only fields something writes: an older record\'s "snapshots" is kept as unknown, never read', () => {
-    fs.mkdirSync(path.join(runsDir, 'r1'), { recursive: true });
-    const json = {
-      id: 'r1',
-      target: 't',
-      created: 'c',
-      remote_dir: '/r',
-      job: null,
-      state: 'succeeded',
-      message: null,
-      snapshots: true,
-    };
-    fs.writeFileSync(path.join(runsDir, 'r1', RUN_FILE), JSON.stringify(json));
+    writeR1({ state: 'succeeded', message: null, snapshots: true });
     const loaded = store.loadRun('r1');
     assert.equal('snapshots' in loaded, false, 'nothing writes or reads "snapshots"');
     assert.deepEqual(loaded.extraFields, { snapshots: true });
-    store.saveRun({ ...loaded, message: 'changed' });
-    const saved = JSON.parse(fs.readFileSync(path.join(runsDir, 'r1', RUN_FILE), 'utf8')) as Record<
-      string,
-      unknown
-    >;
+    const saved = savedR1(loaded);
     assert.equal(saved.snapshots, true, 'written back unchanged, as any unknown field');
     // A new run writes neither.
     const fresh = store.create({ project: 'p', target: 't', remoteDir: (id) => `/w/${id}` });

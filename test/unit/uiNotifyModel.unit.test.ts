@@ -1,4 +1,5 @@
 import * as assert from 'node:assert/strict';
+import type { DeleteReason } from '../../src/core/events';
 import { MAX_COST_REACHED, MAX_HOURS_REACHED } from '../../src/core/pod/limitEnd';
 import { PodError } from '../../src/core/pod/podError';
 import {
@@ -12,6 +13,10 @@ import {
 } from '../../src/ui/runs/notifyModel';
 
 describe('notifications from core events (model)', function () {
+  /** The notification of run r's guard deleting its pod p1 for `reason`. */
+  const deletingFor = (reason: DeleteReason) =>
+    notificationFor({ type: 'pod', runId: 'r', status: { kind: 'deleting', podId: 'p1', reason } });
+
   it('an overrun offers Keep Pod and Open Run, keyed once per run', function () {
     const a = notificationFor({ type: 'warning', runId: 'r1', code: 'overrun', message: 'slow' });
     const b = notificationFor({ type: 'warning', runId: 'r1', code: 'overrun', message: 'slower' });
@@ -112,11 +117,7 @@ describe('notifications from core events (model)', function () {
   });
 
   it('deadline reached: the guard deleting the pod and the failed run are one notification', function () {
-    const deleting = notificationFor({
-      type: 'pod',
-      runId: 'r',
-      status: { kind: 'deleting', podId: 'p1', reason: 'deadline' },
-    });
+    const deleting = deletingFor('deadline');
     assert.equal(deleting?.severity, 'error');
     assert.match(deleting!.message, /^Run r: deadline reached \(max_hours\)/);
     assert.deepEqual(deleting?.actions, ['Open Run']);
@@ -126,22 +127,11 @@ describe('notifications from core events (model)', function () {
     assert.equal(once.first(deleting!.key), true);
     assert.equal(once.first(failed!.key), false, 'the run end after the delete is not said again');
     // Any other delete reason is not a notification (the run's end says what happened).
-    assert.equal(
-      notificationFor({
-        type: 'pod',
-        runId: 'r',
-        status: { kind: 'deleting', podId: 'p1', reason: 'retrieved' },
-      }),
-      null,
-    );
+    assert.equal(deletingFor('retrieved'), null);
   });
 
   it('cost cap reached: the guard deleting the pod and the failed run are one notification', function () {
-    const deleting = notificationFor({
-      type: 'pod',
-      runId: 'r',
-      status: { kind: 'deleting', podId: 'p1', reason: 'cost_cap' },
-    });
+    const deleting = deletingFor('cost_cap');
     assert.equal(deleting?.severity, 'error');
     assert.match(deleting!.message, /^Run r: cost cap reached \(max_cost_usd\)/);
     assert.deepEqual(deleting?.actions, ['Open Run']);
