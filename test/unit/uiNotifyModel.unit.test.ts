@@ -1,5 +1,5 @@
 import * as assert from 'node:assert/strict';
-import type { DeleteReason } from '../../src/core/events';
+import type { DeleteReason, RunEndCause, RunState } from '../../src/core/events';
 import { MAX_COST_REACHED, MAX_HOURS_REACHED } from '../../src/core/pod/limitEnd';
 import { PodError } from '../../src/core/pod/podError';
 import {
@@ -16,6 +16,9 @@ describe('notifications from core events (model)', function () {
   /** The notification of run r's guard deleting its pod p1 for `reason`. */
   const deletingFor = (reason: DeleteReason) =>
     notificationFor({ type: 'pod', runId: 'r', status: { kind: 'deleting', podId: 'p1', reason } });
+  /** The notification of run r's state event. */
+  const runStateFor = (state: RunState, message: string | null, cause: RunEndCause | null) =>
+    notificationFor({ type: 'runState', runId: 'r', state, message, cause });
 
   it('an overrun offers Keep Pod and Open Run, keyed once per run', function () {
     const a = notificationFor({ type: 'warning', runId: 'r1', code: 'overrun', message: 'slow' });
@@ -84,35 +87,14 @@ describe('notifications from core events (model)', function () {
   });
 
   it('a finished run: success offers its output, failure is an error, preparing is silent', function () {
-    const ok = notificationFor({
-      type: 'runState',
-      runId: 'r',
-      state: 'succeeded',
-      message: null,
-      cause: 'completed',
-    });
+    const ok = runStateFor('succeeded', null, 'completed');
     assert.equal(ok?.severity, 'info');
     assert.deepEqual(ok?.actions, ['Open Output']);
     assert.equal(ok?.message, 'Run r succeeded');
-    const failed = notificationFor({
-      type: 'runState',
-      runId: 'r',
-      state: 'failed',
-      message: 'exit 3',
-      cause: 'job_failed',
-    });
+    const failed = runStateFor('failed', 'exit 3', 'job_failed');
     assert.equal(failed?.severity, 'error');
     assert.equal(failed?.message, 'Run r failed: exit 3');
-    assert.equal(
-      notificationFor({
-        type: 'runState',
-        runId: 'r',
-        state: 'running',
-        message: null,
-        cause: null,
-      }),
-      null,
-    );
+    assert.equal(runStateFor('running', null, null), null);
     assert.equal(notificationFor({ type: 'log', level: 'info', message: 'x' }), null);
   });
 
@@ -142,12 +124,8 @@ describe('notifications from core events (model)', function () {
   });
 
   it('a run stopped with its snapshot home is news, not an error: Resume Run is offered', function () {
-    const stopped = runEnd(
-      'r',
-      'stopped',
-      'stopped at step 7 (cost); snapshot output/checkpoint-7',
-      'snapshotted',
-    );
+    const SAID = 'stopped at step 7 (cost); snapshot output/checkpoint-7';
+    const stopped = runEnd('r', 'stopped', SAID, 'snapshotted');
     assert.equal(stopped?.severity, 'info');
     assert.equal(stopped?.message, 'Run r stopped at step 7 (cost); snapshot output/checkpoint-7');
     assert.deepEqual(stopped?.actions, ['Resume Run', 'Open Run']);
@@ -155,7 +133,7 @@ describe('notifications from core events (model)', function () {
     const unretrieved = runEnd(
       'r',
       'stopped',
-      'stopped at step 7 (cost); snapshot output/checkpoint-7; artifacts not retrieved: x',
+      `${SAID}; artifacts not retrieved: x`,
       'not_retrieved',
     );
     assert.equal(unretrieved?.severity, 'error');
@@ -170,13 +148,7 @@ describe('notifications from core events (model)', function () {
     );
     assert.match(byKind!.message, /^Run r: pod gone \(pod p1 no longer exists\)/);
     assert.equal(byKind?.key, 'end:r');
-    const byMessage = notificationFor({
-      type: 'runState',
-      runId: 'r',
-      state: 'failed',
-      message: 'pod p1 no longer exists',
-      cause: 'pod_gone',
-    });
+    const byMessage = runStateFor('failed', 'pod p1 no longer exists', 'pod_gone');
     assert.equal(byMessage?.message, byKind?.message);
     assert.equal(endCauseOf(new PodError('exec', 'exit 3')), null);
     assert.equal(endCauseOf(new Error('pod p1 no longer exists')), null, 'words are no cause');
