@@ -87,6 +87,11 @@ describe('pod logs: the log stream against the emulator', function () {
       );
   }
 
+  /** The stream's options for `podId` from its last 5000 lines, ended by `signal`. */
+  function streamOf(podId: string, signal: AbortSignal) {
+    return { client, podId, clock: systemClock, timing, signal, tail: 5000 };
+  }
+
   /** Follows the stream until the pod is deleted once `line N` arrived; returns every event. */
   async function follow(
     podId: string,
@@ -98,12 +103,7 @@ describe('pod logs: the log stream against the emulator', function () {
     let deleting: Promise<unknown> | null = null;
     const abort = new AbortController();
     const { end } = await streamPodLogs({
-      client,
-      podId,
-      clock: systemClock,
-      timing,
-      signal: abort.signal,
-      tail: 5000,
+      ...streamOf(podId, abort.signal),
       ...start,
       onLine: (line) => {
         got.push(line);
@@ -176,12 +176,7 @@ describe('pod logs: the log stream against the emulator', function () {
     const first = await new Promise<PodLogLine>((resolve, reject) => {
       const abort = new AbortController();
       streamPodLogs({
-        client,
-        podId,
-        clock: systemClock,
-        timing,
-        signal: abort.signal,
-        tail: 5000,
+        ...streamOf(podId, abort.signal),
         onLine: (line) => {
           abort.abort();
           resolve(line);
