@@ -32,6 +32,11 @@ export interface CliSuite {
   podJson(id: string): Record<string, unknown>;
   /** The emulator's ledger entry of a pod (fails when it has none). */
   ledgerOf(podId: string): ReturnType<Emulator['ledger']>['pods'][number];
+  /**
+   * `train release RUN` of a kept pod whose results were retrieved: it says so, and pod.json
+   * records it deleted and no longer kept. Returns that pod.json.
+   */
+  releaseRetrieved(id: string, podId: string): Promise<Record<string, unknown>>;
 }
 
 export interface CliSuiteOptions {
@@ -144,6 +149,18 @@ export function cliSuite(
       const entry = suite.emulator.ledger().pods.find((p) => p.id === podId);
       assert.ok(entry, `pod ${podId} is not in the ledger`);
       return entry;
+    },
+    async releaseRetrieved(id, podId) {
+      const released = await suite.cli(['train', 'release', id]);
+      assert.equal(released.code, 0, released.stderr);
+      assert.equal(
+        released.stdout.trim(),
+        `pod: ${podId} released and deleted: the results of run ${id} are retrieved`,
+      );
+      const pod = suite.podJson(id);
+      assert.equal(pod.keep, false);
+      assert.equal(pod.state, 'deleted');
+      return pod;
     },
   };
   return suite;

@@ -388,15 +388,7 @@ describe('overbrainer CLI against the Runpod emulator', function () {
     assert.equal(podJson(id).state, 'kept');
     assert.equal(ledgerOf(podId).billing, true, 'kept at runtime: it stays after the run');
 
-    const released = await cli(['train', 'release', id]);
-    assert.equal(released.code, 0, released.stderr);
-    assert.equal(
-      released.stdout.trim(),
-      `pod: ${podId} released and deleted: the results of run ${id} are retrieved`,
-    );
-    const pod = podJson(id);
-    assert.equal(pod.keep, false);
-    assert.equal(pod.state, 'deleted');
+    const pod = await suite.releaseRetrieved(id, podId);
     // Its results were retrieved (the marker is on the pod): the release deletes it at once.
     assert.equal(ledgerOf(podId).billing, false);
     assertDeletedAfterRetrieval(suite.emulator, podId, pod.deleted_by);

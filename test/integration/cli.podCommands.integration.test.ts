@@ -154,15 +154,7 @@ describe('overbrainer pod rm and train release against the Runpod emulator', fun
     const podId = String(podJson(id).pod_id);
     assert.equal(podJson(id).deadline_unix, null, 'kept at creation: no deadline');
     assert.equal(billing(podId), true);
-    const released = await cli(['train', 'release', id]);
-    assert.equal(released.code, 0, released.stderr);
-    assert.equal(
-      released.stdout.trim(),
-      `pod: ${podId} released and deleted: the results of run ${id} are retrieved`,
-    );
-    const pod = podJson(id);
-    assert.equal(pod.keep, false);
-    assert.equal(pod.state, 'deleted');
+    await suite.releaseRetrieved(id, podId);
     assert.equal(billing(podId), false);
     assert.equal(runJson(id).state, 'succeeded');
     assert.equal(fs.existsSync(path.join(runsDir(), id, 'ssh', 'id_ed25519')), false);
