@@ -202,14 +202,18 @@ function checkRunpod(
   };
 }
 
-function checkLocal(report: Reporter, table: Table, name: string): LocalTargetConfig | null {
-  const before = report.errors.length;
-  const valid = checkFields(report, table, ['targets', name], LOCAL_FIELDS, (key) => {
-    if (key === 'engine' || key === 'image') {
-      return {
-        message: `targets.${name}.${key} is not read: a local target runs its job on this machine, not in a container`,
-        hint: `Remove ${key}.`,
-      };
+/**
+ * What an unknown key of target `name` (not a runpod one) is told: a key of a container runtime
+ * (`notRead`) is not read, for `why`; a runpod key only applies to kind = "runpod".
+ */
+function notRunpodKey(
+  name: string,
+  notRead: readonly string[],
+  why: string,
+): (key: string) => { message: string; hint: string } | null {
+  return (key) => {
+    if (notRead.includes(key)) {
+      return { message: `targets.${name}.${key} is not read: ${why}`, hint: `Remove ${key}.` };
     }
     if (Object.hasOwn(RUNPOD_FIELDS, key)) {
       return {
@@ -218,7 +222,22 @@ function checkLocal(report: Reporter, table: Table, name: string): LocalTargetCo
       };
     }
     return null;
-  });
+  };
+}
+
+function checkLocal(report: Reporter, table: Table, name: string): LocalTargetConfig | null {
+  const before = report.errors.length;
+  const valid = checkFields(
+    report,
+    table,
+    ['targets', name],
+    LOCAL_FIELDS,
+    notRunpodKey(
+      name,
+      ['engine', 'image'],
+      'a local target runs its job on this machine, not in a container',
+    ),
+  );
   if (report.errors.length > before) return null;
   return { kind: 'local', name, venv: valid.venv ?? null };
 }
@@ -243,21 +262,17 @@ function checkSsh(
     report.add([...at, 'host'], problem.message, problem.hint, 'key');
   }
   const fields = Object.fromEntries(Object.entries(table).filter(([key]) => key !== 'host'));
-  const valid = checkFields(report, fields, at, SSH_FIELDS, (key) => {
-    if (key === 'runtime' || key === 'engine' || key === 'image') {
-      return {
-        message: `targets.${name}.${key} is not read: an ssh target runs its job natively on the machine`,
-        hint: `Remove ${key}.`,
-      };
-    }
-    if (Object.hasOwn(RUNPOD_FIELDS, key)) {
-      return {
-        message: `targets.${name}.${key} only applies to kind = "runpod"`,
-        hint: `Remove ${key}, or write kind = "runpod" for a GPU pod per run.`,
-      };
-    }
-    return null;
-  });
+  const valid = checkFields(
+    report,
+    fields,
+    at,
+    SSH_FIELDS,
+    notRunpodKey(
+      name,
+      ['runtime', 'engine', 'image'],
+      'an ssh target runs its job natively on the machine',
+    ),
+  );
   let host = null;
   if (fromEnv) {
     const text = typeof table.host === 'string' ? table.host : '';
