@@ -11,10 +11,9 @@ import {
   cancel,
   chooseTarget,
   CONFIG_FILE,
-  heldByEarlierRuns,
   keepPod,
   nodesProblem,
-  quoteForTarget,
+  liveQuote,
   quoteLines,
   stop,
   train,
@@ -48,21 +47,8 @@ export async function dryRun(s: Session, targetName: string | null): Promise<num
     return EXIT_OK;
   }
   const client = s.api(true)!;
-  const catalog = await s.readOnly(client, (api, signal) =>
-    api.listGpuTypes({
-      count: target.gpuCount,
-      cloud: 'SECURE',
-      includeAvailability: true,
-      signal,
-    }),
-  );
-  const q = quoteForTarget(
-    target,
-    catalog,
-    heldByEarlierRuns(s.store, target.name),
-    s.timingOf(),
-    target.maxCostUsd,
-    afterTrainingS(config),
+  const q = await s.readOnly(client, (api, signal) =>
+    liveQuote(api, s.store, s.timingOf(), target, { signal, afterS: afterTrainingS(config) }),
   );
   s.io.stdout(`dry run: target ${target.name}; nothing is created`);
   s.io.stdout(

@@ -14,7 +14,14 @@ export { type StopResult, requestStop, stop } from './stop';
 export { cancel } from './cancel';
 export { keepPod } from './keep';
 export { BudgetError, type BudgetDecision, budgetGate } from './budget';
-export { afterTrainingS, heldByEarlierRuns, quoteForTarget, quoteLines, type Quote } from './quote';
+export {
+  afterTrainingS,
+  heldByEarlierRuns,
+  liveQuote,
+  quoteForTarget,
+  quoteLines,
+  type Quote,
+} from './quote';
 export { settleGonePods } from './settleBills';
 export {
   type OtherApiHost,

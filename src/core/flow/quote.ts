@@ -8,7 +8,9 @@ import type { OverbrainerConfig, RunpodTargetConfig } from '../config/types';
 import { mergeEstimateS } from '../train/mergeEstimate';
 import type { GpuType } from '../runpod/api';
 import { autoGpuTypes } from '../pod/gpuChoice';
-import { quote, type Quote } from '../pod/quote';
+import { heldByEarlierRuns, quote, type Quote } from '../pod/quote';
+import type { RunpodClient } from '../runpod/client';
+import type { RunStore } from '../runs/store';
 import { watchdogSpans } from '../pod/worstCase';
 import type { Timing } from '../timing';
 
@@ -42,6 +44,27 @@ export function quoteForTarget(
     historyS,
     afterS,
   });
+}
+
+/**
+ * The quote of `target` from the live catalog (its GPU types in stock for its GPU count on
+ * Secure Cloud) and the durations of its earlier runs in `store`, with its own cost cap.
+ */
+export async function liveQuote(
+  client: RunpodClient,
+  store: RunStore,
+  timing: Timing,
+  target: RunpodTargetConfig,
+  options: { signal?: AbortSignal; afterS?: number } = {},
+): Promise<Quote> {
+  const catalog = await client.listGpuTypes({
+    count: target.gpuCount,
+    cloud: 'SECURE',
+    includeAvailability: true,
+    signal: options.signal,
+  });
+  const historyS = heldByEarlierRuns(store, target.name);
+  return quoteForTarget(target, catalog, historyS, timing, target.maxCostUsd, options.afterS);
 }
 
 /** Seconds of work the job does after training: the LoRA merge's estimate with `merge = true`. */

@@ -13,7 +13,6 @@ import type { OverbrainerConfig, RunpodTargetConfig } from '../config/types';
 import type { SweepConfig } from '../config/sweep';
 import { describeError } from '../errors';
 import { shQuote } from '../exec/shell';
-import { heldByEarlierRuns } from '../pod/quote';
 import { runPodSpends, runTotals } from '../runs/spend';
 import { quoteSweepBudget, type SweepBudgetQuote } from '../sweep/budget';
 import { listSweeps, loadSweep, type SweepRecord } from '../sweep/records';
@@ -27,7 +26,7 @@ import type { ParamValue } from '../sweep/studyMessages';
 import { attach } from './attach';
 import { cancel } from './cancel';
 import { type FlowDeps, FlowError } from './deps';
-import { quoteForTarget } from './quote';
+import { liveQuote } from './quote';
 import { train } from './train';
 
 export { bestTrial, type SweepResult } from '../sweep/scheduler';
@@ -91,18 +90,7 @@ export async function sweepQuote(
 ): Promise<SweepQuote> {
   const { sweep, target } = sweepOf(config);
   if (deps.client === null) throw new FlowError('no_api_key', 'no Runpod API key is set');
-  const catalog = await deps.client.listGpuTypes({
-    count: target.gpuCount,
-    cloud: 'SECURE',
-    includeAvailability: true,
-    signal,
-  });
-  const q = quoteForTarget(
-    target,
-    catalog,
-    heldByEarlierRuns(deps.store, target.name),
-    deps.timing,
-  );
+  const q = await liveQuote(deps.client, deps.store, deps.timing, target, { signal });
   if (q.worstUsd === null) {
     throw new FlowError(
       'bad_config',
