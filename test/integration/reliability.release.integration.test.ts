@@ -36,6 +36,30 @@ describe('reliability: keep and release past the deadline', function () {
     await l.waitFor('the deadline to pass', () => Date.now() > deadlineMs + afterMs, 120_000);
   };
 
+  /**
+   * Trains `config` (keeping its pod with `keep`), followed until its job runs, then stops
+   * following: the flow ends "stopped following" and the job runs on with nobody following.
+   */
+  const followedThenLeft = async (
+    l: Lab,
+    config: Lab['config'],
+    keep = false,
+  ): Promise<{ id: string; podId: string }> => {
+    const run = runIdHolder();
+    const stop = new AbortController();
+    const training = l.track(
+      train(l.deps, config, l.workspace, { keepPod: keep, onRun: run.onRun, signal: stop.signal }),
+    );
+    const id = await l.jobRunning(() => run.id);
+    const podId = String(l.podJson(id).pod_id);
+    stop.abort();
+    await assert.rejects(training, (error: unknown) => {
+      assert.ok(error instanceof FlowError && /^stopped following/.test(error.message));
+      return true;
+    });
+    return { id, podId };
+  };
+
   it('the lease is on the pod before the job starts: a deadline already in the snapshot lead never makes the watchdog ask a followed job for a snapshot', async function () {
     // A snapshot lead (90 s) longer than max_hours (72 s): the lead has begun before the pod
     // exists, so a job started before the first lease reads as abandoned for the watchdog's next
@@ -104,20 +128,9 @@ describe('reliability: keep and release past the deadline', function () {
 
   it('released past its deadline after its job ended while nobody followed: the release retrieves the results and deletes the pod', async function () {
     const l = await lab({ steps: 100, stepSeconds: 0.1, maxHours: 0.005 });
-    const run = runIdHolder();
-    const stop = new AbortController();
-    const training = l.track(
-      train(l.deps, l.config, l.workspace, { onRun: run.onRun, signal: stop.signal }),
-    );
-    const id = await l.jobRunning(() => run.id);
-    const podId = String(l.podJson(id).pod_id);
     // Stop following first, while the job surely runs: a keep that takes seconds on a loaded
     // machine must not let the job end under the follower, which would then collect it.
-    stop.abort();
-    await assert.rejects(training, (error: unknown) => {
-      assert.ok(error instanceof FlowError && /^stopped following/.test(error.message));
-      return true;
-    });
+    const { id, podId } = await followedThenLeft(l, l.config);
     await keepPod(l.otherDeps(), id, true);
     // The 10 s job ends on the kept pod with nobody following; the deadline and a lease TTL pass.
     await pastDeadline(l, id, l.timing.leaseTtlMs + 1_000);
@@ -147,18 +160,7 @@ describe('reliability: keep and release past the deadline', function () {
       ...l.config,
       targets: { ...l.config.targets, pod: { ...target, retrieveGraceS: 20 } },
     };
-    const run = runIdHolder();
-    const stop = new AbortController();
-    const training = l.track(
-      train(l.deps, config, l.workspace, { keepPod: true, onRun: run.onRun, signal: stop.signal }),
-    );
-    const id = await l.jobRunning(() => run.id);
-    const podId = String(l.podJson(id).pod_id);
-    stop.abort();
-    await assert.rejects(training, (error: unknown) => {
-      assert.ok(error instanceof FlowError && /^stopped following/.test(error.message));
-      return true;
-    });
+    const { id, podId } = await followedThenLeft(l, config, true);
     const exitCode = l.podFile(podId, id, 'exit_code');
     await l.waitFor('the job to end', () => fs.existsSync(exitCode), 60_000);
     const endedMs = fs.statSync(exitCode).mtimeMs;
