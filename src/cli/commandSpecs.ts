@@ -102,12 +102,14 @@ export const COMMAND_SPECS: readonly CommandSpec[] = [
   {
     name: 'runs ssh',
     args: 'RUN_ID',
-    summary: "open a shell on a run's pod (a kept one, or one still running)",
+    summary: "open a shell on a run's pod (a kept one, or one still running), or on your machine",
     details: [
       'With the target\'s ssh_client: "openssh" runs the system ssh with every option on its',
       'command line and no configuration file (`runs show` prints that command); "builtin" uses',
       "Overbrainer's own SSH client. The host key is the one pinned when the pod was created.",
       'A run folder Overbrainer did not write (not private to you) is refused.',
+      'A run of a kind = "ssh" target opens in its directory on your machine: your ssh with your',
+      'SSH config, agent and known_hosts ("builtin": its own client, trusting the same).',
     ],
     options: {},
     example: 'overbrainer runs ssh tiny_20261204-060000',

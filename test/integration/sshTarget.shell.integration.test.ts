@@ -11,6 +11,7 @@ import * as path from 'node:path';
 import type * as vscode from 'vscode';
 import { openSshTerminal } from '../../src/ui/pods/podCommands';
 import { ALIAS, closeMachines, startGated, userMachine as box } from '../helpers/userMachine';
+import { cliArgv } from '../helpers/cli';
 import { gatedCommand } from '../helpers/gatedJob';
 import { fakeContext, folder, runSummary } from '../unit/uiFakeHost';
 
@@ -92,6 +93,26 @@ describe("Open SSH Terminal on the user's own machine", function () {
     assert.equal(await closed, 4, screen);
     assert.match(screen, new RegExp(`^pty: ${remoteDir}\\r?$`, 'm'));
     assert.ok(!screen.includes(token));
+    fs.writeFileSync(path.join(remoteDir, 'go'), '');
+  });
+
+  it('runs ssh on a run of the machine: a shell in its directory with the system ssh (openssh) and with its own client (builtin)', async () => {
+    const b = await box(gatedCommand(4));
+    const { runId, ended, stop: leave } = await startGated(b);
+    leave.abort();
+    await ended;
+    const remoteDir = b.deps.store.loadRun(runId).remoteDir;
+    const typed = 'echo "shell: $(pwd)"; exit 3\n';
+    for (const client of ['openssh', 'builtin']) {
+      const ran = await spawnWith(
+        process.execPath,
+        [...cliArgv(), '-C', b.ws, 'runs', 'ssh', runId],
+        { ...b.env, OVERBRAINER_SSH_CLIENT: client },
+        typed,
+      );
+      assert.equal(ran.code, 3, `${client}: ${ran.stderr}`);
+      assert.match(ran.stdout, new RegExp(`^shell: ${remoteDir}\\r?$`, 'm'), client);
+    }
     fs.writeFileSync(path.join(remoteDir, 'go'), '');
   });
 });

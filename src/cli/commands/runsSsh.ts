@@ -3,17 +3,21 @@
  * system `ssh` with every option on its command line and no configuration file (the command
  * `runs show` prints); `builtin` drives a shell over Overbrainer's own SSH client, this process's
  * stdin and stdout its terminal. The run folder is checked first and known_hosts written afresh
- * (core/pod/sshAccess.ts).
+ * (core/pod/sshAccess.ts). A run of an ssh target opens in its directory on the user's machine:
+ * their ssh with their SSH config, agent and known_hosts, or the builtin client trusting those.
  */
 import { spawn } from 'node:child_process';
 import * as fs from 'node:fs';
 import { type OverbrainerConfig } from '../../core/flow/config';
 import {
+  hostShell,
+  hostSshArgs,
   openBuiltinShell,
+  openHostShell,
   opensshArgs,
   podShell,
+  type OpenShellOptions,
   type ShellSession,
-  type SshAccess,
 } from '../../core/flow/ssh';
 import { EXIT_FAILED, type CliTerminal, type Session } from '../session';
 
@@ -35,16 +39,26 @@ export async function runsSsh(s: Session, runId: string): Promise<number> {
   } catch {
     // A broken overbrainer.toml does not keep a shell from a kept pod: OVERBRAINER_SSH_CLIENT or openssh.
   }
+  const connectTimeoutMs = s.timingOf().connectTimeoutMs;
+  // A run on the user's own machine: their ssh (their config, agent, known_hosts) in its directory.
+  const onHost = hostShell(s.workspace, runId, config);
+  if (onHost !== null) {
+    return onHost.client === 'openssh'
+      ? systemSsh(s, hostSshArgs(onHost))
+      : builtinShell(s, terminal, (o) => openHostShell(onHost, { ...o, connectTimeoutMs }));
+  }
   const { access, client } = podShell(s.workspace, runId, config);
-  return client === 'openssh' ? systemSsh(s, access) : builtinShell(s, access, terminal);
+  return client === 'openssh'
+    ? systemSsh(s, opensshArgs(access))
+    : builtinShell(s, terminal, (o) => openBuiltinShell(access, { ...o, connectTimeoutMs }));
 }
 
-/** The system ssh on this process's terminal; Ctrl-C is ssh's to handle. */
-async function systemSsh(s: Session, access: SshAccess): Promise<number> {
+/** The system ssh with `args` on this process's terminal; Ctrl-C is ssh's to handle. */
+async function systemSsh(s: Session, args: string[]): Promise<number> {
   const removeInterrupt = s.io.onInterrupt(() => undefined);
   try {
     return await new Promise<number>((resolve) => {
-      const child = spawn('ssh', opensshArgs(access), { cwd: s.dir, stdio: 'inherit' });
+      const child = spawn('ssh', args, { cwd: s.dir, stdio: 'inherit' });
       child.once('error', (error: NodeJS.ErrnoException) => {
         s.io.stderr(
           error.code === 'ENOENT'
@@ -61,15 +75,18 @@ async function systemSsh(s: Session, access: SshAccess): Promise<number> {
 }
 
 /** A shell over Overbrainer's SSH client: a pseudo-terminal when this process has one. */
-async function builtinShell(s: Session, access: SshAccess, terminal: CliTerminal): Promise<number> {
+async function builtinShell(
+  s: Session,
+  terminal: CliTerminal,
+  open: (options: Pick<OpenShellOptions, 'pty' | 'onOutput'>) => Promise<ShellSession>,
+): Promise<number> {
   const { stdin, stdout } = terminal;
   const tty = stdin.isTTY === true && stdout.isTTY === true;
   const size = (): { columns: number; rows: number } => ({
     columns: stdout.columns || 80,
     rows: stdout.rows || 24,
   });
-  const shell: ShellSession = await openBuiltinShell(access, {
-    connectTimeoutMs: s.timingOf().connectTimeoutMs,
+  const shell: ShellSession = await open({
     pty: tty ? { ...size(), term: s.env.TERM?.trim() || 'xterm-256color' } : null,
     onOutput: (data) => stdout.write(data),
   });
