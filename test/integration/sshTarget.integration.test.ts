@@ -19,6 +19,7 @@ import { RunStore } from '../../src/core/runs/store';
 import { runCliProcess } from '../helpers/cli';
 import { startHubStandIn } from '../helpers/hubStandIn';
 import { gatedCommand } from '../helpers/gatedJob';
+import { filesUnder } from '../helpers/labFiles';
 import { generateEd25519, processAlive } from '../helpers/sshd';
 import {
   closeMachines,
@@ -177,6 +178,13 @@ describe('kind = "ssh": the user\'s own machine over their SSH config and known_
         result.summary,
         new RegExp(`pushed output/ to the Hub as me/box \\(revision ${revision}\\)`),
       );
+      // The token reached the job (the Hub took it) over the launcher's stdin, and no file:
+      // neither the workspace (run.json, the copied job.log) nor the run directory on the machine.
+      for (const dir of [b.ws, result.run.remoteDir]) {
+        for (const [rel, data] of filesUnder(dir)) {
+          assert.ok(!data.toString('latin1').includes(token), `${dir}/${rel} holds the token`);
+        }
+      }
     } finally {
       await hub.close();
     }
