@@ -134,6 +134,12 @@ describe('nodes and launcher in overbrainer.toml', () => {
     );
     assert.doesNotMatch(lines[0] ?? '', /self-serve/);
     assert.match(lines.at(-1) ?? '', /Worst case: \$\d+\.\d\d for all 4 nodes/);
+    // Which net holds is said plainly: the watchdog's cluster delete, and what holds if refused.
+    assert.match(
+      lines.at(-1) ?? '',
+      /each node's watchdog deletes the whole cluster at its deadline or cost cap \(DELETE \/v2\/clusters\/\{id\}, with its own key\) if Runpod lets a member's key do so, which Runpod has not confirmed; if it refuses, the limits hold only while a client follows the run/,
+    );
+    assert.match(lines.at(-1) ?? '', /overbrainer pod rm RUN_ID/);
     assert.match(
       quoteLines(quote({ ...input, nodes: 16 }))[0] ?? '',
       /self-serve accounts get at most 8 nodes: 16 needs its sales/,

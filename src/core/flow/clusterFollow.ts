@@ -11,6 +11,7 @@ import { log, type PodCtx } from '../pod/context';
 import type { ClusterHandle, ClusterMember } from '../pod/cluster';
 import { PodError } from '../pod/podError';
 import {
+  CLUSTER_FILE,
   COST_CAP_FILE,
   LEASE_FILE,
   parseWatchdogVerdict,
@@ -45,6 +46,11 @@ export async function memberVerdicts(
   await Promise.all(
     handle.members.map(async (member) => {
       await verdictOf(ctx, run, member, signal);
+      // Its watchdog's delete is the cluster's (it also reads the ID from Runpod's answer).
+      await member.executor.writeFileAtomic(
+        `${run.remoteDir}/${CLUSTER_FILE}`,
+        `${handle.cluster.id}\n`,
+      );
       const node = nodeOf(run, member.rank);
       if (costCapUsd !== null) {
         const rate = member.pod.costPerHourUsd;
@@ -155,7 +161,8 @@ export async function followCluster(
     log(ctx, 'error', message);
     return { kind: 'failed', message };
   };
-  // The client holds the limits for the whole cluster: a node's watchdog cannot delete it.
+  // The client holds the limits for the whole cluster too: a node's watchdog deletes it only
+  // where Runpod lets a member's key delete its cluster.
   const earliest = (values: (number | null)[]): number | null => {
     const set = values.filter((v): v is number => v !== null);
     return set.length === 0 ? null : Math.min(...set);

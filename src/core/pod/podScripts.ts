@@ -38,6 +38,10 @@ export const DEADLINE_FILE = '.pod/deadline';
 export const COST_CAP_FILE = '.pod/cost_cap_at';
 /** Unix seconds at which the watchdog requests a snapshot with reason `cost` (before {@link COST_CAP_FILE}). */
 export const SNAPSHOT_AT_FILE = '.pod/snapshot_at';
+/** A cluster member's cluster ID, written by the client: the watchdog's delete is that cluster's. */
+export const CLUSTER_FILE = '.pod/cluster';
+/** `refused http_<code>`, written by a member's watchdog whose key may not delete its cluster. */
+export const CLUSTER_DELETE_FILE = '.pod/cluster_delete';
 /** The network volume's size in GB, written by the client (and rewritten when it grows) for the watchdog's disk rule. */
 export const VOLUME_GB_FILE = '.pod/volume_gb';
 /** The run dir's claim: holds the `OVERBRAINER_CLAIM` value (the pod's host public key) and a newline. */

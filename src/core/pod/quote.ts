@@ -160,7 +160,7 @@ export function quoteLines(q: Quote): string[] {
   if (q.worstUsd !== null) {
     lines.push(
       q.nodes > 1
-        ? `Worst case: ${usd(q.worstUsd)} for all ${q.nodes} nodes while this client follows the run; a node's watchdog cannot delete its cluster yet (Runpod refuses a member's pod delete): if every client dies, the cluster bills until you delete it in Runpod's console`
+        ? `Worst case: ${usd(q.worstUsd)} for all ${q.nodes} nodes; each node's watchdog deletes the whole cluster at its deadline or cost cap (DELETE /v2/clusters/{id}, with its own key) if Runpod lets a member's key do so, which Runpod has not confirmed; if it refuses, the limits hold only while a client follows the run (its deadline, cost cap and lease), and if every client dies the cluster bills until \`overbrainer pod rm RUN_ID\` or Runpod's console deletes it`
         : `Worst case: ${usd(q.worstUsd)} (if every client dies: what the pod's watchdog allows, deadline snapshot and graces included)`,
     );
   }

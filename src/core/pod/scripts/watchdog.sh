@@ -37,7 +37,7 @@
 #
 # Files in the run dir: job.pid, exit_code, cancelled, snapshot.request, snapshot.json and, in
 # .pod/, lease, retrieved, keep, deadline, snapshot_at, cost_cap_at, volume_gb, bootstrap_failed,
-# watchdog (the verdict) and watchdog.log: who writes each and what it means is in
+# cluster, cluster_delete, watchdog (the verdict) and watchdog.log: who writes each and what it means is in
 # docs/RELIABILITY.md ("The run dir on the pod").
 #
 # The release of a pod kept at its creation (OVERBRAINER_KEEP_POD=1, no OVERBRAINER_DEADLINE):
@@ -74,6 +74,11 @@
 #   7. no job >= boot grace after start            -> never_started
 # Delete: DELETE /pods/<id> (200/202/204/404 done), else POST /pods/<id>/action terminate, else
 # stop (logged: the volume keeps billing), else `runpodctl pod delete`; all failed: next tick.
+# On a member of an Instant Cluster (the probe's answer names its `cluster.id`, or the client
+# wrote it to .pod/cluster) Runpod refuses the pod calls: the delete is DELETE /clusters/<id>,
+# which ends every member (200/202/204/404 done). Whether a member's key may send it is not
+# settled by Runpod: refused (401/403), it is logged once, written to .pod/cluster_delete, and
+# tried again every tick; the run is then ended only by its client or `pod rm`.
 
 wd_now() { date +%s; }
 
@@ -145,6 +150,43 @@ wd_http() {
   esac
 }
 
+# wd_get PATH: sets wd_code (as wd_http) and wd_body, the answer's body (kept in this shell
+# only: never written to a file or the log).
+wd_get() {
+  wd_out=$(printf 'Authorization: Bearer %s\n' "$wd_key" |
+    curl -sS -w ' %{http_code}' --connect-timeout 10 --max-time 30 \
+      -A "$WD_UA" -H @- "$WD_API$1" 2>/dev/null)
+  wd_code=${wd_out##* }
+  wd_body=${wd_out% *}
+  case $wd_code in
+    [0-9][0-9][0-9]) ;;
+    *) wd_code=000 ;;
+  esac
+}
+
+# A cluster ID as a path segment allows it, or nothing.
+wd_cluster_id() {
+  case $1 in
+    '' | *[!A-Za-z0-9_-]*) ;;
+    *) printf '%s\n' "$1" ;;
+  esac
+}
+
+# The cluster this pod is a member of: `cluster.id` of the probe's answer (a pod's `cluster`
+# object holds no nested object), else .pod/cluster (the client writes it once ready).
+wd_find_cluster() {
+  [ -n "$wd_cluster" ] && return 0
+  wd_raw=$(printf '%s' "${wd_body:-}" | tr -d '\r\n' |
+    sed -n 's/.*"cluster"[[:space:]]*:[[:space:]]*{[^}]*"id"[[:space:]]*:[[:space:]]*"\([^"]*\)".*/\1/p')
+  wd_body=
+  if [ -z "$wd_raw" ] && [ -f "$WD_CLUSTER_FILE" ]; then
+    read -r wd_raw <"$WD_CLUSTER_FILE" 2>/dev/null
+  fi
+  wd_cluster=$(wd_cluster_id "$wd_raw")
+  [ -n "$wd_cluster" ] && wd_log "member of cluster $wd_cluster: its delete is DELETE /clusters/$wd_cluster"
+  return 0
+}
+
 wd_verdict() {
   wd_tmp="$WD_VERDICT.tmp.$$"
   if printf '%s\n' "$1" >"$wd_tmp" 2>/dev/null && mv -f "$wd_tmp" "$WD_VERDICT" 2>/dev/null; then
@@ -167,10 +209,11 @@ wd_probe() {
   fi
   wd_try=1
   while :; do
-    wd_code=$(wd_http GET "/pods/$wd_pod")
+    wd_get "/pods/$wd_pod"
     wd_log "probe GET /pods/$wd_pod $wd_code (try $wd_try/$WD_PROBE_TRIES)"
     case $wd_code in
       200)
+        wd_find_cluster
         wd_result=ready
         return
         ;;
@@ -199,6 +242,11 @@ wd_deleted() {
 # way failed (the next tick tries again).
 wd_delete() {
   wd_log "delete reason=$1"
+  wd_find_cluster
+  if [ -n "$wd_cluster" ]; then
+    wd_delete_cluster
+    return
+  fi
   if [ -n "$wd_key" ] && [ -n "$wd_pod" ] && command -v curl >/dev/null 2>&1; then
     wd_code=$(wd_http DELETE "/pods/$wd_pod")
     wd_log "DELETE $wd_code"
@@ -227,6 +275,25 @@ wd_delete() {
     [ "$wd_rc" = 0 ] && wd_deleted
   fi
   wd_log "delete failed, retrying in ${WD_INTERVAL}s"
+}
+
+# A member's delete: its whole cluster (the pod calls refuse a member); see the header.
+wd_delete_cluster() {
+  if [ -n "$wd_key" ] && command -v curl >/dev/null 2>&1; then
+    wd_code=$(wd_http DELETE "/clusters/$wd_cluster")
+    wd_log "DELETE /clusters/$wd_cluster $wd_code"
+    case $wd_code in
+      200 | 202 | 204 | 404) wd_deleted ;;
+      401 | 403)
+        if [ "$wd_cluster_refused" != 1 ]; then
+          wd_cluster_refused=1
+          printf 'refused http_%s\n' "$wd_code" >"$WD_RUN/.pod/cluster_delete" 2>/dev/null
+          wd_log "this member's key may not delete its cluster (http_$wd_code): only the run's client (its deadline, cost cap and lease) or pod rm can end it"
+        fi
+        ;;
+    esac
+  fi
+  wd_log "cluster delete failed, retrying in ${WD_INTERVAL}s"
 }
 
 # The first whole number on the first line of "$1", or nothing.
@@ -580,6 +647,10 @@ WD_SNAPSHOT_AT="$WD_RUN/.pod/snapshot_at"
 WD_VOLUME_GB="$WD_RUN/.pod/volume_gb"
 WD_REQUEST="$WD_RUN/snapshot.request"
 WD_SNAPSHOT_JSON="$WD_RUN/snapshot.json"
+WD_CLUSTER_FILE="$WD_RUN/.pod/cluster"
+wd_cluster=
+wd_cluster_refused=0
+wd_body=
 
 wd_sleeper=
 wd_seen_job=0
