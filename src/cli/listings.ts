@@ -52,6 +52,7 @@ export function podsJson(rows: readonly PodRow[]): { pods: Record<string, unknow
       gpu_type: r.gpu,
       usd_per_hour: r.costPerHourUsd,
       ...snakeFields(r, ['created', 'note', 'orphan']),
+      ...(r.cluster ? { cluster_id: r.cluster.id, node_rank: r.cluster.rank } : {}),
     })),
   };
 }

@@ -133,7 +133,7 @@ describe("a cluster run nobody follows: its members' watchdogs and the cluster d
     );
   });
 
-  it('member key refused: the watchdog tries and says so on its pod; the cluster bills on until pod rm RUN deletes it', async () => {
+  it('member key refused: the watchdog tries and says so on its pod; the cluster bills on, pod ls lists it, pod rm CLUSTER_ID deletes it whole', async () => {
     const setup = await orphanedClusterRun();
     const { l, runId, clusterId, members } = setup;
     const dir = capReached(l, members[1]!, runId);
@@ -168,8 +168,28 @@ describe("a cluster run nobody follows: its members' watchdogs and the cluster d
         .every((p) => p.billing),
       'its members bill on',
     );
-    // The client's path: pod rm of the run deletes the whole cluster.
-    const removed = await runCli(l, ['pod', 'rm', runId, '--force']);
+    // pod ls lists both members as the run's cluster; pod rm RUN_ID keeps a run in progress's
+    // cluster without --force; pod rm CLUSTER_ID --force deletes it whole, the run failed by it.
+    const listed = await runCli(l, ['pod', 'ls', '--json']);
+    assert.equal(listed.code, 0, listed.stderr);
+    const rows = (JSON.parse(listed.stdout) as { pods: Record<string, unknown>[] }).pods;
+    assert.deepEqual(
+      rows
+        .map((r) => [r.run_id, r.pod_id, r.cluster_id, r.node_rank, r.note])
+        .sort((a, b) => Number(a[3]) - Number(b[3])),
+      members.map((podId, rank) => [
+        runId,
+        podId,
+        clusterId,
+        rank,
+        `node ${rank} of cluster ${clusterId}; run running`,
+      ]),
+    );
+    const kept = await runCli(l, ['pod', 'rm', runId]);
+    assert.notEqual(kept.code, 0, kept.stdout);
+    assert.match(kept.stdout + kept.stderr, new RegExp(`its cluster ${clusterId} was kept`));
+    assert.equal(l.emulator.clusters().length, 1, 'pod rm without --force kept it');
+    const removed = await runCli(l, ['pod', 'rm', clusterId, '--force']);
     assert.equal(removed.code, 0, `${removed.stdout}\n${removed.stderr}`);
     assert.deepEqual(l.emulator.clusters(), []);
     const ledger = l.emulator.ledger().pods.filter((p) => p.runId === runId);
@@ -177,5 +197,8 @@ describe("a cluster run nobody follows: its members' watchdogs and the cluster d
       ledger.every((p) => !p.billing && p.deletedBy === 'account'),
       JSON.stringify(ledger),
     );
+    const run = l.runJson(runId) as { state: string; cluster: { deleted_at: string | null } };
+    assert.equal(run.state, 'failed');
+    assert.notEqual(run.cluster.deleted_at, null);
   });
 });

@@ -14,6 +14,7 @@ import type { RunRecord } from '../runs/runRecord';
 import { endRun } from '../runs/runEnd';
 import { log, type PodCtx } from './context';
 import { forgetKeys, remove } from './remove';
+import { removeClusterById, removeClusterRun } from './clusterRemove';
 import { FAILED_BY_POD_RM, listPods, POD_RM_OWNER, type PodRow } from './podList';
 import {
   deleteConfirmed,
@@ -177,6 +178,29 @@ async function removeChecked(
   const state: RunState | null = run?.state ?? null;
   const runInProgress = state === 'preparing' || state === 'running';
   const inProgress = runInProgress || follower !== null;
+  // A run on a cluster: its members go only as their whole cluster (./clusterRemove.ts); a
+  // forced run not in runs/ may have clusters too (by their name), then pods (by their marker).
+  if (run?.cluster || run === null) {
+    const outcome = await removeClusterRun(
+      ctx,
+      {
+        runId,
+        run,
+        force,
+        runInProgress,
+        follower,
+        only,
+        removed,
+        failedMessage: FAILED_BY_POD_RM,
+      },
+      (kind, message, hint) => new PodAdminError(kind, message, hint),
+    );
+    if (run !== null) {
+      if (outcome === null && !(inProgress && !force)) await forgetKeys(ctx, runId);
+      return outcome;
+    }
+    if (outcome !== null) return outcome;
+  }
   let record: PodRecord | null = null;
   try {
     record = run === null ? null : ctx.store.loadPod(runId);
@@ -307,8 +331,31 @@ export async function removeRunOrPod(
   } catch (error) {
     return { runId: id, removed: [], error };
   }
-  const row = rows.find((r) => r.podId === id && r.status !== 'GONE');
-  if (row === undefined) return removePods(ctx, id, options);
+  const row = rows.find((r) => (r.podId === id || r.cluster?.id === id) && r.status !== 'GONE');
+  // A member or a cluster ID: its run's rules, for its whole cluster (members go only with it).
+  if (row?.cluster && row.runId !== null && isValidRunId(row.runId) && row.kind !== 'no_marker') {
+    return removePods(ctx, row.runId, { ...options, only: row.cluster.id });
+  }
+  if (row === undefined || row.cluster) {
+    // A cluster none of whose members is listed (yet), or one of no run: by its ID.
+    const byCluster = await removeClusterById(
+      ctx,
+      row?.cluster?.id ?? id,
+      options.force ?? false,
+      (runId) =>
+        isValidRunId(runId) && fs.existsSync(ctx.store.runDir(runId))
+          ? removePods(ctx, runId, { ...options, only: row?.cluster?.id ?? id })
+          : null,
+      (runId) =>
+        new PodAdminError(
+          'not_in_runs',
+          `cluster ${id} belongs to run ${runId}, which is not in this project's runs/: another checkout may own it; if none does, pass --force`,
+          `Check "overbrainer pod ls"; if no other checkout owns run ${runId}, run "overbrainer pod rm ${id} --force".`,
+        ),
+    );
+    if (byCluster !== null) return byCluster;
+    if (row === undefined) return removePods(ctx, id, options);
+  }
   const runId = row.runId;
   // A pod of a run (by its marker, or the run recording it): that run's rules, for this pod only.
   if (runId !== null && isValidRunId(runId) && row.kind !== 'no_marker') {

@@ -15,6 +15,7 @@ import { log, type PodCtx } from './context';
 import { goneBy } from './lease';
 import { forgetKeys, lookUpAll, type Look } from './remove';
 import { describeError } from '../errors';
+import { memberClass } from './clusterRows';
 
 /** Characters kept of a cell taken from the Runpod account (or a local record). */
 export const CELL_CHARS = 64;
@@ -70,6 +71,8 @@ export interface PodRow {
   kind: PodRowKind;
   /** Whether nothing will delete it on its own (see {@link isOrphan}). */
   orphan: boolean;
+  /** A member of an Instant Cluster: its cluster and rank (absent for a pod of its own). */
+  cluster?: { id: string; rank: number | null };
 }
 
 /**
@@ -161,7 +164,11 @@ class Known {
 
   /** The row of a pod the API shows, carrying `runId` (its marker, or the run recording it). */
   row(runId: string | null, pod: Pod): PodRow {
-    const { kind, note } = this.classify(runId, pod.id);
+    const member = pod.cluster;
+    const { kind, note } =
+      member === null
+        ? this.classify(runId, pod.id)
+        : memberClass(runId, member.clusterId, this.runs, this.unreadable);
     return {
       runId: runId === null ? null : cell(runId),
       podId: pod.id,
@@ -169,9 +176,13 @@ class Known {
       gpu: pod.gpu ? cell(pod.gpu.id) : null,
       costPerHourUsd: pod.costPerHourUsd > 0 ? pod.costPerHourUsd : null,
       created: pod.createdAt === null ? null : cell(pod.createdAt),
-      note,
+      note:
+        member === null
+          ? note
+          : cell(`node ${member.rank ?? '?'} of cluster ${member.clusterId}; ${note}`),
       kind,
       orphan: isOrphan(kind),
+      ...(member === null ? {} : { cluster: { id: cell(member.clusterId), rank: member.rank } }),
     };
   }
 
@@ -246,7 +257,8 @@ export interface ListPodsOptions {
  * the account's list, or a RunsError when runs/ cannot be read.
  */
 export async function listPods(ctx: PodCtx, options: ListPodsOptions = {}): Promise<PodRow[]> {
-  const pods = await ctx.client.listPods({ signal: options.signal });
+  // Cluster members too: Runpod lists them only when asked.
+  const pods = await ctx.client.listPods({ signal: options.signal, includeClusterPods: true });
   if (options.lookUpUnlisted === false) return podRows(ctx, pods);
   const known = new Known(ctx);
   const rows = known.listed(pods);
