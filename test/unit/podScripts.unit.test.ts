@@ -152,6 +152,8 @@ describe('podScripts', function () {
         /^wd_key=\$\{RUNPOD_API_KEY:-\}$/,
         /^unset RUNPOD_API_KEY$/,
         /^wd_c=\$\(printf 'Authorization: Bearer %s\\n' "\$wd_key" \|$/,
+        /^wd_out=\$\(printf 'Authorization: Bearer %s\\n' "\$wd_key" \|$/,
+        /^if \[ -n "\$wd_key" \] && command -v curl >\/dev\/null 2>&1; then$/,
         /^if \[ -z "\$wd_key" \] \|\| \[ -z "\$wd_pod" \]; then$/,
         /^if \[ -n "\$wd_key" \] && \[ -n "\$wd_pod" \] && command -v curl >\/dev\/null 2>&1; then$/,
         /^if \[ -n "\$wd_key" \]; then$/,
@@ -166,7 +168,7 @@ describe('podScripts', function () {
         );
       }
       // The header goes to curl on stdin.
-      assert.equal(codeLinesWith(w, '-H @-').length, 2);
+      assert.equal(codeLinesWith(w, '-H @-').length, 3);
     });
   });
 
