@@ -1,6 +1,13 @@
 /** `overbrainer spend`: estimates beside Runpod's bills, as a table or JSON. Pure. */
 import { type PodRecord } from '../core/flow/records';
-import { billedMismatch, runPodSpends, runTotals, usd4 } from '../core/flow/spend';
+import {
+  billedMismatch,
+  clusterSpends,
+  runPodSpends,
+  runTotals,
+  usd4,
+  type RunCluster,
+} from '../core/flow/spend';
 import { snakeFields } from './listings';
 
 export interface SpendRow {
@@ -49,6 +56,38 @@ export function spendRow(
     billedCheckedAt: pod.billedCheckedAt,
     differenceUsd,
     flagged: billedMismatch(estimatedUsd, billedUsd, total.resolutionUsd),
+  };
+}
+
+/**
+ * The row of a run on a cluster: its members summed (each as a pod of its own), the cluster's bill
+ * once read; its "pod" is the cluster.
+ */
+export function clusterSpendRow(
+  runId: string,
+  created: string,
+  state: string,
+  cluster: RunCluster,
+  nowMs: number,
+): SpendRow {
+  const total = runTotals(clusterSpends(runId, cluster, nowMs))[0];
+  const estimatedUsd = total?.estimatedUsd ?? null;
+  const billedUsd = total?.billedUsd ?? null;
+  return {
+    runId,
+    created,
+    state,
+    podId: cluster.id,
+    podState: cluster.deletedAt === null ? 'live' : 'deleted',
+    pods: total?.pods ?? 0,
+    estimatedUsd,
+    billedUsd,
+    billedCheckedAt: cluster.billedCheckedAt,
+    differenceUsd:
+      estimatedUsd === null || billedUsd === null
+        ? null
+        : Math.round((estimatedUsd - billedUsd) * 10_000) / 10_000,
+    flagged: billedMismatch(estimatedUsd, billedUsd, total?.resolutionUsd ?? 0),
   };
 }
 

@@ -15,7 +15,7 @@ import { loadConfig } from '../../src/core/config';
 import { train } from '../../src/core/flow';
 import { decodeRunRecord } from '../../src/core/runs/runRecord';
 import { podSpends } from '../../src/core/runs/spend';
-import { Lab } from '../helpers/lifecycle';
+import { Lab, runCli } from '../helpers/lifecycle';
 import { runpodTarget } from '../helpers/tinyWorkspace';
 import { waitFor } from '../emulator/testing';
 
@@ -157,6 +157,24 @@ describe('train on a 2-node cluster, launched by torchrun', function () {
       members.every((p) => p.deletedBy === 'account'),
       JSON.stringify(members),
     );
+    // spend reads the cluster's bill (GET /billing/clusters, the emulator's ledger) beside the
+    // estimate of its 2 members, and saves it in run.json.
+    const spent = await runCli(l, ['spend', '--json']);
+    assert.equal(spent.code, 0, spent.stderr);
+    const row = (JSON.parse(spent.stdout) as { runs: Record<string, unknown>[] }).runs.find(
+      (r) => r.run_id === runId,
+    );
+    assert.ok(row, spent.stdout);
+    const ledgerUsd = members.reduce((sum, p) => sum + p.costUsd, 0);
+    assert.equal(row.pods, 2);
+    assert.equal(row.pod_id, record.cluster.id);
+    assert.ok(
+      typeof row.billed_usd === 'number' && Math.abs(row.billed_usd - ledgerUsd) <= 0.0002,
+      `billed ${String(row.billed_usd)} vs the ledger's ${ledgerUsd}`,
+    );
+    // The estimate counts from before the create was sent: never under the bill.
+    assert.ok(Number(row.estimated_usd) >= Number(row.billed_usd) - 0.0001, JSON.stringify(row));
+    assert.equal(recordOf(l, runId).cluster?.billedUsd, row.billed_usd);
   });
 
   it('a member that never answers SSH fails the run naming it; every member deleted', async () => {

@@ -9,6 +9,7 @@ import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import * as path from 'node:path';
 import { runShowJson, runShowLines, type RunView } from '../../src/cli/commands/runsShow';
+import { clusterSpendRow } from '../../src/cli/spend';
 import type { RunCluster } from '../../src/core/runs/clusterRecord';
 import { clusterSpends } from '../../src/core/runs/clusterSpend';
 import { podSpends } from '../../src/core/runs/spend';
@@ -45,6 +46,8 @@ const CLUSTER: RunCluster = {
       message: 'its pod is gone',
     },
   ],
+  billedUsd: null,
+  billedCheckedAt: null,
 };
 
 function record(cluster: RunCluster | null | undefined): RunRecord {
@@ -205,5 +208,41 @@ describe('the spend of a run on a cluster', () => {
       all.reduce((sum, s) => sum + (s.estimatedUsd ?? 0), 0),
       1.6,
     );
+  });
+
+  it("the cluster's bill (GET /billing/clusters) in equal shares that sum to it; spend's row beside the estimate", () => {
+    const cluster: RunCluster = {
+      ...CLUSTER,
+      nodes: [...CLUSTER.nodes, { ...CLUSTER.nodes[0]!, rank: 2, podId: 'pod-c' }],
+      createdAt: '2026-12-02T10:00:00Z',
+      deletedAt: '2026-12-02T11:00:00Z',
+      billedUsd: 2.3999,
+      billedCheckedAt: '2026-12-02T11:05:00Z',
+    };
+    const text = encodeRunRecord(record(cluster));
+    const raw = JSON.parse(text) as { cluster: Record<string, unknown> };
+    assert.equal(raw.cluster.billed_usd, 2.3999);
+    assert.equal(raw.cluster.billed_checked_at, '2026-12-02T11:05:00Z');
+    assert.deepEqual(decodeRunRecord(text, 'run.json').cluster, cluster);
+    const spends = clusterSpends('ddp-x', cluster, Date.parse('2026-12-02T12:00:00Z'));
+    assert.deepEqual(
+      spends.map((s) => s.billedUsd),
+      [0.7999, 0.8, 0.8],
+    );
+    const row = clusterSpendRow('ddp-x', cluster.createdAt, 'succeeded', cluster, Date.now());
+    assert.deepEqual(
+      [row.podId, row.podState, row.pods, row.estimatedUsd, row.billedUsd, row.differenceUsd],
+      ['clu-1', 'deleted', 3, 2.4, 2.3999, 0.0001],
+    );
+    assert.equal(row.flagged, false);
+    // Not read yet: no bill, the estimate alone; a record written before bills has none.
+    const unread = clusterSpendRow('ddp-x', cluster.createdAt, 'succeeded', CLUSTER, Date.now());
+    assert.equal(unread.billedUsd, null);
+    const old = JSON.parse(encodeRunRecord(record(CLUSTER))) as {
+      cluster: Record<string, unknown>;
+    };
+    delete old.cluster.billed_usd;
+    delete old.cluster.billed_checked_at;
+    assert.equal(decodeRunRecord(JSON.stringify(old), 'run.json').cluster?.billedUsd, null);
   });
 });

@@ -1,7 +1,7 @@
 /** `spend`: the CLI's spend listing (its words and JSON are in ../spend.ts). */
 import { type PodRecord } from '../../core/flow/records';
-import { readBills } from '../../core/flow/spend';
-import { spendJson, spendRow, spendTable, type SpendRow } from '../spend';
+import { readBills, readClusterBill } from '../../core/flow/spend';
+import { clusterSpendRow, spendJson, spendRow, spendTable, type SpendRow } from '../spend';
 import { EXIT_OK, type Session } from '../session';
 import { describeError } from '../../core/errors';
 
@@ -9,7 +9,8 @@ import { describeError } from '../../core/errors';
  * `spend`: each run's estimated pod spend (every pod of the run: a recovered run's attempts,
  * swept duplicates, strays, a live or kept pod so far) beside what Runpod billed. A deleted pod
  * whose bill was never read, or read too soon after the deletion to be final, is read now
- * (`GET /billing/pods`) and saved in its pod.json; without an API key the figures on disk are
+ * (`GET /billing/pods`) and saved in its pod.json, a deleted cluster's likewise (`GET
+ * /billing/clusters`, saved in run.json); without an API key the figures on disk are
  * listed as they are.
  */
 export async function spend(s: Session, sinceMs: number | null, json: boolean): Promise<number> {
@@ -27,7 +28,22 @@ export async function spend(s: Session, sinceMs: number | null, json: boolean): 
       s.io.stderr(`warning: run ${run.id}: ${describeError(error)}`);
       continue;
     }
-    if (pod === null) continue;
+    if (pod === null) {
+      // A run on a cluster: its members summed, and the cluster's bill (GET /billing/clusters).
+      if (!run.cluster) continue;
+      if (client !== null) {
+        await s.readOnly(client, (api, signal) =>
+          readClusterBill(s.workspace, run.id, { client: api, signal }),
+        );
+      }
+      const fresh = s.store.loadRun(run.id);
+      if (fresh.cluster) {
+        rows.push(
+          clusterSpendRow(run.id, run.created, fresh.state, fresh.cluster, s.clock.nowMs()),
+        );
+      }
+      continue;
+    }
     if (client !== null) {
       await s.readOnly(client, (api, signal) =>
         readBills(s.workspace, pod, { client: api, signal }),

@@ -3,11 +3,12 @@
  * them elsewhere) are found at the next start: a pod record that still says the pod exists, of a
  * run no live client follows, is looked up; a pod Runpod no longer knows is recorded deleted
  * (by attach: the run fails with the limit that ended it) and its bill is read. Deleted pods of
- * this month whose bill was never read (a run's current pod and its other pods) get it read too. The spend then counts what Runpod
+ * this month whose bill was never read (a run's current pod and its other pods, a run's cluster) get it read too. The spend then counts what Runpod
  * billed, beside our estimate.
  */
 import type { OverbrainerConfig } from '../config/types';
 import { recordBilled, recordOtherBills } from '../pod/billing';
+import { clusterBillSettled, recordClusterBilled } from '../pod/clusterBilling';
 import { log } from '../pod/context';
 import { lookUp } from '../pod/remove';
 import type { PodRecord } from '../runs/podRecord';
@@ -31,6 +32,14 @@ export async function settleGonePods(
     try {
       pod = deps.store.loadPod(run.id);
     } catch {
+      continue;
+    }
+    if (pod === null && run.cluster) {
+      // A run on a cluster: its deleted cluster's bill (GET /billing/clusters), this month's.
+      const deletedMs = run.cluster.deletedAt === null ? NaN : Date.parse(run.cluster.deletedAt);
+      if (deletedMs >= fromMs && !clusterBillSettled(run.cluster)) {
+        if ((await recordClusterBilled(ctx, run.id, signal)) !== null) settled.push(run.id);
+      }
       continue;
     }
     if (pod === null || pod.podId === null) continue;

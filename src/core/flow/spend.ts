@@ -4,11 +4,14 @@
  * budget's lines.
  */
 import { billSettled, recordBilled, recordOtherBills } from '../pod/billing';
+import { recordClusterBilled } from '../pod/clusterBilling';
 import type { PodRecord } from '../runs/podRecord';
 import type { Via } from './pods';
 import type { Workspace } from './workspace';
 
 export { billedMismatch, billSettled } from '../pod/billing';
+export { clusterSpends } from '../runs/clusterSpend';
+export type { RunCluster } from '../runs/clusterRecord';
 export {
   budgetLines,
   podSpendUsd,
@@ -33,4 +36,16 @@ export async function readBills(
   const ctx = ws.podCtx(options.client);
   if (pod.state === 'deleted' && !billSettled(pod)) await recordBilled(ctx, pod, options.signal);
   await recordOtherBills(ctx, pod, options.signal);
+}
+
+/**
+ * `spend`'s look at Runpod's bill of a run's cluster (`GET /billing/clusters`), once it is
+ * deleted, until the bill read is final; saved in run.json's cluster.
+ */
+export async function readClusterBill(
+  ws: Workspace,
+  runId: string,
+  options: Via & { signal?: AbortSignal } = {},
+): Promise<void> {
+  await recordClusterBilled(ws.podCtx(options.client), runId, options.signal);
 }

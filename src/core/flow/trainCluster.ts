@@ -136,6 +136,8 @@ export async function trainCluster(
     const gpuTypes = await resolveGpuTypes(ctx, target, options.signal);
     const refused: string[] = [];
     for (const gpuTypeId of gpuTypes) {
+      // The estimate counts from before the create is sent: never under Runpod's bill.
+      const sentMs = deps.clock.nowMs();
       try {
         handle = await startCluster(
           ctx,
@@ -159,7 +161,7 @@ export async function trainCluster(
           options.signal,
           (cluster) => {
             clusterId = cluster.id;
-            run.cluster = clusterRecord(cluster, deps.clock.nowMs());
+            run.cluster = clusterRecord(cluster, sentMs);
             deps.store.saveRun(run);
           },
         );
@@ -275,6 +277,8 @@ function clusterRecord(cluster: Cluster, nowMs: number): RunCluster {
     createdAt: rfc3339(nowMs),
     deletedAt: null,
     nodes: [],
+    billedUsd: null,
+    billedCheckedAt: null,
   };
 }
 

@@ -44,6 +44,10 @@ export interface RunCluster {
   deletedAt: string | null;
   /** The members by rank (rank 0, the primary, first). */
   nodes: ClusterNode[];
+  /** What Runpod billed the cluster (`GET /billing/clusters`), USD; null until read. */
+  billedUsd: number | null;
+  /** When that bill was read, RFC 3339 UTC (final once read a day after the delete). */
+  billedCheckedAt: string | null;
 }
 
 export const clusterSchema = z.object({
@@ -65,6 +69,8 @@ export const clusterSchema = z.object({
       message: z.string().nullable(),
     }),
   ),
+  billed_usd: z.number().min(0).nullable().optional(),
+  billed_checked_at: z.string().nullable().optional(),
 });
 
 export type ClusterWire = z.infer<typeof clusterSchema>;
@@ -89,6 +95,8 @@ export function clusterFromWire(wire: ClusterWire): RunCluster {
         message: n.message,
       }))
       .sort((a, b) => a.rank - b.rank),
+    billedUsd: wire.billed_usd ?? null,
+    billedCheckedAt: wire.billed_checked_at ?? null,
   };
 }
 
@@ -110,6 +118,8 @@ export function clusterToWire(cluster: RunCluster): ClusterWire {
       cost_cap_at_unix_s: n.costCapAtUnixS,
       message: n.message,
     })),
+    billed_usd: cluster.billedUsd,
+    billed_checked_at: cluster.billedCheckedAt,
   };
 }
 

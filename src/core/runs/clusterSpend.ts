@@ -1,4 +1,7 @@
-/** The spend of a run's cluster: each member billed as a pod of its own. */
+/**
+ * The spend of a run's cluster: each member estimated as a pod of its own, and billed its share
+ * of the cluster's bill once read.
+ */
 import type { RunCluster } from './clusterRecord';
 import type { PodSpend } from './spend';
 
@@ -10,12 +13,13 @@ const round4 = (usd: number): number => Math.round(usd * 10_000) / 10_000;
  * bounded by its own watchdog: its share of the cost cap, else its deadline.
  */
 export function clusterSpends(runId: string, cluster: RunCluster, nowMs: number): PodSpend[] {
+  const billed = memberBills(cluster);
   const createdMs = Date.parse(cluster.createdAt);
   const deletedMs = cluster.deletedAt === null ? null : Date.parse(cluster.deletedAt);
   const rate = cluster.costPerHourUsd;
   const known = Number.isFinite(createdMs);
   const untilMs = deletedMs ?? nowMs;
-  return cluster.nodes.map((node) => {
+  return cluster.nodes.map((node, index) => {
     const boundS = node.costCapAtUnixS ?? node.deadlineUnixS;
     return {
       runId,
@@ -28,11 +32,25 @@ export function clusterSpends(runId: string, cluster: RunCluster, nowMs: number)
         rate === null || !known
           ? null
           : round4((rate * Math.max(0, untilMs - createdMs)) / 3_600_000),
-      billedUsd: null,
+      billedUsd: billed?.[index] ?? null,
       boundUsd:
         rate === null || !known || boundS === null
           ? null
           : round4((rate * Math.max(0, boundS * 1000 - createdMs)) / 3_600_000),
     };
   });
+}
+
+/**
+ * The cluster's bill (Runpod bills a cluster, not its members) in equal shares, one per node (its
+ * members run at one rate from one create to one delete), rank 0 holding the rounding's rest so
+ * the shares sum to the bill; null until it was read.
+ */
+function memberBills(cluster: RunCluster): number[] | null {
+  const n = cluster.nodes.length;
+  if (cluster.billedUsd === null || n === 0) return null;
+  const share = round4(cluster.billedUsd / n);
+  return cluster.nodes.map((_, i) =>
+    i === 0 ? round4(cluster.billedUsd! - share * (n - 1)) : share,
+  );
 }
