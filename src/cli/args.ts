@@ -35,6 +35,8 @@ export type Command =
       pod: boolean;
       source: 'container' | 'system' | null;
       follow: boolean;
+      /** A cluster run's node (rank): its job.log kept under runs/RUN_ID/nodes/<rank>/. */
+      node?: number;
     }
   | { kind: 'pod_ls'; json?: true }
   | { kind: 'pod_rm'; runId: string; force: boolean }
@@ -366,7 +368,17 @@ function runsLogs(positional: string[], values: Values): Command {
   const tail = number(values.get('--tail'), '--tail', 0);
   if (tail !== null && (!Number.isInteger(tail) || tail > 5000))
     throw new UsageError(`--tail takes a whole number from 0 to 5000, not ${tail}`, 'runs logs');
+  const rawNode = values.get('--node');
+  const node = rawNode === undefined ? null : Number(rawNode);
+  if (node !== null && (rawNode === true || !/^\d+$/.test(String(rawNode)) || node > 249))
+    throw new UsageError(
+      `--node takes a node's rank, a whole number from 0 to 249, not ${String(rawNode)}`,
+      'runs logs',
+    );
+  if (node !== null && pod)
+    throw new UsageError("--node shows a node's job log: drop --pod", 'runs logs');
   return {
+    ...(node === null ? {} : { node }),
     kind: 'runs_logs',
     runId: one(positional, 'runs logs', 'a RUN_ID'),
     tail,

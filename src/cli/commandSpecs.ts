@@ -130,6 +130,7 @@ export const COMMAND_SPECS: readonly CommandSpec[] = [
         "only the container's or the system's lines (with --pod)",
       ),
       '--follow': flag('stream new lines until the pod is gone (with --pod)'),
+      '--node': valued('R', "a cluster run's node R: its job log, kept at the run's end"),
     },
     example: 'overbrainer runs logs tiny_20261204-060000 --pod --follow',
   },

@@ -175,6 +175,13 @@ describe('train on a 2-node cluster, launched by torchrun', function () {
     // The estimate counts from before the create was sent: never under the bill.
     assert.ok(Number(row.estimated_usd) >= Number(row.billed_usd) - 0.0001, JSON.stringify(row));
     assert.equal(recordOf(l, runId).cluster?.billedUsd, row.billed_usd);
+    // runs logs --node R: node R's kept job.log (its last lines); a rank not in the cluster refused.
+    const node1 = await runCli(l, ['runs', 'logs', runId, '--node', '1', '--tail', '3']);
+    assert.equal(node1.code, 0, node1.stderr);
+    assert.equal(node1.stdout.trimEnd(), logs[1]!.trimEnd().split('\n').slice(-3).join('\n'));
+    const node2 = await runCli(l, ['runs', 'logs', runId, '--node', '2']);
+    assert.notEqual(node2.code, 0);
+    assert.match(node2.stderr, /cluster has no node 2: its nodes are 0, 1/);
   });
 
   it('a member that never answers SSH fails the run naming it; every member deleted', async () => {
@@ -218,7 +225,7 @@ describe('train on a 2-node cluster, launched by torchrun', function () {
     assertClusterDeleted(l, run.runId());
   });
 
-  it('max_cost_usd reached for the whole cluster: the client deletes it (a member watchdog cannot)', async () => {
+  it('max_cost_usd reached for the whole cluster while the client follows: the client deletes it', async () => {
     const { lab: l, config } = await labWith();
     const long = longer(config);
     const target = long.targets.cluster;

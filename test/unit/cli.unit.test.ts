@@ -50,6 +50,15 @@ describe('cli: the command line', () => {
       assert.deepEqual(parseArgs(['train', kind, 'r1']).command, { kind, runId: 'r1' });
     }
     assert.deepEqual(parseArgs(['runs', 'ls']).command, { kind: 'runs_ls' });
+    assert.deepEqual(parseArgs(['runs', 'logs', 'r1', '--node', '1', '--tail', '5']).command, {
+      kind: 'runs_logs',
+      runId: 'r1',
+      node: 1,
+      tail: 5,
+      pod: false,
+      source: null,
+      follow: false,
+    });
     assert.deepEqual(parseArgs(['pod', 'ls', '-C/tmp/x']), {
       dir: '/tmp/x',
       command: { kind: 'pod_ls' },
@@ -114,6 +123,14 @@ describe('cli: the command line', () => {
       [
         ['runs', 'logs', 'r', '--tail', '5001'],
         /^--tail takes a whole number from 0 to 5000, not 5001$/,
+      ],
+      [
+        ['runs', 'logs', 'r', '--node', 'one'],
+        /^--node takes a node's rank, a whole number from 0 to 249, not one$/,
+      ],
+      [
+        ['runs', 'logs', 'r', '--node', '1', '--pod'],
+        /^--node shows a node's job log: drop --pod$/,
       ],
       [['-C'], /^-C needs a directory$/],
       [['-C', 'a', '-C', 'b', 'runs', 'ls'], /^-C is given twice$/],

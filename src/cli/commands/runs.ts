@@ -7,6 +7,7 @@ import * as path from 'node:path';
 import { type RunpodClient } from '../../core/flow';
 import { streamPodLogs } from '../../core/flow/pods';
 import { POD_LOG_FILE, PodLogRedactor, JOB_LOG } from '../../core/flow/records';
+import { NODES_DIR } from '../../core/flow/trainCluster';
 import type { Command } from '../args';
 import { runsTable, type RunLine } from '../format';
 import { runsJson } from '../listings';
@@ -51,6 +52,8 @@ export async function runsLogs(
   const redactor = new PodLogRedactor((text) => client?.redact(text) ?? text);
   const tail = command.tail ?? 100;
   const last = <T>(items: T[]): T[] => (tail === 0 ? [] : items.slice(-tail));
+  if (command.node !== undefined)
+    return nodeLog(s, runId, command.node, (line) => redactor.redact(line), last);
   if (!command.pod) {
     const file = path.join(runDir, JOB_LOG);
     if (!fs.existsSync(file)) {
@@ -136,5 +139,41 @@ export async function runsLogs(
       `runs logs: pod ${podId} is gone (its kept log: ${path.join('runs', runId, POD_LOG_FILE)})`,
     );
   if (end === 'unsupported') s.io.stderr('runs logs: this Runpod API does not serve pod logs');
+  return EXIT_OK;
+}
+
+/** `runs logs RUN_ID --node R`: node R's job.log, kept under runs/RUN_ID/nodes/R/ at the run's end. */
+function nodeLog(
+  s: Session,
+  runId: string,
+  rank: number,
+  redact: (line: string) => string,
+  last: (lines: string[]) => string[],
+): number {
+  const cluster = s.store.loadRun(runId).cluster ?? null;
+  if (cluster === null) {
+    s.io.stderr(
+      `runs logs: run ${runId} ran on one pod, not a cluster: drop --node (--node applies to a target with nodes = 2 or more)`,
+    );
+    return EXIT_FAILED;
+  }
+  const ranks = cluster.nodes.map((n) => n.rank);
+  if (!ranks.includes(rank)) {
+    s.io.stderr(
+      `runs logs: run ${runId}'s cluster has no node ${rank}: its nodes are ${ranks.length === 0 ? 'not recorded yet' : ranks.join(', ')}`,
+    );
+    return EXIT_FAILED;
+  }
+  const relative = path.join('runs', runId, NODES_DIR, String(rank), JOB_LOG);
+  const file = path.join(s.store.runDir(runId), NODES_DIR, String(rank), JOB_LOG);
+  if (!fs.existsSync(file)) {
+    s.io.stderr(
+      `runs logs: node ${rank}'s job log is not kept yet (${relative}): it comes home when the run ends`,
+    );
+    return EXIT_FAILED;
+  }
+  const lines = fs.readFileSync(file, 'utf8').split('\n');
+  if (lines[lines.length - 1] === '') lines.pop();
+  for (const line of last(lines)) s.io.stdout(redact(line));
   return EXIT_OK;
 }
