@@ -26,6 +26,10 @@ export interface StubBehaviour {
   stop?: number[];
   /** GETs wait for this before they answer (to look at the pod between steps). */
   gate?: Promise<void>;
+  /** The pod is a member of this cluster (its GET says so, pretty-printed over lines). */
+  cluster?: string;
+  /** Statuses of `DELETE /v2/clusters/{cluster}` (default 204). */
+  clusterDelete?: number[];
 }
 
 export interface ApiStub {
@@ -47,7 +51,7 @@ function problem(res: http.ServerResponse, status: number, title: string): void 
 
 export async function startApiStub(behaviour: StubBehaviour = {}): Promise<ApiStub> {
   const requests: StubRequest[] = [];
-  const counts = { get: 0, delete: 0, terminate: 0, stop: 0 };
+  const counts = { get: 0, delete: 0, terminate: 0, stop: 0, clusterDelete: 0 };
   let gone = false;
   const server = http.createServer((req, res) => {
     const chunks: Buffer[] = [];
@@ -62,6 +66,14 @@ export async function startApiStub(behaviour: StubBehaviour = {}): Promise<ApiSt
         body,
         atMs: Date.now(),
       });
+      if (req.method === 'DELETE' && path === `/v2/clusters/${behaviour.cluster ?? '-'}`) {
+        const status = next(behaviour.clusterDelete, counts.clusterDelete++, 204);
+        if (status < 300) gone = true;
+        if (status !== 204) return problem(res, status, `status ${status}`);
+        res.writeHead(204);
+        res.end();
+        return;
+      }
       const pod = /^\/v2\/pods\/([A-Za-z0-9_-]+)(\/action)?$/.exec(path);
       if (!pod) return problem(res, 404, 'no such route');
       const [, id, action] = pod;
@@ -71,7 +83,12 @@ export async function startApiStub(behaviour: StubBehaviour = {}): Promise<ApiSt
           const status = gone ? 404 : next(behaviour.get, counts.get++, 200);
           if (status !== 200) return problem(res, status, `status ${status}`);
           res.writeHead(200, { 'content-type': 'application/json' });
-          res.end(JSON.stringify({ id, status: 'RUNNING' }));
+          const member = behaviour.cluster
+            ? { cluster: { rank: 1, id: behaviour.cluster, ip: '10.65.0.3' } }
+            : {};
+          res.end(
+            JSON.stringify({ id, status: 'RUNNING', ...member }, null, behaviour.cluster ? 2 : 0),
+          );
           return;
         }
         if (req.method === 'DELETE' && action === undefined) {

@@ -333,7 +333,10 @@ export class Run {
     for (const r of this.stub.requests) {
       assert.equal(r.headers.authorization, `Bearer ${this.key}`, this.describe());
       assert.equal(r.headers['user-agent'], `overbrainer-watchdog/${VERSION}`, this.describe());
-      assert.ok(r.path.startsWith(`/v2/pods/${this.podId}`), r.path);
+      assert.ok(
+        r.path.startsWith(`/v2/pods/${this.podId}`) || r.path.startsWith('/v2/clusters/'),
+        r.path,
+      );
     }
     for (const text of [this.out, this.err, this.log(), this.verdict() ?? '']) {
       assert.ok(!text.includes(this.key), `the key leaked\n${this.describe()}`);

@@ -276,6 +276,62 @@ const SCENARIOS: Scenario[] = [
       ),
   },
   {
+    title:
+      "a cluster member: its delete is its whole cluster's (allowed: once; refused: said once, tried each tick)",
+    run: (shell) =>
+      withRuns(
+        shell,
+        [
+          {
+            job: 'live',
+            stub: { cluster: 'clu_1' },
+            files: { '.pod/cost_cap_at': `${nowS() - 1}\n` },
+          },
+          {
+            job: 'live',
+            stub: { cluster: 'clu_2', clusterDelete: [403] },
+            files: { '.pod/cost_cap_at': `${nowS() - 1}\n` },
+          },
+        ],
+        async ([allowed, refused]) => {
+          assert.equal(await allowed!.waitExit(), 0);
+          assert.deepEqual(
+            allowed!.stub.requests.map((r) => `${r.method} ${r.path}`),
+            [`GET /v2/pods/${allowed!.podId}`, 'DELETE /v2/clusters/clu_1'],
+            allowed!.describe(),
+          );
+          assert.ok(
+            allowed!
+              .messages()
+              .includes('member of cluster clu_1: its delete is DELETE /clusters/clu_1'),
+          );
+          // Refused: no pod call (Runpod refuses them on a member), the cluster delete each tick.
+          await refused!.waitFor(/DELETE \/clusters\/clu_2 403[\s\S]*DELETE \/clusters\/clu_2 403/);
+          assert.ok(
+            refused!.stub.requests
+              .slice(1)
+              .every((r) => `${r.method} ${r.path}` === 'DELETE /v2/clusters/clu_2'),
+            refused!.describe(),
+          );
+          assert.equal(
+            fs.readFileSync(path.join(refused!.runDir, '.pod/cluster_delete'), 'utf8'),
+            'refused http_403\n',
+          );
+          assert.equal(
+            refused!
+              .messages()
+              .filter((m) =>
+                m.startsWith("this member's key may not delete its cluster (http_403)"),
+              ).length,
+            1,
+          );
+          refused!.term();
+          await refused!.waitExit();
+          await refused!.waitLogged();
+        },
+      ),
+  },
+  {
     title: 'abandoned: the retrieve grace after the job ended (exit code, cancelled, group gone)',
     run: (shell) =>
       withRuns(
