@@ -43,39 +43,38 @@ export async function openSshTerminal(ctx: UiContext, arg: unknown): Promise<voi
   try {
     const name = `Overbrainer ${run.id}`;
     const timeoutMs = session.workspace.timing.connectTimeoutMs;
-    const onHost = hostShell(session.workspace, run.id, session.configOrNull());
-    if (onHost !== null) {
+    // The system ssh with its arguments, or a pseudo-terminal over Overbrainer's own client.
+    const open = (shell: { sshArgs: string[] } | { pty: vscode.Pseudoterminal }): void => {
       const terminal =
-        onHost.client === 'openssh'
+        'sshArgs' in shell
           ? ctx.window.createTerminal({
               name,
               cwd: folder.uri,
               shellPath: 'ssh',
-              shellArgs: hostSshArgs(onHost),
+              shellArgs: shell.sshArgs,
             })
-          : ctx.window.createTerminal({
-              name,
+          : ctx.window.createTerminal({ name, pty: shell.pty });
+      terminal.show();
+    };
+    const onHost = hostShell(session.workspace, run.id, session.configOrNull());
+    if (onHost !== null) {
+      open(
+        onHost.client === 'openssh'
+          ? { sshArgs: hostSshArgs(onHost) }
+          : {
               pty: shellTerminal(hostShellWhere(onHost), (o) =>
                 openHostShell(onHost, { ...o, connectTimeoutMs: timeoutMs }),
               ),
-            });
-      terminal.show();
+            },
+      );
       return;
     }
     const { access, client } = podShell(session.workspace, run.id, session.configOrNull());
-    const terminal =
+    open(
       client === 'openssh'
-        ? ctx.window.createTerminal({
-            name,
-            cwd: folder.uri,
-            shellPath: 'ssh',
-            shellArgs: opensshArgs(access),
-          })
-        : ctx.window.createTerminal({
-            name,
-            pty: builtinTerminal(access, timeoutMs),
-          });
-    terminal.show();
+        ? { sshArgs: opensshArgs(access) }
+        : { pty: builtinTerminal(access, timeoutMs) },
+    );
   } catch (error) {
     await ctx.showError('Cannot open a terminal', error);
   } finally {
