@@ -2,7 +2,7 @@ import * as assert from 'node:assert/strict';
 import * as fs from 'node:fs';
 import * as path from 'node:path';
 import { eventually, runPage, UI_TIMEOUT_MS } from './harness';
-import { confirmTrain, tinyToml, useWindow } from './window';
+import { confirmTrain, pickFromCommand, tinyToml, useWindow } from './window';
 
 /**
  * The pod's log in the real VS Code against the Runpod emulator: a pod whose sshd never answers
@@ -58,13 +58,13 @@ describe('Pod logs in the real VS Code (run view while booting, Show Logs)', fun
     await page.locator('#boot').waitFor({ state: 'hidden' });
 
     // Show Logs from the palette: the run (its only log is the pod's) opens as a document.
-    await workbench.runCommand('Overbrainer: Show Logs');
-    const input = workbench.page.locator('.quick-input-widget .quick-input-box input');
-    await input.waitFor({ state: 'visible' });
-    const row = workbench.page
-      .locator('.quick-input-widget .monaco-list-row')
-      .filter({ hasText: runId });
-    await row.first().click();
+    // (The pick can close with the palette's animation on a loaded machine: run again if so.)
+    await pickFromCommand(
+      workbench,
+      'Overbrainer: Show Logs',
+      'Logs to show: a run, or the extension output',
+      runId,
+    );
     const tab = workbench.page.locator('.tabs-container .tab', { hasText: 'pod.log' });
     await tab.waitFor({ state: 'visible' });
     const editor = workbench.page.locator('.editor-instance .view-lines').first();

@@ -78,6 +78,8 @@ export abstract class EmulatorBase {
   /** Pods a fault keeps out of the next N pod lists (see `unlistedFor`). */
   protected readonly unlisted = new Map<string, number>();
   protected readonly launches = new Set<Promise<void>>();
+  /** Pods a DELETE was answered for whose processes and files are still going (close() waits). */
+  protected readonly teardowns = new Set<Promise<void>>();
   protected readonly sockets = new Set<Socket>();
   protected readonly closing = new AbortController();
   protected port = 0;

@@ -259,6 +259,7 @@ class EmulatorServer extends HttpLayer {
     );
     // A container still being spawned is killed by its launch as soon as it exists.
     await Promise.allSettled([...this.launches]);
+    await Promise.allSettled([...this.teardowns]);
     for (const cluster of this.clustersById.values()) {
       cluster.deleting = true;
       (await cluster.net.catch(() => undefined))?.close();

@@ -255,6 +255,27 @@ export abstract class Pods extends PodContainers {
 
   protected async deletePod(pod: PodState, by: DeletedBy): Promise<void> {
     if (pod.deleted) return;
+    this.endBilling(pod, by);
+    await this.tearDown(pod, by);
+  }
+
+  /**
+   * A DELETE's part before its answer: billing and the pod's key end, the pod reads TERMINATED.
+   * Its processes and files go after the answer (tracked: close() waits for them), so the answer
+   * does not wait on killing processes and removing hundreds of MiB, and a client that counts a
+   * pod's cost to that answer is not charged for the teardown. Once nothing of the pod is left it
+   * answers 404.
+   */
+  protected deletePodAnswering(pod: PodState, by: DeletedBy): void {
+    if (pod.deleted) return;
+    this.endBilling(pod, by);
+    const teardown: Promise<void> = this.tearDown(pod, by)
+      .catch((error: unknown) => this.podLogLine(pod, `teardown failed: ${String(error)}`))
+      .finally(() => this.teardowns.delete(teardown));
+    this.teardowns.add(teardown);
+  }
+
+  private endBilling(pod: PodState, by: DeletedBy): void {
     pod.deleted = true;
     // Billing and the pod's key end now. While its processes are being killed the pod reads as
     // TERMINATED (and is out of the list); once none is left it answers 404, so a client that
@@ -263,6 +284,9 @@ export abstract class Pods extends PodContainers {
     this.ledgerBook.close(pod.id, by);
     pod.status = 'TERMINATED';
     pod.published = false;
+  }
+
+  private async tearDown(pod: PodState, by: DeletedBy): Promise<void> {
     await this.stopContainer(pod);
     this.podsById.delete(pod.id);
     this.releaseStock(pod);

@@ -235,8 +235,8 @@ describe('Runpod emulator: real pods', function () {
       401,
       'the key died with its pod',
     );
-    // The pod reads 404 once its processes are gone; its DELETE is answered after its files are
-    // removed too (a loaded machine once showed the log entry still unanswered): waited for.
+    // The pod's own DELETE: its answer (after billing ended) raced the pod's processes being
+    // killed, the curl that sent it among them: its log entry is waited for.
     const deletes = await waitFor('the pod key’s DELETE answered', async () => {
       const list = emulator
         .requests()
@@ -263,9 +263,16 @@ describe('Runpod emulator: real pods', function () {
     const r = await api.delete(`/pods/${pod.id}`);
     assert.equal(r.status, 204);
     assert.equal(r.body, undefined);
-    assertPodGone(snapshot); // at the moment the 204 arrives
+    // Billing ended with the answer; the pod reads TERMINATED while its processes go, then 404
+    // once none is left.
+    assert.equal(emulator.ledger().pods.find((p) => p.id === pod.id)?.billing, false);
+    await waitFor('the 404 of the deleted pod', async () => {
+      const got = await api.get<Problem & PodBody>(`/pods/${pod.id}`);
+      if (got.status === 200) assert.equal(got.body.status, 'TERMINATED');
+      return got.status === 404 ? true : undefined;
+    });
+    assertPodGone(snapshot);
     await sessionClosed;
-    assert.equal((await api.get(`/pods/${pod.id}`)).status, 404);
     assert.equal(
       (await api.delete(`/pods/${pod.id}`)).status,
       404,
