@@ -284,12 +284,13 @@ export abstract class Pods extends PodContainers {
     this.ledgerBook.close(pod.id, by);
     pod.status = 'TERMINATED';
     pod.published = false;
+    // Its GPUs are free for the next create as soon as the delete is answered.
+    this.releaseStock(pod);
   }
 
   private async tearDown(pod: PodState, by: DeletedBy): Promise<void> {
     await this.stopContainer(pod);
     this.podsById.delete(pod.id);
-    this.releaseStock(pod);
     this.podLogLine(pod, `deleted by ${by}`);
     // Not rmSync: a pod's files can be hundreds of MiB, and every lab of this process waits.
     await rm(pod.dirs.root, { recursive: true, force: true });
