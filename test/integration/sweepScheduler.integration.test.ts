@@ -199,4 +199,51 @@ describe('sweep scheduler: the budget, the objective and pruning, on the real Op
     );
     assert.ok(result.record.trials.some((t) => t.state === 'complete'));
   });
+
+  it('a trial the pruner stops after its job ended is complete with its value (its run succeeded); one it stops is pruned', async () => {
+    // Trials 0-4 (the median pruner's startup trials) write 1.0, 0.9, 0.8; trials 5 and 6 are far
+    // behind (5 at each step). Trial 5's job had ended when its prune came (the cancel found nothing
+    // to stop, the run succeeded); trial 6's prune stopped its job (the run was cancelled).
+    const pruned: string[] = [];
+    const runner: TrialRunner = {
+      run(trial, onRun) {
+        const runId = `run${trial.number}`;
+        onRun(runId);
+        for (let step = 1; step <= 3; step++) {
+          const evalLoss = trial.number >= 5 ? 5 : 1.1 - step / 10;
+          bus.publish({ type: 'metric', runId, metric: { time: step, step, evalLoss } });
+        }
+        return Promise.resolve({
+          state: trial.number === 6 ? 'cancelled' : 'succeeded',
+          message: null,
+        });
+      },
+      resume: () => Promise.reject(new Error('nothing to resume')),
+      prune(runId) {
+        pruned.push(runId);
+        return Promise.resolve();
+      },
+      findRun: () => null,
+      costUsd: () => 0.01,
+    };
+    const result = await runSweep(
+      { store, bus, clock: systemClock, owner: 'test' },
+      config({
+        trials: 7,
+        parallel: 1,
+        budgetUsd: 100,
+        pruner: 'median',
+        metric: 'eval_loss',
+        direction: 'minimize',
+      }),
+      runner,
+      { trialWorstUsd: WORST, study: { python: PYTHON } },
+    );
+    assert.deepEqual(pruned, ['run5', 'run6'], said.join('\n'));
+    assert.deepEqual(
+      result.record.trials.map((t) => t.state),
+      ['complete', 'complete', 'complete', 'complete', 'complete', 'complete', 'pruned'],
+    );
+    assert.equal(result.record.trials[5]?.objective, 5);
+  });
 });

@@ -346,7 +346,8 @@ class Scheduler {
     const value = (await this.finalValue(trial.run_id)) ?? live.final();
     let end: TrialEnd;
     let message = outcome.message;
-    if (pruned) end = 'pruned';
+    // A prune that came after the job's end stopped nothing: the trial ran to its end.
+    if (pruned && outcome.state !== 'succeeded') end = 'pruned';
     else if (outcome.state === 'succeeded' && value !== null) end = 'complete';
     else {
       end = 'fail';
