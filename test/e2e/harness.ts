@@ -507,8 +507,13 @@ export class Workbench {
         console.log(`      (${String(text)}: in the notification center, no toast)`);
       if (seen) return seen;
       if (Date.now() >= deadline) {
+        const shown = await this.page
+          .evaluate<string>(
+            `JSON.stringify([...document.querySelectorAll('.notification-list-item')].map((d) => (d.textContent ?? '').slice(0, 160)))`,
+          )
+          .catch((error: unknown) => String(error));
         throw new Error(
-          `no notification ${String(text)} in ${timeoutMs} ms, as a toast or in the notification center`,
+          `no notification ${String(text)} in ${timeoutMs} ms, as a toast or in the notification center; shown: ${shown}`,
         );
       }
       // While the center is open, new notifications go there instead of toasts: open it once.

@@ -314,7 +314,11 @@ describe('User journeys in the real VS Code against the Runpod emulator', functi
       'Run to stop with a snapshot',
       id,
     );
-    await workbench.waitForNotification(new RegExp(`Run ${id} saves a snapshot`));
+    // The ask's progress at once; its answer once the pod was reached over SSH, bounded as the
+    // stop itself (a loaded CI once showed no answer in 45 s; its cause unseen: a failure now
+    // lists the notifications shown).
+    await workbench.waitForNotification(new RegExp(`stopping ${id} with a snapshot`));
+    await workbench.waitForNotification(new RegExp(`Run ${id} saves a snapshot`), 120_000);
     await closeCenter();
     // The end, with Resume Run, as a toast: one the user sees, not only in the notification
     // center (VS Code drops a toast that comes within 800 ms after three others).
