@@ -9,7 +9,7 @@
  */
 import assert from 'node:assert/strict';
 import { randomBytes } from 'node:crypto';
-import { existsSync, statSync, writeFileSync } from 'node:fs';
+import { existsSync, readFileSync, statSync, writeFileSync } from 'node:fs';
 import * as path from 'node:path';
 import { attach, FlowError, train, type FlowResult } from '../../src/core/flow';
 import { gatedCommand, openGate } from '../helpers/gatedJob';
@@ -51,6 +51,33 @@ async function relayedLab(options: LabOptions, fake: Sshd | null = null): Promis
       await fake?.stop();
     },
   };
+}
+
+/**
+ * The processes of a pod (state, kernel wait channel, command line) and the size of `file` in
+ * the run's directory there: what a stalled transfer was waiting on, for a failure's message.
+ */
+function podDiagnosis(lab: Lab, runId: string | null, file: string): string {
+  const lines: string[] = [];
+  for (const pod of lab.emulator.pods()) {
+    const proc = (pid: number, name: string): string => {
+      try {
+        return readFileSync(`/proc/${pid}/${name}`, 'utf8');
+      } catch {
+        return '?';
+      }
+    };
+    const onDisk = path.join(pod.dirs.workspace, 'overbrainer', runId ?? '-', file);
+    lines.push(
+      `pod ${pod.id}: ${file} ${existsSync(onDisk) ? statSync(onDisk).size : 'absent'} bytes`,
+    );
+    for (const pid of pod.processes) {
+      const state = proc(pid, 'stat').split(') ')[1]?.slice(0, 1) ?? '?';
+      const cmd = proc(pid, 'cmdline').replaceAll('\0', ' ').slice(0, 160);
+      lines.push(`  ${pid} ${state} ${proc(pid, 'wchan')} ${cmd}`);
+    }
+  }
+  return lines.join('\n');
 }
 
 const CASE_BOUND_MS = 100_000;
@@ -237,7 +264,8 @@ describe('reliability: SSH faults', function () {
       }, 5);
       try {
         const o = await trainBounded(r.lab, run);
-        assert.equal(o.error, null, `${String(o.error)}\n${r.lab.transcript()}`);
+        const why = o.error === null ? '' : podDiagnosis(r.lab, run.id, 'data/big.bin');
+        assert.equal(o.error, null, `${String(o.error)}\n${why}\n${r.lab.transcript()}`);
       } finally {
         clearInterval(timer);
       }

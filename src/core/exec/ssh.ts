@@ -63,6 +63,8 @@ const DEFAULT_MAX_CHANNELS = 6;
 const UPLOAD_ATTEMPTS = 3;
 /** The wait before an upload is sent again (the connection is made again first). */
 const UPLOAD_RETRY_DELAY_MS = 1_000;
+/** A command that waited this long for one of the channels is said in the diagnostics. */
+const SLOW_SLOT_MS = 10_000;
 
 export class SshExecutor extends CommandRunner implements Executor, TransferLink {
   readonly kind = 'ssh' as const;
@@ -182,7 +184,12 @@ export class SshExecutor extends CommandRunner implements Executor, TransferLink
    */
   async run(command: string, options: RunOptions): Promise<ExecResult> {
     throwIfAborted(options.signal, options.what);
+    const askedMs = this.options.clock.nowMs();
     const release = await this.slots.acquire(options.signal);
+    const waitedMs = this.options.clock.nowMs() - askedMs;
+    if (waitedMs >= SLOW_SLOT_MS) {
+      this.log(`${options.what} waited ${Math.round(waitedMs / 1000)} s for a free channel`);
+    }
     try {
       const conn = await this.connection(options.signal);
       throwIfAborted(options.signal, options.what);

@@ -235,6 +235,7 @@ async function reach(
             clock: ctx.clock,
             timing: ctx.timing,
             signal,
+            onLog: (line) => log(ctx, 'debug', line),
           });
           record.ssh = endpoint;
           ctx.store.savePod(record);

@@ -146,6 +146,7 @@ export async function reconnect(
       clock: ctx.clock,
       timing: ctx.timing,
       signal,
+      onLog: (line) => log(ctx, 'debug', line),
     });
   let executor: SshExecutor;
   try {
