@@ -9,7 +9,9 @@
 # installing what that tier needs (e2e also builds first, since it runs the bundles).
 #
 # What gets installed, only when missing:
-#   - npm packages: `npm ci` when node_modules is absent or differs from package-lock.json;
+#   - npm packages: when node_modules is absent or differs from package-lock.json, a copy of the
+#     node_modules kept per machine for that lockfile (~/.cache/overbrainer-test/node_modules-<fp>/),
+#     else `npm ci`, whose result is kept there (scripts/lib/npmDeps.sh);
 #   - Debian packages (apt-get update once, then install -y; each waits up to 10 minutes for the
 #     package manager's lock another install holds: scripts/lib/apt.sh), per tier: unit needs
 #     busybox, dash, python3, openssh-client; integration adds openssh-server, curl, iproute2
@@ -69,32 +71,9 @@ trap on_exit EXIT
 # shellcheck source=scripts/lib/apt.sh
 source "$ROOT/scripts/lib/apt.sh"
 
-# True when node_modules holds exactly what package-lock.json pins (npm's hidden lockfile is
-# written by every install, so comparing the two finds a stale or partial install).
-npm_deps_current() {
-  [ -f node_modules/.package-lock.json ] || return 1
-  node -e '
-    const fs = require("fs");
-    const want = JSON.parse(fs.readFileSync("package-lock.json", "utf8")).packages;
-    const have = JSON.parse(fs.readFileSync("node_modules/.package-lock.json", "utf8")).packages;
-    for (const [name, entry] of Object.entries(want)) {
-      if (name === "" || entry.optional || entry.extraneous) continue;
-      if (!have[name] || have[name].version !== entry.version) process.exit(1);
-    }
-  '
-}
-
-# --prefer-offline: what npm's cache holds is taken as it is (a package-lock.json pins every
-# tarball by its hash), so a warm machine does not ask the registry again for the 440 package
-# documents and tarballs of the tree (on 2026-12-07, two fresh clones one after the other: 84 s
-# and 78 s against 99 s and 95 s without it, 45 CPU-s against 53); what the cache lacks is
-# fetched as before.
-ensure_npm_deps() {
-  if ! npm_deps_current; then
-    echo "node_modules is missing or differs from package-lock.json: npm ci"
-    npm ci --no-audit --no-fund --prefer-offline
-  fi
-}
+# ensure_npm_deps: npm ci, or on a warm machine a copy of the node_modules kept for this lockfile.
+# shellcheck source=scripts/lib/npmDeps.sh
+source "$ROOT/scripts/lib/npmDeps.sh"
 
 # The unit tier runs the pod scripts and the job launcher under dash and busybox sh, busybox tar,
 # ssh-keygen and the Python trainer plugins: a fresh machine has none of them for sure.
