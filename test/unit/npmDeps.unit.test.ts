@@ -14,6 +14,7 @@ import {
   existsSync,
   mkdirSync,
   mkdtempSync,
+  readdirSync,
   readFileSync,
   rmSync,
   writeFileSync,
@@ -127,9 +128,9 @@ describe('scripts/lib/npmDeps.sh: a warm machine copies node_modules instead of 
     const first = clone('first', '1.0.0');
     ensure(first);
     const cacheRoot = path.join(dir, 'cache');
-    const kept = spawnSync('bash', ['-c', `ls -d ${cacheRoot}/node_modules-*/node_modules`], {
-      encoding: 'utf8',
-    }).stdout.trim();
+    const keptDirs = readdirSync(cacheRoot).filter((name) => /^node_modules-[0-9a-f]+$/.test(name));
+    assert.equal(keptDirs.length, 1, `one node_modules kept in ${cacheRoot}`);
+    const kept = path.join(cacheRoot, keptDirs[0]!, 'node_modules');
     // A kept copy gone stale (its hidden lockfile naming another version).
     writeFileSync(path.join(kept, '.package-lock.json'), lockfile('0.9.0'));
 
