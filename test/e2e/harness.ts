@@ -24,7 +24,7 @@ import {
 import { tmpdir } from 'node:os';
 import * as path from 'node:path';
 import { chromium, type Browser, type Locator, type Page } from 'playwright-core';
-import { codeServerArgs, codeServerEnv } from './codeServerProcess';
+import { BUILTINS_OFF, codeServerArgs, codeServerEnv } from './codeServerProcess';
 import { logFiles } from './extensionLogs';
 
 export { codeServerArgs, codeServerEnv } from './codeServerProcess';
@@ -241,7 +241,10 @@ export class CodeServer {
       // Own process group: close() kills code-server and every child it spawned at once.
       detached: true,
       stdio: ['ignore', 'pipe', 'pipe'],
-      env: codeServerEnv(temp.dir, options.env),
+      env: codeServerEnv(temp.dir, {
+        VSCODE_SKIP_BUILTIN_EXTENSIONS: BUILTINS_OFF.join(','),
+        ...options.env,
+      }),
     });
     const output = { text: '' };
     const exited = new Promise<void>((resolve) => child.once('exit', () => resolve()));
