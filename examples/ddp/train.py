@@ -39,6 +39,9 @@ def parse_args():
     parser.add_argument("--global-batch", type=int, default=64)
     parser.add_argument("--lr", type=float, default=0.05)
     parser.add_argument("--save-every", type=int, default=0)
+    parser.add_argument(
+        "--step-seconds", type=float, default=0.0, help="sleep this long each step (tests: a run long enough to kill)"
+    )
     parser.add_argument("--out", default="output")
     parser.add_argument("--resume-from", default=os.environ.get("OVERBRAINER_RESUME_FROM") or None)
     parser.add_argument("--metrics", default=os.environ.get("OVERBRAINER_METRICS") or None)
@@ -120,6 +123,8 @@ def main():
         mean = loss.detach().clone()
         dist.all_reduce(mean)
         loss_value = mean.item() / world
+        if args.step_seconds > 0:
+            time.sleep(args.step_seconds)
         if rank == 0:
             write_metrics(
                 args.metrics,

@@ -208,6 +208,28 @@ export abstract class Clusters extends Pods {
     if (cluster.deleting) return;
     cluster.deleting = true;
     await Promise.all(this.members(cluster).map((pod) => this.deletePod(pod, by)));
+    await this.tearDownCluster(cluster);
+  }
+
+  /**
+   * `DELETE /clusters/{id}`'s part before its answer, as the pod delete's: every member's billing
+   * ends and the cluster is gone (404) now; the members' processes and files, then the network,
+   * go after the answer (tracked: close() waits for them), so a client that counts the members'
+   * cost to that answer is not charged for the teardown.
+   */
+  protected deleteClusterAnswering(cluster: ClusterState, by: DeletedBy): void {
+    if (cluster.deleting) return;
+    cluster.deleting = true;
+    const members = this.members(cluster).map((pod) => this.deletePodAnswering(pod, by));
+    this.clustersById.delete(cluster.id);
+    const teardown: Promise<void> = Promise.all(members)
+      .then(() => this.tearDownCluster(cluster))
+      .catch(() => undefined)
+      .finally(() => this.teardowns.delete(teardown));
+    this.teardowns.add(teardown);
+  }
+
+  private async tearDownCluster(cluster: ClusterState): Promise<void> {
     const net = await cluster.net.catch(() => undefined);
     if (net) {
       net.close();

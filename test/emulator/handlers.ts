@@ -72,7 +72,7 @@ export abstract class Handlers extends Clusters {
         if (operationId === 'updateCluster') cluster.name = (body as { name: string }).name;
         if (operationId !== 'deleteCluster')
           return { status: 200, body: this.clusterJson(cluster) };
-        await this.deleteCluster(cluster, deletedBy);
+        this.deleteClusterAnswering(cluster, deletedBy);
         return { status: 204 };
       }
       case 'listClusterBilling':

@@ -266,13 +266,14 @@ export abstract class Pods extends PodContainers {
    * pod's cost to that answer is not charged for the teardown. Once nothing of the pod is left it
    * answers 404.
    */
-  protected deletePodAnswering(pod: PodState, by: DeletedBy): void {
-    if (pod.deleted) return;
+  protected deletePodAnswering(pod: PodState, by: DeletedBy): Promise<void> {
+    if (pod.deleted) return Promise.resolve();
     this.endBilling(pod, by);
     const teardown: Promise<void> = this.tearDown(pod, by)
       .catch((error: unknown) => this.podLogLine(pod, `teardown failed: ${String(error)}`))
       .finally(() => this.teardowns.delete(teardown));
     this.teardowns.add(teardown);
+    return teardown;
   }
 
   private endBilling(pod: PodState, by: DeletedBy): void {

@@ -200,17 +200,62 @@ describe('train on a 2-node cluster, launched by torchrun', function () {
     assertClusterDeleted(l, run.runId());
   });
 
-  it('a node killed mid-run fails the run naming it; the whole cluster deleted, nothing billing', async () => {
+  it('a node killed mid-run with max_recoveries = 0 fails the run naming it; the whole cluster deleted, nothing billing', async () => {
     const { lab: l, config } = await labWith();
-    const run = trainOn(l, longer(config));
+    const long = longer(config);
+    const target = long.targets.cluster;
+    assert.ok(target?.kind === 'runpod');
+    const run = trainOn(l, { ...long, targets: { cluster: { ...target, maxRecoveries: 0 } } });
     const members = await trainingStarted(l, run.runId);
     await l.emulator.faults.podDies(members[1]!);
     const result = await run.training;
     assert.equal(result.run.state, 'failed', result.summary);
     assert.match(result.run.message ?? '', /^node 1 failed the run: its pod \S+ is /);
+    assert.match(result.run.message ?? '', /not recovered: max_recoveries = 0/);
     const record = recordOf(l, run.runId());
     assert.equal(record.cluster?.nodes[1]?.state, 'failed');
     assert.notEqual(record.cluster?.deletedAt, null);
+    assertClusterDeleted(l, run.runId());
+  });
+
+  it("a member's watchdog refused its cluster delete while the client follows: run.json records it and a warning says what still ends the cluster", async () => {
+    const { lab: l, config } = await labWith();
+    await l.emulator.faults.memberKeyDeletesCluster(false);
+    const warnings: string[] = [];
+    l.deps.bus.on((event) => {
+      if (event.type === 'warning' && event.code === 'cluster_delete_refused') {
+        warnings.push(event.message);
+      }
+    });
+    const abort = new AbortController();
+    const run = trainOn(l, longer(config), abort.signal);
+    const members = await trainingStarted(l, run.runId);
+    // Node 1's watchdog reaches its cost cap (moved to a passed time): it tries the cluster
+    // delete with its own key, Runpod refuses it, and it writes .pod/cluster_delete.
+    const dir = path.join(
+      l.emulator.pod(members[1]!)!.dirs.workspace,
+      'overbrainer',
+      run.runId(),
+      '.pod',
+    );
+    fs.writeFileSync(path.join(dir, 'cost_cap_at.test'), '1\n');
+    fs.renameSync(path.join(dir, 'cost_cap_at.test'), path.join(dir, 'cost_cap_at'));
+    const said = await waitFor(
+      'the refusal said',
+      () => (warnings.length > 0 ? warnings[0] : undefined),
+      120_000,
+      100,
+    );
+    assert.match(
+      said,
+      /node 1's watchdog tried to delete cluster \S+ with its own key and Runpod refused it \(refused http_403\)/,
+    );
+    assert.match(said, /overbrainer pod rm \S+/);
+    assert.equal(recordOf(l, run.runId()).cluster?.memberDeleteRefused, 'node 1: refused http_403');
+    abort.abort();
+    const result = await run.training;
+    assert.equal(result.run.state, 'cancelled', result.summary);
+    assert.equal(warnings.length, 1, 'said once');
     assertClusterDeleted(l, run.runId());
   });
 

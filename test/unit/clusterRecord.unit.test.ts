@@ -17,6 +17,7 @@ import { decodeRunRecord, encodeRunRecord, type RunRecord } from '../../src/core
 import { presentRunChild } from '../../src/ui/runs/runChildView';
 import { readRunChildren } from '../../src/ui/runs/runChildren';
 import { readRuns } from '../../src/ui/runs/runsSource';
+import { clusterPodSummary } from '../../src/ui/runs/clusterSummary';
 
 const CLUSTER: RunCluster = {
   id: 'clu-1',
@@ -208,6 +209,85 @@ describe('the spend of a run on a cluster', () => {
       all.reduce((sum, s) => sum + (s.estimatedUsd ?? 0), 0),
       1.6,
     );
+  });
+
+  it('a cluster replaced after a node died: run.json keeps it in earlier_clusters, and the spend counts its members too', () => {
+    const dead: RunCluster = {
+      ...CLUSTER,
+      id: 'clu-0',
+      createdAt: '2026-12-02T09:00:00.250Z',
+      deletedAt: '2026-12-02T09:30:00.250Z',
+    };
+    const record: RunRecord = {
+      id: 'ddp-x',
+      target: 'cluster',
+      created: '2026-12-02T09:00:00Z',
+      remoteDir: '/workspace/overbrainer/ddp-x',
+      job: null,
+      state: 'running',
+      message: null,
+      earlierClusters: [dead],
+      cluster: null,
+    };
+    const back = decodeRunRecord(encodeRunRecord(record), 'run.json');
+    assert.deepEqual(back.earlierClusters, [dead]);
+    assert.match(encodeRunRecord(record), /"earlier_clusters"/);
+    // Between the two clusters (the new one not created yet), and once it is: every member.
+    const nowMs = Date.parse('2026-12-02T10:30:00Z');
+    const store = (r: RunRecord) => ({ list: () => ({ runs: [r] }), loadPod: () => null });
+    const between = podSpends(store(record), nowMs);
+    assert.deepEqual(
+      between.map((p) => [p.podId, p.estimatedUsd]),
+      [
+        ['pod-a', 0.4],
+        ['pod-b', 0.4],
+      ],
+    );
+    const both = podSpends(
+      store({ ...record, cluster: { ...CLUSTER, createdAt: '2026-12-02T09:30:00Z' } }),
+      nowMs,
+    );
+    assert.equal(both.length, 4);
+    assert.equal(Math.round(both.reduce((s, p) => s + (p.estimatedUsd ?? 0), 0) * 1e4) / 1e4, 2.4);
+  });
+
+  it("a member's refused cluster delete is kept in run.json (member_delete_refused) and read back", () => {
+    const record: RunRecord = {
+      id: 'ddp-x',
+      target: 'cluster',
+      created: '2026-12-02T09:00:00Z',
+      remoteDir: '/workspace/overbrainer/ddp-x',
+      job: null,
+      state: 'running',
+      message: null,
+      cluster: { ...CLUSTER, memberDeleteRefused: 'node 1: refused http_403' },
+    };
+    const text = encodeRunRecord(record);
+    assert.match(text, /"member_delete_refused": "node 1: refused http_403"/);
+    assert.equal(
+      decodeRunRecord(text, 'run.json').cluster?.memberDeleteRefused,
+      'node 1: refused http_403',
+    );
+    // None seen: the field is not written.
+    assert.doesNotMatch(encodeRunRecord({ ...record, cluster: CLUSTER }), /member_delete_refused/);
+  });
+
+  it('the run page and the Runs tree: the cluster stands for its pod, at N × the member rate', () => {
+    const live = clusterPodSummary({ ...CLUSTER, createdAt: '2026-12-02T10:00:00.500Z' });
+    assert.equal(live.podId, 'clu-1');
+    assert.equal(live.state, 'running');
+    assert.equal(live.costPerHourUsd, 1.6, '2 nodes × $0.80/h');
+    assert.equal(live.gpuType, '2 nodes × 2 × NVIDIA A40');
+    assert.equal(live.createdUnixS, Date.parse('2026-12-02T10:00:00Z') / 1000);
+    assert.equal(live.deadlineUnixS, 1_800_000_000);
+    assert.equal(live.estimatedSpendUsd, null);
+    const ended = clusterPodSummary({
+      ...CLUSTER,
+      createdAt: '2026-12-02T10:00:00Z',
+      deletedAt: '2026-12-02T10:30:00Z',
+    });
+    assert.equal(ended.state, 'deleted');
+    assert.equal(ended.estimatedSpendUsd, 0.8, 'half an hour of 2 nodes at $0.80/h');
   });
 
   it("the cluster's bill (GET /billing/clusters) in equal shares that sum to it; spend's row beside the estimate", () => {

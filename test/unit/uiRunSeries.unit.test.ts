@@ -234,6 +234,48 @@ describe('run webview series (model)', function () {
       assert.deepEqual(view.actions, ['stop', 'cancel', 'keep', 'remove']);
     });
 
+    it("a cluster run (no pod.json): rank 0's metrics drive the ETA, its spend is N × the member rate", function () {
+      const clock = new FakeClock();
+      const nowMs = clock.nowMs();
+      const series = new RunSeries('r');
+      series.add(log(1, { time: 0 }), nowMs);
+      series.add(log(26, { time: 3600 }), nowMs);
+      const node = (rank: number) => ({
+        rank,
+        podId: `pod-${rank}`,
+        ip: null,
+        state: 'running' as const,
+        deadlineUnixS: Math.floor(nowMs / 1000) + 5 * 3600,
+        costCapAtUnixS: null,
+        message: null,
+      });
+      const cluster = {
+        id: 'clu-1',
+        name: 'overbrainer-r-c1',
+        gpuTypeId: 'NVIDIA GeForce RTX 4090',
+        gpuCountPerPod: 1,
+        costPerHourUsd: 0.69,
+        createdAt: new Date(nowMs - 2 * 3600_000).toISOString(),
+        deletedAt: null,
+        nodes: [node(0), node(1)],
+        billedUsd: null,
+        billedCheckedAt: null,
+      };
+      const view = runStatusView(
+        run({ pod: null, cluster }),
+        series,
+        extras(clock, { podCreatedUnixS: Math.floor(nowMs / 1000) - 2 * 3600 }),
+      );
+      assert.equal(
+        view.summary,
+        'running · target pod · 2 nodes × NVIDIA GeForce RTX 4090 · cluster clu-1',
+      );
+      assert.equal(view.etaText, 'ETA 2h 57m');
+      assert.equal(view.deadlineText, '5h 00m until the deadline');
+      // 2 nodes × $0.69/h × 2 h so far; × (2 h + 2.96 h) at the ETA.
+      assert.equal(view.spendText, '$2.76 so far at $1.38/h · about $6.84 at the ETA');
+    });
+
     it('counts the ETA and the spend down as the clock moves', async function () {
       const clock = new FakeClock();
       const nowS = clock.nowMs() / 1000;

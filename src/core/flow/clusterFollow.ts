@@ -7,10 +7,11 @@
  */
 import { describeError } from '../errors';
 import { isDead } from '../runpod/api';
-import { log, type PodCtx } from '../pod/context';
+import { log, warn, type PodCtx } from '../pod/context';
 import type { ClusterHandle, ClusterMember } from '../pod/cluster';
 import { PodError } from '../pod/podError';
 import {
+  CLUSTER_DELETE_FILE,
   CLUSTER_FILE,
   COST_CAP_FILE,
   LEASE_FILE,
@@ -21,9 +22,15 @@ import {
 } from '../pod/podScripts';
 import type { RunRecord } from '../runs/runRecord';
 import { jobStatus } from '../train/job';
+import { MetricsFollower } from '../train/follow';
+import { watchCheckpoints } from '../pod/checkpointStream';
 
-/** Status looks in a row a node may miss before it counts as lost. */
-const MISSES_ALLOWED = 3;
+/**
+ * Status looks in a row a node may miss before it counts as lost. Each look waits at most
+ * `requestTimeoutMs` and they come every `statusPollMs`: a hung host is found within
+ * MISSES_ALLOWED × (requestTimeoutMs + statusPollMs), 96 s in production (the promise: 2 min).
+ */
+export const MISSES_ALLOWED = 3;
 
 function nodeOf(run: RunRecord, rank: number) {
   return run.cluster?.nodes.find((n) => n.rank === rank) ?? null;
@@ -137,29 +144,96 @@ export type ClusterEnd =
   | { kind: 'succeeded' }
   | { kind: 'limit'; cause: 'deadline' | 'cost_cap'; message: string }
   | { kind: 'failed'; message: string }
+  /**
+   * A node died under the job (its pod gone or dead, its host stopped answering, its job
+   * killed): the run may go on on a new cluster. `died` names it for the user.
+   */
+  | { kind: 'died'; rank: number; message: string; died: string }
   | { kind: 'cancelled'; message: string };
 
+export interface FollowClusterOptions {
+  /** Where rank 0's metrics file is followed from (a recovered run's starts with its curve). */
+  fromOffset?: number;
+  /** Most one checkpoint streamed home brings (GB): the target's `max_retrieve_gb`. */
+  maxRetrieveGb?: number;
+  signal?: AbortSignal;
+}
+
 /**
- * Follows the run until rank 0's job ends (succeeded when it exits 0), or a node fails it: its
- * job exits non-zero or is lost, its pod is gone or dead, or its host misses
- * {@link MISSES_ALLOWED} status looks in a row. Each tick renews every node's lease.
+ * Follows the run until rank 0's job ends (succeeded when it exits 0), or a node ends it: its
+ * pod is gone or dead, its host misses {@link MISSES_ALLOWED} status looks in a row, or its job
+ * was killed (a death: `died`), or its job exits non-zero (`failed`, once a second look found no
+ * node dead: a node's death makes torchrun fail on the others too). Each tick renews every
+ * node's lease. Meanwhile rank 0's metrics are published as they come (the chart, the ETA) and
+ * its checkpoints streamed home, verified, as for one pod.
  */
 export async function followCluster(
+  ctx: PodCtx,
+  run: RunRecord,
+  handle: ClusterHandle,
+  options: FollowClusterOptions = {},
+): Promise<ClusterEnd> {
+  const { signal } = options;
+  const stop = new AbortController();
+  const onAbort = (): void => stop.abort();
+  signal?.addEventListener('abort', onAbort, { once: true });
+  const rank0 = handle.members[0]!;
+  const follower = new MetricsFollower({
+    executor: rank0.executor,
+    runId: run.id,
+    runDir: run.remoteDir,
+    bus: ctx.bus,
+    clock: ctx.clock,
+    timing: ctx.timing,
+    fromOffset: options.fromOffset ?? 0,
+  });
+  // Both run until `stop` and never reject: the nodes' loop below decides the run's end.
+  void follower.outcome(stop.signal).catch(() => undefined);
+  void watchCheckpoints(ctx, rank0.executor, run, stop.signal, undefined, options.maxRetrieveGb);
+  try {
+    return await watchNodes(ctx, run, handle, signal);
+  } finally {
+    stop.abort();
+    signal?.removeEventListener('abort', onAbort);
+  }
+}
+
+async function watchNodes(
   ctx: PodCtx,
   run: RunRecord,
   handle: ClusterHandle,
   signal?: AbortSignal,
 ): Promise<ClusterEnd> {
   const misses = new Map<number, number>();
-  const failNode = (rank: number, why: string): ClusterEnd => {
+  let lastStep: number | null = null;
+  const steps = ctx.bus.on((event) => {
+    if (event.type === 'metric' && event.runId === run.id) lastStep = event.metric.step;
+  });
+  const markNode = (rank: number, why: string): void => {
     const node = nodeOf(run, rank);
     if (node) {
       node.state = 'failed';
       node.message = why;
     }
+  };
+  const failNode = (rank: number, why: string): ClusterEnd => {
+    markNode(rank, why);
     const message = `node ${rank} failed the run: ${why}; the whole cluster is deleted (Runpod cannot replace one node)`;
     log(ctx, 'error', message);
     return { kind: 'failed', message };
+  };
+  const nodeDied = (rank: number, why: string): ClusterEnd => {
+    markNode(rank, why);
+    const message = `node ${rank} failed the run: ${why}; the whole cluster is deleted (Runpod cannot replace one node)`;
+    const at = lastStep === null ? 'before its first step' : `at step ${lastStep}`;
+    const pod = handle.members.find((m) => m.rank === rank)?.pod.id ?? '?';
+    const died = `node ${rank} (pod ${pod}) of cluster ${handle.cluster.id} died ${at} (${why})`;
+    log(ctx, 'error', message);
+    return { kind: 'died', rank, message, died };
+  };
+  const cancelled: ClusterEnd = {
+    kind: 'cancelled',
+    message: 'cancelled: the whole cluster was deleted',
   };
   // The client holds the limits for the whole cluster too: a node's watchdog deletes it only
   // where Runpod lets a member's key delete its cluster.
@@ -169,66 +243,147 @@ export async function followCluster(
   };
   const deadlineS = earliest(run.cluster?.nodes.map((n) => n.deadlineUnixS) ?? []);
   const capS = earliest(run.cluster?.nodes.map((n) => n.costCapAtUnixS) ?? []);
-  for (;;) {
-    if (signal?.aborted)
-      return { kind: 'cancelled', message: 'cancelled: the whole cluster was deleted' };
-    const nowS = ctx.clock.nowMs() / 1000;
-    if (capS !== null && nowS >= capS) {
-      const message = 'max_cost_usd reached for the whole cluster: the cluster was deleted';
-      return { kind: 'limit', cause: 'cost_cap', message };
-    }
-    if (deadlineS !== null && nowS >= deadlineS) {
-      const message = 'max_hours reached: the cluster was deleted';
-      return { kind: 'limit', cause: 'deadline', message };
-    }
-    const pods = await ctx.client
-      .listClusterPods(handle.cluster.id, { signal })
-      .catch(() => undefined);
-    if (pods === null) return failNode(0, 'the cluster is gone');
-    for (const member of handle.members) {
-      const pod = pods?.find((p) => p.id === member.pod.id);
-      if (pods !== undefined && pod === undefined)
-        return failNode(member.rank, `its pod ${member.pod.id} is gone`);
-      if (pod && (pod.status === 'TERMINATED' || isDead(pod))) {
-        return failNode(member.rank, `its pod ${member.pod.id} is ${pod.status}`);
+  /** When the members' `.pod/cluster_delete` were last looked at. */
+  let refusalLookMs = -Infinity;
+  /** A node's job failed at the last look with no node dead: looked at once more first. */
+  let failedSeen = false;
+  try {
+    for (;;) {
+      if (signal?.aborted) return cancelled;
+      const nowS = ctx.clock.nowMs() / 1000;
+      if (capS !== null && nowS >= capS) {
+        const message = 'max_cost_usd reached for the whole cluster: the cluster was deleted';
+        return { kind: 'limit', cause: 'cost_cap', message };
       }
-    }
-    let rank0Done = false;
-    for (const member of handle.members) {
-      try {
-        const status = await jobStatus(member.executor, run.remoteDir, {
-          signal,
-          timeoutMs: ctx.timing.requestTimeoutMs,
-        });
-        misses.set(member.rank, 0);
-        await member.executor.writeFileAtomic(`${run.remoteDir}/${LEASE_FILE}`, '');
+      if (deadlineS !== null && nowS >= deadlineS) {
+        const message = 'max_hours reached: the cluster was deleted';
+        return { kind: 'limit', cause: 'deadline', message };
+      }
+      if (ctx.clock.nowMs() - refusalLookMs >= ctx.timing.leaseTickMs) {
+        refusalLookMs = ctx.clock.nowMs();
+        await noteMemberDeleteRefused(ctx, run, handle);
+      }
+      const pods = await ctx.client
+        .listClusterPods(handle.cluster.id, { signal })
+        .catch(() => undefined);
+      if (pods === null) return nodeDied(0, `its cluster ${handle.cluster.id} is gone`);
+      for (const member of handle.members) {
+        const pod = pods?.find((p) => p.id === member.pod.id);
+        if (pods !== undefined && pod === undefined)
+          return nodeDied(member.rank, `its pod ${member.pod.id} is gone`);
+        if (pod && (pod.status === 'TERMINATED' || isDead(pod))) {
+          return nodeDied(member.rank, `its pod ${member.pod.id} is ${pod.status}`);
+        }
+      }
+      // Every node looked at together: a host that stops answering holds up only its own look.
+      const looks = await Promise.all(
+        handle.members.map(async (member) => {
+          try {
+            const status = await jobStatus(member.executor, run.remoteDir, {
+              signal,
+              timeoutMs: ctx.timing.requestTimeoutMs,
+            });
+            misses.set(member.rank, 0);
+            await member.executor
+              .writeFileAtomic(`${run.remoteDir}/${LEASE_FILE}`, '')
+              .catch(() => undefined);
+            return { member, status, error: null };
+          } catch (error) {
+            misses.set(member.rank, (misses.get(member.rank) ?? 0) + 1);
+            return { member, status: null, error };
+          }
+        }),
+      );
+      if (signal?.aborted) return cancelled;
+      let rank0Done = false;
+      let failed: { rank: number; why: string } | null = null;
+      for (const { member, status, error } of looks) {
+        if (status === null) {
+          if ((misses.get(member.rank) ?? 0) >= MISSES_ALLOWED) {
+            return nodeDied(member.rank, `its host stopped answering (${describeError(error)})`);
+          }
+          continue;
+        }
+        if (status.kind === 'running') continue;
         if (status.kind === 'exited' && status.code === 0) {
           if (member.rank === 0) rank0Done = true;
           continue;
         }
-        if (status.kind !== 'running') {
-          return failNode(
-            member.rank,
+        // Killed (no exit code written, or a signal's 128 + N): the node's death, not the job's.
+        if (status.kind === 'lost' || (status.kind === 'exited' && status.code >= 128)) {
+          const how =
+            status.kind === 'lost' ? 'it is gone without an exit code' : `exit ${status.code}`;
+          return nodeDied(member.rank, `its job was killed (${how})`);
+        }
+        failed ??= {
+          rank: member.rank,
+          why:
             status.kind === 'exited'
               ? `its job exited with code ${status.code}`
               : `its job is ${status.kind}`,
-          );
-        }
-      } catch (error) {
-        if (signal?.aborted)
-          return { kind: 'cancelled', message: 'cancelled: the whole cluster was deleted' };
-        const missed = (misses.get(member.rank) ?? 0) + 1;
-        misses.set(member.rank, missed);
-        if (missed >= MISSES_ALLOWED) {
-          return failNode(member.rank, `its host stopped answering (${describeError(error)})`);
-        }
+        };
+      }
+      if (failed !== null) {
+        if (failedSeen) return failNode(failed.rank, failed.why);
+        failedSeen = true;
+      } else if (rank0Done) {
+        return { kind: 'succeeded' };
+      }
+      try {
+        await ctx.clock.sleep(ctx.timing.statusPollMs, signal);
+      } catch {
+        return cancelled;
       }
     }
-    if (rank0Done) return { kind: 'succeeded' };
-    try {
-      await ctx.clock.sleep(ctx.timing.statusPollMs, signal);
-    } catch {
-      return { kind: 'cancelled', message: 'cancelled: the whole cluster was deleted' };
-    }
+  } finally {
+    steps.dispose();
   }
+}
+
+/**
+ * Whether a member's watchdog tried to delete the cluster with its own key and was refused (it
+ * writes `.pod/cluster_delete`): the first refusal seen is recorded in run.json's cluster and
+ * said once, with what still ends the cluster. Nothing once one was recorded; never throws.
+ */
+export async function noteMemberDeleteRefused(
+  ctx: PodCtx,
+  run: RunRecord,
+  handle: ClusterHandle,
+  /** A node found dead: not waited for. */
+  deadRank: number | null = null,
+): Promise<void> {
+  const cluster = run.cluster;
+  if (!cluster || cluster.id !== handle.cluster.id || cluster.memberDeleteRefused) return;
+  const notes = await Promise.all(
+    handle.members
+      .filter((member) => member.rank !== deadRank)
+      .map(async (member) => {
+        try {
+          const text = (
+            await member.executor.readRange(`${run.remoteDir}/${CLUSTER_DELETE_FILE}`, 0, 256)
+          )
+            .toString('utf8')
+            .trim()
+            .split('\n')[0];
+          return text ? { rank: member.rank, text } : null;
+        } catch {
+          return null; // not written (nothing refused), or the node does not answer now
+        }
+      }),
+  );
+  const first = notes.find((n) => n !== null);
+  if (!first) return;
+  const words = first.text.replace(/[^ -~]/g, '?').slice(0, 80);
+  cluster.memberDeleteRefused = `node ${first.rank}: ${words}`;
+  try {
+    ctx.store.saveRun(run);
+  } catch (error) {
+    log(ctx, 'debug', `cannot record the refused cluster delete: ${describeError(error)}`);
+  }
+  warn(
+    ctx,
+    run.id,
+    'cluster_delete_refused',
+    `node ${first.rank}'s watchdog tried to delete cluster ${cluster.id} with its own key and Runpod refused it (${words}): the members' watchdogs cannot end this cluster; while this client follows it ends it at max_hours and max_cost_usd; should the client stop, remove it with "overbrainer pod rm ${cluster.id}"`,
+  );
 }

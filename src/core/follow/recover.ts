@@ -15,22 +15,20 @@ import * as fs from 'node:fs';
 import * as path from 'node:path';
 import { rfc3339 } from '../clock';
 import type { OverbrainerConfig, RunpodTargetConfig } from '../config/types';
-import type { EventBus } from '../events';
 import type { Executor } from '../exec/executor';
-import { HASHES_SUFFIX, newestVerified, metricsUpTo } from '../pod/checkpointHome';
-import { LATEST_FILE } from '../pod/checkpointStream';
-import { failRun, log, publishState, warn, type PodCtx } from '../pod/context';
+import { failRun, log, publishState, type PodCtx } from '../pod/context';
 import { PodError } from '../pod/podError';
 import { type PodLimits, startPod } from '../pod/provision';
 import { forgetKeys, remove } from '../pod/remove';
 import type { PodRecord } from '../runs/podRecord';
 import type { AttemptEnd, RunAttempt, RunRecord } from '../runs/runRecord';
-import { reopenRun } from '../runs/runEnd';
-import { CHECKPOINTS_DIR, POD_LOG_DIR } from '../runs/store';
-import { METRICS_FILE, RESUME_DIR, RESUME_ENV, type TrainerJob } from '../train/job';
-import { placeResumeCopy } from '../train/resumeCopy';
+import { POD_LOG_DIR } from '../runs/store';
+import type { TrainerJob } from '../train/job';
 import { startJobOnPod, UploadAhead } from './startJob';
 import { describeError } from '../errors';
+import { nextAttempt, type StepTimes } from './nextAttempt';
+
+export { StepTimes } from './nextAttempt';
 import { trainerJobOf } from '../train/trainerJob';
 
 /** What a run needs to go on on a new pod: its target and its job, as the config has them. */
@@ -64,29 +62,6 @@ export function deathOf(error: unknown, pod: PodRecord): AttemptEnd | null {
   return null;
 }
 
-/** When each step's metric arrived (this client's clock), to bound the training a death lost. */
-export class StepTimes {
-  private readonly times = new Map<number, number>();
-  last: number | null = null;
-  private readonly subscription;
-
-  constructor(bus: EventBus, runId: string, nowMs: () => number) {
-    this.subscription = bus.on((event) => {
-      if (event.type !== 'metric' || event.runId !== runId) return;
-      this.times.set(event.metric.step, nowMs());
-      this.last = event.metric.step;
-    });
-  }
-
-  at(step: number): number | null {
-    return this.times.get(step) ?? null;
-  }
-
-  dispose(): void {
-    this.subscription.dispose();
-  }
-}
-
 /**
  * A pod the run's job runs on, to follow: its record, SSH access to it, and where in the metrics
  * file the follow goes on from (a recovered run's file starts with the curve up to its checkpoint).
@@ -100,9 +75,8 @@ export interface OnPod {
 const DEATH_WORDS: Record<AttemptEnd, string> = {
   pod_deleted: 'Runpod deleted it',
   pod_exited: 'it stopped (EXITED: its host was lost or its container killed)',
+  node_failed: 'a node of its cluster failed',
 };
-
-const usd = (value: number): string => `$${value.toFixed(value < 1 ? 4 : 2)}`;
 
 /** The first attempt of a run that had none recorded yet: its pod, from its creation. */
 function firstAttempt(run: RunRecord, pod: PodRecord): RunAttempt {
@@ -167,104 +141,25 @@ export async function recoverAfterDeath(
   const nowMs = ctx.clock.nowMs();
   run.attempts ??= [firstAttempt(run, pod)];
   closeAttempt(run, pod, nowMs, death);
-  const attempts = run.attempts;
-  const used = attempts.length - 1;
-  const limit = plan.target.maxRecoveries;
   const diedAt = steps.last === null ? 'before its first step' : `at step ${steps.last}`;
   const died = `pod ${oldPodId} died ${diedAt} (${DEATH_WORDS[death]})`;
-  // Every pod of the run so far (the earlier attempts', the walk's, swept duplicates, strays).
-  const spent = pod.runSpendUsd(nowMs);
-  const refuse = (why: string): never => {
-    failRun(ctx, run, 'recovery_failed', `${died}; not recovered: ${why}`);
-    throw new PodError(
-      death === 'pod_deleted' ? 'pod_gone' : 'pod_stopped',
-      `${died}; not recovered: ${why}`,
-      `The checkpoints streamed home stay in runs/${run.id}/checkpoints/; train again, or resume from them.`,
-      { cause },
-    );
-  };
-  if (signal?.aborted) refuse('the client was stopping');
-  if (used >= limit) {
-    refuse(`max_recoveries = ${limit}, and ${used === 1 ? 'it was' : `all ${used} were`} used`);
-  }
-  const elapsedMs = nowMs - Date.parse(attempts[0]!.startedAt);
-  const leftMs = plan.target.maxHours * 3_600_000 - elapsedMs;
-  const needMs = ctx.timing.recoveryMinLeftMs;
-  if (leftMs < needMs) {
-    refuse(
-      `${Math.max(0, leftMs / 1000).toFixed(0)} s of max_hours left, under the ${(needMs / 1000).toFixed(0)} s a new pod needs (spent so far ${usd(spent)})`,
-    );
-  }
-  // The run's cap: the one `[budget]`'s gate gave it (already within max_cost_usd), else
-  // max_cost_usd. The new pod is armed with what is left of it.
-  const budgetCap = run.budgetCapUsd ?? null;
-  const capUsd = budgetCap ?? plan.target.maxCostUsd;
-  const capName = budgetCap !== null ? 'the cost cap [budget] gave the run' : 'max_cost_usd';
-  let leftUsd: number | null = null;
-  if (capUsd !== null) {
-    leftUsd = Math.round((capUsd - spent) * 10_000) / 10_000;
-    const needUsd = ((pod.costPerHourUsd ?? 0) * needMs) / 3_600_000;
-    if (leftUsd <= needUsd) {
-      refuse(
-        `${usd(Math.max(0, leftUsd))} of ${capName} ${usd(capUsd)} left (spent so far ${usd(spent)}), under the ${usd(needUsd)} ${(needMs / 1000).toFixed(0)} s on a pod like it costs`,
-      );
-    }
-  }
-  const runDir = ctx.store.runDir(run.id);
-  const { checkpoint, skipped } = await newestVerified(runDir);
-  // A copy that failed its hashes is of no use: removed, with latest.json naming it, so that the
-  // new pod's checkpoints from the step resumed on stream home again.
-  for (const s of skipped) {
-    fs.rmSync(path.join(runDir, s.path), { recursive: true, force: true });
-    fs.rmSync(path.join(runDir, `${s.path}${HASHES_SUFFIX}`), { force: true });
-  }
-  if (skipped.length > 0)
-    fs.rmSync(path.join(runDir, CHECKPOINTS_DIR, LATEST_FILE), { force: true });
-  for (const s of skipped) {
-    warn(
-      ctx,
-      run.id,
-      'checkpoint_skipped',
-      `checkpoint ${s.path} of run ${run.id} is not used: ${s.why}`,
-    );
-  }
-  // What this pod trained past the checkpoint (or since it started, when the checkpoint came
-  // from an earlier pod or there is none) is lost: at most from then to now.
-  const podStartMs = Date.parse(attempts.at(-1)!.startedAt);
-  const stepMs = checkpoint === null ? null : steps.at(checkpoint.step);
-  const lostS = Math.max(0, (nowMs - Math.max(podStartMs, stepMs ?? podStartMs)) / 1000);
-  const attemptNo = attempts.length + 1;
-  const from =
-    checkpoint === null
-      ? 'from step 0 (no verified checkpoint is home)'
-      : `from ${path.basename(checkpoint.path)} (step ${checkpoint.step})`;
-  warn(
-    ctx,
-    run.id,
-    'recovering',
-    `${died}; attempt ${attemptNo} of ${limit + 1} on a new pod ${from}, lost ≤ ${lostS.toFixed(1)} s of training; spent so far ${usd(spent)}`,
-  );
-  attempts.push({
-    podId: null,
-    startedAt: rfc3339(nowMs),
-    endedAt: null,
-    reason: null,
-    resumedFromStep: checkpoint?.step ?? null,
-    resumedFromCheckpoint: checkpoint?.path ?? null,
-    costUsd: null,
+  const next = await nextAttempt(ctx, run, {
+    died,
+    death,
+    cause,
+    // Every pod of the run so far (the earlier attempts', the walk's, swept duplicates, strays).
+    spentUsd: pod.runSpendUsd(nowMs),
+    usdPerHour: pod.costPerHourUsd ?? 0,
+    on: 'a new pod',
+    target: plan.target,
+    job: plan.job,
+    steps,
+    signal,
   });
-  reopenRun(run, null);
-  run.job = null;
-  ctx.store.saveRun(run);
-  publishState(ctx, run);
   // The old pod's record goes with the run's local logs; pod.json is the new pod's.
   archivePod(ctx, run.id, pod);
-  const env = await placeCheckpoint(runDir, run, plan.job, checkpoint);
-  const prefix = metricsUpTo(runDir, checkpoint?.step ?? null);
-  fs.writeFileSync(path.join(runDir, METRICS_FILE), prefix);
-  // The mirror reads the new pod's file on from its own size: it must be that same prefix.
-  fs.mkdirSync(path.join(runDir, CHECKPOINTS_DIR), { recursive: true });
-  fs.writeFileSync(path.join(runDir, CHECKPOINTS_DIR, METRICS_FILE), prefix);
+  const { env, leftUsd, leftMs } = next;
+  const attempts = run.attempts!;
   // The new pod's limits are what is left of the run's; the target stays as the config has it.
   const limits: PodLimits = { costCapUsd: leftUsd, maxHours: leftMs / 3_600_000 };
   // The run's files are all in place: they are sent as soon as the new pod answers SSH.
@@ -276,9 +171,9 @@ export async function recoverAfterDeath(
     await ahead.settled();
     throw error;
   }
-  const { record: next, provisioned } = started;
-  attempts.at(-1)!.podId = next.podId;
-  attempts.at(-1)!.startedAt = next.createdAt ?? attempts.at(-1)!.startedAt;
+  const { record: nextPod, provisioned } = started;
+  attempts.at(-1)!.podId = nextPod.podId;
+  attempts.at(-1)!.startedAt = nextPod.createdAt ?? attempts.at(-1)!.startedAt;
   const executor = provisioned.executor;
   try {
     await startJobOnPod(ctx, executor, run, plan.job, env, {
@@ -287,11 +182,11 @@ export async function recoverAfterDeath(
     });
   } catch (error) {
     try {
-      await remove(ctx, next, 'requested', 'client');
+      await remove(ctx, nextPod, 'requested', 'client');
     } catch (removeError) {
       log(ctx, 'error', describeError(removeError));
     }
-    closeAttempt(run, next, ctx.clock.nowMs(), null);
+    closeAttempt(run, nextPod, ctx.clock.nowMs(), null);
     failRun(
       ctx,
       run,
@@ -301,15 +196,15 @@ export async function recoverAfterDeath(
     executor.dispose();
     throw error;
   }
-  next.state = 'running';
+  nextPod.state = 'running';
   try {
-    ctx.store.savePod(next);
+    ctx.store.savePod(nextPod);
   } catch (error) {
     executor.dispose();
     throw error;
   }
   publishState(ctx, run);
-  return { pod: next, executor, fromOffset: prefix.length };
+  return { pod: nextPod, executor, fromOffset: next.fromOffset };
 }
 
 /** Keeps the dead pod's record as `.pod/pod-<id>.json` (local only), for `runs` and the user. */
@@ -322,41 +217,4 @@ function archivePod(ctx: PodCtx, runId: string, pod: PodRecord): void {
   } catch {
     // Only a copy: the attempts in run.json name the pod.
   }
-}
-
-/**
- * Puts the checkpoint into the run directory (`resume/checkpoint-N/`, uploaded with it) in place
- * of any earlier one, and returns the job's env naming it on the pod. Without a checkpoint the
- * run starts over as it first started (a run resumed from another keeps that start).
- */
-async function placeCheckpoint(
-  runDir: string,
-  run: RunRecord,
-  job: TrainerJob,
-  checkpoint: { path: string; step: number } | null,
-): Promise<Record<string, string>> {
-  const resumeDir = path.join(runDir, RESUME_DIR);
-  if (checkpoint === null) {
-    // A copy an earlier recovery placed is not a start: its curve is not carried, and the
-    // checkpoints home (which it came from) did not verify. Only a --resume-from start stays.
-    if (run.attempts?.some((a) => a.resumedFromCheckpoint !== null)) {
-      fs.rmSync(resumeDir, { recursive: true, force: true });
-      return {};
-    }
-    const earlier = fs.existsSync(resumeDir)
-      ? fs.readdirSync(resumeDir).find((n) => /^checkpoint-\d+$/.test(n))
-      : undefined;
-    return earlier === undefined
-      ? {}
-      : { [RESUME_ENV]: `${run.remoteDir}/${RESUME_DIR}/${earlier}` };
-  }
-  fs.rmSync(resumeDir, { recursive: true, force: true });
-  return placeResumeCopy(
-    runDir,
-    run,
-    job,
-    path.join(runDir, checkpoint.path),
-    path.basename(checkpoint.path),
-    `this run goes on on a new pod from step ${checkpoint.step}`,
-  );
 }

@@ -24,12 +24,18 @@ import { minutes } from './podReady';
 export type ClusterCtx = Pick<PodCtx, 'client' | 'bus' | 'clock' | 'timing'>;
 
 /** Cluster creates tried (each a new name) when none went answered and none was found. */
-const CREATE_TRIES = 2;
+export const CLUSTER_CREATE_TRIES = 2;
+const CREATE_TRIES = CLUSTER_CREATE_TRIES;
 /** Deletes sent before a cluster that still shows is said to be a possible stray. */
 const DELETE_TRIES = 3;
 
 export interface ClusterPlan {
   runId: string;
+  /**
+   * The number in the first create's name (`overbrainer-<run>-c<n>`; default 1): a recovery's
+   * cluster gets names of its own, never one an earlier cluster of the run had.
+   */
+  firstName?: number;
   /** What every member is made of (the same for all: Runpod's cluster create has one env). */
   create: Omit<CreateClusterParams, 'name'>;
   /** The members' host public key (OpenSSH line): nothing is sent to a host with another. */
@@ -68,6 +74,8 @@ export async function startCluster(
   signal?: AbortSignal,
   /** Told once the cluster exists, before its members are waited for (its record is written then). */
   onCreated?: (cluster: Cluster) => void,
+  /** Told when a cluster that did not come up was ended: gone, and when its delete was answered. */
+  onEnded?: (gone: boolean, answeredMs: number | null) => void,
 ): Promise<ClusterHandle> {
   const cluster = await createCluster(ctx, plan, signal);
   onCreated?.(cluster);
@@ -81,7 +89,9 @@ export async function startCluster(
     return { cluster, members };
   } catch (error) {
     // Shielded from the abort: a cluster that did not come up goes whatever the user pressed.
-    const gone = await endCluster(ctx, plan.runId, cluster.id);
+    let answeredMs: number | null = null;
+    const gone = await endCluster(ctx, plan.runId, cluster.id, (ms) => (answeredMs = ms));
+    onEnded?.(gone, answeredMs);
     const why = isAbortError(error) ? 'the start was interrupted' : describeError(error);
     throw new PodError(
       error instanceof PodError ? error.kind : 'exec',
@@ -100,7 +110,8 @@ async function createCluster(
   plan: ClusterPlan,
   signal?: AbortSignal,
 ): Promise<Cluster> {
-  for (let attempt = 1; attempt <= CREATE_TRIES; attempt++) {
+  const first = plan.firstName ?? 1;
+  for (let attempt = first; attempt < first + CREATE_TRIES; attempt++) {
     signal?.throwIfAborted();
     const name = clusterName(plan.runId, attempt);
     try {
@@ -266,11 +277,16 @@ export async function endCluster(
   ctx: ClusterCtx,
   runId: string,
   clusterId: string,
+  /** Told when a delete was first answered (Runpod's billing of the members ended by then). */
+  onDeleted?: (answeredMs: number) => void,
 ): Promise<boolean> {
   let last = 'it still shows';
+  let told = false;
   for (let tries = 1; tries <= DELETE_TRIES; tries++) {
     try {
       await ctx.client.deleteCluster(clusterId);
+      if (!told) onDeleted?.(ctx.clock.nowMs());
+      told = true;
       const [cluster, members] = await Promise.all([
         ctx.client.getCluster(clusterId),
         ctx.client.listClusterPods(clusterId),

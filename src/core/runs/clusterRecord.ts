@@ -48,6 +48,11 @@ export interface RunCluster {
   billedUsd: number | null;
   /** When that bill was read, RFC 3339 UTC (final once read a day after the delete). */
   billedCheckedAt: string | null;
+  /**
+   * What Runpod answered a member's watchdog that tried to delete the cluster with the member's
+   * own key and was refused: `node 1: refused http_403`; absent when none was seen refused.
+   */
+  memberDeleteRefused?: string | null;
 }
 
 export const clusterSchema = z.object({
@@ -71,6 +76,7 @@ export const clusterSchema = z.object({
   ),
   billed_usd: z.number().min(0).nullable().optional(),
   billed_checked_at: z.string().nullable().optional(),
+  member_delete_refused: z.string().nullable().optional(),
 });
 
 export type ClusterWire = z.infer<typeof clusterSchema>;
@@ -97,6 +103,9 @@ export function clusterFromWire(wire: ClusterWire): RunCluster {
       .sort((a, b) => a.rank - b.rank),
     billedUsd: wire.billed_usd ?? null,
     billedCheckedAt: wire.billed_checked_at ?? null,
+    ...(wire.member_delete_refused === undefined || wire.member_delete_refused === null
+      ? {}
+      : { memberDeleteRefused: wire.member_delete_refused }),
   };
 }
 
@@ -120,6 +129,9 @@ export function clusterToWire(cluster: RunCluster): ClusterWire {
     })),
     billed_usd: cluster.billedUsd,
     billed_checked_at: cluster.billedCheckedAt,
+    ...(cluster.memberDeleteRefused === undefined || cluster.memberDeleteRefused === null
+      ? {}
+      : { member_delete_refused: cluster.memberDeleteRefused }),
   };
 }
 

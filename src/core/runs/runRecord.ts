@@ -48,15 +48,21 @@ export type AttemptEnd =
   /** Runpod deleted it behind the client's back (404, gone from the list). */
   | 'pod_deleted'
   /** It stopped under the job (EXITED: a lost host, a killed container). */
-  | 'pod_exited';
+  | 'pod_exited'
+  /**
+   * A node of its cluster failed under the job (its pod gone or dead, its host unreachable, its
+   * job killed): the whole cluster was deleted, Runpod cannot replace one member.
+   */
+  | 'node_failed';
 
-export const ATTEMPT_ENDS: readonly AttemptEnd[] = ['pod_deleted', 'pod_exited'];
+export const ATTEMPT_ENDS: readonly AttemptEnd[] = ['pod_deleted', 'pod_exited', 'node_failed'];
 
 /**
  * One pod's part of a run (`attempts` in run.json, written once a pod died and the run went on
  * on a new one): the first attempt, then one per recovery.
  */
 export interface RunAttempt {
+  /** Its pod's ID; on a cluster, the cluster's (its members are in `earlierClusters`/`cluster`). */
   podId: string | null;
   /** When its pod was created, RFC 3339 UTC. */
   startedAt: string;
@@ -68,7 +74,10 @@ export interface RunAttempt {
   resumedFromStep: number | null;
   /** The checkpoint it resumed from, relative to the run directory (`checkpoints/checkpoint-20`). */
   resumedFromCheckpoint: string | null;
-  /** What its pod cost (the client's estimate from the pod's rate and uptime); null unknown. */
+  /**
+   * What its pod cost (the client's estimate from the pod's rate and uptime; a cluster's, every
+   * member's); null unknown.
+   */
   costUsd: number | null;
 }
 
@@ -100,6 +109,11 @@ export interface RunRecord {
   budgetCapUsd?: number | null;
   /** Newer: the run's Instant Cluster (a target with nodes ≥ 2); absent for a run on one pod. */
   cluster?: RunCluster | null;
+  /**
+   * Newer: the run's earlier clusters, each deleted whole when a node of it failed mid-job and
+   * the run went on on a new cluster (oldest first); `cluster` is the newest.
+   */
+  earlierClusters?: RunCluster[];
   /** Newer: the sweep this run is a trial of (runs/sweeps/<sweep>/sweep.json), and its number. */
   sweep?: RunSweepLink | null;
   /** Newer: what the push to the Hugging Face Hub (`hub_model_id`) did, once the run ended. */
@@ -157,6 +171,7 @@ const runSchema = z.looseObject({
     .optional(),
   budget_cap_usd: z.number().min(0).nullable().optional(),
   cluster: clusterSchema.nullable().optional(),
+  earlier_clusters: z.array(clusterSchema).optional(),
   sweep: z
     .object({ name: z.string().min(1), trial: z.number().int().min(0) })
     .nullable()
@@ -205,6 +220,9 @@ export function decodeRunRecord(text: string, file: string): RunRecord {
   if (raw.budget_cap_usd !== undefined) record.budgetCapUsd = raw.budget_cap_usd;
   if (raw.cluster !== undefined) {
     record.cluster = raw.cluster === null ? null : clusterFromWire(raw.cluster);
+  }
+  if (raw.earlier_clusters !== undefined) {
+    record.earlierClusters = raw.earlier_clusters.map(clusterFromWire);
   }
   if (raw.sweep !== undefined) record.sweep = raw.sweep;
   if (raw.hub_push !== undefined) record.hubPush = hubPushFromJson(raw.hub_push);
@@ -258,6 +276,7 @@ export function encodeRunRecord(record: RunRecord): string {
         record.cluster === undefined || record.cluster === null
           ? record.cluster
           : clusterToWire(record.cluster),
+      earlier_clusters: record.earlierClusters?.map(clusterToWire),
       sweep: record.sweep,
       hub_push: record.hubPush === undefined ? undefined : hubPushToJson(record.hubPush),
     },

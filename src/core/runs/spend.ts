@@ -232,7 +232,10 @@ export interface ProjectSpend {
 /** What the spend accounting needs of the run store. */
 export interface SpendSource {
   list(): {
-    runs: readonly Pick<RunRecord, 'id' | 'state' | 'created' | 'budgetCapUsd' | 'cluster'>[];
+    runs: readonly Pick<
+      RunRecord,
+      'id' | 'state' | 'created' | 'budgetCapUsd' | 'cluster' | 'earlierClusters'
+    >[];
   };
   loadPod(id: string): PodRecord | null;
 }
@@ -259,8 +262,15 @@ export function podSpends(store: SpendSource, nowMs: number): PodSpend[] {
       continue;
     }
     if (pod !== null) out.push(...runPodSpends(pod, nowMs));
-    else if (run.cluster) out.push(...clusterSpends(run.id, run.cluster, nowMs));
-    else if (
+    else if (run.cluster || run.earlierClusters?.length) {
+      // A cluster replaced after a node failed counts too: every member of every cluster.
+      for (const cluster of [
+        ...(run.earlierClusters ?? []),
+        ...(run.cluster ? [run.cluster] : []),
+      ]) {
+        out.push(...clusterSpends(run.id, cluster, nowMs));
+      }
+    } else if (
       run.state === 'preparing' &&
       (run.budgetCapUsd ?? 0) > 0 &&
       nowMs - Date.parse(run.created) < PENDING_CAP_HOLD_MS

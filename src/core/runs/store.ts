@@ -35,6 +35,9 @@ export const POD_LOG_DIR = '.pod';
 /** Checkpoints streamed home while the job runs (src/core/pod/checkpointStream.ts). */
 export const CHECKPOINTS_DIR = 'checkpoints';
 
+/** Where each node of a cluster run keeps its own files in the run folder: `nodes/<rank>/job.log`. */
+export const NODES_DIR = 'nodes';
+
 /**
  * Top-level names of a run directory that never leave this machine: the
  * upload to a target skips them (keys, records, lock), as do atomic-write
@@ -48,6 +51,7 @@ export const LOCAL_ONLY: readonly string[] = Object.freeze([
   LOCK_FILE,
   TAKEOVER_FILE,
   CHECKPOINTS_DIR,
+  NODES_DIR,
 ]);
 
 /** A run skipped by {@link RunStore.list}, and why. */

@@ -2,7 +2,8 @@ import { randomBytes } from 'node:crypto';
 import * as fs from 'node:fs';
 import * as path from 'node:path';
 import type * as vscode from 'vscode';
-import { decodePodRecord, POD_FILE } from '../../core/flow/records';
+import { decodePodRecord, decodeRunRecord, POD_FILE, RUN_FILE } from '../../core/flow/records';
+import { clusterTimes } from '../runs/clusterSummary';
 
 /** pod.json is small; a bigger file is not read (the view shows what run.json says). */
 const MAX_POD_FILE_BYTES = 1024 * 1024;
@@ -18,6 +19,8 @@ export interface PodExtras {
 export function readPodExtras(dir: string): PodExtras {
   const none: PodExtras = { maxCostUsd: null, createdUnixS: null, deletedUnixS: null };
   const file = path.join(dir, POD_FILE);
+  // A cluster run has no pod.json: its cluster's create and delete bound its billing.
+  if (!fs.existsSync(file)) return clusterExtras(dir) ?? none;
   try {
     if (fs.statSync(file).size > MAX_POD_FILE_BYTES) return none;
     const pod = decodePodRecord(fs.readFileSync(file, 'utf8'), file);
@@ -29,6 +32,18 @@ export function readPodExtras(dir: string): PodExtras {
     };
   } catch {
     return none;
+  }
+}
+
+/** The run's current cluster's billing times from run.json, or null for a run without one. */
+function clusterExtras(dir: string): PodExtras | null {
+  const file = path.join(dir, RUN_FILE);
+  try {
+    if (fs.statSync(file).size > MAX_POD_FILE_BYTES) return null;
+    const cluster = decodeRunRecord(fs.readFileSync(file, 'utf8'), file).cluster;
+    return cluster ? { maxCostUsd: null, ...clusterTimes(cluster) } : null;
+  } catch {
+    return null;
   }
 }
 

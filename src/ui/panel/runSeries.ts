@@ -11,6 +11,7 @@ import {
   type SeriesColumns,
 } from './webviewProtocol';
 import { attemptsText } from '../runs/runAttempts';
+import { clusterPodSummary } from '../runs/clusterSummary';
 
 /**
  * The run webview's model, free of `vscode`: the host holds each run's points here (the page
@@ -278,11 +279,12 @@ export function runStatusView(
   const display = displayState(run);
   const state = DISPLAY_WORDS[display] ?? display;
   const live = isLive(run);
-  const pod = run.pod;
+  // A cluster run has no pod.json: its cluster stands for its pod here (N × the member rate).
+  const pod = run.pod ?? (run.cluster ? clusterPodSummary(run.cluster) : null);
   const summaryParts = [state];
   if (run.target !== null) summaryParts.push(`target ${run.target}`);
   if (pod?.gpuType) summaryParts.push(pod.gpuType);
-  if (pod?.podId) summaryParts.push(`pod ${pod.podId}`);
+  if (pod?.podId) summaryParts.push(`${run.pod ? 'pod' : 'cluster'} ${pod.podId}`);
 
   const progress = series.progress();
   let stepText: string | null = null;

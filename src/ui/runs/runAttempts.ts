@@ -20,6 +20,7 @@ export async function readAttempts(runDir: string): Promise<RunAttempt[]> {
 const REASON_WORDS: Record<NonNullable<RunAttempt['reason']>, string> = {
   pod_deleted: 'pod deleted by Runpod',
   pod_exited: 'pod died (EXITED)',
+  node_failed: 'a node of the cluster failed',
 };
 
 /** `Attempt 2: pod abc · from step 20 · pod died (EXITED) · about $0.0123`. */
