@@ -115,6 +115,42 @@ describe('ui command handlers (against a fake of the vscode window)', function (
     assert.ok(!fake.shown.some((s) => s.kind === 'progress'));
   });
 
+  it("Remove on a cluster member's row (Pods view) asks to delete the whole cluster, naming it and its nodes; declining deletes nothing", async function () {
+    const runDir = path.join(dir, 'runs', 'r1');
+    const node = (rank: number) => ({
+      rank,
+      podId: `member-${rank}`,
+      ip: null,
+      state: 'running' as const,
+      deadlineUnixS: null,
+      costCapAtUnixS: null,
+      message: null,
+    });
+    const r = run(runDir, {
+      pod: null,
+      cluster: {
+        id: 'clu-1',
+        name: 'overbrainer-r1-c1',
+        gpuTypeId: 'NVIDIA A40',
+        gpuCountPerPod: 1,
+        costPerHourUsd: 0.4,
+        createdAt: '2026-12-02T10:00:00Z',
+        deletedAt: null,
+        nodes: [node(0), node(1)],
+        billedUsd: null,
+        billedCheckedAt: null,
+      },
+    });
+    const { ctx, fake } = fakeContext([r]);
+    fake.folders = [folder(dir)];
+    await removePod(ctx, { podId: 'member-1', runId: 'r1', runDir });
+    assert.equal(fake.shown.length, 1);
+    const [ask] = fake.shown;
+    assert.ok(ask?.kind === 'warning' && ask.modal, JSON.stringify(fake.shown));
+    assert.match(ask.detail ?? '', /Deletes its cluster clu-1 with all 2 nodes/);
+    assert.ok(!fake.shown.some((s) => s.kind === 'progress'));
+  });
+
   it('Create overbrainer.toml writes the template once and opens it; an existing file is kept', async function () {
     const { ctx, fake } = fakeContext();
     fake.folders = [folder(dir)];

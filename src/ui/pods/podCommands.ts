@@ -8,6 +8,7 @@ import {
   type RemovedPod,
 } from '../../core/flow/pods';
 import type { UiContext } from '../uiContext';
+import type { RunSummary } from '../runs/runsModel';
 import { describeError } from '../../core/errors';
 
 export { openSshTerminal } from './sshTerminal';
@@ -60,15 +61,20 @@ export async function removePod(ctx: UiContext, arg: unknown): Promise<void> {
   }
   const run = await ctx.pickRun(
     arg,
-    (r) => r.pod !== null && r.pod.state !== 'deleted',
+    (r) => (r.pod !== null && r.pod.state !== 'deleted') || liveCluster(r) !== null,
     'remove the pods of',
   );
   if (!run) return;
+  const cluster = run.pod === null ? liveCluster(run) : null;
   const ok = await ctx.window.showWarningMessage(
     `Remove the pods of run ${run.id}?`,
     {
       modal: true,
-      detail: `Deletes its pod ${run.pod?.podId ?? ''} (even a kept one) and any stray pod of the run. Results not yet retrieved are lost.`,
+      // A member row of a cluster run: Runpod deletes a member only with its whole cluster.
+      detail:
+        cluster !== null
+          ? `Deletes its cluster ${cluster.id} with all ${cluster.nodes.length} nodes (Runpod deletes a cluster's member only with its whole cluster) and any stray cluster of the run. Results not yet retrieved are lost.`
+          : `Deletes its pod ${run.pod?.podId ?? ''} (even a kept one) and any stray pod of the run. Results not yet retrieved are lost.`,
     },
     'Remove Pod',
   );
@@ -76,6 +82,12 @@ export async function removePod(ctx: UiContext, arg: unknown): Promise<void> {
   const folder = ctx.folderOfRun(run);
   if (!folder) return;
   await removeRunPods(ctx, folder, run.id);
+}
+
+/** The run's cluster while it may bill (not confirmed deleted), or null. */
+function liveCluster(run: RunSummary): { id: string; nodes: readonly unknown[] } | null {
+  const cluster = run.cluster ?? null;
+  return cluster !== null && cluster.deletedAt === null ? cluster : null;
 }
 
 /** `{ podId, runId? }` of a tree item whose pod no run of this workspace records; else null. */
