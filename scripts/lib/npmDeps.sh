@@ -63,7 +63,12 @@ ensure_npm_deps() {
   npm_deps_keep "$cache"
 }
 
-# Keeps a copy of the fresh node_modules in "$1" (once; a failure to keep it fails nothing).
+# How many kept copies (250 MB each) a machine holds: the newest, one per lockfile.
+NPM_DEPS_KEPT_MAX=3
+
+# Keeps a copy of the fresh node_modules in "$1" (once; a failure to keep it fails nothing), and
+# removes the oldest copies beyond NPM_DEPS_KEPT_MAX (a clone copying one meanwhile falls back to
+# npm ci).
 npm_deps_keep() {
   local cache="$1"
   mkdir -p "$(dirname "$cache")" || return 0
@@ -76,4 +81,9 @@ npm_deps_keep() {
       touch "$cache/complete" &&
       echo "node_modules kept in $cache for the next clone"
   ) 9>"$cache.lock" || echo "could not keep node_modules in $cache (the next clone runs npm ci)"
+  local old
+  # shellcheck disable=SC2012 # names are node_modules-<hex>: ls -t sorts them by age
+  for old in $(ls -1td "$(dirname "$cache")"/node_modules-*/ 2>/dev/null | tail -n +$((NPM_DEPS_KEPT_MAX + 1))); do
+    rm -rf "${old%/}" "${old%/}.lock"
+  done
 }

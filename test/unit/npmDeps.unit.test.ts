@@ -144,4 +144,19 @@ describe('scripts/lib/npmDeps.sh: a warm machine copies node_modules instead of 
     assert.equal(npmCalls().length, 2);
     assert.equal(installed(third), 'module.exports = "1.0.0"');
   });
+
+  it('keeps the three newest copies, one per lockfile', function () {
+    for (const version of ['1.0.0', '2.0.0', '3.0.0', '4.0.0'])
+      ensure(clone(`v${version}`, version));
+    assert.equal(npmCalls().length, 4);
+    const kept = readdirSync(path.join(dir, 'cache')).filter((name) =>
+      /^node_modules-[0-9a-f]+$/.test(name),
+    );
+    assert.equal(kept.length, 3, kept.join(', '));
+    // The oldest (1.0.0) went: its clone's lockfile runs npm ci again; the newest is copied.
+    ensure(clone('again-1', '1.0.0'));
+    assert.equal(npmCalls().length, 5);
+    assert.match(ensure(clone('again-4', '4.0.0')), /copying the one kept in /);
+    assert.equal(npmCalls().length, 5);
+  });
 });
