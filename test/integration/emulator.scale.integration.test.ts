@@ -16,6 +16,7 @@ import {
   sshHandshake,
   testPodCmd,
   testPodEnv,
+  waitFor,
   waitForPod,
   type PodBody,
 } from '../emulator/testing';
@@ -149,6 +150,13 @@ describe('Runpod emulator: start time and 20 pods at once', function () {
     const t1 = performance.now();
     for (const id of ids) assert.equal((await api.delete(`/pods/${id}`)).status, 204);
     console.log(`      deleted ${PODS} pods in ${(performance.now() - t1).toFixed(0)} ms`);
+    // Billing ends with the 204; the processes and files go after it, and each pod answers 404
+    // once none of them is left.
+    for (const id of ids) {
+      await waitFor(`the 404 of deleted pod ${id}`, async () =>
+        (await api.get(`/pods/${id}`)).status === 404 ? true : undefined,
+      );
+    }
     snapshots.forEach((snapshot) => assertPodGone(snapshot));
     assert.equal(emulator.ledger().totals.podsBilling, 0);
     assert.deepEqual(emulator.contractViolations(), []);
