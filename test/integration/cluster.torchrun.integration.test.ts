@@ -242,6 +242,10 @@ describe('a training on two cluster nodes, launched by torchrun', function () {
 
     assert.equal(await client.deleteCluster(cluster.id), true);
     assert.equal(await client.getCluster(cluster.id), null);
+    // Billing ends with the delete's answer; the members' processes go after it.
+    await waitFor('the members gone after the cluster delete', () =>
+      snapshots.every((s) => s.running().length === 0 && s.namespaceEnded()) ? true : undefined,
+    );
     for (const snapshot of snapshots) assertPodGone(snapshot, 'a member after the cluster delete');
     assert.equal(emulator.ledger().totals.podsBilling, 0);
   });
