@@ -11,7 +11,12 @@ import { Handlers } from './handlers';
 
 export abstract class HttpLayer extends Handlers {
   protected write(res: ServerResponse, reply: Reply): void {
-    const headers: Record<string, string> = { ...reply.headers };
+    // As Runpod's: when the answer was made, to the second. Node's own is a copy refreshed by a
+    // timer, which a busy process runs late: its Date could be seconds before the answer.
+    const headers: Record<string, string> = {
+      date: new Date(this.clock.nowMs()).toUTCString(),
+      ...reply.headers,
+    };
     let payload: string | undefined;
     if (reply.body !== undefined) {
       payload = JSON.stringify(reply.body);

@@ -81,9 +81,11 @@ export class Ledger {
 
   constructor(private readonly clock: Clock) {}
 
-  /** A pod was created: it bills at the GPU rate from now. */
-  open(input: LedgerPodInput, status: string): void {
-    const nowMs = this.clock.nowMs();
+  /**
+   * A pod was created at `nowMs`: it bills at the GPU rate from then, the moment its `createdAt`
+   * says (not from when its container's files were laid out after it).
+   */
+  open(input: LedgerPodInput, status: string, nowMs = this.clock.nowMs()): void {
     this.records.set(input.id, {
       input: { ...input },
       createdAtMs: nowMs,

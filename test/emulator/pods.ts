@@ -234,6 +234,7 @@ export abstract class Pods extends PodContainers {
         ...(member ? { clusterId: member.clusterId } : {}),
       },
       'PROVISIONING',
+      pod.createdAtMs,
     );
     // PROVISIONING (the image pull) → STARTING → RUNNING.
     const slow = this.faultBook.takeSlowBoot();

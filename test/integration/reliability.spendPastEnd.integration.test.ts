@@ -60,7 +60,10 @@ describe('reliability: spend of pods that outlive their job or their deadline', 
       FIGURES,
       `watchdog-deleted past the deadline: spend estimate $${(row.estimated_usd ?? 0).toFixed(4)}, ledger $${ledger.toFixed(4)}`,
     );
-    assertWithin1Percent(row.estimated_usd, ledger, 'spend --json');
+    // How far the estimate starts before the ledger's creation and ends after its deletion.
+    const entry = l.ledgerOf(podId);
+    const span = `starts ${((entry.createdAtMs - (pod.billed_from_ms as number)) / 1000).toFixed(2)} s early, ends ${(((pod.deleted_ms as number) - (entry.deletedAtMs ?? 0)) / 1000).toFixed(2)} s late`;
+    assertWithin1Percent(row.estimated_usd, ledger, `spend --json (${span})`);
     recordResult(this, { verified: 0, lost: 0 });
   });
 

@@ -81,9 +81,9 @@ export async function watchLeased(
   const lookOnce = (): void => {
     if (looked || pod.podId === null) return;
     looked = true;
-    void ctx.client.getPod(pod.podId, { signal: stop.signal }).then(
-      (remote) => {
-        if (remote === null || remote.status === 'TERMINATED') goneSeenMs = ctx.clock.nowMs();
+    void ctx.client.lookPod(pod.podId, { signal: stop.signal }).then(
+      ({ pod: remote, seenByMs }) => {
+        if (remote === null || remote.status === 'TERMINATED') goneSeenMs = seenByMs;
       },
       () => undefined,
     );

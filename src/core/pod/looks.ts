@@ -25,21 +25,26 @@ export async function lookUp(
   signal?: AbortSignal,
   seen?: GoneSeen,
 ): Promise<Pod | null> {
-  const pod = await ctx.client.getPod(id, { signal });
-  if (pod) return pod;
-  const firstMs = ctx.clock.nowMs();
+  const look = await ctx.client.lookPod(id, { signal });
+  if (look.pod) {
+    if (look.pod.status === 'TERMINATED' && seen !== undefined) seen.terminatedMs ??= look.seenByMs;
+    return look.pod;
+  }
   const again = await lookAgain(ctx, id, signal);
-  if (again === null && seen !== undefined) seen.atMs ??= firstMs;
+  if (again === null && seen !== undefined) seen.atMs ??= look.seenByMs;
   return again;
 }
 
 /**
- * Filled in by a look that finds a pod gone: when the first 404 of the looks that confirmed it
- * came, or before it the first look that read it TERMINATED (deleted: it bills no more). Runpod
- * stopped billing the pod before then: the spend estimate ends there.
+ * Filled in by a look that finds a pod gone: when the API saw the first 404 of the looks that
+ * confirmed it, at the latest (its answer's Date, not when this client read it: see
+ * Answer.seenByMs), or before it the first look that read it TERMINATED (deleted: it bills no
+ * more). Runpod stopped billing the pod before then: the spend estimate ends there.
  */
 export interface GoneSeen {
   atMs: number | null;
+  /** When a look read it TERMINATED, first (counted once a 404 confirms it gone). */
+  terminatedMs?: number;
 }
 
 /**
@@ -54,17 +59,17 @@ export async function lookUpSettled(
   seen?: GoneSeen,
 ): Promise<Pod | null> {
   const untilMs = ctx.clock.nowMs() + ctx.timing.deleteConfirmMs;
-  let pod = await lookUp(ctx, id, signal, seen);
-  // Read TERMINATED, it billed no more (`cost` 0): that look is when it was seen gone, once
-  // the 404 that follows confirms it.
-  let terminatedMs = pod?.status === 'TERMINATED' ? ctx.clock.nowMs() : null;
+  const looks: GoneSeen = { atMs: null };
+  let pod = await lookUp(ctx, id, signal, looks);
   while (pod?.status === 'TERMINATED' && ctx.clock.nowMs() < untilMs) {
     await ctx.clock.sleep(ctx.timing.deletePollMs, signal);
-    pod = await lookUp(ctx, id, signal, seen);
-    if (pod?.status === 'TERMINATED') terminatedMs ??= ctx.clock.nowMs();
+    pod = await lookUp(ctx, id, signal, looks);
   }
-  if (pod === null && seen !== undefined && terminatedMs !== null) {
-    seen.atMs = Math.min(seen.atMs ?? terminatedMs, terminatedMs);
+  // Read TERMINATED, it billed no more (`cost` 0): that look is when it was seen gone, once
+  // the 404 that follows confirms it; an earlier look the caller had counts too.
+  if (pod === null && seen !== undefined) {
+    const ends = [seen.atMs, looks.atMs, looks.terminatedMs ?? null];
+    seen.atMs = Math.min(...ends.filter((ms): ms is number => ms !== null));
   }
   return pod;
 }

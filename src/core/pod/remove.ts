@@ -57,10 +57,10 @@ export async function remove(
   // billing from that look on.
   let terminatedAtMs: number | null = null;
   try {
-    const first = await ctx.client.getPod(id, { signal });
-    lookedGone = first === null;
-    if (lookedGone) goneAtMs = ctx.clock.nowMs();
-    else if (first?.status === 'TERMINATED') terminatedAtMs = ctx.clock.nowMs();
+    const first = await ctx.client.lookPod(id, { signal });
+    lookedGone = first.pod === null;
+    if (lookedGone) goneAtMs = first.seenByMs;
+    else if (first.pod?.status === 'TERMINATED') terminatedAtMs = first.seenByMs;
   } catch (error) {
     log(ctx, 'debug', `cannot look at pod ${id} before deleting it: ${describeError(error)}`);
   }

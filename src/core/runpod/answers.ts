@@ -26,6 +26,28 @@ export interface Answer {
   body: string;
   /** Set when the body could not be read whole (too large); `body` is then empty. */
   unreadable?: string;
+  /** The latest moment, by this client's clock, at which the API had seen what it answered. */
+  seenByMs: number;
+}
+
+/**
+ * When, at the latest, the API saw what it answered to a call sent at `sentMs` whose answer
+ * arrived at `arrivedMs` (this client's clock): the answer's `Date` header plus the second it
+ * rounds off, when that agrees with the call (no earlier than the second it was sent in, no later
+ * than the answer's arrival; the same clock as `createdAt`, which the spend estimate starts
+ * from), else the arrival. A busy client reads an answer seconds after it was made: a pod the
+ * answer shows gone billed no later than its Date, not until this client read it.
+ */
+export function seenByMs(
+  date: string | string[] | undefined,
+  sentMs: number,
+  arrivedMs: number,
+): number {
+  const dateMs = Date.parse((Array.isArray(date) ? date[0] : date) ?? '');
+  if (Number.isNaN(dateMs) || dateMs < Math.floor(sentMs / 1000) * 1000 || dateMs > arrivedMs) {
+    return arrivedMs;
+  }
+  return Math.min(arrivedMs, dateMs + 1000);
 }
 
 /** No answer: the connection failed, was reset, or the attempt timed out. */

@@ -43,6 +43,12 @@ import type { RunpodClientOptions } from './clientOptions';
 import type { CallOptions } from './wire';
 
 export type { CallOptions } from './wire';
+
+/** A look at a pod: as the API showed it (null: gone), and when the API saw it so at the latest. */
+export interface PodLook {
+  pod: Pod | null;
+  seenByMs: number;
+}
 export type { ListDataCentersOptions, ListGpuTypesOptions } from './catalog';
 export { rateLimitResetMs, retryAfterMs } from './retryHeaders';
 export { MAX_PAGES } from './transport';
@@ -150,14 +156,25 @@ export class RunpodClient implements Disposable {
    * wrong base URL — is a `not_found` error: it proves nothing about the pod.
    */
   async getPod(id: string, options: CallOptions = {}): Promise<Pod | null> {
+    return (await this.lookPod(id, options)).pod;
+  }
+
+  /**
+   * {@link getPod}, with when the API saw the pod so at the latest (`seenByMs`, by this client's
+   * clock: see Answer.seenByMs): a pod it found gone billed no later than that.
+   */
+  async lookPod(id: string, options: CallOptions = {}): Promise<PodLook> {
     checkPodId(id);
+    let goneSeenMs = 0;
     const answer = await this.#http.okOr404(
       'GET',
       `/pods/${encodeURIComponent(id)}`,
       options.signal,
+      (seenMs) => (goneSeenMs = seenMs),
     );
-    if (answer === null) return null;
-    return this.#http.decode(answer, PodSchema, `GET /pods/${id}`);
+    if (answer === null) return { pod: null, seenByMs: goneSeenMs };
+    const pod = this.#http.decode(answer, PodSchema, `GET /pods/${id}`);
+    return { pod, seenByMs: answer.seenByMs };
   }
 
   /** `text` with the API key (and any part of it) masked. */

@@ -10,7 +10,7 @@ import type { Agent, Dispatcher } from 'undici';
 import type { z } from 'zod';
 import { abortError, type Clock } from '../clock';
 import type { Timing } from '../timing';
-import { decodeJson, type Pagination } from './wire';
+import { decodeJson, nextCursor, type Pagination } from './wire';
 import {
   API_KEY_VARIABLE,
   ApiError,
@@ -27,6 +27,7 @@ import {
   describeTransportError,
   errorCode,
   readBody,
+  seenByMs,
   TransportFailure,
   MAX_BODY_BYTES,
   type Answer,
@@ -215,11 +216,15 @@ export class ApiTransport {
     return this.expectOk(outcome, this.#redactor);
   }
 
-  /** A 2xx answer, or null for Runpod's own 404; anything else throws. */
+  /**
+   * A 2xx answer, or null for Runpod's own 404 (`onGone` told when the API saw that, see
+   * {@link Answer.seenByMs}); anything else throws.
+   */
   async okOr404(
     method: 'GET' | 'DELETE',
     path: string,
     signal: AbortSignal | undefined,
+    onGone?: (seenByMs: number) => void,
   ): Promise<Answer | null> {
     const outcome = await this.call({
       method,
@@ -229,7 +234,10 @@ export class ApiTransport {
       redactor: this.#redactor,
     });
     if (!(outcome instanceof TransportFailure) && outcome.status === 404) {
-      if (isRunpod404(outcome.body)) return null;
+      if (isRunpod404(outcome.body)) {
+        onGone?.(outcome.seenByMs);
+        return null;
+      }
     }
     return this.expectOk(outcome, this.#redactor);
   }
@@ -401,6 +409,7 @@ export class ApiTransport {
         status: response.statusCode,
         headers: response.headers,
         body: read.text,
+        seenByMs: seenByMs(response.headers.date, startedMs, this.clock.nowMs()),
         ...(read.tooLarge
           ? { unreadable: `the answer is larger than ${MAX_BODY_BYTES} bytes` }
           : {}),
@@ -437,14 +446,4 @@ export class ApiTransport {
     const search = query && Object.keys(query).length > 0 ? `?${new URLSearchParams(query)}` : '';
     return `${this.baseUrl}${path}${search}`;
   }
-}
-
-function nextCursor(pagination: Pagination, path: string): string | null {
-  if (!pagination || pagination.hasNextPage === false) return null;
-  const cursor = pagination.nextCursor;
-  if (cursor) return cursor;
-  if (pagination.hasNextPage === true) {
-    throw new ApiError('server', `Runpod's list ${path} announces another page without a cursor`);
-  }
-  return null;
 }

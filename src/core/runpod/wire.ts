@@ -4,6 +4,7 @@
  */
 import { z } from 'zod';
 import { lineColumn, scanJson } from '../runs/jsonPositions';
+import { ApiError } from './apiErrors';
 
 export interface CallOptions {
   /** Aborts the call and any retry wait: rejects with an AbortError. */
@@ -48,4 +49,15 @@ export function decodeJson<T>(text: string, schema: z.ZodType<T>): Decoded<T> {
     ok: false,
     reason: `data: ${path.length > 0 ? path.join('.') : '(root)'} ${issue?.code ?? 'invalid'}`,
   };
+}
+
+/** The cursor of a list's next page; null on its last page. */
+export function nextCursor(pagination: Pagination, path: string): string | null {
+  if (!pagination || pagination.hasNextPage === false) return null;
+  const cursor = pagination.nextCursor;
+  if (cursor) return cursor;
+  if (pagination.hasNextPage === true) {
+    throw new ApiError('server', `Runpod's list ${path} announces another page without a cursor`);
+  }
+  return null;
 }
