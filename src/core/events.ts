@@ -101,24 +101,41 @@ export interface TransferProgress {
 export type RunState = 'preparing' | 'running' | 'succeeded' | 'failed' | 'cancelled' | 'stopped';
 
 /**
- * Why a run ended (`end.cause` in run.json; runs/runEnd.ts lists and explains each). What a
- * front end decides on; the run's message is only shown.
+ * Why a run ended (`end.cause` in run.json), each with where a run ends so: what a front end
+ * decides on; the run's message is only shown (runs/runEnd.ts reads and writes it).
  */
-export type RunEndCause =
-  | 'completed'
-  | 'snapshotted'
-  | 'cancelled'
-  | 'job_failed'
-  | 'not_retrieved'
-  | 'deadline'
-  | 'cost_cap'
-  | 'pod_gone'
-  | 'pod_removed'
-  | 'recovery_failed'
-  | 'provision_failed'
-  | 'start_failed'
-  | 'interrupted'
-  | 'unknown';
+export const RUN_END_CAUSES = [
+  /** The job succeeded and its results came home (`succeeded`). */
+  'completed',
+  /** The job saved a snapshot and stopped (asked, or before a limit); it came home (`stopped`). */
+  'snapshotted',
+  /** The user cancelled the job; what it wrote came home (`cancelled`). */
+  'cancelled',
+  /** The job failed: a non-zero exit, no exit code, no metric line, nothing under output/. */
+  'job_failed',
+  /** The job ended but its results did not come home (the state says how the job ended). */
+  'not_retrieved',
+  /** The pod was deleted at `max_hours` before the job ended. */
+  'deadline',
+  /** The pod was deleted once `max_cost_usd` was spent, before the job ended. */
+  'cost_cap',
+  /** The pod vanished under the job (not by our hand) and the run was not recovered. */
+  'pod_gone',
+  /** `pod rm --force` deleted the pod before its results were retrieved. */
+  'pod_removed',
+  /** The pod died mid-job and no new pod could take the job up. */
+  'recovery_failed',
+  /** No pod could be had or made ready. */
+  'provision_failed',
+  /** The run failed before its job started (its files, the upload, the launch). */
+  'start_failed',
+  /** Stopped by the user (or its client gone) before the job started. */
+  'interrupted',
+  /** An older record whose words say no known cause. */
+  'unknown',
+] as const;
+
+export type RunEndCause = (typeof RUN_END_CAUSES)[number];
 
 /** Everything the core tells its listeners (the extension, the CLI, tests). */
 export type CoreEvent =

@@ -85,13 +85,13 @@ describe('nodes and launcher in overbrainer.toml', () => {
     assert.match(local?.message ?? '', /runs on this machine/);
     // Train refuses it before anything is created.
     assert.throws(
-      () => pickTarget(ok(`${BASE}nodes = 2\n`), undefined),
+      () => pickTarget(ok(`${BASE}nodes = 2\n`), {}),
       (error: unknown) =>
         error instanceof FlowError &&
         error.kind === 'bad_config' &&
         /nodes = 2/.test(error.message),
     );
-    assert.equal(pickTarget(ok(`${TORCHRUN_BASE}nodes = 2\n`), undefined).kind, 'runpod');
+    assert.equal(pickTarget(ok(`${TORCHRUN_BASE}nodes = 2\n`), {}).kind, 'runpod');
   });
 
   it('starts the command under torchrun with the cluster variables, as written', () => {

@@ -38,14 +38,14 @@ describe('flow: the target a train uses', function () {
 
   it('the train flow refuses either with the next action', function () {
     assert.throws(
-      () => pickTarget(configWith(['a', 'b']), undefined),
+      () => pickTarget(configWith(['a', 'b']), {}),
       (e: unknown) =>
         e instanceof FlowError &&
         /several targets \(a, b\)/.test(e.message) &&
         /--target/.test(e.hint ?? ''),
     );
     assert.throws(
-      () => pickTarget(configWith(['a']), 'c'),
+      () => pickTarget(configWith(['a']), { target: 'c' }),
       (e: unknown) =>
         e instanceof FlowError && /no target "c"/.test(e.message) && e.hint === 'Use one of: a.',
     );

@@ -9,16 +9,7 @@
 import { spawn } from 'node:child_process';
 import * as fs from 'node:fs';
 import { type OverbrainerConfig } from '../../core/flow/config';
-import {
-  hostShell,
-  hostSshArgs,
-  openBuiltinShell,
-  openHostShell,
-  opensshArgs,
-  podShell,
-  type OpenShellOptions,
-  type ShellSession,
-} from '../../core/flow/ssh';
+import { runShell, type OpenShellOptions, type ShellSession } from '../../core/flow/ssh';
 import { EXIT_FAILED, type CliTerminal, type Session } from '../session';
 
 /** The command; its exit code is the shell's (ssh's own 255 when it could not connect). */
@@ -39,18 +30,12 @@ export async function runsSsh(s: Session, runId: string): Promise<number> {
   } catch {
     // A broken overbrainer.toml does not keep a shell from a kept pod: OVERBRAINER_SSH_CLIENT or openssh.
   }
-  const connectTimeoutMs = s.timingOf().connectTimeoutMs;
-  // A run on the user's own machine: their ssh (their config, agent, known_hosts) in its directory.
-  const onHost = hostShell(s.workspace, runId, config);
-  if (onHost !== null) {
-    return onHost.client === 'openssh'
-      ? systemSsh(s, hostSshArgs(onHost))
-      : builtinShell(s, terminal, (o) => openHostShell(onHost, { ...o, connectTimeoutMs }));
-  }
-  const { access, client } = podShell(s.workspace, runId, config);
-  return client === 'openssh'
-    ? systemSsh(s, opensshArgs(access))
-    : builtinShell(s, terminal, (o) => openBuiltinShell(access, { ...o, connectTimeoutMs }));
+  // On the user's own machine for a run of an ssh target (their ssh, config, agent, known_hosts,
+  // in its directory), else on the run's pod.
+  const shell = runShell(s.workspace, runId, config, s.timingOf().connectTimeoutMs);
+  return shell.client === 'openssh'
+    ? systemSsh(s, shell.sshArgs)
+    : builtinShell(s, terminal, shell.open);
 }
 
 /** The system ssh with `args` on this process's terminal; Ctrl-C is ssh's to handle. */

@@ -166,10 +166,16 @@ export function chooseTarget(
   };
 }
 
-/** The target {@link chooseTarget} chooses, or a FlowError naming the next action. */
-export function pickTarget(config: OverbrainerConfig, name: string | undefined): TargetConfig {
+/**
+ * The target a train runs on: the one {@link chooseTarget} chooses for `options.target`, checked
+ * against the train's options and `[training]`; a FlowError naming the next action when not.
+ */
+export function pickTarget(
+  config: OverbrainerConfig,
+  options: { target?: string; keepPod?: boolean },
+): TargetConfig {
   const names = Object.keys(config.targets);
-  const { name: chosen, target } = chooseTarget(config, name);
+  const { name: chosen, target } = chooseTarget(config, options.target);
   if (chosen === undefined) {
     throw new FlowError(
       'no_target',
@@ -190,6 +196,20 @@ export function pickTarget(config: OverbrainerConfig, name: string | undefined):
   }
   const problem = config.training ? nodesProblem(config.training, target) : null;
   if (problem !== null) throw new FlowError('bad_config', problem.message, problem.hint);
+  if (options.keepPod && target.kind !== 'runpod') {
+    throw new FlowError(
+      'bad_option',
+      '--keep-pod only applies to a runpod target',
+      'Drop --keep-pod, or pick a runpod target.',
+    );
+  }
+  if (!config.training) {
+    throw new FlowError(
+      'bad_config',
+      'overbrainer.toml has no [training] section',
+      'Add one (see the commented template).',
+    );
+  }
   return target;
 }
 

@@ -33,24 +33,8 @@ export {
   untrustedError,
 } from './workspace';
 export * from './config';
-export {
-  bestTrial,
-  commandWithParams,
-  PARAMS_FILE,
-  StudyError,
-  sweep,
-  sweepList,
-  sweepMoney,
-  sweepQuote,
-  sweepQuoteLines,
-  sweepShow,
-  SweepError,
-  type SweepQuote,
-  type SweepRecord,
-  type SweepResult,
-  type SweepRunOptions,
-  type TrialRecord,
-} from './sweep';
+// A sweep's commands: flow/sweep.ts exports only what the front ends call.
+export * from './sweep';
 export type { RunpodClient } from '../runpod/client';
 export type { RunStore } from '../runs/store';
 export { CLIENT_VERSION } from '../runpod/client';

@@ -10,7 +10,13 @@ import { sshHostEnvVar, type OverbrainerConfig, type SshHostAddress } from '../c
 import { shQuote } from '../exec/shell';
 import { openShell, type OpenShellOptions, type ShellSession } from '../exec/sshShell';
 import { userHostTarget } from '../exec/userHost';
-import { prepareSshAccess, sshClientFor, SshAccessError } from '../pod/sshAccess';
+import {
+  openBuiltinShell,
+  opensshArgs,
+  prepareSshAccess,
+  sshClientFor,
+  SshAccessError,
+} from '../pod/sshAccess';
 import type { SshAccess, SshClientKind } from '../pod/sshAccess';
 import { FlowError } from './deps';
 import { untrustedError, type Workspace } from './workspace';
@@ -158,4 +164,52 @@ export async function openHostShell(
   });
   opened.write(`${intoRunDir(shell)}\n`);
   return opened;
+}
+
+/**
+ * The shell `runs ssh` and Open SSH Terminal open for run `runId`, either client: the system ssh
+ * with its arguments (`openssh`), or Overbrainer's own client on `where` (`builtin`), its shell
+ * opened by `open`. On the user's machine for a run of an ssh target ({@link hostShell}), else on
+ * the run's pod ({@link podShell}); throws as they do.
+ */
+export type RunShell =
+  | { client: 'openssh'; sshArgs: string[] }
+  | {
+      client: 'builtin';
+      where: string;
+      open: (options: Pick<OpenShellOptions, 'pty' | 'onOutput'>) => Promise<ShellSession>;
+    };
+
+export function runShell(
+  ws: Workspace,
+  runId: string,
+  config: OverbrainerConfig | null,
+  connectTimeoutMs: number,
+): RunShell {
+  const onHost = hostShell(ws, runId, config);
+  if (onHost !== null) {
+    if (onHost.client === 'openssh') return { client: 'openssh', sshArgs: hostSshArgs(onHost) };
+    return {
+      client: 'builtin',
+      where: hostShellWhere(onHost),
+      open: (options) => openHostShell(onHost, { ...options, connectTimeoutMs }),
+    };
+  }
+  const { access, client } = podShell(ws, runId, config);
+  return client === 'openssh'
+    ? { client: 'openssh', sshArgs: opensshArgs(access) }
+    : builtinPodShell(access, connectTimeoutMs);
+}
+
+/** The builtin client's shell on a pod, as {@link runShell} gives it. */
+export function builtinPodShell(
+  access: SshAccess,
+  connectTimeoutMs: number,
+): Extract<RunShell, { client: 'builtin' }> {
+  const { user, host, port } = access.endpoint;
+  return {
+    client: 'builtin',
+    where: `${user}@${host}:${port}`,
+    open: (options) => openBuiltinShell(access, { ...options, connectTimeoutMs }),
+  };
 }

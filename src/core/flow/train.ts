@@ -15,7 +15,6 @@ import { endRun, INTERRUPTED_BEFORE_JOB } from '../runs/runEnd';
 import { noPodLeft } from '../runs/store';
 import {
   type FlowDeps,
-  FlowError,
   type FlowResult,
   artifactsOf,
   endOf,
@@ -69,21 +68,7 @@ export async function train(
   workspaceDir: string,
   options: TrainOptions = {},
 ): Promise<FlowResult> {
-  const target = pickTarget(config, options.target);
-  if (options.keepPod && target.kind !== 'runpod') {
-    throw new FlowError(
-      'bad_option',
-      '--keep-pod only applies to a runpod target',
-      'Drop --keep-pod, or pick a runpod target.',
-    );
-  }
-  if (!config.training) {
-    throw new FlowError(
-      'bad_config',
-      'overbrainer.toml has no [training] section',
-      'Add one (see the commented template).',
-    );
-  }
+  const target = pickTarget(config, options);
   // The job's secrets, before anything is created: a missing one stops here with its fix.
   const secrets = jobSecretsOf(config, withDotEnv(workspaceDir, deps.env ?? {}));
   // nodes ≥ 2: one run on one Instant Cluster (./trainCluster.ts).

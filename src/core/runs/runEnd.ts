@@ -3,41 +3,9 @@
  * the message (kept for the records older versions read). Front ends decide on the cause; the
  * message is what they show.
  */
-import type { RunEndCause, RunState } from '../events';
+import { RUN_END_CAUSES, type RunEndCause, type RunState } from '../events';
 
 export type { RunEndCause };
-
-/** Every cause, and where a run ends so. */
-export const RUN_END_CAUSES: readonly RunEndCause[] = [
-  /** The job succeeded and its results came home (`succeeded`). */
-  'completed',
-  /** The job saved a snapshot and stopped (asked, or before a limit); it came home (`stopped`). */
-  'snapshotted',
-  /** The user cancelled the job; what it wrote came home (`cancelled`). */
-  'cancelled',
-  /** The job failed: a non-zero exit, no exit code, no metric line, nothing under output/. */
-  'job_failed',
-  /** The job ended but its results did not come home (the state says how the job ended). */
-  'not_retrieved',
-  /** The pod was deleted at `max_hours` before the job ended. */
-  'deadline',
-  /** The pod was deleted once `max_cost_usd` was spent, before the job ended. */
-  'cost_cap',
-  /** The pod vanished under the job (not by our hand) and the run was not recovered. */
-  'pod_gone',
-  /** `pod rm --force` deleted the pod before its results were retrieved. */
-  'pod_removed',
-  /** The pod died mid-job and no new pod could take the job up. */
-  'recovery_failed',
-  /** No pod could be had or made ready. */
-  'provision_failed',
-  /** The run failed before its job started (its files, the upload, the launch). */
-  'start_failed',
-  /** Stopped by the user (or its client gone) before the job started. */
-  'interrupted',
-  /** An older record whose words say no known cause. */
-  'unknown',
-];
 
 /** The message of a run stopped before its job started (`interrupted`). */
 export const INTERRUPTED_BEFORE_JOB = 'interrupted before the job started';

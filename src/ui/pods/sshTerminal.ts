@@ -10,14 +10,9 @@
 import { StringDecoder } from 'node:string_decoder';
 import type * as vscode from 'vscode';
 import {
-  hostShell,
-  hostShellWhere,
-  hostSshArgs,
-  openBuiltinShell,
-  openHostShell,
-  opensshArgs,
-  podShell,
-  type OpenShellOptions,
+  builtinPodShell,
+  runShell,
+  type RunShell,
   type ShellSession,
   type ShellSize,
   type SshAccess,
@@ -43,38 +38,18 @@ export async function openSshTerminal(ctx: UiContext, arg: unknown): Promise<voi
   try {
     const name = `Overbrainer ${run.id}`;
     const timeoutMs = session.workspace.timing.connectTimeoutMs;
+    const shell = runShell(session.workspace, run.id, session.configOrNull(), timeoutMs);
     // The system ssh with its arguments, or a pseudo-terminal over Overbrainer's own client.
-    const open = (shell: { sshArgs: string[] } | { pty: vscode.Pseudoterminal }): void => {
-      const terminal =
-        'sshArgs' in shell
-          ? ctx.window.createTerminal({
-              name,
-              cwd: folder.uri,
-              shellPath: 'ssh',
-              shellArgs: shell.sshArgs,
-            })
-          : ctx.window.createTerminal({ name, pty: shell.pty });
-      terminal.show();
-    };
-    const onHost = hostShell(session.workspace, run.id, session.configOrNull());
-    if (onHost !== null) {
-      open(
-        onHost.client === 'openssh'
-          ? { sshArgs: hostSshArgs(onHost) }
-          : {
-              pty: shellTerminal(hostShellWhere(onHost), (o) =>
-                openHostShell(onHost, { ...o, connectTimeoutMs: timeoutMs }),
-              ),
-            },
-      );
-      return;
-    }
-    const { access, client } = podShell(session.workspace, run.id, session.configOrNull());
-    open(
-      client === 'openssh'
-        ? { sshArgs: opensshArgs(access) }
-        : { pty: builtinTerminal(access, timeoutMs) },
-    );
+    const terminal =
+      shell.client === 'openssh'
+        ? ctx.window.createTerminal({
+            name,
+            cwd: folder.uri,
+            shellPath: 'ssh',
+            shellArgs: shell.sshArgs,
+          })
+        : ctx.window.createTerminal({ name, pty: shellTerminal(shell) });
+    terminal.show();
   } catch (error) {
     await ctx.showError('Cannot open a terminal', error);
   } finally {
@@ -91,17 +66,14 @@ export function builtinTerminal(
   access: SshAccess,
   connectTimeoutMs: number,
 ): vscode.Pseudoterminal {
-  const { user, host, port } = access.endpoint;
-  return shellTerminal(`${user}@${host}:${port}`, (options) =>
-    openBuiltinShell(access, { ...options, connectTimeoutMs }),
-  );
+  return shellTerminal(builtinPodShell(access, connectTimeoutMs));
 }
 
-/** A pseudo-terminal over the shell `open` opens on `where` (as {@link builtinTerminal}). */
-function shellTerminal(
-  where: string,
-  open: (options: Pick<OpenShellOptions, 'pty' | 'onOutput'>) => Promise<ShellSession>,
-): vscode.Pseudoterminal {
+/** A pseudo-terminal over the builtin client's `shell` (as {@link builtinTerminal}). */
+function shellTerminal({
+  where,
+  open,
+}: Extract<RunShell, { client: 'builtin' }>): vscode.Pseudoterminal {
   const written = new Emitter<string>();
   const closed = new Emitter<number | void>();
   const decoder = new StringDecoder('utf8');
