@@ -220,7 +220,7 @@ export abstract class Clusters extends Pods {
   protected deleteClusterAnswering(cluster: ClusterState, by: DeletedBy): void {
     if (cluster.deleting) return;
     cluster.deleting = true;
-    const members = this.members(cluster).map((pod) => this.deletePodAnswering(pod, by));
+    const members = this.members(cluster).map((pod) => this.deletePod(pod, by));
     this.clustersById.delete(cluster.id);
     const teardown: Promise<void> = Promise.all(members)
       .then(() => this.tearDownCluster(cluster))

@@ -49,7 +49,7 @@ export abstract class Handlers extends Clusters {
         const pod = this.podsById.get(params.id ?? '');
         if (!pod) return problem(404, 'pod not found');
         if (pod.member) return problem(409, MEMBER_409);
-        this.deletePodAnswering(pod, deletedBy);
+        void this.deletePod(pod, deletedBy);
         return { status: 204 };
       }
       case 'podAction': {

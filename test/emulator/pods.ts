@@ -1,6 +1,6 @@
 /**
  * The emulator's pods as the API sees them: create (validation, placement, stock, mounts), the
- * start/stop/restart/terminate actions, delete, the pod JSON, and network-volume quotas.
+ * start/stop/restart/terminate actions, delete, the pod JSON (network volumes: ./volumes.ts).
  */
 import { mkdirSync, writeFileSync } from 'node:fs';
 import { rm } from 'node:fs/promises';
@@ -31,9 +31,9 @@ import {
   SECRET_REF,
   volumeJson,
 } from './state';
-import { PodContainers } from './containers';
+import { NetworkVolumes } from './volumes';
 
-export abstract class Pods extends PodContainers {
+export abstract class Pods extends NetworkVolumes {
   protected async createPod(body: CreatePodBody, member?: MemberState): Promise<Reply> {
     // Rules of the document that JSON Schema cannot state answer 400, as Runpod's handler does.
     if (body.gpu && body.cpu) return problem(400, 'set exactly one of gpu or cpu, not both');
@@ -254,20 +254,14 @@ export abstract class Pods extends PodContainers {
     }
   }
 
-  protected async deletePod(pod: PodState, by: DeletedBy): Promise<void> {
-    if (pod.deleted) return;
-    this.endBilling(pod, by);
-    await this.tearDown(pod, by);
-  }
-
   /**
-   * A DELETE's part before its answer: billing and the pod's key end, the pod reads TERMINATED.
-   * Its processes and files go after the answer (tracked: close() waits for them), so the answer
-   * does not wait on killing processes and removing hundreds of MiB, and a client that counts a
-   * pod's cost to that answer is not charged for the teardown. Once nothing of the pod is left it
-   * answers 404.
+   * Deletes `pod` as a DELETE does: billing and the pod's key end at once and it reads TERMINATED;
+   * its processes and files go after, in the teardown returned (tracked: close() waits for it),
+   * so an answer need not wait on killing processes and removing hundreds of MiB, and a client
+   * that counts a pod's cost to that answer is not charged for the teardown. Once nothing of the
+   * pod is left it answers 404. A pod already deleted: nothing to wait for.
    */
-  protected deletePodAnswering(pod: PodState, by: DeletedBy): Promise<void> {
+  protected deletePod(pod: PodState, by: DeletedBy): Promise<void> {
     if (pod.deleted) return Promise.resolve();
     this.endBilling(pod, by);
     const teardown: Promise<void> = this.tearDown(pod, by)
@@ -425,68 +419,5 @@ export abstract class Pods extends PodContainers {
         ? { clusterId: pod.member.clusterId, rank: pod.member.rank, ip: pod.member.ip }
         : null,
     };
-  }
-
-  /** `PATCH /v2/network-volumes/{id}`: a new name, or a size that only grows (400 otherwise). */
-  protected updateNetworkVolume(id: string, body: { size?: number; name?: string }): Reply {
-    const volume = this.catalog.networkVolumes.find((v) => v.id === id);
-    if (!volume) return problem(404, 'network volume not found');
-    if (body.size !== undefined && body.size < volume.sizeGb) {
-      return problem(
-        400,
-        `network volume storage cannot be reduced: it is ${volume.sizeGb} GB, ${body.size} GB asked`,
-      );
-    }
-    if (body.size !== undefined && body.size !== volume.sizeGb) {
-      const source = join(this.stateDir, 'volumes', volume.id);
-      if (this.mountedVolumes.has(source)) {
-        const raised = spawnSync(
-          'mount',
-          ['-o', `remount,size=${this.volumeQuotaBytes(body.size)}`, source],
-          { stdio: ['ignore', 'ignore', 'pipe'] },
-        );
-        if (raised.status !== 0) {
-          return problem(500, `cannot grow the volume: ${String(raised.stderr).trim()}`);
-        }
-      }
-      volume.sizeGb = body.size;
-    }
-    if (body.name !== undefined) volume.name = body.name;
-    return { status: 200, body: volumeJson(volume) };
-  }
-
-  protected volumeQuotaBytes(sizeGb: number): number {
-    return Math.floor(sizeGb * (this.volumeQuota?.bytesPerGb ?? 0) * 0.94);
-  }
-
-  /** With `volumeQuota`, makes the volume's host directory a tmpfs of its quota: null, or why not. */
-  protected mountVolumeQuota(volumeId: string, source: string): string | null {
-    if (this.volumeQuota === null || this.mountedVolumes.has(source)) return null;
-    const volume = this.catalog.networkVolumes.find((v) => v.id === volumeId);
-    if (!volume) return `network volume '${volumeId}' not found`;
-    const mounted = spawnSync(
-      'mount',
-      [
-        '-t',
-        'tmpfs',
-        '-o',
-        `size=${this.volumeQuotaBytes(volume.sizeGb)},mode=0755,nosuid,nodev`,
-        'tmpfs',
-        source,
-      ],
-      { stdio: ['ignore', 'ignore', 'pipe'] },
-    );
-    if (mounted.status !== 0) {
-      return `cannot mount the quota of network volume '${volumeId}': ${String(mounted.stderr).trim()}`;
-    }
-    this.mountedVolumes.add(source);
-    return null;
-  }
-
-  protected unmountVolumes(): void {
-    for (const source of this.mountedVolumes) {
-      spawnSync('umount', ['-l', source], { stdio: 'ignore' });
-    }
-    this.mountedVolumes.clear();
   }
 }

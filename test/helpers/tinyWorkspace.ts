@@ -85,6 +85,18 @@ kind = "local"
 `;
 }
 
+/**
+ * An overbrainer.toml on an `ssh` target named `box` (the user's own machine) with its runs under
+ * `workdir`, running `command` (uploading the tiny files); `trainingExtra` ends `[training]`.
+ */
+export function sshToml(command: string, workdir: string, trainingExtra = ''): string {
+  return `${trainingOn('box', command)}${trainingExtra}
+[targets.box]
+kind = "ssh"
+workdir = ${JSON.stringify(workdir)}
+`;
+}
+
 /** Copies examples/tiny's train.py and data into `dir`, and writes `toml` as its overbrainer.toml. */
 export function writeTinyWorkspace(dir: string, toml?: string): void {
   fs.copyFileSync(path.join(TINY, 'train.py'), path.join(dir, 'train.py'));

@@ -6,6 +6,7 @@
  * jobs left on them (a failed assertion leaves none running), the daemons, the temp folders.
  */
 import assert from 'node:assert/strict';
+import { spawn, type ChildProcess } from 'node:child_process';
 import * as fs from 'node:fs';
 import * as path from 'node:path';
 import { systemClock } from '../../src/core/clock';
@@ -16,7 +17,49 @@ import { train, type FlowDeps } from '../../src/core/flow';
 import { RunStore } from '../../src/core/runs/store';
 import { scaleTiming } from '../../src/core/timing';
 import { startSshd, type Sshd } from './sshd';
-import { tempTinyWorkspace } from './tinyWorkspace';
+import { sshToml, tempTinyWorkspace } from './tinyWorkspace';
+
+/** What a shell the user runs printed, and its exit code. */
+export interface ShellRun {
+  code: number | null;
+  stdout: string;
+  stderr: string;
+}
+
+/**
+ * `file args…` as the user's shell or VS Code's terminal spawns it: in `cwd`, with PATH and `env`
+ * only (their HOME), `input` typed on its stdin (a pipe, closed after it), until its output closes.
+ */
+export function spawnAsUser(
+  file: string,
+  args: string[],
+  options: {
+    env: Record<string, string>;
+    cwd?: string;
+    input?: string;
+    /** Holds the process while it runs (a test's `after` kills what is left). */
+    children?: Set<ChildProcess>;
+  },
+): Promise<ShellRun> {
+  return new Promise((resolve, reject) => {
+    const child = spawn(file, args, {
+      cwd: options.cwd,
+      env: { PATH: process.env.PATH ?? '/usr/bin:/bin', ...options.env },
+      stdio: 'pipe',
+    });
+    options.children?.add(child);
+    let stdout = '';
+    let stderr = '';
+    child.stdout.on('data', (chunk: Buffer) => (stdout += chunk.toString()));
+    child.stderr.on('data', (chunk: Buffer) => (stderr += chunk.toString()));
+    child.once('error', reject);
+    child.once('close', (code) => {
+      options.children?.delete(child);
+      resolve({ code, stdout, stderr });
+    });
+    child.stdin.end(options.input ?? '');
+  });
+}
 
 /** The `Host` alias of the user's SSH config. */
 export const ALIAS = 'gpubox';
@@ -30,23 +73,6 @@ export interface Box {
   config: OverbrainerConfig;
   /** The environment of the user's shell (HOME, the target's address, what the test adds). */
   env: Record<string, string>;
-}
-
-function toml(command: string, workdir: string, training = ''): string {
-  return `[project]
-name = "tiny"
-
-[training]
-target = "box"
-trainer = "command"
-command = ${JSON.stringify(command)}
-upload = ["train.py", "data"]
-${training}
-
-[targets.box]
-kind = "ssh"
-workdir = ${JSON.stringify(workdir)}
-`;
 }
 
 const boxes: Box[] = [];
@@ -105,7 +131,7 @@ export async function userMachine(
   );
   fs.writeFileSync(
     path.join(ws, 'overbrainer.toml'),
-    toml(command, `${sshd.root}/ob`, more.training),
+    sshToml(command, `${sshd.root}/ob`, more.training),
   );
   const env = {
     HOME: home,

@@ -20,6 +20,7 @@ import { opensshArgs } from '../../src/core/pod/sshAccess';
 import { RunStore } from '../../src/core/runs';
 import { systemClock } from '../../src/core/clock';
 import { freePort } from '../emulator/ports';
+import { spawnAsUser, type ShellRun } from '../helpers/userMachine';
 
 const SSHD = '/usr/sbin/sshd';
 
@@ -96,19 +97,13 @@ async function startSshd(dir: string, hostKeyB64: string, authorizedKey: string)
   }
 }
 
-interface SshResult {
-  code: number | null;
-  stdout: string;
-  stderr: string;
-}
-
 /** The system ssh with the product's options for the run's files, with a throwaway HOME. */
 async function ssh(
   workspace: string,
   home: string,
   runId: string,
   command: string,
-): Promise<SshResult> {
+): Promise<ShellRun> {
   const sshDir = path.join(workspace, 'runs', runId, 'ssh');
   const endpoint = JSON.parse(fs.readFileSync(path.join(sshDir, 'endpoint.json'), 'utf8')) as {
     endpoint: SshEndpoint;
@@ -122,30 +117,10 @@ async function ssh(
     knownHostsFile: path.join(sshDir, 'known_hosts'),
     hostPublicKey: endpoint.pinned,
   });
-  return new Promise((resolve, reject) => {
-    const child = spawn(
-      'ssh',
-      [
-        ...args.slice(0, -1),
-        '-o',
-        'BatchMode=yes',
-        '-o',
-        'ConnectTimeout=10',
-        ...args.slice(-1),
-        command,
-      ],
-      {
-        cwd: workspace,
-        env: { PATH: process.env.PATH ?? '/usr/bin:/bin', HOME: home },
-        stdio: ['ignore', 'pipe', 'pipe'],
-      },
-    );
-    let stdout = '';
-    let stderr = '';
-    child.stdout.on('data', (chunk: Buffer) => (stdout += chunk.toString()));
-    child.stderr.on('data', (chunk: Buffer) => (stderr += chunk.toString()));
-    child.once('error', reject);
-    child.once('exit', (code) => resolve({ code, stdout, stderr }));
+  const options = ['-o', 'BatchMode=yes', '-o', 'ConnectTimeout=10'];
+  return spawnAsUser('ssh', [...args.slice(0, -1), ...options, ...args.slice(-1), command], {
+    cwd: workspace,
+    env: { HOME: home },
   });
 }
 

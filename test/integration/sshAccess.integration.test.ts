@@ -6,7 +6,7 @@
  * run folder Overbrainer did not write must be refused.
  */
 import assert from 'node:assert/strict';
-import { spawn, type ChildProcess } from 'node:child_process';
+import { type ChildProcess } from 'node:child_process';
 import * as fs from 'node:fs';
 import * as path from 'node:path';
 import { startEmulator, type Emulator } from '../emulator/emulator';
@@ -14,35 +14,13 @@ import { ApiClient } from '../emulator/testing';
 import { cliArgv, startCli, ROOT, type Ran } from '../helpers/cli';
 import { readJson } from '../helpers/labFiles';
 import { emulatorEnv, tempTinyWorkspace, tinyToml } from '../helpers/tinyWorkspace';
+import { spawnAsUser, type ShellRun } from '../helpers/userMachine';
 import { systemClock } from '../../src/core/clock';
 import { prepareSshAccess } from '../../src/core/pod/sshAccess';
 import { RunStore } from '../../src/core/runs/store';
 import { openSshTerminal } from '../../src/ui/pods/podCommands';
 import { builtinTerminal } from '../../src/ui/pods/sshTerminal';
 import { fakeContext, folder, podSummary, runSummary } from '../unit/uiFakeHost';
-
-interface Shell {
-  code: number | null;
-  stdout: string;
-  stderr: string;
-}
-
-/** Runs `file args…` in `cwd` with a throwaway HOME and nothing on stdin. */
-function run(file: string, args: string[], cwd: string, home: string): Promise<Shell> {
-  return new Promise((resolve, reject) => {
-    const child = spawn(file, args, {
-      cwd,
-      env: { PATH: process.env.PATH ?? '/usr/bin:/bin', HOME: home },
-      stdio: ['ignore', 'pipe', 'pipe'],
-    });
-    let stdout = '';
-    let stderr = '';
-    child.stdout.on('data', (chunk: Buffer) => (stdout += chunk.toString()));
-    child.stderr.on('data', (chunk: Buffer) => (stderr += chunk.toString()));
-    child.once('error', reject);
-    child.once('close', (code) => resolve({ code, stdout, stderr }));
-  });
-}
 
 describe('the ssh command and terminal of a kept pod run nothing of the run folder', function () {
   this.timeout(150_000);
@@ -138,7 +116,10 @@ describe('the ssh command and terminal of a kept pod run nothing of the run fold
     }
 
     // As a user pastes it, in the folder the CLI ran in (the CLI helper's cwd).
-    const ran = await run('sh', ['-c', `${command} 'echo "on the pod: $((40 + 2))"'`], ROOT, home);
+    const ran = await spawnAsUser('sh', ['-c', `${command} 'echo "on the pod: $((40 + 2))"'`], {
+      cwd: ROOT,
+      env: { HOME: home },
+    });
     assert.equal(ran.code, 0, ran.stderr);
     assert.equal(ran.stdout, 'on the pod: 42\n');
     assertNothingRan();
@@ -162,7 +143,10 @@ describe('the ssh command and terminal of a kept pod run nothing of the run fold
     assert.equal(shellPath, 'ssh');
     assert.ok(Array.isArray(shellArgs));
     const where = typeof cwd === 'string' ? cwd : (cwd?.fsPath ?? ws);
-    const ran = await run(shellPath, [...shellArgs, 'echo "terminal: $((40 + 2))"'], where, home);
+    const ran = await spawnAsUser(shellPath, [...shellArgs, 'echo "terminal: $((40 + 2))"'], {
+      cwd: where,
+      env: { HOME: home },
+    });
     assert.equal(ran.code, 0, ran.stderr);
     assert.equal(ran.stdout, 'terminal: 42\n');
     assertNothingRan();
@@ -203,29 +187,12 @@ describe('the ssh command and terminal of a kept pod run nothing of the run fold
   });
 
   /** `overbrainer runs ssh ID` with `input` on its stdin (a pipe: no pseudo-terminal). */
-  function runsSsh(input: string, env: Record<string, string> = {}): Promise<Shell> {
-    return new Promise((resolve, reject) => {
-      const child = spawn(process.execPath, [...cliArgv(), '-C', ws, 'runs', 'ssh', id], {
-        cwd: ROOT,
-        env: {
-          HOME: home,
-          PATH: process.env.PATH ?? '/usr/bin:/bin',
-          ...emulatorEnv(emulator),
-          ...env,
-        },
-        stdio: ['pipe', 'pipe', 'pipe'],
-      });
-      children.add(child);
-      let stdout = '';
-      let stderr = '';
-      child.stdout.on('data', (chunk: Buffer) => (stdout += chunk.toString()));
-      child.stderr.on('data', (chunk: Buffer) => (stderr += chunk.toString()));
-      child.once('error', reject);
-      child.once('close', (code) => {
-        children.delete(child);
-        resolve({ code, stdout, stderr });
-      });
-      child.stdin.end(input);
+  function runsSsh(input: string, env: Record<string, string> = {}): Promise<ShellRun> {
+    return spawnAsUser(process.execPath, [...cliArgv(), '-C', ws, 'runs', 'ssh', id], {
+      cwd: ROOT,
+      env: { HOME: home, ...emulatorEnv(emulator), ...env },
+      input,
+      children,
     });
   }
 

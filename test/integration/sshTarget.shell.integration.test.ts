@@ -5,12 +5,17 @@
  * known_hosts. The terminal is given no key and no secret.
  */
 import assert from 'node:assert/strict';
-import { spawn } from 'node:child_process';
 import * as fs from 'node:fs';
 import * as path from 'node:path';
 import type * as vscode from 'vscode';
 import { openSshTerminal } from '../../src/ui/pods/podCommands';
-import { ALIAS, closeMachines, startGated, userMachine as box } from '../helpers/userMachine';
+import {
+  ALIAS,
+  closeMachines,
+  spawnAsUser,
+  startGated,
+  userMachine as box,
+} from '../helpers/userMachine';
 import { cliArgv } from '../helpers/cli';
 import { gatedCommand } from '../helpers/gatedJob';
 import { fakeContext, folder, runSummary } from '../unit/uiFakeHost';
@@ -18,28 +23,6 @@ import { fakeContext, folder, runSummary } from '../unit/uiFakeHost';
 describe("Open SSH Terminal on the user's own machine", function () {
   this.timeout(120_000);
   afterEach(closeMachines);
-
-  /** `file args…` as VS Code's terminal spawns it, the user's HOME, `input` typed on its stdin. */
-  function spawnWith(
-    file: string,
-    args: string[],
-    env: Record<string, string>,
-    input: string,
-  ): Promise<{ code: number | null; stdout: string; stderr: string }> {
-    return new Promise((resolve, reject) => {
-      const child = spawn(file, args, {
-        env: { PATH: process.env.PATH ?? '/usr/bin:/bin', ...env },
-        stdio: ['pipe', 'pipe', 'pipe'],
-      });
-      let stdout = '';
-      let stderr = '';
-      child.stdout.on('data', (chunk: Buffer) => (stdout += chunk.toString()));
-      child.stderr.on('data', (chunk: Buffer) => (stderr += chunk.toString()));
-      child.once('error', reject);
-      child.once('close', (code) => resolve({ code, stdout, stderr }));
-      child.stdin.end(input);
-    });
-  }
 
   it("Open SSH Terminal on a run of the machine: the user's ssh with their SSH config in the run's directory (and builtin), no key or secret in what it is given", async () => {
     const token = 'hf_itTerminalToken_3f9a61c0';
@@ -67,7 +50,7 @@ describe("Open SSH Terminal on the user's own machine", function () {
       assert.ok(!given.includes(secret), `the terminal is given ${secret}: ${given}`);
     }
     const typed = 'pwd; echo "terminal: $((40 + 2))"; exit 3\n';
-    const ran = await spawnWith(shellPath, shellArgs, { HOME: b.home }, typed);
+    const ran = await spawnAsUser(shellPath, shellArgs, { env: { HOME: b.home }, input: typed });
     assert.equal(ran.code, 3, ran.stderr);
     assert.match(
       ran.stdout,
@@ -104,11 +87,13 @@ describe("Open SSH Terminal on the user's own machine", function () {
     const remoteDir = b.deps.store.loadRun(runId).remoteDir;
     const typed = 'echo "shell: $(pwd)"; exit 3\n';
     for (const client of ['openssh', 'builtin']) {
-      const ran = await spawnWith(
+      const ran = await spawnAsUser(
         process.execPath,
         [...cliArgv(), '-C', b.ws, 'runs', 'ssh', runId],
-        { ...b.env, OVERBRAINER_SSH_CLIENT: client },
-        typed,
+        {
+          env: { ...b.env, OVERBRAINER_SSH_CLIENT: client },
+          input: typed,
+        },
       );
       assert.equal(ran.code, 3, `${client}: ${ran.stderr}`);
       assert.match(ran.stdout, new RegExp(`^shell: ${remoteDir}\\r?$`, 'm'), client);
