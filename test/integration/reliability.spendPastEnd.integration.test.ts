@@ -60,9 +60,16 @@ describe('reliability: spend of pods that outlive their job or their deadline', 
       FIGURES,
       `watchdog-deleted past the deadline: spend estimate $${(row.estimated_usd ?? 0).toFixed(4)}, ledger $${ledger.toFixed(4)}`,
     );
-    // How far the estimate starts before the ledger's creation and ends after its deletion.
+    // How far the estimate starts before the ledger's creation and ends after its deletion, and
+    // when the first look after the deletion reached the API (nobody looks before attach).
     const entry = l.ledgerOf(podId);
-    const span = `starts ${((entry.createdAtMs - (pod.billed_from_ms as number)) / 1000).toFixed(2)} s early, ends ${(((pod.deleted_ms as number) - (entry.deletedAtMs ?? 0)) / 1000).toFixed(2)} s late`;
+    const deletedAtMs = entry.deletedAtMs ?? 0;
+    const look = l.emulator
+      .requests()
+      .find(
+        (r) => r.method === 'GET' && r.path.endsWith(`/pods/${podId}`) && r.atMs >= deletedAtMs,
+      );
+    const span = `starts ${((entry.createdAtMs - (pod.billed_from_ms as number)) / 1000).toFixed(2)} s early, ends ${(((pod.deleted_ms as number) - deletedAtMs) / 1000).toFixed(2)} s late; the first look reached the API ${look ? `${((look.atMs - deletedAtMs) / 1000).toFixed(2)} s` : 'never'} after the delete`;
     assertWithin1Percent(row.estimated_usd, ledger, `spend --json (${span})`);
     recordResult(this, { verified: 0, lost: 0 });
   });
