@@ -4,7 +4,6 @@
  */
 import { mkdirSync, writeFileSync } from 'node:fs';
 import { rm } from 'node:fs/promises';
-import { spawnSync } from 'node:child_process';
 import { join } from 'node:path';
 import { rfc3339 } from '../../src/core/clock';
 import {
@@ -29,7 +28,6 @@ import {
   type Reply,
   round6,
   SECRET_REF,
-  volumeJson,
 } from './state';
 import { NetworkVolumes } from './volumes';
 
