@@ -50,6 +50,7 @@ export type Command =
     }
   | { kind: 'pod_datacenters' | 'pod_volumes' | 'pod_templates'; json?: true }
   | { kind: 'sweep'; dryRun: boolean }
+  | { kind: 'sweep_attach' | 'sweep_stop'; name: string }
   | { kind: 'sweep_ls'; json?: true }
   | { kind: 'sweep_show'; name: string; json?: true };
 
@@ -325,6 +326,18 @@ export function parseArgs(argv: readonly string[]): Parsed {
         );
       }
       return { dir, command: { kind: 'sweep', dryRun: values.has('--dry-run') } };
+    case 'sweep start':
+      none(positional, what);
+      return { dir, command: { kind: 'sweep', dryRun: values.has('--dry-run') } };
+    case 'sweep attach':
+    case 'sweep stop':
+      return {
+        dir,
+        command: {
+          kind: what === 'sweep attach' ? 'sweep_attach' : 'sweep_stop',
+          name: one(positional, what, 'a NAME'),
+        },
+      };
     case 'sweep ls':
       none(positional, what);
       return { dir, command: { kind: 'sweep_ls', ...json(values) } };

@@ -174,17 +174,51 @@ export const COMMAND_SPECS: readonly CommandSpec[] = [
   LISTING('pod volumes', "list the account's network volumes (for network_volume_id)"),
   LISTING('pod templates', "list the account's pod templates"),
   {
-    name: 'sweep',
+    name: 'sweep start',
     args: '',
     summary: 'run the sweep of [sweep] (an Optuna study, each trial a run) under its budget',
     details: [
       'A sweep already started is resumed from runs/sweeps/NAME/: no trial runs twice.',
       "Ctrl-C stops following; running trials go on under their pods' watchdogs.",
       'The Python with Optuna: OVERBRAINER_SWEEP_PYTHON, else python3.',
+      '`overbrainer sweep` alone does the same.',
       'Exit 0: ended with a best trial; 1: failed, no complete trial, or stopped following.',
     ],
     options: { '--dry-run': flag("print the quote against the sweep's budget; create nothing") },
+    example: 'overbrainer sweep start --dry-run',
+  },
+  {
+    name: 'sweep',
+    args: '',
+    summary: 'the same as `sweep start`',
+    options: { '--dry-run': flag("print the quote against the sweep's budget; create nothing") },
     example: 'overbrainer sweep --dry-run',
+  },
+  {
+    name: 'sweep attach',
+    args: 'NAME',
+    summary:
+      'follow a sweep whose client stopped: its live trials to their end, then new ones while trials and budget remain',
+    details: [
+      'Refused while another live client runs the sweep; taken over once that one died.',
+      'A sweep that ended is shown as it is.',
+      'Exit codes as `sweep start`.',
+    ],
+    options: {},
+    example: 'overbrainer sweep attach lr-rank',
+  },
+  {
+    name: 'sweep stop',
+    args: 'NAME',
+    summary:
+      'stop a sweep: no new trial; running trials stopped, their results brought home, their pods deleted',
+    details: [
+      'The client running the sweep (another window or process) is asked to, and this waits for it;',
+      'with none running it, this client stops the trials itself.',
+      'Exit 0 once the sweep ended (stopped, or it had ended before); 1 otherwise.',
+    ],
+    options: {},
+    example: 'overbrainer sweep stop lr-rank',
   },
   LISTING('sweep ls', 'list the sweeps of runs/sweeps/, with their best value and spend'),
   {

@@ -16,7 +16,14 @@ import { runsLogs, runsLs } from './commands/runs';
 import { runsShow } from './commands/runsShow';
 import { runsSsh } from './commands/runsSsh';
 import { spend } from './commands/spend';
-import { sweepCommand, sweepDryRun, sweepLs, sweepShowCommand } from './commands/sweep';
+import {
+  sweepAttachCommand,
+  sweepCommand,
+  sweepDryRun,
+  sweepLs,
+  sweepShowCommand,
+  sweepStopCommand,
+} from './commands/sweep';
 import { attachOrCancel, dryRun, keepCommand, stopRun, trainCommand } from './commands/train';
 import { commandHelp } from './help';
 import { EXIT_OK, EXIT_USAGE, Session, type CliIo } from './session';
@@ -106,6 +113,10 @@ function dispatch(
       return podTemplates(s, command.json === true);
     case 'sweep':
       return command.dryRun ? sweepDryRun(s) : sweepCommand(s);
+    case 'sweep_attach':
+      return sweepAttachCommand(s, command.name);
+    case 'sweep_stop':
+      return sweepStopCommand(s, command.name);
     case 'sweep_ls':
       return sweepLs(s, command.json === true);
     case 'sweep_show':

@@ -2,7 +2,8 @@
  * `overbrainer sweep` as a user runs it: a child process (the built CLI) with a cleared
  * environment against the Runpod emulator (real pods) and the real Optuna
  * (OVERBRAINER_SWEEP_PYTHON=/usr/bin/python3): the dry run's quote creates nothing; a sweep of
- * 2 trials runs to its end (exit 0); `sweep ls --json` and `sweep show` list it with its best.
+ * 2 trials runs to its end (exit 0); `sweep ls --json` and `sweep show` list it with its best;
+ * `sweep attach` and `sweep stop` of the ended sweep change nothing.
  */
 import assert from 'node:assert/strict';
 import * as fs from 'node:fs';
@@ -49,8 +50,8 @@ describe('overbrainer sweep against the Runpod emulator and the real Optuna', fu
   );
   const { cli, runsDir } = suite;
 
-  it('sweep --dry-run quotes the budget and creates nothing', async () => {
-    const ran = await cli(['sweep', '--dry-run']);
+  it('sweep start --dry-run quotes the budget and creates nothing', async () => {
+    const ran = await cli(['sweep', 'start', '--dry-run']);
     assert.equal(ran.code, 0, ran.stderr);
     assert.match(ran.stdout, /sweep cli-sweep: 2 trials, 2 at once, budget \$3\.00/);
     assert.match(ran.stdout, /a trial's worst case: \$0\.5\d/);
@@ -80,5 +81,23 @@ describe('overbrainer sweep against the Runpod emulator and the real Optuna', fu
     const missing = await cli(['sweep', 'show', 'nope']);
     assert.equal(missing.code, 1);
     assert.match(missing.stderr, /no sweep nope/);
+    // The ended sweep: attach shows it, stop has nothing to stop; another name is refused.
+    const attach = await cli(['sweep', 'attach', 'cli-sweep']);
+    assert.equal(attach.code, 0, attach.stderr);
+    assert.match(attach.stdout, /sweep cli-sweep: ended \(trials\)/);
+    const stop = await cli(['sweep', 'stop', 'cli-sweep']);
+    assert.equal(stop.code, 0, stop.stderr);
+    assert.match(stop.stderr, /sweep cli-sweep had already ended: nothing to stop/);
+    const other = await cli(['sweep', 'stop', 'nope']);
+    assert.notEqual(other.code, 0);
+    assert.match(
+      other.stderr,
+      /sweep nope is not the \[sweep\] of overbrainer\.toml .*name = "nope"/s,
+    );
+    assert.deepEqual(
+      suite.emulator.ledger().pods.filter((p) => p.billing),
+      [],
+      'attach and stop of an ended sweep create no pod',
+    );
   });
 });

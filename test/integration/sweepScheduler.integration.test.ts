@@ -90,9 +90,9 @@ class StandIn implements TrialRunner {
   resume(): Promise<TrialOutcome> {
     return Promise.resolve({ state: 'succeeded', message: null });
   }
-  prune(runId: string): Promise<void> {
+  prune(runId: string): Promise<boolean> {
     this.pruned.push(runId);
-    return Promise.resolve();
+    return Promise.resolve(true);
   }
   findRun(): string | null {
     return null;
@@ -127,6 +127,7 @@ describe('sweep scheduler: the budget, the objective and pruning, on the real Op
       return await runSweep({ store, bus, clock: systemClock, owner: 'test' }, c, runner, {
         trialWorstUsd: WORST,
         study: { python: PYTHON },
+        pollMs: 50,
       });
     } finally {
       clearInterval(releaser);

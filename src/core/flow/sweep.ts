@@ -1,7 +1,14 @@
 /**
  * Sweeps for both front ends: `[sweep]` run as an Optuna study whose trials are ordinary train
  * runs (core/sweep/scheduler.ts decides; this file hands it train, attach and cancel), its quote
- * (`sweep --dry-run`), and its records for `sweep ls` / `sweep show`.
+ * (`sweep --dry-run`), attach (a sweep whose client died, followed again from its records) and
+ * stop (no new trial; the running ones stopped, their results home, their pods deleted), and its
+ * records for `sweep ls` / `sweep show`.
+ *
+ * One client at a time runs a sweep (its lock): attach is refused, naming the holder, while
+ * another live client runs it, and takes it over once that one died. Stop works either way: it
+ * asks the client running the sweep (stop.json) and waits for the record to say stopped, or,
+ * with none running it, carries the stop out itself.
  *
  * A trial's params reach its job two ways: `params.json` in the run directory (beside the job,
  * its working directory), and `{name}` placeholders in a command trainer's command, replaced by
@@ -15,8 +22,17 @@ import { describeError } from '../errors';
 import { shQuote } from '../exec/shell';
 import { runPodSpends, runTotals } from '../runs/spend';
 import { quoteSweepBudget, type SweepBudgetQuote } from '../sweep/budget';
-import { listSweeps, loadSweep, type SweepRecord } from '../sweep/records';
+import { SweepError } from '../sweep/records';
 import {
+  clearSweepStop,
+  listSweeps,
+  loadSweep,
+  requestSweepStop,
+  sweepHolder,
+  type SweepRecord,
+} from '../sweep/records';
+import {
+  bestTrial,
   runSweep,
   type SweepResult,
   type TrialOutcome,
@@ -146,6 +162,7 @@ export async function sweep(
     {
       trialWorstUsd: quote.trialWorstUsd,
       study: { python: options.python ?? null, choosePython: options.choosePython },
+      pollMs: deps.timing.statusPollMs,
       signal: options.signal,
     },
   );
@@ -226,7 +243,14 @@ function trialRunner(
       }
     },
     async prune(runId) {
-      await cancel(deps, config, runId);
+      try {
+        await cancel(deps, config, runId);
+      } catch (error) {
+        if (error instanceof FlowError && error.kind === 'not_started') return false;
+        if (error instanceof FlowError && error.kind === 'already_ended') return true;
+        throw error;
+      }
+      return true;
     },
     findRun(name, number) {
       const found = deps.store
@@ -272,4 +296,84 @@ export function sweepMoney(record: SweepRecord): { spentUsd: number; committedUs
     else if (t.state === 'running' || t.state === 'starting') committedUsd += t.cap_usd;
   }
   return { spentUsd, committedUsd };
+}
+
+/** The sweep named `name` must be the config's [sweep]: its trials are runs of its [training]. */
+function ownSweep(config: OverbrainerConfig, name: string): void {
+  const { sweep: sc } = sweepOf(config);
+  if (sc.name !== name) {
+    throw new FlowError(
+      'bad_option',
+      `sweep ${name} is not the [sweep] of overbrainer.toml (it names ${sc.name}): its trials are runs of the [training] of the workspace that started it`,
+      `Run it in the workspace whose [sweep] has name = "${name}", or set that name back.`,
+    );
+  }
+}
+
+/**
+ * `sweep attach NAME`: a sweep whose client stopped (crashed, closed, Ctrl-C) followed again from
+ * its records: every live trial's run followed (or ended) to its end, and new trials started
+ * while trials and budget remain. A sweep that ended is returned as it is. Refused (`busy`,
+ * naming the holder) while another live client runs it.
+ */
+export async function sweepAttach(
+  deps: FlowDeps,
+  config: OverbrainerConfig,
+  workspaceDir: string,
+  name: string,
+  options: SweepRunOptions = {},
+): Promise<SweepResult> {
+  ownSweep(config, name);
+  const record = sweepShow(deps, name);
+  if (record.state === 'ended') return { record, best: bestTrial(record) };
+  return sweep(deps, config, workspaceDir, options);
+}
+
+/** What {@link sweepStop} did: the sweep's record at its end, and who carried the stop out. */
+export interface SweepStopResult extends SweepResult {
+  /** `here`: this client stopped the trials; `holder`: the client running the sweep did; `ended`: it had ended. */
+  by: 'here' | 'holder' | 'ended';
+}
+
+/**
+ * `sweep stop NAME`: no new trial; every running trial's job stopped, its results brought home,
+ * its pod deleted; the record ends `stopped`. When a live client runs the sweep (here, or in
+ * another window or process), it is asked to (runs/sweeps/NAME/stop.json) and this waits until
+ * the record says it ended; when none does, or that client dies meanwhile, this client carries
+ * the stop out itself. `onWait` is told once who is asked.
+ */
+export async function sweepStop(
+  deps: FlowDeps,
+  config: OverbrainerConfig,
+  workspaceDir: string,
+  name: string,
+  options: SweepRunOptions & { onWait?: (holder: string) => void } = {},
+): Promise<SweepStopResult> {
+  ownSweep(config, name);
+  const runsDir = deps.store.runsDir;
+  const first = sweepShow(deps, name);
+  if (first.state === 'ended') return { record: first, best: bestTrial(first), by: 'ended' };
+  requestSweepStop(runsDir, name, deps.owner, deps.clock.nowMs());
+  let told = false;
+  for (;;) {
+    const record = sweepShow(deps, name);
+    if (record.state === 'ended') {
+      // Ended by the client that ran it (stopped, or its trials or budget done first).
+      clearSweepStop(runsDir, name);
+      return { record, best: bestTrial(record), by: 'holder' };
+    }
+    const holder = sweepHolder(runsDir, name, deps.clock);
+    if (holder === null) {
+      try {
+        return { ...(await sweep(deps, config, workspaceDir, options)), by: 'here' };
+      } catch (error) {
+        // Taken meanwhile by another client: it sees the request; wait for it.
+        if (!(error instanceof SweepError && error.kind === 'busy')) throw error;
+      }
+    } else if (!told) {
+      told = true;
+      options.onWait?.(`pid ${holder.pid ?? '?'}${holder.owner ? `, ${holder.owner}` : ''}`);
+    }
+    await deps.clock.sleep(deps.timing.statusPollMs, options.signal);
+  }
 }

@@ -2,20 +2,31 @@
  * A sweep's records: runs/sweeps/<name>/sweep.json (what the client knows of each trial: its
  * params, its run, its state, its objective and its cost), Optuna's storage beside it
  * (study.db), and a lock (.lock) so that two clients never run one sweep. sweep.json is written
- * atomically at each change; each trial's run is an ordinary run in runs/ whose run.json names
+ * atomically at each change; a stop request (stop.json) asks whichever client runs the sweep to
+ * stop it, and stays until a client has (a client that starts the sweep honours one it finds);
+ * each trial's run is an ordinary run in runs/ whose run.json names
  * the sweep and the trial's number.
  */
 import * as fs from 'node:fs';
 import * as path from 'node:path';
 import { z } from 'zod';
 import type { Clock } from '../clock';
+import type { SweepConfig } from '../config/sweep';
 import { HintedError } from '../errors';
 import { writeFileAtomicSync } from '../runs/atomic';
-import { acquireLock, DEFAULT_LOCK_TIMING, inspectLock, type RunLock } from '../runs/lock';
+import {
+  acquireLock,
+  DEFAULT_LOCK_TIMING,
+  inspectLock,
+  type LockHolder,
+  type RunLock,
+} from '../runs/lock';
 
 export const SWEEPS_DIR = 'sweeps';
 export const SWEEP_FILE = 'sweep.json';
 export const STUDY_FILE = 'study.db';
+/** A stop request (`sweep stop`): the client running the sweep stops it when it sees one. */
+export const STOP_FILE = 'stop.json';
 const LOCK = '.lock';
 
 /**
@@ -144,8 +155,52 @@ export function lockSweep(runsDir: string, name: string, owner: string, clock: C
   throw new SweepError(
     'busy',
     `sweep ${name} is run by another client${holder ? ` (pid ${holder.pid ?? '?'}${holder.owner ? `, ${holder.owner}` : ''})` : ''}`,
-    'Watch it there, or close that client and start the sweep again here: it resumes from its records.',
+    `Watch it there (\`overbrainer sweep stop ${name}\` stops it from here), or close that client and run \`overbrainer sweep attach ${name}\` here: it resumes from its records.`,
   );
+}
+
+/** Who runs the sweep now (its lock's holder, live), or null when no live client does. */
+export function sweepHolder(runsDir: string, name: string, clock: Clock): LockHolder | null {
+  const holder = inspectLock(path.join(sweepDir(runsDir, name), LOCK), clock, DEFAULT_LOCK_TIMING);
+  return holder !== null && holder.stale === null ? holder : null;
+}
+
+/** A stop request: when it was made and by whom. */
+export interface StopRequest {
+  requested_at: string;
+  by: string;
+}
+
+/** Asks whichever client runs the sweep to stop it (kept until one has). */
+export function requestSweepStop(runsDir: string, name: string, by: string, nowMs: number): void {
+  const dir = sweepDir(runsDir, name);
+  fs.mkdirSync(dir, { recursive: true });
+  const request: StopRequest = { requested_at: new Date(nowMs).toISOString(), by };
+  writeFileAtomicSync(dir, STOP_FILE, `${JSON.stringify(request)}\n`);
+}
+
+/** The sweep's pending stop request, or null. A damaged one still asks to stop. */
+export function sweepStopRequest(runsDir: string, name: string): StopRequest | null {
+  let text: string;
+  try {
+    text = fs.readFileSync(path.join(sweepDir(runsDir, name), STOP_FILE), 'utf8');
+  } catch {
+    return null;
+  }
+  try {
+    const parsed = JSON.parse(text) as Partial<StopRequest>;
+    return {
+      requested_at: typeof parsed.requested_at === 'string' ? parsed.requested_at : '?',
+      by: typeof parsed.by === 'string' ? parsed.by : '?',
+    };
+  } catch {
+    return { requested_at: '?', by: '?' };
+  }
+}
+
+/** The stop request carried out (the sweep ended stopped): removed. */
+export function clearSweepStop(runsDir: string, name: string): void {
+  fs.rmSync(path.join(sweepDir(runsDir, name), STOP_FILE), { force: true });
 }
 
 /** The sweep's trial `number`; throws when the record has none (a bug, not an input). */
@@ -153,4 +208,40 @@ export function trialOf(record: SweepRecord, number: number): TrialRecord {
   const trial = record.trials.find((t) => t.number === number);
   if (trial === undefined) throw new RangeError(`sweep ${record.name} has no trial ${number}`);
   return trial;
+}
+
+/**
+ * The sweep's record to run: a new one, or the stored one with the config's limits (its metric and
+ * direction checked to match), saved as running.
+ */
+export function openSweepRecord(runsDir: string, config: SweepConfig, nowMs: number): SweepRecord {
+  const stored = loadSweep(runsDir, config.name);
+  if (
+    stored !== null &&
+    (stored.metric !== config.metric || stored.direction !== config.direction)
+  ) {
+    throw new SweepError(
+      'mismatch',
+      `sweep ${config.name} was started to ${stored.direction} "${stored.metric}", and [sweep] now says ${config.direction} "${config.metric}"`,
+      `Give the sweep a new name, or set metric = "${stored.metric}" and direction = "${stored.direction}" back.`,
+    );
+  }
+  const record: SweepRecord = {
+    ...(stored ?? {
+      version: 1 as const,
+      name: config.name,
+      metric: config.metric,
+      direction: config.direction,
+      created: new Date(nowMs).toISOString(),
+      trials: [],
+    }),
+    trials_max: config.trials,
+    parallel: config.parallel,
+    budget_usd: config.budgetUsd,
+    state: 'running',
+    end: null,
+    message: null,
+  };
+  saveSweep(runsDir, record);
+  return record;
 }

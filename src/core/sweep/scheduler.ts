@@ -10,94 +10,54 @@
  * (./records.ts), so a client that dies is resumed from its records: a trial whose run exists is
  * followed again (never started twice), one asked of the study but never made into a run is
  * recorded failed (never lost).
+ *
+ * A stop request (`sweep stop`, runs/sweeps/<name>/stop.json, from this client or another) is
+ * looked for every `pollMs`: then no trial starts, each running trial's job is stopped (its
+ * follower brings its results home and deletes its pod; a job not started yet is asked again at
+ * the next look), each such trial ends FAIL as Optuna records an interrupted trial, and the sweep
+ * ends `stopped`.
  */
 import * as path from 'node:path';
-import type { Clock } from '../clock';
 import type { SweepConfig } from '../config/sweep';
 import { describeError } from '../errors';
-import type { EventBus, RunState } from '../events';
-import type { RunStore } from '../runs/store';
 import { METRICS_FILE } from '../train/jobScripts';
 import { readMetricsFile } from '../train/metricsFile';
 import { admit, settle, type BudgetPool } from './budget';
 import { noObjectiveMessage, Objective } from './objective';
 import {
-  loadSweep,
+  clearSweepStop,
   lockSweep,
+  openSweepRecord,
   saveSweep,
   STUDY_FILE,
   sweepDir,
-  SweepError,
+  sweepStopRequest,
+  type StopRequest,
   type SweepEnd,
   type SweepRecord,
   type TrialRecord,
 } from './records';
-import { StudyClient, type StudyStartOptions } from './study';
-import type { ParamValue, TrialEnd } from './studyMessages';
+import { StudyClient } from './study';
+import type { TrialEnd } from './studyMessages';
+import {
+  bestTrial,
+  type SweepDeps,
+  type SweepOptions,
+  type SweepResult,
+  type TrialOutcome,
+  type TrialRunner,
+} from './trials';
 
-/** How a trial's run ended: its run's state, or `error` when its start or its following threw. */
-export interface TrialOutcome {
-  state: RunState | 'error';
-  message: string | null;
-}
-
-/** What the scheduler asks of the flow for each trial's run. */
-export interface TrialRunner {
-  /**
-   * Starts trial `number`'s run with `params` and follows it to its end. `onRun` is called once
-   * the run exists, before its pod is created (the trial ↔ run link is recorded then).
-   */
-  run(
-    trial: { number: number; params: Record<string, ParamValue> },
-    onRun: (runId: string) => void,
-    signal?: AbortSignal,
-  ): Promise<TrialOutcome>;
-  /** Follows a trial's existing run to its end (after a restart of the client). */
-  resume(runId: string, signal?: AbortSignal): Promise<TrialOutcome>;
-  /** Stops a running trial's job (a prune): its follower brings its results home, ends its pod. */
-  prune(runId: string): Promise<void>;
-  /** The run whose run.json names trial `number` of sweep `name`, or null. */
-  findRun(name: string, number: number): string | null;
-  /** What the run cost (its pods' bills, else estimates): 0 without a pod, null when unknown. */
-  costUsd(runId: string): number | null;
-}
-
-export interface SweepDeps {
-  store: RunStore;
-  bus: EventBus;
-  clock: Clock;
-  owner: string;
-}
-
-export interface SweepOptions {
-  /** The worst case of one trial (its pod's cap and what its watchdog lets past it), USD. */
-  trialWorstUsd: number;
-  study: StudyStartOptions;
-  /** Aborting stops following: running trials go on under their pods' watchdogs; resume later. */
-  signal?: AbortSignal;
-}
-
-export interface SweepResult {
-  record: SweepRecord;
-  best: TrialRecord | null;
-}
+export {
+  bestTrial,
+  type SweepDeps,
+  type SweepOptions,
+  type SweepResult,
+  type TrialOutcome,
+  type TrialRunner,
+} from './trials';
 
 const money = (usd: number): string => `$${usd.toFixed(2)}`;
-
-/** The best complete trial of a record, by its direction. */
-export function bestTrial(record: SweepRecord): TrialRecord | null {
-  let best: TrialRecord | null = null;
-  for (const t of record.trials) {
-    if (t.state !== 'complete' || t.objective === null) continue;
-    const better =
-      best === null ||
-      (record.direction === 'minimize'
-        ? t.objective < best.objective!
-        : t.objective > best.objective!);
-    if (better) best = t;
-  }
-  return best;
-}
 
 /** Runs (or resumes) the sweep `config` to its end: trials done, budget spent, or stopped. */
 export async function runSweep(
@@ -110,7 +70,7 @@ export async function runSweep(
   const lock = lockSweep(runsDir, config.name, deps.owner, deps.clock);
   let study: StudyClient | null = null;
   try {
-    const record = openRecord(runsDir, config, deps.clock.nowMs());
+    const record = openSweepRecord(runsDir, config, deps.clock.nowMs());
     study = await StudyClient.start(options.study);
     await study.open({
       storagePath: path.join(sweepDir(runsDir, config.name), STUDY_FILE),
@@ -128,44 +88,16 @@ export async function runSweep(
   }
 }
 
-/** The sweep's record: a new one, or the stored one with the config's limits (checked to match). */
-function openRecord(runsDir: string, config: SweepConfig, nowMs: number): SweepRecord {
-  const stored = loadSweep(runsDir, config.name);
-  if (
-    stored !== null &&
-    (stored.metric !== config.metric || stored.direction !== config.direction)
-  ) {
-    throw new SweepError(
-      'mismatch',
-      `sweep ${config.name} was started to ${stored.direction} "${stored.metric}", and [sweep] now says ${config.direction} "${config.metric}"`,
-      `Give the sweep a new name, or set metric = "${stored.metric}" and direction = "${stored.direction}" back.`,
-    );
-  }
-  const record: SweepRecord = {
-    ...(stored ?? {
-      version: 1 as const,
-      name: config.name,
-      metric: config.metric,
-      direction: config.direction,
-      created: new Date(nowMs).toISOString(),
-      trials: [],
-    }),
-    trials_max: config.trials,
-    parallel: config.parallel,
-    budget_usd: config.budgetUsd,
-    state: 'running',
-    end: null,
-    message: null,
-  };
-  saveSweep(runsDir, record);
-  return record;
-}
-
 class Scheduler {
   private pool: BudgetPool;
   /** Why no trial can start (one failed before its run existed: the next would too), or null. */
   private unstartable: string | null = null;
   private readonly live = new Map<number, Promise<void>>();
+  /** The stop request being carried out, or null. */
+  private stopRequest: StopRequest | null = null;
+  /** Trials whose job was asked to stop for it (or is being asked). */
+  private readonly stopped = new Set<number>();
+  private waker: (() => void) | null = null;
 
   constructor(
     private readonly deps: SweepDeps,
@@ -181,12 +113,23 @@ class Scheduler {
 
   async run(): Promise<SweepResult> {
     await this.reconcile();
+    const watch = new AbortController();
+    void this.watchStop(watch.signal);
+    try {
+      return await this.loop();
+    } finally {
+      watch.abort();
+    }
+  }
+
+  private async loop(): Promise<SweepResult> {
     const signal = this.options.signal;
     let exhausted: string | null = null;
     for (;;) {
       if (signal?.aborted) break;
       const used = this.used();
-      const canStart = exhausted === null && this.unstartable === null;
+      const stopping = this.stopRequest !== null;
+      const canStart = !stopping && exhausted === null && this.unstartable === null;
       if (canStart && used < this.config.trials && this.live.size < this.config.parallel) {
         const admission = admit(this.pool, -1, this.options.trialWorstUsd);
         if (admission.admitted) {
@@ -199,6 +142,7 @@ class Scheduler {
         }
       }
       if (this.live.size === 0) {
+        if (stopping) return this.endStopped();
         if (this.unstartable !== null) return this.end('stopped', this.unstartable);
         if (exhausted !== null) return this.end('budget', exhausted);
         if (used >= this.config.trials)
@@ -206,12 +150,64 @@ class Scheduler {
         // Nothing live, trials to go, yet not admitted: the pool says exhausted on the next turn.
         continue;
       }
-      await Promise.race(this.live.values());
+      await Promise.race([...this.live.values(), new Promise<void>((go) => (this.waker = go))]);
+      this.waker = null;
     }
     // Stopped following: each trial's follower lets go of its run (its pod's watchdog goes on).
     await Promise.allSettled(this.live.values());
     this.save();
     return { record: this.record, best: bestTrial(this.record) };
+  }
+
+  /** Looks for a stop request now and every `pollMs` until `signal` (the sweep's end). */
+  private async watchStop(signal: AbortSignal): Promise<void> {
+    try {
+      for (;;) {
+        this.checkStop();
+        await this.deps.clock.sleep(this.options.pollMs, signal);
+      }
+    } catch {
+      // Aborted: the sweep ended, or stopped following.
+    }
+  }
+
+  /** A new stop request is taken up (the loop woken); every live trial's job asked to stop. */
+  private checkStop(): void {
+    if (this.stopRequest === null) {
+      const request = sweepStopRequest(this.deps.store.runsDir, this.config.name);
+      if (request === null) return;
+      this.stopRequest = request;
+      this.say(
+        `stop requested (by ${request.by} at ${request.requested_at}): no trial starts any more; the running ones are stopped, their results brought home, their pods deleted`,
+      );
+      this.waker?.();
+    }
+    for (const trial of this.record.trials) {
+      const runId = trial.run_id;
+      if (runId === null || !this.live.has(trial.number) || this.stopped.has(trial.number))
+        continue;
+      this.stopped.add(trial.number);
+      this.runner.prune(runId).then(
+        (asked) => {
+          // Its job has not started yet: asked again at the next look.
+          if (!asked) this.stopped.delete(trial.number);
+        },
+        (error: unknown) => {
+          this.say(`trial ${trial.number}: its job was not stopped: ${describeError(error)}`);
+          this.stopped.delete(trial.number);
+        },
+      );
+    }
+  }
+
+  private endStopped(): SweepResult {
+    const request = this.stopRequest!;
+    const n = this.stopped.size;
+    clearSweepStop(this.deps.store.runsDir, this.config.name);
+    return this.end(
+      'stopped',
+      `stopped on request (by ${request.by}): no trial started after it; ${n} running trial(s) stopped, their results brought home, their pods deleted`,
+    );
   }
 
   /** Trials that count against `trials`: every one that was made into a run, or is live. */
@@ -353,6 +349,8 @@ class Scheduler {
       end = 'fail';
       if (outcome.state === 'succeeded') message = noObjectiveMessage(this.config.metric);
     }
+    if (end === 'fail' && outcome.state === 'cancelled' && this.stopped.has(trial.number))
+      message = 'stopped with the sweep (`sweep stop`)';
     try {
       await this.study.tell(trial.number, end, end === 'complete' ? value : null);
     } catch (error) {

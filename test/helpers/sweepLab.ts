@@ -1,0 +1,109 @@
+/**
+ * A lab (./lifecycle.ts) for sweeps: examples/sweep/train.py as the job, its params as `{name}`
+ * placeholders, a `[sweep]` named lr-rank on the real Optuna (/usr/bin/python3, Debian's
+ * python3-optuna); its trials' runs and sweep.json as written; and a client process running the
+ * sweep (./sweepChild.ts), to be killed or stopped from the test's own client.
+ */
+import { spawn, type ChildProcess } from 'node:child_process';
+import * as fs from 'node:fs';
+import * as path from 'node:path';
+import type { SweepRecord } from '../../src/core/flow/sweep';
+import { ROOT } from './cli';
+import { Lab } from './lifecycle';
+
+export const PYTHON = '/usr/bin/python3';
+export const SWEEP = 'lr-rank';
+
+export function sweepToml(extra: string): string {
+  return `max_cost_usd = 0.5
+
+[sweep]
+name = "${SWEEP}"
+metric = "eval_loss"
+direction = "minimize"
+sampler = "random"
+sampler_seed = 3
+pruner = "none"
+${extra}
+
+[sweep.params]
+learning_rate = { low = 1e-5, high = 1e-2, log = true }
+lora_r = [4, 8, 16, 32]
+`;
+}
+
+/** A lab whose trials run `steps` steps of `stepSeconds`, an eval_loss every 5. */
+export async function sweepLab(extra: string, stepSeconds = 0.05, steps = 20): Promise<Lab> {
+  const lab = await Lab.start({
+    command: `python3 train.py --steps ${steps} --step-seconds ${stepSeconds} --eval-every 5 --learning-rate {learning_rate} --lora-r {lora_r}`,
+    targetExtra: sweepToml(extra),
+  });
+  fs.copyFileSync(
+    path.join(ROOT, 'examples', 'sweep', 'train.py'),
+    path.join(lab.workspace, 'train.py'),
+  );
+  return lab;
+}
+
+/** Each trial's run.json as written: the run's ID, state and sweep link. */
+export function trialRuns(lab: Lab): { id: string; state: string; trial: number }[] {
+  return lab.store
+    .list()
+    .runs.filter((r) => r.sweep?.name === SWEEP)
+    .map((r) => ({ id: r.id, state: r.state, trial: r.sweep!.trial }))
+    .sort((a, b) => a.trial - b.trial);
+}
+
+export function sweepJson(lab: Lab): SweepRecord {
+  return JSON.parse(
+    fs.readFileSync(path.join(lab.store.runsDir, 'sweeps', SWEEP, 'sweep.json'), 'utf8'),
+  ) as SweepRecord;
+}
+
+/** Another client process running the lab's sweep; its stderr kept, its exit awaited. */
+export function sweepChild(lab: Lab): {
+  child: ChildProcess;
+  exited: Promise<number | null>;
+  stderr: () => string;
+} {
+  const child = spawn(
+    process.execPath,
+    ['--import', 'tsx', path.join(ROOT, 'test', 'helpers', 'sweepChild.ts')],
+    {
+      cwd: ROOT,
+      env: {
+        ...process.env,
+        SWEEP_CHILD: JSON.stringify({
+          workspace: lab.workspace,
+          baseUrl: lab.emulator.baseUrl,
+          timing: lab.timing,
+          python: PYTHON,
+        }),
+        SWEEP_API_KEY: lab.emulator.apiKey,
+      },
+      stdio: ['ignore', 'ignore', 'pipe'],
+    },
+  );
+  let stderr = '';
+  child.stderr!.on('data', (d: Buffer) => (stderr += d.toString()));
+  const exited = new Promise<number | null>((resolve) =>
+    child.once('exit', (code) => resolve(code)),
+  );
+  return { child, exited, stderr: () => stderr };
+}
+
+/** Waits until `n` trials of the sweep run their jobs (and no more were asked). */
+export function trialsRunning(lab: Lab, n: number): Promise<void> {
+  return lab.waitFor(
+    `${n} trials running their jobs`,
+    () => {
+      try {
+        const running = trialRuns(lab).filter((r) => r.state === 'running');
+        return running.length === n && sweepJson(lab).trials.length === n;
+      } catch {
+        return false;
+      }
+    },
+    240_000,
+  );
+}

@@ -1,0 +1,141 @@
+/**
+ * `sweep attach` and `sweep stop` across clients, on the emulator with the real Optuna: a sweep
+ * run by a client process (test/helpers/sweepChild.ts) is refused to a second client while the
+ * first lives and taken over once it was SIGKILLed, its live trials followed to their end and
+ * new ones started; a stop asked of the client running the sweep, or carried out by the asking
+ * client when none runs it, starts no new trial, stops the running ones (their results home,
+ * their pods deleted) and ends the record `stopped`.
+ */
+import assert from 'node:assert/strict';
+import * as fs from 'node:fs';
+import * as path from 'node:path';
+import { sweepAttach, sweepStop, SweepError } from '../../src/core/flow/sweep';
+import type { Lab } from '../helpers/lifecycle';
+import {
+  PYTHON,
+  SWEEP,
+  sweepChild,
+  sweepJson,
+  sweepLab,
+  trialRuns,
+  trialsRunning,
+} from '../helpers/sweepLab';
+
+/** The stopped trials: FAIL saying so, their runs cancelled before their last step, pods gone. */
+function assertStopped(lab: Lab, stoppedTrials: number): void {
+  const record = sweepJson(lab);
+  assert.equal(record.state, 'ended', lab.transcript());
+  assert.equal(record.end, 'stopped');
+  assert.match(record.message ?? '', /stopped on request .*no trial started after it/);
+  assert.equal(record.trials.length, stoppedTrials, JSON.stringify(record.trials, null, 1));
+  for (const t of record.trials) {
+    assert.equal(t.state, 'fail', JSON.stringify(t));
+    assert.match(t.message ?? '', /stopped with the sweep/);
+    const run = lab.store.loadRun(t.run_id!);
+    assert.equal(run.state, 'cancelled', `trial ${t.number}: ${run.message ?? ''}`);
+    // Its results came home: the metrics it wrote up to the stop, not to its last step.
+    const steps = fs
+      .readFileSync(path.join(lab.runDir(run.id), 'metrics.jsonl'), 'utf8')
+      .trim()
+      .split('\n')
+      .map((line) => (JSON.parse(line) as { step?: number }).step ?? 0);
+    assert.ok(Math.max(...steps) < 20, `trial ${t.number} was stopped before its last step`);
+    assert.ok(t.cost_usd !== null && t.cost_usd > 0 && t.cost_usd <= t.cap_usd);
+    const pods = lab.podsOfRun(run.id);
+    assert.ok(pods.length > 0);
+    for (const pod of pods) assert.equal(pod.billing, false, `trial ${t.number}'s pod bills`);
+  }
+  assert.deepEqual(
+    trialRuns(lab).map((r) => r.trial),
+    record.trials.map((t) => t.number),
+    'no trial started after the stop',
+  );
+  assert.equal(fs.existsSync(path.join(lab.store.runsDir, 'sweeps', SWEEP, 'stop.json')), false);
+}
+
+describe('sweep attach and sweep stop across clients, on emulated pods and the real Optuna', function () {
+  this.timeout(600_000);
+  let lab: Lab | null = null;
+
+  afterEach(async function () {
+    const billing = (await lab?.close()) ?? [];
+    lab = null;
+    assert.deepEqual(billing, [], 'a pod was left billing');
+  });
+
+  it('attach is refused while the client running the sweep lives, and takes it over once it was killed', async () => {
+    // Jobs of 10 s, so that both trials are seen running their jobs before the kill.
+    lab = await sweepLab('trials = 3\nparallel = 2\nbudget_usd = 5', 0.5);
+    const l = lab;
+    const other = sweepChild(l);
+    await trialsRunning(l, 2);
+    const holder = `sweep child`;
+    await assert.rejects(
+      sweepAttach(l.otherDeps(), l.config, l.workspace, SWEEP, { python: PYTHON }),
+      (error: unknown) =>
+        error instanceof SweepError &&
+        error.kind === 'busy' &&
+        error.message.includes(`pid ${other.child.pid}, ${holder}`) &&
+        /sweep stop lr-rank/.test(error.hint ?? ''),
+    );
+    other.child.kill('SIGKILL');
+    await other.exited;
+    const before = sweepJson(l);
+    assert.equal(before.state, 'running', other.stderr());
+    const result = await l.track(
+      sweepAttach(l.otherDeps(), l.config, l.workspace, SWEEP, { python: PYTHON }),
+    );
+    assert.equal(result.record.end, 'trials', l.transcript());
+    const trials = result.record.trials;
+    assert.deepEqual(
+      trials.map((t) => [t.number, t.state]),
+      [0, 1, 2].map((n) => [n, 'complete']),
+      JSON.stringify(trials, null, 1),
+    );
+    // The two trials of the killed client kept their runs; the third was started by attach.
+    for (const t of before.trials) assert.equal(trials[t.number]?.run_id, t.run_id);
+    assert.deepEqual(
+      trialRuns(l).map((r) => [r.trial, r.state]),
+      [0, 1, 2].map((n) => [n, 'succeeded']),
+    );
+    // Attaching to an ended sweep shows it as it is.
+    const again = await sweepAttach(l.deps, l.config, l.workspace, SWEEP, { python: PYTHON });
+    assert.deepEqual(again.record, result.record);
+  });
+
+  it('stop asks the client running the sweep: no new trial, running ones stopped, results home, pods deleted', async () => {
+    lab = await sweepLab('trials = 4\nparallel = 2\nbudget_usd = 5', 0.5);
+    const l = lab;
+    const other = sweepChild(l);
+    await trialsRunning(l, 2);
+    let waitedOn = '';
+    const result = await l.track(
+      sweepStop(l.otherDeps(), l.config, l.workspace, SWEEP, {
+        python: PYTHON,
+        onWait: (holder) => (waitedOn = holder),
+      }),
+    );
+    assert.equal(result.by, 'holder', l.transcript());
+    assert.match(waitedOn, new RegExp(`pid ${other.child.pid}, sweep child`));
+    assert.equal(await other.exited, 0, other.stderr());
+    assertStopped(l, 2);
+  });
+
+  it('stop with no client running the sweep (its client killed) stops the trials itself', async () => {
+    lab = await sweepLab('trials = 4\nparallel = 2\nbudget_usd = 5', 0.5);
+    const l = lab;
+    const other = sweepChild(l);
+    await trialsRunning(l, 2);
+    other.child.kill('SIGKILL');
+    await other.exited;
+    const result = await l.track(
+      sweepStop(l.otherDeps(), l.config, l.workspace, SWEEP, { python: PYTHON }),
+    );
+    assert.equal(result.by, 'here', l.transcript());
+    assertStopped(l, 2);
+    // Stopping an ended sweep changes nothing.
+    const again = await sweepStop(l.deps, l.config, l.workspace, SWEEP, { python: PYTHON });
+    assert.equal(again.by, 'ended');
+    assert.deepEqual(again.record, result.record);
+  });
+});
