@@ -222,7 +222,7 @@ describe('sweep scheduler: the budget, the objective and pruning, on the real Op
       resume: () => Promise.reject(new Error('nothing to resume')),
       prune(runId) {
         pruned.push(runId);
-        return Promise.resolve();
+        return Promise.resolve(true);
       },
       findRun: () => null,
       costUsd: () => 0.01,
@@ -238,7 +238,7 @@ describe('sweep scheduler: the budget, the objective and pruning, on the real Op
         direction: 'minimize',
       }),
       runner,
-      { trialWorstUsd: WORST, study: { python: PYTHON } },
+      { trialWorstUsd: WORST, study: { python: PYTHON }, pollMs: 50 },
     );
     assert.deepEqual(pruned, ['run5', 'run6'], said.join('\n'));
     assert.deepEqual(
