@@ -55,6 +55,7 @@ function copyAssets() {
     ['node_modules/uplot/dist/uPlot.min.css', 'uPlot.min.css'],
     ['python/overbrainer_metrics.py', 'python/overbrainer_metrics.py'],
     ['python/overbrainer_study.py', 'python/overbrainer_study.py'],
+    ['python/overbrainer_yaml.py', 'python/overbrainer_yaml.py'],
     ['python/overbrainer_hub.py', 'python/overbrainer_hub.py'],
   ];
   const scriptsDir = path.join(root, 'src/core/pod/scripts');

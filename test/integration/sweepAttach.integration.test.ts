@@ -21,6 +21,9 @@ import {
   trialsRunning,
 } from '../helpers/sweepLab';
 
+/** Steps of a job the stop cuts: 30 s, so that a loaded machine's stop comes well before its end. */
+const LONG_STEPS = 60;
+
 /** The stopped trials: FAIL saying so, their runs cancelled before their last step, pods gone. */
 function assertStopped(lab: Lab, stoppedTrials: number): void {
   const record = sweepJson(lab);
@@ -39,7 +42,10 @@ function assertStopped(lab: Lab, stoppedTrials: number): void {
       .trim()
       .split('\n')
       .map((line) => (JSON.parse(line) as { step?: number }).step ?? 0);
-    assert.ok(Math.max(...steps) < 20, `trial ${t.number} was stopped before its last step`);
+    assert.ok(
+      Math.max(...steps) < LONG_STEPS,
+      `trial ${t.number} was stopped before its last step`,
+    );
     assert.ok(t.cost_usd !== null && t.cost_usd > 0 && t.cost_usd <= t.cap_usd);
     const pods = lab.podsOfRun(run.id);
     assert.ok(pods.length > 0);
@@ -103,8 +109,41 @@ describe('sweep attach and sweep stop across clients, on emulated pods and the r
     assert.deepEqual(again.record, result.record);
   });
 
+  it('a trial followed again by attach whose pod dies goes on on a new pod with its own params', async () => {
+    // One trial of 30 s; its client killed, attach follows it, then its pod dies: the recovery
+    // starts the trial's job again, its {placeholders} replaced (the sweep's raw command has
+    // `--lora-r {lora_r}`, which the job refuses).
+    lab = await sweepLab('trials = 1\nparallel = 1\nbudget_usd = 5', 0.5, LONG_STEPS);
+    const l = lab;
+    const other = sweepChild(l);
+    await trialsRunning(l, 1);
+    other.child.kill('SIGKILL');
+    await other.exited;
+    // Followed again: a metric of its job arrives through this client.
+    let followed = false;
+    l.bus.on((e) => {
+      if (e.type === 'metric') followed = true;
+    });
+    const attached = l.track(
+      sweepAttach(l.otherDeps(), l.config, l.workspace, SWEEP, { python: PYTHON }),
+    );
+    await l.waitFor('trial 0 followed again', () => followed, 120_000);
+    const runId = sweepJson(l).trials[0]!.run_id!;
+    const firstPod = String(l.podJson(runId).pod_id);
+    await l.emulator.faults.podDies(firstPod);
+    const result = await attached;
+    const trial = result.record.trials[0]!;
+    assert.equal(trial.state, 'complete', `${JSON.stringify(trial)}\n${l.transcript()}`);
+    assert.ok(l.podsOfRun(runId).length >= 2, 'the trial went on on a new pod');
+    const out = JSON.parse(
+      fs.readFileSync(path.join(l.runDir(runId), 'output', 'result.json'), 'utf8'),
+    ) as { lora_r: number; eval_loss: number };
+    assert.equal(out.lora_r, trial.params.lora_r);
+    assert.equal(out.eval_loss, trial.objective);
+  });
+
   it('stop asks the client running the sweep: no new trial, running ones stopped, results home, pods deleted', async () => {
-    lab = await sweepLab('trials = 4\nparallel = 2\nbudget_usd = 5', 0.5);
+    lab = await sweepLab('trials = 4\nparallel = 2\nbudget_usd = 5', 0.5, LONG_STEPS);
     const l = lab;
     const other = sweepChild(l);
     await trialsRunning(l, 2);
@@ -122,7 +161,7 @@ describe('sweep attach and sweep stop across clients, on emulated pods and the r
   });
 
   it('stop with no client running the sweep (its client killed) stops the trials itself', async () => {
-    lab = await sweepLab('trials = 4\nparallel = 2\nbudget_usd = 5', 0.5);
+    lab = await sweepLab('trials = 4\nparallel = 2\nbudget_usd = 5', 0.5, LONG_STEPS);
     const l = lab;
     const other = sweepChild(l);
     await trialsRunning(l, 2);

@@ -21,6 +21,14 @@ const MAX_CHOICES = 1000;
 const EXAMPLE = 'learning_rate = { low = 1e-5, high = 1e-3, log = true } or lora_r = [8, 16, 32]';
 
 /**
+ * The environment variable a trial's job gets parameter `name` in: OVERBRAINER_PARAM_ and the name
+ * uppercased, a dot (a nested key) written `__` (`lora.r` → OVERBRAINER_PARAM_LORA__R).
+ */
+export function paramEnvName(name: string): string {
+  return `OVERBRAINER_PARAM_${name.toUpperCase().replaceAll('.', '__')}`;
+}
+
+/**
  * The parameters of `table` (read with TOML integers as bigint), by dotted name; null when any is
  * wrong (each problem reported at its place). `sampler` = "grid" needs every value listed.
  */
@@ -33,6 +41,20 @@ export function checkSweepParams(
   const params = Object.create(null) as Record<string, SweepParam>;
   walk(report, table, [], params);
   const names = Object.keys(params);
+  const byEnv = new Map<string, string>();
+  for (const name of names) {
+    const env = paramEnvName(name);
+    const other = byEnv.get(env);
+    if (other !== undefined) {
+      report.add(
+        ['sweep', 'params', ...name.split('.')],
+        `parameters ${other} and ${name} both reach the job as the environment variable ${env}`,
+        `Rename one of them (names differing only in case, or in . against __, are one variable).`,
+        'key',
+      );
+    }
+    byEnv.set(env, name);
+  }
   if (report.errors.length === before && names.length === 0) {
     report.add(
       ['sweep', 'params'],

@@ -114,10 +114,17 @@ export function generatedAxolotlConfig(
 ): string | null {
   const training = config.training;
   if (training?.trainer.kind !== 'axolotl' || training.trainer.model === null) return null;
-  const evalData =
-    uploadHolds(training.upload, EVAL_DATA) &&
-    fs.existsSync(path.join(workspaceDir, ...EVAL_DATA.split('/')));
-  return axolotlYaml(training.trainer.model, { evalData });
+  return axolotlYaml(training.trainer.model, {
+    evalData: evalDataUploaded(config, workspaceDir),
+  });
+}
+
+/** Whether `data/eval.jsonl` is uploaded (then a generated config evaluates on it). */
+export function evalDataUploaded(config: OverbrainerConfig, workspaceDir: string): boolean {
+  return (
+    uploadHolds(config.training?.upload ?? [], EVAL_DATA) &&
+    fs.existsSync(path.join(workspaceDir, ...EVAL_DATA.split('/')))
+  );
 }
 
 /**

@@ -10,17 +10,11 @@
  * asks the client running the sweep (stop.json) and waits for the record to say stopped, or,
  * with none running it, carries the stop out itself.
  *
- * A trial's params reach its job two ways: `params.json` in the run directory (beside the job,
- * its working directory), and `{name}` placeholders in a command trainer's command, replaced by
- * the trial's values (strings shell-quoted).
+ * A trial's params reach its job as ./sweepTrial.ts says (params.json, `{name}` placeholders,
+ * OVERBRAINER_PARAM_<NAME>, axolotl.yaml keys); they are checked to fit before any pod.
  */
-import * as fs from 'node:fs';
-import * as path from 'node:path';
 import type { OverbrainerConfig, RunpodTargetConfig } from '../config/types';
 import type { SweepConfig } from '../config/sweep';
-import { describeError } from '../errors';
-import { shQuote } from '../exec/shell';
-import { runPodSpends, runTotals } from '../runs/spend';
 import { quoteSweepBudget, type SweepBudgetQuote } from '../sweep/budget';
 import { SweepError } from '../sweep/records';
 import {
@@ -31,26 +25,16 @@ import {
   sweepHolder,
   type SweepRecord,
 } from '../sweep/records';
-import {
-  bestTrial,
-  runSweep,
-  type SweepResult,
-  type TrialOutcome,
-  type TrialRunner,
-} from '../sweep/scheduler';
-import type { ParamValue } from '../sweep/studyMessages';
-import { attach } from './attach';
-import { cancel } from './cancel';
+import { bestTrial, runSweep, type SweepResult } from '../sweep/scheduler';
 import { type FlowDeps, FlowError } from './deps';
 import { liveQuote } from './quote';
-import { train } from './train';
+import { checkTrialParams, trialRunner } from './sweepTrial';
 
 export { bestTrial, type SweepResult } from '../sweep/scheduler';
 export { type SweepRecord, type TrialRecord, SweepError } from '../sweep/records';
 export { StudyError } from '../sweep/study';
 
-/** The file a trial's params are written to, in its run directory. */
-export const PARAMS_FILE = 'params.json';
+export { commandWithParams, PARAMS_FILE } from './sweepTrial';
 
 export interface SweepRunOptions {
   /** The Python with Optuna; null: `python3`. */
@@ -154,117 +138,20 @@ export async function sweep(
 ): Promise<SweepResult> {
   const { sweep: sc } = sweepOf(config);
   const quote = await sweepQuote(deps, config, options.signal);
-  const runner = trialRunner(deps, config, workspaceDir, sc);
+  const python = options.python ?? null;
+  await checkTrialParams(deps, config, workspaceDir, sc, python);
+  const runner = trialRunner(deps, config, workspaceDir, sc, python);
   return runSweep(
     { store: deps.store, bus: deps.bus, clock: deps.clock, owner: deps.owner },
     sc,
     runner,
     {
       trialWorstUsd: quote.trialWorstUsd,
-      study: { python: options.python ?? null, choosePython: options.choosePython },
+      study: { python, choosePython: options.choosePython },
       pollMs: deps.timing.statusPollMs,
       signal: options.signal,
     },
   );
-}
-
-/** A command trainer's command with each `{name}` replaced by the trial's value. */
-export function commandWithParams(command: string, params: Record<string, ParamValue>): string {
-  return command.replace(/\{([A-Za-z_][A-Za-z0-9_.]*)\}/g, (whole, name: string) => {
-    if (!Object.hasOwn(params, name)) return whole;
-    const value = params[name]!;
-    return typeof value === 'string' ? shQuote(value) : String(value);
-  });
-}
-
-function trialRunner(
-  deps: FlowDeps,
-  config: OverbrainerConfig,
-  workspaceDir: string,
-  sc: SweepConfig,
-): TrialRunner {
-  const outcomeOf = (runId: string | null, error: unknown): TrialOutcome => {
-    if (runId !== null) {
-      try {
-        const run = deps.store.loadRun(runId);
-        if (run.state !== 'running' && run.state !== 'preparing')
-          return { state: run.state, message: run.message };
-      } catch {
-        // Said below.
-      }
-    }
-    return { state: 'error', message: describeError(error) };
-  };
-  return {
-    async run(trial, onRun, signal) {
-      const training = config.training!;
-      const trainer =
-        training.trainer.kind === 'command'
-          ? {
-              ...training.trainer,
-              command: commandWithParams(training.trainer.command, trial.params),
-            }
-          : training.trainer;
-      const trialConfig: OverbrainerConfig = { ...config, training: { ...training, trainer } };
-      let runId: string | null = null;
-      try {
-        const result = await train(deps, trialConfig, workspaceDir, {
-          target: sc.target,
-          signal,
-          onRun: (run) => {
-            runId = run.id;
-            run.sweep = { name: sc.name, trial: trial.number };
-            deps.store.saveRun(run);
-            fs.writeFileSync(
-              path.join(deps.store.runDir(run.id), PARAMS_FILE),
-              `${JSON.stringify(trial.params, null, 2)}\n`,
-            );
-            onRun(run.id);
-          },
-        });
-        return { state: result.run.state, message: result.run.message };
-      } catch (error) {
-        return outcomeOf(runId, error);
-      }
-    },
-    async resume(runId, signal) {
-      const run = deps.store.loadRun(runId);
-      if (
-        run.state !== 'running' &&
-        run.state !== 'preparing' &&
-        deps.store.loadPod(runId) === null
-      )
-        return { state: run.state, message: run.message };
-      try {
-        const result = await attach(deps, config, runId, signal);
-        return { state: result.run.state, message: result.run.message };
-      } catch (error) {
-        return outcomeOf(runId, error);
-      }
-    },
-    async prune(runId) {
-      try {
-        await cancel(deps, config, runId);
-      } catch (error) {
-        if (error instanceof FlowError && error.kind === 'not_started') return false;
-        if (error instanceof FlowError && error.kind === 'already_ended') return true;
-        throw error;
-      }
-      return true;
-    },
-    findRun(name, number) {
-      const found = deps.store
-        .list()
-        .runs.find((r) => r.sweep?.name === name && r.sweep.trial === number);
-      return found?.id ?? null;
-    },
-    costUsd(runId) {
-      const pod = deps.store.loadPod(runId);
-      if (pod === null) return 0;
-      const total = runTotals(runPodSpends(pod, deps.clock.nowMs()))[0];
-      return total?.billedUsd ?? total?.estimatedUsd ?? null;
-    },
-  };
 }
 
 /** The sweeps of the workspace's runs/ (for `sweep ls`), and the ones that could not be read. */

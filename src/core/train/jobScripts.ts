@@ -182,6 +182,9 @@ const REDACT_AWK = `BEGIN { n = split(names, k, " "); for (i = 1; i <= n; i++) v
   fflush()
 }`;
 
+/** A sweep trial's params as `NAME='value'` lines, sourced by the launcher when present. */
+export const PARAMS_ENV = 'params.env';
+
 /**
  * The launcher: cd into the run dir, clear the markers of an earlier
  * attempt, read the secrets from stdin, start the wrapper detached in its own
@@ -206,6 +209,9 @@ export function launcherScript(spec: LaunchSpec): string {
     checkName(name, 'environment variable');
     lines.push(`${name}=${shQuote(value)}`, `export ${name}`);
   }
+  // A sweep trial's params (OVERBRAINER_PARAM_*), written beside params.json: in the run
+  // directory, so a job started again on a new pod gets them too.
+  lines.push(`if [ -f ${PARAMS_ENV} ]; then set -a; . ./${PARAMS_ENV}; set +a; fi`);
   const wrapped = shQuote(wrapperScript(spec.runDir, spec.script, spec.secretNames ?? []));
   lines.push(
     // A job script that does not parse would die before recording its PID
