@@ -4,6 +4,7 @@ import type { ComposedUi } from './ui/composition';
 import type { PodsItem } from './ui/pods/podsModel';
 import type { RunsNode } from './ui/runs/runsModel';
 import type { SpendRowView } from './ui/spend/spendModel';
+import type { SweepsNode } from './ui/sweeps/sweepsModel';
 import { requireWithCodeCache } from './boot/codeCache';
 import { DeferredTree } from './boot/deferredTree';
 import { anyRunToFollow } from './boot/runsToFollow';
@@ -53,6 +54,7 @@ export function activate(context: vscode.ExtensionContext): void {
     runsTree.attach(core.runsTree);
     podsTree.attach(core.podsTree);
     spendTree.attach(core.spendTree);
+    sweepsTree.attach(core.sweepsTree);
     for (const trigger of triggers.splice(0)) trigger.dispose();
     log.info(
       `Core loaded in ${(performance.now() - t0).toFixed(1)} ms (${why}; ${loaded.cached ? 'from the code cache' : 'compiled'}).`,
@@ -64,6 +66,7 @@ export function activate(context: vscode.ExtensionContext): void {
   const runsTree = new DeferredTree<RunsNode>(async () => load('the Runs view').runsTree);
   const podsTree = new DeferredTree<PodsItem>(async () => load('the Pods view').podsTree);
   const spendTree = new DeferredTree<SpendRowView>(async () => load('the Spend view').spendTree);
+  const sweepsTree = new DeferredTree<SweepsNode>(async () => load('the Sweeps view').sweepsTree);
   const podsView = vscode.window.createTreeView('overbrainer.pods', { treeDataProvider: podsTree });
   context.subscriptions.push(
     runsTree,
@@ -72,6 +75,8 @@ export function activate(context: vscode.ExtensionContext): void {
     podsView,
     spendTree,
     vscode.window.createTreeView('overbrainer.spend', { treeDataProvider: spendTree }),
+    sweepsTree,
+    vscode.window.createTreeView('overbrainer.sweeps', { treeDataProvider: sweepsTree }),
     ...COMMAND_IDS.map((id) =>
       vscode.commands.registerCommand(id, (...args: unknown[]) =>
         load(`the command ${id}`).commands[id](...args),

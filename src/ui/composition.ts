@@ -22,6 +22,9 @@ import type { SpendRowView } from './spend/spendModel';
 import { SpendTreeProvider } from './spend/spendTree';
 import { refreshesSpend } from './spend/spendModel';
 import { UiContext } from './uiContext';
+import type { SweepsNode } from './sweeps/sweepsModel';
+import { refreshesSweeps } from './sweeps/sweepsModel';
+import { SweepsTreeProvider } from './sweeps/sweepsTree';
 import { vscodeHost } from './vscodeHost';
 import { WelcomeContext } from './welcome';
 import { describeError } from '../core/errors';
@@ -43,6 +46,7 @@ export interface ComposedUi {
   runsTree: vscode.TreeDataProvider<RunsNode>;
   podsTree: vscode.TreeDataProvider<PodsItem>;
   spendTree: vscode.TreeDataProvider<SpendRowView>;
+  sweepsTree: vscode.TreeDataProvider<SweepsNode>;
   /** The run panel's serializer (a panel VS Code restores after a reload). */
   restorePanel(panel: vscode.WebviewPanel, state: unknown): Promise<void>;
   /** Runs this workspace left `running` are followed again (unless another process holds them). */
@@ -141,18 +145,22 @@ export function composeUi(first: FirstBundle): ComposedUi {
   const runsTree = runsTreeProvider(runs, systemClock, log);
   const podsTree = podsTreeProvider(pods, systemClock, log);
   const spendTree = new SpendTreeProvider(systemClock, afterRunsListed);
+  const sweepsTree = new SweepsTreeProvider(systemClock, log);
   context.subscriptions.push(
     runsTree,
     podsTree,
     spendTree,
+    sweepsTree,
     bus.on((event) => {
       if (refreshesSpend(event)) spendTree.refresh();
+      if (refreshesSweeps(event)) sweepsTree.refresh();
     }),
     bindPodsViewMessage(first.podsView, pods, systemClock),
     // Only models already shown are reloaded; a hidden view loads when it is first shown. The
     // Spend view reads the records again too: a bill read after a pod ended comes with no event.
     watchRunsFolders(() => {
       spendTree.refresh();
+      sweepsTree.refresh();
       for (const model of [runs, pods]) {
         if (model.isLoaded) {
           model
@@ -176,6 +184,7 @@ export function composeUi(first: FirstBundle): ComposedUi {
     runsTree,
     podsTree,
     spendTree,
+    sweepsTree,
     restorePanel: (panel, state) => runPanels.restore(panel, state),
     resumeFollowing: () => resumeFollowing(ctx),
     trustGranted: () => {

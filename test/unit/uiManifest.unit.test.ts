@@ -6,6 +6,7 @@ import { type PodRole } from '../../src/ui/pods/podsModel';
 import { presentPod } from '../../src/ui/pods/podsView';
 import { RUN_STATES, type RunSummary } from '../../src/ui/runs/runsModel';
 import { presentRun } from '../../src/ui/runs/runsView';
+import { sweepRow } from '../../src/ui/sweeps/sweepsModel';
 import { podSummary } from './uiFakeHost';
 
 const ROOT = path.resolve(__dirname, '..', '..');
@@ -79,6 +80,24 @@ function producedContextValues(): Set<string> {
         },
         0,
       ).contextValue,
+    );
+  }
+  for (const state of ['running', 'ended'] as const) {
+    values.add(
+      sweepRow({
+        version: 1,
+        name: 's',
+        metric: 'loss',
+        direction: 'minimize',
+        trials_max: 1,
+        parallel: 1,
+        budget_usd: 1,
+        created: '',
+        state,
+        end: null,
+        message: null,
+        trials: [],
+      }).contextValue,
     );
   }
   return values;
@@ -156,6 +175,7 @@ describe('ui manifest (package.json contributes)', function () {
         ['overbrainer.runs', 'Runs'],
         ['overbrainer.pods', 'Pods'],
         ['overbrainer.spend', 'Spend'],
+        ['overbrainer.sweeps', 'Sweeps'],
       ],
     );
     const welcome = contributes.viewsWelcome

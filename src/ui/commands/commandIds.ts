@@ -25,6 +25,10 @@ export const COMMAND_TITLES = {
   'overbrainer.refreshRuns': 'Refresh Runs',
   'overbrainer.refreshPods': 'Refresh Pods',
   'overbrainer.compareRuns': 'Compare Runs',
+  'overbrainer.startSweep': 'Start Sweep',
+  'overbrainer.stopSweep': 'Stop Sweep',
+  'overbrainer.attachSweep': 'Attach Sweep',
+  'overbrainer.refreshSweeps': 'Refresh Sweeps',
 } as const;
 
 export type CommandId = keyof typeof COMMAND_TITLES;

@@ -12,6 +12,7 @@ import { showLogs } from '../runs/runLogs';
 import type { RunsModel } from '../runs/runsModel';
 import { cancel, resume, stopRun } from './stopCommands';
 import { train } from './trainCommand';
+import { attachSweep, startSweep, stopSweep } from './sweepCommands';
 import type { UiContext } from '../uiContext';
 import type { WelcomeContext } from '../welcome';
 import { describeError } from '../../core/errors';
@@ -42,6 +43,10 @@ export function commandHandlers(deps: CommandDeps): Record<CommandId, Handler> {
   const { ctx } = deps;
   const implemented: Partial<Record<CommandId, Handler>> = {
     'overbrainer.train': () => train(ctx),
+    'overbrainer.startSweep': () => startSweep(ctx),
+    'overbrainer.stopSweep': (arg) => stopSweep(ctx, arg),
+    'overbrainer.attachSweep': (arg) => attachSweep(ctx, arg),
+    'overbrainer.refreshSweeps': () => ctx.refreshViews(),
     'overbrainer.attach': (arg) => attach(ctx, arg),
     'overbrainer.cancel': (arg) => cancel(ctx, arg),
     'overbrainer.stopRun': (arg) => stopRun(ctx, arg),

@@ -1,0 +1,69 @@
+/**
+ * The Sweeps view under the Overbrainer container: each sweep of the first folder's runs/sweeps/
+ * (state, trials, best value, spend against its budget) and its trials (state, value, spend),
+ * read from the records (sweep.json) each time it refreshes.
+ */
+import * as path from 'node:path';
+import * as vscode from 'vscode';
+import type { Clock } from '../../core/clock';
+import { sweepList } from '../../core/flow';
+import { RunStore } from '../../core/flow/records';
+import type { Log } from '../log';
+import { runsFolderName } from '../runs/runsFolderName';
+import { sweepRow, type SweepsNode } from './sweepsModel';
+
+export class SweepsTreeProvider implements vscode.TreeDataProvider<SweepsNode>, vscode.Disposable {
+  private readonly changed = new vscode.EventEmitter<void>();
+  readonly onDidChangeTreeData = this.changed.event;
+
+  constructor(
+    private readonly clock: Clock,
+    private readonly log: Log,
+  ) {}
+
+  refresh(): void {
+    this.changed.fire();
+  }
+
+  getTreeItem(node: SweepsNode): vscode.TreeItem {
+    const item = new vscode.TreeItem(
+      node.label,
+      node.kind === 'sweep'
+        ? vscode.TreeItemCollapsibleState.Expanded
+        : vscode.TreeItemCollapsibleState.None,
+    );
+    item.id = node.id;
+    item.description = node.description;
+    item.tooltip = node.tooltip;
+    if (node.kind === 'sweep') {
+      item.contextValue = node.contextValue;
+      item.iconPath = new vscode.ThemeIcon(node.state === 'running' ? 'sync' : 'beaker');
+    } else {
+      item.contextValue = 'sweepTrial';
+      item.iconPath = new vscode.ThemeIcon(
+        node.state === 'complete'
+          ? 'pass'
+          : node.state === 'pruned'
+            ? 'debug-step-over'
+            : node.state === 'fail'
+              ? 'error'
+              : 'loading~spin',
+      );
+    }
+    return item;
+  }
+
+  getChildren(parent?: SweepsNode): SweepsNode[] {
+    if (parent !== undefined) return parent.kind === 'sweep' ? parent.trials : [];
+    const folder = vscode.workspace.workspaceFolders?.[0];
+    if (folder === undefined) return [];
+    const store = new RunStore(path.join(folder.uri.fsPath, runsFolderName(folder)), this.clock);
+    const { sweeps, warnings } = sweepList({ store });
+    for (const warning of warnings) this.log.warn(warning);
+    return sweeps.map(sweepRow);
+  }
+
+  dispose(): void {
+    this.changed.dispose();
+  }
+}
