@@ -5,59 +5,21 @@
  * placeholders and params.json.
  */
 import assert from 'node:assert/strict';
-import { spawn } from 'node:child_process';
 import * as fs from 'node:fs';
 import * as path from 'node:path';
 import type { OverbrainerConfig } from '../../src/core/config/types';
-import { sweep, sweepQuote, type SweepRecord } from '../../src/core/flow/sweep';
+import { sweep, sweepQuote } from '../../src/core/flow/sweep';
 import { ROOT } from '../helpers/cli';
 import { Lab } from '../helpers/lifecycle';
-
-const PYTHON = '/usr/bin/python3';
-const command = (stepSeconds: number): string =>
-  `python3 train.py --steps 20 --step-seconds ${stepSeconds} --eval-every 5 --learning-rate {learning_rate} --lora-r {lora_r}`;
-
-function sweepToml(extra: string): string {
-  return `max_cost_usd = 0.5
-
-[sweep]
-name = "lr-rank"
-metric = "eval_loss"
-direction = "minimize"
-sampler = "random"
-sampler_seed = 3
-pruner = "none"
-${extra}
-
-[sweep.params]
-learning_rate = { low = 1e-5, high = 1e-2, log = true }
-lora_r = [4, 8, 16, 32]
-`;
-}
-
-async function sweepLab(extra: string, stepSeconds = 0.05): Promise<Lab> {
-  const lab = await Lab.start({ command: command(stepSeconds), targetExtra: sweepToml(extra) });
-  fs.copyFileSync(
-    path.join(ROOT, 'examples', 'sweep', 'train.py'),
-    path.join(lab.workspace, 'train.py'),
-  );
-  return lab;
-}
-
-/** Each trial's run.json as written: the run's ID, state and sweep link. */
-function trialRuns(lab: Lab): { id: string; state: string; trial: number }[] {
-  return lab.store
-    .list()
-    .runs.filter((r) => r.sweep?.name === 'lr-rank')
-    .map((r) => ({ id: r.id, state: r.state, trial: r.sweep!.trial }))
-    .sort((a, b) => a.trial - b.trial);
-}
-
-function sweepJson(lab: Lab): SweepRecord {
-  return JSON.parse(
-    fs.readFileSync(path.join(lab.store.runsDir, 'sweeps', 'lr-rank', 'sweep.json'), 'utf8'),
-  ) as SweepRecord;
-}
+import {
+  PYTHON,
+  sweepChild,
+  sweepJson,
+  sweepLab,
+  sweepToml,
+  trialRuns,
+  trialsRunning,
+} from '../helpers/sweepLab';
 
 describe('sweep: an Optuna study run as train runs on emulated pods under a hard budget', function () {
   this.timeout(600_000);
@@ -194,46 +156,14 @@ describe('sweep: an Optuna study run as train runs on emulated pods under a hard
   it('a client killed mid-sweep is resumed from its records: no trial twice, none lost', async () => {
     // Jobs of 10 s, so that both trials are seen running their jobs before the kill.
     lab = await sweepLab('trials = 4\nparallel = 2\nbudget_usd = 5', 0.5);
-    const child = spawn(
-      process.execPath,
-      ['--import', 'tsx', path.join(ROOT, 'test', 'helpers', 'sweepChild.ts')],
-      {
-        cwd: ROOT,
-        env: {
-          ...process.env,
-          SWEEP_CHILD: JSON.stringify({
-            workspace: lab.workspace,
-            baseUrl: lab.emulator.baseUrl,
-            timing: lab.timing,
-            python: PYTHON,
-          }),
-          SWEEP_API_KEY: lab.emulator.apiKey,
-        },
-        stdio: ['ignore', 'pipe', 'pipe'],
-      },
-    );
-    let stderr = '';
-    child.stderr.on('data', (d: Buffer) => (stderr += d.toString()));
-    const exited = new Promise<void>((resolve) => child.once('exit', () => resolve()));
     const l = lab;
+    const other = sweepChild(l);
     // Killed once two trials run their jobs.
-    await l.waitFor(
-      'two trials running their jobs',
-      () => {
-        try {
-          const record = sweepJson(l);
-          const running = trialRuns(l).filter((r) => r.state === 'running');
-          return running.length === 2 && record.trials.length === 2;
-        } catch {
-          return false;
-        }
-      },
-      240_000,
-    );
-    child.kill('SIGKILL');
-    await exited;
+    await trialsRunning(l, 2);
+    other.child.kill('SIGKILL');
+    await other.exited;
     const before = sweepJson(l);
-    assert.equal(before.state, 'running', stderr);
+    assert.equal(before.state, 'running', other.stderr());
     const result = await l.track(sweep(l.deps, l.config, l.workspace, { python: PYTHON }));
     assert.equal(result.record.end, 'trials', l.transcript());
     const runs = trialRuns(l);
