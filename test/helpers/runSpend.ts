@@ -41,7 +41,7 @@ export const ledgerSum = (entries: readonly LedgerEntry[]): number =>
 
 /**
  * Never under the ledger (but for the $0.0001 rounding), and within 1 % of it or, where 1 % is
- * less, within the estimate's resolution for each of the run's `pods` (the product's own rule,
+ * less, within the estimate's resolution for each of the run's `pods` at `usdPerHour` (the product's own rule,
  * estimateResolutionUsd: a pod's estimate counts from its `createdAt`, whole seconds, to the API's
  * confirmation of its deletion, so it may be over by 2 s of the pod's price and the rounding).
  * Pods of a minute or two are under that line: in CI a recovered run's two pods came out +1.99 %
@@ -52,12 +52,13 @@ export function assertWithin1Percent(
   ledgerUsd: number,
   what: string,
   pods = 1,
+  usdPerHour = PRICE_USD_PER_HOUR,
 ): void {
   assert.ok(estimateUsd !== null, `${what}: no estimate`);
   const line = `${what}: estimate $${estimateUsd.toFixed(4)}, ledger $${ledgerUsd.toFixed(4)} (${(((estimateUsd - ledgerUsd) / ledgerUsd) * 100).toFixed(2)} %)`;
   console.log(`      ${line}`);
   assert.ok(estimateUsd >= ledgerUsd - 0.0001, `under the ledger: ${line}`);
-  const resolutionUsd = pods * estimateResolutionUsd(PRICE_USD_PER_HOUR);
+  const resolutionUsd = pods * estimateResolutionUsd(usdPerHour);
   assert.ok(
     estimateUsd - ledgerUsd <= Math.max(0.01 * ledgerUsd, resolutionUsd),
     `over 1 % apart and over ${pods} pod(s)' resolution ($${resolutionUsd.toFixed(4)}): ${line}`,

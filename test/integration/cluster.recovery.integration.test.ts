@@ -13,6 +13,7 @@ import { train } from '../../src/core/flow';
 import { decodeRunRecord } from '../../src/core/runs/runRecord';
 import type { RunCluster } from '../../src/core/runs/clusterRecord';
 import { Lab } from '../helpers/lifecycle';
+import { assertWithin1Percent } from '../helpers/runSpend';
 import { runpodTarget } from '../helpers/tinyWorkspace';
 import { waitFor } from '../emulator/testing';
 
@@ -165,10 +166,13 @@ describe('a cluster node dies mid-run: recovered on a new cluster', function () 
       const ids = new Set(cluster.nodes.map((n) => n.podId));
       const entries = l.emulator.ledger().pods.filter((p) => ids.has(p.id));
       const line = `attempt ${i + 1}: estimated $${estimated} against the ledger's $${billed.toFixed(6)} (${cluster.createdAt} to ${cluster.deletedAt}; ledger ${entries.map((p) => `${new Date(p.createdAtMs).toISOString()}..${new Date(p.deletedAtMs ?? 0).toISOString()} gpu ${p.gpuBilledSeconds}s disk ${p.diskBilledSeconds}s $${p.gpuUsdPerHour}/h`).join(', ')})`;
-      console.log(`      ${line}`);
-      // run.json keeps 4 decimals: the estimate may round down by up to $0.00005.
-      assert.ok(estimated >= billed - 0.00005, line);
-      assert.ok(estimated <= billed * 1.01, line);
+      // The rule every spend test holds (the product's own: never under the ledger but for the
+      // $0.0001 rounding; within 1 %, or where 1 % is less, each member's resolution: a member
+      // that died stops its GPU's bill before the look that finds it, and 4 decimals round up
+      // by up to $0.0001; CI saw +1.02 % on a $0.03 attempt at $0.69/h: $0.0003 over, $0.00097 allowed).
+      const usdPerHour = entries[0]?.gpuUsdPerHour ?? null;
+      assert.ok(usdPerHour !== null, line);
+      assertWithin1Percent(estimated, billed, line, cluster.nodes.length, usdPerHour);
     }
   });
 });
