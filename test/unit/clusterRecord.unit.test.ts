@@ -51,15 +51,21 @@ const CLUSTER: RunCluster = {
   billedCheckedAt: null,
 };
 
+/** A cluster run's record while it runs, before its cluster fields. */
+const RUNNING: Omit<RunRecord, 'cluster'> = {
+  id: 'ddp-x',
+  target: 'cluster',
+  created: '2026-12-02T09:00:00Z',
+  remoteDir: '/workspace/overbrainer/ddp-x',
+  job: null,
+  state: 'running',
+  message: null,
+};
+
 function record(cluster: RunCluster | null | undefined): RunRecord {
   return {
-    id: 'ddp-x',
-    target: 'cluster',
+    ...RUNNING,
     created: '2026-12-02T10:00:00Z',
-    remoteDir: '/workspace/overbrainer/ddp-x',
-    job: null,
-    state: 'running',
-    message: null,
     ...(cluster === undefined ? {} : { cluster }),
   };
 }
@@ -219,13 +225,7 @@ describe('the spend of a run on a cluster', () => {
       deletedAt: '2026-12-02T09:30:00.250Z',
     };
     const record: RunRecord = {
-      id: 'ddp-x',
-      target: 'cluster',
-      created: '2026-12-02T09:00:00Z',
-      remoteDir: '/workspace/overbrainer/ddp-x',
-      job: null,
-      state: 'running',
-      message: null,
+      ...RUNNING,
       earlierClusters: [dead],
       cluster: null,
     };
@@ -253,13 +253,7 @@ describe('the spend of a run on a cluster', () => {
 
   it("a member's refused cluster delete is kept in run.json (member_delete_refused) and read back", () => {
     const record: RunRecord = {
-      id: 'ddp-x',
-      target: 'cluster',
-      created: '2026-12-02T09:00:00Z',
-      remoteDir: '/workspace/overbrainer/ddp-x',
-      job: null,
-      state: 'running',
-      message: null,
+      ...RUNNING,
       cluster: { ...CLUSTER, memberDeleteRefused: 'node 1: refused http_403' },
     };
     const text = encodeRunRecord(record);
