@@ -84,7 +84,9 @@ describe('disk policy: a followed run whose disk fills', function () {
    * snapshot's checkpoint came home.
    */
   const stoppedWithDiskSnapshot = (l: Lab, id: string): void => {
-    const done = fs.readFileSync(path.join(l.runDir(id), 'output', 'done'), 'utf8');
+    const donePath = path.join(l.runDir(id), 'output', 'done');
+    assert.ok(fs.existsSync(donePath), `no output/done came home:\n${l.transcript()}`);
+    const done = fs.readFileSync(donePath, 'utf8');
     const step = Number(/^snapshot disk at step (\d+)$/m.exec(done)?.[1]);
     assert.ok(step > 0, done);
     const runJson = l.runJson(id);
@@ -204,8 +206,10 @@ describe('disk policy: a followed run whose disk fills', function () {
   });
 
   it('a growth Runpod does not carry out (PATCH answers 500, the API keeps 50 GB) counts as failed after two samples: snapshot with reason disk, the run stopped with it home', async function () {
+    // 0.6 s a step: from 90 % to full takes the job about 6 s, room for two samples, the failed
+    // growth and the snapshot request on a loaded machine (at 0.3 s a CI once saw no output/done).
     const l = await start({
-      command: 'sh data/fill.sh 200 512 0.3',
+      command: 'sh data/fill.sh 200 512 0.6',
       targetExtra: volumeTarget(200),
       emulator: { volumeQuota: { bytesPerGb: MIB } },
     });
