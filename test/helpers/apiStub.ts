@@ -4,6 +4,7 @@
  * watchdog makes with statuses a test sets per call; for the key's tests, one that lists no pod.
  */
 import * as http from 'node:http';
+import * as net from 'node:net';
 import type { AddressInfo } from 'node:net';
 
 export interface StubRequest {
@@ -161,11 +162,25 @@ export async function emptyPodsApi(): Promise<ApiStub> {
   return { ...(await listenLoopback(server)), requests };
 }
 
-/** A loopback port nothing listens on (bound, then released). */
+/**
+ * A loopback port nothing listens on. A port bound and released would do but for the tests
+ * beside it: the kernel may hand that port to the next `listen(0)` (a CI saw a watchdog meant to
+ * find no answer reach another case's stub). A privileged port is never handed out so, and the
+ * one taken is one that refuses a connection now.
+ */
 export async function closedPort(): Promise<number> {
-  const server = http.createServer();
-  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', () => resolve()));
-  const { port } = server.address() as AddressInfo;
-  await new Promise<void>((resolve) => server.close(() => resolve()));
-  return port;
+  for (let port = 1023; port > 900; port -= 1) {
+    const refused = await new Promise<boolean>((resolve) => {
+      const socket = net.connect({ host: '127.0.0.1', port });
+      socket.once('connect', () => {
+        socket.destroy();
+        resolve(false);
+      });
+      socket.once('error', (error: NodeJS.ErrnoException) =>
+        resolve(error.code === 'ECONNREFUSED'),
+      );
+    });
+    if (refused) return port;
+  }
+  throw new Error('no privileged loopback port refuses a connection: free one of 901–1023');
 }

@@ -15,6 +15,7 @@ import { startEmulator, type Emulator } from '../emulator/emulator';
 import { builtCli, runCliProcess, type Ran } from '../helpers/cli';
 import { tempWorkspace } from '../helpers/tinyWorkspace';
 import { screenOf } from '../helpers/terminalScreen';
+import { closedPort } from '../helpers/apiStub';
 
 describe('overbrainer read-only commands: rate limits and an unreachable API (the built bundle)', function () {
   this.timeout(120_000);
@@ -110,13 +111,9 @@ describe('overbrainer read-only commands: rate limits and an unreachable API (th
     // A listener that accepts and never answers, and a port where nothing listens.
     const silent = net.createServer(() => undefined);
     await new Promise<void>((resolve) => silent.listen(0, '127.0.0.1', resolve));
-    const closed = net.createServer();
-    await new Promise<void>((resolve) => closed.listen(0, '127.0.0.1', resolve));
-    const closedPort = (closed.address() as net.AddressInfo).port;
-    await new Promise<void>((resolve) => closed.close(() => resolve()));
     try {
       const silentUrl = `http://127.0.0.1:${(silent.address() as net.AddressInfo).port}/v2`;
-      const closedUrl = `http://127.0.0.1:${closedPort}/v2`;
+      const closedUrl = `http://127.0.0.1:${await closedPort()}/v2`;
 
       for (const args of [
         ['pod', 'ls'],

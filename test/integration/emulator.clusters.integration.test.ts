@@ -181,7 +181,16 @@ describe('Runpod emulator: Instant Clusters', function () {
     const deleted = await api.delete(`/clusters/${made.id}`);
     assert.equal(deleted.status, 204);
     assert.equal((await api.get(`/clusters/${made.id}`)).status, 404);
-    for (const id of ids) assert.equal((await api.get(`/pods/${id}`)).status, 404);
+    // Billing ends with the 204; the members' processes and files go after it (each reads
+    // TERMINATED meanwhile), and each answers 404 once none of them is left.
+    for (const id of ids) {
+      await waitFor(`the 404 of member ${id}`, async () => {
+        const member = await api.get<{ status: string }>(`/pods/${id}`);
+        if (member.status === 404) return true;
+        assert.equal(member.body.status, 'TERMINATED');
+        return undefined;
+      });
+    }
     for (const snapshot of snapshots) assertPodGone(snapshot, 'a member after the cluster delete');
     const closed = emulator.ledger().pods.filter((p) => ids.includes(p.id));
     assert.deepEqual(

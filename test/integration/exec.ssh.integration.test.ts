@@ -29,6 +29,7 @@ import {
   startTcpProxy,
   type Sshd,
 } from '../helpers/sshd';
+import { closedPort } from '../helpers/apiStub';
 import { rejects, waitFor } from '../helpers/execAsserts';
 import { makeTempDir, removeTempDir } from '../helpers/tempDir';
 
@@ -366,9 +367,7 @@ describe('SshExecutor against a real sshd', function () {
     });
 
     it('says connection when nothing listens and timeout when nothing answers', async () => {
-      const closed = await startSshd();
-      const port = closed.port;
-      await closed.stop();
+      const port = await closedPort();
       await rejects(SshExecutor.connect(options(sshd, { port })), 'connection');
       const proxy = await startTcpProxy(sshd.port);
       try {
