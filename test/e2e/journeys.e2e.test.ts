@@ -308,23 +308,21 @@ describe('User journeys in the real VS Code against the Runpod emulator', functi
       }
     };
     await closeCenter();
+    // The end, with Resume Run, as a toast: one the user sees, not only in the notification
+    // center (VS Code drops a toast that comes within 800 ms after three others). The ask's
+    // progress and its answer ("saves a snapshot") last as long as the stop: a quick stop ends
+    // them before a look sees them (CIs saw neither), and a look that finds no toast opens the
+    // notification center, where the end's notification then goes instead. So the end alone is
+    // looked for.
+    const ended = workbench.notification(new RegExp(`Run ${id} stopped at step \\d+`)).first();
+    const toasted = ended.waitFor({ state: 'visible', timeout: 180_000 });
+    toasted.catch(() => undefined); // awaited below, after the state
     await pickFromCommand(
       workbench,
       'Overbrainer: Stop and Snapshot',
       'Run to stop with a snapshot',
       id,
     );
-    // The ask's progress at once. Its answer ("saves a snapshot") is a progress that lasts as long
-    // as the stop: a quick stop ends it before a look sees it, and a look that finds no toast
-    // opens the notification center, where the end's notification then goes instead of a toast
-    // (a CI failed so). So no look waits for the answer; the end is looked for as a toast below.
-    await workbench.waitForNotification(new RegExp(`stopping ${id} with a snapshot`));
-    await closeCenter();
-    // The end, with Resume Run, as a toast: one the user sees, not only in the notification
-    // center (VS Code drops a toast that comes within 800 ms after three others).
-    const ended = workbench.notification(new RegExp(`Run ${id} stopped at step \\d+`)).first();
-    const toasted = ended.waitFor({ state: 'visible', timeout: 120_000 });
-    toasted.catch(() => undefined); // awaited below, after the state
     await untilState(workbench, id, 'stopped', 120_000);
     await toasted;
     const actions = await ended.locator('.monaco-button').allInnerTexts();
