@@ -134,10 +134,12 @@ describe('sweep: an Optuna study run as train runs on emulated pods under a hard
     assert.ok(pruned.length > 0, JSON.stringify(result.record.trials, null, 1));
     const said = lab.transcript();
     for (const t of pruned) {
-      // The pruner cut it before its last step, and the cancel stopped its job (a prune that
-      // comes after the job's end makes the trial complete: sweepScheduler.integration).
+      // The pruner cut it, and the cancel stopped its job (a prune that comes after the job's end
+      // makes the trial complete: sweepScheduler.integration). Any step will do, the last too: a
+      // trial behind the median only at its last report is pruned by Optuna's rule, and a CI saw
+      // its cancel reach the job before the job's exit.
       const cut = new RegExp(`trial ${t.number}: the pruner stops it at step (\\d+)`).exec(said);
-      assert.ok(cut !== null && Number(cut[1]) < 40, `trial ${t.number}'s prune:\n${said}`);
+      assert.ok(cut !== null, `trial ${t.number}'s prune:\n${said}`);
       const run = lab.store.loadRun(t.run_id!);
       assert.equal(run.state, 'cancelled', `trial ${t.number}: ${run.message ?? ''}`);
       // What it wrote came home: its metrics up to the prune, and its objective from them.
