@@ -121,7 +121,7 @@ export const RUN_END_CAUSES = [
   'cost_cap',
   /** The pod vanished under the job (not by our hand) and the run was not recovered. */
   'pod_gone',
-  /** `pod rm --force` deleted the pod before its results were retrieved. */
+  /** `pod rm --force` (or a sweep ending the trial) deleted the pod before its results were retrieved. */
   'pod_removed',
   /** The pod died mid-job and no new pod could take the job up. */
   'recovery_failed',

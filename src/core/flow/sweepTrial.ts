@@ -19,6 +19,7 @@ import type { OverbrainerConfig, TrainerConfig } from '../config/types';
 import type { SweepConfig, SweepParam } from '../config/sweep';
 import { describeError } from '../errors';
 import { shQuote } from '../exec/shell';
+import { failRun } from '../pod/context';
 import { runPodSpends, runTotals } from '../runs/spend';
 import { sweepDir } from '../sweep/records';
 import {
@@ -34,9 +35,9 @@ import { axolotlSettings, deepMerge } from '../train/axolotlConfig';
 import { PARAMS_ENV } from '../train/jobScripts';
 import { attach } from './attach';
 import { cancel } from './cancel';
-import { type FlowDeps, FlowError } from './deps';
+import { type FlowDeps, FlowError, podCtx } from './deps';
 import { evalDataUploaded } from './runFiles';
-import { train } from './train';
+import { removeRunPod, train } from './train';
 
 /** The file a trial's params are written to, in its run directory. */
 export const PARAMS_FILE = 'params.json';
@@ -178,6 +179,35 @@ export function trialRunner(
     }
     return { state: 'error', message: describeError(error) };
   };
+  /**
+   * A trial the sweep is about to record as ended (its follow returned, not stopped by an abort
+   * of this client, whose pods keep running for a later attach) leaves no pod billing: one its
+   * follow left undeleted (a lost connection, a pod that never answered again) is removed now, as
+   * train removes one, and a run still `running` on it fails saying so.
+   */
+  const ended = async (
+    runId: string | null,
+    outcome: TrialOutcome,
+    signal?: AbortSignal,
+  ): Promise<TrialOutcome> => {
+    if (runId === null || signal?.aborted) return outcome;
+    const pod = deps.store.loadPod(runId);
+    if (pod === null || pod.state === 'deleted') return outcome;
+    const ctx = podCtx(deps);
+    await removeRunPod(ctx, pod, 'requested');
+    const podId = pod.podId ?? '';
+    const kept =
+      deps.store.loadPod(runId)?.state === 'deleted'
+        ? ''
+        : `; its pod ${podId} could not be deleted: remove it with \`overbrainer pod rm ${runId}\``;
+    const run = deps.store.loadRun(runId);
+    if (run.state !== 'running' && run.state !== 'preparing') {
+      return kept === '' ? outcome : { ...outcome, message: `${outcome.message ?? ''}${kept}` };
+    }
+    const message = `${outcome.message ?? 'its follow ended'}: the sweep ended the trial${kept === '' ? ` and deleted its pod ${podId} (what its job wrote there since the last retrieval did not come home)` : kept}`;
+    failRun(ctx, run, 'pod_removed', message);
+    return { state: 'failed', message };
+  };
   const configOf = (number: number, params: Params): Promise<OverbrainerConfig> =>
     trialConfig(deps, config, workspaceDir, { name: sc.name, number, python }, params);
   return {
@@ -196,9 +226,9 @@ export function trialRunner(
             onRun(run.id);
           },
         });
-        return { state: result.run.state, message: result.run.message };
+        return await ended(runId, { state: result.run.state, message: result.run.message }, signal);
       } catch (error) {
-        return outcomeOf(runId, error);
+        return await ended(runId, outcomeOf(runId, error), signal);
       }
     },
     async resume(runId, signal) {
@@ -215,9 +245,9 @@ export function trialRunner(
         const params = paramsFile.parse(JSON.parse(text));
         const own = await configOf(run.sweep?.trial ?? -1, params);
         const result = await attach(deps, own, runId, signal);
-        return { state: result.run.state, message: result.run.message };
+        return await ended(runId, { state: result.run.state, message: result.run.message }, signal);
       } catch (error) {
-        return outcomeOf(runId, error);
+        return await ended(runId, outcomeOf(runId, error), signal);
       }
     },
     async prune(runId) {

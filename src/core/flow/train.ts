@@ -224,7 +224,7 @@ async function trainOnPod(
       options.onPhase?.('started');
     } catch (error) {
       const interrupted = options.signal?.aborted ?? false;
-      await ctxRemove(ctx, pod, interrupted ? 'interrupted' : 'requested');
+      await removeRunPod(ctx, pod, interrupted ? 'interrupted' : 'requested');
       if (interrupted) failRun(ctx, run, 'interrupted', INTERRUPTED_BEFORE_JOB);
       else failRun(ctx, run, 'start_failed', `the job could not start: ${describeError(error)}`);
       throw error;
@@ -257,7 +257,11 @@ async function trainOnPod(
   }
 }
 
-async function ctxRemove(
+/**
+ * The train flow's remove of a run's pod: deleted (a failure logged, never thrown), and the run's
+ * keys forgotten once no pod of it is left. A sweep removes a trial's pod it ends with this too.
+ */
+export async function removeRunPod(
   ctx: PodCtx,
   pod: PodRecord,
   reason: 'interrupted' | 'requested',

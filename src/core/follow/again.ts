@@ -9,7 +9,7 @@ import { failRun, log, type PodCtx } from '../pod/context';
 import { limitFailure } from '../pod/limitEnd';
 import { endPod } from '../pod/podEnd';
 import { PodError } from '../pod/podError';
-import { reconnect, stillThere } from '../pod/reconnect';
+import { stillThere } from '../pod/reconnect';
 import type { PodRecord } from '../runs/podRecord';
 import type { RunRecord } from '../runs/runRecord';
 import type { FollowResult } from '../train/follow';
@@ -24,6 +24,7 @@ import {
   summaryLine,
   type Followed,
 } from './collect';
+import { reconnectRestarting } from './moved';
 import { deathOf, type RecoveryPlan } from './recover';
 import { followAfterDeath, followOnPod, type FollowEnd, type FollowOptions } from './run';
 
@@ -43,7 +44,8 @@ export async function followAgain(
   const collected = (result: Followed): FollowEnd => ({ kind: 'collected', result });
   let executor: Executor | null;
   try {
-    executor = await reconnect(ctx, pod, run, signal);
+    // A pod restarting (no SSH endpoint yet) is waited for, as a followed pod's restart is.
+    executor = await reconnectRestarting(ctx, pod, run, signal);
   } catch (error) {
     // Its pod died (EXITED) while nobody followed: the run goes on on a new pod.
     const death = plan === null ? null : deathOf(error, pod);
