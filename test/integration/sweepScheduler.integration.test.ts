@@ -193,11 +193,16 @@ describe('sweep scheduler: the budget, the objective and pruning, on the real Op
     );
     const pruned = result.record.trials.filter((t) => t.state === 'pruned');
     assert.ok(pruned.length > 0, said.join('\n'));
-    assert.equal(runner.pruned.length, pruned.length);
+    // Every pruned trial's run was cancelled, in order; a prune that reached a run after it had
+    // ended (a loaded machine's Optuna answers late) stopped nothing: that trial is complete.
+    const prunedRuns = pruned.map((t) => t.run_id);
     assert.deepEqual(
-      runner.pruned,
-      pruned.map((t) => t.run_id),
+      runner.pruned.filter((id) => prunedRuns.includes(id)),
+      prunedRuns,
     );
+    for (const id of runner.pruned.filter((run) => !prunedRuns.includes(run))) {
+      assert.equal(result.record.trials.find((t) => t.run_id === id)?.state, 'complete', id);
+    }
     assert.ok(result.record.trials.some((t) => t.state === 'complete'));
   });
 
