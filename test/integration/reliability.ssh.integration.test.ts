@@ -80,7 +80,13 @@ function podDiagnosis(lab: Lab, runId: string | null, file: string): string {
   return lines.join('\n');
 }
 
-const CASE_BOUND_MS = 100_000;
+/**
+ * A case fails as stalled once nothing happened for this long: no event of its run (a transfer's
+ * progress, a pod log line, a state). Not a bound on the whole case: a loaded machine makes a
+ * case slow (a CI saw a 96 MiB upload take 30 s and its job start a minute later, alive all
+ * along), and only a case that stopped moving is a failure.
+ */
+const STALL_MS = 60_000;
 
 interface Outcome {
   result: FlowResult | null;
@@ -91,6 +97,10 @@ interface Outcome {
 
 async function trainBounded(lab: Lab, runId: { id: string | null }): Promise<Outcome> {
   const started = Date.now();
+  let lastEventMs = started;
+  const quiet = lab.bus.on((event) => {
+    if ('runId' in event && event.runId === runId.id) lastEventMs = Date.now();
+  });
   let timer: NodeJS.Timeout | undefined;
   try {
     const result = await Promise.race([
@@ -102,17 +112,19 @@ async function trainBounded(lab: Lab, runId: { id: string | null }): Promise<Out
         }),
       ),
       new Promise<never>((_, reject) => {
-        timer = setTimeout(
-          () => reject(new Error(`train did not settle within ${CASE_BOUND_MS} ms`)),
-          CASE_BOUND_MS,
-        );
+        timer = setInterval(() => {
+          const stillMs = Date.now() - lastEventMs;
+          if (stillMs < STALL_MS) return;
+          reject(new Error(`train stalled: no event for ${stillMs} ms`));
+        }, 1_000);
       }),
     ]);
     return { result, error: null, runId: runId.id, elapsedMs: Date.now() - started };
   } catch (error) {
     return { result: null, error, runId: runId.id, elapsedMs: Date.now() - started };
   } finally {
-    clearTimeout(timer);
+    clearInterval(timer);
+    quiet.dispose();
   }
 }
 
