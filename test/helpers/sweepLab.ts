@@ -2,12 +2,14 @@
  * A lab (./lifecycle.ts) for sweeps: examples/sweep/train.py as the job, its params as `{name}`
  * placeholders, a `[sweep]` named lr-rank on the real Optuna (/usr/bin/python3, Debian's
  * python3-optuna); its trials' runs and sweep.json as written; and a client process running the
- * sweep (./sweepChild.ts), to be killed or stopped from the test's own client.
+ * sweep (./sweepChild.ts), to be killed or stopped from the test's own client; each test's lab
+ * closed after it with no pod left billing, and a trial's job result checked against its record.
  */
+import assert from 'node:assert/strict';
 import { spawn, type ChildProcess } from 'node:child_process';
 import * as fs from 'node:fs';
 import * as path from 'node:path';
-import type { SweepRecord } from '../../src/core/flow/sweep';
+import type { SweepRecord, TrialRecord } from '../../src/core/flow/sweep';
 import { ROOT } from './cli';
 import { Lab } from './lifecycle';
 
@@ -30,6 +32,45 @@ ${extra}
 learning_rate = { low = 1e-5, high = 1e-2, log = true }
 lora_r = [4, 8, 16, 32]
 `;
+}
+
+/**
+ * One lab per test (a describe's): `use` hands over the test's lab, closed after the test, which
+ * fails when the emulator's ledger still has a pod of it billing.
+ */
+export function sweepLabPerTest(): { use(lab: Lab): Lab } {
+  let current: Lab | null = null;
+  afterEach(async function () {
+    const billing = (await current?.close()) ?? [];
+    current = null;
+    assert.deepEqual(billing, [], 'a pod was left billing');
+  });
+  return { use: (lab) => (current = lab) };
+}
+
+/** What examples/sweep/train.py wrote to output/result.json. */
+export interface TrialResult {
+  learning_rate: number;
+  lora_r: number;
+  eval_loss: number;
+}
+
+/**
+ * The trial's job ran with its own params and its result is what the sweep recorded: its
+ * output/result.json (examples/sweep/train.py's) holds the trial's rank (the param `rank`) and,
+ * unless `objective` is false, the trial's objective as its eval_loss.
+ */
+export function assertTrialResult(
+  lab: Lab,
+  t: TrialRecord,
+  { rank = 'lora_r', objective = true }: { rank?: string; objective?: boolean } = {},
+): TrialResult {
+  const out = JSON.parse(
+    fs.readFileSync(path.join(lab.runDir(t.run_id!), 'output', 'result.json'), 'utf8'),
+  ) as TrialResult;
+  assert.equal(out.lora_r, t.params[rank], `trial ${t.number}'s job ran with its ${rank}`);
+  if (objective) assert.equal(out.eval_loss, t.objective, `trial ${t.number}'s objective`);
+  return out;
 }
 
 /** A lab whose trials run `steps` steps of `stepSeconds`, an eval_loss every 5. */

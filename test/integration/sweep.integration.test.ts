@@ -12,10 +12,12 @@ import { sweep, sweepQuote } from '../../src/core/flow/sweep';
 import { ROOT } from '../helpers/cli';
 import { Lab } from '../helpers/lifecycle';
 import {
+  assertTrialResult,
   PYTHON,
   sweepChild,
   sweepJson,
   sweepLab,
+  sweepLabPerTest,
   sweepToml,
   trialRuns,
   trialsRunning,
@@ -23,16 +25,10 @@ import {
 
 describe('sweep: an Optuna study run as train runs on emulated pods under a hard budget', function () {
   this.timeout(600_000);
-  let lab: Lab | null = null;
-
-  afterEach(async function () {
-    const billing = (await lab?.close()) ?? [];
-    lab = null;
-    assert.deepEqual(billing, [], 'a pod was left billing');
-  });
+  const labs = sweepLabPerTest();
 
   it('runs 4 trials 2 at once and ends with the best params; each trial an ordinary run', async () => {
-    lab = await sweepLab('trials = 4\nparallel = 2\nbudget_usd = 5');
+    const lab = labs.use(await sweepLab('trials = 4\nparallel = 2\nbudget_usd = 5'));
     let most = 0;
     const live = new Set<string>();
     lab.bus.on((e) => {
@@ -60,12 +56,8 @@ describe('sweep: an Optuna study run as train runs on emulated pods under a hard
       const run = runs.find((r) => r.trial === t.number)!;
       assert.equal(t.run_id, run.id);
       // The job read its params: its result holds them and the objective the sweep recorded.
-      const out = JSON.parse(
-        fs.readFileSync(path.join(lab.runDir(run.id), 'output', 'result.json'), 'utf8'),
-      ) as { learning_rate: number; lora_r: number; eval_loss: number };
-      assert.equal(out.lora_r, t.params.lora_r);
+      const out = assertTrialResult(lab, t);
       assert.ok(Math.abs(out.learning_rate - (t.params.learning_rate as number)) < 1e-12);
-      assert.equal(out.eval_loss, t.objective);
       assert.deepEqual(
         JSON.parse(fs.readFileSync(path.join(lab.runDir(run.id), 'params.json'), 'utf8')),
         t.params,
@@ -79,7 +71,7 @@ describe('sweep: an Optuna study run as train runs on emulated pods under a hard
   });
 
   it('a budget of 3 worst cases starts 3 trials at once; a 4th only once an end gave room back', async () => {
-    lab = await sweepLab('trials = 4\nparallel = 3\nbudget_usd = 5');
+    const lab = labs.use(await sweepLab('trials = 4\nparallel = 3\nbudget_usd = 5'));
     const quote = await sweepQuote(lab.deps, lab.config);
     const budgetUsd = 3 * quote.trialWorstUsd;
     const config: OverbrainerConfig = { ...lab.config, sweep: { ...lab.config.sweep!, budgetUsd } };
@@ -95,13 +87,13 @@ describe('sweep: an Optuna study run as train runs on emulated pods under a hard
     assert.equal(said.filter((m) => / starts: /.test(m)).length, 4);
     // What Runpod billed the sweep's pods, all together, is within the budget.
     const billed = result.record.trials
-      .flatMap((t) => lab!.podsOfRun(t.run_id!))
+      .flatMap((t) => lab.podsOfRun(t.run_id!))
       .reduce((sum, entry) => sum + entry.costUsd, 0);
     assert.ok(billed <= budgetUsd, `billed ${billed} of ${budgetUsd}`);
   });
 
   it("a budget below one trial's worst case starts none and says so", async () => {
-    lab = await sweepLab('trials = 4\nparallel = 2\nbudget_usd = 5');
+    const lab = labs.use(await sweepLab('trials = 4\nparallel = 2\nbudget_usd = 5'));
     const quote = await sweepQuote(lab.deps, lab.config);
     const budgetUsd = quote.trialWorstUsd / 2;
     const config: OverbrainerConfig = { ...lab.config, sweep: { ...lab.config.sweep!, budgetUsd } };
@@ -116,14 +108,16 @@ describe('sweep: an Optuna study run as train runs on emulated pods under a hard
     // Jobs of 40 steps of 0.3 s, an eval_loss every 2 steps: a trial behind the median of the
     // ones before it at the same step is stopped well before its end (at 0.1 s a step, 4 s, a
     // loaded CI once saw a pruned trial's job end before its cancel arrived).
-    lab = await Lab.start({
-      command:
-        'python3 train.py --steps 40 --step-seconds 0.3 --eval-every 2 --learning-rate {learning_rate} --lora-r {lora_r}',
-      targetExtra: sweepToml('trials = 8\nparallel = 2\nbudget_usd = 10').replace(
-        'pruner = "none"',
-        'pruner = "median"',
-      ),
-    });
+    const lab = labs.use(
+      await Lab.start({
+        command:
+          'python3 train.py --steps 40 --step-seconds 0.3 --eval-every 2 --learning-rate {learning_rate} --lora-r {lora_r}',
+        targetExtra: sweepToml('trials = 8\nparallel = 2\nbudget_usd = 10').replace(
+          'pruner = "none"',
+          'pruner = "median"',
+        ),
+      }),
+    );
     fs.copyFileSync(
       path.join(ROOT, 'examples', 'sweep', 'train.py'),
       path.join(lab.workspace, 'train.py'),
@@ -157,8 +151,7 @@ describe('sweep: an Optuna study run as train runs on emulated pods under a hard
 
   it('a client killed mid-sweep is resumed from its records: no trial twice, none lost', async () => {
     // Jobs of 10 s, so that both trials are seen running their jobs before the kill.
-    lab = await sweepLab('trials = 4\nparallel = 2\nbudget_usd = 5', 0.5);
-    const l = lab;
+    const l = labs.use(await sweepLab('trials = 4\nparallel = 2\nbudget_usd = 5', 0.5));
     const other = sweepChild(l);
     // Killed once two trials run their jobs.
     await trialsRunning(l, 2);

@@ -12,11 +12,13 @@ import * as path from 'node:path';
 import { sweepAttach, sweepStop, SweepError } from '../../src/core/flow/sweep';
 import type { Lab } from '../helpers/lifecycle';
 import {
+  assertTrialResult,
   PYTHON,
   SWEEP,
   sweepChild,
   sweepJson,
   sweepLab,
+  sweepLabPerTest,
   trialRuns,
   trialsRunning,
 } from '../helpers/sweepLab';
@@ -61,18 +63,11 @@ function assertStopped(lab: Lab, stoppedTrials: number): void {
 
 describe('sweep attach and sweep stop across clients, on emulated pods and the real Optuna', function () {
   this.timeout(600_000);
-  let lab: Lab | null = null;
-
-  afterEach(async function () {
-    const billing = (await lab?.close()) ?? [];
-    lab = null;
-    assert.deepEqual(billing, [], 'a pod was left billing');
-  });
+  const labs = sweepLabPerTest();
 
   it('attach is refused while the client running the sweep lives, and takes it over once it was killed', async () => {
     // Jobs of 10 s, so that both trials are seen running their jobs before the kill.
-    lab = await sweepLab('trials = 3\nparallel = 2\nbudget_usd = 5', 0.5);
-    const l = lab;
+    const l = labs.use(await sweepLab('trials = 3\nparallel = 2\nbudget_usd = 5', 0.5));
     const other = sweepChild(l);
     await trialsRunning(l, 2);
     const holder = `sweep child`;
@@ -113,8 +108,7 @@ describe('sweep attach and sweep stop across clients, on emulated pods and the r
     // One trial of 30 s; its client killed, attach follows it, then its pod dies: the recovery
     // starts the trial's job again, its {placeholders} replaced (the sweep's raw command has
     // `--lora-r {lora_r}`, which the job refuses).
-    lab = await sweepLab('trials = 1\nparallel = 1\nbudget_usd = 5', 0.5, LONG_STEPS);
-    const l = lab;
+    const l = labs.use(await sweepLab('trials = 1\nparallel = 1\nbudget_usd = 5', 0.5, LONG_STEPS));
     const other = sweepChild(l);
     await trialsRunning(l, 1);
     other.child.kill('SIGKILL');
@@ -135,16 +129,11 @@ describe('sweep attach and sweep stop across clients, on emulated pods and the r
     const trial = result.record.trials[0]!;
     assert.equal(trial.state, 'complete', `${JSON.stringify(trial)}\n${l.transcript()}`);
     assert.ok(l.podsOfRun(runId).length >= 2, 'the trial went on on a new pod');
-    const out = JSON.parse(
-      fs.readFileSync(path.join(l.runDir(runId), 'output', 'result.json'), 'utf8'),
-    ) as { lora_r: number; eval_loss: number };
-    assert.equal(out.lora_r, trial.params.lora_r);
-    assert.equal(out.eval_loss, trial.objective);
+    assertTrialResult(l, trial);
   });
 
   it('stop asks the client running the sweep: no new trial, running ones stopped, results home, pods deleted', async () => {
-    lab = await sweepLab('trials = 4\nparallel = 2\nbudget_usd = 5', 0.5, LONG_STEPS);
-    const l = lab;
+    const l = labs.use(await sweepLab('trials = 4\nparallel = 2\nbudget_usd = 5', 0.5, LONG_STEPS));
     const other = sweepChild(l);
     await trialsRunning(l, 2);
     let waitedOn = '';
@@ -161,8 +150,7 @@ describe('sweep attach and sweep stop across clients, on emulated pods and the r
   });
 
   it('stop with no client running the sweep (its client killed) stops the trials itself', async () => {
-    lab = await sweepLab('trials = 4\nparallel = 2\nbudget_usd = 5', 0.5, LONG_STEPS);
-    const l = lab;
+    const l = labs.use(await sweepLab('trials = 4\nparallel = 2\nbudget_usd = 5', 0.5, LONG_STEPS));
     const other = sweepChild(l);
     await trialsRunning(l, 2);
     other.child.kill('SIGKILL');

@@ -14,7 +14,7 @@ import { sweep, FlowError } from '../../src/core/flow';
 import { ROOT } from '../helpers/cli';
 import { Lab } from '../helpers/lifecycle';
 import { runpodTarget } from '../helpers/tinyWorkspace';
-import { PYTHON, sweepJson } from '../helpers/sweepLab';
+import { assertTrialResult, PYTHON, sweepJson, sweepLabPerTest } from '../helpers/sweepLab';
 
 const SWEEP = (params: string): string => `max_cost_usd = 0.5
 
@@ -57,21 +57,18 @@ datasets:
 
 describe('sweep params as environment variables and axolotl.yaml keys, on emulated pods', function () {
   this.timeout(300_000);
-  let lab: Lab | null = null;
-  afterEach(async () => {
-    const billing = (await lab?.close()) ?? [];
-    lab = null;
-    assert.deepEqual(billing, [], 'a pod was left billing');
-  });
+  const labs = sweepLabPerTest();
 
   it('a command without placeholders gets each param as OVERBRAINER_PARAM_<NAME>', async () => {
-    lab = await Lab.start({
-      command:
-        "env | grep '^OVERBRAINER_PARAM_' | sort > param_env.txt && mkdir -p output && mv param_env.txt output/ && python3 train.py --steps 10 --step-seconds 0.05 --eval-every 5",
-      targetExtra: SWEEP(
-        'learning_rate = { low = 1e-5, high = 1e-2, log = true }\nlora_r = [8, 16]\nopt.tag = ["it\'s a b"]',
-      ),
-    });
+    const lab = labs.use(
+      await Lab.start({
+        command:
+          "env | grep '^OVERBRAINER_PARAM_' | sort > param_env.txt && mkdir -p output && mv param_env.txt output/ && python3 train.py --steps 10 --step-seconds 0.05 --eval-every 5",
+        targetExtra: SWEEP(
+          'learning_rate = { low = 1e-5, high = 1e-2, log = true }\nlora_r = [8, 16]\nopt.tag = ["it\'s a b"]',
+        ),
+      }),
+    );
     fs.copyFileSync(
       path.join(ROOT, 'examples', 'sweep', 'train.py'),
       path.join(lab.workspace, 'train.py'),
@@ -91,19 +88,16 @@ describe('sweep params as environment variables and axolotl.yaml keys, on emulat
         ].join('\n'),
       );
       // The job read them from its environment (no placeholder, the same values as params.json).
-      const res = JSON.parse(fs.readFileSync(path.join(out, 'result.json'), 'utf8')) as {
-        lora_r: number;
-        eval_loss: number;
-      };
-      assert.equal(res.lora_r, t.params.lora_r);
-      assert.equal(res.eval_loss, t.objective);
+      assertTrialResult(lab, t);
     }
   });
 
   it("the axolotl trainer's own YAML gets the trial's values at dotted keys; a key under a list is refused before any pod", async () => {
-    lab = await Lab.start({
-      emulator: { imageFiles: { 'fake-axolotl/bin/axolotl': FAKE_AXOLOTL } },
-    });
+    const lab = labs.use(
+      await Lab.start({
+        emulator: { imageFiles: { 'fake-axolotl/bin/axolotl': FAKE_AXOLOTL } },
+      }),
+    );
     const ws = lab.workspace;
     fs.copyFileSync(path.join(ROOT, 'examples', 'sweep', 'train.py'), path.join(ws, 'train.py'));
     fs.writeFileSync(path.join(ws, 'my.yaml'), MY_YAML);
@@ -149,10 +143,7 @@ ${runpodTarget('pod', { targetExtra: `venv = "/workspace/fake-axolotl"\n${SWEEP(
       );
       assert.match(used, /^datasets:\n- path: data\/train\.jsonl\n {2}type: chat_template$/m);
       assert.match(used, new RegExp(`^learning_rate: ${String(t.params.learning_rate)}$`, 'm'));
-      const res = JSON.parse(fs.readFileSync(path.join(out, 'result.json'), 'utf8')) as {
-        lora_r: number;
-      };
-      assert.equal(res.lora_r, t.params['lora.r']);
+      assertTrialResult(lab, t, { rank: 'lora.r' });
       assert.match(
         fs.readFileSync(path.join(out, 'param_env.txt'), 'utf8'),
         new RegExp(`^OVERBRAINER_PARAM_LORA__R=${String(t.params['lora.r'])}$`, 'm'),

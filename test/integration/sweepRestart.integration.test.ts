@@ -9,7 +9,15 @@
 import assert from 'node:assert/strict';
 import { sweepAttach } from '../../src/core/flow/sweep';
 import type { Lab } from '../helpers/lifecycle';
-import { PYTHON, SWEEP, sweepChild, sweepJson, sweepLab, trialsRunning } from '../helpers/sweepLab';
+import {
+  PYTHON,
+  SWEEP,
+  sweepChild,
+  sweepJson,
+  sweepLab,
+  sweepLabPerTest,
+  trialsRunning,
+} from '../helpers/sweepLab';
 
 /** A job of 30 s: it is still running when its pod is crashed. */
 const LONG_STEPS = 60;
@@ -51,17 +59,10 @@ function noTrialPodBills(l: Lab): void {
 
 describe('sweep attach to a trial whose pod is restarting, on emulated pods and the real Optuna', function () {
   this.timeout(600_000);
-  let lab: Lab | null = null;
-
-  afterEach(async function () {
-    const billing = (await lab?.close()) ?? [];
-    lab = null;
-    assert.deepEqual(billing, [], 'a pod was left billing');
-  });
+  const labs = sweepLabPerTest();
 
   it('attach waits while the pod restarts without an SSH endpoint and follows the trial to its end once it answers', async () => {
-    lab = await sweepLab('trials = 1\nparallel = 1\nbudget_usd = 5', 0.5, LONG_STEPS);
-    const l = lab;
+    const l = labs.use(await sweepLab('trials = 1\nparallel = 1\nbudget_usd = 5', 0.5, LONG_STEPS));
     const { runId, podId } = await restartingTrial(l);
     const before = looksAt(l, podId);
     let settled = false;
@@ -99,8 +100,7 @@ describe('sweep attach to a trial whose pod is restarting, on emulated pods and 
   });
 
   it('a trial whose pod never gets an SSH endpoint back ends FAIL and its pod is removed, nothing left billing', async () => {
-    lab = await sweepLab('trials = 1\nparallel = 1\nbudget_usd = 5', 0.5, LONG_STEPS);
-    const l = lab;
+    const l = labs.use(await sweepLab('trials = 1\nparallel = 1\nbudget_usd = 5', 0.5, LONG_STEPS));
     const { runId } = await restartingTrial(l);
     // This client waits 5 s for the endpoint (production: readyTimeoutMs, 15 min).
     const deps = { ...l.otherDeps(), timing: { ...l.timing, readyTimeoutMs: 5_000 } };

@@ -23,6 +23,21 @@ export function runsFolders(): RunsFolder[] {
     }));
 }
 
+/**
+ * The run records of the first workspace folder, in its runs folder as the setting names it (as
+ * the Runs view reads it): what the Sweeps and Spend views read. Null without a folder.
+ */
+export function firstFolderStore(
+  clock: Clock,
+): { folder: vscode.WorkspaceFolder; store: RunStore } | null {
+  const folder = vscode.workspace.workspaceFolders?.[0];
+  if (folder === undefined) return null;
+  return {
+    folder,
+    store: new RunStore(path.join(folder.uri.fsPath, runsFolderName(folder)), clock),
+  };
+}
+
 /** How long after a change the runs folders are read once more (see watchRunsFolders). */
 export const RUNS_SETTLE_MS = 1_000;
 

@@ -3,13 +3,11 @@
  * `[budget]`, each run's estimate beside Runpod's bill (over 1 % apart flagged), and one
  * reminder per kept pod older than `kept_pod_reminder_hours`, with Release and Remove.
  */
-import * as path from 'node:path';
 import * as vscode from 'vscode';
 import type { Clock } from '../../core/clock';
 import { DEFAULT_KEPT_POD_REMINDER_HOURS, loadConfig } from '../../core/flow/config';
-import { RunStore } from '../../core/flow/records';
 import { projectSpend } from '../../core/flow/spend';
-import { runsFolderName } from '../runs/runsFolderName';
+import { firstFolderStore } from '../runs/runsFolders';
 import { keptPodReminders, spendRows, type SpendRowView } from './spendModel';
 
 export class SpendTreeProvider implements vscode.TreeDataProvider<SpendRowView>, vscode.Disposable {
@@ -45,13 +43,11 @@ export class SpendTreeProvider implements vscode.TreeDataProvider<SpendRowView>,
   async getChildren(parent?: SpendRowView): Promise<SpendRowView[]> {
     if (parent !== undefined) return [];
     await this.before();
-    const folder = vscode.workspace.workspaceFolders?.[0];
-    if (folder === undefined) return [];
-    const dir = folder.uri.fsPath;
-    const loaded = loadConfig(dir, process.env);
+    const first = firstFolderStore(this.clock);
+    if (first === null) return [];
+    const { folder, store } = first;
+    const loaded = loadConfig(folder.uri.fsPath, process.env);
     const budget = loaded.ok ? (loaded.config.budget ?? null) : null;
-    // The runs folder the overbrainer.runsFolder setting names, as the Runs view reads it.
-    const store = new RunStore(path.join(dir, runsFolderName(folder)), this.clock);
     const spend = projectSpend(store, budget, this.clock.nowMs());
     const hours = budget?.keptPodReminderHours ?? DEFAULT_KEPT_POD_REMINDER_HOURS;
     for (const reminder of keptPodReminders(spend, hours, this.reminded)) {

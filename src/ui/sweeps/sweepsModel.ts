@@ -6,6 +6,7 @@
  */
 import { bestTrial, sweepMoney, type SweepRecord, type TrialRecord } from '../../core/flow';
 import type { CoreEvent } from '../../core/events';
+import { formatUsd as usd } from '../runs/runsView';
 
 export interface SweepRowView {
   kind: 'sweep';
@@ -34,7 +35,6 @@ export interface TrialRowView {
 
 export type SweepsNode = SweepRowView | TrialRowView;
 
-const usd = (value: number): string => `$${value.toFixed(2)}`;
 const value = (v: number | null): string => (v === null ? '-' : String(Number(v.toPrecision(6))));
 
 export function sweepRow(record: SweepRecord): SweepRowView {

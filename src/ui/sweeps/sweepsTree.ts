@@ -3,13 +3,11 @@
  * (state, trials, best value, spend against its budget) and its trials (state, value, spend),
  * read from the records (sweep.json) each time it refreshes.
  */
-import * as path from 'node:path';
 import * as vscode from 'vscode';
 import type { Clock } from '../../core/clock';
 import { sweepList } from '../../core/flow';
-import { RunStore } from '../../core/flow/records';
 import type { Log } from '../log';
-import { runsFolderName } from '../runs/runsFolderName';
+import { firstFolderStore } from '../runs/runsFolders';
 import { sweepRow, type SweepsNode } from './sweepsModel';
 
 export class SweepsTreeProvider implements vscode.TreeDataProvider<SweepsNode>, vscode.Disposable {
@@ -55,10 +53,9 @@ export class SweepsTreeProvider implements vscode.TreeDataProvider<SweepsNode>, 
 
   getChildren(parent?: SweepsNode): SweepsNode[] {
     if (parent !== undefined) return parent.kind === 'sweep' ? parent.trials : [];
-    const folder = vscode.workspace.workspaceFolders?.[0];
-    if (folder === undefined) return [];
-    const store = new RunStore(path.join(folder.uri.fsPath, runsFolderName(folder)), this.clock);
-    const { sweeps, warnings } = sweepList({ store });
+    const first = firstFolderStore(this.clock);
+    if (first === null) return [];
+    const { sweeps, warnings } = sweepList(first);
     for (const warning of warnings) this.log.warn(warning);
     return sweeps.map(sweepRow);
   }
