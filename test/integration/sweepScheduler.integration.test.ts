@@ -108,14 +108,18 @@ describe('sweep scheduler: the budget, the objective and pruning, on the real Op
   let store: RunStore;
   let bus: EventBus;
   const said: string[] = [];
+  /** The warnings the sweep published (VS Code notifies each). */
+  const warned: { code: string; message: string }[] = [];
 
   beforeEach(() => {
     dir = fs.mkdtempSync(path.join(os.tmpdir(), 'ob-sweep-sched-'));
     store = new RunStore(path.join(dir, 'runs'), systemClock);
     bus = new EventBus();
     said.length = 0;
+    warned.length = 0;
     bus.on((e) => {
       if (e.type === 'log') said.push(e.message);
+      if (e.type === 'warning') warned.push({ code: e.code, message: e.message });
     });
   });
   afterEach(() => fs.rmSync(dir, { recursive: true, force: true }));
@@ -144,6 +148,13 @@ describe('sweep scheduler: the budget, the objective and pruning, on the real Op
       /the budget's \$0\.00 left cannot hold another trial's worst case \(\$0\.50\): the sweep starts no more trials after 3/,
     );
     assert.equal(loadSweep(store.runsDir, 'unit')?.end, 'budget');
+    // The budget's stop is a warning, once, as it happens (VS Code shows it as a notification).
+    assert.deepEqual(warned, [
+      {
+        code: 'sweep_budget',
+        message: `sweep unit: ${result.record.message!}`,
+      },
+    ]);
   });
 
   it('trials one at a time under their worst case: each end gives the rest back, until it cannot', async () => {

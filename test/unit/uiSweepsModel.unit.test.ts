@@ -5,7 +5,8 @@
  */
 import assert from 'node:assert/strict';
 import type { SweepRecord } from '../../src/core/flow';
-import { refreshesSweeps, sweepRow } from '../../src/ui/sweeps/sweepsModel';
+import { notificationFor } from '../../src/ui/runs/notifyModel';
+import { refreshesSweeps, sweepEndNotice, sweepRow } from '../../src/ui/sweeps/sweepsModel';
 
 const record: SweepRecord = {
   version: 1,
@@ -85,5 +86,51 @@ describe('ui: the Sweeps view', () => {
       refreshesSweeps({ type: 'log', level: 'info', message: 'sweep lr-rank: trial 3 starts' }),
     );
     assert.ok(!refreshesSweeps({ type: 'log', level: 'info', message: 'Runpod GET /pods' }));
+    assert.ok(
+      refreshesSweeps({
+        type: 'warning',
+        runId: null,
+        code: 'sweep_budget',
+        message: 'sweep x: …',
+      }),
+    );
+  });
+
+  it("a sweep's end is a notification: a warning when its budget stopped it, with the best trial", () => {
+    const ended = (end: SweepRecord['end'], message: string): SweepRecord => ({
+      ...record,
+      state: 'ended',
+      end,
+      message,
+      trials: record.trials.filter((t) => t.state !== 'running'),
+    });
+    assert.deepEqual(sweepEndNotice(ended('trials', 'all 24 trials ran')), {
+      severity: 'info',
+      message:
+        'Overbrainer: sweep lr-rank ended: all 24 trials ran; best eval_loss 0.25 (trial 0, {"learning_rate":0.001,"lora_r":8}); spent $0.15 of $15.00',
+    });
+    const budget = sweepEndNotice(ended('budget', "the budget's $0.10 left cannot hold another"));
+    assert.equal(budget?.severity, 'warning');
+    assert.match(
+      budget?.message ?? '',
+      /^Overbrainer: sweep lr-rank stopped at its budget: the budget's/,
+    );
+    assert.equal(sweepEndNotice({ ...record, trials: [] }), null, 'a running sweep: none');
+    const none = sweepEndNotice({ ...ended('stopped', 'stopped on request'), trials: [] });
+    assert.equal(
+      none?.message,
+      'Overbrainer: sweep lr-rank ended: stopped on request; no trial completed; spent $0.00 of $15.00',
+    );
+  });
+
+  it("the budget's stop, as it happens, is a warning notification", () => {
+    const n = notificationFor({
+      type: 'warning',
+      runId: null,
+      code: 'sweep_budget',
+      message: "sweep lr-rank: the budget's $0.10 left cannot hold another trial's worst case",
+    });
+    assert.equal(n?.severity, 'warning');
+    assert.match(n?.message ?? '', /^sweep lr-rank: the budget's/);
   });
 });

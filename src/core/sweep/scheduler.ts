@@ -132,7 +132,13 @@ class Scheduler {
         }
         if (admission.reason === 'exhausted') {
           exhausted = `the budget's ${money(Math.max(0, admission.leftUsd))} left cannot hold another trial's worst case (${money(admission.capUsd)}): the sweep starts no more trials after ${used}`;
-          this.say(exhausted);
+          // A warning (VS Code notifies it) as it happens: the running trials still end first.
+          this.deps.bus.publish({
+            type: 'warning',
+            runId: null,
+            code: 'sweep_budget',
+            message: `sweep ${this.config.name}: ${exhausted}`,
+          });
         }
       }
       if (this.live.size === 0) {

@@ -7,7 +7,6 @@
  */
 import {
   beforeTrain,
-  bestTrial,
   sweep,
   sweepAttach,
   sweepList,
@@ -19,6 +18,7 @@ import {
   type SweepResult,
 } from '../../core/flow';
 
+import { sweepEndNotice } from '../sweeps/sweepsModel';
 import type { UiContext } from '../uiContext';
 
 type SweepArg = { kind?: unknown; name?: unknown } | undefined;
@@ -76,13 +76,9 @@ async function running(
       { location: ctx.host.progress.notification, title },
       () => go(),
     );
-    const r = result.record;
-    const best = bestTrial(r);
-    if (r.state === 'ended') {
-      void ctx.window.showInformationMessage(
-        `Overbrainer: sweep ${r.name} ended (${r.end ?? '?'}): ${r.message ?? ''}${best ? `; best ${r.metric} ${best.objective} (trial ${best.number})` : ''}`,
-      );
-    }
+    const notice = sweepEndNotice(result.record);
+    if (notice?.severity === 'warning') void ctx.window.showWarningMessage(notice.message);
+    else if (notice !== null) void ctx.window.showInformationMessage(notice.message);
   } catch (error) {
     await ctx.showError('Sweep', error);
   } finally {

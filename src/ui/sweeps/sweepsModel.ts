@@ -80,5 +80,30 @@ function trialRow(record: SweepRecord, t: TrialRecord): TrialRowView {
 
 /** Whether `event` may change what the view shows (a trial's run, or the sweep's own words). */
 export function refreshesSweeps(event: CoreEvent): boolean {
-  return event.type === 'runState' || (event.type === 'log' && event.message.startsWith('sweep '));
+  return (
+    event.type === 'runState' ||
+    (event.type === 'log' && event.message.startsWith('sweep ')) ||
+    (event.type === 'warning' && event.code === 'sweep_budget')
+  );
+}
+
+/**
+ * The notification of a sweep's end (null while it runs): how it ended, its best trial and what
+ * it spent; a warning when its budget stopped it (trials were left that it could not pay for).
+ */
+export function sweepEndNotice(
+  record: SweepRecord,
+): { severity: 'info' | 'warning'; message: string } | null {
+  if (record.state !== 'ended') return null;
+  const best = bestTrial(record);
+  const { spentUsd } = sweepMoney(record);
+  const how = record.end === 'budget' ? 'stopped at its budget' : 'ended';
+  const bestWords =
+    best === null
+      ? 'no trial completed'
+      : `best ${record.metric} ${value(best.objective)} (trial ${best.number}, ${JSON.stringify(best.params)})`;
+  return {
+    severity: record.end === 'budget' ? 'warning' : 'info',
+    message: `Overbrainer: sweep ${record.name} ${how}: ${record.message ?? record.end ?? ''}; ${bestWords}; spent ${usd(spentUsd)} of ${usd(record.budget_usd)}`,
+  };
 }
