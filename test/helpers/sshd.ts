@@ -337,13 +337,16 @@ export async function startSshd(options: SshdOptions = {}): Promise<Sshd> {
 /**
  * A TCP relay between a client and a port, to simulate networks: `blackhole()`
  * keeps the sockets open but stops moving bytes (only keepalives can notice),
- * `cut()` resets every connection, `heal()` moves bytes again. `oneWayDelayMs`
+ * `cut()` resets every connection, `heal()` moves bytes again, `cutOnNextUp()` resets every
+ * connection when a client next sends anything (a request in flight: nothing of it reaches the
+ * target, its answer never comes). `oneWayDelayMs`
  * holds every chunk that long each way (a distant link: twice that per round trip).
  */
 export interface TcpProxy {
   readonly port: number;
   blackhole(): void;
   cut(): void;
+  cutOnNextUp(): void;
   heal(): void;
   /** Bytes relayed from the target to clients so far. */
   bytesDown(): number;
@@ -361,6 +364,7 @@ export async function startTcpProxy(
   };
   const pairs = new Set<[Socket, Socket]>();
   let blackholed = false;
+  let cutArmed = false;
   let down = 0;
   const server = createServer((client) => {
     const upstream = createConnection({ host: '127.0.0.1', port: targetPort });
@@ -375,7 +379,14 @@ export async function startTcpProxy(
       client.destroy();
       upstream.destroy();
     };
-    client.on('data', (chunk) => later(() => upstream.write(chunk)));
+    client.on('data', (chunk) => {
+      if (cutArmed) {
+        cutArmed = false;
+        cut();
+        return;
+      }
+      later(() => upstream.write(chunk));
+    });
     upstream.on('data', (chunk) => {
       down += chunk.length;
       later(() => client.write(chunk));
@@ -385,6 +396,13 @@ export async function startTcpProxy(
     client.on('close', forget);
     upstream.on('close', forget);
   });
+  function cut(): void {
+    for (const [a, b] of pairs) {
+      a.resetAndDestroy();
+      b.resetAndDestroy();
+    }
+    pairs.clear();
+  }
   await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', () => resolve()));
   const address = server.address();
   const port = typeof address === 'object' && address ? address.port : 0;
@@ -399,12 +417,9 @@ export async function startTcpProxy(
         b.pause();
       }
     },
-    cut: () => {
-      for (const [a, b] of pairs) {
-        a.resetAndDestroy();
-        b.resetAndDestroy();
-      }
-      pairs.clear();
+    cut,
+    cutOnNextUp: () => {
+      cutArmed = true;
     },
     heal: () => {
       blackholed = false;

@@ -11,7 +11,7 @@ import assert from 'node:assert/strict';
 import { randomBytes } from 'node:crypto';
 import { existsSync, readFileSync, statSync, writeFileSync } from 'node:fs';
 import * as path from 'node:path';
-import { attach, FlowError, train, type FlowResult } from '../../src/core/flow';
+import { attach, FlowError, keepPod, train, type FlowResult } from '../../src/core/flow';
 import { gatedCommand, openGate } from '../helpers/gatedJob';
 import { filesUnder, Lab, type LabOptions } from '../helpers/lifecycle';
 import { recordFault, recordLedger, recordResult } from '../helpers/reliability';
@@ -369,6 +369,42 @@ describe('reliability: SSH faults', function () {
       assert.equal(r.lab.clientKeyExists(id), false);
     };
     await together([restarted(), wrongHostKey()]);
+  });
+
+  it('a connection that drops while a kept pod is released: the release connects again and finishes (its deadline armed, the pod deleted after its retrieval)', async function () {
+    const r = await relayedLab({ steps: 5 });
+    labs.push(r);
+    const lab = r.lab;
+    const result = await lab.track(train(lab.deps, lab.config, lab.workspace, { keepPod: true }));
+    const id = result.run.id;
+    assert.equal(result.ending, 'kept', lab.transcript());
+    const podId = String(lab.podJson(id).pod_id);
+    // The release's own connection is reset at its first request after the handshake: that
+    // request is in flight, and its answer never comes.
+    let armed = false;
+    const watch = lab.bus.on((event) => {
+      if (armed || event.type !== 'log' || !event.message.startsWith('connected to ')) return;
+      for (const relay of r.relays.get(podId) ?? []) {
+        if (event.message.endsWith(`:${relay.port}`)) {
+          armed = true;
+          relay.cutOnNextUp();
+        }
+      }
+    });
+    recordFault(this.test?.fullTitle() ?? 'ssh', 'ssh.cut-mid-release');
+    try {
+      const released = await keepPod(lab.deps, id, false, lab.config);
+      assert.ok(armed, 'the cut was armed on the release connection');
+      assert.equal(released.keep, false);
+      assert.equal(released.state, 'deleted', lab.transcript());
+    } finally {
+      watch.dispose();
+    }
+    assert.match(lab.transcript(), /dropped/);
+    assert.deepEqual(
+      lab.billing().map((p) => p.id),
+      [],
+    );
   });
 
   it('attach finds the pod it cannot connect to deleted meanwhile (its watchdog at work): the pod is recorded gone, not an SSH error', async function () {

@@ -4,7 +4,7 @@
 import type { OverbrainerConfig } from '../config/types';
 import { log } from '../pod/context';
 import { setKeep } from '../pod/podEnd';
-import { reconnect } from '../pod/reconnect';
+import { againOnDrop, reconnect } from '../pod/reconnect';
 import { armReleaseDeadline } from '../pod/podEnd';
 import { jobStatus } from '../train/job';
 import type { PodRecord } from '../runs/podRecord';
@@ -58,25 +58,34 @@ export async function keepPod(
     throw new FlowError('no_pod', `pod ${pod.podId} of run ${runId} no longer exists`, null);
   let ended: boolean;
   try {
-    if (keptAtCreation && target?.kind === 'runpod') {
-      const running = (await jobStatus(executor, run.remoteDir)).kind === 'running';
-      const deadlineUnixS = releaseDeadlineUnixS(
-        pod.createdUnixS,
-        target.maxHours,
-        target.retrieveGraceS,
-        running,
-        deps.clock.nowMs(),
-      );
-      const followed = deps.store.lockHolder(runId) !== null;
-      await armReleaseDeadline(ctx, pod, run, executor, deadlineUnixS, running && followed);
-    }
-    await setKeep(ctx, pod, run, executor, keep);
-    ended =
-      !keep &&
-      // setKeep deletes a released pod whose results were already retrieved.
-      (pod.state as PodRecord['state']) !== 'deleted' &&
-      (await jobStatus(executor, run.remoteDir)).kind !== 'running' &&
-      deps.store.lockHolder(runId) === null;
+    // Each step may be done twice (a look, the deadline file written whole, the keep marker), so
+    // a connection that drops under one connects again and does it again.
+    ended = await againOnDrop(
+      ctx,
+      `${keep ? 'keeping' : 'releasing'} pod ${pod.podId}`,
+      async () => {
+        if (keptAtCreation && target?.kind === 'runpod') {
+          const running = (await jobStatus(executor, run.remoteDir)).kind === 'running';
+          const deadlineUnixS = releaseDeadlineUnixS(
+            pod.createdUnixS,
+            target.maxHours,
+            target.retrieveGraceS,
+            running,
+            deps.clock.nowMs(),
+          );
+          const followed = deps.store.lockHolder(runId) !== null;
+          await armReleaseDeadline(ctx, pod, run, executor, deadlineUnixS, running && followed);
+        }
+        await setKeep(ctx, pod, run, executor, keep);
+        return (
+          !keep &&
+          // setKeep deletes a released pod whose results were already retrieved.
+          (pod.state as PodRecord['state']) !== 'deleted' &&
+          (await jobStatus(executor, run.remoteDir)).kind !== 'running' &&
+          deps.store.lockHolder(runId) === null
+        );
+      },
+    );
   } finally {
     executor.dispose();
   }

@@ -182,3 +182,32 @@ export async function reconnect(
   ctx.store.savePod(pod);
   return executor;
 }
+
+/** How many times in all {@link againOnDrop} tries what it is given. */
+export const DROP_ATTEMPTS = 3;
+
+/**
+ * Runs `work` on a pod's executor, and again when the connection dropped under it (the executor
+ * connects again on its next call), up to {@link DROP_ATTEMPTS} in all. Only for work that may be
+ * done twice (a look, a file written whole, a marker set): a command in flight when the link
+ * dropped may or may not have run. Any other error, or the last drop, is the caller's.
+ */
+export async function againOnDrop<T>(
+  ctx: PodCtx,
+  what: string,
+  work: () => Promise<T>,
+): Promise<T> {
+  for (let attempt = 1; ; attempt++) {
+    try {
+      return await work();
+    } catch (error) {
+      const dropped = error instanceof ExecError && error.kind === 'connection';
+      if (!dropped || attempt >= DROP_ATTEMPTS) throw error;
+      log(
+        ctx,
+        'warn',
+        `the SSH connection dropped while ${what} (${describeError(error)}); connecting again (attempt ${attempt + 1} of ${DROP_ATTEMPTS})`,
+      );
+    }
+  }
+}
