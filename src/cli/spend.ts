@@ -60,29 +60,31 @@ export function spendRow(
 }
 
 /**
- * The row of a run on a cluster: its members summed (each as a pod of its own), the cluster's bill
- * once read; its "pod" is the cluster.
+ * The row of a run on a cluster: the members of every cluster of it summed (each as a pod of its
+ * own; a node's death replaced the whole cluster, and every cluster billed), the clusters' bills
+ * once all were read; its "pod" is its current cluster (the last of `clusters`).
  */
 export function clusterSpendRow(
   runId: string,
   created: string,
   state: string,
-  cluster: RunCluster,
+  clusters: readonly RunCluster[],
   nowMs: number,
 ): SpendRow {
-  const total = runTotals(clusterSpends(runId, cluster, nowMs))[0];
+  const current = clusters.at(-1)!;
+  const total = runTotals(clusters.flatMap((c) => clusterSpends(runId, c, nowMs)))[0];
   const estimatedUsd = total?.estimatedUsd ?? null;
   const billedUsd = total?.billedUsd ?? null;
   return {
     runId,
     created,
     state,
-    podId: cluster.id,
-    podState: cluster.deletedAt === null ? 'live' : 'deleted',
+    podId: current.id,
+    podState: current.deletedAt === null ? 'live' : 'deleted',
     pods: total?.pods ?? 0,
     estimatedUsd,
     billedUsd,
-    billedCheckedAt: cluster.billedCheckedAt,
+    billedCheckedAt: current.billedCheckedAt,
     differenceUsd:
       estimatedUsd === null || billedUsd === null
         ? null

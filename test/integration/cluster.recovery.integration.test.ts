@@ -9,11 +9,12 @@ import assert from 'node:assert/strict';
 import * as fs from 'node:fs';
 import * as path from 'node:path';
 import { loadConfig } from '../../src/core/config';
-import { train } from '../../src/core/flow';
+import { settleGonePods, train } from '../../src/core/flow';
+import { budgetGate } from '../../src/core/flow/budget';
 import { decodeRunRecord } from '../../src/core/runs/runRecord';
 import type { RunCluster } from '../../src/core/runs/clusterRecord';
 import { Lab } from '../helpers/lifecycle';
-import { assertWithin1Percent } from '../helpers/runSpend';
+import { assertWithin1Percent, ledgerSum, spendRowOf } from '../helpers/runSpend';
 import { runpodTarget } from '../helpers/tinyWorkspace';
 import { waitFor } from '../emulator/testing';
 
@@ -103,7 +104,7 @@ describe('a cluster node dies mid-run: recovered on a new cluster', function () 
     return members.reduce((sum, p) => sum + p.costUsd, 0);
   }
 
-  it('a member dies (EXITED): the whole cluster deleted, the run completes on a new cluster from its newest verified checkpoint; 0 leaked; each attempt within 1 % of the ledger, never under', async () => {
+  it('a member dies (EXITED): the whole cluster deleted, the run completes on a new cluster from its newest verified checkpoint; 0 leaked; each attempt within 1 % of the ledger, never under; spend and the budget gate count both clusters from Runpod bills', async () => {
     const { l, config } = await labWith('');
     const { training, runId, step, members } = await trainUntilCheckpointHome(l, config);
     await l.emulator.faults.podDies(members[1]!);
@@ -174,5 +175,60 @@ describe('a cluster node dies mid-run: recovered on a new cluster', function () 
       assert.ok(usdPerHour !== null, line);
       assertWithin1Percent(estimated, billed, line, cluster.nodes.length, usdPerHour);
     }
+
+    // The budget gate, as train runs it (settle the run's bills, then the gate): every member
+    // of both clusters counted from Runpod's cluster bills (GET /billing/clusters).
+    const ledgerTotal = ledgerSum(pods);
+    const usdPerHour = pods[0]!.gpuUsdPerHour;
+    const target = config.targets.cluster;
+    assert.ok(target?.kind === 'runpod');
+    const budget = {
+      maxUsdPerDay: 1000,
+      maxUsdPerMonth: null,
+      fitRunsToBudget: false,
+      keptPodReminderHours: 12,
+    };
+    await settleGonePods(l.deps, config);
+    const gate = await budgetGate(
+      l.deps.client!,
+      l.deps.store,
+      { ...config, budget },
+      target,
+      false,
+      Date.now(),
+      l.deps.timing,
+    );
+    assert.ok(gate);
+    const gated = gate.spend.pods.filter((p) => p.runId === runId);
+    assert.deepEqual(
+      gated.map((p) => p.podId).sort(),
+      pods.map((p) => p.id).sort(),
+      'the gate counts every member of every cluster',
+    );
+    assert.ok(
+      gated.every((p) => p.billedUsd !== null),
+      `every cluster's bill read before the gate: ${JSON.stringify(gated)}`,
+    );
+    const gatedBilled = gated.reduce((sum, p) => sum + p.billedUsd!, 0);
+    assertWithin1Percent(gatedBilled, ledgerTotal, 'the gate: the run billed', 4, usdPerHour);
+    assertWithin1Percent(
+      gate.spend.day.spentUsd,
+      ledgerTotal,
+      'the gate: spent today',
+      4,
+      usdPerHour,
+    );
+    const saved = recordOf(l, runId);
+    assert.ok(saved.earlierClusters?.[0]?.billedUsd !== null, "the replaced cluster's bill saved");
+    assert.ok(saved.cluster?.billedUsd !== null, "the last cluster's bill saved");
+
+    // spend: the run's row counts both clusters, all 4 members, billed and estimated.
+    const row = (await spendRowOf(l, runId)) as Awaited<ReturnType<typeof spendRowOf>> & {
+      pods: number;
+    };
+    assert.equal(row.pods, 4, JSON.stringify(row));
+    assert.equal(row.pod_id, saved.cluster?.id);
+    assertWithin1Percent(row.billed_usd, ledgerTotal, 'spend: billed', 4, usdPerHour);
+    assertWithin1Percent(row.estimated_usd, ledgerTotal, 'spend: estimated', 4, usdPerHour);
   });
 });

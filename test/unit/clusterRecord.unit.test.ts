@@ -303,14 +303,14 @@ describe('the spend of a run on a cluster', () => {
       spends.map((s) => s.billedUsd),
       [0.7999, 0.8, 0.8],
     );
-    const row = clusterSpendRow('ddp-x', cluster.createdAt, 'succeeded', cluster, Date.now());
+    const row = clusterSpendRow('ddp-x', cluster.createdAt, 'succeeded', [cluster], Date.now());
     assert.deepEqual(
       [row.podId, row.podState, row.pods, row.estimatedUsd, row.billedUsd, row.differenceUsd],
       ['clu-1', 'deleted', 3, 2.4, 2.3999, 0.0001],
     );
     assert.equal(row.flagged, false);
     // Not read yet: no bill, the estimate alone; a record written before bills has none.
-    const unread = clusterSpendRow('ddp-x', cluster.createdAt, 'succeeded', CLUSTER, Date.now());
+    const unread = clusterSpendRow('ddp-x', cluster.createdAt, 'succeeded', [CLUSTER], Date.now());
     assert.equal(unread.billedUsd, null);
     const old = JSON.parse(encodeRunRecord(record(CLUSTER))) as {
       cluster: Record<string, unknown>;
@@ -318,5 +318,39 @@ describe('the spend of a run on a cluster', () => {
     delete old.cluster.billed_usd;
     delete old.cluster.billed_checked_at;
     assert.equal(decodeRunRecord(JSON.stringify(old), 'run.json').cluster?.billedUsd, null);
+  });
+
+  it("spend's row of a recovered cluster run counts every cluster: the replaced one's members and bill too", () => {
+    const ended = { deletedAt: '2026-12-02T11:00:00Z', billedCheckedAt: '2026-12-02T11:05:00Z' };
+    const dead: RunCluster = {
+      ...CLUSTER,
+      ...ended,
+      id: 'clu-0',
+      createdAt: '2026-12-02T10:00:00Z',
+      billedUsd: 1.6,
+    };
+    const last: RunCluster = {
+      ...CLUSTER,
+      id: 'clu-1',
+      createdAt: '2026-12-02T11:00:00Z',
+      deletedAt: '2026-12-02T11:30:00Z',
+      billedUsd: null,
+      billedCheckedAt: null,
+    };
+    const nowMs = Date.parse('2026-12-02T12:00:00Z');
+    const unread = clusterSpendRow('ddp-x', CLUSTER.createdAt, 'succeeded', [dead, last], nowMs);
+    assert.deepEqual(
+      [unread.podId, unread.pods, unread.estimatedUsd, unread.billedUsd],
+      ['clu-1', 4, 2.4, null],
+      'an hour and half an hour of 2 nodes at $0.80/h; no bill until each cluster was read',
+    );
+    const read = clusterSpendRow(
+      'ddp-x',
+      CLUSTER.createdAt,
+      'succeeded',
+      [dead, { ...last, billedUsd: 0.8, billedCheckedAt: '2026-12-02T11:35:00Z' }],
+      nowMs,
+    );
+    assert.deepEqual([read.billedUsd, read.differenceUsd, read.flagged], [2.4, 0, false]);
   });
 });

@@ -1,6 +1,6 @@
 /** `spend`: the CLI's spend listing (its words and JSON are in ../spend.ts). */
 import { type PodRecord } from '../../core/flow/records';
-import { readBills, readClusterBill } from '../../core/flow/spend';
+import { readBills, readClusterBill, runClusters } from '../../core/flow/spend';
 import { clusterSpendRow, spendJson, spendRow, spendTable, type SpendRow } from '../spend';
 import { EXIT_OK, type Session } from '../session';
 import { describeError } from '../../core/errors';
@@ -29,18 +29,18 @@ export async function spend(s: Session, sinceMs: number | null, json: boolean): 
       continue;
     }
     if (pod === null) {
-      // A run on a cluster: its members summed, and the cluster's bill (GET /billing/clusters).
-      if (!run.cluster) continue;
+      // A run on a cluster: the members of each of its clusters (a node's death replaces the
+      // whole cluster) summed, and each cluster's bill (GET /billing/clusters).
+      if (runClusters(run).length === 0) continue;
       if (client !== null) {
         await s.readOnly(client, (api, signal) =>
           readClusterBill(s.workspace, run.id, { client: api, signal }),
         );
       }
       const fresh = s.store.loadRun(run.id);
-      if (fresh.cluster) {
-        rows.push(
-          clusterSpendRow(run.id, run.created, fresh.state, fresh.cluster, s.clock.nowMs()),
-        );
+      const clusters = runClusters(fresh);
+      if (clusters.length > 0) {
+        rows.push(clusterSpendRow(run.id, run.created, fresh.state, clusters, s.clock.nowMs()));
       }
       continue;
     }

@@ -3,12 +3,14 @@
  * them elsewhere) are found at the next start: a pod record that still says the pod exists, of a
  * run no live client follows, is looked up; a pod Runpod no longer knows is recorded deleted
  * (by attach: the run fails with the limit that ended it) and its bill is read. Deleted pods of
- * this month whose bill was never read (a run's current pod and its other pods, a run's cluster) get it read too. The spend then counts what Runpod
+ * this month whose bill was never read (a run's current pod and its other pods, each cluster of a
+ * run: its current one and those a node's death replaced) get it read too. The spend then counts what Runpod
  * billed, beside our estimate.
  */
 import type { OverbrainerConfig } from '../config/types';
 import { recordBilled, recordOtherBills } from '../pod/billing';
-import { clusterBillSettled, recordClusterBilled } from '../pod/clusterBilling';
+import { clusterBillDue, recordClusterBilled } from '../pod/clusterBilling';
+import { runClusters } from '../runs/clusterSpend';
 import { log } from '../pod/context';
 import { lookUp } from '../pod/remove';
 import type { PodRecord } from '../runs/podRecord';
@@ -34,12 +36,14 @@ export async function settleGonePods(
     } catch {
       continue;
     }
-    if (pod === null && run.cluster) {
-      // A run on a cluster: its deleted cluster's bill (GET /billing/clusters), this month's.
-      const deletedMs = run.cluster.deletedAt === null ? NaN : Date.parse(run.cluster.deletedAt);
-      if (deletedMs >= fromMs && !clusterBillSettled(run.cluster)) {
-        if ((await recordClusterBilled(ctx, run.id, signal)) !== null) settled.push(run.id);
-      }
+    const clusters = runClusters(run);
+    if (pod === null && clusters.length > 0) {
+      // A run on a cluster: each deleted cluster's bill (GET /billing/clusters), this month's,
+      // the clusters a node's death replaced too (every attempt bills).
+      const due = clusters.some(
+        (c) => clusterBillDue(c) && Date.parse(c.deletedAt ?? '') >= fromMs,
+      );
+      if (due && (await recordClusterBilled(ctx, run.id, signal)) > 0) settled.push(run.id);
       continue;
     }
     if (pod === null || pod.podId === null) continue;

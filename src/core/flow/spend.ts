@@ -10,7 +10,7 @@ import type { Via } from './pods';
 import type { Workspace } from './workspace';
 
 export { billedMismatch, billSettled } from '../pod/billing';
-export { clusterSpends } from '../runs/clusterSpend';
+export { clusterSpends, runClusters } from '../runs/clusterSpend';
 export type { RunCluster } from '../runs/clusterRecord';
 export {
   budgetLines,
@@ -39,8 +39,8 @@ export async function readBills(
 }
 
 /**
- * `spend`'s look at Runpod's bill of a run's cluster (`GET /billing/clusters`), once it is
- * deleted, until the bill read is final; saved in run.json's cluster.
+ * `spend`'s look at Runpod's bills of a run's clusters (`GET /billing/clusters`): each, the ones
+ * a node's death replaced too, once deleted, until the bill read is final; saved in run.json.
  */
 export async function readClusterBill(
   ws: Workspace,

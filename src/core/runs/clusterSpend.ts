@@ -3,7 +3,13 @@
  * of the cluster's bill once read.
  */
 import type { RunCluster } from './clusterRecord';
+import type { RunRecord } from './runRecord';
 import type { PodSpend } from './spend';
+
+/** Every cluster of a run: those replaced after a node died (oldest first), then its current one. */
+export function runClusters(run: Pick<RunRecord, 'cluster' | 'earlierClusters'>): RunCluster[] {
+  return [...(run.earlierClusters ?? []), ...(run.cluster ? [run.cluster] : [])];
+}
 
 const round4 = (usd: number): number => Math.round(usd * 10_000) / 10_000;
 

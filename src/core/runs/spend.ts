@@ -7,7 +7,7 @@
 import type { BudgetConfig } from '../config/budget';
 import type { OtherPod, PodRecord } from './podRecord';
 import type { RunRecord } from './runRecord';
-import { clusterSpends } from './clusterSpend';
+import { clusterSpends, runClusters } from './clusterSpend';
 
 /** A budget's period: the UTC day or the UTC month. */
 export type BudgetPeriod = 'day' | 'month';
@@ -264,10 +264,7 @@ export function podSpends(store: SpendSource, nowMs: number): PodSpend[] {
     if (pod !== null) out.push(...runPodSpends(pod, nowMs));
     else if (run.cluster || run.earlierClusters?.length) {
       // A cluster replaced after a node failed counts too: every member of every cluster.
-      for (const cluster of [
-        ...(run.earlierClusters ?? []),
-        ...(run.cluster ? [run.cluster] : []),
-      ]) {
+      for (const cluster of runClusters(run)) {
         out.push(...clusterSpends(run.id, cluster, nowMs));
       }
     } else if (
