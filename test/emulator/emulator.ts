@@ -83,6 +83,7 @@ class EmulatorServer extends HttpLayer {
       podDies: (podId) => add({ kind: 'podDies', podId }),
       podCrash: (podId) => add({ kind: 'podCrash', podId }),
       podVanishes: (podId) => add({ kind: 'podVanishes', podId }),
+      clusterVanishes: (clusterId) => add({ kind: 'clusterVanishes', clusterId }),
       hostLost: (podId, exitAfterMs) => add({ kind: 'hostLost', podId, exitAfterMs }),
       memberKeyDeletesCluster: (allowed) => add({ kind: 'memberKey', deletesCluster: allowed }),
       unreachable: (forMs, mode) => add({ kind: 'unreachable', forMs, mode }),
@@ -190,6 +191,13 @@ class EmulatorServer extends HttpLayer {
       case 'podVanishes': {
         const pod = this.livePod(fault.podId);
         await this.deletePod(pod, 'provider');
+        return this.faultBook.newId();
+      }
+      case 'clusterVanishes': {
+        const cluster = this.clustersById.get(fault.clusterId);
+        if (!cluster) throw new Error(`no cluster '${fault.clusterId}'`);
+        // Gone (404) at once, as the API's delete; its members' teardown follows.
+        this.deleteClusterAnswering(cluster, 'provider');
         return this.faultBook.newId();
       }
       case 'unreachable': {

@@ -153,6 +153,8 @@ export const faultSchema = z.discriminatedUnion('kind', [
   z.object({ kind: z.literal('memberKey'), deletesCluster: z.boolean() }).strict(),
   /** The pod disappears: processes killed, 404 from now on, ledger `deletedBy: provider`. */
   z.object({ kind: z.literal('podVanishes'), podId: z.string() }).strict(),
+  /** The whole cluster disappears (every member as podVanishes), 404 from now on. */
+  z.object({ kind: z.literal('clusterVanishes'), clusterId: z.string() }).strict(),
   z
     .object({
       /** The API cannot be reached for `forMs`: connections `refuse`d or `reset`. */

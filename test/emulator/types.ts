@@ -160,6 +160,8 @@ export interface FaultsApi {
   podDies(podId: string): Promise<string>;
   podCrash(podId: string): Promise<string>;
   podVanishes(podId: string): Promise<string>;
+  /** The whole Instant Cluster disappears: its members deleted by the provider, 404 from now on. */
+  clusterVanishes(clusterId: string): Promise<string>;
   /** The pod's host stops answering (SSH blackholed, listed RUNNING), then EXITED after `exitAfterMs`. */
   hostLost(podId: string, exitAfterMs?: number): Promise<string>;
   /** Whether a cluster member's own key may delete its cluster from now on (default: refused). */

@@ -8,17 +8,18 @@
 import assert from 'node:assert/strict';
 import * as fs from 'node:fs';
 import * as path from 'node:path';
-import { loadConfig } from '../../src/core/config';
-import { settleGonePods, train } from '../../src/core/flow';
+import { settleGonePods } from '../../src/core/flow';
 import { budgetGate } from '../../src/core/flow/budget';
-import { decodeRunRecord } from '../../src/core/runs/runRecord';
-import type { RunCluster } from '../../src/core/runs/clusterRecord';
-import { Lab } from '../helpers/lifecycle';
+import type { Lab } from '../helpers/lifecycle';
+import {
+  ddpLab,
+  ledgerUsdOf,
+  loggedSteps,
+  recordOf,
+  trainUntilCheckpointHome,
+} from '../helpers/clusterRun';
 import { assertWithin1Percent, ledgerSum, spendRowOf } from '../helpers/runSpend';
-import { runpodTarget } from '../helpers/tinyWorkspace';
-import { waitFor } from '../emulator/testing';
 
-const TRAIN_PY = path.join(__dirname, '..', '..', 'examples', 'ddp', 'train.py');
 /**
  * Long enough for each attempt to bill over a minute: the estimate counts from before the create
  * is sent to the delete's answer, about a second more than the ledger's members in all on this
@@ -28,20 +29,6 @@ const STEPS = 400;
 /** The first cluster's member dies once a checkpoint at least this far is home. */
 const KILL_AFTER_STEP = 200;
 
-function toml(targetExtra: string): string {
-  return `[project]
-name = "ddp"
-
-[training]
-target = "cluster"
-trainer = "command"
-command = "train.py --steps ${STEPS} --step-seconds 0.3 --save-every 20 --out output"
-launcher = "torchrun"
-upload = ["train.py"]
-
-${runpodTarget('cluster', { targetExtra: `nodes = 2\nmax_cost_usd = 5\n${targetExtra}` })}`;
-}
-
 describe('a cluster node dies mid-run: recovered on a new cluster', function () {
   this.timeout(900_000); // two clusters, four torch imports, on a shared 2-core machine
   let lab: Lab | null = null;
@@ -50,63 +37,14 @@ describe('a cluster node dies mid-run: recovered on a new cluster', function () 
     lab = null;
   });
 
-  async function labWith(targetExtra: string) {
-    assert.ok(fs.existsSync('/usr/bin/torchrun'), 'apt-get install python3-torch');
-    const started = await Lab.start({ timing: { checkpointPollMs: 500 } });
-    lab = started;
-    fs.writeFileSync(path.join(started.workspace, 'overbrainer.toml'), toml(targetExtra));
-    fs.copyFileSync(TRAIN_PY, path.join(started.workspace, 'train.py'));
-    const loaded = loadConfig(started.workspace, {});
-    assert.ok(loaded.ok, JSON.stringify(!loaded.ok && loaded.errors));
-    return { l: started, config: loaded.config };
-  }
-
-  /** Starts the run and waits until a checkpoint of rank 0 is home (verified): its step. */
-  async function trainUntilCheckpointHome(l: Lab, config: Parameters<typeof train>[1]) {
-    let runId = '';
-    const training = l.track(train(l.deps, config, l.workspace, { onRun: (r) => (runId = r.id) }));
-    training.catch(() => undefined);
-    const step = await waitFor(
-      'a checkpoint of rank 0 home, verified',
-      () => {
-        if (runId === '') return undefined;
-        try {
-          const latest = JSON.parse(
-            fs.readFileSync(path.join(l.runDir(runId), 'checkpoints', 'latest.json'), 'utf8'),
-          ) as { step?: number };
-          return typeof latest.step === 'number' && latest.step >= KILL_AFTER_STEP
-            ? latest.step
-            : undefined;
-        } catch {
-          return undefined;
-        }
-      },
-      400_000,
-      200,
-    );
-    const members = l.emulator.clusters()[0]?.memberIds;
-    assert.ok(members?.length === 2, JSON.stringify(l.emulator.clusters()));
-    return { training, runId, step, members };
-  }
-
-  function recordOf(l: Lab, runId: string) {
-    return decodeRunRecord(
-      fs.readFileSync(path.join(l.runDir(runId), 'run.json'), 'utf8'),
-      'run.json',
-    );
-  }
-
-  /** What the ledger billed the members of `cluster`. */
-  function ledgerUsd(l: Lab, cluster: RunCluster): number {
-    const ids = new Set(cluster.nodes.map((n) => n.podId));
-    const members = l.emulator.ledger().pods.filter((p) => ids.has(p.id));
-    assert.equal(members.length, cluster.nodes.length, JSON.stringify(cluster));
-    return members.reduce((sum, p) => sum + p.costUsd, 0);
-  }
-
   it('a member dies (EXITED): the whole cluster deleted, the run completes on a new cluster from its newest verified checkpoint; 0 leaked; each attempt within 1 % of the ledger, never under; spend and the budget gate count both clusters from Runpod bills', async () => {
-    const { l, config } = await labWith('');
-    const { training, runId, step, members } = await trainUntilCheckpointHome(l, config);
+    const { l, config } = await ddpLab({ steps: STEPS, stepSeconds: 0.3, saveEvery: 20 });
+    lab = l;
+    const { training, runId, step, members } = await trainUntilCheckpointHome(
+      l,
+      config,
+      KILL_AFTER_STEP,
+    );
     await l.emulator.faults.podDies(members[1]!);
     const result = await training;
     const record = recordOf(l, runId);
@@ -138,15 +76,8 @@ describe('a cluster node dies mid-run: recovered on a new cluster', function () 
     assert.equal(resultJson.started_at, second.resumedFromStep);
     assert.equal(resultJson.world_size, 2);
     assert.equal(resultJson.steps, STEPS);
-    const steps = fs
-      .readFileSync(path.join(runDir, 'metrics.jsonl'), 'utf8')
-      .trim()
-      .split('\n')
-      .map((line) => JSON.parse(line) as { event: string; step?: number })
-      .filter((r) => r.event === 'log')
-      .map((r) => r.step);
     assert.deepEqual(
-      steps,
+      loggedSteps(l, runId),
       Array.from({ length: STEPS }, (_, i) => i + 1),
       'one curve, the prefix up to the checkpoint then the new cluster',
     );
@@ -161,7 +92,7 @@ describe('a cluster node dies mid-run: recovered on a new cluster', function () 
     );
     // Each attempt's estimate: within 1 % of what the ledger billed its cluster, never under.
     for (const [i, cluster] of [earlier[0]!, record.cluster].entries()) {
-      const billed = ledgerUsd(l, cluster);
+      const billed = ledgerUsdOf(l, cluster);
       const estimated = attempts[i]!.costUsd;
       assert.ok(estimated !== null);
       const ids = new Set(cluster.nodes.map((n) => n.podId));

@@ -1,0 +1,128 @@
+/**
+ * What the tests of a cluster run of examples/ddp share (issue 37): a lab whose workspace trains
+ * examples/ddp/train.py under torchrun on a 2-node target, the run started and followed until a
+ * checkpoint of rank 0 is home (verified), its run.json as the product reads it, and what the
+ * emulator's ledger billed a cluster's members.
+ */
+import assert from 'node:assert/strict';
+import * as fs from 'node:fs';
+import * as path from 'node:path';
+import { loadConfig } from '../../src/core/config';
+import type { OverbrainerConfig } from '../../src/core/config/types';
+import { train } from '../../src/core/flow';
+import type { RunCluster } from '../../src/core/runs/clusterRecord';
+import { decodeRunRecord, type RunRecord } from '../../src/core/runs/runRecord';
+import type { Timing } from '../../src/core/timing';
+import { waitFor } from '../emulator/testing';
+import { Lab } from './lifecycle';
+import { runpodTarget } from './tinyWorkspace';
+
+const TRAIN_PY = path.join(__dirname, '..', '..', 'examples', 'ddp', 'train.py');
+
+export interface DdpJob {
+  steps: number;
+  stepSeconds: number;
+  saveEvery: number;
+  /** Lines added to the 2-node target (`max_recoveries = 1`). */
+  targetExtra?: string;
+}
+
+/** overbrainer.toml of a 2-node cluster target running examples/ddp under torchrun. */
+export function ddpToml(job: DdpJob): string {
+  return `[project]
+name = "ddp"
+
+[training]
+target = "cluster"
+trainer = "command"
+command = "train.py --steps ${job.steps} --step-seconds ${job.stepSeconds} --save-every ${job.saveEvery} --out output"
+launcher = "torchrun"
+upload = ["train.py"]
+
+${runpodTarget('cluster', { targetExtra: `nodes = 2\nmax_cost_usd = 5\n${job.targetExtra ?? ''}` })}`;
+}
+
+/** A started lab (the caller closes it) whose workspace trains `job`, and its loaded config. */
+export async function ddpLab(
+  job: DdpJob,
+  timing: Partial<Timing> = {},
+): Promise<{ l: Lab; config: OverbrainerConfig }> {
+  assert.ok(fs.existsSync('/usr/bin/torchrun'), 'apt-get install python3-torch');
+  const l = await Lab.start({ timing: { checkpointPollMs: 500, ...timing } });
+  try {
+    fs.writeFileSync(path.join(l.workspace, 'overbrainer.toml'), ddpToml(job));
+    fs.copyFileSync(TRAIN_PY, path.join(l.workspace, 'train.py'));
+    const loaded = loadConfig(l.workspace, {});
+    assert.ok(loaded.ok, JSON.stringify(!loaded.ok && loaded.errors));
+    return { l, config: loaded.config };
+  } catch (error) {
+    await l.close();
+    throw error;
+  }
+}
+
+/** The newest checkpoint step of rank 0 home and verified (checkpoints/latest.json), or null. */
+export function checkpointHome(l: Lab, runId: string): number | null {
+  try {
+    const latest = JSON.parse(
+      fs.readFileSync(path.join(l.runDir(runId), 'checkpoints', 'latest.json'), 'utf8'),
+    ) as { step?: number };
+    return typeof latest.step === 'number' ? latest.step : null;
+  } catch {
+    return null;
+  }
+}
+
+/**
+ * Starts the run (tracked by the lab) and waits until a checkpoint of rank 0 at least
+ * `atLeastStep` is home, verified: its step, and the first cluster's ID and members by rank.
+ */
+export async function trainUntilCheckpointHome(
+  l: Lab,
+  config: OverbrainerConfig,
+  atLeastStep: number,
+) {
+  let runId = '';
+  const training = l.track(train(l.deps, config, l.workspace, { onRun: (r) => (runId = r.id) }));
+  training.catch(() => undefined);
+  const step = await waitFor(
+    'a checkpoint of rank 0 home, verified',
+    () => {
+      if (runId === '') return undefined;
+      const at = checkpointHome(l, runId);
+      return at !== null && at >= atLeastStep ? at : undefined;
+    },
+    400_000,
+    200,
+  );
+  const cluster = l.emulator.clusters()[0];
+  assert.ok(cluster?.memberIds.length === 2, JSON.stringify(l.emulator.clusters()));
+  return { training, runId, step, clusterId: cluster.id, members: cluster.memberIds };
+}
+
+/** The run's run.json, decoded as the product reads it. */
+export function recordOf(l: Lab, runId: string): RunRecord {
+  return decodeRunRecord(
+    fs.readFileSync(path.join(l.runDir(runId), 'run.json'), 'utf8'),
+    'run.json',
+  );
+}
+
+/** What the ledger billed the members of `cluster` (each member must be in it). */
+export function ledgerUsdOf(l: Lab, cluster: RunCluster): number {
+  const ids = new Set(cluster.nodes.map((n) => n.podId));
+  const members = l.emulator.ledger().pods.filter((p) => ids.has(p.id));
+  assert.equal(members.length, cluster.nodes.length, JSON.stringify(cluster));
+  return members.reduce((sum, p) => sum + p.costUsd, 0);
+}
+
+/** The run's steps as its metrics.jsonl logged them, in order. */
+export function loggedSteps(l: Lab, runId: string): (number | undefined)[] {
+  return fs
+    .readFileSync(path.join(l.runDir(runId), 'metrics.jsonl'), 'utf8')
+    .trim()
+    .split('\n')
+    .map((line) => JSON.parse(line) as { event: string; step?: number })
+    .filter((r) => r.event === 'log')
+    .map((r) => r.step);
+}

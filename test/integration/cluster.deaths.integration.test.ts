@@ -1,0 +1,134 @@
+/**
+ * A cluster's node dies in the ways other than its pod EXITED (issue 37; EXITED is
+ * cluster.recovery's): a member that vanishes (404), a member whose host stops answering SSH
+ * while the API lists it RUNNING, and the whole cluster gone. Each time the client names the
+ * node, deletes whatever is left of the cluster (confirmed gone), and the run completes on a new
+ * cluster from the newest checkpoint streamed home from rank 0, verified; then nothing bills in
+ * the emulator's ledger, and spend counts both clusters from Runpod's bills within 1 %, never
+ * under. A real torchrun job of examples/ddp across two emulated members each time.
+ */
+import assert from 'node:assert/strict';
+import * as fs from 'node:fs';
+import * as path from 'node:path';
+import type { Lab } from '../helpers/lifecycle';
+import { ddpLab, loggedSteps, recordOf, trainUntilCheckpointHome } from '../helpers/clusterRun';
+import { assertWithin1Percent, ledgerSum, spendRowOf } from '../helpers/runSpend';
+import type { Timing } from '../../src/core/timing';
+
+const STEPS = 80;
+/** The first cluster's node dies once a checkpoint at least this far is home. */
+const KILL_AFTER_STEP = 20;
+const JOB = { steps: STEPS, stepSeconds: 0.3, saveEvery: 10 };
+
+describe('a cluster node dies (vanished, host silent, whole cluster gone): recovered on a new cluster', function () {
+  this.timeout(900_000); // two clusters, four torch imports, on a shared 2-core machine
+  let lab: Lab | null = null;
+  afterEach(async () => {
+    await lab?.close();
+    lab = null;
+  });
+
+  /**
+   * Trains until a checkpoint is home, kills the first cluster's node as `kill` does, then
+   * checks the run's end: succeeded on a second cluster resumed from a checkpoint at least the
+   * one home before the kill, the dead node (`deadRank`) named in the first cluster's record as
+   * `why` says, one curve, nothing billing, both clusters in spend from their bills. Returns the
+   * lab.
+   */
+  async function diesAndRecovers(
+    kill: (l: Lab, clusterId: string, members: string[]) => Promise<unknown>,
+    deadRank: number,
+    why: RegExp,
+    timing: Partial<Timing> = {},
+  ): Promise<void> {
+    const { l, config } = await ddpLab(JOB, timing);
+    lab = l;
+    const { training, runId, step, clusterId, members } = await trainUntilCheckpointHome(
+      l,
+      config,
+      KILL_AFTER_STEP,
+    );
+    await kill(l, clusterId, members);
+    const result = await training;
+    const record = recordOf(l, runId);
+    assert.equal(result.run.state, 'succeeded', `${result.summary}\n${JSON.stringify(record)}`);
+
+    const attempts = record.attempts ?? [];
+    assert.deepEqual(
+      attempts.map((a) => a.reason),
+      ['node_failed', null],
+      JSON.stringify(attempts),
+    );
+    const second = attempts[1]!;
+    assert.ok((second.resumedFromStep ?? 0) >= step, JSON.stringify(second));
+    const earlier = record.earlierClusters ?? [];
+    assert.equal(earlier.length, 1);
+    assert.equal(earlier[0]!.id, clusterId);
+    assert.notEqual(record.cluster?.id, clusterId);
+    const dead = earlier[0]!.nodes[deadRank];
+    assert.equal(dead?.state, 'failed', JSON.stringify(earlier[0]));
+    assert.match(dead?.message ?? '', why);
+    assert.notEqual(earlier[0]!.deletedAt, null, 'the first cluster confirmed gone');
+
+    // The job went on from that checkpoint on the new cluster: one curve to the last step.
+    const resultJson = JSON.parse(
+      fs.readFileSync(path.join(l.runDir(runId), 'output', 'result.json'), 'utf8'),
+    ) as { started_at: number; world_size: number; steps: number };
+    assert.deepEqual(
+      [resultJson.started_at, resultJson.world_size, resultJson.steps],
+      [second.resumedFromStep, 2, STEPS],
+    );
+    assert.deepEqual(
+      loggedSteps(l, runId),
+      Array.from({ length: STEPS }, (_, i) => i + 1),
+    );
+
+    // Nothing left billing: no cluster, every member of both clusters ended in the ledger.
+    assert.deepEqual(l.emulator.clusters(), []);
+    const pods = l.emulator.ledger().pods.filter((p) => p.runId === runId);
+    assert.equal(pods.length, 4, JSON.stringify(pods));
+    assert.ok(
+      pods.every((p) => !p.billing),
+      JSON.stringify(pods),
+    );
+    // spend: both clusters, all 4 members, from Runpod's cluster bills.
+    const row = (await spendRowOf(l, runId)) as Awaited<ReturnType<typeof spendRowOf>> & {
+      pods: number;
+    };
+    assert.equal(row.pods, 4, JSON.stringify(row));
+    const usdPerHour = pods[0]!.gpuUsdPerHour;
+    assertWithin1Percent(row.billed_usd, ledgerSum(pods), 'spend: billed', 4, usdPerHour);
+    assertWithin1Percent(row.estimated_usd, ledgerSum(pods), 'spend: estimated', 4, usdPerHour);
+  }
+
+  it('a member vanishes (its pod 404): the whole cluster deleted, the run completes on a new cluster; nothing billing', async () => {
+    await diesAndRecovers(
+      (l, _cluster, members) => l.emulator.faults.podVanishes(members[1]!),
+      1,
+      /^its pod \S+ is gone$/,
+    );
+  });
+
+  it("a member's host stops answering while the API lists it RUNNING: named after 3 missed looks, the whole cluster deleted, the run completes on a new cluster; nothing billing", async () => {
+    let listed = '';
+    await diesAndRecovers(
+      async (l, _cluster, members) => {
+        await l.emulator.faults.hostLost(members[1]!);
+        listed = l.emulator.pod(members[1]!)?.status ?? '(gone)';
+      },
+      1,
+      /^its host stopped answering/,
+      // Each look waits at most this long: 3 missed looks in a row name the host.
+      { requestTimeoutMs: 5_000 },
+    );
+    assert.equal(listed, 'RUNNING', 'the API listed the lost host RUNNING');
+  });
+
+  it('the whole cluster is gone (404): named, its end confirmed, the run completes on a new cluster; nothing billing', async () => {
+    await diesAndRecovers(
+      (l, clusterId) => l.emulator.faults.clusterVanishes(clusterId),
+      0,
+      /^its cluster \S+ is gone$/,
+    );
+  });
+});
