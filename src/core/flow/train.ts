@@ -2,7 +2,7 @@
  * Train: a new run on its target, its files prepared (and a resumed run's checkpoint
  * placed), its pod started, its job started, then followed to its end.
  */
-import { OverbrainerConfig, RunpodTargetConfig, workdirFor } from '../config/types';
+import { OverbrainerConfig, RunpodTargetConfig } from '../config/types';
 import { log, warn, type PodCtx } from '../pod/context';
 import { failRun } from '../pod/context';
 import { type PodLimits, startPod } from '../pod/provision';
@@ -24,8 +24,7 @@ import {
   podCtx,
   publishState,
 } from './deps';
-import { budgetGate, lockBudget, type BudgetDecision } from './budget';
-import { settleGonePods } from './settleBills';
+import { createBudgetedRun, type BudgetedRun } from './budgetedRun';
 import { trainLocal, trainOnHost } from './host';
 import { recoveryPlan } from '../follow/recover';
 import { followOnPod } from '../follow/run';
@@ -78,41 +77,19 @@ export async function train(
   const ctx = target.kind === 'runpod' ? podCtx(deps) : null;
   const resume = options.resumeFrom === undefined ? null : resumeSource(deps, options.resumeFrom);
   // Before any run directory or pod: a run that would pass [budget] is refused (or fitted).
-  // Pods that ended while no client ran are recorded (with their bills) before the spend is read.
-  // The budget lock spans the read of the spend to the new run's record of its cap (which the
-  // spend counts as held until its pod record holds it): two trains never share the same dollars.
-  const budgetLock =
-    target.kind === 'runpod' && config.budget ? await lockBudget(deps, options.signal) : null;
-  let budget: BudgetDecision | null = null;
-  let run: RunRecord;
-  try {
-    if (budgetLock !== null) await settleGonePods(deps, config, options.signal);
-    if (target.kind === 'runpod') {
-      budget = await budgetGate(
-        ctx!.client,
-        deps.store,
-        config,
-        target,
-        options.keepPod ?? false,
-        deps.clock.nowMs(),
-        deps.timing,
-        options.signal,
-      );
-    }
-    run = deps.store.create({
-      project: config.projectName,
-      target: target.name,
-      remoteDir: (id) =>
-        target.kind === 'runpod'
-          ? `${workdirFor(target)}/${id}`
-          : target.kind === 'ssh'
-            ? `${target.workdir}/${id}`
-            : deps.store.runDir(id),
-      budgetCapUsd: budget?.budgetCapUsd ?? null,
-    });
-  } finally {
-    budgetLock?.dispose();
-  }
+  const { run, budget }: BudgetedRun =
+    target.kind === 'runpod'
+      ? await createBudgetedRun(deps, config, target, options.keepPod ?? false, options.signal)
+      : {
+          run: deps.store.create({
+            project: config.projectName,
+            target: target.name,
+            remoteDir: (id) =>
+              target.kind === 'ssh' ? `${target.workdir}/${id}` : deps.store.runDir(id),
+            budgetCapUsd: null,
+          }),
+          budget: null,
+        };
   const lock = lockRun(deps, run.id);
   try {
     options.onRun?.(run);

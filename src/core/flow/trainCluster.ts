@@ -37,8 +37,7 @@ import { retrieve } from '../train/retrieval';
 import { type FlowDeps, FlowError, type FlowResult, lockRun, podCtx, publishState } from './deps';
 import { startJobOnPod } from '../follow/startJob';
 import { checkRunFiles, packRun } from './runFiles';
-import { budgetGate, lockBudget, type BudgetDecision } from './budget';
-import { settleGonePods } from './settleBills';
+import { createBudgetedRun } from './budgetedRun';
 import type { TrainOptions } from './train';
 import { followCluster, memberVerdicts, noteMemberDeleteRefused } from './clusterFollow';
 import { afterNodeDeath, closeClusterAttempt, endRunCluster, isoMs } from './clusterRecover';
@@ -70,32 +69,8 @@ export async function trainCluster(
     );
   }
   const ctx = podCtx(deps);
-  // [budget] as for one pod: the quote (N nodes) against what is left, under the budget lock
-  // from the read of the spend to the run's record of its cap.
-  const budgetLock = config.budget ? await lockBudget(deps, options.signal) : null;
-  let budget: BudgetDecision | null;
-  let run: RunRecord;
-  try {
-    if (budgetLock !== null) await settleGonePods(deps, config, options.signal);
-    budget = await budgetGate(
-      ctx.client,
-      deps.store,
-      config,
-      target,
-      false,
-      deps.clock.nowMs(),
-      deps.timing,
-      options.signal,
-    );
-    run = deps.store.create({
-      project: config.projectName,
-      target: target.name,
-      remoteDir: (id) => `${workdirFor(target)}/${id}`,
-      budgetCapUsd: budget?.budgetCapUsd ?? null,
-    });
-  } finally {
-    budgetLock?.dispose();
-  }
+  // [budget] as for one pod (./budgetedRun.ts): the quote (N nodes) against what is left.
+  const { run, budget } = await createBudgetedRun(deps, config, target, false, options.signal);
   // The cluster's total cap: max_cost_usd, or what [budget] leaves (each node holds 1/N of it).
   const costCapUsd = budget === null ? target.maxCostUsd : budget.budgetCapUsd;
   if (budget !== null) log(ctx, budget.fitted ? 'warn' : 'info', budget.line);
