@@ -4,6 +4,7 @@ import {
   formatDurationS,
   formatUsd,
   type ItemView,
+  KEPT_ICON,
   type RowIcon,
 } from '../runs/runsView';
 import {
@@ -26,7 +27,7 @@ export type PodItemView = ItemView;
 
 const ROLE: Record<PodRole, RowIcon> = {
   running: { iconId: 'vm-running', colorId: 'charts.blue', label: 'in use' },
-  kept: { iconId: 'pinned', colorId: 'charts.purple', label: 'kept' },
+  kept: KEPT_ICON,
   awaiting: AWAITING_ICON,
   deleting: { iconId: 'trash', colorId: 'descriptionForeground', label: 'deleting' },
   stray: { iconId: 'warning', colorId: 'list.warningForeground', label: 'stray' },

@@ -53,11 +53,14 @@ export const AWAITING_ICON: RowIcon = {
   label: 'awaiting retrieval',
 };
 
+/** A pod kept past its job (`--keep-pod`): one pin in the Pods view and on its run's row. */
+export const KEPT_ICON: RowIcon = { iconId: 'pinned', colorId: 'charts.purple', label: 'kept' };
+
 const ICONS: Record<RunDisplayState, RowIcon> = {
   preparing: { iconId: 'loading~spin', colorId: 'charts.yellow', label: 'preparing' },
   running: { iconId: 'play-circle', colorId: 'charts.blue', label: 'running' },
   awaiting: AWAITING_ICON,
-  kept: { iconId: 'pinned', colorId: 'charts.purple', label: 'pod kept' },
+  kept: { ...KEPT_ICON, label: 'pod kept' },
   succeeded: { iconId: 'pass', colorId: 'testing.iconPassed', label: 'succeeded' },
   failed: { iconId: 'error', colorId: 'testing.iconFailed', label: 'failed' },
   cancelled: { iconId: 'circle-slash', colorId: 'descriptionForeground', label: 'cancelled' },
