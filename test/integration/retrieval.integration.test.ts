@@ -459,143 +459,106 @@ describe('retrieve over SSH', function () {
 
 describe('retrieve with the local executor', function () {
   this.timeout(30_000);
+  // Each case: a fresh folder holding the run on the "pod" (remote/) and its home (local/).
+  let dir: string;
+  let remote: string;
+  let local: string;
+  let executor: LocalExecutor;
+  beforeEach(() => {
+    dir = mkdtempSync(join(tmpdir(), 'ob-retrieve-local-'));
+    remote = join(dir, 'remote');
+    local = join(dir, 'local');
+    executor = new LocalExecutor();
+  });
+  afterEach(() => {
+    executor.dispose();
+    rmSync(dir, { recursive: true, force: true });
+  });
+  /** Retrieves remote/ into local/: the usual entries and excludes, unless `options` say else. */
+  const retrieveHere = (options: Partial<RetrieveOptions> = {}): Promise<RetrieveResult> =>
+    retrieve({
+      executor,
+      remoteRunDir: remote,
+      localRunDir: local,
+      entries: ENTRIES,
+      excludes: EXCLUDES,
+      ...options,
+    });
+
   it('gives the same verified result for the local target', async () => {
-    const dir = mkdtempSync(join(tmpdir(), 'ob-retrieve-local-'));
-    const executor = new LocalExecutor();
-    try {
-      const files = makeRun(join(dir, 'remote'));
-      const result = await retrieve({
-        executor,
-        remoteRunDir: join(dir, 'remote'),
-        localRunDir: join(dir, 'local'),
-        entries: ENTRIES,
-        excludes: EXCLUDES,
-      });
-      assert.equal(result.verified, true);
-      assertRetrieved(join(dir, 'local'), files);
-    } finally {
-      executor.dispose();
-      rmSync(dir, { recursive: true, force: true });
-    }
+    const files = makeRun(remote);
+    const result = await retrieveHere();
+    assert.equal(result.verified, true);
+    assertRetrieved(local, files);
   });
 
   it("never takes another retrieval's staging directory (a checkpoint copy of output/ in flight on the pod)", async () => {
-    const dir = mkdtempSync(join(tmpdir(), 'ob-retrieve-staging-'));
-    const executor = new LocalExecutor();
-    try {
-      const files = makeRun(join(dir, 'remote'));
-      // What the checkpoint stream's retrieval of output/checkpoint-N leaves while it runs.
-      mkdirSync(join(dir, 'remote', 'output', STAGING_DIR), { recursive: true });
-      writeFileSync(join(dir, 'remote', 'output', STAGING_DIR, 'changes.0123abcd'), '');
-      const result = await retrieve({
-        executor,
-        remoteRunDir: join(dir, 'remote'),
-        localRunDir: join(dir, 'local'),
-        entries: ENTRIES,
-        excludes: EXCLUDES,
-      });
-      assert.equal(result.verified, true);
-      assertRetrieved(join(dir, 'local'), files);
-      assert.equal(existsSync(join(dir, 'local', 'output', STAGING_DIR)), false);
-    } finally {
-      executor.dispose();
-      rmSync(dir, { recursive: true, force: true });
-    }
+    const files = makeRun(remote);
+    // What the checkpoint stream's retrieval of output/checkpoint-N leaves while it runs.
+    mkdirSync(join(remote, 'output', STAGING_DIR), { recursive: true });
+    writeFileSync(join(remote, 'output', STAGING_DIR, 'changes.0123abcd'), '');
+    const result = await retrieveHere();
+    assert.equal(result.verified, true);
+    assertRetrieved(local, files);
+    assert.equal(existsSync(join(local, 'output', STAGING_DIR)), false);
   });
 
   it("brings a stopped run's snapshot checkpoint home (`!output/checkpoint-20`) and still leaves out the other checkpoints", async () => {
-    const dir = mkdtempSync(join(tmpdir(), 'ob-retrieve-keep-'));
-    const executor = new LocalExecutor();
-    try {
-      const files = makeRun(join(dir, 'remote'));
-      const result = await retrieve({
-        executor,
-        remoteRunDir: join(dir, 'remote'),
-        localRunDir: join(dir, 'local'),
-        entries: ENTRIES,
-        excludes: [...EXCLUDES, '!output/checkpoint-20'],
-      });
-      assert.equal(result.verified, true);
-      assert.equal(
-        readFileSync(join(dir, 'local', 'output', 'checkpoint-20', 'optimizer.pt'), 'utf8'),
-        'skip me',
-      );
-      assert.equal(existsSync(join(dir, 'local', 'output', 'sub', 'checkpoint-5')), false);
-      for (const [name, content] of files) {
-        assert.deepEqual(readFileSync(join(dir, 'local', name)), content, name);
-      }
-    } finally {
-      executor.dispose();
-      rmSync(dir, { recursive: true, force: true });
+    const files = makeRun(remote);
+    const result = await retrieveHere({ excludes: [...EXCLUDES, '!output/checkpoint-20'] });
+    assert.equal(result.verified, true);
+    assert.equal(
+      readFileSync(join(local, 'output', 'checkpoint-20', 'optimizer.pt'), 'utf8'),
+      'skip me',
+    );
+    assert.equal(existsSync(join(local, 'output', 'sub', 'checkpoint-5')), false);
+    for (const [name, content] of files) {
+      assert.deepEqual(readFileSync(join(local, name)), content, name);
     }
   });
 
   it('a disk without room for the listed total: refused before anything is downloaded, nothing on disk', async () => {
-    const dir = mkdtempSync(join(tmpdir(), 'ob-retrieve-full-'));
-    const executor = new LocalExecutor();
-    try {
-      makeRun(join(dir, 'remote'));
-      const local = join(dir, 'local');
-      let asked = '';
-      const error = await retrieve({
-        executor,
-        remoteRunDir: join(dir, 'remote'),
-        localRunDir: local,
-        entries: ENTRIES,
-        excludes: EXCLUDES,
-        // 1 GB and 1 MB free: the 3 MB of results would leave less than the 1 GB kept free.
-        statfs: (path) => {
-          asked = path;
-          return Promise.resolve({ bavail: 1_001_000_000 / 1000, bsize: 1000 });
-        },
-      }).then(
-        () => assert.fail('expected a refusal'),
-        (caught: unknown) => caught,
-      );
-      assert.ok(error instanceof RetrieveSpaceError, String(error));
-      assert.equal(error.kind, 'disk_full');
-      assert.match(error.message, /GB to download, but the disk holding .* has 1\.00 GB free/);
-      assert.equal(asked, local);
-      assert.deepEqual(readdirSync(local), [], 'nothing downloaded, no staging left');
-    } finally {
-      executor.dispose();
-      rmSync(dir, { recursive: true, force: true });
-    }
+    makeRun(remote);
+    let asked = '';
+    const error = await retrieveHere({
+      // 1 GB and 1 MB free: the 3 MB of results would leave less than the 1 GB kept free.
+      statfs: (path) => {
+        asked = path;
+        return Promise.resolve({ bavail: 1_001_000_000 / 1000, bsize: 1000 });
+      },
+    }).then(
+      () => assert.fail('expected a refusal'),
+      (caught: unknown) => caught,
+    );
+    assert.ok(error instanceof RetrieveSpaceError, String(error));
+    assert.equal(error.kind, 'disk_full');
+    assert.match(error.message, /GB to download, but the disk holding .* has 1\.00 GB free/);
+    assert.equal(asked, local);
+    assert.deepEqual(readdirSync(local), [], 'nothing downloaded, no staging left');
   });
 
   it('a file that grows past max_retrieve_gb after it was listed: the download stops, nothing partial is kept', async () => {
-    const dir = mkdtempSync(join(tmpdir(), 'ob-retrieve-grows-'));
-    const real = new LocalExecutor();
     // The job goes on writing between the listing and the download: the listed 1 KB file is a
     // 64 MiB sparse one by the time its bytes are read.
-    const remote = join(dir, 'remote');
     mkdirSync(join(remote, 'output'), { recursive: true });
     writeFileSync(join(remote, 'output', 'model.bin'), Buffer.alloc(1024, 1));
-    const executor: typeof real = Object.create(real) as typeof real;
-    executor.exec = async (command, options) => {
-      const result = await real.exec(command, options);
+    const growing: LocalExecutor = Object.create(executor) as LocalExecutor;
+    growing.exec = async (command, options) => {
+      const result = await executor.exec(command, options);
       if (command.includes('stat -c')) truncateSync(join(remote, 'output', 'model.bin'), 64 << 20);
       return result;
     };
-    try {
-      const local = join(dir, 'local');
-      const error = await retrieve({
-        executor,
-        remoteRunDir: remote,
-        localRunDir: local,
-        entries: ENTRIES,
-        maxRetrieveGb: 0.01,
-      }).then(
-        () => assert.fail('expected a refusal'),
-        (caught: unknown) => caught,
-      );
-      assert.ok(error instanceof RetrieveSpaceError, String(error));
-      assert.equal(error.kind, 'over_limit');
-      assert.match(error.message, /grew past max_retrieve_gb = 0\.01 while they downloaded/);
-      assert.deepEqual(readdirSync(local), [], 'no partial file, no staging left');
-    } finally {
-      real.dispose();
-      rmSync(dir, { recursive: true, force: true });
-    }
+    const error = await retrieveHere({
+      executor: growing,
+      excludes: undefined,
+      maxRetrieveGb: 0.01,
+    }).then(
+      () => assert.fail('expected a refusal'),
+      (caught: unknown) => caught,
+    );
+    assert.ok(error instanceof RetrieveSpaceError, String(error));
+    assert.equal(error.kind, 'over_limit');
+    assert.match(error.message, /grew past max_retrieve_gb = 0\.01 while they downloaded/);
+    assert.deepEqual(readdirSync(local), [], 'no partial file, no staging left');
   });
 });
