@@ -11,21 +11,13 @@
  */
 import { mkdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import * as path from 'node:path';
+import { pidAlive } from '../../src/core/runs/lock';
 import { REPO_ROOT } from './harness';
 
 const LOCK = path.join(REPO_ROOT, 'test-results', '.e2e-tree-build.lock');
 const OWNER = path.join(LOCK, 'pid');
 /** Another file's build (and packing, or code-server's start): about 20 s, more when loaded. */
 const WAIT_MS = 150_000;
-
-function alive(pid: number): boolean {
-  try {
-    process.kill(pid, 0);
-    return true;
-  } catch (error) {
-    return (error as NodeJS.ErrnoException).code === 'EPERM';
-  }
-}
 
 /** Takes the lock, waiting while another live process holds it; returns its release. */
 export async function lockTreeBuild(what: string): Promise<() => void> {
@@ -51,7 +43,7 @@ export async function lockTreeBuild(what: string): Promise<() => void> {
     } catch {
       // Just made, its pid not written yet (or just released): look again.
     }
-    if (Number.isInteger(owner) && owner > 0 && owner !== process.pid && !alive(owner)) {
+    if (Number.isInteger(owner) && owner > 0 && owner !== process.pid && !pidAlive(owner)) {
       rmSync(LOCK, { recursive: true, force: true });
       continue;
     }

@@ -12,6 +12,7 @@ import { mkdirSync, readFileSync, unlinkSync, writeFileSync } from 'node:fs';
 import { createServer as createTcpServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { pidAlive } from '../../src/core/runs/lock';
 
 /** Where the reservations live (one file per port, its content the owner's pid). */
 export const PORTS_DIR = join(tmpdir(), 'overbrainer-test-ports');
@@ -44,15 +45,6 @@ function canListen(port: number): Promise<boolean> {
   });
 }
 
-function alive(pid: number): boolean {
-  try {
-    process.kill(pid, 0);
-    return true;
-  } catch (error) {
-    return (error as NodeJS.ErrnoException).code === 'EPERM';
-  }
-}
-
 /** Takes `port`'s reservation for this process; false when a live process (this one included) holds it. */
 export function reservePort(port: number): boolean {
   if (held.has(port)) return false;
@@ -78,7 +70,7 @@ export function reservePort(port: number): boolean {
     } catch {
       continue; // released meanwhile: try again
     }
-    if (Number.isInteger(owner) && owner > 0 && alive(owner)) return false;
+    if (pidAlive(owner)) return false;
     try {
       unlinkSync(file); // its process is gone: the reservation is stale
     } catch {

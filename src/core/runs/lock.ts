@@ -86,7 +86,8 @@ function readLock(file: string): { content: LockContent | null; stat: fs.Stats }
   return { content: null, stat };
 }
 
-function pidAlive(pid: number): boolean {
+/** Whether process `pid` of this machine exists (a lock's holder, a port's reserver). */
+export function pidAlive(pid: number): boolean {
   if (!Number.isInteger(pid) || pid <= 0) return false;
   try {
     process.kill(pid, 0);
