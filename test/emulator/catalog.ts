@@ -80,6 +80,30 @@ export interface TemplateSpec {
   allowedCudaVersions: string[];
 }
 
+/**
+ * A pod template as Runpod lists it: `fields` over the plain one (20 GB of container disk, no
+ * ports, no env, private, NVIDIA, not serverless).
+ */
+export function templateSpec(
+  fields: Pick<TemplateSpec, 'id' | 'name' | 'image'> & Partial<TemplateSpec>,
+): TemplateSpec {
+  return {
+    args: '',
+    disk: 20,
+    mounts: {},
+    ports: [],
+    env: {},
+    registry: null,
+    serverless: false,
+    public: false,
+    category: 'NVIDIA',
+    startSsh: false,
+    startJupyter: false,
+    allowedCudaVersions: [],
+    ...fields,
+  };
+}
+
 export interface CatalogSpec {
   gpuTypes: GpuTypeSpec[];
   dataCenters: DataCenterSpec[];
@@ -190,40 +214,19 @@ export function defaultCatalog(): CatalogSpec {
       },
     ],
     templates: [
-      {
+      templateSpec({
         id: '9x4m2p7v',
         name: 'PyTorch 2.8 (CUDA 12.8)',
         image: 'runpod/pytorch:1.0.2-cu1281-torch280-ubuntu2404',
-        args: '',
         disk: 50,
-        mounts: {},
         ports: ['22/tcp'],
-        env: {},
-        registry: null,
-        serverless: false,
-        public: false,
-        category: 'NVIDIA',
-        startSsh: false,
-        startJupyter: false,
-        allowedCudaVersions: [],
-      },
-      {
+      }),
+      templateSpec({
         id: 'q0w2n8sl3x',
         name: 'Inference worker',
         image: 'runpod/worker-vllm:stable-cuda12.8',
-        args: '',
-        disk: 20,
-        mounts: {},
-        ports: [],
-        env: {},
-        registry: null,
         serverless: true,
-        public: false,
-        category: 'NVIDIA',
-        startSsh: false,
-        startJupyter: false,
-        allowedCudaVersions: [],
-      },
+      }),
     ],
     stoppedDiskUsdPerGbMonth: 0.2,
   };

@@ -2,7 +2,7 @@
  * The scripted Runpod API the client unit tests run against: a node:http server per test on a
  * free loopback port (every status, header, reset and stall is what the test says), the
  * document's example pod, a FakeClock that records the waits asked for, and a client made on them.
- * Call `cleanupClients` from `afterEach`.
+ * What a test made here is closed after it (one `afterEach` for every file that imports this).
  */
 import assert from 'node:assert/strict';
 import * as fs from 'node:fs';
@@ -262,8 +262,11 @@ export function body(overrides: Partial<Parameters<typeof createPodBody>[0]> = {
   });
 }
 
-/** Disposes the clients and closes the servers a test made (call it from `afterEach`). */
-export async function cleanupClients(): Promise<void> {
+/** Disposes the clients and closes the servers a test made. */
+async function cleanupClients(): Promise<void> {
   for (const client of clients.splice(0)) client.dispose();
   await Promise.all(servers.splice(0).map((s) => s.close()));
 }
+
+// A root hook, registered once however many files import this: after every test.
+afterEach(cleanupClients);

@@ -1,15 +1,13 @@
 /**
- * The Runpod client against a real HTTP server on a free loopback port: a
- * scripted node:http server per test, so every status, header, reset and
- * stall is exactly what the test says. Waits run on a FakeClock (retries and
- * Retry-After are measured on it) or on a scaled-down Timing (timeouts).
- *
- * This file: catalog, volumes, templates, account secrets, request bodies against the document (the shared server and clients: test/helpers/runpodClient.ts).
+ * The Runpod client against the scripted loopback server of test/helpers/runpodClient.ts (waits on
+ * its FakeClock, or on a scaled-down Timing for timeouts): catalog, volumes, templates, account
+ * secrets, request bodies against the document.
  */
 import assert from 'node:assert/strict';
 import Ajv2020 from 'ajv/dist/2020';
 import addFormats from 'ajv-formats';
 import { RunpodClient } from '../../src/core/runpod/client';
+import { templateSpec, type TemplateSpec } from '../emulator/catalog';
 import {
   DOC,
   EXAMPLE_POD,
@@ -22,10 +20,7 @@ import {
   apiError,
   pod,
   body,
-  cleanupClients,
 } from '../helpers/runpodClient';
-
-afterEach(cleanupClients);
 
 describe('RunpodClient: catalog, volumes, templates', () => {
   it('lists GPU types with stock for a count on Secure, CUDA ≥ 13.0, using only documented parameters', async () => {
@@ -169,23 +164,8 @@ describe('RunpodClient: catalog, volumes, templates', () => {
   });
 
   it('lists pod templates: serverless ones dropped, duplicates once', async () => {
-    const template = (id: string, serverless: boolean): Record<string, unknown> => ({
-      id,
-      name: `t-${id}`,
-      image: 'img:1',
-      args: '',
-      disk: 20,
-      mounts: {},
-      ports: [],
-      env: {},
-      registry: null,
-      serverless,
-      public: false,
-      category: 'NVIDIA',
-      startSsh: false,
-      startJupyter: false,
-      allowedCudaVersions: [],
-    });
+    const template = (id: string, serverless: boolean): TemplateSpec =>
+      templateSpec({ id, name: `t-${id}`, image: 'img:1', serverless });
     const server = await startServer((_hit, res) =>
       json(res, 200, {
         templates: [

@@ -14,7 +14,6 @@ import {
 import { OpenApiContract } from '../emulator/openapi';
 import {
   apiError,
-  cleanupClients,
   drive,
   DOC,
   json,
@@ -25,8 +24,6 @@ import {
   route,
   startServer,
 } from '../helpers/runpodClient';
-
-afterEach(cleanupClients);
 
 const contract = OpenApiContract.load();
 

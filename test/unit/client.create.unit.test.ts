@@ -1,10 +1,7 @@
 /**
- * The Runpod client against a real HTTP server on a free loopback port: a
- * scripted node:http server per test, so every status, header, reset and
- * stall is exactly what the test says. Waits run on a FakeClock (retries and
- * Retry-After are measured on it) or on a scaled-down Timing (timeouts).
- *
- * This file: createPod never sent twice blindly, quota waits, abort, the API key never leaks (the shared server and clients: test/helpers/runpodClient.ts).
+ * The Runpod client against the scripted loopback server of test/helpers/runpodClient.ts (waits on
+ * its FakeClock, or on a scaled-down Timing for timeouts): createPod never sent twice blindly,
+ * quota waits, abort, the API key never leaks.
  */
 import assert from 'node:assert/strict';
 import { systemClock, isAbortError } from '../../src/core/clock';
@@ -29,10 +26,7 @@ import {
   apiError,
   pod,
   body,
-  cleanupClients,
 } from '../helpers/runpodClient';
-
-afterEach(cleanupClients);
 
 describe('RunpodClient: createPod is never sent twice blindly', () => {
   it('creates: posts the body once and reads the pod', async () => {

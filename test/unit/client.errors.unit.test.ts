@@ -1,10 +1,7 @@
 /**
- * The Runpod client against a real HTTP server on a free loopback port: a
- * scripted node:http server per test, so every status, header, reset and
- * stall is exactly what the test says. Waits run on a FakeClock (retries and
- * Retry-After are measured on it) or on a scaled-down Timing (timeouts).
- *
- * This file: error classification, redirects and retries of idempotent calls (the shared server and clients: test/helpers/runpodClient.ts).
+ * The Runpod client against the scripted loopback server of test/helpers/runpodClient.ts (waits on
+ * its FakeClock, or on a scaled-down Timing for timeouts): error classification, redirects and
+ * retries of idempotent calls.
  */
 import assert from 'node:assert/strict';
 import { scaleTiming } from '../../src/core/timing';
@@ -27,10 +24,7 @@ import {
   apiError,
   pod,
   body,
-  cleanupClients,
 } from '../helpers/runpodClient';
-
-afterEach(cleanupClients);
 
 describe('RunpodClient: error classification (non-create calls keep Runpod text)', () => {
   const cases: [number, string, ApiErrorKind][] = [

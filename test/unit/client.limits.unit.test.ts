@@ -8,17 +8,7 @@ import assert from 'node:assert/strict';
 import * as net from 'node:net';
 import { CallLimits, type RateLimitWait } from '../../src/core/runpod/callLimits';
 import { ApiError } from '../../src/core/runpod/apiErrors';
-import {
-  cleanupClients,
-  drive,
-  json,
-  makeClient,
-  problem,
-  rejection,
-  startServer,
-} from '../helpers/runpodClient';
-
-afterEach(cleanupClients);
+import { drive, json, makeClient, problem, rejection, startServer } from '../helpers/runpodClient';
 
 describe('RunpodClient under read-only limits', () => {
   it('waits out 429s while their waits add up to the patience, each told first; the next is not started and the call fails rate_limited', async () => {

@@ -1,10 +1,6 @@
 /**
- * The Runpod client against a real HTTP server on a free loopback port: a
- * scripted node:http server per test, so every status, header, reset and
- * stall is exactly what the test says. Waits run on a FakeClock (retries and
- * Retry-After are measured on it) or on a scaled-down Timing (timeouts).
- *
- * This file: requests, pods and list pagination (the shared server and clients: test/helpers/runpodClient.ts).
+ * The Runpod client against the scripted loopback server of test/helpers/runpodClient.ts (waits on
+ * its FakeClock, or on a scaled-down Timing for timeouts): requests, pods and list pagination.
  */
 import assert from 'node:assert/strict';
 import { systemClock } from '../../src/core/clock';
@@ -20,10 +16,7 @@ import {
   makeClient,
   apiError,
   pod,
-  cleanupClients,
 } from '../helpers/runpodClient';
-
-afterEach(cleanupClients);
 
 describe('RunpodClient: requests', () => {
   it('sends the bearer key, its User-Agent and JSON, to the paths under the base URL', async () => {
