@@ -1,5 +1,6 @@
 import type * as vscode from 'vscode';
 import type { Log } from './log';
+import type { PythonEnvironments } from './sweeps/sweepPython';
 
 /**
  * The small slice of VS Code the command handlers and the run panels use, typed, so that they run in unit tests
@@ -38,6 +39,8 @@ export interface UiHost {
   runsDir(folder: vscode.WorkspaceFolder): string;
   /** The environment the sessions read (`process.env` in production). */
   env: NodeJS.ProcessEnv;
+  /** The Python extension's environments API, null when it is not installed (absent: never). */
+  pythonEnvironments?: () => Promise<PythonEnvironments | null>;
 }
 
 /** The part of the output channel's Log the handlers use. */

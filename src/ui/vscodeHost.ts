@@ -1,6 +1,7 @@
 import * as path from 'node:path';
 import * as vscode from 'vscode';
 import type { UiHost } from './host';
+import type { PythonEnvironments } from './sweeps/sweepPython';
 import { RUN_LOG_SCHEME } from './runs/runLogs';
 import { runsFolderName } from './runs/runsFolders';
 
@@ -21,5 +22,13 @@ export function vscodeHost(): UiHost {
       vscode.Uri.from({ scheme: RUN_LOG_SCHEME, path: docPath, query: runDir }),
     runsDir: (folder) => path.join(folder.uri.fsPath, runsFolderName(folder)),
     env: process.env,
+    pythonEnvironments: async () => {
+      const extension = vscode.extensions.getExtension<{ environments?: PythonEnvironments }>(
+        'ms-python.python',
+      );
+      if (extension === undefined) return null;
+      const api = extension.isActive ? extension.exports : await extension.activate();
+      return api?.environments ?? null;
+    },
   };
 }

@@ -2,9 +2,13 @@
  * Start Sweep, Stop Sweep and Attach Sweep, through the flow's sweep functions only (the CLI's
  * `sweep start`, `sweep stop NAME`, `sweep attach NAME`): the quote shown before anything is
  * created, each running under a notification's progress with the sweep's own lines in the log,
- * the record's end said when it ends. Closing the window stops following only: the trials go on
+ * the record's end said when it ends (./sweeps/sweepPython.ts finds the Python with Optuna, and
+ * offers a virtual environment with it when it is missing). Closing the window stops following only: the trials go on
  * under their pods' watchdogs, and Attach Sweep (or `overbrainer sweep attach`) follows them again.
  */
+import { execFile } from 'node:child_process';
+import type * as vscode from 'vscode';
+import { describeError, hintOf } from '../../core/errors';
 import {
   beforeTrain,
   sweep,
@@ -19,17 +23,86 @@ import {
 } from '../../core/flow';
 
 import { sweepEndNotice } from '../sweeps/sweepsModel';
+import {
+  createSweepVenv,
+  sweepPythonOf,
+  sweepVenvDir,
+  wantsOptuna,
+  type PythonEnvironments,
+  type RunProgram,
+} from '../sweeps/sweepPython';
 import type { UiContext } from '../uiContext';
 
 type SweepArg = { kind?: unknown; name?: unknown } | undefined;
 
-/** The Python with Optuna: the machine-scoped setting, else `python3`. */
-function pythonOf(ctx: UiContext): { python: string | null; choosePython: string } {
-  const python = ctx.host.workspace.getConfiguration('overbrainer').get<string>('sweepPython');
-  return {
-    python: python?.trim() ? python.trim() : null,
-    choosePython: 'or set overbrainer.sweepPython to a Python that has it',
-  };
+/**
+ * The Python with Optuna: the setting the user set, else the Python extension's interpreter for
+ * the folder, else `python3` (./sweeps/sweepPython.ts); said in the log.
+ */
+async function pythonOf(
+  ctx: UiContext,
+  folder: vscode.Uri | undefined,
+): Promise<{ python: string | null; choosePython: string }> {
+  const setting = ctx.host.workspace
+    .getConfiguration('overbrainer')
+    .inspect<string>('sweepPython')?.globalValue;
+  let environments: PythonEnvironments | null = null;
+  try {
+    environments = (await ctx.host.pythonEnvironments?.()) ?? null;
+  } catch (error) {
+    ctx.log.warn(`Sweep: the Python extension could not be asked: ${String(error)}`);
+  }
+  const choice = await sweepPythonOf(setting, environments, folder, (m) =>
+    ctx.log.warn(`Sweep: ${m}`),
+  );
+  ctx.log.info(`Sweep: Optuna runs in ${choice.python ?? 'python3'} (${choice.from})`);
+  return { python: choice.python, choosePython: choice.choosePython };
+}
+
+/** Runs a program to its end (the venv's creation, pip), its output kept for an error. */
+const runProgram: RunProgram = (program, args) =>
+  new Promise((resolve) => {
+    execFile(program, [...args], { maxBuffer: 16 * 1024 * 1024 }, (error, stdout, stderr) => {
+      const code =
+        error === null ? 0 : typeof error.code === 'number' ? error.code : error.code ? -1 : null;
+      resolve({ code, output: `${stdout}${stderr}${error && code === -1 ? error.message : ''}` });
+    });
+  });
+
+const CREATE_VENV = 'Create Virtual Environment';
+
+/**
+ * A sweep refused for want of Optuna (or of Python): the error, with an offer to make a virtual
+ * environment with Optuna and set overbrainer.sweepPython to it.
+ */
+async function offerVenv(ctx: UiContext, error: unknown, python: string | null): Promise<void> {
+  const text = ctx.log.redact(
+    `Sweep: ${describeError(error)}${hintOf(error) ? ` — ${hintOf(error)}` : ''}`,
+  );
+  ctx.log.error(text);
+  const dir = sweepVenvDir();
+  const choice = await ctx.window.showErrorMessage(
+    `${text}
+
+Create a virtual environment with Optuna in ${dir} and use it for sweeps?`,
+    CREATE_VENV,
+  );
+  if (choice !== CREATE_VENV) return;
+  try {
+    const made = await ctx.window.withProgress(
+      {
+        location: ctx.host.progress.notification,
+        title: `Overbrainer: creating ${dir} with Optuna`,
+      },
+      () => createSweepVenv(runProgram, python ?? 'python3', dir),
+    );
+    await ctx.host.workspace.getConfiguration('overbrainer').update('sweepPython', made, true);
+    void ctx.window.showInformationMessage(
+      `Overbrainer: sweeps use ${made} now (overbrainer.sweepPython). Start the sweep again.`,
+    );
+  } catch (installError) {
+    await ctx.showError('Cannot create the Python environment for sweeps', installError);
+  }
 }
 
 async function open(
@@ -39,6 +112,7 @@ async function open(
   deps: FlowDeps;
   config: OverbrainerConfig;
   dir: string;
+  uri: vscode.Uri;
   close(): Promise<void>;
 } | null> {
   if (!(await ctx.requireTrust(what))) return null;
@@ -51,7 +125,7 @@ async function open(
   try {
     const config = session.config();
     const deps = session.deps(true);
-    return { deps, config, dir: session.dir, close: () => session.close() };
+    return { deps, config, dir: session.dir, uri: folder.uri, close: () => session.close() };
   } catch (error) {
     await ctx.showError(`Cannot ${what}`, error);
     await session.close();
@@ -59,11 +133,17 @@ async function open(
   }
 }
 
-/** Runs `go` under a progress notification, the sweep's lines logged, its end said. */
+type PythonOptions = { python: string | null; choosePython: string };
+
+/**
+ * Runs `go` with the sweep's Python under a progress notification, the sweep's lines logged, its
+ * end said; a Python without Optuna is offered a virtual environment with it.
+ */
 async function running(
   ctx: UiContext,
   title: string,
-  go: () => Promise<SweepResult>,
+  folder: vscode.Uri,
+  go: (python: PythonOptions) => Promise<SweepResult>,
 ): Promise<void> {
   const lines = ctx.bus.on((event) => {
     if (event.type === 'log' && event.message.startsWith('sweep ')) {
@@ -71,16 +151,20 @@ async function running(
       ctx.refreshViews();
     }
   });
+  let python: PythonOptions | null = null;
   try {
+    python = await pythonOf(ctx, folder);
+    const options = python;
     const result = await ctx.window.withProgress(
       { location: ctx.host.progress.notification, title },
-      () => go(),
+      () => go(options),
     );
     const notice = sweepEndNotice(result.record);
     if (notice?.severity === 'warning') void ctx.window.showWarningMessage(notice.message);
     else if (notice !== null) void ctx.window.showInformationMessage(notice.message);
   } catch (error) {
-    await ctx.showError('Sweep', error);
+    if (wantsOptuna(error)) await offerVenv(ctx, error, python?.python ?? null);
+    else await ctx.showError('Sweep', error);
   } finally {
     lines.dispose();
     ctx.refreshViews();
@@ -106,8 +190,8 @@ export async function startSweep(ctx: UiContext): Promise<void> {
     await s.close();
     return;
   }
-  await running(ctx, `Overbrainer: sweep ${s.config.sweep?.name ?? ''}`, () =>
-    sweep(s.deps, s.config, s.dir, { ...pythonOf(ctx), signal: ctx.closing.signal }),
+  await running(ctx, `Overbrainer: sweep ${s.config.sweep?.name ?? ''}`, s.uri, (python) =>
+    sweep(s.deps, s.config, s.dir, { ...python, signal: ctx.closing.signal }),
   ).finally(() => s.close());
 }
 
@@ -132,8 +216,8 @@ export async function attachSweep(ctx: UiContext, arg?: unknown): Promise<void> 
   if (s === null) return;
   const name = await pickSweep(ctx, s.deps, arg as SweepArg);
   if (name === null) return void (await s.close());
-  await running(ctx, `Overbrainer: sweep ${name}`, () =>
-    sweepAttach(s.deps, s.config, s.dir, name, { ...pythonOf(ctx), signal: ctx.closing.signal }),
+  await running(ctx, `Overbrainer: sweep ${name}`, s.uri, (python) =>
+    sweepAttach(s.deps, s.config, s.dir, name, { ...python, signal: ctx.closing.signal }),
   ).finally(() => s.close());
 }
 
@@ -143,9 +227,9 @@ export async function stopSweep(ctx: UiContext, arg?: unknown): Promise<void> {
   if (s === null) return;
   const name = await pickSweep(ctx, s.deps, arg as SweepArg);
   if (name === null) return void (await s.close());
-  await running(ctx, `Overbrainer: stopping sweep ${name}`, () =>
+  await running(ctx, `Overbrainer: stopping sweep ${name}`, s.uri, (python) =>
     sweepStop(s.deps, s.config, s.dir, name, {
-      ...pythonOf(ctx),
+      ...python,
       signal: ctx.closing.signal,
       onWait: (holder) =>
         ctx.log.info(`Sweep ${name} is run by another client (${holder}): asked it to stop.`),
