@@ -19,6 +19,7 @@ import { train, type FlowDeps, type FlowResult } from '../../src/core/flow';
 import { RunStore } from '../../src/core/runs/store';
 import { scaleTiming, type Timing } from '../../src/core/timing';
 import { startEmulator, type Emulator, type EmulatorOptions } from '../emulator/emulator';
+import type { FaultEffect, RouteName } from '../emulator/faults';
 import type { LedgerEntry } from '../emulator/ledger';
 import { ApiClient } from '../emulator/testing';
 import {
@@ -298,6 +299,22 @@ export class Lab {
   /** Ledger entries of the pods carrying run marker `runId`. */
   podsOfRun(runId: string): LedgerEntry[] {
     return this.emulator.ledger().pods.filter((p) => p.runId === runId);
+  }
+
+  /**
+   * The next `calls` whole calls to `route` with the account's key (each with all the client's
+   * retries) fail with `effect`, as when the API cannot answer them, and `extra` requests after
+   * them. Returns how many requests fail.
+   */
+  async failWholeCalls(
+    route: RouteName,
+    calls: number,
+    effect: FaultEffect,
+    extra = 0,
+  ): Promise<number> {
+    const times = calls * (this.timing.retries + 1) + extra;
+    await this.emulator.faults.add({ kind: 'request', route, key: 'account', times, effect });
+    return times;
   }
 
   billing(): LedgerEntry[] {

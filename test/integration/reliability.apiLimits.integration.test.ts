@@ -172,14 +172,7 @@ describe('reliability: Runpod API limits and answers as its document describes',
     const l = await lab({ steps: 3 });
     // Two whole delete calls (each with all its retries) lose their connection, as when the API
     // cannot be reached; the third answers.
-    const lost = 2 * (l.timing.retries + 1);
-    await l.emulator.faults.add({
-      kind: 'request',
-      route: 'deletePod',
-      key: 'account',
-      times: lost,
-      effect: { type: 'drop' },
-    });
+    const lost = await l.failWholeCalls('deletePod', 2, { type: 'drop' });
     recordFault(this, 'api.deletePod.unreachable', lost);
     const o = await run(l);
     assert.equal(o.error, null, `${String(o.error)}\n${l.transcript()}`);

@@ -42,15 +42,9 @@ describe('reliability: creates that went unanswered', function () {
     const l = await lab({ steps: 3 });
     await l.emulator.faults.createThenFail(500);
     // Two whole list calls (each with its retries) fail: the two looks a reconcile takes.
-    await l.emulator.faults.add({
-      kind: 'request',
-      route: 'listPods',
-      key: 'account',
-      times: 2 * (l.timing.retries + 1) + 1,
-      effect: { type: 'status', status: 500 },
-    });
+    const failed = await l.failWholeCalls('listPods', 2, { type: 'status', status: 500 }, 1);
     recordFault(this, 'api.createPod.created-500');
-    recordFault(this, 'api.listPods.500', 2 * (l.timing.retries + 1) + 1);
+    recordFault(this, 'api.listPods.500', failed);
     await adoptedOnce(l);
     assert.deepEqual(
       l.billing().map((p) => p.id),
@@ -62,14 +56,7 @@ describe('reliability: creates that went unanswered', function () {
     const l = await lab({ steps: 3 });
     await l.emulator.faults.createThenFail(500);
     // Two whole list calls (each with all its retries) lose their connection.
-    const lost = 2 * (l.timing.retries + 1);
-    await l.emulator.faults.add({
-      kind: 'request',
-      route: 'listPods',
-      key: 'account',
-      times: lost,
-      effect: { type: 'drop' },
-    });
+    const lost = await l.failWholeCalls('listPods', 2, { type: 'drop' });
     recordFault(this, 'api.createPod.created-500');
     recordFault(this, 'api.listPods.unreachable', lost);
     const id = await adoptedOnce(l);
