@@ -53,42 +53,39 @@ export async function keepPod(
     );
   }
   const ctx = podCtx(deps);
-  const executor = await reconnect(ctx, pod, run);
-  if (executor === null)
-    throw new FlowError('no_pod', `pod ${pod.podId} of run ${runId} no longer exists`, null);
-  let ended: boolean;
-  try {
-    // Each step may be done twice (a look, the deadline file written whole, the keep marker), so
-    // a connection that drops under one connects again and does it again.
-    ended = await againOnDrop(
-      ctx,
-      `${keep ? 'keeping' : 'releasing'} pod ${pod.podId}`,
-      async () => {
-        if (keptAtCreation && target?.kind === 'runpod') {
-          const running = (await jobStatus(executor, run.remoteDir)).kind === 'running';
-          const deadlineUnixS = releaseDeadlineUnixS(
-            pod.createdUnixS,
-            target.maxHours,
-            target.retrieveGraceS,
-            running,
-            deps.clock.nowMs(),
-          );
-          const followed = deps.store.lockHolder(runId) !== null;
-          await armReleaseDeadline(ctx, pod, run, executor, deadlineUnixS, running && followed);
-        }
-        await setKeep(ctx, pod, run, executor, keep);
-        return (
-          !keep &&
-          // setKeep deletes a released pod whose results were already retrieved.
-          (pod.state as PodRecord['state']) !== 'deleted' &&
-          (await jobStatus(executor, run.remoteDir)).kind !== 'running' &&
-          deps.store.lockHolder(runId) === null
+  // Each step may be done twice (a look, the deadline file written whole, the keep marker), so a
+  // connection that drops under one reaches the pod again (its port may have changed) and does it
+  // again.
+  const what = `${keep ? 'keeping' : 'releasing'} pod ${pod.podId}`;
+  const ended = await againOnDrop(ctx, what, async () => {
+    const executor = await reconnect(ctx, pod, run);
+    if (executor === null)
+      throw new FlowError('no_pod', `pod ${pod.podId} of run ${runId} no longer exists`, null);
+    try {
+      if (keptAtCreation && target?.kind === 'runpod') {
+        const running = (await jobStatus(executor, run.remoteDir)).kind === 'running';
+        const deadlineUnixS = releaseDeadlineUnixS(
+          pod.createdUnixS,
+          target.maxHours,
+          target.retrieveGraceS,
+          running,
+          deps.clock.nowMs(),
         );
-      },
-    );
-  } finally {
-    executor.dispose();
-  }
+        const followed = deps.store.lockHolder(runId) !== null;
+        await armReleaseDeadline(ctx, pod, run, executor, deadlineUnixS, running && followed);
+      }
+      await setKeep(ctx, pod, run, executor, keep);
+      return (
+        !keep &&
+        // setKeep deletes a released pod whose results were already retrieved.
+        (pod.state as PodRecord['state']) !== 'deleted' &&
+        (await jobStatus(executor, run.remoteDir)).kind !== 'running' &&
+        deps.store.lockHolder(runId) === null
+      );
+    } finally {
+      executor.dispose();
+    }
+  });
   if (!ended) return pod;
   log(
     ctx,

@@ -187,27 +187,30 @@ export async function reconnect(
 export const DROP_ATTEMPTS = 3;
 
 /**
- * Runs `work` on a pod's executor, and again when the connection dropped under it (the executor
- * connects again on its next call), up to {@link DROP_ATTEMPTS} in all. Only for work that may be
- * done twice (a look, a file written whole, a marker set): a command in flight when the link
- * dropped may or may not have run. Any other error, or the last drop, is the caller's.
+ * Runs `work` (which reaches the pod itself, with {@link reconnect}: a pod that restarted has a
+ * new port) and again, a pod poll later, when the connection dropped under it or could not be
+ * made, up to {@link DROP_ATTEMPTS} in all. Only for work that may be done twice (a look, a file
+ * written whole, a marker set): a command in flight when the link dropped may or may not have
+ * run. Any other error, or the last one, is the caller's.
  */
 export async function againOnDrop<T>(
   ctx: PodCtx,
   what: string,
   work: () => Promise<T>,
+  signal?: AbortSignal,
 ): Promise<T> {
   for (let attempt = 1; ; attempt++) {
     try {
       return await work();
     } catch (error) {
       const dropped = error instanceof ExecError && error.kind === 'connection';
-      if (!dropped || attempt >= DROP_ATTEMPTS) throw error;
+      if (!dropped || attempt >= DROP_ATTEMPTS || signal?.aborted) throw error;
       log(
         ctx,
         'warn',
         `the SSH connection dropped while ${what} (${describeError(error)}); connecting again (attempt ${attempt + 1} of ${DROP_ATTEMPTS})`,
       );
+      await ctx.clock.sleep(ctx.timing.podPollMs, signal);
     }
   }
 }
