@@ -25,6 +25,7 @@ import { UiContext } from './uiContext';
 import type { SweepsNode } from './sweeps/sweepsModel';
 import { refreshesSweeps } from './sweeps/sweepsModel';
 import { SweepsTreeProvider } from './sweeps/sweepsTree';
+import { SweepPages } from './sweeps/sweepPage';
 import { vscodeHost } from './vscodeHost';
 import { WelcomeContext } from './welcome';
 import { describeError } from '../core/errors';
@@ -146,7 +147,9 @@ export function composeUi(first: FirstBundle): ComposedUi {
   const podsTree = podsTreeProvider(pods, systemClock, log);
   const spendTree = new SpendTreeProvider(systemClock, afterRunsListed);
   const sweepsTree = new SweepsTreeProvider(systemClock, log);
+  const sweepPages = new SweepPages(host, systemClock, log);
   context.subscriptions.push(
+    sweepPages,
     runsTree,
     podsTree,
     spendTree,
@@ -154,6 +157,7 @@ export function composeUi(first: FirstBundle): ComposedUi {
     bus.on((event) => {
       if (refreshesSpend(event)) spendTree.refresh();
       if (refreshesSweeps(event)) sweepsTree.refresh();
+      sweepPages.onEvent(event);
     }),
     bindPodsViewMessage(first.podsView, pods, systemClock),
     // Only models already shown are reloaded; a hidden view loads when it is first shown. The
@@ -179,6 +183,7 @@ export function composeUi(first: FirstBundle): ComposedUi {
       runs,
       pods,
       runPanels,
+      sweepPages,
       welcome,
     }),
     runsTree,

@@ -31,6 +31,7 @@ import { liveQuote } from './quote';
 import { checkTrialParams, trialRunner } from './sweepTrial';
 
 export { bestTrial, type SweepResult } from '../sweep/scheduler';
+export { metricValue } from '../sweep/objective';
 export { type SweepRecord, type TrialRecord, SweepError } from '../sweep/records';
 export { StudyError } from '../sweep/study';
 

@@ -29,6 +29,7 @@ export const COMMAND_TITLES = {
   'overbrainer.stopSweep': 'Stop Sweep',
   'overbrainer.attachSweep': 'Attach Sweep',
   'overbrainer.refreshSweeps': 'Refresh Sweeps',
+  'overbrainer.openSweep': 'Open Sweep',
 } as const;
 
 export type CommandId = keyof typeof COMMAND_TITLES;

@@ -8,6 +8,7 @@ import type { Log } from '../log';
 import { keep, openSshTerminal, removePod } from '../pods/podCommands';
 import type { PodsModel } from '../pods/podsModel';
 import type { RunPanels } from '../panel/runPanel';
+import type { SweepPages } from '../sweeps/sweepPage';
 import { showLogs } from '../runs/runLogs';
 import type { RunsModel } from '../runs/runsModel';
 import { cancel, resume, stopRun } from './stopCommands';
@@ -28,6 +29,8 @@ export interface CommandDeps {
   pods: PodsModel;
   /** The run webview's panels (Show Run, Compare Runs). */
   runPanels: RunPanels;
+  /** The sweeps' pages (Open Sweep). */
+  sweepPages: SweepPages;
   /** The welcome views' context keys (a key saved changes them). */
   welcome: WelcomeContext;
 }
@@ -47,6 +50,7 @@ export function commandHandlers(deps: CommandDeps): Record<CommandId, Handler> {
     'overbrainer.stopSweep': (arg) => stopSweep(ctx, arg),
     'overbrainer.attachSweep': (arg) => attachSweep(ctx, arg),
     'overbrainer.refreshSweeps': () => ctx.refreshViews(),
+    'overbrainer.openSweep': (arg) => deps.sweepPages.show(arg),
     'overbrainer.attach': (arg) => attach(ctx, arg),
     'overbrainer.cancel': (arg) => cancel(ctx, arg),
     'overbrainer.stopRun': (arg) => stopRun(ctx, arg),

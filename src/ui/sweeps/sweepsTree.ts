@@ -36,6 +36,8 @@ export class SweepsTreeProvider implements vscode.TreeDataProvider<SweepsNode>, 
     if (node.kind === 'sweep') {
       item.contextValue = node.contextValue;
       item.iconPath = new vscode.ThemeIcon(node.state === 'running' ? 'sync' : 'beaker');
+      // A click opens the sweep's page (its charts and budget).
+      item.command = { command: 'overbrainer.openSweep', title: 'Open Sweep', arguments: [node] };
     } else {
       item.contextValue = 'sweepTrial';
       item.iconPath = new vscode.ThemeIcon(
