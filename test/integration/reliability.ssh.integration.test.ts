@@ -11,7 +11,14 @@ import assert from 'node:assert/strict';
 import { randomBytes } from 'node:crypto';
 import { existsSync, readFileSync, statSync, writeFileSync } from 'node:fs';
 import * as path from 'node:path';
-import { attach, FlowError, keepPod, train, type FlowResult } from '../../src/core/flow';
+import {
+  attach,
+  FlowError,
+  keepPod,
+  requestStop,
+  train,
+  type FlowResult,
+} from '../../src/core/flow';
 import { gatedCommand, openGate } from '../helpers/gatedJob';
 import { filesUnder, Lab, type LabOptions } from '../helpers/lifecycle';
 import { recordFault, recordLedger, recordResult } from '../helpers/reliability';
@@ -401,6 +408,44 @@ describe('reliability: SSH faults', function () {
       watch.dispose();
     }
     assert.match(lab.transcript(), /dropped/);
+    assert.deepEqual(
+      lab.billing().map((p) => p.id),
+      [],
+    );
+  });
+
+  it('a connection that drops while a followed run is stopped with a snapshot: the request reaches the pod again and asks again; the run stops at its snapshot', async function () {
+    const r = await relayedLab({ steps: 400, stepSeconds: 0.1 });
+    labs.push(r);
+    const lab = r.lab;
+    const run = { id: null as string | null };
+    const training = lab.track(
+      train(lab.deps, lab.config, lab.workspace, { onRun: (rec) => (run.id = rec.id) }),
+    );
+    const id = await lab.jobRunning(() => run.id);
+    const podId = String(lab.podJson(id).pod_id);
+    // The stop's own connection (another client's: the follower's is made already) is reset at
+    // its first request.
+    let armed = false;
+    const watch = lab.bus.on((event) => {
+      if (armed || event.type !== 'log' || !event.message.startsWith('connected to ')) return;
+      for (const relay of r.relays.get(podId) ?? []) {
+        if (event.message.endsWith(`:${relay.port}`)) {
+          armed = true;
+          relay.cutOnNextUp();
+        }
+      }
+    });
+    recordFault(this.test?.fullTitle() ?? 'ssh', 'ssh.cut-mid-stop');
+    try {
+      const request = await requestStop(lab.otherDeps(), id);
+      assert.ok(armed, 'the cut was armed on the stop connection');
+      assert.deepEqual(request, { kind: 'requested', reason: 'requested' });
+    } finally {
+      watch.dispose();
+    }
+    const result = await training;
+    assert.equal(result.run.state, 'stopped', lab.transcript());
     assert.deepEqual(
       lab.billing().map((p) => p.id),
       [],

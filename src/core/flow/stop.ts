@@ -2,9 +2,8 @@
  * Stop (`train stop`): the job asked for a snapshot, then followed to its end when nobody
  * else follows.
  */
-import type { Executor } from '../exec/executor';
 import type { OverbrainerConfig } from '../config/types';
-import { reconnect } from '../pod/reconnect';
+import { againOnDrop, reconnect } from '../pod/reconnect';
 import { requestSnapshot, type RequestResult } from '../train/snapshot';
 import { attach } from './attach';
 import { hostExecutor } from './host';
@@ -56,20 +55,40 @@ export async function requestStop(
     throw new FlowError('already_ended', `run ${runId} already ended: ${run.state}`, null);
   }
   const pod = deps.store.loadPod(runId);
-  let executor: Executor | null;
-  if (pod === null) {
-    executor = await hostExecutor(deps, config, run, signal);
-  } else {
-    executor = await reconnect(podCtx(deps), pod, run, signal);
-    if (executor === null) {
-      throw new FlowError('no_pod', `run ${runId}: no pod left, nothing to stop`, null);
-    }
-  }
   let request: RequestResult;
-  try {
-    request = await requestSnapshot(executor, run.remoteDir, 'requested', { signal });
-  } finally {
-    executor.dispose();
+  if (pod === null) {
+    const executor = await hostExecutor(deps, config, run, signal);
+    try {
+      request = await requestSnapshot(executor, run.remoteDir, 'requested', { signal });
+    } finally {
+      executor.dispose();
+    }
+  } else {
+    // The request may be made twice (the second finds the first's marker): a connection that
+    // drops under it reaches the pod again and asks again.
+    const ctx = podCtx(deps);
+    let tries = 0;
+    request = await againOnDrop(
+      ctx,
+      `asking the job of run ${runId} for a snapshot`,
+      async () => {
+        tries++;
+        const executor = await reconnect(ctx, pod, run, signal);
+        if (executor === null) {
+          throw new FlowError('no_pod', `run ${runId}: no pod left, nothing to stop`, null);
+        }
+        try {
+          const asked = await requestSnapshot(executor, run.remoteDir, 'requested', { signal });
+          // Our own earlier try's request, made before its answer was lost.
+          const ours =
+            tries > 1 && asked.kind === 'already_requested' && asked.reason === 'requested';
+          return ours ? { kind: 'requested' as const, reason: 'requested' as const } : asked;
+        } finally {
+          executor.dispose();
+        }
+      },
+      signal,
+    );
   }
   const said =
     request.kind === 'ended'
