@@ -92,6 +92,21 @@ describe('a run on a cluster in its records', () => {
     );
   });
 
+  it("run.json keeps the members' pinned host key (host_key) for a client that follows the run again; an older record has none", () => {
+    const pinned = {
+      ...CLUSTER,
+      hostKey: 'ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIExample overbrainer-x',
+    };
+    const text = encodeRunRecord(record(pinned));
+    assert.equal(
+      (JSON.parse(text) as { cluster: Record<string, unknown> }).cluster.host_key,
+      pinned.hostKey,
+    );
+    assert.deepEqual(decodeRunRecord(text, 'run.json').cluster, pinned);
+    const old = decodeRunRecord(encodeRunRecord(record(CLUSTER)), 'run.json').cluster;
+    assert.ok(old && !('hostKey' in old));
+  });
+
   it('refuses a damaged cluster at its place', () => {
     const text = encodeRunRecord(record(CLUSTER)).replace('"state": "failed"', '"state": "lost"');
     assert.throws(

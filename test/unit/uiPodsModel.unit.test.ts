@@ -53,6 +53,44 @@ describe('ui pods model', function () {
     );
   });
 
+  it("without the account's list, a cluster run's live members are its pods (run.json's cluster, not pod.json)", function () {
+    const node = (rank: number, podId: string) => ({
+      rank,
+      podId,
+      ip: null,
+      state: 'running' as const,
+      deadlineUnixS: NOW_S + 3600,
+      costCapAtUnixS: null,
+      message: null,
+    });
+    const cluster = {
+      id: 'clu-1',
+      name: 'overbrainer-ddp-c1',
+      gpuTypeId: 'NVIDIA A40',
+      gpuCountPerPod: 1,
+      costPerHourUsd: 0.44,
+      createdAt: '2026-12-02T10:00:00Z',
+      deletedAt: null,
+      nodes: [node(0, 'm0'), node(1, 'm1')],
+      billedUsd: null,
+      billedCheckedAt: null,
+    };
+    const live = runSummary('/w/runs/ddp', { target: 'cluster', pod: null, cluster });
+    const gone = runSummary('/w/runs/old', {
+      target: 'cluster',
+      pod: null,
+      cluster: { ...cluster, id: 'clu-0', deletedAt: '2026-12-02T11:00:00Z' },
+    });
+    const pods = podsFromRuns([live, gone]);
+    assert.deepEqual(
+      pods.map((p) => [p.podId, p.role, p.runId, p.gpuType, p.costPerHourUsd, p.note]),
+      [
+        ['m0', 'running', 'ddp', 'NVIDIA A40', 0.44, 'node 0 of cluster clu-1'],
+        ['m1', 'running', 'ddp', 'NVIDIA A40', 0.44, 'node 1 of cluster clu-1'],
+      ],
+    );
+  });
+
   it('presents a pod with its role as the menus expect', function () {
     const [live] = podsFromRuns([
       run('live', {

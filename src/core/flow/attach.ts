@@ -28,6 +28,7 @@ import {
 } from './deps';
 import { abandonWithoutPod, hostExecutor, hostResults } from './host';
 import { jobSecretsOf } from './jobSecrets';
+import { attachCluster } from './clusterAttach';
 
 /**
  * Reconnects to a run after any restart and finishes it: a running job is
@@ -45,6 +46,8 @@ export async function attach(
   const lock = lockRun(deps, runId);
   try {
     if (pod === null) {
+      // A run on a cluster: its members followed again (no pod.json: run.json's cluster).
+      if (run.cluster) return await attachCluster(deps, config, run, signal);
       if (target && target.kind === 'runpod')
         throw new FlowError('no_pod', `run ${runId} has no pod.json`, null);
       if (run.state === 'preparing' && run.job === null) {

@@ -11,37 +11,19 @@
  * cluster: never a node left billing.
  */
 import * as fs from 'node:fs';
-import * as path from 'node:path';
 import type { OverbrainerConfig, RunpodTargetConfig } from '../config/types';
 import { workdirFor } from '../config/types';
 import { describeError } from '../errors';
-import { log, hostKeySecretName, type PodCtx } from '../pod/context';
-import {
-  CLUSTER_CREATE_TRIES,
-  startCluster,
-  type ClusterHandle,
-  type ClusterMember,
-} from '../pod/cluster';
+import { log, hostKeySecretName } from '../pod/context';
 import { resolveGpuTypes } from '../pod/gpuChoice';
-import { alias, generateRunKeys, type RunKeys } from '../pod/keys';
-import { PodError } from '../pod/podError';
-import { podCmd, podEnv } from '../pod/podScripts';
-import { secretReference } from '../runpod/api';
-import type { Cluster } from '../runpod/clusters';
-import type { ClusterNode, RunCluster } from '../runs/clusterRecord';
+import { alias, generateRunKeys } from '../pod/keys';
 import { endRun } from '../runs/runEnd';
 import type { RunRecord } from '../runs/runRecord';
-import { NODES_DIR } from '../runs/store';
-import { JOB_LOG } from '../train/job';
-import { retrieve } from '../train/retrieval';
 import { type FlowDeps, FlowError, type FlowResult, lockRun, podCtx, publishState } from './deps';
-import { startJobOnPod } from '../follow/startJob';
 import { checkRunFiles, packRun } from './runFiles';
 import { createBudgetedRun } from './budgetedRun';
 import type { TrainOptions } from './train';
-import { followCluster, memberVerdicts, noteMemberDeleteRefused } from './clusterFollow';
-import { afterNodeDeath, closeClusterAttempt, endRunCluster, isoMs } from './clusterRecover';
-import { StepTimes } from '../follow/nextAttempt';
+import { runClusterAttempts, type ClusterStart } from './clusterAttempts';
 
 export { NODES_DIR } from '../runs/store';
 
@@ -75,24 +57,11 @@ export async function trainCluster(
   const costCapUsd = budget === null ? target.maxCostUsd : budget.budgetCapUsd;
   if (budget !== null) log(ctx, budget.fitted ? 'warn' : 'info', budget.line);
   const lock = lockRun(deps, run.id);
-  let handle: ClusterHandle | null = null;
-  const fail = (cause: Parameters<typeof endRun>[2], message: string): void => {
-    endRun(run, cause === 'cancelled' ? 'cancelled' : 'failed', cause, message);
-    deps.store.saveRun(run);
-    publishState(deps, run);
-  };
-  const steps = new StepTimes(deps.bus, run.id, () => deps.clock.nowMs());
   try {
     options.onRun?.(run);
     publishState(deps, run);
-    let env: Record<string, string>;
     const files = checkRunFiles(config, workspaceDir, deps.store.runDir(run.id));
-    try {
-      env = await packRun(deps, run, workspaceDir, files, null);
-    } catch (error) {
-      fail('start_failed', describeError(error));
-      throw error;
-    }
+    const env = await packRun(deps, run, workspaceDir, files, null);
     const keys = generateRunKeys(deps.store.sshDir(run.id), alias(run.id));
     const secretName = hostKeySecretName(run.id);
     await ctx.client.createSecret(secretName, keys.hostPrivateB64, { signal: options.signal });
@@ -104,118 +73,31 @@ export async function trainCluster(
       gpuTypes,
       clientPrivateKey: fs.readFileSync(keys.clientKeyPath),
     };
-    // Each attempt: a cluster with what is left of the run's limits, the job started on every
-    // node, followed by rank 0. A node's death ends the whole cluster and, within the run's
-    // limits, the run goes on on a new one from the newest verified checkpoint.
-    let limits = { costCapUsd, maxMs: target.maxHours * 3_600_000 };
-    let jobEnv = env;
-    let fromOffset = 0;
-    for (let attempt = 1; ; attempt++) {
-      handle = await startAttempt(ctx, run, start, limits, attempt, options.signal);
-      const attemptRecord = run.attempts?.at(-1);
-      if (attemptRecord) {
-        attemptRecord.podId = handle.cluster.id;
-        deps.store.saveRun(run);
-      }
-      log(
-        ctx,
-        'info',
-        `the run's files go to each of the ${target.nodes} nodes: ${target.networkVolumeId === null ? 'each node has its own disk (no network volume)' : 'the network volume is not yet used as the shared copy'}`,
-      );
-      const members = [...handle.members].sort((a, b) => b.rank - a.rank);
-      for (const member of members) {
-        await startJobOnPod(deps, member.executor, run, files.job, jobEnv, {
-          signal: options.signal,
-          secrets,
-        });
-        nodeState(run, member.rank, 'running');
-        deps.store.saveRun(run);
-      }
-      publishState(deps, run);
-      const end = await followCluster(ctx, run, handle, {
-        signal: options.signal,
-        fromOffset,
-        maxRetrieveGb: target.maxRetrieveGb,
-      });
-      const deadRank = end.kind === 'died' ? end.rank : null;
-      await Promise.all([
-        noteMemberDeleteRefused(ctx, run, handle, deadRank),
-        keepNodeLogs(deps, run, handle, deadRank),
-      ]);
-      if (end.kind === 'died') {
-        const dead = handle;
-        handle = null; // ended below, whatever comes next
-        let next;
-        try {
-          next = await afterNodeDeath(
-            ctx,
-            run,
-            dead,
-            end,
-            { target, job: files.job },
-            steps,
-            options.signal,
-          );
-        } catch (error) {
-          if (!(error instanceof PodError) || run.state !== 'failed') throw error;
-          break; // the run failed saying why it was not recovered
-        }
-        if (next === null) {
-          fail(
-            'job_failed',
-            `${end.message}; not recovered: max_recoveries = 0 turns recovery on a new cluster off`,
-          );
-          break;
-        }
-        limits = { costCapUsd: next.leftUsd, maxMs: next.leftMs };
-        jobEnv = { ...env, ...next.env };
-        fromOffset = next.fromOffset;
-        continue;
-      }
-      if (end.kind === 'failed') {
-        fail('job_failed', end.message);
-      } else if (end.kind === 'limit') {
-        fail(end.cause, end.message);
-      } else if (end.kind === 'cancelled') {
-        fail('cancelled', end.message);
-      } else {
-        const result = await retrieve({
-          executor: handle.members[0]!.executor,
-          remoteRunDir: run.remoteDir,
-          localRunDir: deps.store.runDir(run.id),
-          entries: config.training?.artifacts ?? ['output/'],
-          signal: options.signal,
-          clock: deps.clock,
-          maxRetrieveGb: target.maxRetrieveGb,
-        });
-        if (result.verified) {
-          endRun(run, 'succeeded', 'completed', null);
-          deps.store.saveRun(run);
-        } else {
-          fail('not_retrieved', "rank 0's results did not match their SHA-256: not kept");
-        }
-      }
-      break;
-    }
+    await runClusterAttempts(deps, run, {
+      target,
+      start,
+      job: files.job,
+      env,
+      secrets,
+      artifacts: config.training?.artifacts ?? ['output/'],
+      costCapUsd,
+      signal: options.signal,
+    });
   } catch (error) {
+    // Before any cluster (its files, its keys): the run fails here; after, it failed already.
     if (run.state === 'preparing' || run.state === 'running') {
       const cancelled = options.signal?.aborted ?? false;
-      fail(
+      endRun(
+        run,
+        cancelled ? 'cancelled' : 'failed',
         cancelled ? 'cancelled' : 'start_failed',
-        cancelled ? 'cancelled: the cluster was deleted' : describeError(error),
+        cancelled ? 'cancelled before its cluster was created' : describeError(error),
       );
-    }
-    throw error;
-  } finally {
-    steps.dispose();
-    handle?.members.forEach((m) => m.executor.dispose());
-    // The cluster of this attempt (created, whether or not it came up): deleted and confirmed.
-    if (run.cluster && run.cluster.deletedAt === null) {
-      await endRunCluster(ctx, run, run.cluster.id);
-      closeClusterAttempt(run, deps.clock.nowMs(), null);
       deps.store.saveRun(run);
       publishState(deps, run);
     }
+    throw error;
+  } finally {
     lock.dispose();
   }
   return {
@@ -224,188 +106,4 @@ export async function trainCluster(
     ending: null,
     summary: `train: run ${run.id} ${run.state} on ${target.nodes} nodes${run.message ? `; ${run.message}` : ''}${run.state === 'succeeded' ? `; output in runs/${run.id}/output` : ''}`,
   };
-}
-
-/** What every attempt's cluster is made from: the run's keys, its GPU types in order. */
-interface ClusterStart {
-  target: RunpodTargetConfig;
-  keys: RunKeys;
-  secretName: string;
-  gpuTypes: string[];
-  clientPrivateKey: Buffer;
-}
-
-/**
- * One attempt's cluster, created with the first GPU type that has room for every node (its
- * record written to run.json as soon as it exists), every member ready with its watchdog's
- * verdict, the run's deadline and its share of what is left of the cost cap armed on each.
- */
-async function startAttempt(
-  ctx: PodCtx,
-  run: RunRecord,
-  start: ClusterStart,
-  limits: { costCapUsd: number | null; maxMs: number },
-  attempt: number,
-  signal?: AbortSignal,
-): Promise<ClusterHandle> {
-  const { target, keys } = start;
-  const createdMs = ctx.clock.nowMs();
-  const deadlineUnixS = Math.floor((createdMs + limits.maxMs) / 1000);
-  const memberEnv = podEnv({
-    runId: run.id,
-    workdir: workdirFor(target),
-    deadlineUnixS,
-    bootGraceS: target.bootGraceS,
-    retrieveGraceS: target.retrieveGraceS,
-    keepPod: false,
-    volumeDir: target.networkVolumeId === null ? null : '/workspace/data',
-    apiUrl: ctx.client.baseUrl,
-    authorizedKey: keys.clientPublic,
-    claim: keys.hostPublic,
-    version: ctx.version,
-    hostKey: secretReference(start.secretName),
-    timing: ctx.timing,
-  });
-  const refused: string[] = [];
-  let handle: ClusterHandle | null = null;
-  for (const gpuTypeId of start.gpuTypes) {
-    // The estimate counts from before the create is sent: never under Runpod's bill.
-    const sentMs = ctx.clock.nowMs();
-    try {
-      handle = await startCluster(
-        ctx,
-        {
-          runId: run.id,
-          firstName: (attempt - 1) * CLUSTER_CREATE_TRIES + 1,
-          create: {
-            image: target.image,
-            gpuTypeId,
-            gpuCountPerPod: target.gpuCount,
-            podCount: target.nodes,
-            containerDiskGb: target.containerDiskGb,
-            env: memberEnv,
-            cmd: podCmd(),
-            ports: ['22/tcp'],
-            dataCenterIds: target.dataCenterIds === 'auto' ? [] : target.dataCenterIds,
-            networkVolumeId: target.networkVolumeId,
-          },
-          hostPublicKey: keys.hostPublic,
-          clientPrivateKey: start.clientPrivateKey,
-        },
-        signal,
-        (cluster) => {
-          run.cluster = clusterRecord(cluster, sentMs);
-          ctx.store.saveRun(run);
-        },
-        (gone, answeredMs) => {
-          // A cluster that did not come up: its record says when its delete was answered.
-          if (run.cluster?.deletedAt === null && gone) {
-            run.cluster.deletedAt = isoMs(answeredMs ?? ctx.clock.nowMs());
-            ctx.store.saveRun(run);
-          }
-        },
-      );
-      break;
-    } catch (error) {
-      if (error instanceof PodError && error.kind === 'no_capacity') {
-        refused.push(`${gpuTypeId}: ${error.message}`);
-        log(ctx, 'warn', `no room for ${target.nodes} nodes of ${gpuTypeId}: trying the next type`);
-        continue;
-      }
-      throw error;
-    }
-  }
-  if (handle === null) {
-    throw new PodError(
-      'no_capacity',
-      `no GPU type of target ${target.name} had room for ${target.nodes} nodes: ${refused.join('; ')}`,
-      'Train again later, or add GPU types or data centers to the target.',
-    );
-  }
-  const cluster = run.cluster as RunCluster;
-  for (const member of handle.members) {
-    cluster.nodes.push(nodeOf(member, deadlineUnixS));
-    if (member.pod.costPerHourUsd !== null) cluster.costPerHourUsd = member.pod.costPerHourUsd;
-  }
-  ctx.store.saveRun(run);
-  try {
-    // Each member: its watchdog's ready verdict, then its share of the cost cap armed.
-    await memberVerdicts(ctx, run, handle, limits.costCapUsd, createdMs, signal);
-  } catch (error) {
-    handle.members.forEach((m) => m.executor.dispose());
-    throw error;
-  } finally {
-    ctx.store.saveRun(run);
-  }
-  return handle;
-}
-
-function clusterRecord(cluster: Cluster, nowMs: number): RunCluster {
-  return {
-    id: cluster.id,
-    name: cluster.name,
-    gpuTypeId: cluster.gpuTypeId,
-    gpuCountPerPod: cluster.gpuCountPerPod,
-    costPerHourUsd: null,
-    createdAt: isoMs(nowMs),
-    deletedAt: null,
-    nodes: [],
-    billedUsd: null,
-    billedCheckedAt: null,
-  };
-}
-
-function nodeOf(member: ClusterMember, deadlineUnixS: number): ClusterNode {
-  return {
-    rank: member.rank,
-    podId: member.pod.id,
-    ip: member.ip,
-    state: 'starting',
-    deadlineUnixS,
-    costCapAtUnixS: null,
-    message: null,
-  };
-}
-
-export function nodeState(
-  run: RunRecord,
-  rank: number,
-  state: ClusterNode['state'],
-  message: string | null = null,
-): void {
-  const node = run.cluster?.nodes.find((n) => n.rank === rank);
-  if (node) {
-    node.state = state;
-    if (message !== null) node.message = message;
-  }
-}
-
-/**
- * Each node's job.log, its tail up to 4 MB, under runs/<id>/nodes/<rank>/ (what is readable), read
- * from every node at once; a dead node (`deadRank`) is not waited for: its cluster bills meanwhile.
- */
-async function keepNodeLogs(
-  deps: FlowDeps,
-  run: RunRecord,
-  handle: ClusterHandle,
-  deadRank: number | null,
-): Promise<void> {
-  await Promise.all(
-    handle.members
-      .filter((member) => member.rank !== deadRank)
-      .map(async (member) => {
-        try {
-          const text = await member.executor.readRange(`${run.remoteDir}/${JOB_LOG}`, 0, 4 << 20);
-          const dir = path.join(deps.store.runDir(run.id), NODES_DIR, String(member.rank));
-          fs.mkdirSync(dir, { recursive: true });
-          fs.writeFileSync(path.join(dir, JOB_LOG), text);
-        } catch (error) {
-          deps.bus.publish({
-            type: 'log',
-            level: 'warn',
-            message: `node ${member.rank}'s job.log could not be kept: ${describeError(error)}`,
-          });
-        }
-      }),
-  );
 }

@@ -190,12 +190,29 @@ async function findByName(
 }
 
 /**
+ * The run's cluster `clusterId`, created earlier (a client following the run again after a
+ * restart): every member connected again with the pinned host key, as at its start. Throws a
+ * PodError `pod_gone` when the cluster or a member is gone or dead, `exec` when a member does
+ * not answer SSH within `readyTimeoutMs`.
+ */
+export async function reconnectCluster(
+  ctx: ClusterCtx,
+  clusterId: string,
+  keys: Pick<ClusterPlan, 'hostPublicKey' | 'clientPrivateKey'>,
+  signal?: AbortSignal,
+): Promise<ClusterHandle> {
+  const cluster = await ctx.client.getCluster(clusterId, { signal });
+  if (cluster === null) throw new PodError('pod_gone', `its cluster ${clusterId} is gone`);
+  return { cluster, members: await membersReady(ctx, keys, cluster, signal) };
+}
+
+/**
  * Every member listed, running, and answering SSH with the pinned host key (within
  * `readyTimeoutMs`); a member that dies, or a cluster that is gone, fails at once.
  */
 async function membersReady(
   ctx: ClusterCtx,
-  plan: ClusterPlan,
+  plan: Pick<ClusterPlan, 'hostPublicKey' | 'clientPrivateKey'>,
   cluster: Cluster,
   signal?: AbortSignal,
 ): Promise<ClusterMember[]> {

@@ -42,6 +42,12 @@ export interface RunCluster {
   createdAt: string;
   /** When its delete was confirmed (Runpod's 404), RFC 3339 UTC; null while it may exist. */
   deletedAt: string | null;
+  /**
+   * The members' pinned SSH host public key (`ssh-ed25519 AAAA…`, one for all: Runpod's cluster
+   * create has one env), so a client that follows the run again (attach) sends nothing to a
+   * host with another; absent in records written before it was kept.
+   */
+  hostKey?: string | null;
   /** The members by rank (rank 0, the primary, first). */
   nodes: ClusterNode[];
   /** What Runpod billed the cluster (`GET /billing/clusters`), USD; null until read. */
@@ -63,6 +69,7 @@ export const clusterSchema = z.object({
   usd_per_hour: z.number().min(0).nullable(),
   created_at: z.string(),
   deleted_at: z.string().nullable(),
+  host_key: z.string().min(1).nullable().optional(),
   nodes: z.array(
     z.object({
       rank: z.number().int().min(0),
@@ -90,6 +97,7 @@ export function clusterFromWire(wire: ClusterWire): RunCluster {
     costPerHourUsd: wire.usd_per_hour,
     createdAt: wire.created_at,
     deletedAt: wire.deleted_at,
+    ...(wire.host_key ? { hostKey: wire.host_key } : {}),
     nodes: wire.nodes
       .map((n) => ({
         rank: n.rank,
@@ -118,6 +126,7 @@ export function clusterToWire(cluster: RunCluster): ClusterWire {
     usd_per_hour: cluster.costPerHourUsd,
     created_at: cluster.createdAt,
     deleted_at: cluster.deletedAt,
+    ...(cluster.hostKey ? { host_key: cluster.hostKey } : {}),
     nodes: cluster.nodes.map((n) => ({
       rank: n.rank,
       pod_id: n.podId,

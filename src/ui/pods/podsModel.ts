@@ -59,11 +59,29 @@ export function isPodsMessage(item: PodsItem): item is PodsMessage {
   return 'kind' in item && item.kind === 'message';
 }
 
-/** The pods the run records say may still exist and bill. */
+/**
+ * The pods the run records say may still exist and bill: a run's pod (pod.json) and its strays,
+ * or, for a run on a cluster (no pod.json), each member of its cluster not confirmed deleted.
+ */
 export function podsFromRuns(runs: readonly RunSummary[]): PodEntry[] {
   const pods: PodEntry[] = [];
   for (const run of runs) {
     const pod = run.pod;
+    const cluster = run.cluster ?? null;
+    if (pod === null && cluster !== null && cluster.deletedAt === null) {
+      for (const node of cluster.nodes) {
+        pods.push({
+          podId: node.podId,
+          role: 'running',
+          runId: run.id,
+          runDir: run.dir,
+          gpuType: cluster.gpuTypeId,
+          costPerHourUsd: cluster.costPerHourUsd,
+          deadlineUnixS: node.deadlineUnixS,
+          note: `node ${node.rank} of cluster ${cluster.id}`,
+        });
+      }
+    }
     if (pod === null) continue;
     if (pod.podId !== null && pod.state !== 'deleted') {
       pods.push({
