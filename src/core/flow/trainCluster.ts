@@ -12,13 +12,11 @@
  */
 import * as fs from 'node:fs';
 import type { OverbrainerConfig, RunpodTargetConfig } from '../config/types';
-import { workdirFor } from '../config/types';
 import { describeError } from '../errors';
 import { log, hostKeySecretName } from '../pod/context';
 import { resolveGpuTypes } from '../pod/gpuChoice';
 import { alias, generateRunKeys } from '../pod/keys';
 import { endRun } from '../runs/runEnd';
-import type { RunRecord } from '../runs/runRecord';
 import { type FlowDeps, FlowError, type FlowResult, lockRun, podCtx, publishState } from './deps';
 import { checkRunFiles, packRun } from './runFiles';
 import { createBudgetedRun } from './budgetedRun';
