@@ -47,6 +47,8 @@ export interface WindowOptions {
   workspaceTrust?: boolean;
   /** Runs in `after` before the billing check: ends what the test started on the account. */
   cleanup?: (emulator: Emulator) => Promise<void>;
+  /** More machine settings, beside the emulator's base URL (a setting the user would make). */
+  machineSettings?: Record<string, unknown>;
 }
 
 /**
@@ -99,7 +101,10 @@ export function useWindow(options: WindowOptions): E2eWindow {
       workspace: ws,
       extensionsDir,
       // Where a user sets it: a workspace's .vscode/settings.json cannot (scope `machine`).
-      machineSettings: { 'overbrainer.runpod.baseUrl': window.emulator.baseUrl },
+      machineSettings: {
+        'overbrainer.runpod.baseUrl': window.emulator.baseUrl,
+        ...options.machineSettings,
+      },
       workspaceTrust: options.workspaceTrust,
       env: {
         ...(options.timingScale === undefined
