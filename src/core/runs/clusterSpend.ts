@@ -12,6 +12,8 @@ export function runClusters(run: Pick<RunRecord, 'cluster' | 'earlierClusters'>)
 }
 
 const round4 = (usd: number): number => Math.round(usd * 10_000) / 10_000;
+/** Up to $0.0001, as the cluster's bill is read (pod/clusterBilling.ts): an estimate never under it. */
+const upTo4 = (usd: number): number => Math.ceil(Math.round(usd * 1e8) / 1e4) / 1e4;
 
 /**
  * Every member of a run's cluster as a pod of its own (each bills its rate from the cluster's
@@ -37,7 +39,7 @@ export function clusterSpends(runId: string, cluster: RunCluster, nowMs: number)
       estimatedUsd:
         rate === null || !known
           ? null
-          : round4((rate * Math.max(0, untilMs - createdMs)) / 3_600_000),
+          : upTo4((rate * Math.max(0, untilMs - createdMs)) / 3_600_000),
       billedUsd: billed?.[index] ?? null,
       boundUsd:
         rate === null || !known || boundS === null
