@@ -13,6 +13,7 @@ import { existsSync, readFileSync, statSync, writeFileSync } from 'node:fs';
 import * as path from 'node:path';
 import {
   attach,
+  cancel,
   FlowError,
   keepPod,
   requestStop,
@@ -446,6 +447,50 @@ describe('reliability: SSH faults', function () {
     }
     const result = await training;
     assert.equal(result.run.state, 'stopped', lab.transcript());
+    assert.deepEqual(
+      lab.billing().map((p) => p.id),
+      [],
+    );
+  });
+
+  it('a connection that drops while a run nobody follows is cancelled: the cancel reaches the pod again, the run ends cancelled with its results home and its pod deleted', async function () {
+    const r = await relayedLab({ steps: 400, stepSeconds: 0.1 });
+    labs.push(r);
+    const lab = r.lab;
+    const run = { id: null as string | null };
+    const stop = new AbortController();
+    const flow = lab.track(
+      train(lab.deps, lab.config, lab.workspace, {
+        onRun: (rec) => (run.id = rec.id),
+        signal: stop.signal,
+      }),
+    );
+    const id = await lab.jobRunning(() => run.id);
+    stop.abort();
+    await assert.rejects(flow, (error: unknown) => error instanceof FlowError);
+    const podId = String(lab.podJson(id).pod_id);
+    // The cancel's connection is reset at its first request.
+    let armed = false;
+    const watch = lab.bus.on((event) => {
+      if (armed || event.type !== 'log' || !event.message.startsWith('connected to ')) return;
+      for (const relay of r.relays.get(podId) ?? []) {
+        if (event.message.endsWith(`:${relay.port}`)) {
+          armed = true;
+          relay.cutOnNextUp();
+        }
+      }
+    });
+    recordFault(this.test?.fullTitle() ?? 'ssh', 'ssh.cut-mid-cancel');
+    try {
+      const result = await lab.track(cancel(lab.deps, lab.config, id));
+      assert.ok(armed, 'the cut was armed on the cancel connection');
+      assert.equal(result.run.state, 'cancelled', lab.transcript());
+    } finally {
+      watch.dispose();
+    }
+    assert.doesNotMatch(lab.transcript(), /had already ended/);
+    assert.equal(lab.podJson(id).state, 'deleted');
+    assert.ok(existsSync(path.join(lab.runDir(id), 'metrics.jsonl')), 'its metrics came home');
     assert.deepEqual(
       lab.billing().map((p) => p.id),
       [],

@@ -2,7 +2,7 @@
  * Cancel: the job's process group stopped, what it wrote retrieved, its pod ended.
  */
 import { log } from '../pod/context';
-import { reconnect } from '../pod/reconnect';
+import { againOnDrop, reconnect } from '../pod/reconnect';
 import { cancelJob, jobStatus } from '../train/job';
 import {
   FlowError,
@@ -53,12 +53,30 @@ export const cancel: RunCommand = async (deps, config, runId, signal) => {
       }
     }
     const ctx = podCtx(deps);
-    const executor = await reconnect(ctx, pod, run, signal);
-    if (executor === null)
-      throw new FlowError('no_pod', `run ${runId}: no pod left, nothing to cancel`, null);
+    // The cancel may be done twice: a connection that drops under it reaches the pod again (its
+    // port may have changed) and cancels again. A job a later try finds ended was most likely
+    // ended by the try whose answer was lost (its status, cancelled, is read below): not said
+    // to have ended by itself.
+    let tries = 0;
+    const { executor, result } = await againOnDrop(
+      ctx,
+      `cancelling the job of run ${runId}`,
+      async () => {
+        tries++;
+        const reached = await reconnect(ctx, pod, run, signal);
+        if (reached === null)
+          throw new FlowError('no_pod', `run ${runId}: no pod left, nothing to cancel`, null);
+        try {
+          return { executor: reached, result: await cancelJob(reached, run.remoteDir, { signal }) };
+        } catch (error) {
+          reached.dispose();
+          throw error;
+        }
+      },
+      signal,
+    );
     try {
-      const result = await cancelJob(executor, run.remoteDir, { signal });
-      if (result === 'already_ended') {
+      if (result === 'already_ended' && tries === 1) {
         log(
           ctx,
           'info',
