@@ -57,8 +57,13 @@ export async function keepPod(
   // connection that drops under one reaches the pod again (its port may have changed) and does it
   // again.
   const what = `${keep ? 'keeping' : 'releasing'} pod ${pod.podId}`;
+  let tries = 0;
   const ended = await againOnDrop(ctx, what, async () => {
+    tries++;
     const executor = await reconnect(ctx, pod, run);
+    // A released pod gone after a drop was deleted by its watchdog (its results were retrieved):
+    // what the release asked for, recorded by the look that found it gone.
+    if (executor === null && !keep && tries > 1) return false;
     if (executor === null)
       throw new FlowError('no_pod', `pod ${pod.podId} of run ${runId} no longer exists`, null);
     try {

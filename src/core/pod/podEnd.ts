@@ -114,6 +114,7 @@ export async function setKeep(
   keep: boolean,
 ): Promise<void> {
   const marker = `${run.remoteDir}/${KEEP_MARKER}`;
+  let retrieved = false;
   if (keep) {
     await executor.writeFileAtomic(marker, '');
   } else {
@@ -122,6 +123,10 @@ export async function setKeep(
     // results nobody has retrieved) before anyone could renew it.
     if (pod.deadlineUnixS !== null)
       await executor.writeFileAtomic(`${run.remoteDir}/${LEASE_FILE}`, '');
+    // Looked at while the pod is still kept: once the marker is gone its watchdog deletes a pod
+    // whose results were retrieved at its next tick, and a look after that meets a closed
+    // connection (a loaded CI's release did).
+    if (pod.state === 'kept') retrieved = await retrievedMarked(executor, run);
     await executor.exec(`rm -f ${shQuote(marker)}`);
   }
   pod.keep = keep;
@@ -130,7 +135,7 @@ export async function setKeep(
     // The job ended. With its results retrieved (the marker is on the pod) nothing waits for
     // the pod: it is deleted now, as after a retrieval without keep, rather
     // than recorded awaiting a retrieval that already happened.
-    if (await retrievedMarked(executor, run)) {
+    if (retrieved) {
       ctx.store.savePod(pod);
       log(
         ctx,
