@@ -62,6 +62,24 @@ async function relayedLab(options: LabOptions, fake: Sshd | null = null): Promis
 }
 
 /**
+ * Resets the next connection made to `podId` (through its relay) at its first request after the
+ * handshake: that request is in flight, and its answer never comes.
+ */
+function cutAtNextConnection(r: Relayed, podId: string): { armed(): boolean; dispose(): void } {
+  let armed = false;
+  const watch = r.lab.bus.on((event) => {
+    if (armed || event.type !== 'log' || !event.message.startsWith('connected to ')) return;
+    for (const relay of r.relays.get(podId) ?? []) {
+      if (event.message.endsWith(`:${relay.port}`)) {
+        armed = true;
+        relay.cutOnNextUp();
+      }
+    }
+  });
+  return { armed: () => armed, dispose: () => watch.dispose() };
+}
+
+/**
  * The processes of a pod (state, kernel wait channel, command line) and the size of `file` in
  * the run's directory there: what a stalled transfer was waiting on, for a failure's message.
  */
@@ -389,20 +407,11 @@ describe('reliability: SSH faults', function () {
     const podId = String(lab.podJson(id).pod_id);
     // The release's own connection is reset at its first request after the handshake: that
     // request is in flight, and its answer never comes.
-    let armed = false;
-    const watch = lab.bus.on((event) => {
-      if (armed || event.type !== 'log' || !event.message.startsWith('connected to ')) return;
-      for (const relay of r.relays.get(podId) ?? []) {
-        if (event.message.endsWith(`:${relay.port}`)) {
-          armed = true;
-          relay.cutOnNextUp();
-        }
-      }
-    });
+    const watch = cutAtNextConnection(r, podId);
     recordFault(this.test?.fullTitle() ?? 'ssh', 'ssh.cut-mid-release');
     try {
       const released = await keepPod(lab.deps, id, false, lab.config);
-      assert.ok(armed, 'the cut was armed on the release connection');
+      assert.ok(watch.armed(), 'the cut was armed on the release connection');
       assert.equal(released.keep, false);
       assert.equal(released.state, 'deleted', lab.transcript());
     } finally {
@@ -427,20 +436,11 @@ describe('reliability: SSH faults', function () {
     const podId = String(lab.podJson(id).pod_id);
     // The stop's own connection (another client's: the follower's is made already) is reset at
     // its first request.
-    let armed = false;
-    const watch = lab.bus.on((event) => {
-      if (armed || event.type !== 'log' || !event.message.startsWith('connected to ')) return;
-      for (const relay of r.relays.get(podId) ?? []) {
-        if (event.message.endsWith(`:${relay.port}`)) {
-          armed = true;
-          relay.cutOnNextUp();
-        }
-      }
-    });
+    const watch = cutAtNextConnection(r, podId);
     recordFault(this.test?.fullTitle() ?? 'ssh', 'ssh.cut-mid-stop');
     try {
       const request = await requestStop(lab.otherDeps(), id);
-      assert.ok(armed, 'the cut was armed on the stop connection');
+      assert.ok(watch.armed(), 'the cut was armed on the stop connection');
       assert.deepEqual(request, { kind: 'requested', reason: 'requested' });
     } finally {
       watch.dispose();
@@ -470,20 +470,11 @@ describe('reliability: SSH faults', function () {
     await assert.rejects(flow, (error: unknown) => error instanceof FlowError);
     const podId = String(lab.podJson(id).pod_id);
     // The cancel's connection is reset at its first request.
-    let armed = false;
-    const watch = lab.bus.on((event) => {
-      if (armed || event.type !== 'log' || !event.message.startsWith('connected to ')) return;
-      for (const relay of r.relays.get(podId) ?? []) {
-        if (event.message.endsWith(`:${relay.port}`)) {
-          armed = true;
-          relay.cutOnNextUp();
-        }
-      }
-    });
+    const watch = cutAtNextConnection(r, podId);
     recordFault(this.test?.fullTitle() ?? 'ssh', 'ssh.cut-mid-cancel');
     try {
       const result = await lab.track(cancel(lab.deps, lab.config, id));
-      assert.ok(armed, 'the cut was armed on the cancel connection');
+      assert.ok(watch.armed(), 'the cut was armed on the cancel connection');
       assert.equal(result.run.state, 'cancelled', lab.transcript());
     } finally {
       watch.dispose();

@@ -173,17 +173,11 @@ export class Channels {
           }
         });
       } catch (error) {
-        // ssh2 throws here when its socket no longer writes ("Not connected"), which may come
-        // before the connection's close: it is dropped now, so the next call connects again
-        // instead of failing on it too.
+        // ssh2 throws here when its socket no longer writes, maybe before the close event: the
+        // connection is dropped now, so the next call connects again instead of failing too.
         undo();
-        const closed = new ExecError(
-          'connection',
-          `the SSH connection to ${this.where} is closed`,
-          {
-            cause: error,
-          },
-        );
+        const where = `the SSH connection to ${this.where} is closed`;
+        const closed = new ExecError('connection', where, { cause: error });
         conn.drop(closed);
         conn.client.end();
         reject(closed);
