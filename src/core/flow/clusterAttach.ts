@@ -92,7 +92,8 @@ export async function attachCluster(
     if (!(error instanceof PodError) || signal?.aborted) throw error;
     // A node died (or its host stopped answering) while no client followed: a death.
     const rank = Number(/node (\d+)/.exec(error.message)?.[1] ?? 0);
-    const why = describeError(error);
+    // "node R (pod P): why" says the node once, in the run's message below.
+    const why = describeError(error).replace(/^node \d+ \(pod \S+\): /, '');
     log(ctx, 'error', `run ${run.id}'s cluster ${cluster.id} cannot be followed again: ${why}`);
     handle = { cluster: { id: cluster.id } as ClusterHandle['cluster'], members: [] };
     nodeState(run, rank, 'failed', why);

@@ -8,7 +8,7 @@
 import { describeError } from '../errors';
 import { isDead } from '../runpod/api';
 import { log, warn, type PodCtx } from '../pod/context';
-import type { ClusterHandle, ClusterMember } from '../pod/cluster';
+import { HOST_MISSES_ALLOWED, type ClusterHandle, type ClusterMember } from '../pod/cluster';
 import { PodError } from '../pod/podError';
 import {
   CLUSTER_DELETE_FILE,
@@ -30,7 +30,7 @@ import { watchCheckpoints } from '../pod/checkpointStream';
  * `requestTimeoutMs` and they come every `statusPollMs`: a hung host is found within
  * MISSES_ALLOWED × (requestTimeoutMs + statusPollMs), 96 s in production (the promise: 2 min).
  */
-export const MISSES_ALLOWED = 3;
+export const MISSES_ALLOWED = HOST_MISSES_ALLOWED;
 
 function nodeOf(run: RunRecord, rank: number) {
   return run.cluster?.nodes.find((n) => n.rank === rank) ?? null;

@@ -28,6 +28,11 @@ export const CLUSTER_CREATE_TRIES = 2;
 const CREATE_TRIES = CLUSTER_CREATE_TRIES;
 /** Deletes sent before a cluster that still shows is said to be a possible stray. */
 const DELETE_TRIES = 3;
+/**
+ * Looks in a row a node of a running cluster may miss (its host does not answer) before it counts
+ * as lost: the follow's status looks, and a client's SSH connects when it follows the run again.
+ */
+export const HOST_MISSES_ALLOWED = 3;
 
 export interface ClusterPlan {
   runId: string;
@@ -192,8 +197,11 @@ async function findByName(
 /**
  * The run's cluster `clusterId`, created earlier (a client following the run again after a
  * restart): every member connected again with the pinned host key, as at its start. Throws a
- * PodError `pod_gone` when the cluster or a member is gone or dead, `exec` when a member does
- * not answer SSH within `readyTimeoutMs`.
+ * PodError `pod_gone` when the cluster or a member is gone or dead, `exec` when a member listed
+ * running fails {@link HOST_MISSES_ALLOWED} SSH connects in a row (its host stopped answering:
+ * its members were all up, so this is no boot to wait out; each connect waits at most
+ * `connectTimeoutMs`, one every `podPollMs`: 45 s in production) or publishes no endpoint
+ * within `readyTimeoutMs`.
  */
 export async function reconnectCluster(
   ctx: ClusterCtx,
@@ -203,22 +211,28 @@ export async function reconnectCluster(
 ): Promise<ClusterHandle> {
   const cluster = await ctx.client.getCluster(clusterId, { signal });
   if (cluster === null) throw new PodError('pod_gone', `its cluster ${clusterId} is gone`);
-  return { cluster, members: await membersReady(ctx, keys, cluster, signal) };
+  return {
+    cluster,
+    members: await membersReady(ctx, keys, cluster, signal, HOST_MISSES_ALLOWED),
+  };
 }
 
 /**
  * Every member listed, running, and answering SSH with the pinned host key (within
- * `readyTimeoutMs`); a member that dies, or a cluster that is gone, fails at once.
+ * `readyTimeoutMs`); a member that dies, or a cluster that is gone, fails at once; with
+ * `silentAfter`, so does a member whose host misses that many SSH connects in a row.
  */
 async function membersReady(
   ctx: ClusterCtx,
   plan: Pick<ClusterPlan, 'hostPublicKey' | 'clientPrivateKey'>,
   cluster: Cluster,
   signal?: AbortSignal,
+  silentAfter: number | null = null,
 ): Promise<ClusterMember[]> {
   const untilMs = ctx.clock.nowMs() + ctx.timing.readyTimeoutMs;
   const connected = new Map<number, ClusterMember>();
   const why = new Map<number, string>();
+  const misses = new Map<number, number>();
   try {
     for (;;) {
       const pods = await ctx.client
@@ -257,12 +271,21 @@ async function membersReady(
           why.delete(rank);
         } catch (error) {
           if (signal?.aborted) throw error;
+          const otherKey = error instanceof ExecError && error.kind === 'host_key';
           why.set(
             rank,
-            error instanceof ExecError && error.kind === 'host_key'
+            otherKey
               ? `${pod.sshDirect.host}:${pod.sshDirect.port} presented another host key (nothing was sent to it)`
               : `SSH failed: ${describeError(error)}`,
           );
+          const missed = otherKey ? 0 : (misses.get(rank) ?? 0) + 1;
+          misses.set(rank, missed);
+          if (silentAfter !== null && missed >= silentAfter) {
+            throw new PodError(
+              'exec',
+              `node ${rank} (pod ${pod.id}): its host stopped answering (${missed} SSH connects in a row failed: ${describeError(error)})`,
+            );
+          }
         }
       }
       if (connected.size === cluster.podCount) {
