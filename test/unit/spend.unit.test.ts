@@ -1,14 +1,13 @@
 import assert from 'node:assert/strict';
 import type { BudgetConfig } from '../../src/core/config';
 import { newPodRecord, type PodRecord } from '../../src/core/runs/podRecord';
+import { budgetLines, runSpendLines } from '../../src/core/runs/spendLines';
 import {
-  budgetLines,
   dayStartMs,
   PENDING_CAP_HOLD_MS,
   monthStartMs,
   podSpend,
   projectSpend,
-  runSpendLines,
   type SpendSource,
 } from '../../src/core/runs/spend';
 

@@ -13,15 +13,14 @@ export { billedMismatch, billSettled } from '../pod/billing';
 export { clusterSpends, runClusters } from '../runs/clusterSpend';
 export type { RunCluster } from '../runs/clusterRecord';
 export {
-  budgetLines,
   podSpendUsd,
   projectSpend,
   runPodSpends,
-  runSpendLines,
   runTotals,
   usd4,
   type ProjectSpend,
 } from '../runs/spend';
+export { budgetLines, runSpendLines } from '../runs/spendLines';
 
 /**
  * `spend`'s look at Runpod's bills for one run's pods: the run's pod, once deleted, when its bill
