@@ -17,6 +17,7 @@ import { collect } from '../follow/collect';
 import { collectOnHost } from '../follow/host';
 import { hostExecutor, hostResults } from './host';
 import { endRun } from '../runs/runEnd';
+import { cancelCluster } from './clusterCancel';
 
 /** Cancels a run's job, then retrieves what it wrote and ends its pod. */
 export const cancel: RunCommand = async (deps, config, runId, signal) => {
@@ -27,6 +28,8 @@ export const cancel: RunCommand = async (deps, config, runId, signal) => {
   const pod = deps.store.loadPod(runId);
   const lock = deps.store.lock(runId, deps.owner);
   try {
+    // A run on a cluster (no pod.json: run.json's cluster) is cancelled by deleting the cluster.
+    if (pod === null && run.cluster) return await cancelCluster(deps, run, lock);
     if (pod === null) {
       const executor = await hostExecutor(deps, config, run, signal);
       try {

@@ -24,7 +24,7 @@ import { CLIENT_VERSION, RunpodClient } from '../runpod/client';
 import { ApiError } from '../runpod/apiErrors';
 import type { PodCtx } from '../pod/context';
 import { RunStore } from '../runs/store';
-import { podCtx, type FlowDeps } from './deps';
+import { FlowError, podCtx, type FlowDeps } from './deps';
 
 /**
  * Why a command cannot start: no key (the next action sets one), a bad setting or config, or a
@@ -64,6 +64,7 @@ export function keyProblem(error: unknown): boolean {
   for (let e: unknown = error, depth = 0; e !== null && e !== undefined && depth < 5; depth++) {
     if (e instanceof SetupError) return e.needsKey;
     if (e instanceof ApiError) return e.kind === 'unauthorized';
+    if (e instanceof FlowError) return e.kind === 'no_api_key';
     e = e instanceof Error ? e.cause : undefined;
   }
   return false;
@@ -225,13 +226,21 @@ export class Workspace {
     return podCtx(this.deps(client ?? this.api(true)));
   }
 
-  /** Whether the run has a pod record (so its commands need the Runpod API). */
+  /**
+   * Whether the run has a pod record, or a cluster in run.json (so its commands need the Runpod
+   * API).
+   */
   hasPodRecord(runId: string): boolean {
     try {
-      return this.store.loadPod(runId) !== null;
+      if (this.store.loadPod(runId) !== null) return true;
     } catch {
       // A damaged pod.json: the flow reports it; a pod may exist, so the API is needed.
       return true;
+    }
+    try {
+      return (this.store.loadRun(runId).cluster ?? null) !== null;
+    } catch {
+      return false; // no run, or a damaged run.json: the flow reports it
     }
   }
 

@@ -1,7 +1,7 @@
-import { cancel as cancelFlow, requestStop } from '../../core/flow';
+import { cancel as cancelFlow, FlowError, requestStop } from '../../core/flow';
 import { attach, waitUntracked } from '../runs/following';
 import { cancelQuestion } from '../runs/notifyModel';
-import { resumable } from '../runs/runsModel';
+import { onRunpod, resumable } from '../runs/runsModel';
 import { train } from './trainCommand';
 import type { UiContext } from '../uiContext';
 
@@ -34,7 +34,7 @@ export async function cancel(ctx: UiContext, arg: unknown): Promise<void> {
   try {
     const result = await ctx.window.withProgress(
       { location: ctx.host.progress.notification, title: `Overbrainer: cancelling ${run.id}` },
-      () => cancelFlow(session.deps(run.pod !== null), session.configOrNull(), run.id),
+      () => cancelFlow(session.deps(onRunpod(run)), session.configOrNull(), run.id),
     );
     ctx.log.info(result.summary);
     ctx.notify({
@@ -45,7 +45,20 @@ export async function cancel(ctx: UiContext, arg: unknown): Promise<void> {
       cause: result.run.end?.cause ?? null,
     });
   } catch (error) {
-    await ctx.showError(`Cannot cancel ${run.id}`, error);
+    if (followed && run.cluster && error instanceof FlowError && error.kind === 'already_ended') {
+      // This window followed the cluster run: stopping its follow cancelled it (the whole
+      // cluster deleted), which the cancel then found done.
+      ctx.log.info(`run ${run.id} cancelled: the whole cluster was deleted`);
+      ctx.notify({
+        type: 'runState',
+        runId: run.id,
+        state: 'cancelled',
+        message: 'cancelled: the whole cluster was deleted',
+        cause: 'cancelled',
+      });
+    } else {
+      await ctx.showError(`Cannot cancel ${run.id}`, error);
+    }
   } finally {
     await session.close();
     ctx.refreshViews();
@@ -79,7 +92,7 @@ export async function stopRun(ctx: UiContext, arg: unknown): Promise<void> {
       let followedElsewhere: boolean;
       try {
         const request = await requestStop(
-          session.deps(run.pod !== null),
+          session.deps(onRunpod(run)),
           run.id,
           undefined,
           session.configOrNull(),

@@ -7,7 +7,7 @@ import {
 } from '../../core/flow';
 import { PodError } from '../../core/flow/records';
 import { endCauseOf, followLost as followLostNotice, runEnd } from './notifyModel';
-import type { RunSummary } from './runsModel';
+import { onRunpod, type RunSummary } from './runsModel';
 import type { UiContext } from '../uiContext';
 import type { WorkspaceSession } from '../workspace';
 import { describeError } from '../../core/errors';
@@ -125,7 +125,7 @@ export async function attach(ctx: UiContext, arg: unknown, quiet = false): Promi
   const session = await ctx.session(folder);
   let deps;
   try {
-    deps = session.deps(run.pod !== null);
+    deps = session.deps(onRunpod(run));
   } catch (error) {
     await ctx.showError(`Cannot attach to ${run.id}`, error);
     return;

@@ -72,6 +72,14 @@ export interface RunSummary {
   cluster?: RunCluster | null;
 }
 
+/**
+ * Whether a command on the run calls Runpod (so needs the API key): a run on a pod, or on a
+ * cluster (it has no pod.json; its cluster is in run.json).
+ */
+export function onRunpod(run: RunSummary): boolean {
+  return run.pod !== null || (run.cluster ?? null) !== null;
+}
+
 /** Whether Resume Run applies: an ended run with a snapshot. */
 export function resumable(run: RunSummary): boolean {
   return (

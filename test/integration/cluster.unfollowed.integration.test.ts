@@ -1,6 +1,7 @@
 /**
- * Attach to a cluster run one of whose members' host stopped answering while no client
- * followed (issue 37: "Hung node … cluster deleted within 2 minutes of production time", on
+ * A cluster run whose client died (SIGKILLed while the job runs). Cancel: the whole cluster
+ * deleted and confirmed, the run cancelled. Attach, when one of its members' host stopped
+ * answering while no client followed (issue 37: "Hung node … cluster deleted within 2 minutes of production time", on
  * attach as on the first follow). The client that trained a 2-node torchrun run of examples/ddp
  * is SIGKILLed while the job runs, member 1's host is frozen (the API still lists it RUNNING),
  * and attach names the node after the same missed looks as the follow, never waiting out the
@@ -10,7 +11,7 @@
 import assert from 'node:assert/strict';
 import * as fs from 'node:fs';
 import * as path from 'node:path';
-import { attach } from '../../src/core/flow';
+import { attach, cancel } from '../../src/core/flow';
 import { spawnLifecycleChild, type Lab } from '../helpers/lifecycle';
 import { ddpLab, recordOf } from '../helpers/clusterRun';
 import { waitFor } from '../emulator/testing';
@@ -30,7 +31,7 @@ const READY_TIMEOUT_MS = 30 * 60_000;
  */
 const ATTACH_BOUND_MS = 150_000;
 
-describe('attach to a cluster run whose member is silent', function () {
+describe('a cluster run its client no longer follows', function () {
   this.timeout(600_000); // one torch import per node on a shared 2-core machine
   let lab: Lab | null = null;
   afterEach(async () => {
@@ -38,7 +39,8 @@ describe('attach to a cluster run whose member is silent', function () {
     lab = null;
   });
 
-  it("a member's host stopped answering while no client followed: attach names it after 3 missed looks, not readyTimeoutMs, and deletes the whole cluster; nothing billing", async () => {
+  /** A lab whose client (a child process) trained until rank 0 logged a step, then died. */
+  async function orphaned() {
     const { l, config } = await ddpLab(JOB, { readyTimeoutMs: READY_TIMEOUT_MS });
     lab = l;
     const child = spawnLifecycleChild(l);
@@ -66,7 +68,22 @@ describe('attach to a cluster run whose member is silent', function () {
       await child.kill();
     }
     assert.equal(recordOf(l, runId).state, 'running');
-    const clusterId = l.emulator.clusters()[0]!.id;
+    return { l, config, runId, members, clusterId: l.emulator.clusters()[0]!.id };
+  }
+
+  /** Both members in the ledger, neither billing; the emulator holds no cluster. */
+  function assertNothingBilling(l: Lab, runId: string) {
+    assert.deepEqual(l.emulator.clusters(), []);
+    const pods = l.emulator.ledger().pods.filter((p) => p.runId === runId);
+    assert.equal(pods.length, 2, JSON.stringify(pods));
+    assert.ok(
+      pods.every((p) => !p.billing),
+      JSON.stringify(pods),
+    );
+  }
+
+  it("a member's host stopped answering while no client followed: attach names it after 3 missed looks, not readyTimeoutMs, and deletes the whole cluster; nothing billing", async () => {
+    const { l, config, runId, members, clusterId } = await orphaned();
     await l.emulator.faults.hostLost(members[1]!);
     assert.equal(l.emulator.pod(members[1]!)?.status, 'RUNNING', 'the API lists the lost host');
 
@@ -89,11 +106,24 @@ describe('attach to a cluster run whose member is silent', function () {
     assert.equal(record.cluster?.nodes[1]?.state, 'failed');
     assert.match(record.cluster?.nodes[1]?.message ?? '', /its host stopped answering/);
     assert.notEqual(record.cluster?.deletedAt, null, 'the cluster confirmed gone');
-    const pods = l.emulator.ledger().pods.filter((p) => p.runId === runId);
-    assert.equal(pods.length, 2, JSON.stringify(pods));
+    assertNothingBilling(l, runId);
+  });
+
+  it('cancel of a cluster run no client follows: the whole cluster deleted and confirmed, the run cancelled; nothing billing', async () => {
+    const { l, config, runId, clusterId } = await orphaned();
+    const result = await cancel(l.deps, config, runId);
+    const record = recordOf(l, runId);
+    assert.equal(result.run.state, 'cancelled', `${result.summary}\n${JSON.stringify(record)}`);
+    assert.equal(record.state, 'cancelled');
+    assert.equal(record.message, 'cancelled: the whole cluster was deleted');
+    assert.equal(record.cluster?.id, clusterId);
+    assert.notEqual(record.cluster?.deletedAt, null, 'the cluster confirmed gone');
     assert.ok(
-      pods.every((p) => !p.billing),
-      JSON.stringify(pods),
+      (record.attempts ?? []).every((a) => a.endedAt !== null),
+      JSON.stringify(record.attempts),
     );
+    assertNothingBilling(l, runId);
+    // A second cancel: the run already ended.
+    await assert.rejects(cancel(l.deps, config, runId), /already ended: cancelled/);
   });
 });
