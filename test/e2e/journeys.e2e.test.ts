@@ -223,8 +223,12 @@ describe('User journeys in the real VS Code against the Runpod emulator', functi
       async () => {
         await terminal.click();
         await workbench.page.keyboard.type('echo "$(hostname)" > /workspace/ob-e2e-proof\n');
-        await new Promise((resolve) => setTimeout(resolve, 1500));
-        return fs.existsSync(proof) ? true : undefined;
+        // Typed again only if the file has not come in 5 s (keys lost while the shell started).
+        return eventually(
+          'the proof file',
+          async () => (fs.existsSync(proof) ? true : undefined),
+          5_000,
+        ).catch(() => undefined);
       },
       60_000,
     );
@@ -263,8 +267,23 @@ describe('User journeys in the real VS Code against the Runpod emulator', functi
       .first()
       .waitFor({ state: 'visible' });
     await workbench.screenshot('overrun');
-    // Toasts hide after a while: the notification center keeps every notification shown.
-    await new Promise((resolve) => setTimeout(resolve, 4000));
+    // Every metric the client takes in checks the pace against the deadline again: a second
+    // warning would come with the job's next metrics. The 16 after the warning (4 s of steps),
+    // counted in the pod's metrics.jsonl: progress, not time (a stalled job proves nothing).
+    // The notification center keeps every notification shown (toasts hide after a while).
+    const metrics = path.join(
+      emulator.pod(podOf(id))!.dirs.workspace,
+      'overbrainer',
+      id,
+      'metrics.jsonl',
+    );
+    const written = (): number =>
+      fs.existsSync(metrics) ? fs.readFileSync(metrics, 'utf8').split('\n').length - 1 : 0;
+    const atWarning = written();
+    assert.ok(atWarning > 0, `the job's metrics at ${metrics}`);
+    await eventually('16 more metrics after the warning', async () =>
+      written() >= atWarning + 16 ? true : undefined,
+    );
     await workbench.runCommand('Notifications: Show Notifications');
     const center = workbench.page.locator('.notifications-center');
     await center.waitFor({ state: 'visible' });
