@@ -271,7 +271,7 @@ async function startAttempt(
         },
         signal,
         (cluster) => {
-          run.cluster = clusterRecord(cluster, sentMs, keys.hostPublic);
+          run.cluster = clusterRecord(cluster, sentMs, keys.hostPublic, target.containerDiskGb);
           ctx.store.saveRun(run);
         },
         (gone, answeredMs) => {
@@ -317,7 +317,12 @@ async function startAttempt(
   return handle;
 }
 
-function clusterRecord(cluster: Cluster, nowMs: number, hostKey: string): RunCluster {
+function clusterRecord(
+  cluster: Cluster,
+  nowMs: number,
+  hostKey: string,
+  diskGbPerNode: number,
+): RunCluster {
   return {
     id: cluster.id,
     name: cluster.name,
@@ -328,6 +333,7 @@ function clusterRecord(cluster: Cluster, nowMs: number, hostKey: string): RunClu
     deletedAt: null,
     hostKey,
     nodes: [],
+    diskGbPerNode,
     billedUsd: null,
     billedCheckedAt: null,
   };

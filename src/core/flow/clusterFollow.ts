@@ -222,8 +222,11 @@ async function watchNodes(
     log(ctx, 'error', message);
     return { kind: 'failed', message };
   };
-  const nodeDied = (rank: number, why: string): ClusterEnd => {
+  const nodeDied = (rank: number, why: string, gpuStopped = false): ClusterEnd => {
     markNode(rank, why);
+    // Its pod stopped (EXITED, TERMINATED, gone): Runpod bills its disk only from then on.
+    const node = gpuStopped ? nodeOf(run, rank) : null;
+    if (node) node.gpuStoppedAt = new Date(ctx.clock.nowMs()).toISOString();
     const message = `node ${rank} failed the run: ${why}; the whole cluster is deleted (Runpod cannot replace one node)`;
     const at = lastStep === null ? 'before its first step' : `at step ${lastStep}`;
     const pod = handle.members.find((m) => m.rank === rank)?.pod.id ?? '?';
@@ -266,13 +269,19 @@ async function watchNodes(
       const pods = await ctx.client
         .listClusterPods(handle.cluster.id, { signal })
         .catch(() => undefined);
-      if (pods === null) return nodeDied(0, `its cluster ${handle.cluster.id} is gone`);
+      if (pods === null) {
+        for (const member of handle.members.slice(1)) {
+          const node = nodeOf(run, member.rank);
+          if (node) node.gpuStoppedAt = new Date(ctx.clock.nowMs()).toISOString();
+        }
+        return nodeDied(0, `its cluster ${handle.cluster.id} is gone`, true);
+      }
       for (const member of handle.members) {
         const pod = pods?.find((p) => p.id === member.pod.id);
         if (pods !== undefined && pod === undefined)
-          return nodeDied(member.rank, `its pod ${member.pod.id} is gone`);
+          return nodeDied(member.rank, `its pod ${member.pod.id} is gone`, true);
         if (pod && (pod.status === 'TERMINATED' || isDead(pod))) {
-          return nodeDied(member.rank, `its pod ${member.pod.id} is ${pod.status}`);
+          return nodeDied(member.rank, `its pod ${member.pod.id} is ${pod.status}`, true);
         }
       }
       // Every node looked at together: a host that stops answering holds up only its own look.

@@ -12,6 +12,7 @@ import { endCluster, type ClusterHandle } from '../pod/cluster';
 import { failRun, type PodCtx } from '../pod/context';
 import { PodError } from '../pod/podError';
 import type { RunCluster } from '../runs/clusterRecord';
+import { memberUsd } from '../runs/clusterSpend';
 import type { RunAttempt, RunRecord } from '../runs/runRecord';
 import type { TrainerJob } from '../train/job';
 import { nextAttempt, type NextAttempt, type StepTimes } from '../follow/nextAttempt';
@@ -23,14 +24,13 @@ export function isoMs(ms: number): string {
 
 /**
  * What `cluster`'s members cost so far: each at the member rate from before the create was sent
- * to the delete's answer (or now), rounded up to $0.0001 (never under what Runpod bills).
+ * to the delete's answer (or now), a member found stopped at its disk's rate after that look
+ * ({@link memberUsd}), rounded up to $0.0001 (never under what Runpod bills).
  */
 export function clusterCostUsd(cluster: RunCluster, nowMs: number): number {
-  const createdMs = Date.parse(cluster.createdAt);
   const untilMs = cluster.deletedAt === null ? nowMs : Date.parse(cluster.deletedAt);
-  const rate = cluster.costPerHourUsd ?? 0;
-  if (!Number.isFinite(createdMs) || !Number.isFinite(untilMs)) return 0;
-  const usd = (rate * cluster.nodes.length * Math.max(0, untilMs - createdMs)) / 3_600_000;
+  if (!Number.isFinite(untilMs)) return 0;
+  const usd = cluster.nodes.reduce((sum, n) => sum + (memberUsd(cluster, n, untilMs) ?? 0), 0);
   return Math.ceil(Math.round(usd * 1e8) / 1e4) / 1e4;
 }
 

@@ -29,6 +29,11 @@ export interface ClusterNode {
   costCapAtUnixS: number | null;
   /** Why it failed (it died, did not come up, its job was killed); null otherwise. */
   message: string | null;
+  /**
+   * When a look found its pod EXITED, TERMINATED or gone, RFC 3339 UTC: Runpod stopped billing
+   * its GPU by then (its disk bills on until the cluster's delete). Absent while it runs.
+   */
+  gpuStoppedAt?: string;
 }
 
 export interface RunCluster {
@@ -50,6 +55,8 @@ export interface RunCluster {
   hostKey?: string | null;
   /** The members by rank (rank 0, the primary, first). */
   nodes: ClusterNode[];
+  /** Each member's disk (its container disk), GB: what a stopped member still bills; absent in older records. */
+  diskGbPerNode?: number;
   /** What Runpod billed the cluster (`GET /billing/clusters`), USD; null until read. */
   billedUsd: number | null;
   /** When that bill was read, RFC 3339 UTC (final once read a day after the delete). */
@@ -79,8 +86,10 @@ export const clusterSchema = z.object({
       deadline_unix_s: z.number().int().nullable(),
       cost_cap_at_unix_s: z.number().int().nullable(),
       message: z.string().nullable(),
+      gpu_stopped_at: z.string().optional(),
     }),
   ),
+  disk_gb_per_node: z.number().min(0).optional(),
   billed_usd: z.number().min(0).nullable().optional(),
   billed_checked_at: z.string().nullable().optional(),
   member_delete_refused: z.string().nullable().optional(),
@@ -107,8 +116,10 @@ export function clusterFromWire(wire: ClusterWire): RunCluster {
         deadlineUnixS: n.deadline_unix_s,
         costCapAtUnixS: n.cost_cap_at_unix_s,
         message: n.message,
+        ...(n.gpu_stopped_at === undefined ? {} : { gpuStoppedAt: n.gpu_stopped_at }),
       }))
       .sort((a, b) => a.rank - b.rank),
+    ...(wire.disk_gb_per_node === undefined ? {} : { diskGbPerNode: wire.disk_gb_per_node }),
     billedUsd: wire.billed_usd ?? null,
     billedCheckedAt: wire.billed_checked_at ?? null,
     ...(wire.member_delete_refused === undefined || wire.member_delete_refused === null
@@ -135,7 +146,9 @@ export function clusterToWire(cluster: RunCluster): ClusterWire {
       deadline_unix_s: n.deadlineUnixS,
       cost_cap_at_unix_s: n.costCapAtUnixS,
       message: n.message,
+      ...(n.gpuStoppedAt === undefined ? {} : { gpu_stopped_at: n.gpuStoppedAt }),
     })),
+    ...(cluster.diskGbPerNode === undefined ? {} : { disk_gb_per_node: cluster.diskGbPerNode }),
     billed_usd: cluster.billedUsd,
     billed_checked_at: cluster.billedCheckedAt,
     ...(cluster.memberDeleteRefused === undefined || cluster.memberDeleteRefused === null

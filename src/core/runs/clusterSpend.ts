@@ -12,12 +12,46 @@ export function runClusters(run: Pick<RunRecord, 'cluster' | 'earlierClusters'>)
 }
 
 const round4 = (usd: number): number => Math.round(usd * 10_000) / 10_000;
+
+/**
+ * What a stopped pod's disk costs, USD per GB and month (Runpod's price for a stopped pod's disk;
+ * the API does not give it), over a month of 30 days: more per hour than Runpod's 730-hour
+ * month, so a dead member's disk is never counted under its bill.
+ */
+export const STOPPED_DISK_USD_PER_GB_MONTH = 0.2;
+const HOURS_PER_MONTH = 30 * 24;
+
+/**
+ * What member `node` of `cluster` cost from the cluster's creation to `untilMs` (unrounded): its
+ * GPU rate until a look found it stopped (EXITED, TERMINATED or gone), then its disk's, as Runpod
+ * bills a stopped pod; at the GPU rate throughout where the record has no disk size.
+ */
+export function memberUsd(
+  cluster: Pick<RunCluster, 'createdAt' | 'costPerHourUsd' | 'diskGbPerNode'>,
+  node: Pick<RunCluster['nodes'][number], 'gpuStoppedAt'>,
+  untilMs: number,
+): number | null {
+  const createdMs = Date.parse(cluster.createdAt);
+  const rate = cluster.costPerHourUsd;
+  if (rate === null || !Number.isFinite(createdMs)) return null;
+  const stoppedMs = node.gpuStoppedAt === undefined ? NaN : Date.parse(node.gpuStoppedAt);
+  if (cluster.diskGbPerNode === undefined || !Number.isFinite(stoppedMs)) {
+    return (rate * Math.max(0, untilMs - createdMs)) / 3_600_000;
+  }
+  const gpuUntilMs = Math.min(untilMs, Math.max(createdMs, stoppedMs));
+  const diskUsdPerHour = (cluster.diskGbPerNode * STOPPED_DISK_USD_PER_GB_MONTH) / HOURS_PER_MONTH;
+  return (
+    (rate * (gpuUntilMs - createdMs) + diskUsdPerHour * Math.max(0, untilMs - gpuUntilMs)) /
+    3_600_000
+  );
+}
 /** Up to $0.0001, as the cluster's bill is read (pod/clusterBilling.ts): an estimate never under it. */
 const upTo4 = (usd: number): number => Math.ceil(Math.round(usd * 1e8) / 1e4) / 1e4;
 
 /**
  * Every member of a run's cluster as a pod of its own (each bills its rate from the cluster's
- * creation until the cluster's confirmed delete): a cluster of N nodes counts N pods. Each is
+ * creation until the cluster's confirmed delete, a member found stopped its disk's rate after
+ * that look: {@link memberUsd}): a cluster of N nodes counts N pods. Each is
  * bounded by its own watchdog: its share of the cost cap, else its deadline.
  */
 export function clusterSpends(runId: string, cluster: RunCluster, nowMs: number): PodSpend[] {
@@ -29,6 +63,7 @@ export function clusterSpends(runId: string, cluster: RunCluster, nowMs: number)
   const untilMs = deletedMs ?? nowMs;
   return cluster.nodes.map((node, index) => {
     const boundS = node.costCapAtUnixS ?? node.deadlineUnixS;
+    const usd = memberUsd(cluster, node, untilMs);
     return {
       runId,
       podId: node.podId,
@@ -36,10 +71,7 @@ export function clusterSpends(runId: string, cluster: RunCluster, nowMs: number)
       usdPerHour: rate,
       createdMs: known ? createdMs : null,
       endedMs: deletedMs,
-      estimatedUsd:
-        rate === null || !known
-          ? null
-          : upTo4((rate * Math.max(0, untilMs - createdMs)) / 3_600_000),
+      estimatedUsd: usd === null ? null : upTo4(usd),
       billedUsd: billed?.[index] ?? null,
       boundUsd:
         rate === null || !known || boundS === null
