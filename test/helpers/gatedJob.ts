@@ -10,7 +10,7 @@ import type { Emulator } from '../emulator/emulator';
 
 /** examples/tiny's train.py for `steps` steps, then a wait for the gate (the job's cwd is its run dir). */
 export function gatedCommand(steps = 20, stepSeconds = 0.05): string {
-  return `python3 train.py --steps ${steps} --step-seconds ${stepSeconds} && while [ ! -e go ]; do sleep 0.2; done`;
+  return `python3 train.py --steps ${steps} --step-seconds ${stepSeconds} && while [ ! -e go ]; do sleep 0.5; done`;
 }
 
 /** Lets the gated job of run `runId` on pod `podId` end. */

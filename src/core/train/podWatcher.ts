@@ -15,10 +15,18 @@ import {
   parseJobStatus,
   shQuote,
   statusScript,
-  TICK_SH,
 } from './job';
 
 export type EndedJobStatus = Exclude<JobStatus, { kind: 'running' }>;
+
+/**
+ * The watcher's tick, `tick` seconds and `per_s` ticks a second: half a second where `sleep`
+ * takes fractions, else one. Every tick starts a `sleep` process for as long as a run is
+ * followed; at a tenth of a second (the short waits' tick) ten followed runs on one machine
+ * started 100 processes a second between them, for a job's end seen 0.4 s sooner at most. The
+ * metrics do not wait on it: `tail` sends them as they come.
+ */
+const WATCH_TICK_SH = `if sleep 0.5 2>/dev/null; then tick=0.5 per_s=2; else tick=1 per_s=1; fi`;
 
 /** What the pod pushes on the stream's stderr, one line each. */
 export const PUSH_ALIVE = '@ob alive';
@@ -154,7 +162,7 @@ export function streamCommand(
     `job_status() (\n${statusScript(runDir)}\n)`,
     `push_end() { printf '${PUSH_STATUS}%s\\n' "$(job_status)" >&2; exit 0; }`,
     `alive() { if [ $((n % (per_s * ${heartbeatS}))) -eq 0 ]; then printf '${PUSH_ALIVE}\\n' >&2; fi; }`,
-    TICK_SH,
+    WATCH_TICK_SH,
   ];
   if (pushes === null) {
     lines.push('pushes() { :; }');
