@@ -72,6 +72,7 @@ export default tseslint.config(
       // bench/child.ts bundles the measured side here (generated).
       '.bench-tmp/**',
       '.dist-stage-*/**',
+      '.cache/**',
     ],
   },
   js.configs.recommended,

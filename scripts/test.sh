@@ -40,9 +40,16 @@ started_all_s=$(date +%s)
 step_started_s=0
 step_name=""
 
+# step_cpu_init, step_cpu_begin, step_cpu_end, step_cpu_total, step_cpu_finish: each step's
+# CPU seconds beside its wall time, where control groups can be made.
+# shellcheck source=scripts/lib/stepCpu.sh
+source "$ROOT/scripts/lib/stepCpu.sh"
+step_cpu_init
+
 finish_step() {
   if [ -n "$step_name" ]; then
-    echo "---- $step_name: ok ($(($(date +%s) - step_started_s)) s)"
+    step_cpu_end
+    echo "---- $step_name: ok ($(($(date +%s) - step_started_s)) s$STEP_CPU_USED)"
   fi
 }
 
@@ -50,12 +57,14 @@ step() {
   finish_step
   step_name="$1"
   step_started_s=$(date +%s)
+  step_cpu_begin "$step_name"
   echo
   echo "==== $step_name ===="
 }
 
 on_exit() {
   local code=$?
+  step_cpu_finish
   if [ -n "${E2E_BUILD_DIR:-}" ]; then rm -rf "$E2E_BUILD_DIR"; fi
   if [ "$code" -ne 0 ] && [ -n "$step_name" ]; then
     echo
@@ -74,6 +83,10 @@ source "$ROOT/scripts/lib/apt.sh"
 # ensure_npm_deps: npm ci, or on a warm machine a copy of the node_modules kept for this lockfile.
 # shellcheck source=scripts/lib/npmDeps.sh
 source "$ROOT/scripts/lib/npmDeps.sh"
+
+# restore_check_caches, save_check_caches: lint and typecheck check only what changed.
+# shellcheck source=scripts/lib/checkCaches.sh
+source "$ROOT/scripts/lib/checkCaches.sh"
 
 # The unit tier runs the pod scripts and the job launcher under dash and busybox sh, busybox tar,
 # ssh-keygen and the Python trainer plugins: a fresh machine has none of them for sure.
@@ -102,14 +115,19 @@ ensure_e2e_deps() {
 # ---------------------------------------------------------------------------------------------
 # Steps
 
+# Both check only what changed since the caches this machine kept (scripts/lib/checkCaches.sh).
 run_lint() {
   step "lint (eslint + prettier --check)"
+  restore_check_caches
   npm run --silent lint
+  save_check_caches
 }
 
 run_typecheck() {
   step "typecheck (tsc: extension + webview)"
+  restore_check_caches
   npm run --silent typecheck
+  save_check_caches
 }
 
 run_build() {
@@ -238,6 +256,7 @@ run_group() {
     (
       set -euo pipefail
       step_name=""
+      STEP_CPU_DIR=""
       "$name"
       finish_step
     ) >"$dir/$name.log" 2>&1 &
@@ -372,4 +391,4 @@ esac
 finish_step
 step_name=""
 echo
-echo "==== all steps passed ($TIER) in $(($(date +%s) - started_all_s)) s ===="
+echo "==== all steps passed ($TIER) in $(($(date +%s) - started_all_s)) s$(step_cpu_total) ===="
