@@ -347,25 +347,6 @@ export function launchChromium(): Promise<Browser> {
   });
 }
 
-/**
- * Run into every document of a window (the workbench and its webviews' frames): each CSS
- * animation runs one cycle at most. VS Code's endless ones (a view's or a notification's
- * progress bar, 60 frames a second; the `loading~spin` icons of a preparing run, 20) would
- * otherwise keep Chromium drawing and compositing (in software: --disable-gpu) for as long as a
- * journey waits on something in progress. Side by side on 2026-12-07 (journeys.e2e, load 16-23):
- * Chromium's GPU process 9.2 CPU-s against 19.0 with them. Nothing is hidden: the bar and the
- * icon stay in the page, still; the animations VS Code awaits (one cycle each) are untouched.
- */
-const ONE_CYCLE_ANIMATIONS = `(() => {
-  const add = () => {
-    const style = document.createElement('style');
-    style.textContent = '*, *::before, *::after { animation-iteration-count: 1 !important; }';
-    (document.head ?? document.documentElement).appendChild(style);
-  };
-  if (document.readyState === 'loading') document.addEventListener('DOMContentLoaded', add);
-  else add();
-})()`;
-
 /** A slug for a folder name from a test title. */
 export function slug(text: string): string {
   return (
@@ -402,7 +383,6 @@ export class Workbench {
       // (19 MB; fetched on a loaded machine, 6.5 s compressed against 1.4 s not).
       extraHTTPHeaders: { 'Accept-Encoding': 'identity' },
     });
-    await context.addInitScript(ONE_CYCLE_ANIMATIONS);
     const page = await context.newPage();
     page.setDefaultTimeout(UI_TIMEOUT_MS);
     await page.goto(server.folderUrl, { waitUntil: 'domcontentloaded', timeout: SERVE_TIMEOUT_MS });
