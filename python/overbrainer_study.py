@@ -110,12 +110,12 @@ class Study:
             return s.GridSampler({k: grid_values(v) for k, v in params.items()}, seed=seed)
         raise StudyError("bad_request", "unknown sampler %r" % (name,))
 
-    def pruner(self, name):
+    def pruner(self, name, min_resource=None, max_resource=None):
         p = self.optuna.pruners
         if name == "hyperband":
-            return p.HyperbandPruner()
+            return p.HyperbandPruner(min_resource=min_resource or 1, max_resource=max_resource or "auto")
         if name == "successive_halving":
-            return p.SuccessiveHalvingPruner()
+            return p.SuccessiveHalvingPruner(min_resource=min_resource or "auto")
         if name == "median":
             return p.MedianPruner()
         if name == "none":
@@ -132,7 +132,7 @@ class Study:
             study_name=request["study"],
             direction=request["direction"],
             sampler=self.sampler(request["sampler"], request.get("sampler_seed"), params),
-            pruner=self.pruner(request["pruner"]),
+            pruner=self.pruner(request["pruner"], request.get("min_resource"), request.get("max_resource")),
             load_if_exists=True,
         )
         wanted = optuna.study.StudyDirection.MINIMIZE if request["direction"] == "minimize" else optuna.study.StudyDirection.MAXIMIZE

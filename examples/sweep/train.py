@@ -10,12 +10,14 @@ The loss it reports is, at step s of N,
 
     final + (START - final) * exp(-s / tau)  (+ noise, standard deviation NOISE * the curve's height)
     final = FLOOR + 0.3 * (log10(learning_rate) + 3.5)^2 + 0.02 * (log2(lora_r) - 4)^2
-    tau   = N / 12 * (1e-3 / learning_rate)^0.15, within [N / 40, N / 2]
+    tau   = N / 12
 
 so the best region is known: learning_rate near 10^-3.5 (3.2e-4) and lora_r 16, where the final
-loss is FLOOR (0.1); a higher learning rate learns a little faster, and every trial away from
-the best is behind it from its first evaluation on (what lets a pruner stop it early). The noise
-is seeded by --seed and the parameters, so a trial is repeatable.
+loss is FLOOR (0.1); every curve falls at the same pace, so a trial away from the best is behind
+it from its first evaluation on, by the same order as at its end (what lets a pruner stop it early:
+curves that cross, a faster learner ahead early and behind at the end, would have a pruner cut the
+best trial at its first rung). The noise is seeded by --seed and the parameters, so a trial is
+repeatable.
 
 It writes the metrics protocol to $OVERBRAINER_METRICS as any job does (a begin line, a "loss"
 line each step, an "eval_loss" line every --eval-every steps and at the last, an end line), and
@@ -45,14 +47,13 @@ def final_loss(learning_rate, lora_r):
     return FLOOR + 0.3 * (math.log10(learning_rate) + 3.5) ** 2 + 0.02 * (math.log2(lora_r) - 4) ** 2
 
 
-def tau(learning_rate, steps):
-    value = steps / 12.0 * (1e-3 / learning_rate) ** 0.15
-    return min(max(value, steps / 40.0), steps / 2.0)
+def tau(steps):
+    return steps / 12.0
 
 
 def curve(learning_rate, lora_r, step, steps):
     final = final_loss(learning_rate, lora_r)
-    return final + (START - final) * math.exp(-step / tau(learning_rate, steps))
+    return final + (START - final) * math.exp(-step / tau(steps))
 
 
 class Metrics(object):

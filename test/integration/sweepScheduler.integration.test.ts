@@ -31,6 +31,8 @@ function config(overrides: Partial<SweepConfig> = {}): SweepConfig {
     sampler: 'random',
     pruner: 'none',
     samplerSeed: 1,
+    minResource: null,
+    maxResource: null,
     params: { x: { kind: 'float', low: 0, high: 1, log: false, step: null } },
     ...overrides,
   };

@@ -68,6 +68,8 @@ describe('sweep study: Optuna in its own process, the study in its SQLite storag
       sampler: 'tpe',
       pruner: 'none',
       samplerSeed: 7,
+      minResource: null,
+      maxResource: null,
       params: PARAMS,
       ...overrides,
     };

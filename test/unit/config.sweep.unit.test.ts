@@ -42,6 +42,8 @@ describe('config: [sweep]', () => {
         sampler: 'tpe',
         pruner: 'hyperband',
         samplerSeed: null,
+        minResource: null,
+        maxResource: null,
         params: {
           learning_rate: { kind: 'float', low: 1e-5, high: 1e-3, log: true, step: null },
           lora_r: { kind: 'choice', choices: [8, 16, 32] },
@@ -296,6 +298,41 @@ describe('config: [sweep]', () => {
     assert.match(found, /sweep needs direction.*Add direction = "minimize"/);
     assert.match(found, /sweep needs trials/);
     assert.match(found, /sweep needs budget_usd/);
+  });
+
+  it("min_resource / max_resource: Hyperband's rungs in the job's steps, only where a pruner takes them", () => {
+    const hb = ok(sweep('pruner = "hyperband"\nmin_resource = 5\nmax_resource = 60'));
+    assert.deepEqual([hb.sweep?.minResource, hb.sweep?.maxResource], [5, 60]);
+    const sh = ok(sweep('pruner = "successive_halving"\nmin_resource = 5'));
+    assert.deepEqual([sh.sweep?.minResource, sh.sweep?.maxResource], [5, null]);
+    at(
+      one(sweep('pruner = "median"\nmin_resource = 5')),
+      18,
+      16,
+      /min_resource is a setting of the "hyperband" and "successive_halving" pruners, and this sweep's pruner is "median"/,
+      /Remove min_resource, or write pruner = "hyperband"/,
+    );
+    at(
+      one(sweep('pruner = "successive_halving"\nmax_resource = 60')),
+      18,
+      16,
+      /max_resource is a setting of the "hyperband" pruner/,
+      /Remove max_resource/,
+    );
+    at(
+      one(sweep('pruner = "hyperband"\nmin_resource = 10\nmax_resource = 5')),
+      19,
+      16,
+      /max_resource \(5\) is less than min_resource \(10\)/,
+      /Write max_resource = 10 or more/,
+    );
+    at(
+      one(sweep('pruner = "hyperband"\nmin_resource = 0')),
+      18,
+      16,
+      /min_resource must be a whole number of steps from 1/,
+      /min_resource = 5/,
+    );
   });
 
   it('a target no [targets] defines: the names that exist', () => {

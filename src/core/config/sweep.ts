@@ -38,6 +38,14 @@ export interface SweepConfig {
   pruner: SweepPruner;
   /** The sampler's seed; null for a random one. */
   samplerSeed: number | null;
+  /**
+   * Optuna's `min_resource` and `max_resource` of Hyperband (and `min_resource` of successive
+   * halving), in the job's steps: its first rung, and the steps of a whole trial. Null: Optuna's
+   * defaults (1, and the steps of the first trial to end: until one ends nothing is pruned, and a
+   * trial already running then is judged at its later steps against the others' early ones).
+   */
+  minResource: number | null;
+  maxResource: number | null;
   /** The search space, by parameter name (dotted for a nested key of the trainer's YAML). */
   params: Readonly<Record<string, SweepParam>>;
 }
@@ -110,6 +118,16 @@ export const SWEEP_FIELDS = {
     rule: 'must be a whole number from 0 to 4294967295',
     hint: "Write sampler_seed = 1 to make the sampler's choices repeatable, or leave it out.",
   },
+  min_resource: {
+    schema: whole(1, 1_000_000_000),
+    rule: 'must be a whole number of steps from 1',
+    hint: "Write min_resource = 5 (the step of the job's first evaluation: the pruner's first rung), or leave it out.",
+  },
+  max_resource: {
+    schema: whole(1, 1_000_000_000),
+    rule: 'must be a whole number of steps from 1',
+    hint: "Write max_resource = 60 (a whole trial's steps), or leave it out for Optuna's default (the steps of the first trial to end).",
+  },
   params: {
     // Checked by ./sweepParams.ts, which places each problem at its parameter.
     schema: z.custom<Table>((value) => isTable(value)),
@@ -153,6 +171,7 @@ export function checkSweep(
       `Write parallel = ${valid.trials} or less, or raise trials.`,
     );
   }
+  checkResources(report, valid);
   const sampler = valid.sampler ?? 'tpe';
   let params: Record<string, SweepParam> | null = null;
   if (!Object.hasOwn(raw, 'params')) {
@@ -181,8 +200,38 @@ export function checkSweep(
     sampler,
     pruner: valid.pruner ?? 'median',
     samplerSeed: valid.sampler_seed ?? null,
+    minResource: valid.min_resource ?? null,
+    maxResource: valid.max_resource ?? null,
     params,
   };
+}
+
+/** min_resource / max_resource: only for the pruners that take them, the first not past the last. */
+function checkResources(
+  report: Reporter,
+  valid: { pruner?: string; min_resource?: number; max_resource?: number },
+): void {
+  const pruner = valid.pruner ?? 'median';
+  const takes: Record<string, string[]> = {
+    hyperband: ['min_resource', 'max_resource'],
+    successive_halving: ['min_resource'],
+  };
+  for (const key of ['min_resource', 'max_resource'] as const) {
+    if (valid[key] === undefined || (takes[pruner] ?? []).includes(key)) continue;
+    report.add(
+      ['sweep', key],
+      `${key} is a setting of ${key === 'min_resource' ? 'the "hyperband" and "successive_halving" pruners' : 'the "hyperband" pruner'}, and this sweep's pruner is "${pruner}"`,
+      `Remove ${key}, or write pruner = "hyperband".`,
+    );
+  }
+  const { min_resource: min, max_resource: max } = valid;
+  if (min !== undefined && max !== undefined && min > max) {
+    report.add(
+      ['sweep', 'max_resource'],
+      `max_resource (${max}) is less than min_resource (${min}): the pruner's first rung would come after a whole trial`,
+      `Write max_resource = ${min} or more (a whole trial's steps).`,
+    );
+  }
 }
 
 function checkSweepTarget(

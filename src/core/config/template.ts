@@ -172,7 +172,11 @@ max_hours = 6
 # sampler_seed = 1
 # # Optuna's pruner, which stops a trial early on its intermediate values:
 # # "hyperband", "successive_halving", "median" or "none".
-# pruner = "median"
+# pruner = "hyperband"
+# # Hyperband's rungs in the job's steps: its first (the step of the job's first evaluation)
+# # and a whole trial's steps; left out, Optuna's (1, and the first trial to end).
+# min_resource = 5
+# max_resource = 60
 #
 # [sweep.params]
 # # A range (an int range when low and high are integers) or a list of values.

@@ -73,6 +73,8 @@ export async function runSweep(
       sampler: config.sampler,
       pruner: config.pruner,
       samplerSeed: config.samplerSeed,
+      minResource: config.minResource,
+      maxResource: config.maxResource,
       params: config.params,
     });
     return await new Scheduler(deps, config, runner, options, study, record).run();

@@ -208,6 +208,8 @@ export class StudyClient {
         sampler: spec.sampler,
         sampler_seed: spec.samplerSeed,
         pruner: spec.pruner,
+        min_resource: spec.minResource,
+        max_resource: spec.maxResource,
         params: spec.params,
       },
       openAnswer,

@@ -26,6 +26,9 @@ export interface StudySpec {
   sampler: SweepConfig['sampler'];
   pruner: SweepConfig['pruner'];
   samplerSeed: number | null;
+  /** Optuna's min_resource / max_resource of the pruner (steps); null: its defaults. */
+  minResource: number | null;
+  maxResource: number | null;
   params: Readonly<Record<string, SweepParam>>;
 }
 
@@ -39,6 +42,8 @@ export type StudyRequest =
       sampler: string;
       sampler_seed: number | null;
       pruner: string;
+      min_resource: number | null;
+      max_resource: number | null;
       params: Readonly<Record<string, SweepParam>>;
     }
   | { op: 'ask'; attrs: Readonly<Record<string, string | number>> }
