@@ -5,8 +5,10 @@
  * figure is printed beside its target with "met" or "NOT met", from what was measured here.
  *
  *   npm run figures:sweep                   5 seeds, 10 budget sweeps (3 killed), 8 trials at once
- *   npx tsx bench/sweepFigures.ts [--seeds N] [--sweeps N] [--killed N] [--parallel N]
- *                                 [--only pruning,budget,cpu] [--json FILE]
+ *   npx tsx bench/sweepFigures.ts [--seeds N] [--trials N] [--sweeps N] [--killed N]
+ *                                 [--parallel N] [--only pruning,budget,cpu] [--json FILE]
+ *   (test/integration/sweepFigures.integration.test.ts runs its smallest size: one seed of 6
+ *   trials, one killed sweep, 2 trials at once.)
  *
  * 1. Pruning pays: per seed, a Hyperband sweep and an unpruned one of the same trials (the random
  *    sampler with that seed asks both the same params), side by side, each in its own emulator:
@@ -49,6 +51,8 @@ const num = (name: string, fallback: number): number => {
 /** The figure's sizes. */
 export interface FigureOptions {
   seeds: number;
+  /** Trials of each sweep of figure 1 (6 at once). */
+  trials: number;
   sweeps: number;
   killed: number;
   parallel: number;
@@ -145,16 +149,20 @@ async function pruningFigure(options: FigureOptions): Promise<Figure> {
   const problems: string[] = [];
   const costRatios: number[] = [];
   const bestRatios: number[] = [];
-  // Two seeds at once (four emulators side by side), to keep the script within ~10 minutes.
+  // One seed at a time: its two sweeps side by side (a pod's boot and retrieval, which no pruner
+  // cuts, grow with the machine's load, so more sweeps at once would weigh against pruning).
   const seeds = Array.from({ length: options.seeds }, (_, i) => i + 1);
   const bySeed = new Map<number, { cost: number; best: number; line: string }>();
   const one = async (seed: number): Promise<void> => {
+    // Jobs of 30 s (120 steps, an eval_loss every 5): a pod's boot, upload, retrieval and delete,
+    // which no pruner cuts, take 3-9 s here depending on the machine's load; a trial of Runpod's
+    // is hours against a pod's minutes.
     const base = {
-      steps: 60,
-      stepSeconds: 0.2,
+      steps: 120,
+      stepSeconds: 0.25,
       seed,
-      trials: 12,
-      parallel: 3,
+      trials: options.trials,
+      parallel: 6,
       budgetUsd: 50,
       maxCostUsd: 0.5,
     };
@@ -177,10 +185,23 @@ async function pruningFigure(options: FigureOptions): Promise<Figure> {
       const costRatio = hb!.billed.gpuSeconds / none!.billed.gpuSeconds;
       const bestRatio = hbBest / noneBest;
       const pruned = hb!.result.record.trials.filter((t) => t.state === 'pruned').length;
+      const perState = (lab: Lab, r: typeof hb): string => {
+        const by = new Map<string, number[]>();
+        for (const t of r!.result.record.trials) {
+          const s = lab.podsOfRun(t.run_id ?? '').reduce((sum, p) => sum + p.gpuSeconds, 0);
+          by.set(t.state, [...(by.get(t.state) ?? []), s]);
+        }
+        return [...by]
+          .map(
+            ([state, xs]) =>
+              `${xs.length} ${state} ${(xs.reduce((a, b) => a + b, 0) / xs.length).toFixed(1)} s each`,
+          )
+          .join(', ');
+      };
       bySeed.set(seed, {
         cost: costRatio,
         best: bestRatio,
-        line: `seed ${seed}: hyperband ${hb!.billed.gpuSeconds.toFixed(1)} GPU-s (${pruned} of ${hb!.result.record.trials.length} trials pruned), best ${hbBest}; unpruned ${none!.billed.gpuSeconds.toFixed(1)} GPU-s, best ${noneBest}: ${pct(costRatio)} of the GPU-seconds, best ${pct(bestRatio - 1)} off`,
+        line: `seed ${seed}: hyperband ${hb!.billed.gpuSeconds.toFixed(1)} GPU-s (${pruned} of ${hb!.result.record.trials.length} trials pruned), best ${hbBest}; unpruned ${none!.billed.gpuSeconds.toFixed(1)} GPU-s, best ${noneBest}: ${pct(costRatio)} of the GPU-seconds, best ${pct(bestRatio - 1)} off (billed per trial: hyperband ${perState(labs[0]!, hb)}; unpruned ${perState(labs[1]!, none)})`,
       });
       const params = (r: typeof hb) => JSON.stringify(r!.result.record.trials.map((t) => t.params));
       if (params(hb) !== params(none)) problems.push(`seed ${seed}: the two sweeps' trials differ`);
@@ -188,7 +209,7 @@ async function pruningFigure(options: FigureOptions): Promise<Figure> {
       await Promise.all(labs.map((lab, i) => closeLab(lab, problems, `seed ${seed} lab ${i}`)));
     }
   };
-  for (let i = 0; i < seeds.length; i += 2) await Promise.all(seeds.slice(i, i + 2).map(one));
+  for (const seed of seeds) await one(seed);
   for (const seed of seeds) {
     const got = bySeed.get(seed);
     if (got === undefined) continue;
@@ -201,7 +222,7 @@ async function pruningFigure(options: FigureOptions): Promise<Figure> {
   details.push(...problems.map((p) => `problem: ${p}`));
   return {
     name: 'pruning pays',
-    measured: `hyperband billed ${pct(cost)} of the unpruned sweep's GPU-seconds, its best ${pct(best - 1)} off the unpruned best (mean of ${options.seeds} seed(s), 12 trials, 3 at once)`,
+    measured: `hyperband billed ${pct(cost)} of the unpruned sweep's GPU-seconds, its best ${pct(best - 1)} off the unpruned best (mean of ${options.seeds} seed(s), ${options.trials} trials, 6 at once)`,
     target: 'at most 50 % of the GPU-seconds, best within 2 %',
     met: problems.length === 0 && cost <= 0.5 && best <= 1.02,
     details,
@@ -394,7 +415,7 @@ async function cpuFigure(options: FigureOptions): Promise<Figure> {
   const problems: string[] = [];
   const spec = {
     steps: 60,
-    stepSeconds: 0.5,
+    stepSeconds: 0.3,
     seed: 7,
     parallel: n,
     trials: n,
@@ -467,6 +488,7 @@ async function main(): Promise<number> {
   }
   const options: FigureOptions = {
     seeds: num('--seeds', 5),
+    trials: num('--trials', 12),
     sweeps: num('--sweeps', 10),
     killed: Number(arg('--killed') ?? 3),
     parallel: num('--parallel', 8),
