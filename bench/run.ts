@@ -10,7 +10,8 @@
  *
  * The benchmarks: latency (1), retrieval (2), activation (3: bundle, runs tree, activation),
  * chart (4), cost (5: requests per hour of following), scale (6: 20 followed runs),
- * startup (7: from Train to the first metric, against the sequential start).
+ * startup (7: from Train to the first metric, against the sequential start), sweep (8: issue 38's
+ * three figures, bench/sweepFigures.ts; skipped by --quick).
  * A benchmark that throws is reported as failed and the runner exits 1 (after the others ran).
  */
 import { execFileSync } from 'node:child_process';
@@ -32,6 +33,7 @@ import {
 import { retrievalBench } from './retrievalRunner';
 import { scaleBench } from './scale.bench';
 import { startupBench } from './startup.bench';
+import { sweepBench } from './sweepFigures';
 
 const ROOT = join(__dirname, '..');
 
@@ -43,6 +45,7 @@ const BENCHES: Record<string, (options: BenchOptions) => Promise<BenchReport>> =
   cost: costBench,
   scale: scaleBench,
   startup: startupBench,
+  sweep: sweepBench,
 };
 
 function arg(name: string): string | undefined {

@@ -27,14 +27,26 @@
  *    time (user + sys) from the flow's start to its end. Met when the first is at most 8x the
  *    second.
  */
-import { spawn, spawnSync } from 'node:child_process';
+import { spawn } from 'node:child_process';
 import * as fs from 'node:fs';
 import * as path from 'node:path';
-import type { OverbrainerConfig } from '../src/core/config/types';
-import { sweep, sweepQuote, sweepStop } from '../src/core/flow/sweep';
+import { sweep } from '../src/core/flow/sweep';
 import { ROOT } from '../test/helpers/cli';
-import { Lab } from '../test/helpers/lifecycle';
-import { PYTHON, SWEEP, sweepChild, sweepJson, trialsRunning } from '../test/helpers/sweepLab';
+import type { Lab } from '../test/helpers/lifecycle';
+import { PYTHON, sweepJson } from '../test/helpers/sweepLab';
+import type { BenchOptions, BenchReport } from './lib';
+import { budgetFigure } from './sweepBudget';
+import {
+  billed,
+  closeLab,
+  mean,
+  pct,
+  sweepLab,
+  type Figure,
+  type FigureOptions,
+} from './sweepLabs';
+
+export type { Figure, FigureOptions } from './sweepLabs';
 
 const arg = (name: string): string | undefined => {
   const index = process.argv.indexOf(name);
@@ -48,100 +60,6 @@ const num = (name: string, fallback: number): number => {
   return n;
 };
 
-/** The figure's sizes. */
-export interface FigureOptions {
-  seeds: number;
-  /** Trials of each sweep of figure 1 (6 at once). */
-  trials: number;
-  sweeps: number;
-  killed: number;
-  parallel: number;
-  only: string[];
-}
-
-/** Each figure: what was measured, against its target. */
-export interface Figure {
-  name: string;
-  measured: string;
-  target: string;
-  met: boolean;
-  details: string[];
-}
-
-// ------------------------------------------------------------------ the labs
-
-/** The job: examples/sweep/train.py, `steps` of `stepSeconds`, an eval_loss every 5 steps. */
-function jobCommand(steps: number, stepSeconds: number, seed: number): string {
-  return `python3 train.py --steps ${steps} --step-seconds ${stepSeconds} --eval-every 5 --seed ${seed} --learning-rate {learning_rate} --lora-r {lora_r}`;
-}
-
-interface SweepLabSpec {
-  steps: number;
-  stepSeconds: number;
-  seed: number;
-  trials: number;
-  parallel: number;
-  budgetUsd: number;
-  pruner: 'hyperband' | 'none';
-  maxCostUsd: number;
-  bootGraceMinutes?: number;
-}
-
-async function sweepLab(spec: SweepLabSpec): Promise<Lab> {
-  const resources =
-    spec.pruner === 'hyperband' ? `min_resource = 5\nmax_resource = ${spec.steps}\n` : '';
-  const lab = await Lab.start({
-    command: jobCommand(spec.steps, spec.stepSeconds, spec.seed),
-    bootGraceMinutes: spec.bootGraceMinutes ?? 5,
-    targetExtra: `max_cost_usd = ${spec.maxCostUsd}
-
-[sweep]
-name = "${SWEEP}"
-metric = "eval_loss"
-direction = "minimize"
-trials = ${spec.trials}
-parallel = ${spec.parallel}
-budget_usd = ${spec.budgetUsd}
-sampler = "random"
-sampler_seed = ${spec.seed}
-pruner = "${spec.pruner}"
-${resources}
-[sweep.params]
-learning_rate = { low = 1e-5, high = 1e-2, log = true }
-lora_r = [4, 8, 16, 32, 64]
-`,
-  });
-  fs.copyFileSync(
-    path.join(ROOT, 'examples', 'sweep', 'train.py'),
-    path.join(lab.workspace, 'train.py'),
-  );
-  return lab;
-}
-
-/** What the emulator's ledger billed all the lab's pods. */
-function billed(lab: Lab): { gpuSeconds: number; costUsd: number; pods: number; billing: number } {
-  const pods = lab.emulator.ledger().pods;
-  return {
-    gpuSeconds: pods.reduce((s, p) => s + p.gpuSeconds, 0),
-    costUsd: pods.reduce((s, p) => s + p.costUsd, 0),
-    pods: pods.length,
-    billing: pods.filter((p) => p.billing).length,
-  };
-}
-
-/** Closes the lab; a failed close (a pod's process survived, a secret leaked) is said. */
-async function closeLab(lab: Lab, problems: string[], what: string): Promise<void> {
-  try {
-    const billing = await lab.close();
-    if (billing.length > 0) problems.push(`${what}: ${billing.length} pod(s) billing at the close`);
-  } catch (error) {
-    problems.push(`${what}: ${String(error)}`);
-  }
-}
-
-const mean = (xs: number[]): number => xs.reduce((s, x) => s + x, 0) / xs.length;
-const pct = (x: number): string => `${(100 * x).toFixed(1)} %`;
-
 // ------------------------------------------------------------------ 1. pruning pays
 
 async function pruningFigure(options: FigureOptions): Promise<Figure> {
@@ -149,10 +67,17 @@ async function pruningFigure(options: FigureOptions): Promise<Figure> {
   const problems: string[] = [];
   const costRatios: number[] = [];
   const bestRatios: number[] = [];
+  const hbGpuS: number[] = [];
+  const noneGpuS: number[] = [];
+  const hbBests: number[] = [];
+  const noneBests: number[] = [];
   // One seed at a time: its two sweeps side by side (a pod's boot and retrieval, which no pruner
   // cuts, grow with the machine's load, so more sweeps at once would weigh against pruning).
   const seeds = Array.from({ length: options.seeds }, (_, i) => i + 1);
-  const bySeed = new Map<number, { cost: number; best: number; line: string }>();
+  const bySeed = new Map<
+    number,
+    { cost: number; best: number; line: string; gpuS: [number, number]; bests: [number, number] }
+  >();
   const one = async (seed: number): Promise<void> => {
     // Jobs of 30 s (120 steps, an eval_loss every 5): a pod's boot, upload, retrieval and delete,
     // which no pruner cuts, take 3-9 s here depending on the machine's load; a trial of Runpod's
@@ -201,6 +126,8 @@ async function pruningFigure(options: FigureOptions): Promise<Figure> {
       bySeed.set(seed, {
         cost: costRatio,
         best: bestRatio,
+        gpuS: [hb!.billed.gpuSeconds, none!.billed.gpuSeconds],
+        bests: [hbBest, noneBest],
         line: `seed ${seed}: hyperband ${hb!.billed.gpuSeconds.toFixed(1)} GPU-s (${pruned} of ${hb!.result.record.trials.length} trials pruned), best ${hbBest}; unpruned ${none!.billed.gpuSeconds.toFixed(1)} GPU-s, best ${noneBest}: ${pct(costRatio)} of the GPU-seconds, best ${pct(bestRatio - 1)} off (billed per trial: hyperband ${perState(labs[0]!, hb)}; unpruned ${perState(labs[1]!, none)})`,
       });
       const params = (r: typeof hb) => JSON.stringify(r!.result.record.trials.map((t) => t.params));
@@ -215,6 +142,10 @@ async function pruningFigure(options: FigureOptions): Promise<Figure> {
     if (got === undefined) continue;
     costRatios.push(got.cost);
     bestRatios.push(got.best);
+    hbGpuS.push(got.gpuS[0]);
+    noneGpuS.push(got.gpuS[1]);
+    hbBests.push(got.bests[0]);
+    noneBests.push(got.bests[1]);
     details.push(got.line);
   }
   const cost = mean(costRatios);
@@ -224,154 +155,9 @@ async function pruningFigure(options: FigureOptions): Promise<Figure> {
     name: 'pruning pays',
     measured: `hyperband billed ${pct(cost)} of the unpruned sweep's GPU-seconds, its best ${pct(best - 1)} off the unpruned best (mean of ${options.seeds} seed(s), ${options.trials} trials, 6 at once)`,
     target: 'at most 50 % of the GPU-seconds, best within 2 %',
+    baseline: `unpruned: ${mean(noneGpuS).toFixed(1)} GPU-s, best ${mean(noneBests).toFixed(4)}`,
+    ours: `hyperband: ${mean(hbGpuS).toFixed(1)} GPU-s (${pct(cost)}), best ${mean(hbBests).toFixed(4)} (${pct(best - 1)} off)`,
     met: problems.length === 0 && cost <= 0.5 && best <= 1.02,
-    details,
-  };
-}
-
-// ------------------------------------------------------------------ 2. the budget holds
-
-/** Trials' states in Optuna's storage, as a user's notebook reads them (optuna.load_study). */
-function studyStates(lab: Lab): string[] {
-  const storage = path.join(lab.store.runsDir, 'sweeps', SWEEP, 'study.db');
-  const code = [
-    'import json, optuna, sys',
-    'optuna.logging.set_verbosity(optuna.logging.WARNING)',
-    `s = optuna.load_study(study_name=${JSON.stringify(SWEEP)}, storage="sqlite:///" + sys.argv[1])`,
-    'print(json.dumps([t.state.name for t in s.trials]))',
-  ].join('\n');
-  const ran = spawnSync(PYTHON, ['-c', code, storage], { encoding: 'utf8' });
-  if (ran.status !== 0) throw new Error(`optuna.load_study: ${ran.stderr}`);
-  return JSON.parse(ran.stdout) as string[];
-}
-
-interface BudgetRun {
-  killed: boolean;
-  budgetUsd: number;
-  worstUsd: number;
-  trials: number;
-  ledgerUsd: number;
-  leaked: number;
-  states: string[];
-  recordStates: string[];
-  end: string;
-  problems: string[];
-}
-
-async function budgetSweep(index: number, killed: boolean): Promise<BudgetRun> {
-  const problems: string[] = [];
-  // A trial's cap of $0.003 is ~16 s of an RTX 4090 ($0.69/h): the long jobs (every other
-  // sweep) run past it and are ended by it, the short ones end under it.
-  const long = index % 2 === 1;
-  const trials = 4;
-  const lab = await sweepLab({
-    steps: long ? 60 : 40,
-    stepSeconds: long ? 0.5 : 0.15,
-    seed: 100 + index,
-    trials,
-    parallel: 2,
-    budgetUsd: 1, // set below from the quote
-    pruner: index % 3 === 2 ? 'none' : 'hyperband',
-    maxCostUsd: 0.003,
-  });
-  try {
-    const quote = await sweepQuote(lab.deps, lab.config);
-    // Two trials' worst cases and a half: less than the 4 trials need at their worst.
-    const budgetUsd = Math.round(2.5 * quote.trialWorstUsd * 10000) / 10000;
-    const config: OverbrainerConfig = {
-      ...lab.config,
-      sweep: { ...lab.config.sweep!, budgetUsd },
-    };
-    fs.writeFileSync(
-      path.join(lab.workspace, 'overbrainer.toml'),
-      fs
-        .readFileSync(path.join(lab.workspace, 'overbrainer.toml'), 'utf8')
-        .replace(/budget_usd = .*/, `budget_usd = ${budgetUsd}`),
-    );
-    let ledgerUsd: number;
-    let leaked: number;
-    if (!killed) {
-      await lab.track(sweep(lab.deps, config, lab.workspace, { python: PYTHON }));
-      const b = billed(lab);
-      ledgerUsd = b.costUsd;
-      leaked = b.billing;
-    } else {
-      const other = sweepChild(lab);
-      await trialsRunning(lab, 2);
-      other.child.kill('SIGKILL');
-      await other.exited;
-      // Never restarted: the pods' own watchdogs end them (their cost cap, or the lease the
-      // dead client stopped renewing).
-      try {
-        await lab.waitFor(
-          'the pods ended by their watchdogs',
-          () => billed(lab).billing === 0,
-          240_000,
-        );
-      } catch {
-        problems.push('pods still billing 240 s after the kill');
-      }
-      const b = billed(lab);
-      ledgerUsd = b.costUsd;
-      leaked = b.billing;
-      // Then stopped, so that every trial has its end (no trial starts: checked on the ledger).
-      await sweepStop(lab.deps, config, lab.workspace, SWEEP, { python: PYTHON });
-      if (billed(lab).pods !== b.pods) problems.push('the stop after the kill created a pod');
-    }
-    const record = sweepJson(lab);
-    const states = studyStates(lab);
-    const ended = ['COMPLETE', 'PRUNED', 'FAIL'];
-    const recordEnded = ['complete', 'pruned', 'fail'];
-    if (states.some((s) => !ended.includes(s))) problems.push(`study states ${states.join(',')}`);
-    const recordStates = record.trials.map((t) => t.state);
-    if (recordStates.some((s) => !recordEnded.includes(s)))
-      problems.push(`sweep.json states ${recordStates.join(',')}`);
-    return {
-      killed,
-      budgetUsd,
-      worstUsd: quote.trialWorstUsd,
-      trials,
-      ledgerUsd,
-      leaked,
-      states,
-      recordStates,
-      end: record.end ?? record.state,
-      problems,
-    };
-  } finally {
-    await closeLab(lab, problems, `budget sweep ${index}`);
-  }
-}
-
-async function budgetFigure(options: FigureOptions): Promise<Figure> {
-  // The killed sweeps spread over the run: every third from the first.
-  const killedAt = new Set<number>();
-  for (let i = 0; killedAt.size < Math.min(options.killed, options.sweeps); i += 3) {
-    killedAt.add(i < options.sweeps ? i : killedAt.size);
-  }
-  const runs: BudgetRun[] = [];
-  const atOnce = 4;
-  for (let start = 0; start < options.sweeps; start += atOnce) {
-    const batch = [];
-    for (let i = start; i < Math.min(options.sweeps, start + atOnce); i++) {
-      batch.push(budgetSweep(i, killedAt.has(i)));
-    }
-    runs.push(...(await Promise.all(batch)));
-  }
-  const details = runs.map(
-    (r, i) =>
-      `sweep ${i}${r.killed ? ' (client SIGKILLed, never restarted)' : ''}: ledger $${r.ledgerUsd.toFixed(4)} of budget $${r.budgetUsd} (${r.trials} trials' worst cases $${(r.trials * r.worstUsd).toFixed(2)}), ended ${r.end}; trials ${r.recordStates.join(',') || 'none'} (study ${r.states.join(',') || 'none'}), ${r.trials - r.recordStates.length} never started; ${r.leaked} pod(s) billing${r.problems.length ? `; PROBLEMS: ${r.problems.join('; ')}` : ''}`,
-  );
-  const over = runs.filter((r) => r.ledgerUsd > r.budgetUsd).length;
-  const leaked = runs.reduce((s, r) => s + r.leaked, 0);
-  const maxShare = Math.max(...runs.map((r) => r.ledgerUsd / r.budgetUsd));
-  const problems = runs.reduce((s, r) => s + r.problems.length, 0);
-  return {
-    name: 'the budget holds',
-    measured: `${runs.length - over} of ${runs.length} sweeps (${runs.filter((r) => r.killed).length} with the client killed) billed at most their budget (the most: ${pct(maxShare)} of it); ${problems} trial state or run problem(s); ${leaked} leaked pod(s)`,
-    target:
-      'every sweep at most budget_usd; every trial COMPLETE, PRUNED, FAIL or never started; 0 leaked pods',
-    met: over === 0 && leaked === 0 && problems === 0,
     details,
   };
 }
@@ -437,6 +223,8 @@ async function cpuFigure(options: FigureOptions): Promise<Figure> {
       name: `${n} parallel trials followed`,
       measured: `the client's CPU following ${n} trials at once ${(many / 1000).toFixed(2)} s, following one run ${(one / 1000).toFixed(2)} s: ${ratio.toFixed(2)}x`,
       target: `at most ${n}x`,
+      baseline: `one run: ${(one / 1000).toFixed(2)} s CPU`,
+      ours: `${n} trials: ${(many / 1000).toFixed(2)} s CPU (${ratio.toFixed(2)}x)`,
       met: problems.length === 0 && ratio <= n,
       details: [
         `jobs of ${spec.steps} steps of ${spec.stepSeconds} s, side by side; process CPU time (user + sys) from the flow's start to its end`,
@@ -470,6 +258,8 @@ export async function sweepFigures(options: FigureOptions): Promise<Figure[]> {
         target: '',
         met: false,
         details: [],
+        baseline: '',
+        ours: 'failed',
       };
     }
     figure.details.push(`wall ${((Date.now() - started) / 1000).toFixed(0)} s`);
@@ -479,6 +269,48 @@ export async function sweepFigures(options: FigureOptions): Promise<Figure[]> {
     );
   }
   return figures;
+}
+
+/**
+ * The figures as a benchmark of bench/run.ts (`npm run bench`, docs/BENCHMARKS.md) at their
+ * full size; skipped by `--quick` (CI), where test/integration/sweepFigures runs their smallest.
+ */
+export async function sweepBench(options: BenchOptions): Promise<BenchReport> {
+  const title = '8. Sweeps under one budget (issue 38)';
+  const baseline =
+    'the unpruned sweep of the same trials; the budget_usd of each sweep; the client following one run';
+  if (options.quick) {
+    return {
+      title,
+      baseline,
+      rows: [],
+      notes: [
+        'skipped by --quick: test/integration/sweepFigures runs the figures at their smallest',
+      ],
+    };
+  }
+  const figures = await sweepFigures({
+    seeds: 5,
+    trials: 12,
+    sweeps: 10,
+    killed: 3,
+    parallel: 8,
+    only: Object.keys(FIGURES),
+  });
+  return {
+    title,
+    baseline,
+    rows: figures.map((f) => ({
+      measure: `${f.name}: ${f.measured}`,
+      baseline: f.baseline,
+      ours: f.ours,
+      ratio: '',
+      target: f.target,
+      verdict: f.met ? 'met' : 'NOT met',
+    })),
+    notes: figures.flatMap((f) => f.details.map((d) => `${f.name}: ${d}`)),
+    raw: figures,
+  };
 }
 
 async function main(): Promise<number> {
