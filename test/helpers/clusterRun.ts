@@ -25,6 +25,9 @@ export interface DdpJob {
   saveEvery: number;
   /** Lines added to the 2-node target (`max_recoveries = 1`). */
   targetExtra?: string;
+  /** The target's nodes (default 2), and train.py's global batch (its default: 64, for 2 or 4). */
+  nodes?: number;
+  globalBatch?: number;
 }
 
 /** overbrainer.toml of a 2-node cluster target running examples/ddp under torchrun. */
@@ -35,11 +38,11 @@ name = "ddp"
 [training]
 target = "cluster"
 trainer = "command"
-command = "train.py --steps ${job.steps} --step-seconds ${job.stepSeconds} --save-every ${job.saveEvery} --out output"
+command = "train.py --steps ${job.steps} --step-seconds ${job.stepSeconds} --save-every ${job.saveEvery}${job.globalBatch === undefined ? '' : ` --global-batch ${job.globalBatch}`} --out output"
 launcher = "torchrun"
 upload = ["train.py"]
 
-${runpodTarget('cluster', { targetExtra: `nodes = 2\nmax_cost_usd = 5\n${job.targetExtra ?? ''}` })}`;
+${runpodTarget('cluster', { targetExtra: `nodes = ${job.nodes ?? 2}\nmax_cost_usd = 5\n${job.targetExtra ?? ''}` })}`;
 }
 
 /** A started lab (the caller closes it) whose workspace trains `job`, and its loaded config. */
