@@ -9,13 +9,7 @@
 import type { JobStatus } from '../events';
 import { sampleScript } from './disk';
 import { GPU_QUERY_COMMAND } from './gpuSamples';
-import {
-  GROUP_ALIVE_SH,
-  METRICS_FILE,
-  parseJobStatus,
-  shQuote,
-  statusScript,
-} from './job';
+import { GROUP_ALIVE_SH, METRICS_FILE, parseJobStatus, shQuote, statusScript } from './job';
 
 export type EndedJobStatus = Exclude<JobStatus, { kind: 'running' }>;
 
