@@ -9,7 +9,7 @@
 import assert from 'node:assert/strict';
 import * as fs from 'node:fs';
 import * as path from 'node:path';
-import { attach } from '../../src/core/flow';
+import { attach, train } from '../../src/core/flow';
 import { spawnLifecycleChild, type Lab } from '../helpers/lifecycle';
 import { checkpointHome, ddpLab, loggedSteps, recordOf } from '../helpers/clusterRun';
 import { waitFor } from '../emulator/testing';
@@ -61,6 +61,42 @@ describe('attach to a cluster run whose client died', function () {
       JSON.stringify(entries),
     );
   }
+
+  it('a follow aborted once the job runs (a VS Code window closing, Ctrl-C) stops following only: the cluster trains on, and attach brings the run to verified results', async () => {
+    const { l, config } = await ddpLab(JOB);
+    lab = l;
+    const closing = new AbortController();
+    let runId = '';
+    const flow = l.track(
+      train(l.deps, config, l.workspace, {
+        signal: closing.signal,
+        onRun: (run) => (runId = run.id),
+      }),
+    );
+    await waitFor(
+      'a checkpoint home',
+      () => (runId !== '' && (checkpointHome(l, runId) ?? 0) >= 10 ? true : undefined),
+      400_000,
+      200,
+    );
+    closing.abort(Object.assign(new Error('VS Code window closing'), { name: 'AbortError' }));
+    const stopped = await flow;
+    const record = recordOf(l, runId);
+    assert.equal(record.state, 'running', `${stopped.summary}\n${JSON.stringify(record)}`);
+    assert.equal(record.cluster?.deletedAt, null, 'the cluster was not deleted');
+    assert.match(stopped.summary, /attach/, stopped.summary);
+    const cluster = l.emulator.clusters()[0];
+    assert.ok(cluster?.memberIds.length === 2, JSON.stringify(l.emulator.clusters()));
+
+    const result = await attach(l.deps, config, runId);
+    assert.equal(result.run.state, 'succeeded', result.summary);
+    assert.equal(recordOf(l, runId).cluster?.id, cluster.id, 'the same cluster, followed again');
+    const out = JSON.parse(
+      fs.readFileSync(path.join(l.runDir(runId), 'output', 'result.json'), 'utf8'),
+    ) as { world_size: number; steps: number };
+    assert.deepEqual([out.world_size, out.steps], [2, STEPS]);
+    assertNothingBilling(l, runId, 2);
+  });
 
   it('attach follows the cluster run to verified results, then deletes the whole cluster; one curve, nothing billing', async () => {
     const { l, config, runId, clusterId } = await orphaned();

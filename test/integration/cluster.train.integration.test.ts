@@ -12,7 +12,7 @@ import { existsSync } from 'node:fs';
 import * as fs from 'node:fs';
 import * as path from 'node:path';
 import { loadConfig } from '../../src/core/config';
-import { train } from '../../src/core/flow';
+import { cancel, train } from '../../src/core/flow';
 import { decodeRunRecord } from '../../src/core/runs/runRecord';
 import { podSpends } from '../../src/core/runs/spend';
 import { Lab, runCli } from '../helpers/lifecycle';
@@ -259,13 +259,17 @@ describe('train on a 2-node cluster, launched by torchrun', function () {
     assertClusterDeleted(l, run.runId());
   });
 
-  it('cancel while the job runs: the run cancelled, the whole cluster deleted', async () => {
+  it('Ctrl-C while the job runs stops following only (the cluster trains on); train cancel then cancels the run and deletes the whole cluster', async () => {
     const { lab: l, config } = await labWith();
     const abort = new AbortController();
     const run = trainOn(l, longer(config), abort.signal);
     await trainingStarted(l, run.runId);
     abort.abort();
-    const result = await run.training;
+    const stopped = await run.training;
+    assert.equal(stopped.run.state, 'running', stopped.summary);
+    assert.match(stopped.summary, /stopped following .*overbrainer train attach/, stopped.summary);
+    assert.equal(l.emulator.clusters().length, 1, 'the cluster trains on');
+    const result = await cancel(l.deps, longer(config), run.runId());
     assert.equal(result.run.state, 'cancelled', result.summary);
     assertClusterDeleted(l, run.runId());
   });

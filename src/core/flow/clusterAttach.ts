@@ -39,11 +39,13 @@ export async function attachCluster(
 ): Promise<FlowResult> {
   const ctx = podCtx(deps);
   const cluster = run.cluster;
-  const done = (): FlowResult => ({
+  const done = (stopped: string | null = null): FlowResult => ({
     run,
     pod: null,
     ending: null,
-    summary: `attach: run ${run.id} ${run.state} on a cluster${run.message ? `; ${run.message}` : ''}${run.state === 'succeeded' ? `; output in runs/${run.id}/output` : ''}`,
+    summary:
+      stopped ??
+      `attach: run ${run.id} ${run.state} on a cluster${run.message ? `; ${run.message}` : ''}${run.state === 'succeeded' ? `; output in runs/${run.id}/output` : ''}`,
   });
   if (run.state === 'preparing' && run.job === null) {
     // Its client stopped before the job started: nothing will start it.
@@ -105,7 +107,7 @@ export async function attachCluster(
     };
   }
   deps.bus.publish({ type: 'runWatched', runId: run.id });
-  await runClusterAttempts(
+  const stopped = await runClusterAttempts(
     deps,
     run,
     {
@@ -127,5 +129,5 @@ export async function attachCluster(
     handle,
     firstEnd,
   );
-  return done();
+  return done(stopped);
 }

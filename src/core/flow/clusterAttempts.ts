@@ -62,7 +62,8 @@ export interface ClusterRunPlan {
  * Runs `run`'s attempts to its end, saved in run.json. `followed`: the cluster already running
  * the job (attach), followed first, or with `firstEnd` already found ended (a node died while no
  * client followed); null: a new cluster first. Throws what ended the run unexpectedly, the run
- * failed and its cluster ended first.
+ * failed and its cluster ended first. Returns what stopping the follow left running (the signal
+ * aborted once the job ran), or null when the run ended.
  */
 export async function runClusterAttempts(
   deps: FlowDeps,
@@ -70,7 +71,7 @@ export async function runClusterAttempts(
   plan: ClusterRunPlan,
   followed: ClusterHandle | null = null,
   firstEnd?: ClusterEnd,
-): Promise<void> {
+): Promise<string | null> {
   const ctx = podCtx(deps);
   const { target, signal } = plan;
   let handle: ClusterHandle | null = followed;
@@ -80,6 +81,8 @@ export async function runClusterAttempts(
     publishState(deps, run);
   };
   const steps = new StepTimes(deps.bus, run.id, () => deps.clock.nowMs());
+  /** Set when the follow stopped with the job running: the cluster is left to train on. */
+  let stoppedFollowing: string | null = null;
   try {
     // Each attempt: a cluster with what is left of the run's limits, the job started on every
     // node, followed by rank 0. A node's death ends the whole cluster and, within the run's
@@ -121,6 +124,11 @@ export async function runClusterAttempts(
           maxRetrieveGb: target.maxRetrieveGb,
         }));
       firstEnd = undefined;
+      if (end.kind === 'stopped') {
+        stoppedFollowing = end.message;
+        log(ctx, 'warn', end.message);
+        break;
+      }
       const deadRank = end.kind === 'died' ? end.rank : null;
       await Promise.all([
         noteMemberDeleteRefused(ctx, run, handle, deadRank),
@@ -194,13 +202,14 @@ export async function runClusterAttempts(
     steps.dispose();
     handle?.members.forEach((m) => m.executor.dispose());
     // The cluster of this attempt (created, whether or not it came up): deleted and confirmed.
-    if (run.cluster && run.cluster.deletedAt === null) {
+    if (stoppedFollowing === null && run.cluster && run.cluster.deletedAt === null) {
       await endRunCluster(ctx, run, run.cluster.id);
       closeClusterAttempt(run, deps.clock.nowMs(), null);
       deps.store.saveRun(run);
       publishState(deps, run);
     }
   }
+  return stoppedFollowing;
 }
 
 /** What every attempt's cluster is made from: the run's keys, its GPU types in order. */

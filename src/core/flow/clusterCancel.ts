@@ -2,8 +2,8 @@
  * Cancel of a run on a cluster that no client follows (issue 37): the whole cluster deleted and
  * confirmed gone (Runpod deletes a member only with its cluster; the job dies with it), the run
  * recorded cancelled. What rank 0 streamed home (checkpoints) stays; nothing more is retrieved.
- * A run another client follows is cancelled there (its Ctrl-C or Cancel Run deletes the cluster):
- * this client says so instead of acting beside it.
+ * A run another client follows is cancelled there (Cancel Run in its VS Code window), or here once
+ * that client stopped following (its Ctrl-C): this client says so instead of acting beside it.
  */
 import type { RunLock } from '../runs/lock';
 import type { RunRecord } from '../runs/runRecord';
@@ -23,7 +23,7 @@ export async function cancelCluster(
     throw new FlowError(
       'followed_elsewhere',
       `run ${run.id} on cluster ${cluster.id} is followed by another client${holder ? ` (${holder.owner}, pid ${holder.pid})` : ''}`,
-      'Cancel it there (Ctrl-C, or Cancel Run in that VS Code window): that deletes its whole cluster.',
+      `Cancel it there (Cancel Run in that VS Code window), or stop that client following (Ctrl-C) and run \`overbrainer train cancel ${run.id}\` again.`,
     );
   }
   let gone = cluster.deletedAt !== null;

@@ -149,7 +149,9 @@ export type ClusterEnd =
    * killed): the run may go on on a new cluster. `died` names it for the user.
    */
   | { kind: 'died'; rank: number; message: string; died: string }
-  | { kind: 'cancelled'; message: string };
+  | { kind: 'cancelled'; message: string }
+  /** The follow was aborted once the job ran: the cluster trains on, nothing deleted. */
+  | { kind: 'stopped'; message: string };
 
 export interface FollowClusterOptions {
   /** Where rank 0's metrics file is followed from (a recovered run's starts with its curve). */
@@ -198,6 +200,39 @@ export async function followCluster(
   }
 }
 
+/**
+ * What aborting the follow of a running job means (a VS Code window closing, Ctrl-C): stop
+ * following only, as for one pod. The members' watchdogs hold the run's deadline once the lease
+ * this client renewed runs out, and `train attach` follows it again. Only where a member's
+ * watchdog was refused its cluster delete does nothing else end the cluster: then the abort
+ * deletes it, and says so.
+ */
+function abortedEnd(run: RunRecord, handle: ClusterHandle, leaseEndMs: number): ClusterEnd {
+  if (run.cluster?.memberDeleteRefused) {
+    return {
+      kind: 'cancelled',
+      message: `cancelled: the whole cluster was deleted (no client would follow it, and its members' watchdogs cannot delete it: ${run.cluster.memberDeleteRefused})`,
+    };
+  }
+  const deadlines = (run.cluster?.nodes ?? [])
+    .map((n) => n.deadlineUnixS)
+    .filter((d): d is number => d !== null);
+  const deadlineMs = deadlines.length === 0 ? null : Math.min(...deadlines) * 1000;
+  const when =
+    deadlineMs === null
+      ? 'its deadline'
+      : leaseEndMs > deadlineMs
+        ? `${new Date(leaseEndMs).toISOString()}, when the lease renewed last runs out (its deadline has passed)`
+        : `its deadline, ${new Date(deadlineMs).toISOString()}`;
+  return {
+    kind: 'stopped',
+    message:
+      `stopped following run ${run.id}: the job and cluster ${handle.cluster.id} keep running; attach again with ` +
+      `\`overbrainer train attach ${run.id}\`, or remove the cluster with \`overbrainer pod rm ${run.id}\`; ` +
+      `if nobody follows, its members' watchdogs delete the cluster at ${when}`,
+  };
+}
+
 async function watchNodes(
   ctx: PodCtx,
   run: RunRecord,
@@ -234,10 +269,8 @@ async function watchNodes(
     log(ctx, 'error', message);
     return { kind: 'died', rank, message, died };
   };
-  const cancelled: ClusterEnd = {
-    kind: 'cancelled',
-    message: 'cancelled: the whole cluster was deleted',
-  };
+  const aborted = (): ClusterEnd =>
+    abortedEnd(run, handle, ctx.clock.nowMs() + ctx.timing.leaseTtlMs);
   // The client holds the limits for the whole cluster too: a node's watchdog deletes it only
   // where Runpod lets a member's key delete its cluster.
   const earliest = (values: (number | null)[]): number | null => {
@@ -252,7 +285,7 @@ async function watchNodes(
   let failedSeen = false;
   try {
     for (;;) {
-      if (signal?.aborted) return cancelled;
+      if (signal?.aborted) return aborted();
       const nowS = ctx.clock.nowMs() / 1000;
       if (capS !== null && nowS >= capS) {
         const message = 'max_cost_usd reached for the whole cluster: the cluster was deleted';
@@ -303,7 +336,7 @@ async function watchNodes(
           }
         }),
       );
-      if (signal?.aborted) return cancelled;
+      if (signal?.aborted) return aborted();
       let rank0Done = false;
       let failed: { rank: number; why: string } | null = null;
       for (const { member, status, error } of looks) {
@@ -341,7 +374,7 @@ async function watchNodes(
       try {
         await ctx.clock.sleep(ctx.timing.statusPollMs, signal);
       } catch {
-        return cancelled;
+        return aborted();
       }
     }
   } finally {

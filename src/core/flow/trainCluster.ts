@@ -55,6 +55,8 @@ export async function trainCluster(
   const costCapUsd = budget === null ? target.maxCostUsd : budget.budgetCapUsd;
   if (budget !== null) log(ctx, budget.fitted ? 'warn' : 'info', budget.line);
   const lock = lockRun(deps, run.id);
+  /** What stopping the follow left running, when the signal aborted once the job ran. */
+  let stopped: string | null = null;
   try {
     options.onRun?.(run);
     publishState(deps, run);
@@ -71,7 +73,7 @@ export async function trainCluster(
       gpuTypes,
       clientPrivateKey: fs.readFileSync(keys.clientKeyPath),
     };
-    await runClusterAttempts(deps, run, {
+    stopped = await runClusterAttempts(deps, run, {
       target,
       start,
       job: files.job,
@@ -102,6 +104,8 @@ export async function trainCluster(
     run,
     pod: null,
     ending: null,
-    summary: `train: run ${run.id} ${run.state} on ${target.nodes} nodes${run.message ? `; ${run.message}` : ''}${run.state === 'succeeded' ? `; output in runs/${run.id}/output` : ''}`,
+    summary:
+      stopped ??
+      `train: run ${run.id} ${run.state} on ${target.nodes} nodes${run.message ? `; ${run.message}` : ''}${run.state === 'succeeded' ? `; output in runs/${run.id}/output` : ''}`,
   };
 }
