@@ -56,7 +56,7 @@ export async function trainCluster(
   if (budget !== null) log(ctx, budget.fitted ? 'warn' : 'info', budget.line);
   const lock = lockRun(deps, run.id);
   /** What stopping the follow left running, when the signal aborted once the job ran. */
-  let stopped: string | null = null;
+  let stopped: string | null;
   try {
     options.onRun?.(run);
     publishState(deps, run);
