@@ -97,13 +97,14 @@ describe('Cancel and Attach on a cluster run (VS Code, the CLI)', function () {
     assertKeyOffered(fake, /^Cannot attach to r1: /);
   });
 
-  it('Cancel Run on a cluster run this window follows: stopping the follow cancelled it (the cluster deleted); said as cancelled, not as an error', async function () {
+  it('Cancel Run on a cluster run this window follows whose members cannot delete it: stopping the follow cancelled it (the cluster deleted); said as cancelled, not as an error', async function () {
     const r = clusterRun();
     const { ctx, fake, apiKeys } = fakeContext([r]);
     await apiKeys.set('rpa_TESTKEY0123456789');
     fake.folders = [folder(dir)];
     fake.answer = (s) => (s.kind === 'warning' ? 'Cancel Run' : undefined);
-    // The follow of this window: its abort ends the run as the flow does (cancelled, cluster gone).
+    // The follow of this window, its members' deletes refused: its abort ends the run as the flow
+    // does then (cancelled, cluster gone).
     const abort = new AbortController();
     ctx.track('r1', {} as never, abort);
     abort.signal.addEventListener('abort', () => {

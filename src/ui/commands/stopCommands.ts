@@ -46,8 +46,8 @@ export async function cancel(ctx: UiContext, arg: unknown): Promise<void> {
     });
   } catch (error) {
     if (followed && run.cluster && error instanceof FlowError && error.kind === 'already_ended') {
-      // This window followed the cluster run: stopping its follow cancelled it (the whole
-      // cluster deleted), which the cancel then found done.
+      // This window followed the cluster run and its members' watchdogs cannot delete it:
+      // stopping its follow cancelled it (the whole cluster deleted), which the cancel found done.
       ctx.log.info(`run ${run.id} cancelled: the whole cluster was deleted`);
       ctx.notify({
         type: 'runState',
