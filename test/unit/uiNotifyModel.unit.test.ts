@@ -215,6 +215,16 @@ describe('notifications from core events (model)', function () {
     assert.doesNotMatch(cancelPrompt('r1', null), /pod/);
   });
 
+  it('a cluster run: Cancel Run says the whole cluster is deleted and nothing more is retrieved (rank 0 retrieves only at the end)', function () {
+    const cluster = { id: 'c1', nodes: [{}, {}] };
+    const question = cancelQuestion('r1', null, cluster);
+    assert.equal(
+      question.message,
+      'Cancel run r1? Its job is stopped and the whole cluster c1 (2 nodes) is deleted: the checkpoints already home stay, nothing more is retrieved.',
+    );
+    assert.equal(question.modal, true);
+  });
+
   it("a kept pod's Cancel Run gets no modal dialog (its pod stays: nothing is deleted), only a question it can leave unanswered; a cancel that deletes the pod stays modal", function () {
     const kept = cancelQuestion('r1', { keep: true, state: 'running' });
     assert.equal(kept.modal, false);

@@ -14,7 +14,7 @@ export async function cancel(ctx: UiContext, arg: unknown): Promise<void> {
     'cancel',
   );
   if (!run) return;
-  const question = cancelQuestion(run.id, run.pod);
+  const question = cancelQuestion(run.id, run.pod, run.cluster ?? null);
   const ok = await ctx.window.showWarningMessage(
     question.message,
     { modal: question.modal },

@@ -241,7 +241,22 @@ export class OnceFilter {
  * The confirmation Cancel Run asks. A kept pod is not deleted by a cancel (the job stops, what it
  * wrote comes home, the pod stays until it is removed): the question must not say it is.
  */
-export function cancelPrompt(runId: string, pod: { keep: boolean; state: string } | null): string {
+/** A cluster run's cluster, as Cancel Run names it. */
+export interface CancelCluster {
+  id: string;
+  nodes: readonly unknown[];
+}
+
+export function cancelPrompt(
+  runId: string,
+  pod: { keep: boolean; state: string } | null,
+  cluster: CancelCluster | null = null,
+): string {
+  if (cluster !== null) {
+    // Runpod deletes a member only with its cluster, and rank 0's results come home only at the
+    // job's end: a cancel keeps what was streamed home (checkpoints), nothing more.
+    return `Cancel run ${runId}? Its job is stopped and the whole cluster ${cluster.id} (${cluster.nodes.length} nodes) is deleted: the checkpoints already home stay, nothing more is retrieved.`;
+  }
   const ends =
     pod === null || pod.state === 'deleted'
       ? ''
@@ -267,7 +282,8 @@ export interface CancelQuestion {
 export function cancelQuestion(
   runId: string,
   pod: { keep: boolean; state: string } | null,
+  cluster: CancelCluster | null = null,
 ): CancelQuestion {
-  const keptPod = pod !== null && pod.keep && pod.state !== 'deleted';
-  return { message: cancelPrompt(runId, pod), modal: !keptPod, action: 'Cancel Run' };
+  const keptPod = cluster === null && pod !== null && pod.keep && pod.state !== 'deleted';
+  return { message: cancelPrompt(runId, pod, cluster), modal: !keptPod, action: 'Cancel Run' };
 }
