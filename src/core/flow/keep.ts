@@ -62,8 +62,13 @@ export async function keepPod(
     tries++;
     const executor = await reconnect(ctx, pod, run);
     // A released pod gone after a drop was deleted by its watchdog (its results were retrieved):
-    // what the release asked for, recorded by the look that found it gone.
-    if (executor === null && !keep && tries > 1) return false;
+    // what the release asked for, recorded by the look that found it gone. Its keep marker went
+    // with the try whose answer was lost: the record keeps it no more either.
+    if (executor === null && !keep && tries > 1) {
+      pod.keep = false;
+      deps.store.savePod(pod);
+      return false;
+    }
     if (executor === null)
       throw new FlowError('no_pod', `pod ${pod.podId} of run ${runId} no longer exists`, null);
     try {
