@@ -574,6 +574,9 @@ export class Workbench {
    * runs have logs asks first (runs' logs or the output), and "Overbrainer output" is taken;
    * with no run log the Output panel opens at once (it was given 3 s to ask before: every call
    * in a workspace without logs waited them out). For a window whose Output panel is closed.
+   * In a workspace without overbrainer.toml the command is what activates the extension, so its
+   * answer is bounded like an activation (EXTENSION_HOST_TIMEOUT_MS), not like a click: a loaded
+   * CI once waited out 45 s for the freshly installed .vsix's first command.
    */
   async showOverbrainerOutput(): Promise<void> {
     await this.runCommand('Overbrainer: Show Logs');
@@ -581,10 +584,15 @@ export class Workbench {
       .locator('.quick-input-widget .monaco-list-row', { hasText: 'Overbrainer output' })
       .first();
     const output = this.page.locator('.part.panel .output-view').first();
+    const timeout = EXTENSION_HOST_TIMEOUT_MS;
     const shown = await Promise.any([
-      pick.waitFor({ state: 'visible' }).then(() => pick),
-      output.waitFor({ state: 'visible' }).then(() => output),
-    ]);
+      pick.waitFor({ state: 'visible', timeout }).then(() => pick),
+      output.waitFor({ state: 'visible', timeout }).then(() => output),
+    ]).catch(async () => {
+      throw new Error(
+        `Overbrainer: Show Logs showed neither its pick nor the Output panel in ${timeout} ms: ${await this.focusReport()}`,
+      );
+    });
     if (shown === pick) await pick.click();
   }
 
