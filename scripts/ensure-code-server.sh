@@ -73,7 +73,8 @@ if ! installed; then
   "$NODE24_DIR/bin/node" --version >/dev/null
 
   # npm sets npm_config_user_agent (with the node version postinstall.sh checks) for `npm run`.
-  (cd "$CS_DIR" && PATH="$NODE24_DIR/bin:$PATH" npm_config_nodedir="$NODE24_DIR" npm run postinstall)
+  # JOBS=max: node-gyp compiles each native module with a make job per core.
+  (cd "$CS_DIR" && PATH="$NODE24_DIR/bin:$PATH" npm_config_nodedir="$NODE24_DIR" JOBS=max npm run postinstall)
 
   mkdir -p "$(dirname "$STAMP")"
   echo "$FINGERPRINT" >"$STAMP"

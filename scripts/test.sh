@@ -22,6 +22,8 @@
 #   - Node 24 and code-server for the e2e tier (scripts/ensure-code-server.sh), once per machine into
 #     ~/.cache/overbrainer-test/code-server-<pins>/ (or $OVERBRAINER_TEST_CACHE), linked from
 #     test/e2e/vscode/; later clones reuse it.
+# In `npm test` the npm packages install beside the Debian ones, and code-server's install runs in
+# the background while the build and the unit tier run (ensure_all_deps).
 set -euo pipefail
 
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -66,6 +68,10 @@ on_exit() {
   local code=$?
   step_cpu_finish
   if [ -n "${E2E_BUILD_DIR:-}" ]; then rm -rf "$E2E_BUILD_DIR"; fi
+  # A background code-server install left running (a step failed first) leaves no stamp when
+  # stopped: the next run starts it over.
+  if [ -n "${CODE_SERVER_PID:-}" ]; then kill -- "-$CODE_SERVER_PID" 2>/dev/null || true; fi
+  if [ -n "${CODE_SERVER_LOG:-}" ]; then rm -f "$CODE_SERVER_LOG"; fi
   if [ "$code" -ne 0 ] && [ -n "$step_name" ]; then
     echo
     echo "==== FAILED: $step_name (exit $code) ====" >&2
@@ -90,26 +96,69 @@ source "$ROOT/scripts/lib/checkCaches.sh"
 
 # The unit tier runs the pod scripts and the job launcher under dash and busybox sh, busybox tar,
 # ssh-keygen and the Python trainer plugins: a fresh machine has none of them for sure.
+UNIT_DEBS=(busybox:busybox dash:dash python3:python3 ssh-keygen:openssh-client)
+# ip: the emulator's cluster networks (a network namespace per member on a bridge);
+# torchrun: the multi-node tests' real PyTorch launcher with gloo on CPU (Debian's 1.13, for
+# /usr/bin/python3: PyPI is not reachable from these machines); Optuna (Debian's 3.1) for the
+# sweep's study tests under /usr/bin/python3, as users run 5.x.
+INTEGRATION_DEBS=(sshd:openssh-server curl:curl ip:iproute2 /usr/bin/torchrun:python3-torch
+  /usr/lib/python3/dist-packages/optuna/__init__.py:python3-optuna)
+# Chromium for the windows; libkrb5-dev, g++ and make for code-server's native modules.
+E2E_DEBS=(chromium:chromium /usr/include/gssapi/gssapi_krb5.h:libkrb5-dev g++:g++ make:make)
+
 ensure_unit_deps() {
-  ensure_debian busybox:busybox dash:dash python3:python3 ssh-keygen:openssh-client
+  ensure_debian "${UNIT_DEBS[@]}"
 }
 
 ensure_integration_deps() {
-  ensure_unit_deps
-  # ip: the emulator's cluster networks (a network namespace per member on a bridge);
-  # torchrun: the multi-node tests' real PyTorch launcher with gloo on CPU (Debian's 1.13, for
-  # /usr/bin/python3: PyPI is not reachable from these machines); Optuna (Debian's 3.1) for the
-  # sweep's study tests under /usr/bin/python3, as users run 5.x.
-  ensure_debian sshd:openssh-server curl:curl ip:iproute2 /usr/bin/torchrun:python3-torch \
-    /usr/lib/python3/dist-packages/optuna/__init__.py:python3-optuna
+  ensure_debian "${UNIT_DEBS[@]}" "${INTEGRATION_DEBS[@]}"
   # sshd refuses to start without its privilege-separation directory.
   mkdir -p /run/sshd 2>/dev/null || true
 }
 
 ensure_e2e_deps() {
-  ensure_debian chromium:chromium /usr/include/gssapi/gssapi_krb5.h:libkrb5-dev \
-    g++:g++ make:make python3:python3
+  ensure_integration_deps
+  ensure_debian "${E2E_DEBS[@]}"
   bash scripts/ensure-code-server.sh
+}
+
+# Everything `npm test` needs, with the slow parts of a cold machine side by side: the npm
+# packages beside the Debian ones (one apt-get install for all tiers), and code-server's install
+# (minutes of compiling its native modules, once per machine) in the background while the build
+# and the unit tier run: the e2e steps run scripts/ensure-code-server.sh again, which waits on the
+# install's lock and then finds it done (wait_code_server). On a warm machine each part is a check.
+ensure_all_deps() {
+  local npm_log npm_code=0
+  npm_log="$(mktemp)"
+  ensure_npm_deps >"$npm_log" 2>&1 &
+  local npm_pid=$!
+  ensure_debian "${UNIT_DEBS[@]}" "${INTEGRATION_DEBS[@]}" "${E2E_DEBS[@]}"
+  mkdir -p /run/sshd 2>/dev/null || true
+  wait "$npm_pid" || npm_code=$?
+  cat "$npm_log"
+  rm -f "$npm_log"
+  [ "$npm_code" -eq 0 ] || return "$npm_code"
+  CODE_SERVER_LOG="$(mktemp)"
+  # In a session of its own, so that a stop (a step failed first) reaches its npm and compilers.
+  setsid bash scripts/ensure-code-server.sh >"$CODE_SERVER_LOG" 2>&1 &
+  CODE_SERVER_PID=$!
+}
+
+# After the e2e step that waited for it: the background install has ended (or is ending).
+reap_code_server() {
+  if [ -n "${CODE_SERVER_PID:-}" ]; then wait "$CODE_SERVER_PID" || true; fi
+  CODE_SERVER_PID=""
+}
+
+# In an e2e step: code-server ready (waiting for a background install through its lock), and
+# what that install said.
+wait_code_server() {
+  bash scripts/ensure-code-server.sh
+  if [ -n "${CODE_SERVER_LOG:-}" ] && [ -s "$CODE_SERVER_LOG" ]; then
+    echo "(code-server's install in the background said:)"
+    cat "$CODE_SERVER_LOG"
+    : >"$CODE_SERVER_LOG"
+  fi
 }
 
 # ---------------------------------------------------------------------------------------------
@@ -331,6 +380,7 @@ run_e2e() {
 # the rest of the journeys go beside the integration files (in `npm test`, beside the unit tier).
 run_e2e_first() {
   step "e2e tests: the first window"
+  wait_code_server
   npx mocha --config .mocharc.e2e.json "$E2E_FIRST"
 }
 
@@ -349,17 +399,16 @@ run_bench_quick() {
 }
 
 step "prerequisites ($TIER)"
-ensure_npm_deps
 case "$TIER" in
   all)
-    ensure_integration_deps
-    ensure_e2e_deps
+    ensure_all_deps
     run_build
     stage_e2e_build
     # The first code-server window (see run_e2e_first) beside the unit tier: one CPU-bound
     # process, the kind of neighbour the suite must stand anyway (CI stays green with two busy
     # loops beside it), not the load test's 20 booting pods that once kept it from activating.
     run_group run_unit run_e2e_first
+    reap_code_server
     # Then the integration files beside the other e2e journeys: both mostly wait on pods and
     # scaled timers (together they kept the 2 cores about 60 % busy, 2026-12-06), so lint,
     # typecheck and the quick benchmarks (no figure judged) run in that idle CPU, one at a time.
@@ -370,10 +419,12 @@ case "$TIER" in
     run_load_test
     ;;
   unit)
+    ensure_npm_deps
     ensure_unit_deps
     run_unit
     ;;
   integration)
+    ensure_npm_deps
     ensure_integration_deps
     # cli.tty spawns the built CLI (dist/cli.js) under a pseudo-terminal.
     run_build
@@ -381,7 +432,7 @@ case "$TIER" in
     ;;
   e2e)
     # The journeys train on the emulator's real pods: sshd, curl and python3 run inside them.
-    ensure_integration_deps
+    ensure_npm_deps
     ensure_e2e_deps
     run_build
     stage_e2e_build
