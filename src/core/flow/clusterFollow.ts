@@ -207,6 +207,12 @@ export async function followCluster(
  * watchdog was refused its cluster delete does nothing else end the cluster: then the abort
  * deletes it, and says so.
  */
+/** The earliest of the members' values that are set (a deadline, a cost cap), or null. */
+function earliest(values: (number | null)[]): number | null {
+  const set = values.filter((v): v is number => v !== null);
+  return set.length === 0 ? null : Math.min(...set);
+}
+
 function abortedEnd(run: RunRecord, handle: ClusterHandle, leaseEndMs: number): ClusterEnd {
   if (run.cluster?.memberDeleteRefused) {
     return {
@@ -214,10 +220,8 @@ function abortedEnd(run: RunRecord, handle: ClusterHandle, leaseEndMs: number): 
       message: `cancelled: the whole cluster was deleted (no client would follow it, and its members' watchdogs cannot delete it: ${run.cluster.memberDeleteRefused})`,
     };
   }
-  const deadlines = (run.cluster?.nodes ?? [])
-    .map((n) => n.deadlineUnixS)
-    .filter((d): d is number => d !== null);
-  const deadlineMs = deadlines.length === 0 ? null : Math.min(...deadlines) * 1000;
+  const deadlineS = earliest(run.cluster?.nodes.map((n) => n.deadlineUnixS) ?? []);
+  const deadlineMs = deadlineS === null ? null : deadlineS * 1000;
   const when =
     deadlineMs === null
       ? 'its deadline'
@@ -273,10 +277,6 @@ async function watchNodes(
     abortedEnd(run, handle, ctx.clock.nowMs() + ctx.timing.leaseTtlMs);
   // The client holds the limits for the whole cluster too: a node's watchdog deletes it only
   // where Runpod lets a member's key delete its cluster.
-  const earliest = (values: (number | null)[]): number | null => {
-    const set = values.filter((v): v is number => v !== null);
-    return set.length === 0 ? null : Math.min(...set);
-  };
   const deadlineS = earliest(run.cluster?.nodes.map((n) => n.deadlineUnixS) ?? []);
   const capS = earliest(run.cluster?.nodes.map((n) => n.costCapAtUnixS) ?? []);
   /** When the members' `.pod/cluster_delete` were last looked at. */
