@@ -1,8 +1,8 @@
 /**
  * What the tests of a cluster run of examples/ddp share (issue 37): a lab whose workspace trains
- * examples/ddp/train.py under torchrun on a 2-node target, the run started and followed until a
- * checkpoint of rank 0 is home (verified), its run.json as the product reads it, and what the
- * emulator's ledger billed a cluster's members.
+ * examples/ddp/train.py (or its stand-in without torch, clusterStepTrainer.py) under torchrun on a
+ * 2-node target, the run started and followed until a checkpoint of rank 0 is home (verified), its
+ * run.json as the product reads it, and what the emulator's ledger billed a cluster's members.
  */
 import assert from 'node:assert/strict';
 import * as fs from 'node:fs';
@@ -18,6 +18,11 @@ import { Lab } from './lifecycle';
 import { runpodTarget } from './tinyWorkspace';
 
 const TRAIN_PY = path.join(__dirname, '..', '..', 'examples', 'ddp', 'train.py');
+/**
+ * train.py's stand-in that never imports torch (a rank's import is about 2.4 CPU-seconds): the
+ * same arguments and files, its ranks in lockstep over a TCP connection of their own.
+ */
+export const STEP_TRAINER_PY = path.join(__dirname, 'clusterStepTrainer.py');
 
 export interface DdpJob {
   steps: number;
@@ -28,6 +33,12 @@ export interface DdpJob {
   /** The target's nodes (default 2), and train.py's global batch (its default: 64, for 2 or 4). */
   nodes?: number;
   globalBatch?: number;
+  /**
+   * The job's train.py: examples/ddp's real PyTorch training (`ddp`, the default), or
+   * {@link STEP_TRAINER_PY} (`steps`) for a case whose subject is the product's flow around the
+   * job, not torch's training (torchrun, its rendezvous and the product stay real).
+   */
+  trainer?: 'ddp' | 'steps';
 }
 
 /** overbrainer.toml of a 2-node cluster target running examples/ddp under torchrun. */
@@ -54,7 +65,8 @@ export async function ddpLab(
   const l = await Lab.start({ timing: { checkpointPollMs: 500, ...timing } });
   try {
     fs.writeFileSync(path.join(l.workspace, 'overbrainer.toml'), ddpToml(job));
-    fs.copyFileSync(TRAIN_PY, path.join(l.workspace, 'train.py'));
+    const trainPy = job.trainer === 'steps' ? STEP_TRAINER_PY : TRAIN_PY;
+    fs.copyFileSync(trainPy, path.join(l.workspace, 'train.py'));
     const loaded = loadConfig(l.workspace, {});
     assert.ok(loaded.ok, JSON.stringify(!loaded.ok && loaded.errors));
     return { l, config: loaded.config };

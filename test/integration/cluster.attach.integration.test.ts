@@ -1,10 +1,12 @@
 /**
- * Attach to a run on a cluster (issue 37): the client that trains a 2-node torchrun run of
- * examples/ddp is SIGKILLed mid-job, and a client that starts again (the CLI's attach, VS Code's
+ * Attach to a run on a cluster (issue 37): the client that trains a 2-node torchrun run is
+ * SIGKILLed mid-job, and a client that starts again (the CLI's attach, VS Code's
  * re-follow after a reload: both call the flow's attach) follows the cluster run as train did:
  * every member connected again with the host key pinned in run.json, rank 0 followed to verified
  * results, the cluster deleted, nothing billing; a node that died while no client followed is
- * recovered on a new cluster from the newest verified checkpoint.
+ * recovered on a new cluster from the newest verified checkpoint. The job is the step trainer
+ * (clusterStepTrainer.py: examples/ddp's arguments and files under the real torchrun, its ranks in
+ * lockstep, no torch import); the training itself is cluster.train's.
  */
 import assert from 'node:assert/strict';
 import * as fs from 'node:fs';
@@ -15,10 +17,10 @@ import { checkpointHome, ddpLab, loggedSteps, recordOf } from '../helpers/cluste
 import { waitFor } from '../emulator/testing';
 
 const STEPS = 60;
-const JOB = { steps: STEPS, stepSeconds: 0.3, saveEvery: 10 };
+const JOB = { steps: STEPS, stepSeconds: 0.3, saveEvery: 10, trainer: 'steps' } as const;
 
 describe('attach to a cluster run whose client died', function () {
-  this.timeout(900_000); // two torch imports per node per cluster on a shared 2-core machine
+  this.timeout(900_000); // a torchrun agent per node per cluster on a shared 2-core machine
   let lab: Lab | null = null;
   afterEach(async () => {
     await lab?.close();

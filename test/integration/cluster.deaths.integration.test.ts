@@ -5,7 +5,9 @@
  * node, deletes whatever is left of the cluster (confirmed gone), and the run completes on a new
  * cluster from the newest checkpoint streamed home from rank 0, verified; then nothing bills in
  * the emulator's ledger, and spend counts both clusters from Runpod's bills within 1 %, never
- * under. A real torchrun job of examples/ddp across two emulated members each time.
+ * under. A real torchrun job across two emulated members each time, of the step trainer
+ * (clusterStepTrainer.py: examples/ddp's arguments and files, its ranks in lockstep, no torch
+ * import); the training itself is cluster.train's.
  */
 import assert from 'node:assert/strict';
 import * as fs from 'node:fs';
@@ -18,10 +20,10 @@ import type { Timing } from '../../src/core/timing';
 const STEPS = 80;
 /** The first cluster's node dies once a checkpoint at least this far is home. */
 const KILL_AFTER_STEP = 20;
-const JOB = { steps: STEPS, stepSeconds: 0.3, saveEvery: 10 };
+const JOB = { steps: STEPS, stepSeconds: 0.3, saveEvery: 10, trainer: 'steps' } as const;
 
 describe('a cluster node dies (vanished, host silent, whole cluster gone): recovered on a new cluster', function () {
-  this.timeout(900_000); // two clusters, four torch imports, on a shared 2-core machine
+  this.timeout(900_000); // two clusters, four torchrun agents, on a shared 2-core machine
   let lab: Lab | null = null;
   afterEach(async () => {
     await lab?.close();

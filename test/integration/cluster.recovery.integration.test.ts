@@ -2,8 +2,9 @@
  * A node of a 2-node cluster dies mid-run (issue 37): the client sees it, deletes the whole
  * cluster (Runpod cannot replace one member) and goes on on a NEW cluster from the newest
  * checkpoint streamed home from rank 0 and verified, within the run's cost cap and
- * max_recoveries, as one pod's recovery does. A real torchrun job of examples/ddp across two
- * emulated members each time; the emulator's member-death fault (the pod EXITED under its job).
+ * max_recoveries, as one pod's recovery does. A real torchrun job across two emulated members each
+ * time, of the step trainer (clusterStepTrainer.py: examples/ddp's arguments and files, its ranks
+ * in lockstep, no torch import); the emulator's member-death fault (the pod EXITED under its job).
  */
 import assert from 'node:assert/strict';
 import * as fs from 'node:fs';
@@ -30,7 +31,7 @@ const STEPS = 400;
 const KILL_AFTER_STEP = 200;
 
 describe('a cluster node dies mid-run: recovered on a new cluster', function () {
-  this.timeout(900_000); // two clusters, four torch imports, on a shared 2-core machine
+  this.timeout(900_000); // two clusters, four torchrun agents, on a shared 2-core machine
   let lab: Lab | null = null;
   afterEach(async () => {
     await lab?.close();
@@ -38,7 +39,12 @@ describe('a cluster node dies mid-run: recovered on a new cluster', function () 
   });
 
   it('a member dies (EXITED): the whole cluster deleted, the run completes on a new cluster from its newest verified checkpoint; 0 leaked; each attempt within 1 % of the ledger, never under; spend and the budget gate count both clusters from Runpod bills', async () => {
-    const { l, config } = await ddpLab({ steps: STEPS, stepSeconds: 0.3, saveEvery: 20 });
+    const { l, config } = await ddpLab({
+      steps: STEPS,
+      stepSeconds: 0.3,
+      saveEvery: 20,
+      trainer: 'steps',
+    });
     lab = l;
     const { training, runId, step, members } = await trainUntilCheckpointHome(
       l,

@@ -2,11 +2,13 @@
  * A cluster run whose client died (SIGKILLed while the job runs). Cancel: the whole cluster
  * deleted and confirmed, the run cancelled. Attach, when one of its members' host stopped
  * answering while no client followed (issue 37: "Hung node … cluster deleted within 2 minutes of production time", on
- * attach as on the first follow). The client that trained a 2-node torchrun run of examples/ddp
- * is SIGKILLed while the job runs, member 1's host is frozen (the API still lists it RUNNING),
- * and attach names the node after the same missed looks as the follow, never waiting out the
- * readyTimeoutMs a member's first boot gets (set here far past the test's bound), and deletes the
- * whole cluster: with `max_recoveries = 0` the run fails naming the node, nothing billing.
+ * attach as on the first follow). The client that trained a 2-node torchrun run is SIGKILLed
+ * while the job runs, member 1's host is frozen (the API still lists it RUNNING), and attach
+ * names the node after the same missed looks as the follow, never waiting out the readyTimeoutMs
+ * a member's first boot gets (set here far past the test's bound), and deletes the whole
+ * cluster: with `max_recoveries = 0` the run fails naming the node, nothing billing. The job is
+ * the step trainer (clusterStepTrainer.py: examples/ddp's arguments and files under the real
+ * torchrun, its ranks in lockstep, no torch import).
  */
 import assert from 'node:assert/strict';
 import * as fs from 'node:fs';
@@ -22,7 +24,8 @@ const JOB = {
   stepSeconds: 0.3,
   saveEvery: 1_000,
   targetExtra: 'max_recoveries = 0\n',
-};
+  trainer: 'steps',
+} as const;
 /** A first boot's limit, which a silent member on attach must not wait out. */
 const READY_TIMEOUT_MS = 30 * 60_000;
 /**
@@ -32,7 +35,7 @@ const READY_TIMEOUT_MS = 30 * 60_000;
 const ATTACH_BOUND_MS = 150_000;
 
 describe('a cluster run its client no longer follows', function () {
-  this.timeout(600_000); // one torch import per node on a shared 2-core machine
+  this.timeout(600_000); // a torchrun agent per node on a shared 2-core machine
   let lab: Lab | null = null;
   afterEach(async () => {
     await lab?.close();

@@ -8,7 +8,10 @@
  *
  * The limit is reached by writing the member's `.pod/cost_cap_at` to a passed time once the
  * client is dead (what the client armed, moved earlier): the cap's arithmetic is tested where it
- * is armed (cluster.train), this file tests who can end a cluster nobody follows.
+ * is armed (cluster.train), this file tests who can end a cluster nobody follows. The job runs
+ * under the real torchrun on both members: the step trainer (clusterStepTrainer.py: examples/ddp's
+ * arguments and files, its ranks in lockstep, no torch import), a step every 0.3 s for longer than
+ * the test.
  */
 import assert from 'node:assert/strict';
 import { existsSync } from 'node:fs';
@@ -16,9 +19,8 @@ import * as fs from 'node:fs';
 import * as path from 'node:path';
 import { GPU, Lab, spawnLifecycleChild } from '../helpers/lifecycle';
 import { runCli } from '../helpers/lifecycle';
+import { STEP_TRAINER_PY } from '../helpers/clusterRun';
 import { waitFor } from '../emulator/testing';
-
-const TRAIN_PY = path.join(__dirname, '..', '..', 'examples', 'ddp', 'train.py');
 
 const TOML = `[project]
 name = "ddp"
@@ -26,7 +28,7 @@ name = "ddp"
 [training]
 target = "cluster"
 trainer = "command"
-command = "train.py --steps 100000 --out output"
+command = "train.py --steps 100000 --step-seconds 0.3 --out output"
 launcher = "torchrun"
 upload = ["train.py"]
 
@@ -41,7 +43,7 @@ retrieve_grace_minutes = 1
 `;
 
 describe("a cluster run nobody follows: its members' watchdogs and the cluster delete", function () {
-  this.timeout(600_000); // two torch imports per node on a shared 2-core machine
+  this.timeout(600_000); // a torchrun agent per node on a shared 2-core machine
   let lab: Lab | null = null;
   afterEach(async () => {
     await lab?.close();
@@ -59,7 +61,7 @@ describe("a cluster run nobody follows: its members' watchdogs and the cluster d
     const l = await Lab.start();
     lab = l;
     fs.writeFileSync(path.join(l.workspace, 'overbrainer.toml'), TOML);
-    fs.copyFileSync(TRAIN_PY, path.join(l.workspace, 'train.py'));
+    fs.copyFileSync(STEP_TRAINER_PY, path.join(l.workspace, 'train.py'));
     const child = spawnLifecycleChild(l);
     let runId = '';
     let cluster: { id: string; memberIds: string[] } | undefined;
