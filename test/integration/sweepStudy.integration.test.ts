@@ -2,6 +2,11 @@
  * A sweep's study on the real Optuna: /usr/bin/python3 with Debian's python3-optuna (3.1; users
  * get 5.x from pip, and the study process uses only what both share). No pod: the study is a
  * local process and its SQLite storage.
+ *
+ * A study process's start is most of this file's CPU (`import optuna` and the storage's schema
+ * check: 0.6 CPU-s idle, 1–2 on a loaded machine), so the tests that need no fresh process share
+ * one, each opening studies in storage of its own, as the process lets a client do; only the
+ * restart's test starts its own two.
  */
 import assert from 'node:assert/strict';
 import { spawnSync } from 'node:child_process';
@@ -35,16 +40,24 @@ describe('sweep study: Optuna in its own process, the study in its SQLite storag
   let dir: string;
   const clients: StudyClient[] = [];
 
-  before(function () {
-    const probe = spawnSync(PYTHON, ['-c', 'import optuna; print(optuna.__version__)'], {
-      encoding: 'utf8',
-    });
+  /** The study process the tests share (started in `before`, killed in `after`). */
+  let shared: StudyClient;
+
+  before(async function () {
+    // Found, not imported: the shared process's start imports it, and says so when it cannot.
+    const probe = spawnSync(
+      PYTHON,
+      ['-c', 'import importlib.util, sys; sys.exit(importlib.util.find_spec("optuna") is None)'],
+      { encoding: 'utf8' },
+    );
     assert.equal(
       probe.status,
       0,
       `${PYTHON} has no Optuna: apt-get install python3-optuna (npm test installs it)\n${probe.stderr}`,
     );
+    shared = await StudyClient.start({ python: PYTHON });
   });
+  after(() => shared?.kill());
 
   beforeEach(() => {
     dir = fs.mkdtempSync(path.join(os.tmpdir(), 'ob-sweep-study-'));
@@ -89,7 +102,7 @@ describe('sweep study: Optuna in its own process, the study in its SQLite storag
   }
 
   it('drives a study to completion: ask, report, tell; the storage opens with optuna.load_study', async () => {
-    const client = await start();
+    const client = shared;
     assert.match(client.optunaVersion, /^\d+\.\d+/);
     const study = spec();
     assert.deepEqual(await client.open(study), { trials: 0 });
@@ -123,14 +136,14 @@ describe('sweep study: Optuna in its own process, the study in its SQLite storag
       '3': values[0]!,
     });
     assert.deepEqual(trials[0]?.attrs, { sweep: 'lr' });
-    await client.close();
+    // Read by another process while this one lives: each answer came once its change was stored.
     const stored = loadStudy(study.storagePath, 'lr');
     assert.deepEqual(stored.states, Array(8).fill('COMPLETE'));
     assert.equal(stored.best, bestValue);
   });
 
   it("prunes where Optuna's pruner says so: the median pruner stops a trial far behind, never one ahead", async () => {
-    const client = await start();
+    const client = shared;
     await client.open(spec({ pruner: 'median', sampler: 'random' }));
     // The median pruner judges once 5 trials are complete: their curves 1.0, 0.9, 0.8 at steps 1-3.
     for (let i = 0; i < 5; i++) {
@@ -146,10 +159,9 @@ describe('sweep study: Optuna in its own process, the study in its SQLite storag
     const { trials } = await client.trials();
     assert.equal(trials[behind.number]?.state, 'PRUNED');
     assert.deepEqual(trials[behind.number]?.intermediate, { '1': 5 });
-    await client.close();
 
     // The same far-behind value, in a study whose pruner is "none": not pruned.
-    const never = await start();
+    const never = shared;
     await never.open(spec({ study: 'never', pruner: 'none', sampler: 'random' }));
     for (let i = 0; i < 5; i++) {
       const { number } = await never.ask();
@@ -158,7 +170,6 @@ describe('sweep study: Optuna in its own process, the study in its SQLite storag
     }
     const kept = await never.ask();
     assert.deepEqual(await never.report(kept.number, 1, 5), { shouldPrune: false });
-    await never.close();
   });
 
   it('goes on after its process is killed: the same trials, their run links, nothing twice', async () => {
@@ -214,14 +225,13 @@ describe('sweep study: Optuna in its own process, the study in its SQLite storag
   });
 
   it('refuses to open a stored study the other way round (minimize vs maximize)', async () => {
-    const client = await start();
+    const client = shared;
     await client.open(spec());
     await assert.rejects(client.open(spec({ direction: 'maximize' })), (error: StudyError) => {
       assert.equal(error.kind, 'study_mismatch');
       assert.match(error.message, /minimizes its metric, and the sweep says maximize/);
       return true;
     });
-    await client.close();
   });
 
   it("samples with each of Optuna's samplers the sweep may name (grid over lists and stepped ranges)", async () => {
@@ -230,7 +240,7 @@ describe('sweep study: Optuna in its own process, the study in its SQLite storag
       dropout: { kind: 'float', low: 0, high: 0.2, log: false, step: 0.1 },
       optimizer: { kind: 'choice', choices: ['adamw', 'sgd'] },
     };
-    const client = await start();
+    const client = shared;
     for (const sampler of ['tpe', 'random', 'cmaes', 'grid'] as const) {
       await client.open(
         spec({ study: sampler, sampler, params: sampler === 'grid' ? grid : PARAMS }),
@@ -247,6 +257,5 @@ describe('sweep study: Optuna in its own process, the study in its SQLite storag
       }
       if (sampler === 'grid') assert.equal(seen.size, 4, [...seen].join(' '));
     }
-    await client.close();
   });
 });
