@@ -7,8 +7,9 @@
  *   npm run figures:sweep                   5 seeds, 10 budget sweeps (3 killed), 8 trials at once
  *   npx tsx bench/sweepFigures.ts [--seeds N] [--trials N] [--sweeps N] [--killed N]
  *                                 [--parallel N] [--only pruning,budget,cpu] [--json FILE]
+ *                                 [--job-scale F]   figures 1 and 3's steps F times as long
  *   (test/integration/sweepFigures.integration.test.ts runs its smallest size: one seed of 6
- *   trials, one killed sweep, 2 trials at once.)
+ *   trials, one killed sweep, 2 trials at once, jobs a quarter as long.)
  *
  * 1. Pruning pays: per seed, a Hyperband sweep and an unpruned one of the same trials (the random
  *    sampler with that seed asks both the same params), side by side, each in its own emulator:
@@ -84,7 +85,7 @@ async function pruningFigure(options: FigureOptions): Promise<Figure> {
     // is hours against a pod's minutes.
     const base = {
       steps: 120,
-      stepSeconds: 0.25,
+      stepSeconds: 0.25 * (options.jobScale ?? 1),
       seed,
       trials: options.trials,
       parallel: 6,
@@ -201,7 +202,7 @@ async function cpuFigure(options: FigureOptions): Promise<Figure> {
   const problems: string[] = [];
   const spec = {
     steps: 60,
-    stepSeconds: 0.3,
+    stepSeconds: 0.3 * (options.jobScale ?? 1),
     seed: 7,
     parallel: n,
     trials: n,
@@ -325,7 +326,10 @@ async function main(): Promise<number> {
     killed: Number(arg('--killed') ?? 3),
     parallel: num('--parallel', 8),
     only,
+    jobScale: Number(arg('--job-scale') ?? 1),
   };
+  if (!(options.jobScale! > 0 && options.jobScale! <= 1))
+    throw new Error('--job-scale must be a number in (0, 1]');
   const started = Date.now();
   const figures = await sweepFigures(options);
   process.stdout.write(

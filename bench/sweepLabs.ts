@@ -18,6 +18,11 @@ export interface FigureOptions {
   killed: number;
   parallel: number;
   only: string[];
+  /**
+   * The jobs of figures 1 and 3 run this fraction of their steps' seconds (default 1): the
+   * smoke test's shorter jobs measure every figure for less CPU; only the full size is judged.
+   */
+  jobScale?: number;
 }
 
 /** Each figure: what was measured, against its target. */
