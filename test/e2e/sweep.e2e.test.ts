@@ -1,27 +1,41 @@
 import * as assert from 'node:assert/strict';
+import type { ChildProcess } from 'node:child_process';
 import * as fs from 'node:fs';
 import * as path from 'node:path';
-import { ROOT } from '../helpers/cli';
-import { tinyToml, useWindow } from './window';
+import { systemClock } from '../../src/core/clock';
+import { sweepHolder } from '../../src/core/sweep/records';
+import { ROOT, runCliProcess, startCli } from '../helpers/cli';
+import { descendantsOf } from '../helpers/processes';
+import { emulatorEnv } from '../helpers/tinyWorkspace';
+import { eventually } from './harness';
+import { pickFromCommand, tinyToml, useWindow } from './window';
 
 /**
  * Issue #38 in the real VS Code against the Runpod emulator and the real Optuna (/usr/bin/python3
- * with Debian's python3-optuna, set as overbrainer.sweepPython): Start Sweep quotes the sweep in its modal, runs its trials on emulated
- * pods and says its end with the best trial; the Sweeps view lists it and its trials, and a click
- * on its row opens its page. No pod is left billing (the window's own check).
+ * with Debian's python3-optuna, set as overbrainer.sweepPython): Start Sweep quotes the sweep in
+ * its modal, runs its trials on emulated pods and says its end with the best trial; the Sweeps view
+ * lists it and its trials, and a click on its row opens its page. No pod is left billing (the
+ * window's own check).
+ *
+ * And one sweep from either client, in the same window (a window is most of an e2e file's CPU):
+ * the CLI (`node dist/cli.js`, the built bundle) sees the sweep VS Code runs and is refused its
+ * attach naming VS Code's extension host, then attaches the ended sweep with VS Code's best; a
+ * sweep the CLI starts shows in the Sweeps view, VS Code's Attach Sweep is refused naming the CLI,
+ * takes the sweep over once the CLI was killed, and Stop Sweep stops its trials.
  */
 const SWEEP = 'e2e-sweep';
+/** The sweep the CLI starts (the workspace's [sweep] renamed after the first one). */
+const CLI_SWEEP = 'e2e-cli';
+const PYTHON = '/usr/bin/python3';
 
-describe('Sweeps in the real VS Code: Start Sweep, its end, the Sweeps view and the sweep page', function () {
-  this.timeout(420_000);
-  const window = useWindow({
-    name: 'sweep',
-    toml: tinyToml(
-      'python3 train.py --steps 10 --step-seconds 0.05 --eval-every 5 --learning-rate {learning_rate} --lora-r {lora_r}',
-      `max_cost_usd = 0.5
+/** The workspace's overbrainer.toml: sweep `name`, its jobs `steps` steps of 0.25 s. */
+function sweepToml(name: string, steps: number): string {
+  return tinyToml(
+    `python3 train.py --steps ${steps} --step-seconds 0.25 --eval-every 5 --learning-rate {learning_rate} --lora-r {lora_r}`,
+    `max_cost_usd = 0.5
 
 [sweep]
-name = "${SWEEP}"
+name = "${name}"
 metric = "eval_loss"
 direction = "minimize"
 trials = 2
@@ -35,15 +49,75 @@ pruner = "none"
 learning_rate = { low = 1e-5, high = 1e-2, log = true }
 lora_r = [4, 8, 16, 32]
 `,
-    ),
+  );
+}
+
+interface TrialJson {
+  number: number;
+  run_id: string | null;
+  state: string;
+  params: Record<string, unknown>;
+  message: string | null;
+}
+interface SweepJson {
+  name: string;
+  state: string;
+  end: string | null;
+  trials: TrialJson[];
+}
+
+describe('Sweeps in the real VS Code: Start Sweep, its end, the Sweeps view and the sweep page', function () {
+  this.timeout(420_000);
+  const window = useWindow({
+    name: 'sweep',
+    // 20 s jobs: the CLI's look at the sweep VS Code runs comes while its trials run.
+    toml: sweepToml(SWEEP, 80),
     // The sweep's job: examples/sweep/train.py (its eval_loss a known function of its params).
     prepare: (ws) =>
       fs.copyFileSync(path.join(ROOT, 'examples', 'sweep', 'train.py'), path.join(ws, 'train.py')),
     // The Python with Optuna, set as a user would (code-server's PATH may lead to another).
-    machineSettings: { 'overbrainer.sweepPython': '/usr/bin/python3' },
+    machineSettings: { 'overbrainer.sweepPython': PYTHON },
     timingScale: '8',
     apiKeyInEnv: true,
   });
+
+  const children = new Set<ChildProcess>();
+  afterEach(() => {
+    for (const child of children) child.kill('SIGKILL');
+  });
+
+  /** The CLI's environment: the emulator's key, URL and timing scale (the window's), the Python. */
+  const cliEnv = (): Record<string, string> => ({
+    ...emulatorEnv(window.emulator, '8'),
+    OVERBRAINER_SWEEP_PYTHON: PYTHON,
+  });
+  const cli = (args: string[]) =>
+    runCliProcess(['-C', window.workspace.dir, ...args], { env: cliEnv(), children });
+  const showJson = async (name: string): Promise<SweepJson> => {
+    const ran = await cli(['sweep', 'show', name, '--json']);
+    assert.equal(ran.code, 0, ran.stderr);
+    return JSON.parse(ran.stdout) as SweepJson;
+  };
+  const runState = (id: string): string =>
+    (
+      JSON.parse(
+        fs.readFileSync(path.join(window.workspace.dir, 'runs', id, 'run.json'), 'utf8'),
+      ) as { state: string }
+    ).state;
+  /** Waits until both trials of sweep `name` run their jobs (its sweep.json and their run.json). */
+  const untilTrialsRun = (name: string): Promise<TrialJson[]> =>
+    eventually(
+      `both trials of ${name} running their jobs`,
+      async () => {
+        const file = path.join(window.workspace.dir, 'runs', 'sweeps', name, 'sweep.json');
+        const record = JSON.parse(await fs.promises.readFile(file, 'utf8')) as SweepJson;
+        const ids = record.trials.map((t) => t.run_id);
+        if (ids.length !== 2 || ids.some((id) => id === null || runState(id) !== 'running'))
+          return undefined;
+        return record.trials;
+      },
+      180_000,
+    );
 
   it('Start Sweep quotes it, runs both trials on pods and says its end; the view lists it and its row opens its page', async function () {
     const { emulator, workbench } = window;
@@ -58,14 +132,52 @@ lora_r = [4, 8, 16, 32]
     await workbench.screenshot('the sweep quote');
     await dialog.getByRole('button', { name: 'Start Sweep', exact: true }).click();
 
+    // While VS Code runs it, the CLI sees its trials, and its attach is refused naming the client
+    // that runs it: this window's extension host.
+    const running = await untilTrialsRun(SWEEP);
+    const seen = await showJson(SWEEP);
+    assert.equal(seen.state, 'running');
+    assert.deepEqual(
+      seen.trials.map((t) => [t.number, t.run_id]),
+      running.map((t) => [t.number, t.run_id]),
+    );
+    const refused = await cli(['sweep', 'attach', SWEEP]);
+    assert.notEqual(refused.code, 0, refused.stdout);
+    const holder = new RegExp(
+      `sweep ${SWEEP} is run by another client \\(pid (\\d+), VS Code window\\)`,
+    ).exec(refused.stderr);
+    assert.ok(holder !== null, refused.stderr);
+    const host = descendantsOf().find((p) => p.pid === Number(holder[1]));
+    assert.match(
+      host?.cmdline ?? '',
+      /--type=extensionHost/,
+      `pid ${holder[1]} is not this window's extension host`,
+    );
+
     const end = await workbench.waitForNotification(
       new RegExp(`sweep ${SWEEP} ended: all 2 trials ran; best eval_loss`),
       300_000,
     );
-    assert.match(await end.innerText(), /trial \d, \{"learning_rate":.*"lora_r":\d+\}.*spent \$\d/);
+    const endWords = await end.innerText();
+    assert.match(endWords, /trial \d, \{"learning_rate":.*"lora_r":\d+\}.*spent \$\d/);
     await workbench.screenshot('the sweep ended');
     const pods = emulator.ledger().pods;
     assert.equal(pods.length, 2, 'one pod per trial');
+
+    // The CLI attaches the ended sweep: the same trials, the same best as VS Code said.
+    const attached = await cli(['sweep', 'attach', SWEEP]);
+    assert.equal(attached.code, 0, attached.stderr);
+    assert.match(attached.stdout, new RegExp(`sweep ${SWEEP}: ended \\(trials\\)`));
+    const best = /best: trial (\d), eval_loss [\d.e-]+, (\{.*?\}) \(run/.exec(attached.stdout);
+    assert.ok(best !== null, attached.stdout);
+    assert.ok(
+      endWords.includes(`(trial ${best[1]}, ${best[2]})`),
+      `${endWords}\n${attached.stdout}`,
+    );
+    assert.deepEqual(
+      (await showJson(SWEEP)).trials.map((t) => [t.number, t.run_id, t.state]),
+      running.map((t) => [t.number, t.run_id, 'complete']),
+    );
 
     await workbench.openView('Sweeps');
     const row = workbench
@@ -82,5 +194,73 @@ lora_r = [4, 8, 16, 32]
     const tab = workbench.page.locator('.tabs-container .tab', { hasText: `Sweep ${SWEEP}` });
     await tab.first().waitFor({ state: 'visible' });
     await workbench.screenshot('the sweep page');
+  });
+
+  it('a sweep the CLI starts shows in the Sweeps view; Attach Sweep takes it over once the CLI died, and Stop Sweep stops it', async function () {
+    const { emulator, workbench } = window;
+    // 120 s jobs, stopped long before their end.
+    fs.writeFileSync(
+      path.join(window.workspace.dir, 'overbrainer.toml'),
+      sweepToml(CLI_SWEEP, 480),
+    );
+    const started = startCli(['-C', window.workspace.dir, 'sweep', 'start'], {
+      env: cliEnv(),
+      children,
+    });
+    const running = await untilTrialsRun(CLI_SWEEP);
+
+    await workbench.runCommand('Overbrainer: Refresh Sweeps');
+    const pane = workbench.viewPane('Sweeps');
+    const row = pane.locator('.monaco-list-row', { hasText: CLI_SWEEP }).first();
+    await row.waitFor({ state: 'visible' });
+    assert.match(await row.innerText(), /running · 2\/2 trials/);
+    await pane
+      .locator('.monaco-list-row', { hasText: /#\d RUNNING/ })
+      .nth(1)
+      .waitFor();
+    await workbench.screenshot('the CLI sweep in the view');
+
+    // Refused while the CLI runs it, naming the CLI.
+    await pickFromCommand(workbench, 'Overbrainer: Attach Sweep', 'Sweep', CLI_SWEEP);
+    await workbench.waitForNotification(
+      new RegExp(
+        `sweep ${CLI_SWEEP} is run by another client \\(pid ${started.child.pid}, overbrainer CLI\\)`,
+      ),
+    );
+
+    // The CLI dies; VS Code takes the sweep over: its lock is the extension host's now.
+    started.child.kill('SIGKILL');
+    await started.done;
+    await pickFromCommand(workbench, 'Overbrainer: Attach Sweep', 'Sweep', CLI_SWEEP);
+    // (Its lock read, not tried: a CLI's attach would take the dead CLI's sweep itself.)
+    const runsDir = path.join(window.workspace.dir, 'runs');
+    const holder = await eventually('VS Code to hold the sweep', () =>
+      Promise.resolve(sweepHolder(runsDir, CLI_SWEEP, systemClock) ?? undefined),
+    );
+    assert.equal(holder.owner, 'VS Code window');
+    const host = descendantsOf().find((p) => p.pid === holder.pid);
+    assert.match(
+      host?.cmdline ?? '',
+      /--type=extensionHost/,
+      `pid ${holder.pid} is no extension host`,
+    );
+
+    // Stop Sweep: the attach that follows it stops its trials and ends it `stopped`.
+    await pickFromCommand(workbench, 'Overbrainer: Stop Sweep', 'Sweep', CLI_SWEEP);
+    await workbench.waitForNotification(
+      new RegExp(`sweep ${CLI_SWEEP} ended: stopped on request`),
+      180_000,
+    );
+    const stopped = await showJson(CLI_SWEEP);
+    assert.equal(stopped.state, 'ended');
+    assert.equal(stopped.end, 'stopped');
+    assert.deepEqual(
+      stopped.trials.map((t) => [t.number, t.run_id, t.state, t.message]),
+      running.map((t) => [t.number, t.run_id, 'fail', 'stopped with the sweep (`sweep stop`)']),
+    );
+    for (const t of running) assert.equal(runState(t.run_id!), 'cancelled');
+    const billing = emulator.ledger().pods.filter((p) => p.billing);
+    assert.deepEqual(billing, [], 'the stopped trials left no pod billing');
+    await workbench.screenshot('the CLI sweep stopped in VS Code');
   });
 });
