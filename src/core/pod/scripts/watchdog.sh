@@ -80,12 +80,25 @@
 # settled by Runpod: refused (401/403), it is logged once, written to .pod/cluster_delete, and
 # tried again every tick; the run is then ended only by its client or `pod rm`.
 
-wd_now() { date +%s; }
+# Every tick's own work forks nothing under bash, the shell the bootstrap execs this with: the
+# clock is printf's %(%s)T, the wait a `read -t` on a FIFO nobody writes, numbers and files are
+# read by builtins, and the lease's mtime is looked at (`stat`) only when a rule needs it. Under
+# dash and busybox sh a tick forks `date` and `sleep` (and `df` while a job runs, every tick).
 
-# A non-negative integer without leading zeros (shells read 010 as octal), or "$2".
-wd_num() {
+# Sets wd_now_s to the time (unix s): bash's printf builtin, else `date +%s`.
+wd_now() {
+  if [ "$wd_builtin_clock" = 1 ]; then
+    printf -v wd_now_s '%(%s)T' -1
+  else
+    wd_now_s=$(date +%s)
+  fi
+}
+
+# Sets wd_n to "$1" as a non-negative integer without leading zeros (shells read 010 as
+# octal), or to "$2": wd_num without a subshell.
+wd_numv() {
   case $1 in
-    '' | *[!0-9]*) printf '%s\n' "$2" ;;
+    '' | *[!0-9]*) wd_n=$2 ;;
     *)
       wd_n=$1
       while :; do
@@ -94,9 +107,14 @@ wd_num() {
           *) break ;;
         esac
       done
-      printf '%s\n' "$wd_n"
       ;;
   esac
+}
+
+# A non-negative integer without leading zeros, or "$2" (printed: for the settings read once).
+wd_num() {
+  wd_numv "$1" "$2"
+  printf '%s\n' "$wd_n"
 }
 
 wd_log() {
@@ -105,18 +123,26 @@ wd_log() {
   printf '%s\n' "$wd_line" >>"$WD_LOG" 2>/dev/null
 }
 
-# mtime (unix s) of "$1", or nothing: GNU and busybox stat know -c %Y; date -r is the fallback.
+# Sets wd_m to the mtime (unix s) of "$1", or to nothing: GNU and busybox stat know -c %Y;
+# date -r is the fallback.
 wd_mtime() {
   wd_m=$(stat -c %Y "$1" 2>/dev/null) || wd_m=$(date -r "$1" +%s 2>/dev/null) || wd_m=
   case $wd_m in
-    '' | *[!0-9]*) ;;
-    *) printf '%s\n' "$wd_m" ;;
+    '' | *[!0-9]*) wd_m= ;;
   esac
 }
 
-# A sleep the TERM/INT trap can interrupt (a foreground sleep would delay it to its end).
+# A sleep the TERM/INT trap can interrupt (a foreground sleep would delay it to its end). Under
+# bash, a `read -t` on fd 9, a FIFO held open for reading and writing and never written, so
+# the read always times out (see the main part); else a `sleep` process.
 wd_sleep() {
   [ "$1" -gt 0 ] 2>/dev/null || return 0
+  if [ "$wd_builtin_wait" = 1 ]; then
+    read -r -t "$1" wd_x <&9
+    [ $? -gt 128 ] && return 0
+    # Not a timeout (the FIFO gave data or an end): never again, `sleep` from now on.
+    wd_builtin_wait=0
+  fi
   sleep "$1" &
   wd_sleeper=$!
   wait "$wd_sleeper" 2>/dev/null
@@ -296,11 +322,11 @@ wd_delete_cluster() {
   wd_log "cluster delete failed, retrying in ${WD_INTERVAL}s"
 }
 
-# The first whole number on the first line of "$1", or nothing.
+# Sets wd_n to the first whole number on the first line of "$1", or to nothing.
 wd_read_num() {
   wd_raw=
   [ -f "$1" ] && read -r wd_raw <"$1" 2>/dev/null
-  wd_num "$wd_raw" ""
+  wd_numv "$wd_raw" ""
 }
 
 # Disk use: sets wd_use and wd_cap (the same unit; compare wd_use * 100 with wd_cap * percent)
@@ -310,11 +336,15 @@ wd_disk() {
   wd_cap=
   wd_where=
   wd_gb=
-  [ -n "$WD_VOLUME_DIR" ] && wd_gb=$(wd_read_num "$WD_VOLUME_GB")
+  if [ -n "$WD_VOLUME_DIR" ]; then
+    wd_read_num "$WD_VOLUME_GB"
+    wd_gb=$wd_n
+  fi
   if [ -n "$wd_gb" ] && [ "$wd_gb" -gt 0 ]; then
     # du -sk against 94 % of the volume's GB (10^9 bytes) in KiB: gb * 10^9 * 94 / (100 * 1024).
     wd_du=$(du -sk "$WD_VOLUME_DIR" 2>/dev/null | tail -n 1)
-    wd_use=$(wd_num "${wd_du%%[!0-9]*}" "")
+    wd_numv "${wd_du%%[!0-9]*}" ""
+    wd_use=$wd_n
     [ -n "$wd_use" ] || return 0
     wd_cap=$((wd_gb * 1000000000 * 94 / 102400))
     wd_where="volume $WD_VOLUME_DIR (du, 94% of ${wd_gb} GB)"
@@ -322,7 +352,9 @@ wd_disk() {
   fi
   # df -P: "<fs> <size> <used> <available> <n>% <mount>"; the fs name or the mount point may
   # hold blanks, so the numbers are the first three numeric fields before a "<n>%" one.
-  wd_df=$(df -P "$WD_RUN" 2>/dev/null | tail -n 1)
+  # Its last line, without a `tail` process.
+  wd_df=$(df -P "$WD_RUN" 2>/dev/null)
+  wd_df=${wd_df##*"$WD_NL"}
   set -f
   # shellcheck disable=SC2086
   set -- $wd_df
@@ -333,9 +365,12 @@ wd_disk() {
       *)
         case $5 in
           *%)
-            wd_size=$(wd_num "$2" "")
-            wd_use=$(wd_num "$3" "")
-            wd_free=$(wd_num "$4" "")
+            wd_numv "$2" ""
+            wd_size=$wd_n
+            wd_numv "$3" ""
+            wd_use=$wd_n
+            wd_numv "$4" ""
+            wd_free=$wd_n
             # What a writer can fill: the size, or less on a filesystem that reserves blocks.
             wd_cap=$wd_size
             if [ $((wd_use + wd_free)) -lt "$wd_cap" ]; then wd_cap=$((wd_use + wd_free)); fi
@@ -376,7 +411,8 @@ wd_snapshot() {
   wd_reason=
   wd_for_deadline=0
   # a. cost: past .pod/snapshot_at.
-  wd_snap_at=$(wd_read_num "$WD_SNAPSHOT_AT")
+  wd_read_num "$WD_SNAPSHOT_AT"
+  wd_snap_at=$wd_n
   if [ -n "$wd_snap_at" ] && [ "$wd_t" -ge "$wd_snap_at" ]; then
     if [ "$wd_kept" = 1 ]; then
       [ "$wd_kept_cost_noted" = 1 ] || wd_log "no snapshot for reason=cost: the pod is kept"
@@ -386,7 +422,8 @@ wd_snapshot() {
     fi
   fi
   # b. deadline: its lead reached and nobody renews the lease.
-  if [ -n "$wd_deadline" ] && [ $((wd_t + WD_SNAPSHOT_LEAD)) -ge "$wd_deadline" ] && [ "$wd_fresh" = 0 ]; then
+  if [ -n "$wd_deadline" ] && [ $((wd_t + WD_SNAPSHOT_LEAD)) -ge "$wd_deadline" ] &&
+    wd_lease && [ "$wd_fresh" = 0 ]; then
     if [ "$wd_kept" = 1 ]; then
       [ "$wd_kept_deadline_noted" = 1 ] || wd_log "no snapshot for reason=deadline: the pod is kept"
       wd_kept_deadline_noted=1
@@ -412,6 +449,7 @@ wd_snapshot() {
         if [ $((wd_use * 100)) -ge $((wd_cap * WD_DISK_BACKSTOP)) ]; then
           wd_reason=disk
         elif [ $((wd_use * 100)) -ge $((wd_cap * WD_DISK_ACT)) ]; then
+          wd_lease
           if [ "$wd_fresh" = 0 ]; then
             wd_reason=disk
           elif [ "$wd_disk_noted" != 1 ]; then
@@ -443,8 +481,21 @@ wd_hold() {
   wd_held=$1
 }
 
+# Sets wd_fresh once a tick, when a rule asks: 1 while .pod/lease was touched less than the TTL
+# ago, else 0. Only the rules that need it look, so a tick with no deadline near and the disk
+# not nearly full starts no `stat`.
+wd_lease() {
+  [ -n "$wd_fresh" ] && return 0
+  wd_fresh=0
+  [ -f "$WD_LEASE" ] || return 0
+  wd_mtime "$WD_LEASE"
+  if [ -n "$wd_m" ] && [ $((wd_t - wd_m)) -lt "$WD_LEASE_TTL" ]; then wd_fresh=1; fi
+  return 0
+}
+
 wd_tick() {
-  wd_t=$(wd_now)
+  wd_now
+  wd_t=$wd_now_s
   case $wd_t in '' | *[!0-9]*) wd_t=0 ;; esac
 
   # The job: started = job.pid; ended = exit_code or cancelled, or its process group gone.
@@ -454,7 +505,8 @@ wd_tick() {
     wd_started=1
     wd_raw=
     read -r wd_raw <"$WD_RUN/job.pid" 2>/dev/null
-    wd_pid=$(wd_num "$wd_raw" "")
+    wd_numv "$wd_raw" ""
+    wd_pid=$wd_n
     if [ "$wd_pid" != "$wd_seen_pid" ] || [ "$wd_seen_job" = 0 ]; then
       wd_seen_job=1
       wd_seen_pid=$wd_pid
@@ -473,34 +525,34 @@ wd_tick() {
       wd_end_file=
     fi
     if [ "$wd_ended" = 1 ] && [ -z "$wd_ended_at" ]; then
-      [ -n "$wd_end_file" ] && wd_ended_at=$(wd_mtime "$wd_end_file")
+      if [ -n "$wd_end_file" ]; then
+        wd_mtime "$wd_end_file"
+        wd_ended_at=$wd_m
+      fi
       [ -n "$wd_ended_at" ] || wd_ended_at=$wd_t
       wd_log "job ended"
     fi
     [ "$wd_ended" = 0 ] && wd_ended_at=
   fi
 
-  # The lease: fresh while .pod/lease was touched less than the TTL ago.
-  wd_fresh=0
-  if [ -f "$WD_LEASE" ]; then
-    wd_m=$(wd_mtime "$WD_LEASE")
-    if [ -n "$wd_m" ] && [ $((wd_t - wd_m)) -lt "$WD_LEASE_TTL" ]; then wd_fresh=1; fi
-  fi
+  # The lease: looked at by wd_lease when a rule needs it.
+  wd_fresh=
 
   # A release: its deadline replaces the env's and lifts the env's keep (see the header).
   wd_deadline=$WD_DEADLINE
   wd_kept=$WD_KEEP
   if [ -f "$WD_DEADLINE_FILE" ]; then
-    wd_deadline=$(wd_read_num "$WD_DEADLINE_FILE")
+    wd_read_num "$WD_DEADLINE_FILE"
+    wd_deadline=$wd_n
     [ -n "$wd_deadline" ] || wd_deadline=0
     wd_kept=0
     if [ "$wd_released" != "$wd_deadline" ]; then
       wd_log "released: deadline=$wd_deadline (.pod/deadline)"
       wd_released=$wd_deadline
     fi
-    wd_rel_at=$(wd_mtime "$WD_DEADLINE_FILE")
-    if [ "$wd_ended" = 1 ] && [ -n "$wd_rel_at" ] && [ "$wd_ended_at" -lt "$wd_rel_at" ]; then
-      wd_ended_at=$wd_rel_at
+    if [ "$wd_ended" = 1 ]; then
+      wd_mtime "$WD_DEADLINE_FILE"
+      if [ -n "$wd_m" ] && [ "$wd_ended_at" -lt "$wd_m" ]; then wd_ended_at=$wd_m; fi
     fi
   fi
   if [ -f "$WD_KEEP_MARKER" ]; then
@@ -533,7 +585,8 @@ wd_tick() {
   if [ -f "$WD_COST_CAP" ]; then
     wd_raw=
     read -r wd_raw <"$WD_COST_CAP" 2>/dev/null
-    wd_cap=$(wd_num "$wd_raw" "")
+    wd_numv "$wd_raw" ""
+    wd_cap=$wd_n
     if [ -n "$wd_cap" ] && [ "$wd_t" -ge "$wd_cap" ]; then
       wd_delete cost_cap
       return
@@ -542,6 +595,7 @@ wd_tick() {
   # 4. deadline, unless the client holds the lease, the job is saving the snapshot asked for
   # the deadline, or a snapshot ended the job (then it waits for its retrieval).
   if [ -n "$wd_deadline" ] && [ "$wd_t" -ge "$wd_deadline" ]; then
+    wd_lease
     if [ "$wd_fresh" = 1 ]; then
       wd_hold "lease" "deadline passed, lease held by the client"
     elif [ "$wd_ended" = 1 ] && [ -f "$WD_SNAPSHOT_JSON" ]; then
@@ -669,7 +723,29 @@ wd_disk_noted=0
 wd_disk_failed=0
 trap wd_stop TERM INT
 
-WD_START=$(wd_now)
+# The clock and the wait without a process (see the top), where the shell has them.
+wd_builtin_clock=0
+wd_now_s=
+printf -v wd_now_s '%(%s)T' -1 >/dev/null 2>&1
+case $wd_now_s in '' | *[!0-9]*) ;; *) wd_builtin_clock=1 ;; esac
+wd_builtin_wait=0
+if [ -n "${BASH_VERSION:-}" ]; then
+  wd_fifo="$WD_RUN/.pod/.watchdog.wait.$$"
+  rm -f "$wd_fifo" 2>/dev/null
+  # Opened for reading and writing, the FIFO never ends and nobody writes it; the name goes at
+  # once, fd 9 stays. (The open is tried in a subshell first: a failed `exec` redirection
+  # would end a shell in POSIX mode.)
+  if mkfifo -m 600 "$wd_fifo" 2>/dev/null && (exec 9<>"$wd_fifo") 2>/dev/null; then
+    exec 9<>"$wd_fifo"
+    wd_builtin_wait=1
+  fi
+  rm -f "$wd_fifo" 2>/dev/null
+fi
+WD_NL='
+'
+
+wd_now
+WD_START=$wd_now_s
 case $WD_START in '' | *[!0-9]*) WD_START=0 ;; esac
 wd_log "start $WD_UA pod=${wd_pod:-none} run_dir=$WD_RUN interval=${WD_INTERVAL}s deadline=${WD_DEADLINE:-none}$wd_deadline_note keep=$WD_KEEP lease_ttl=${WD_LEASE_TTL}s boot_grace=${WD_BOOT_GRACE}s retrieve_grace=${WD_RETRIEVE_GRACE}s snapshot_lead=${WD_SNAPSHOT_LEAD}s snapshot_wait=${WD_SNAPSHOT_WAIT}s disk=${WD_DISK_ACT}%/${WD_DISK_BACKSTOP}%${WD_VOLUME_DIR:+ volume=$WD_VOLUME_DIR} api=$WD_API"
 
