@@ -151,7 +151,9 @@ export function streamCommand(
   const lines = [
     `cd ${shQuote(runDir)} || exit 3`,
     GROUP_ALIVE_SH,
-    'job_over() { [ -e exit_code ] || [ -e cancelled ] || ! group_alive "$(cat job.pid 2>/dev/null)"; }',
+    // The job's PID read by the shell itself, not by a `cat` every second.
+    'job_pid() { pid=; { IFS= read -r pid < job.pid; } 2>/dev/null; return 0; }',
+    'job_over() { [ -e exit_code ] || [ -e cancelled ] || { job_pid; ! group_alive "$pid"; }; }',
     // The status script in a subshell: its `exit` ends only that.
     `job_status() (\n${statusScript(runDir)}\n)`,
     `push_end() { printf '${PUSH_STATUS}%s\\n' "$(job_status)" >&2; exit 0; }`,
@@ -195,7 +197,8 @@ export function streamCommand(
     'while ! { [ -e exit_code ] || [ -e cancelled ]; }; do',
     '  if [ $((n % per_s)) -eq 0 ]; then',
     '    kill -0 "$t" 2>/dev/null || exit 3',
-    '    group_alive "$(cat job.pid 2>/dev/null)" || break',
+    '    job_pid',
+    '    group_alive "$pid" || break',
     '  fi',
     '  alive',
     '  pushes',
