@@ -232,20 +232,30 @@ export class DiskPolicy {
  * The sh that takes one sample, one line: `used <KiB> avail <KiB|-> checkpoint <KiB>`. Without a
  * volume: `df -Pk` of the run directory; with one: `du -sk` of `volumeDir` (its quota counts
  * every file on it). The newest `checkpoint-*` directory (by mtime) anywhere under the run
- * directory is measured with `du -sk`. POSIX sh, dash and busybox.
+ * directory is measured with `du -sk`. POSIX sh, dash and busybox. The followed job's watcher
+ * runs it every `diskPollMs` (once a second at the tests' 1/60), so the fields are taken by the
+ * shell, not by an `awk` behind a pipe: `df` or `du` and `find` are its only processes.
  */
 export function sampleScript(runDir: string, volumeDir: string | null): string {
-  const lines = [`cd ${shQuote(runDir)} 2>/dev/null || { ${noRunDirSh(runDir)}; exit 93; }`];
+  const lines = [
+    `cd ${shQuote(runDir)} 2>/dev/null || { ${noRunDirSh(runDir)}; exit 93; }`,
+    "nl='\n'",
+    'set -f',
+    // `first_of TEXT`: the first field of TEXT's last line (awk's `END { print $1 }`).
+    'first_of() { l=${1##*"$nl"}; set -- $l; printf \'%s\\n\' "$1"; }',
+  ];
   if (volumeDir === null) {
     lines.push(
-      // -P: one line per filesystem, however long its name.
-      `set -- $(df -Pk . 2>/dev/null | awk 'NR == 2 { print $3, $4 }')`,
-      '[ -n "$2" ] || { echo "overbrainer: df gave nothing for the run directory" >&2; exit 94; }',
-      'used=$1; avail=$2',
+      // -P: one line per filesystem, however long its name; its fields 3 and 4 of line 2.
+      'out=$(df -Pk . 2>/dev/null); l=',
+      'case $out in *"$nl"*) l=${out#*"$nl"}; l=${l%%"$nl"*} ;; esac',
+      'set -- $l',
+      '[ -n "$4" ] || { echo "overbrainer: df gave nothing for the run directory" >&2; exit 94; }',
+      'used=$3; avail=$4',
     );
   } else {
     lines.push(
-      `used=$(du -sk ${shQuote(volumeDir)} 2>/dev/null | awk 'END { print $1 }')`,
+      `used=$(first_of "$(du -sk ${shQuote(volumeDir)} 2>/dev/null)")`,
       '[ -n "$used" ] || { echo "overbrainer: du gave nothing for the volume" >&2; exit 94; }',
       'avail=-',
     );
@@ -257,7 +267,7 @@ export function sampleScript(runDir: string, volumeDir: string | null): string {
     '  while IFS= read -r d; do',
     '    if [ -z "$newest" ] || [ "$d" -nt "$newest" ]; then newest=$d; fi',
     '  done',
-    '  if [ -n "$newest" ]; then du -sk "$newest" 2>/dev/null | awk \'END { print $1 }\'; fi',
+    '  if [ -n "$newest" ]; then first_of "$(du -sk "$newest" 2>/dev/null)"; fi',
     '})',
     'printf \'used %s avail %s checkpoint %s\\n\' "$used" "$avail" "${ckpt:-0}"',
   );
