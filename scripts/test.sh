@@ -139,14 +139,22 @@ ensure_all_deps() {
   rm -f "$npm_log"
   [ "$npm_code" -eq 0 ] || return "$npm_code"
   CODE_SERVER_LOG="$(mktemp)"
-  # In a session of its own, so that a stop (a step failed first) reaches its npm and compilers.
-  setsid bash scripts/ensure-code-server.sh >"$CODE_SERVER_LOG" 2>&1 &
+  # Its CPU in a group of its own (said by reap_code_server); in a session of its own, so that a
+  # stop (a step failed first) reaches its npm and compilers.
+  CODE_SERVER_STARTED_S=$(date +%s)
+  (
+    step_cpu_begin "$CODE_SERVER_STEP"
+    exec setsid bash scripts/ensure-code-server.sh >"$CODE_SERVER_LOG" 2>&1
+  ) &
   CODE_SERVER_PID=$!
 }
+CODE_SERVER_STEP="code-server install (background)"
 
 # After the e2e step that waited for it: the background install has ended (or is ending).
 reap_code_server() {
-  if [ -n "${CODE_SERVER_PID:-}" ]; then wait "$CODE_SERVER_PID" || true; fi
+  [ -n "${CODE_SERVER_PID:-}" ] || return 0
+  wait "$CODE_SERVER_PID" || true
+  echo "---- $CODE_SERVER_STEP: ended, $(($(date +%s) - CODE_SERVER_STARTED_S)) s after it started$(step_cpu_of "$CODE_SERVER_STEP" "$CODE_SERVER_PID")"
   CODE_SERVER_PID=""
 }
 

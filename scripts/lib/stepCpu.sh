@@ -64,9 +64,21 @@ step_cpu_end() {
   echo "$BASHPID" >"$STEP_CPU_TOP/cgroup.procs" 2>/dev/null
   used="$(step_cpu_group_s "$STEP_CPU_DIR")"
   # A daemon the step left behind keeps its group until the run's end (step_cpu_finish).
-  rmdir "$STEP_CPU_DIR" 2>/dev/null
+  rmdir "$STEP_CPU_DIR" 2>/dev/null || true
   STEP_CPU_DIR=""
   [ -z "$used" ] || STEP_CPU_USED=", $used CPU-s"
+}
+
+# step_cpu_of NAME PID: ", N CPU-s" for the group step_cpu_begin NAME made in the shell PID,
+# which is then removed (once its processes ended), or nothing.
+step_cpu_of() {
+  [ -n "$STEP_CPU_TOP" ] || return 0
+  local dir used
+  dir="$STEP_CPU_TOP/$(printf '%s' "$1" | tr -c 'A-Za-z0-9' '-' | cut -c1-60)-$2"
+  [ -d "$dir" ] || return 0
+  used="$(step_cpu_group_s "$dir")"
+  rmdir "$dir" 2>/dev/null || true
+  [ -z "$used" ] || printf ', %s CPU-s' "$used"
 }
 
 # step_cpu_total: ", N CPU-s" for the whole run so far, or nothing.
