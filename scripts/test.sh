@@ -229,9 +229,11 @@ RECOVERY_FIGURE=test/integration/reliability.recoveryDeaths.integration.test.ts
 # 2026-12-07 (CI under a load of 20-35): reliability.api 435 s, cli 391, reliability.recovery
 # 347, cluster.train 329, cluster.deaths 314 (new; it had been left to start among the others);
 # reliability.spendPastEnd's watchdog-deleted pod now lives 4.5 min.
-LONG_FIRST=(reliability.api cli reliability.recovery cluster.train cluster.deaths
-  reliability.spendPastEnd reliability.runSpend reliability.crash
-  reliability.release cli.commands lifecycle.guards cluster.recovery cluster.attach
+# 2026-12-07 13:00 (CI at a load of 30-56): sweep 532 s, sweepFigures 527, sweepAttach 514 and
+# cluster.attach 482 were among the ten slowest, and had been left to start among the others.
+LONG_FIRST=(reliability.api cli cluster.deaths reliability.recovery sweep cluster.train
+  sweepFigures sweepAttach cluster.attach reliability.spendPastEnd reliability.runSpend reliability.crash
+  reliability.release cli.commands lifecycle.guards cluster.recovery
   reliability.budgetDay cli.podCommands reliability.ssh reliability.disk lifecycle
   reliability.input exec.upload reliability.budget retrieval podLogs cli.readOnly
   reliability.apiLimits cli.tty reliability.records reliability.snapshot emulator.cli)
