@@ -731,9 +731,8 @@ case $wd_now_s in '' | *[!0-9]*) ;; *) wd_builtin_clock=1 ;; esac
 wd_builtin_wait=0
 if [ -n "${BASH_VERSION:-}" ]; then
   wd_fifo="$WD_RUN/.pod/.watchdog.wait.$$"
-  rm -f "$wd_fifo" 2>/dev/null
   # Opened for reading and writing, the FIFO never ends and nobody writes it; the name goes at
-  # once, fd 9 stays. (The open is tried in a subshell first: a failed `exec` redirection
+  # once, fd 9 stays (a name taken already fails mkfifo: then `sleep`). (The open is tried in a subshell first: a failed `exec` redirection
   # would end a shell in POSIX mode.)
   if mkfifo -m 600 "$wd_fifo" 2>/dev/null && (exec 9<>"$wd_fifo") 2>/dev/null; then
     exec 9<>"$wd_fifo"
