@@ -2,11 +2,12 @@ import * as assert from 'node:assert/strict';
 import * as fs from 'node:fs';
 import * as path from 'node:path';
 import { eventually, runPage, UI_TIMEOUT_MS } from './harness';
+import { crashToml, extensionHostCrash } from './crashJourney';
 import { RUN_ID } from './runRows';
 import { confirmTrain, pickFromCommand, tinyToml, useWindow } from './window';
 
 /**
- * Three journeys that need the same window (timings at 1/8, the key in VS Code's environment),
+ * Four journeys that need the same window (timings at 1/8, the key in VS Code's environment),
  * one after another in it: a window costs about 14 CPU-s to its extension's activation, more
  * than each of these journeys, and the e2e tier runs beside the integration files on 2 cores.
  * Each journey writes its own overbrainer.toml, starts with no editor or notification left by
@@ -24,13 +25,15 @@ import { confirmTrain, pickFromCommand, tinyToml, useWindow } from './window';
  *    new pod from its last checkpoint. The notification says so, the run page shows the
  *    attempts, the Runs tree has a row per attempt, and the run ends succeeded with its results
  *    home.
+ * 4. The extension host killed mid-run (#7, ./crashJourney.ts), last: its restarted host must
+ *    follow the run again by itself to its verified end.
  *
  * Timings: the production constants divided by OVERBRAINER_TIMING_SCALE.
  */
 const DAILY_BUDGET_USD = 0.01;
 const RECOVERY_STEPS = 60;
 
-describe('Spend, pod logs and a recovered run, one after another in one real VS Code window', function () {
+describe('Spend, pod logs, a recovered run and a crashed extension host, one after another in one real VS Code window', function () {
   this.timeout(300_000);
   const window = useWindow({
     name: 'one-window',
@@ -230,5 +233,11 @@ max_usd_per_day = ${DAILY_BUDGET_USD}
     assert.equal(model.step, RECOVERY_STEPS, 'the model of the last step came home');
     const pods = requestsSince(start).filter((r) => r.route === 'createPod' && r.status === 201);
     assert.equal(pods.length, 2, 'a second pod was created');
+  });
+
+  it('Crash: the restarted extension host follows the run again by itself; the run succeeds, verified, its pod deleted by the client', async function () {
+    this.timeout(400_000);
+    const start = await begin(crashToml());
+    await extensionHostCrash(window, (name) => !start.runs.has(name));
   });
 });
