@@ -52,8 +52,19 @@ BS_ROOT_SSH=${OVERBRAINER_ROOT_SSH:-/root/.ssh}
 BS_REFUSED=${OVERBRAINER_REFUSED_DIR:-/root/overbrainer-refused-run}
 BS_RUN_DIR=${OVERBRAINER_RUN_DIR:-}
 
+# bash's printf stamps a line without a `date` process (the pod's cmd runs this under bash).
+bs_clock=0
+bs_ts=
+printf -v bs_ts '%(%s)T' -1 >/dev/null 2>&1 || true
+case $bs_ts in '' | *[!0-9]*) ;; *) bs_clock=1 ;; esac
+
 bs_log() {
-  bs_line="$(date -u +%Y-%m-%dT%H:%M:%SZ) $*"
+  if [ "$bs_clock" = 1 ]; then
+    TZ=UTC0 printf -v bs_ts '%(%Y-%m-%dT%H:%M:%SZ)T' -1
+  else
+    bs_ts=$(date -u +%Y-%m-%dT%H:%M:%SZ)
+  fi
+  bs_line="$bs_ts $*"
   printf '%s\n' "$bs_line"
   if [ -n "$BS_LOG_FILE" ]; then
     printf '%s\n' "$bs_line" >>"$BS_LOG_FILE" 2>/dev/null || true

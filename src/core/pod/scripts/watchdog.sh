@@ -117,8 +117,14 @@ wd_num() {
   printf '%s\n' "$wd_n"
 }
 
+# A log line, stamped in UTC: by bash's printf builtin where it has one (no `date` process).
 wd_log() {
-  wd_line="$(date -u +%Y-%m-%dT%H:%M:%SZ) $*"
+  if [ "${wd_builtin_clock:-0}" = 1 ]; then
+    TZ=UTC0 printf -v wd_ts '%(%Y-%m-%dT%H:%M:%SZ)T' -1
+  else
+    wd_ts=$(date -u +%Y-%m-%dT%H:%M:%SZ)
+  fi
+  wd_line="$wd_ts $*"
   printf '%s\n' "$wd_line"
   printf '%s\n' "$wd_line" >>"$WD_LOG" 2>/dev/null
 }
