@@ -160,6 +160,9 @@ describe('Sweeps in the real VS Code: Start Sweep, its end, the Sweeps view and 
       /--type=extensionHost/,
       `pid ${holder[1]} is not this window's extension host`,
     );
+    // Then the trials' jobs may end.
+    for (const pod of emulator.ledger().pods)
+      fs.writeFileSync(path.join(emulator.pod(pod.id)!.dirs.workspace, GATE), '');
 
     const end = await workbench.waitForNotification(
       new RegExp(`sweep ${SWEEP} ended: all 2 trials ran; best eval_loss`),
@@ -254,7 +257,11 @@ describe('Sweeps in the real VS Code: Start Sweep, its end, the Sweeps view and 
       running.map((t) => [t.number, t.run_id, 'fail', 'stopped with the sweep (`sweep stop`)']),
     );
     for (const t of running) assert.equal(runState(t.run_id!), 'cancelled');
-    const billing = emulator.ledger().pods.filter((p) => p.billing);
+    const runIds = running.map((t) => t.run_id);
+    const billing = emulator
+      .ledger()
+      .pods.filter((p) => runIds.includes(p.runId) && p.billing)
+      .map((p) => p.id);
     assert.deepEqual(billing, [], 'the stopped trials left no pod billing');
     await workbench.screenshot('the CLI sweep stopped in VS Code');
   });
