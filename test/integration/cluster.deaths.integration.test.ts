@@ -103,6 +103,9 @@ describe('a cluster node dies (vanished, host silent, whole cluster gone): recov
     assertWithin1Percent(row.estimated_usd, ledgerSum(pods), 'spend: estimated', 4, usdPerHour);
   }
 
+  /** When the frozen host was named (the lab's event time), once the kill set it. */
+  let named: () => number | undefined = () => undefined;
+
   it('a member vanishes (its pod 404): the whole cluster deleted, the run completes on a new cluster; nothing billing', async () => {
     await diesAndRecovers(
       (l, _cluster, members) => l.emulator.faults.podVanishes(members[1]!),
@@ -111,19 +114,41 @@ describe('a cluster node dies (vanished, host silent, whole cluster gone): recov
     );
   });
 
-  it("a member's host stops answering while the API lists it RUNNING: named after 3 missed looks, the whole cluster deleted, the run completes on a new cluster; nothing billing", async () => {
+  it("a member's host stops answering while the API lists it RUNNING: named within 3 × (request timeout + status poll) of the freeze, the whole cluster deleted, the run completes on a new cluster; nothing billing", async () => {
     let listed = '';
+    let frozenAtMs = 0;
+    let pollMs = 0;
+    const timing = { requestTimeoutMs: 5_000 };
     await diesAndRecovers(
       async (l, _cluster, members) => {
         await l.emulator.faults.hostLost(members[1]!);
+        frozenAtMs = Date.now();
+        pollMs = l.timing.statusPollMs;
         listed = l.emulator.pod(members[1]!)?.status ?? '(gone)';
+        named = () =>
+          l.events.find(
+            ({ event }) =>
+              event.type === 'log' &&
+              event.level === 'error' &&
+              /^node 1 failed the run: its host stopped answering/.test(event.message),
+          )?.atMs;
       },
       1,
       /^its host stopped answering/,
       // Each look waits at most this long: 3 missed looks in a row name the host.
-      { requestTimeoutMs: 5_000 },
+      timing,
     );
     assert.equal(listed, 'RUNNING', 'the API listed the lost host RUNNING');
+    // The promise (clusterFollow's MISSES_ALLOWED): each look, its connect and its channel
+    // included, waits at most the request timeout, and one comes every status poll. A second
+    // is allowed for the pods list each look begins with and the bus, on a loaded machine.
+    const namedAtMs = named();
+    assert.ok(namedAtMs !== undefined, 'the lost host was named in a log line');
+    const boundMs = 3 * (timing.requestTimeoutMs + pollMs) + 1_000;
+    assert.ok(
+      namedAtMs - frozenAtMs <= boundMs,
+      `named ${namedAtMs - frozenAtMs} ms after the freeze; the bound is ${boundMs} ms`,
+    );
   });
 
   it('the whole cluster is gone (404): named, its end confirmed, the run completes on a new cluster; nothing billing', async () => {

@@ -24,9 +24,11 @@ import type { RunRecord } from '../runs/runRecord';
 import { jobStatus } from '../train/job';
 import { MetricsFollower } from '../train/follow';
 import { watchCheckpoints } from '../pod/checkpointStream';
+import { within } from './within';
 
 /**
- * Status looks in a row a node may miss before it counts as lost. Each look waits at most
+ * Status looks in a row a node may miss before it counts as lost. Each look (its connect, its
+ * channel, the lease it renews, the members' refusal notes read beside it) waits at most
  * `requestTimeoutMs` and they come every `statusPollMs`: a hung host is found within
  * MISSES_ALLOWED × (requestTimeoutMs + statusPollMs), 96 s in production (the promise: 2 min).
  */
@@ -295,10 +297,6 @@ async function watchNodes(
         const message = 'max_hours reached: the cluster was deleted';
         return { kind: 'limit', cause: 'deadline', message };
       }
-      if (ctx.clock.nowMs() - refusalLookMs >= ctx.timing.leaseTickMs) {
-        refusalLookMs = ctx.clock.nowMs();
-        await noteMemberDeleteRefused(ctx, run, handle);
-      }
       const pods = await ctx.client
         .listClusterPods(handle.cluster.id, { signal })
         .catch(() => undefined);
@@ -317,25 +315,35 @@ async function watchNodes(
           return nodeDied(member.rank, `its pod ${member.pod.id} is ${pod.status}`, true);
         }
       }
-      // Every node looked at together: a host that stops answering holds up only its own look.
-      const looks = await Promise.all(
-        handle.members.map(async (member) => {
-          try {
-            const status = await jobStatus(member.executor, run.remoteDir, {
-              signal,
-              timeoutMs: ctx.timing.requestTimeoutMs,
-            });
-            misses.set(member.rank, 0);
-            await member.executor
-              .writeFileAtomic(`${run.remoteDir}/${LEASE_FILE}`, '')
-              .catch(() => undefined);
-            return { member, status, error: null };
-          } catch (error) {
-            misses.set(member.rank, (misses.get(member.rank) ?? 0) + 1);
-            return { member, status: null, error };
-          }
-        }),
-      );
+      // The members' refusal notes read beside the looks, each bounded as a look is: a host that
+      // stopped answering cannot hold the looks up (an SFTP read of it ends only at the drop).
+      const refusals =
+        ctx.clock.nowMs() - refusalLookMs >= ctx.timing.leaseTickMs
+          ? noteMemberDeleteRefused(ctx, run, handle)
+          : undefined;
+      if (refusals) refusalLookMs = ctx.clock.nowMs();
+      // Every node looked at together: a host that stops answering holds up only its own look,
+      // and that for the request timeout at most, whatever it waits on (connect, channel, kill).
+      const timeoutMs = ctx.timing.requestTimeoutMs;
+      const [looks] = await Promise.all([
+        Promise.all(
+          handle.members.map(async (member) => {
+            try {
+              const what = `node ${member.rank}'s job status`;
+              const looked = jobStatus(member.executor, run.remoteDir, { signal, timeoutMs });
+              const status = await within(ctx.clock, timeoutMs, what, looked);
+              misses.set(member.rank, 0);
+              const lease = member.executor.writeFileAtomic(`${run.remoteDir}/${LEASE_FILE}`, '');
+              await within(ctx.clock, timeoutMs, 'the lease', lease).catch(() => undefined);
+              return { member, status, error: null };
+            } catch (error) {
+              misses.set(member.rank, (misses.get(member.rank) ?? 0) + 1);
+              return { member, status: null, error };
+            }
+          }),
+        ),
+        refusals,
+      ]);
       if (signal?.aborted) return aborted();
       let rank0Done = false;
       let failed: { rank: number; why: string } | null = null;
@@ -385,7 +393,8 @@ async function watchNodes(
 /**
  * Whether a member's watchdog tried to delete the cluster with its own key and was refused (it
  * writes `.pod/cluster_delete`): the first refusal seen is recorded in run.json's cluster and
- * said once, with what still ends the cluster. Nothing once one was recorded; never throws.
+ * said once, with what still ends the cluster. Nothing once one was recorded; never throws. Each
+ * member's read waits at most the request timeout (a frozen host's would wait for the drop).
  */
 export async function noteMemberDeleteRefused(
   ctx: PodCtx,
@@ -401,9 +410,9 @@ export async function noteMemberDeleteRefused(
       .filter((member) => member.rank !== deadRank)
       .map(async (member) => {
         try {
-          const text = (
-            await member.executor.readRange(`${run.remoteDir}/${CLUSTER_DELETE_FILE}`, 0, 256)
-          )
+          const path = `${run.remoteDir}/${CLUSTER_DELETE_FILE}`;
+          const read = member.executor.readRange(path, 0, 256);
+          const text = (await within(ctx.clock, ctx.timing.requestTimeoutMs, path, read))
             .toString('utf8')
             .trim()
             .split('\n')[0];
