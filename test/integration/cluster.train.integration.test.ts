@@ -5,7 +5,10 @@
  * node, examples/ddp/train.py started by torchrun on both (gloo on CPU over the cluster network),
  * rank 0's results retrieved verified, each node's job.log kept under runs/<id>/nodes/<rank>/,
  * then the whole cluster deleted in one call and confirmed. A member that never answers SSH
- * fails the run naming it, and no member is left billing.
+ * fails the run naming it, and no member is left billing. The cases after the first are about
+ * the product's flow around the job (a member's death, the refused watchdog delete, Ctrl-C, the
+ * cost cap): torchrun starts the step trainer there (clusterStepTrainer.py: train.py's arguments
+ * and files, its ranks in lockstep, no torch import).
  */
 import assert from 'node:assert/strict';
 import { existsSync } from 'node:fs';
@@ -15,7 +18,9 @@ import { loadConfig } from '../../src/core/config';
 import { cancel, train } from '../../src/core/flow';
 import { decodeRunRecord } from '../../src/core/runs/runRecord';
 import { podSpends } from '../../src/core/runs/spend';
+import type { Timing } from '../../src/core/timing';
 import { Lab, runCli } from '../helpers/lifecycle';
+import { STEP_TRAINER_PY } from '../helpers/clusterRun';
 import { runpodTarget } from '../helpers/tinyWorkspace';
 import { waitFor } from '../emulator/testing';
 
@@ -72,7 +77,11 @@ describe('train on a 2-node cluster, launched by torchrun', function () {
       ...config,
       training: {
         ...training,
-        trainer: { ...trainer, command: 'train.py --steps 100000 --out output' } as typeof trainer,
+        // Steps of 0.2 s: the step trainer does not spin through its steps (nor fill metrics).
+        trainer: {
+          ...trainer,
+          command: 'train.py --steps 100000 --step-seconds 0.2 --out output',
+        } as typeof trainer,
       },
     };
   }
@@ -106,19 +115,21 @@ describe('train on a 2-node cluster, launched by torchrun', function () {
     return members;
   }
 
-  async function labWith() {
+  /** A lab whose train.py is examples/ddp's (`ddp`) or the step trainer (`steps`). */
+  async function labWith(trainer: 'ddp' | 'steps' = 'steps', timing: Partial<Timing> = {}) {
     assert.ok(existsSync('/usr/bin/torchrun'), 'apt-get install python3-torch');
-    const started = await Lab.start();
+    const started = await Lab.start({ timing });
     lab = started;
     fs.writeFileSync(path.join(started.workspace, 'overbrainer.toml'), TOML);
-    fs.copyFileSync(TRAIN_PY, path.join(started.workspace, 'train.py'));
+    const trainPy = trainer === 'ddp' ? TRAIN_PY : STEP_TRAINER_PY;
+    fs.copyFileSync(trainPy, path.join(started.workspace, 'train.py'));
     const loaded = loadConfig(started.workspace, {});
     assert.ok(loaded.ok, JSON.stringify(!loaded.ok && loaded.errors));
     return { lab: started, config: loaded.config };
   }
 
   it('runs examples/ddp on 2 nodes to verified results, then deletes the whole cluster', async () => {
-    const { lab: l, config } = await labWith();
+    const { lab: l, config } = await labWith('ddp');
     const run = trainOn(l, config);
     const result = await run.training;
     const runId = run.runId();
@@ -185,7 +196,9 @@ describe('train on a 2-node cluster, launched by torchrun', function () {
   });
 
   it('a member that never answers SSH fails the run naming it; every member deleted', async () => {
-    const { lab: l, config } = await labWith();
+    // Node 0 never publishes an SSH endpoint: the run waits out readyTimeoutMs for it (the
+    // lab's 90 s is for pods booting among a dozen labs; node 1's sshd answers in seconds).
+    const { lab: l, config } = await labWith('steps', { readyTimeoutMs: 30_000 });
     await l.emulator.faults.sshdNeverStarts('unpublished');
     const run = trainOn(l, config);
     const error = await run.training.then(
