@@ -174,7 +174,9 @@ describe('Runpod emulator: faults', function () {
   });
 
   it('slow boot for the next create only', async () => {
-    await emulator.faults.slowBoot({ provisioningMs: 1500 });
+    // The fault is a delay, so the look at the slow pod races the fast pod's boot: 10 s, not
+    // 1.5 s, which a boot at a load of 30 on 2 cores outlasted (the slow pod was RUNNING already).
+    await emulator.faults.slowBoot({ provisioningMs: 10_000 });
     const slow = await api.post<PodBody>('/pods', body('slow'));
     const fast = await api.post<PodBody>('/pods', body('fast'));
     await waitForPod(api, fast.body.id, (p) => p.status === 'RUNNING');
