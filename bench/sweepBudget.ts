@@ -10,7 +10,7 @@ import * as path from 'node:path';
 import type { OverbrainerConfig } from '../src/core/config/types';
 import { sweep, sweepQuote, sweepStop } from '../src/core/flow/sweep';
 import type { Lab } from '../test/helpers/lifecycle';
-import { PYTHON, SWEEP, sweepChild, sweepJson, trialsRunning } from '../test/helpers/sweepLab';
+import { PYTHON, SWEEP, sweepChild, sweepJson, trialRuns } from '../test/helpers/sweepLab';
 import { billed, closeLab, pct, sweepLab, type Figure, type FigureOptions } from './sweepLabs';
 
 // ------------------------------------------------------------------ 2. the budget holds
@@ -29,8 +29,19 @@ function studyStates(lab: Lab): string[] {
   return JSON.parse(ran.stdout) as string[];
 }
 
+/** Two trials in sweep.json whose runs have reached their jobs (running or past it). */
+function twoStarted(lab: Lab): boolean {
+  try {
+    const started = trialRuns(lab).filter((r) => r.state !== 'preparing').length;
+    return sweepJson(lab).trials.length >= 2 && started >= 2;
+  } catch {
+    return false; // sweep.json not written yet
+  }
+}
+
 interface BudgetRun {
   killed: boolean;
+  runningAtKill: number;
   budgetUsd: number;
   worstUsd: number;
   trials: number;
@@ -74,6 +85,7 @@ async function budgetSweep(index: number, killed: boolean): Promise<BudgetRun> {
     );
     let ledgerUsd: number;
     let leaked: number;
+    let runningAtKill = 0;
     if (!killed) {
       await lab.track(sweep(lab.deps, config, lab.workspace, { python: PYTHON }));
       const b = billed(lab);
@@ -81,7 +93,19 @@ async function budgetSweep(index: number, killed: boolean): Promise<BudgetRun> {
       leaked = b.billing;
     } else {
       const other = sweepChild(lab);
-      await trialsRunning(lab, 2);
+      let ended = false;
+      void other.exited.then(() => (ended = true));
+      // Killed once two trials have started their jobs: a state reached once and kept. Not
+      // "exactly two running", which short jobs on a loaded machine may never show at once (the
+      // first ends before the second's pod is ready, the third starts): that wait ran out its
+      // 240 s and threw, and the figure failed. Not waited on past the client's own exit.
+      await lab.waitFor(
+        'two trials started (or the client ended)',
+        () => ended || twoStarted(lab),
+        240_000,
+      );
+      runningAtKill = trialRuns(lab).filter((r) => r.state === 'running').length;
+      if (ended) problems.push('the client ended before it could be killed');
       other.child.kill('SIGKILL');
       await other.exited;
       // Never restarted: the pods' own watchdogs end them (their cost cap, or the lease the
@@ -112,6 +136,7 @@ async function budgetSweep(index: number, killed: boolean): Promise<BudgetRun> {
       problems.push(`sweep.json states ${recordStates.join(',')}`);
     return {
       killed,
+      runningAtKill,
       budgetUsd,
       worstUsd: quote.trialWorstUsd,
       trials,
@@ -144,7 +169,7 @@ export async function budgetFigure(options: FigureOptions): Promise<Figure> {
   }
   const details = runs.map(
     (r, i) =>
-      `sweep ${i}${r.killed ? ' (client SIGKILLed, never restarted)' : ''}: ledger $${r.ledgerUsd.toFixed(4)} of budget $${r.budgetUsd} (${r.trials} trials' worst cases $${(r.trials * r.worstUsd).toFixed(2)}), ended ${r.end}; trials ${r.recordStates.join(',') || 'none'} (study ${r.states.join(',') || 'none'}), ${r.trials - r.recordStates.length} never started; ${r.leaked} pod(s) billing${r.problems.length ? `; PROBLEMS: ${r.problems.join('; ')}` : ''}`,
+      `sweep ${i}${r.killed ? ` (client SIGKILLed, never restarted; ${r.runningAtKill} trial(s) running at the kill)` : ''}: ledger $${r.ledgerUsd.toFixed(4)} of budget $${r.budgetUsd} (${r.trials} trials' worst cases $${(r.trials * r.worstUsd).toFixed(2)}), ended ${r.end}; trials ${r.recordStates.join(',') || 'none'} (study ${r.states.join(',') || 'none'}), ${r.trials - r.recordStates.length} never started; ${r.leaked} pod(s) billing${r.problems.length ? `; PROBLEMS: ${r.problems.join('; ')}` : ''}`,
   );
   const over = runs.filter((r) => r.ledgerUsd > r.budgetUsd).length;
   const leaked = runs.reduce((s, r) => s + r.leaked, 0);

@@ -36,12 +36,16 @@ describe('sweep figures: bench/sweepFigures.ts at its smallest size', function (
       // 0: all met; 1: one NOT met (pruning's target may miss on one seed); 2: the script failed.
       assert.ok(code === 0 || code === 1, `exit ${code}:\n${out}`);
       const { figures } = JSON.parse(fs.readFileSync(json, 'utf8')) as { figures: Figure[] };
+      // A figure that threw is named by its key with `failed: <error>`: its error first, then
+      // the names (which would say only that `budget` is not `the budget holds`).
+      for (const f of figures) {
+        assert.doesNotMatch(f.measured, /failed|NaN/, `${f.name}: ${f.measured}\n${out}`);
+      }
       assert.deepEqual(
         figures.map((f) => f.name),
         ['pruning pays', 'the budget holds', '2 parallel trials followed'],
       );
       for (const f of figures) {
-        assert.doesNotMatch(f.measured, /failed|NaN/, `${f.name}: ${f.measured}\n${out}`);
         assert.match(out, new RegExp(`target: .*: (met|NOT met)`));
         assert.equal(out.includes(f.measured), true, 'each figure is printed');
       }
