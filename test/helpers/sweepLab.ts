@@ -73,10 +73,19 @@ export function assertTrialResult(
   return out;
 }
 
-/** A lab whose trials run `steps` steps of `stepSeconds`, an eval_loss every 5. */
-export async function sweepLab(extra: string, stepSeconds = 0.05, steps = 20): Promise<Lab> {
+/**
+ * A lab whose trials run `steps` steps of `stepSeconds`, an eval_loss every 5; `gated`: each job
+ * then waits for the test to let it end (./gatedJob.ts's `go` file in its run dir on its pod).
+ */
+export async function sweepLab(
+  extra: string,
+  stepSeconds = 0.05,
+  steps = 20,
+  { gated = false }: { gated?: boolean } = {},
+): Promise<Lab> {
+  const gate = gated ? ' && while [ ! -e go ]; do sleep 0.5; done' : '';
   const lab = await Lab.start({
-    command: `python3 train.py --steps ${steps} --step-seconds ${stepSeconds} --eval-every 5 --learning-rate {learning_rate} --lora-r {lora_r}`,
+    command: `python3 train.py --steps ${steps} --step-seconds ${stepSeconds} --eval-every 5 --learning-rate {learning_rate} --lora-r {lora_r}${gate}`,
     targetExtra: sweepToml(extra),
   });
   fs.copyFileSync(

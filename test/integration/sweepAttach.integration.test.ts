@@ -10,6 +10,7 @@ import assert from 'node:assert/strict';
 import * as fs from 'node:fs';
 import * as path from 'node:path';
 import { sweepAttach, sweepStop, SweepError } from '../../src/core/flow/sweep';
+import { openGate } from '../helpers/gatedJob';
 import type { Lab } from '../helpers/lifecycle';
 import {
   assertTrialResult,
@@ -105,10 +106,14 @@ describe('sweep attach and sweep stop across clients, on emulated pods and the r
   });
 
   it('a trial followed again by attach whose pod dies goes on on a new pod with its own params', async () => {
-    // One trial of 30 s; its client killed, attach follows it, then its pod dies: the recovery
-    // starts the trial's job again, its {placeholders} replaced (the sweep's raw command has
-    // `--lora-r {lora_r}`, which the job refuses).
-    const l = labs.use(await sweepLab('trials = 1\nparallel = 1\nbudget_usd = 5', 0.5, LONG_STEPS));
+    // One trial whose job waits at a gate (../helpers/gatedJob.ts) after its steps; its client
+    // killed, attach follows it, then its pod dies while its job runs: the recovery starts the
+    // trial's job again, its {placeholders} replaced (the sweep's raw command has
+    // `--lora-r {lora_r}`, which the job refuses). Gated, not long: a job of 30 s had ended on
+    // a loaded machine before the death landed, and the trial failed its retrieval instead.
+    const l = labs.use(
+      await sweepLab('trials = 1\nparallel = 1\nbudget_usd = 5', 0.05, 20, { gated: true }),
+    );
     const other = sweepChild(l);
     await trialsRunning(l, 1);
     other.child.kill('SIGKILL');
@@ -125,6 +130,21 @@ describe('sweep attach and sweep stop across clients, on emulated pods and the r
     const runId = sweepJson(l).trials[0]!.run_id!;
     const firstPod = String(l.podJson(runId).pod_id);
     await l.emulator.faults.podDies(firstPod);
+    // The job on the new pod is let end once its bootstrap claimed the run dir there.
+    let newPod = '';
+    await l.waitFor(
+      "a new pod claimed trial 0's run dir",
+      () => {
+        for (const p of l.podsOfRun(runId)) {
+          const dirs = p.id === firstPod ? undefined : l.emulator.pod(p.id)?.dirs;
+          if (dirs && fs.existsSync(path.join(dirs.workspace, 'overbrainer', runId, '.claim')))
+            newPod = p.id;
+        }
+        return newPod !== '';
+      },
+      240_000,
+    );
+    openGate(l.emulator, newPod, runId);
     const result = await attached;
     const trial = result.record.trials[0]!;
     assert.equal(trial.state, 'complete', `${JSON.stringify(trial)}\n${l.transcript()}`);
