@@ -131,9 +131,10 @@ describe('watchdog.sh: the processes a tick starts (integration)', function () {
         // Not even for a log line's stamp.
         assert.equal(n('date'), 0, `${seen}, ${logLines} log lines`);
       } else {
-        // The tick the count ended in may not have reached its sleep yet.
+        // The tick the count ended in may not have reached its sleep yet, and the count may have
+        // begun between a tick's date and its df (CI: {"df":4,"sleep":4,"date":3} under busybox).
         assert.ok(n('sleep') >= TICKS - 1, seen);
-        assert.ok(n('date') >= TICKS, seen);
+        assert.ok(n('date') >= TICKS - 1, seen);
       }
     });
   }
