@@ -11,32 +11,12 @@ import { FlowError, keyProblem, Workspace } from '../../src/core/flow';
 import { systemClock } from '../../src/core/clock';
 import { EventBus } from '../../src/core/events';
 import { PRODUCTION_TIMING } from '../../src/core/timing';
-import type { RunCluster } from '../../src/core/runs/clusterRecord';
 import { encodeRunRecord, type RunRecord } from '../../src/core/runs/runRecord';
 import { cancel } from '../../src/ui/commands/stopCommands';
 import { attach } from '../../src/ui/runs/following';
-import { fakeContext, folder, runSummary } from './uiFakeHost';
+import { fakeContext, folder, runSummary, twoNodeCluster } from './uiFakeHost';
 
-const CLUSTER: RunCluster = {
-  id: 'clu-1',
-  name: 'overbrainer-r1-c1',
-  gpuTypeId: 'NVIDIA A40',
-  gpuCountPerPod: 1,
-  costPerHourUsd: 0.4,
-  createdAt: '2026-12-02T10:00:00Z',
-  deletedAt: null,
-  nodes: [0, 1].map((rank) => ({
-    rank,
-    podId: `member-${rank}`,
-    ip: null,
-    state: 'running' as const,
-    deadlineUnixS: null,
-    costCapAtUnixS: null,
-    message: null,
-  })),
-  billedUsd: null,
-  billedCheckedAt: null,
-};
+const CLUSTER = twoNodeCluster();
 
 describe('Cancel and Attach on a cluster run (VS Code, the CLI)', function () {
   let dir: string;

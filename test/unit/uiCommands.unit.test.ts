@@ -11,7 +11,7 @@ import type { RunSummary } from '../../src/ui/runs/runsModel';
 import { cancel, resume } from '../../src/ui/commands/stopCommands';
 import { train } from '../../src/ui/commands/trainCommand';
 import { SetupError } from '../../src/core/flow';
-import { fakeContext, folder, runSummary as run } from './uiFakeHost';
+import { fakeContext, folder, runSummary as run, twoNodeCluster } from './uiFakeHost';
 
 describe('ui command handlers (against a fake of the vscode window)', function () {
   let dir: string;
@@ -117,30 +117,7 @@ describe('ui command handlers (against a fake of the vscode window)', function (
 
   it("Remove on a cluster member's row (Pods view) asks to delete the whole cluster, naming it and its nodes; declining deletes nothing", async function () {
     const runDir = path.join(dir, 'runs', 'r1');
-    const node = (rank: number) => ({
-      rank,
-      podId: `member-${rank}`,
-      ip: null,
-      state: 'running' as const,
-      deadlineUnixS: null,
-      costCapAtUnixS: null,
-      message: null,
-    });
-    const r = run(runDir, {
-      pod: null,
-      cluster: {
-        id: 'clu-1',
-        name: 'overbrainer-r1-c1',
-        gpuTypeId: 'NVIDIA A40',
-        gpuCountPerPod: 1,
-        costPerHourUsd: 0.4,
-        createdAt: '2026-12-02T10:00:00Z',
-        deletedAt: null,
-        nodes: [node(0), node(1)],
-        billedUsd: null,
-        billedCheckedAt: null,
-      },
-    });
+    const r = run(runDir, { pod: null, cluster: twoNodeCluster() });
     const { ctx, fake } = fakeContext([r]);
     fake.folders = [folder(dir)];
     await removePod(ctx, { podId: 'member-1', runId: 'r1', runDir });

@@ -7,6 +7,7 @@ import { EventBus } from '../../src/core/events';
 import { ApiKeyStore, type SecretStore } from '../../src/ui/apiKey';
 import type { LogPort, UiHost, WindowPort } from '../../src/ui/host';
 import type { Pod } from '../../src/core/runpod/api';
+import type { RunCluster } from '../../src/core/runs/clusterRecord';
 import { Redactor } from '../../src/core/redact';
 import { RunStore } from '../../src/core/runs/store';
 import { RunsModel, type PodSummary, type RunSummary } from '../../src/ui/runs/runsModel';
@@ -218,6 +219,30 @@ export function fakeContext(
 }
 
 /** A run in `dir` (its ID the directory's name), running on pod `pod1` unless `over` says else. */
+/** A run's two-node cluster (clu-1, members member-0 and member-1, both running). */
+export function twoNodeCluster(): RunCluster {
+  return {
+    id: 'clu-1',
+    name: 'overbrainer-r1-c1',
+    gpuTypeId: 'NVIDIA A40',
+    gpuCountPerPod: 1,
+    costPerHourUsd: 0.4,
+    createdAt: '2026-12-02T10:00:00Z',
+    deletedAt: null,
+    nodes: [0, 1].map((rank) => ({
+      rank,
+      podId: `member-${rank}`,
+      ip: null,
+      state: 'running' as const,
+      deadlineUnixS: null,
+      costCapAtUnixS: null,
+      message: null,
+    })),
+    billedUsd: null,
+    billedCheckedAt: null,
+  };
+}
+
 export function runSummary(dir: string, over: Partial<RunSummary> = {}): RunSummary {
   return {
     id: path.basename(dir),
