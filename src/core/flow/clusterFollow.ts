@@ -202,6 +202,12 @@ export async function followCluster(
   }
 }
 
+/** The earliest of the members' values that are set (a deadline, a cost cap), or null. */
+function earliest(values: (number | null)[]): number | null {
+  const set = values.filter((v): v is number => v !== null);
+  return set.length === 0 ? null : Math.min(...set);
+}
+
 /**
  * What aborting the follow of a running job means (a VS Code window closing, Ctrl-C): stop
  * following only, as for one pod. The members' watchdogs hold the run's deadline once the lease
@@ -209,12 +215,6 @@ export async function followCluster(
  * watchdog was refused its cluster delete does nothing else end the cluster: then the abort
  * deletes it, and says so.
  */
-/** The earliest of the members' values that are set (a deadline, a cost cap), or null. */
-function earliest(values: (number | null)[]): number | null {
-  const set = values.filter((v): v is number => v !== null);
-  return set.length === 0 ? null : Math.min(...set);
-}
-
 function abortedEnd(run: RunRecord, handle: ClusterHandle, leaseEndMs: number): ClusterEnd {
   if (run.cluster?.memberDeleteRefused) {
     return {
