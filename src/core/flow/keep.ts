@@ -64,8 +64,11 @@ export async function keepPod(
     // A released pod gone after a drop was deleted by its watchdog (its results were retrieved):
     // what the release asked for, recorded by the look that found it gone. Its keep marker went
     // with the try whose answer was lost: the record keeps it no more either.
+    // Its deadline not passed, the look that found it gone could not name who deleted it: the
+    // watchdog did, on the retrieved marker (CI: lifecycle.guards' release recorded `unknown`).
     if (executor === null && !keep && tries > 1) {
       pod.keep = false;
+      if (pod.deletedBy === 'unknown') pod.deletedBy = 'watchdog';
       deps.store.savePod(pod);
       return false;
     }
