@@ -428,10 +428,14 @@ describe('SshExecutor against a real sshd', function () {
       const pidFile = join(sshd.root, `orphan-${Date.now()}.pid`);
       const dropping = await SshExecutor.connect(options(sshd));
       try {
-        const streaming = dropping.stream(`echo $$ > ${pidFile}; exec sleep 300`, {
-          onStdout: () => undefined,
+        let seen = '';
+        const streaming = dropping.stream(`echo $$ > ${pidFile}; echo started; exec sleep 300`, {
+          onStdout: (chunk) => (seen += chunk.toString()),
         });
-        await waitFor(() => existsSync(pidFile) && readFileSync(pidFile, 'utf8').trim() !== '');
+        // The client learns the command's process group from the first thing it prints; only once
+        // a line printed after it has arrived is that group known here (the pid file on disk says
+        // nothing about what sshd has forwarded yet: a drop before that leaves nothing to kill).
+        await waitFor(() => seen.includes('started'));
         const pid = Number(readFileSync(pidFile, 'utf8'));
         const failed = rejects(streaming, 'connection');
         // Kill only the sshd processes of the sessions: the remote sleep survives them.

@@ -11,7 +11,9 @@ import assert from 'node:assert/strict';
 import * as fs from 'node:fs';
 import * as path from 'node:path';
 import type { RunpodTargetConfig } from '../../src/core/config/types';
-import { LEASE_FILE } from '../../src/core/pod/podScripts';
+import { ExecError, type ExecOptions } from '../../src/core/exec/executor';
+import { SshExecutor } from '../../src/core/exec/ssh';
+import { KEEP_MARKER, LEASE_FILE } from '../../src/core/pod/podScripts';
 import { FlowError, keepPod, train } from '../../src/core/flow';
 import { Lab, matrixLabs, runIdHolder } from '../helpers/lifecycle';
 import { recordResult } from '../helpers/reliability';
@@ -189,6 +191,45 @@ describe('reliability: keep and release past the deadline', function () {
     // hold is that it never deleted the pod as abandoned in between.
     const watchdogLog = fs.readFileSync(path.join(l.runDir(id), '.pod', 'watchdog.log'), 'utf8');
     assert.doesNotMatch(watchdogLog, /delete reason=abandoned/);
+    assert.deepEqual(
+      l.billing().map((p) => p.id),
+      [],
+    );
+  });
+
+  it("kept with --keep-pod and its results home, released: the answer to the keep marker's removal is lost as its watchdog deletes the pod, and the retry records it deleted by its watchdog", async () => {
+    const l = await lab({ steps: 5 });
+    const result = await train(l.deps, l.config, l.workspace, { keepPod: true });
+    const id = result.run.id;
+    const podId = String(l.podJson(id).pod_id);
+    assert.equal(l.podJson(id).state, 'kept', l.transcript());
+    // A drop at exactly that moment: the marker's removal runs on the pod, its watchdog deletes
+    // the released pod at its next tick (its results were retrieved), and the answer never comes.
+    const exec = SshExecutor.prototype.exec;
+    let lost = 0;
+    SshExecutor.prototype.exec = async function (
+      this: SshExecutor,
+      command: string,
+      options?: ExecOptions,
+    ) {
+      const answer = await exec.call(this, command, options);
+      if (lost > 0 || !command.startsWith('rm -f ') || !command.includes(KEEP_MARKER))
+        return answer;
+      lost++;
+      await l.waitFor('its watchdog to delete the released pod', () => !l.ledgerOf(podId).billing);
+      throw new ExecError('connection', `the SSH connection to ${this.where} dropped`);
+    };
+    let released;
+    try {
+      released = await keepPod(l.deps, id, false, l.config);
+    } finally {
+      SshExecutor.prototype.exec = exec;
+    }
+    assert.equal(lost, 1, 'the keep marker was removed once');
+    assert.equal(released.state, 'deleted', l.transcript());
+    assert.equal(released.keep, false);
+    assert.equal(l.podJson(id).deleted_by, 'watchdog');
+    l.assertDeletedAfterRetrieval(podId, 'watchdog');
     assert.deepEqual(
       l.billing().map((p) => p.id),
       [],
