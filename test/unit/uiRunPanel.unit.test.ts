@@ -25,16 +25,25 @@ describe('the run panels against the fake host', function () {
   let panels: RunPanels;
   let run: RunSummary;
 
+  let bus: EventBus;
+  /** How many times Show Run asked the user which run (a QuickPick, answered with nothing). */
+  let picks: number;
+
   function open(runs: RunSummary[]): RunPanels {
     const log = new FakeLog();
+    bus = new EventBus();
+    picks = 0;
     panels = new RunPanels({
       host: fake.host(),
       extensionUri: { fsPath: '/extension', scheme: 'file' } as vscode.Uri,
-      bus: new EventBus(),
+      bus,
       clock,
       runs: new RunsModel(() => Promise.resolve(runs), { clock }),
       log,
-      pickRun: () => Promise.resolve(undefined),
+      pickRun: () => {
+        picks++;
+        return Promise.resolve(undefined);
+      },
     });
     return panels;
   }
@@ -80,6 +89,22 @@ describe('the run panels against the fake host', function () {
     assert.equal(panel.posted.length, posted, 'closed: nothing posted');
     assert.equal(panel.listening, 0);
     assert.equal(clock.pending, 0, 'no ticker left on the clock');
+  });
+
+  it('Show Run with no argument opens the live run while it goes on, and asks which run once it has ended', async function () {
+    open([run]);
+    const state = (s: 'running' | 'succeeded'): void =>
+      bus.publish({ type: 'runState', runId: 'r1', state: s, message: null, cause: null });
+    state('running');
+    await panels.showRun(undefined);
+    assert.equal(picks, 0, 'the live run, without asking');
+    assert.equal(fake.panels.length, 1);
+    assert.equal(fake.panels[0]!.title, 'Run r1');
+    fake.panels[0]!.dispose();
+    state('succeeded');
+    await panels.showRun(undefined);
+    assert.equal(picks, 1, 'no run is live: the user picks');
+    assert.equal(fake.panels.length, 1, 'nothing opened while the pick was dismissed');
   });
 
   it("runs a page's button as the command on the run's directory, and only a button that applies", async function () {

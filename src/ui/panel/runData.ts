@@ -192,6 +192,8 @@ export class RunData {
         } else {
           this.entry(runId).followed = false;
           this.entry(runId).overrunMessage = null;
+          // Ended, it is no longer what Show Run opens unasked.
+          if (this.liveRunId === runId) this.liveRunId = null;
         }
         break;
       case 'podLog': {

@@ -30,7 +30,6 @@ export class StatusBar implements vscode.Disposable {
     private readonly clock: Clock,
   ) {
     this.item = vscode.window.createStatusBarItem(vscode.StatusBarAlignment.Left, 50);
-    this.item.command = 'overbrainer.showRun';
     this.subs.push(
       ctx.onFollowedChange(() => this.update()),
       bus.on((event) => {
@@ -55,6 +54,13 @@ export class StatusBar implements vscode.Disposable {
       this.item.hide();
       return;
     }
+    // The click shows the run the item shows, live or just ended (Show Run without an argument
+    // opens only a run still live).
+    this.item.command = {
+      title: 'Show Run',
+      command: 'overbrainer.showRun',
+      arguments: [{ dir: f.session.store.runDir(f.runId) }],
+    };
     const transfer = this.transfers.of(f.runId);
     if (transfer !== null) {
       this.show(transferStatusView(f.runId, transfer));
