@@ -6,16 +6,17 @@ import { runSpendLines } from '../../core/flow/spend';
 import { describeError } from '../../core/errors';
 import { every } from '../ticker';
 import type { UiContext } from '../uiContext';
-import { etaFromNow, statusForPod, type StatusView } from './statusModel';
+import { etaFromNow, followedDeadline, statusForPod, type StatusView } from './statusModel';
 import { TransferModel, transferStatusView } from './transferModel';
 
 /** How often the countdown is redrawn. */
 export const STATUS_BAR_TICK_MS = 1000;
 
 /**
- * The status bar item of the followed run: its countdown to the watchdog's deadline, its ETA and
- * spend, or a transfer under way in its place; redrawn every second and when the followed runs
- * change. Clicking it shows the run.
+ * The status bar item of the followed run: its countdown to the watchdog's deadline (a cluster's:
+ * the earliest of its nodes'), its ETA and spend (a cluster's: N × the member rate), or a
+ * transfer under way in its place; redrawn every second and when the followed runs change.
+ * Clicking it shows the run.
  */
 export class StatusBar implements vscode.Disposable {
   private readonly item: vscode.StatusBarItem;
@@ -67,15 +68,16 @@ export class StatusBar implements vscode.Disposable {
       return;
     }
     const now = this.clock.nowMs();
-    let pod: DeadlineView | null = null;
+    // Its pod's deadline, or for a run on a cluster the earliest of its nodes'.
+    let limit: { deadline: DeadlineView | null; nodes?: number } = { deadline: null };
     try {
-      pod = f.session.store.loadPod(f.runId);
+      limit = followedDeadline(f.session.store, f.runId);
     } catch {
-      // A pod record mid-write: keep the countdown without a deadline this second.
+      // A record mid-write: keep the countdown without a deadline this second.
     }
     const etaMs = etaFromNow(f.pace.eta(), now - f.lastMetricMs);
     const spend = runSpendLines(f.session.store, f.runId, null, now, { etaMs });
-    this.show(statusForPod(f.runId, pod, now, etaMs, spend));
+    this.show(statusForPod(f.runId, limit.deadline, now, etaMs, spend, limit.nodes));
   }
 
   private show(view: StatusView): void {

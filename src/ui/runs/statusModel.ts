@@ -1,4 +1,6 @@
-import { type DeadlineView } from '../../core/flow/records';
+import { rfc3339 } from '../../core/clock';
+import { type DeadlineView, type RunCluster } from '../../core/flow/records';
+import { clusterPodSummary } from './clusterSummary';
 import { formatDurationS } from './runsView';
 
 /**
@@ -20,6 +22,8 @@ export interface StatusInput {
   etaMs: number | null;
   /** The run's spend (so far, at the ETA, budget left), one line each. */
   spendLines?: readonly string[];
+  /** The nodes of the run's cluster, when it runs on one (each node's watchdog holds the deadline). */
+  nodes?: number;
 }
 
 export type StatusBackground = 'none' | 'warning' | 'error';
@@ -42,14 +46,19 @@ export function short(ms: number): string {
 
 export function statusView(input: StatusInput): StatusView {
   const parts: string[] = [];
-  const tips: string[] = [`Overbrainer run ${input.runId}`];
+  const tips: string[] = [
+    `Overbrainer run ${input.runId}${input.nodes === undefined ? '' : ` on a cluster of ${input.nodes} nodes`}`,
+  ];
   if (input.untilDeadlineMs !== null) {
     parts.push(`${short(input.untilDeadlineMs)} left`);
     const at = input.deadline ? `, ${input.deadline}` : '';
     tips.push(`${short(input.untilDeadlineMs)} until the watchdog's deadline (max_hours${at})`);
     tips.push(
-      "At 0 the pod's watchdog deletes the pod, unless this client is still renewing its lease " +
-        '(it does while the job makes progress, 15 minutes at a time).',
+      input.nodes === undefined
+        ? "At 0 the pod's watchdog deletes the pod, unless this client is still renewing its lease " +
+            '(it does while the job makes progress, 15 minutes at a time).'
+        : `At 0 the watchdogs of its ${input.nodes} nodes delete the whole cluster, unless this client is ` +
+            'still renewing their leases (it does while the job makes progress, 15 minutes at a time).',
     );
   } else {
     parts.push('following');
@@ -93,6 +102,7 @@ export function statusForPod(
   nowMs: number,
   etaMs: number | null,
   spendLines: readonly string[] = [],
+  nodes?: number,
 ): StatusView {
   const untilDeadlineMs =
     pod === null || pod.keep || pod.deadlineUnixS === null
@@ -104,5 +114,39 @@ export function statusForPod(
     deadline: pod?.deadline ?? null,
     etaMs,
     spendLines,
+    ...(nodes === undefined ? {} : { nodes }),
   });
+}
+
+/** What the status bar reads of a run's records: its pod.json, else its run.json's cluster. */
+export interface DeadlineRecords {
+  loadPod(runId: string): DeadlineView | null;
+  loadRun(runId: string): { cluster?: RunCluster | null };
+}
+
+/**
+ * The deadline the followed run's countdown runs to: its pod's; a run on a cluster has no
+ * pod.json, and its countdown runs to the earliest deadline of its nodes (each node's watchdog
+ * deletes the whole cluster there) until the cluster is deleted. `nodes` is the cluster's size,
+ * absent for a pod. Null (no countdown) while neither is known yet.
+ */
+export function followedDeadline(
+  records: DeadlineRecords,
+  runId: string,
+): { deadline: DeadlineView | null; nodes?: number } {
+  const pod = records.loadPod(runId);
+  if (pod !== null) return { deadline: pod };
+  const cluster = records.loadRun(runId).cluster ?? null;
+  if (cluster === null) return { deadline: null };
+  const nodes = cluster.nodes.length;
+  if (cluster.deletedAt !== null) return { deadline: null, nodes };
+  const deadlineUnixS = clusterPodSummary(cluster).deadlineUnixS;
+  return {
+    deadline: {
+      keep: false,
+      deadlineUnixS,
+      deadline: deadlineUnixS === null ? null : rfc3339(deadlineUnixS * 1000),
+    },
+    nodes,
+  };
 }
