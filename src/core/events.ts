@@ -121,6 +121,11 @@ export const RUN_END_CAUSES = [
   'cost_cap',
   /** The pod vanished under the job (not by our hand) and the run was not recovered. */
   'pod_gone',
+  /**
+   * The pod's host stopped answering under the job (listed RUNNING, no SSH answer however often
+   * asked): the client deleted it, its own watchdog being as silent, and the run was not recovered.
+   */
+  'host_lost',
   /** `pod rm --force` (or a sweep ending the trial) deleted the pod before its results were retrieved. */
   'pod_removed',
   /** The pod died mid-job and no new pod could take the job up. */

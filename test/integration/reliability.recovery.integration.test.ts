@@ -211,6 +211,16 @@ describe('automatic recovery on a new pod when the pod dies mid-job', function (
     );
   });
 
+  it('the host stops answering and Runpod goes on listing it RUNNING: the client deletes the pod (its watchdog, on that host, cannot) and the run goes on on a new pod', async function () {
+    await recovers(
+      this,
+      (l, pod) => l.emulator.faults.hostLost(pod),
+      'recovery.host-silent',
+      'host_lost',
+      { timing: { requestTimeoutMs: 1_500, connectTimeoutMs: 1_500 } },
+    );
+  });
+
   it('max_recoveries = 0: the run fails as before, saying recovery is off, with the checkpoint home kept', async function () {
     const gate = new Gate(7);
     gates.push(gate);

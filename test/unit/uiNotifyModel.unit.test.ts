@@ -153,6 +153,12 @@ describe('notifications from core events (model)', function () {
     assert.equal(endCauseOf(new PodError('exec', 'exit 3')), null);
     assert.equal(endCauseOf(new Error('pod p1 no longer exists')), null, 'words are no cause');
     assert.equal(endCauseOf(new PodError('deadline_reached', 'x')), 'deadline');
+    // A host that stopped answering: the client deleted the pod and the run failed (no lost
+    // follow to attach to again).
+    assert.equal(endCauseOf(new PodError('host_lost', 'x')), 'host_lost');
+    const silent = runEnd('r', 'failed', 'the host …', 'host_lost');
+    assert.equal(silent?.severity, 'error');
+    assert.equal(silent?.message, 'Run r failed: the host …');
     // A succeeded run stays a success whatever its message says.
     assert.deepEqual(runEnd('r', 'succeeded', null, 'completed')?.actions, ['Open Output']);
   });

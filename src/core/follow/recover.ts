@@ -59,6 +59,7 @@ export function deathOf(error: unknown, pod: PodRecord): AttemptEnd | null {
   if (!(error instanceof PodError) || pod.keep) return null;
   if (error.kind === 'pod_gone' && pod.deletedBy !== 'pod_rm') return 'pod_deleted';
   if (error.kind === 'pod_stopped') return 'pod_exited';
+  if (error.kind === 'host_lost') return 'host_lost';
   return null;
 }
 
@@ -75,6 +76,7 @@ export interface OnPod {
 const DEATH_WORDS: Record<AttemptEnd, string> = {
   pod_deleted: 'Runpod deleted it',
   pod_exited: 'it stopped (EXITED: its host was lost or its container killed)',
+  host_lost: 'its host stopped answering while Runpod listed it RUNNING, so the client deleted it',
   node_failed: 'a node of its cluster failed',
 };
 

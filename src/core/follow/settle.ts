@@ -10,13 +10,16 @@ import { failRun, log, type PodCtx } from '../pod/context';
 import { limitEnd, limitFailure } from '../pod/limitEnd';
 import { PodError } from '../pod/podError';
 import { FAILED_BY_POD_RM } from '../pod/podList';
-import { stillThere } from '../pod/reconnect';
+import { HOST_MISSES_ALLOWED } from '../pod/cluster';
+import { hostSilent, stillThere } from '../pod/reconnect';
 import { forgetKeys, isUnreachable, remove, warnUnreachable } from '../pod/remove';
 import { whileNobodyFollows } from '../pod/watchdogWords';
 import { isDead, type Pod } from '../runpod/api';
 import type { PodRecord } from '../runs/podRecord';
 import type { RunRecord } from '../runs/runRecord';
 import type { FollowResult } from '../train/follow';
+import { FollowError } from '../train/followOutcome';
+import { ExecError } from '../exec/executor';
 import type { Watched } from './watch';
 
 /**
@@ -114,6 +117,20 @@ async function unreachable(
       { cause: error, podStatus: remote.status },
     );
   }
+  if (remote !== null && !pod.keep && answersNoMore(error)) {
+    // Listed RUNNING, its host silent: a hung host bills for nothing, and the watchdog that would
+    // end it runs on that host. Asked again first, so a link that was down (a laptop waking up)
+    // is no verdict.
+    if (await hostSilent(ctx, pod, run, HOST_MISSES_ALLOWED, signal)) {
+      const message = `the host of pod ${remote.id} of run ${run.id} stopped answering while Runpod listed it ${remote.status}, so the client deleted it (its watchdog, on that host, could not act)`;
+      log(ctx, 'warn', message);
+      // Not on the signal: a stop never halts a delete under way.
+      await remove(ctx, pod, 'died', 'client');
+      if (!pod.mayHaveOtherPods()) await forgetKeys(ctx, run.id);
+      failRun(ctx, run, 'host_lost', message);
+      return new PodError('host_lost', message, null, { cause: error });
+    }
+  }
   if (remote !== null) return error;
   // `pod rm --force` from another process deleted it: its words when it already failed the run
   // (it does once its delete is confirmed), else the same.
@@ -149,4 +166,14 @@ function freshRunMessage(ctx: PodCtx, run: RunRecord): string | null {
   } catch {
     return null;
   }
+}
+
+/** Whether following failed because the pod's SSH gave no answer at all (not refused, not denied). */
+function answersNoMore(error: unknown): boolean {
+  return (
+    error instanceof FollowError &&
+    error.kind === 'unreachable' &&
+    error.cause instanceof ExecError &&
+    error.cause.kind === 'timeout'
+  );
 }

@@ -31,6 +31,11 @@ export type PodErrorKind =
   | 'pod_gone'
   /** The pod is stopped (EXITED): start it in Runpod's console or remove it. */
   | 'pod_stopped'
+  /**
+   * Its host stopped answering while Runpod listed it RUNNING: the client deleted it (its
+   * watchdog, on that host, could not).
+   */
+  | 'host_lost'
   /** The pod has no SSH endpoint right now (restarting). */
   | 'no_endpoint'
   /** The API key may not manage account secrets (the pod's host key lives there). */
@@ -67,6 +72,8 @@ const POD_HINTS: Record<PodErrorKind, string> = {
   pod_gone:
     "`overbrainer runs show` with the run's ID says what came home; train again for the rest.",
   pod_stopped: 'Start the pod in the Runpod console, or remove it with `overbrainer pod rm`.',
+  host_lost:
+    "The checkpoints streamed home stay in the run's checkpoints/ folder: train again, or raise the target's max_recoveries to go on on a new pod by itself.",
   no_endpoint:
     "The pod may be restarting: follow it again in a minute (`overbrainer train attach` with the run's ID).",
   secrets:

@@ -214,3 +214,34 @@ export async function againOnDrop<T>(
     }
   }
 }
+
+/**
+ * Whether the pod's host still gives no SSH answer, asked `misses` times a status poll apart
+ * (each a look at the pod and a connect with one more try, as {@link reconnect}), every one a
+ * timeout while Runpod lists the pod: a hung host, whose watchdog is as silent. Anything else (an
+ * answer, a refusal, the pod gone or stopped, a stop) is no such verdict.
+ */
+export async function hostSilent(
+  ctx: PodCtx,
+  pod: PodRecord,
+  run: RunRecord,
+  misses: number,
+  signal?: AbortSignal,
+): Promise<boolean> {
+  for (let miss = 0; miss < misses; miss++) {
+    try {
+      if (miss > 0) await ctx.clock.sleep(ctx.timing.statusPollMs, signal);
+      const executor = await reconnect(ctx, pod, run, signal);
+      executor?.dispose();
+      return false;
+    } catch (error) {
+      if (!(error instanceof ExecError) || error.kind !== 'timeout') return false;
+      log(
+        ctx,
+        'debug',
+        `run ${run.id}: pod ${pod.podId ?? ''} gave no SSH answer again (${miss + 1} of ${misses})`,
+      );
+    }
+  }
+  return true;
+}

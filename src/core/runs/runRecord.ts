@@ -50,12 +50,22 @@ export type AttemptEnd =
   /** It stopped under the job (EXITED: a lost host, a killed container). */
   | 'pod_exited'
   /**
+   * Its host stopped answering under the job while Runpod listed it RUNNING: the client deleted
+   * it (its watchdog, on the same host, could not act).
+   */
+  | 'host_lost'
+  /**
    * A node of its cluster failed under the job (its pod gone or dead, its host unreachable, its
    * job killed): the whole cluster was deleted, Runpod cannot replace one member.
    */
   | 'node_failed';
 
-export const ATTEMPT_ENDS: readonly AttemptEnd[] = ['pod_deleted', 'pod_exited', 'node_failed'];
+export const ATTEMPT_ENDS: readonly AttemptEnd[] = [
+  'pod_deleted',
+  'pod_exited',
+  'host_lost',
+  'node_failed',
+];
 
 /**
  * One pod's part of a run (`attempts` in run.json, written once a pod died and the run went on

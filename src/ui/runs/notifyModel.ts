@@ -113,6 +113,7 @@ export function endCauseOf(error: unknown): RunEndCause | null {
   if (error.kind === 'deadline_reached') return 'deadline';
   if (error.kind === 'cost_cap_reached') return 'cost_cap';
   if (error.kind === 'pod_gone') return 'pod_gone';
+  if (error.kind === 'host_lost') return 'host_lost';
   return null;
 }
 

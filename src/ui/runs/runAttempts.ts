@@ -20,6 +20,7 @@ export async function readAttempts(runDir: string): Promise<RunAttempt[]> {
 const REASON_WORDS: Record<NonNullable<RunAttempt['reason']>, string> = {
   pod_deleted: 'pod deleted by Runpod',
   pod_exited: 'pod died (EXITED)',
+  host_lost: 'host stopped answering (pod deleted)',
   node_failed: 'a node of the cluster failed',
 };
 
