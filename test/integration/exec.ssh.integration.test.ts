@@ -19,7 +19,9 @@ import {
 } from 'node:fs';
 import { join } from 'node:path';
 import { systemClock, type Clock } from '../../src/core/clock';
+import { ExecError } from '../../src/core/exec/executor';
 import { SshExecutor, type SshExecutorOptions } from '../../src/core/exec/ssh';
+import { openShell } from '../../src/core/exec/sshShell';
 import { scaleTiming } from '../../src/core/timing';
 import {
   executorOptions,
@@ -378,6 +380,34 @@ describe('SshExecutor against a real sshd', function () {
             options(sshd, { port: proxy.port, timing: scaleTiming(1, { connectTimeoutMs: 800 }) }),
           ),
           'timeout',
+        );
+      } finally {
+        await proxy.close();
+      }
+    });
+
+    it("the terminal's own client waits for a connect as long as every other connection (at least 2 s)", async () => {
+      const proxy = await startTcpProxy(sshd.port);
+      try {
+        proxy.blackhole();
+        // A scaled timing's 800 ms, too short on a loaded machine for a pod's handshake: the same
+        // floor as SshExecutor's (a loaded CI's terminal gave up after 1,250 ms).
+        await assert.rejects(
+          openShell({
+            host: sshd.host,
+            port: proxy.port,
+            username: sshd.user,
+            privateKey: sshd.clientPrivateKey,
+            hostPublicKey: sshd.hostPublicKey,
+            connectTimeoutMs: 800,
+            pty: null,
+            onOutput: () => undefined,
+          }),
+          (error: unknown) => {
+            assert.ok(error instanceof ExecError && error.kind === 'timeout', String(error));
+            assert.match(error.message, /gave no SSH answer within 2000 ms/);
+            return true;
+          },
         );
       } finally {
         await proxy.close();

@@ -52,11 +52,6 @@ export interface SshExecutorOptions extends SshTarget {
 }
 
 const DEFAULT_KEEPALIVE_MS = 5_000;
-/**
- * A TCP connect plus key exchange plus auth takes real time whatever a test's
- * timing scale says (ed25519 in JS on a busy machine: hundreds of ms).
- */
-const MIN_CONNECT_TIMEOUT_MS = 2_000;
 const DEFAULT_KEEPALIVE_COUNT = 2;
 const DEFAULT_MAX_CHANNELS = 6;
 /** An upload is tried this many times in all when the connection drops during it. */
@@ -110,10 +105,6 @@ export class SshExecutor extends CommandRunner implements Executor, TransferLink
     return this.conn !== undefined && !this.conn.closed;
   }
 
-  private get connectTimeoutMs(): number {
-    return Math.max(MIN_CONNECT_TIMEOUT_MS, this.options.timing.connectTimeoutMs);
-  }
-
   private log(line: string): void {
     this.options.onLog?.(line);
   }
@@ -151,7 +142,7 @@ export class SshExecutor extends CommandRunner implements Executor, TransferLink
       privateKey: options.privateKey,
       hostPublicKey: options.hostPublicKey,
       userHost: options.userHost,
-      connectTimeoutMs: this.connectTimeoutMs,
+      connectTimeoutMs: options.timing.connectTimeoutMs,
       keepaliveIntervalMs: options.keepaliveIntervalMs ?? DEFAULT_KEEPALIVE_MS,
       keepaliveCountMax: options.keepaliveCountMax ?? DEFAULT_KEEPALIVE_COUNT,
       where: this.where,

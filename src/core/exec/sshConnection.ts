@@ -45,7 +45,7 @@ export interface UserHostTrust {
 
 /** How one connection is made (see SshExecutorOptions). */
 export interface ConnectParams extends SshTarget {
-  /** Bounds the connect (TCP + handshake + auth). */
+  /** Bounds the connect (TCP + handshake + auth); at least {@link MIN_CONNECT_TIMEOUT_MS}. */
   connectTimeoutMs: number;
   keepaliveIntervalMs: number;
   keepaliveCountMax: number;
@@ -172,7 +172,17 @@ export function raceAbort<T>(
  * Connects with the pinned host key and the run's client key. Rejects with `host_key` (nothing
  * sent), `auth`, `timeout` or `connection`.
  */
-export function openConnection(params: ConnectParams): Promise<Connection> {
+/**
+ * The least a connect is given: a TCP connect plus key exchange plus auth takes real time whatever
+ * a scaled timing says (ed25519 in JS on a busy machine: hundreds of ms).
+ */
+export const MIN_CONNECT_TIMEOUT_MS = 2_000;
+
+export function openConnection(given: ConnectParams): Promise<Connection> {
+  const params = {
+    ...given,
+    connectTimeoutMs: Math.max(MIN_CONNECT_TIMEOUT_MS, given.connectTimeoutMs),
+  };
   const trusted = params.userHost?.hostKeys.map((key) => key.blob) ?? [
     parseHostPublicKey(params.hostPublicKey ?? ''),
   ];
