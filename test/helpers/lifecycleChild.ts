@@ -4,7 +4,7 @@
  * `coreFor`), and prints every core event as one JSON line on stdout, so the test knows where
  * the run stands before it sends SIGKILL.
  *
- *   node <its bundle> (test/helpers/lifecycleChildProcess.ts builds it; or node --import tsx test/helpers/lifecycleChild.ts)
+ *   node <its bundle> (test/helpers/childBundle.ts builds it; or node --import tsx test/helpers/lifecycleChild.ts)
  *
  * Input only through the environment (never argv: the API key must not show in process
  * arguments): LIFECYCLE_CHILD = JSON of ChildSetup, LIFECYCLE_API_KEY = the account key.

@@ -4,7 +4,7 @@
  * (never argv: the API key must not show in process arguments): SWEEP_CHILD = JSON of
  * {workspace, baseUrl, timing, python}, SWEEP_API_KEY = the account key.
  *
- *   node --import tsx test/helpers/sweepChild.ts
+ *   node <its bundle> (./childBundle.ts builds it; or node --import tsx test/helpers/sweepChild.ts)
  */
 import { sweep } from '../../src/core/flow/sweep';
 import { runFlowChild } from './flowChild';

@@ -10,6 +10,7 @@ import { spawn, type ChildProcess } from 'node:child_process';
 import * as fs from 'node:fs';
 import * as path from 'node:path';
 import type { SweepRecord, TrialRecord } from '../../src/core/flow/sweep';
+import { childBundle } from './childBundle';
 import { ROOT } from './cli';
 import { Lab } from './lifecycle';
 
@@ -110,30 +111,29 @@ export function sweepJson(lab: Lab): SweepRecord {
   ) as SweepRecord;
 }
 
-/** Another client process running the lab's sweep; its stderr kept, its exit awaited. */
+/**
+ * Another client process running the lab's sweep (./sweepChild.ts from its bundle: ./childBundle.ts);
+ * its stderr kept, its exit awaited.
+ */
 export function sweepChild(lab: Lab): {
   child: ChildProcess;
   exited: Promise<number | null>;
   stderr: () => string;
 } {
-  const child = spawn(
-    process.execPath,
-    ['--import', 'tsx', path.join(ROOT, 'test', 'helpers', 'sweepChild.ts')],
-    {
-      cwd: ROOT,
-      env: {
-        ...process.env,
-        SWEEP_CHILD: JSON.stringify({
-          workspace: lab.workspace,
-          baseUrl: lab.emulator.baseUrl,
-          timing: lab.timing,
-          python: PYTHON,
-        }),
-        SWEEP_API_KEY: lab.emulator.apiKey,
-      },
-      stdio: ['ignore', 'ignore', 'pipe'],
+  const child = spawn(process.execPath, [childBundle('sweepChild')], {
+    cwd: ROOT,
+    env: {
+      ...process.env,
+      SWEEP_CHILD: JSON.stringify({
+        workspace: lab.workspace,
+        baseUrl: lab.emulator.baseUrl,
+        timing: lab.timing,
+        python: PYTHON,
+      }),
+      SWEEP_API_KEY: lab.emulator.apiKey,
     },
-  );
+    stdio: ['ignore', 'ignore', 'pipe'],
+  });
   let stderr = '';
   child.stderr!.on('data', (d: Buffer) => (stderr += d.toString()));
   const exited = new Promise<number | null>((resolve) =>
