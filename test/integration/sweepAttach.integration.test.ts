@@ -25,9 +25,36 @@ import {
 } from '../helpers/sweepLab';
 
 /** Steps of a job the stop cuts: 30 s, so that a loaded machine's stop comes well before its end. */
-const LONG_STEPS = 60;
+/** The steps of a stopped trial's job, which then waits at its gate until the stop. */
+const GATED_STEPS = 20;
 
 /** The stopped trials: FAIL saying so, their runs cancelled before their last step, pods gone. */
+/** The steps of the metric lines in `file` (a metrics.jsonl). */
+function stepsIn(file: string): number[] {
+  return fs
+    .readFileSync(file, 'utf8')
+    .trim()
+    .split('\n')
+    .map((line) => (JSON.parse(line) as { step?: number }).step ?? 0);
+}
+
+/** Waits until `n` trials' jobs wrote every step on their pods and wait at their gate. */
+function trialsAtGate(lab: Lab, n: number): Promise<void> {
+  const atGate = (id: string): boolean => {
+    try {
+      const podId = String(lab.podJson(id).pod_id);
+      return Math.max(...stepsIn(lab.podFile(podId, id, 'metrics.jsonl'))) === GATED_STEPS;
+    } catch {
+      return false;
+    }
+  };
+  return lab.waitFor(
+    `${n} trials at their gate`,
+    () => trialRuns(lab).filter((r) => atGate(r.id)).length === n,
+    240_000,
+  );
+}
+
 function assertStopped(lab: Lab, stoppedTrials: number): void {
   const record = sweepJson(lab);
   assert.equal(record.state, 'ended', lab.transcript());
@@ -39,15 +66,12 @@ function assertStopped(lab: Lab, stoppedTrials: number): void {
     assert.match(t.message ?? '', /stopped with the sweep/);
     const run = lab.store.loadRun(t.run_id!);
     assert.equal(run.state, 'cancelled', `trial ${t.number}: ${run.message ?? ''}`);
-    // Its results came home: the metrics it wrote up to the stop, not to its last step.
-    const steps = fs
-      .readFileSync(path.join(lab.runDir(run.id), 'metrics.jsonl'), 'utf8')
-      .trim()
-      .split('\n')
-      .map((line) => (JSON.parse(line) as { step?: number }).step ?? 0);
-    assert.ok(
-      Math.max(...steps) < LONG_STEPS,
-      `trial ${t.number} was stopped before its last step`,
+    // Its results came home: every metric it wrote before the stop (its job held at its gate,
+    // so the stop, not the job's end, ended it: the run is cancelled, above).
+    assert.equal(
+      Math.max(...stepsIn(path.join(lab.runDir(run.id), 'metrics.jsonl'))),
+      GATED_STEPS,
+      `trial ${t.number}'s metrics came home`,
     );
     assert.ok(t.cost_usd !== null && t.cost_usd > 0 && t.cost_usd <= t.cap_usd);
     const pods = lab.podsOfRun(run.id);
@@ -153,9 +177,14 @@ describe('sweep attach and sweep stop across clients, on emulated pods and the r
   });
 
   it('stop asks the client running the sweep: no new trial, running ones stopped, results home, pods deleted', async () => {
-    const l = labs.use(await sweepLab('trials = 4\nparallel = 2\nbudget_usd = 5', 0.5, LONG_STEPS));
+    const l = labs.use(
+      await sweepLab('trials = 4\nparallel = 2\nbudget_usd = 5', 0.05, GATED_STEPS, {
+        gated: true,
+      }),
+    );
     const other = sweepChild(l);
     await trialsRunning(l, 2);
+    await trialsAtGate(l, 2);
     let waitedOn = '';
     const result = await l.track(
       sweepStop(l.otherDeps(), l.config, l.workspace, SWEEP, {
@@ -170,9 +199,14 @@ describe('sweep attach and sweep stop across clients, on emulated pods and the r
   });
 
   it('stop with no client running the sweep (its client killed) stops the trials itself', async () => {
-    const l = labs.use(await sweepLab('trials = 4\nparallel = 2\nbudget_usd = 5', 0.5, LONG_STEPS));
+    const l = labs.use(
+      await sweepLab('trials = 4\nparallel = 2\nbudget_usd = 5', 0.05, GATED_STEPS, {
+        gated: true,
+      }),
+    );
     const other = sweepChild(l);
     await trialsRunning(l, 2);
+    await trialsAtGate(l, 2);
     other.child.kill('SIGKILL');
     await other.exited;
     const result = await l.track(
