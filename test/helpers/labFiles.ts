@@ -10,6 +10,33 @@ export function readJson(file: string): Record<string, unknown> {
 }
 
 /**
+ * This process's mount namespace, and whether its own mount table mentions `marker`. A process in
+ * the same namespace has the same table (a chroot only shows less of it), so when ours does not
+ * mention the marker, only the processes of other namespaces need their table read: the scan
+ * reads a link per process instead of a table (on a loaded CI machine, hundreds of processes in
+ * the host's namespace: 57 ms of CPU a scan with 179 processes, once per lab).
+ */
+function ownMounts(marker: string): { ns: string | null; mentions: boolean } {
+  try {
+    return {
+      ns: fs.readlinkSync('/proc/self/ns/mnt'),
+      mentions: fs.readFileSync('/proc/self/mountinfo', 'utf8').includes(marker),
+    };
+  } catch {
+    return { ns: null, mentions: true };
+  }
+}
+
+/** Whether process `entry` is in mount namespace `ns` (false when that cannot be read). */
+function inNamespace(entry: string, ns: string | null): boolean {
+  try {
+    return fs.readlinkSync(`/proc/${entry}/ns/mnt`) === ns;
+  } catch {
+    return false;
+  }
+}
+
+/**
  * Processes (pid and name) whose mount table mentions `marker` (the emulator's state directory):
  * a pod's processes see its directories bind-mounted from there, so any survivor shows up,
  * whatever it is called (sshd, the watchdog, the job).
@@ -18,9 +45,12 @@ export async function processesMounting(marker: string): Promise<string[]> {
   // Read one process at a time with the event loop free between them: a loaded machine has
   // hundreds of processes with long mount tables (every pod's), and the labs sharing this
   // process (their emulators answer pods from it) must not stall meanwhile.
+  const own = ownMounts(marker);
   const found: string[] = [];
   for (const entry of await fs.promises.readdir('/proc')) {
     if (!/^\d+$/.test(entry)) continue;
+    // A link read at once (a few microseconds; a promise each cost more than the read).
+    if (!own.mentions && inNamespace(entry, own.ns)) continue;
     try {
       const mounts = await fs.promises.readFile(`/proc/${entry}/mountinfo`, 'utf8');
       if (!mounts.includes(marker)) continue;
@@ -40,9 +70,11 @@ export async function processesMounting(marker: string): Promise<string[]> {
  * deleted.
  */
 export function processesMountingNow(marker: string): string[] {
+  const own = ownMounts(marker);
   const found: string[] = [];
   for (const entry of fs.readdirSync('/proc')) {
     if (!/^\d+$/.test(entry)) continue;
+    if (!own.mentions && inNamespace(entry, own.ns)) continue;
     try {
       if (!fs.readFileSync(`/proc/${entry}/mountinfo`, 'utf8').includes(marker)) continue;
       found.push(`${entry} (${fs.readFileSync(`/proc/${entry}/comm`, 'utf8').trim()})`);
