@@ -403,6 +403,29 @@ describe('MetricsFollower', () => {
     const result = await done; // no clock advance needed
     assert.deepEqual(result.status, { kind: 'exited', code: 2 });
   });
+
+  it('sleeps until the silence limit while the stream speaks, not a wake-up per status poll', async () => {
+    const { target, follower, clock, warnings } = setup();
+    let naps = 0;
+    const sleep = clock.sleep.bind(clock);
+    clock.sleep = (ms, signal) => {
+      naps++;
+      return sleep(ms, signal);
+    };
+    const done = follower.follow();
+    await settle();
+    for (let step = 1; step <= 300; step++) {
+      await clock.advanceMs(200);
+      target.append(logLine(step));
+    }
+    assert.ok(naps <= 3, `${naps} naps in 60 s of a speaking stream (a poll's worth: 30)`);
+    assert.equal(target.commands.length, 1, 'no status asked while it speaks');
+    await clock.advanceMs(60_000); // silent for the limit (3 signs of life missed): dropped
+    assert.match(warnings().join('\n'), /silent for 60 s/);
+    target.finish('exited 0');
+    await clock.advanceMs(2_000);
+    assert.deepEqual((await done).status, { kind: 'exited', code: 0 });
+  });
 });
 
 describe("PollingMetricsReader (a poll every 2 s, the benchmarks' baseline)", () => {
