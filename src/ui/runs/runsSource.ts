@@ -13,7 +13,13 @@ import {
   RUN_FILE,
   parseMetricLine,
 } from '../../core/flow/records';
-import type { MetricsSummary, PodSummary, RunSummary } from './runsModel';
+import {
+  compareRunsNewestFirst,
+  type MetricsSummary,
+  type NewestRuns,
+  type PodSummary,
+  type RunSummary,
+} from './runsModel';
 
 /**
  * Reads `runs/<id>/run.json` (+ `pod.json`) of the workspace folders for the Runs view, through
@@ -46,6 +52,20 @@ export async function readRuns(folders: readonly RunsFolder[]): Promise<RunSumma
 }
 
 async function readRunsFolder(folder: RunsFolder): Promise<RunSummary[]> {
+  const names = await listRunDirs(folder);
+  const runs: RunSummary[] = [];
+  for (let start = 0; start < names.length; start += READ_BATCH) {
+    if (start > 0) await yieldToEventLoop();
+    for (const name of names.slice(start, start + READ_BATCH)) {
+      const run = readRunDirSync(path.join(folder.dir, name), name, folder);
+      if (run !== null) runs.push(run);
+    }
+  }
+  return runs;
+}
+
+/** The names of the run directories of a folder (one readdir); none when it is missing. */
+async function listRunDirs(folder: RunsFolder): Promise<string[]> {
   let entries: Dirent[];
   try {
     entries = await fs.readdir(folder.dir, { withFileTypes: true });
@@ -53,16 +73,44 @@ async function readRunsFolder(folder: RunsFolder): Promise<RunSummary[]> {
     if (isNotFound(error)) return [];
     throw error;
   }
-  const dirs = entries.filter((entry) => entry.isDirectory() && isValidRunId(entry.name));
+  return entries
+    .filter((entry) => entry.isDirectory() && isValidRunId(entry.name))
+    .map((entry) => entry.name);
+}
+
+/**
+ * The newest `count` runs of the folders, newest first, and how many run directories there are:
+ * the first rows of the Runs view, without reading every record first. The directories are
+ * ordered by the creation time their IDs carry (what a record's `created` says, as the store
+ * names a run when it creates it) and only the first ones' records are read; the whole list
+ * (readRuns) orders them by the records themselves. `total` counts directories: one without a
+ * run.json beyond the first `count` (a run being created) is in it until the whole list is read.
+ */
+export async function readNewestRuns(
+  folders: readonly RunsFolder[],
+  count: number,
+): Promise<NewestRuns> {
+  const listed = await Promise.all(
+    folders.map(async (folder) =>
+      (await listRunDirs(folder)).map((name) => ({
+        folder,
+        name,
+        createdUnixS: createdFromId(name) ?? -Infinity,
+      })),
+    ),
+  );
+  const dirs = listed.flat().sort((a, b) => {
+    if (a.createdUnixS !== b.createdUnixS) return b.createdUnixS - a.createdUnixS;
+    return a.name < b.name ? 1 : a.name > b.name ? -1 : 0;
+  });
   const runs: RunSummary[] = [];
-  for (let start = 0; start < dirs.length; start += READ_BATCH) {
-    if (start > 0) await yieldToEventLoop();
-    for (const entry of dirs.slice(start, start + READ_BATCH)) {
-      const run = readRunDirSync(path.join(folder.dir, entry.name), entry.name, folder);
-      if (run !== null) runs.push(run);
-    }
+  let next = 0;
+  for (; next < dirs.length && runs.length < count; next++) {
+    const { folder, name } = dirs[next]!;
+    const run = readRunDirSync(path.join(folder.dir, name), name, folder);
+    if (run !== null) runs.push(run);
   }
-  return runs;
+  return { runs: runs.sort(compareRunsNewestFirst), total: runs.length + (dirs.length - next) };
 }
 
 function yieldToEventLoop(): Promise<void> {

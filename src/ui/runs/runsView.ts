@@ -3,8 +3,10 @@ import {
   displayState,
   podMayBill,
   resumable,
+  TOP_LEVEL_RUNS,
   type PodRecordState,
   type PodSummary,
+  type OlderRuns,
   type RunDisplayState,
   type RunLive,
   type RunSummary,
@@ -142,6 +144,20 @@ export function presentRun(run: RunSummary, nowUnixS: number, live?: RunLive | n
     colorId,
     // `.snapshot`: Resume Run applies (package.json menus key on it).
     contextValue: `run.${state}${resumable(run) ? '.snapshot' : ''}`,
+  };
+}
+
+/** The row under which the runs older than the top level's are listed. */
+export function presentOlderRuns(older: OlderRuns): ItemView {
+  const runs = older.count === 1 ? 'run' : 'runs';
+  return {
+    id: 'runs#older',
+    label: `${older.count.toLocaleString('en')} older ${runs}`,
+    description: `before the newest ${TOP_LEVEL_RUNS}`,
+    tooltip: `The ${runs} created before the newest ${TOP_LEVEL_RUNS}, newest first: expand to list them (the view's filter finds them once listed).`,
+    iconId: 'history',
+    colorId: 'descriptionForeground',
+    contextValue: 'runs.older',
   };
 }
 
