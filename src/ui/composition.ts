@@ -15,8 +15,8 @@ import { resumeFollowing } from './runs/following';
 import { StatusBar } from './runs/statusBar';
 import { accountPodsSource, runsFolders, watchRunsFolders } from './runs/runsFolders';
 import { RunPanels } from './panel/runPanel';
-import { RunsModel, type RunsNode } from './runs/runsModel';
-import { readRuns } from './runs/runsSource';
+import { RunsModel, TOP_LEVEL_RUNS, type RunsNode } from './runs/runsModel';
+import { readNewestRuns, readRuns } from './runs/runsSource';
 import { bindPodsViewMessage, podsTreeProvider, runsTreeProvider } from './runs/runsTree';
 import type { SpendRowView } from './spend/spendModel';
 import { SpendTreeProvider } from './spend/spendTree';
@@ -67,12 +67,15 @@ export function composeUi(first: FirstBundle): ComposedUi {
   const { context, log } = first;
   const apiKeys = new ApiKeyStore(context.secrets, first.redactor);
   const jobSecrets = new JobSecretStore(context.secrets, first.redactor);
-  const runs = new RunsModel(() => readRuns(runsFolders()), { clock: systemClock });
+  const runs = new RunsModel(() => readRuns(runsFolders()), {
+    clock: systemClock,
+    newest: (count) => readNewestRuns(runsFolders(), count),
+  });
   // The Pods and Spend views read the same records when the container shows: after the Runs
-  // view's first listing (its failure is the Runs view's to show) and a turn of the event loop,
-  // so its rows go out first.
+  // view's first rows are read (its failure is the Runs view's to show) and a turn of the event
+  // loop, so those rows go out first.
   const afterRunsListed = async (): Promise<void> => {
-    await runs.latest().catch(() => undefined);
+    await runs.newest(TOP_LEVEL_RUNS).catch(() => undefined);
     await new Promise((resolve) => setImmediate(resolve));
   };
   // The account's pods, listed at most once a minute with the session's key (built lazily).

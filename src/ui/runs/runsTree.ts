@@ -9,13 +9,16 @@ import type { Log } from '../log';
 import { type PodsItem, type PodsModel } from '../pods/podsModel';
 import { podsViewMessage, presentPodsItem } from '../pods/podsView';
 import {
+  isOlderRuns,
   isRunChild,
+  TOP_LEVEL_RUNS,
+  topLevelNodes,
   type RunChild,
   type RunsModel,
   type RunsNode,
   type RunSummary,
 } from './runsModel';
-import { presentRun, type ItemView } from './runsView';
+import { presentOlderRuns, presentRun, type ItemView } from './runsView';
 import { readDirChildren, readRunChildren } from './runChildren';
 import { describeError } from '../../core/errors';
 
@@ -111,6 +114,9 @@ export class RunsTreeProvider implements vscode.TreeDataProvider<RunsNode>, vsco
 
   getTreeItem(node: RunsNode): vscode.TreeItem {
     const now = unixS(this.clock);
+    if (isOlderRuns(node)) {
+      return treeItem(presentOlderRuns(node), vscode.TreeItemCollapsibleState.Collapsed);
+    }
     if (isRunChild(node)) {
       const view = presentRunChild(node, now);
       const item = treeItem(
@@ -134,28 +140,48 @@ export class RunsTreeProvider implements vscode.TreeDataProvider<RunsNode>, vsco
 
   resolveTreeItem(item: vscode.TreeItem, node: RunsNode): vscode.TreeItem {
     const now = unixS(this.clock);
-    const view = isRunChild(node)
-      ? presentRunChild(node, now)
-      : presentRun(node, now, this.model.live(node.id));
+    const view = isOlderRuns(node)
+      ? presentOlderRuns(node)
+      : isRunChild(node)
+        ? presentRunChild(node, now)
+        : presentRun(node, now, this.model.live(node.id));
     item.tooltip = new vscode.MarkdownString(view.tooltip);
     return item;
   }
 
   async getChildren(node?: RunsNode): Promise<RunsNode[]> {
     try {
-      if (node === undefined) {
-        return await this.rootFetch.run(async () => {
-          await this.model.ensureLoaded();
-          return [...this.model.all];
-        });
+      if (node === undefined) return await this.rootFetch.run(() => this.topLevel());
+      if (isOlderRuns(node)) {
+        await this.model.ensureLoaded();
+        return this.model.all.slice(TOP_LEVEL_RUNS);
       }
       if (!isRunChild(node)) return await readRunChildren(node);
       if (node.kind === 'file' && node.isDir) return await readDirChildren(node.run, node.path);
       return [];
     } catch (error) {
       this.log.error(`Could not list runs: ${describeError(error)}. Refresh the view to retry.`);
-      return node === undefined ? [...this.model.all] : [];
+      return node === undefined ? topLevelNodes(this.model.all, this.model.all.length) : [];
     }
+  }
+
+  /**
+   * The newest runs, then a row for the older ones. Before the model's first load only the
+   * newest records are read (the first rows wait for nothing else); the whole list is loaded
+   * right after, and its change event makes VS Code ask again.
+   */
+  private async topLevel(): Promise<RunsNode[]> {
+    const newest = await this.model.newest(TOP_LEVEL_RUNS);
+    if (!this.model.isLoaded) {
+      setImmediate(() => {
+        this.model.ensureLoaded().catch((error: unknown) => {
+          this.log.error(
+            `Could not list runs: ${describeError(error)}. Refresh the view to retry.`,
+          );
+        });
+      });
+    }
+    return topLevelNodes(newest.runs, newest.total);
   }
 
   dispose(): void {
