@@ -142,9 +142,10 @@ export interface NewestRuns {
 /**
  * How many runs the Runs view lists at its top level, newest first; the older ones are under one
  * row (OlderRuns) that lists them when expanded. VS Code takes every row of a level from the
- * extension host before it shows the first one (about 0.1 ms a row, 2026-12-07), and the first
- * of those rows need only the newest records: a year of sweeps (10,000 runs) shows as fast as
- * a week's. Its price: the view's type-to-find sees the older runs once that row is expanded.
+ * extension host before it shows the first one (80–116 ms for 1,000 rows, docs/BENCHMARKS.md),
+ * and the first of those rows need only the newest records: a year of sweeps (10,000 runs) shows
+ * as fast as a week's. Its price: the view's type-to-find sees the older runs once that row is
+ * expanded.
  */
 export const TOP_LEVEL_RUNS = 100;
 
