@@ -406,14 +406,10 @@ async function vscodeBench(
     explorerMs: [],
   };
   try {
-    // OVERBRAINER_BENCH_CPU_PROF=<dir>: every Node process of code-server (the extension host's
-    // included) writes a V8 CPU profile there when it exits (a page reload ends a host).
-    const profileDir = process.env.OVERBRAINER_BENCH_CPU_PROF;
     server = await CodeServer.start({
       workspace,
       extensionsDir,
       settings: { 'explorer.autoReveal': false },
-      ...(profileDir ? { env: { NODE_OPTIONS: `--cpu-prof --cpu-prof-dir=${profileDir}` } } : {}),
     });
     const userDataDir = /Using user-data-dir (\S+)/.exec(server.log)?.[1];
     if (userDataDir === undefined)
