@@ -11,7 +11,8 @@
  * The benchmarks: latency (1), retrieval (2), activation (3: bundle, runs tree, activation),
  * chart (4), cost (5: requests per hour of following), scale (6: 20 followed runs),
  * startup (7: from Train to the first metric, against the sequential start), sweep (8: issue 38's
- * three figures, bench/sweepFigures.ts; skipped by --quick).
+ * three figures, bench/sweepFigures.ts; skipped by --quick), clusterDeaths (9: issue 37's
+ * member deaths at random moments, bench/clusterDeaths.bench.ts; skipped by --quick).
  * A benchmark that throws is reported as failed and the runner exits 1 (after the others ran).
  */
 import { execFileSync } from 'node:child_process';
@@ -19,6 +20,7 @@ import { mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { activationBench } from './activation.bench';
 import { chartBench } from './chart.bench';
+import { clusterDeathsBench } from './clusterDeaths.bench';
 import { costBench } from './cost.bench';
 import { latencyBench } from './latency.bench';
 import {
@@ -46,6 +48,7 @@ const BENCHES: Record<string, (options: BenchOptions) => Promise<BenchReport>> =
   scale: scaleBench,
   startup: startupBench,
   sweep: sweepBench,
+  clusterDeaths: clusterDeathsBench,
 };
 
 function arg(name: string): string | undefined {
