@@ -12,7 +12,9 @@
  * chart (4), cost (5: requests per hour of following), scale (6: 20 followed runs),
  * startup (7: from Train to the first metric, against the sequential start), sweep (8: issue 38's
  * three figures, bench/sweepFigures.ts; skipped by --quick), clusterDeaths (9: issue 37's
- * member deaths at random moments, bench/clusterDeaths.bench.ts; skipped by --quick).
+ * member deaths at random moments, bench/clusterDeaths.bench.ts; skipped by --quick),
+ * clusterStart (10: issue 37's Train → first step on 2 nodes against 1, bytes over the user's
+ * link for 3 nodes against 1).
  * A benchmark that throws is reported as failed and the runner exits 1 (after the others ran).
  */
 import { execFileSync } from 'node:child_process';
@@ -21,6 +23,7 @@ import { join } from 'node:path';
 import { activationBench } from './activation.bench';
 import { chartBench } from './chart.bench';
 import { clusterDeathsBench } from './clusterDeaths.bench';
+import { clusterStartBench } from './clusterStart.bench';
 import { costBench } from './cost.bench';
 import { latencyBench } from './latency.bench';
 import {
@@ -49,6 +52,7 @@ const BENCHES: Record<string, (options: BenchOptions) => Promise<BenchReport>> =
   startup: startupBench,
   sweep: sweepBench,
   clusterDeaths: clusterDeathsBench,
+  clusterStart: clusterStartBench,
 };
 
 function arg(name: string): string | undefined {

@@ -1,0 +1,259 @@
+/**
+ * Issue 37's start figures, both sides in the same run, alternating, each round in a lab of its
+ * own (the real emulator: namespaced pods and cluster members with the real bootstrap, watchdog
+ * and sshd; the product's train flow):
+ *
+ * - Train → first step: from the call of `train` to rank 0's first metric event, for a run on a
+ *   2-node cluster (launcher = "torchrun") against the same job on one pod (the command
+ *   `torchrun --standalone --nproc_per_node=1 …`, what the config's hint tells a 1-node user to
+ *   write). Target: 2 nodes at most 1.3 × 1 node.
+ * - Bytes over the user's link: every byte the client sent to the pods' SSH endpoints (their
+ *   `ssh.direct`) from the call to the first step, counted by a relay the bench puts in front of
+ *   each endpoint (the API client's answers name the relay in place of the endpoint, nothing else
+ *   changes), for 3 nodes against 1. Target: equal within 5 %.
+ *
+ * The job is test/helpers/clusterStepTrainer.py (examples/ddp's arguments and files, its ranks in
+ * lockstep, no torch import: torchrun itself still imports torch on every node), with a dataset
+ * of DATASET_MIB under data/ among the uploaded files, so the upload is what the bytes measure.
+ * Every member of every lab shares this machine's cores, where real nodes have their own.
+ *
+ *   npx tsx bench/run.ts --only clusterStart --runs 3 --no-write [--json FILE]
+ *
+ * Skipped by --quick (CI): cluster.train and cluster.threeNodes keep the runs in the suite.
+ */
+import { randomFillSync } from 'node:crypto';
+import * as fs from 'node:fs';
+import { createConnection, createServer, type Server, type Socket } from 'node:net';
+import * as path from 'node:path';
+import { loadConfig } from '../src/core/config';
+import { train } from '../src/core/flow';
+import type { Pod } from '../src/core/runpod/api';
+import type { RunpodClient } from '../src/core/runpod/client';
+import { ddpToml, STEP_TRAINER_PY } from '../test/helpers/clusterRun';
+import { Lab } from '../test/helpers/lifecycle';
+import { median, mib, ms, ratio, type BenchOptions, type BenchReport } from './lib';
+
+const STEPS = 5;
+
+/** Bytes the client sent through each relay, by the endpoint it stands for. */
+class LinkMeter {
+  private readonly relays = new Map<string, Promise<{ server: Server; port: number }>>();
+  private readonly sockets = new Set<Socket>();
+  readonly sentBytes = new Map<string, number>();
+
+  /** The relay's port standing for `host:port` (started on first use). */
+  portFor(host: string, port: number): Promise<number> {
+    const key = `${host}:${port}`;
+    let relay = this.relays.get(key);
+    if (relay === undefined) {
+      relay = new Promise((resolve, reject) => {
+        const server = createServer((client) => {
+          const upstream = createConnection({ host, port });
+          this.sockets.add(client).add(upstream);
+          client.on('data', (chunk: Buffer) =>
+            this.sentBytes.set(key, (this.sentBytes.get(key) ?? 0) + chunk.length),
+          );
+          client.pipe(upstream);
+          upstream.pipe(client);
+          const end = (): void => {
+            client.destroy();
+            upstream.destroy();
+          };
+          client.on('error', end).on('close', end);
+          upstream.on('error', end).on('close', end);
+        });
+        server.once('error', reject);
+        server.listen(0, '127.0.0.1', () => {
+          const address = server.address();
+          resolve({ server, port: typeof address === 'object' && address ? address.port : 0 });
+        });
+      });
+      this.relays.set(key, relay);
+    }
+    return relay.then((r) => r.port);
+  }
+
+  total(): number {
+    return [...this.sentBytes.values()].reduce((a, b) => a + b, 0);
+  }
+
+  async close(): Promise<void> {
+    for (const socket of this.sockets) socket.destroy();
+    for (const relay of this.relays.values()) {
+      const { server } = await relay;
+      await new Promise((resolve) => server.close(resolve));
+    }
+  }
+
+  private async pod(pod: Pod): Promise<Pod> {
+    if (pod.sshDirect === null) return pod;
+    const port = await this.portFor(pod.sshDirect.host, pod.sshDirect.port);
+    return { ...pod, sshDirect: { ...pod.sshDirect, host: '127.0.0.1', port } };
+  }
+
+  /**
+   * `client` whose answers name the relays in place of the pods' SSH endpoints (every call that
+   * answers pods); everything else is the client itself.
+   */
+  client(client: RunpodClient): RunpodClient {
+    const wrap = {
+      getPod: async (id: string, o?: object) => {
+        const pod = await client.getPod(id, o);
+        return pod === null ? null : this.pod(pod);
+      },
+      lookPod: async (id: string, o?: object) => {
+        const look = await client.lookPod(id, o);
+        return look.pod === null ? look : { ...look, pod: await this.pod(look.pod) };
+      },
+      listPods: async (...args: Parameters<RunpodClient['listPods']>) =>
+        Promise.all((await client.listPods(...args)).map((p) => this.pod(p))),
+      listClusterPods: async (id: string, o?: object) => {
+        const pods = await client.listClusterPods(id, o);
+        return pods === null ? null : Promise.all(pods.map((p) => this.pod(p)));
+      },
+      createPod: async (...args: Parameters<RunpodClient['createPod']>) =>
+        this.pod(await client.createPod(...args)),
+    };
+    return new Proxy(client, {
+      get(target, prop) {
+        if (typeof prop === 'string' && prop in wrap) return wrap[prop as keyof typeof wrap];
+        const value = Reflect.get(target, prop, target) as unknown;
+        return typeof value === 'function' ? (value as () => unknown).bind(target) : value;
+      },
+    });
+  }
+}
+
+interface Round {
+  nodes: number;
+  firstStepMs: number;
+  sentBytes: number;
+  /** What the product reported uploading (its `transfer` upload events, summed at their end). */
+  reportedUploadBytes: number;
+}
+
+async function oneRound(nodes: number, dataset: string): Promise<Round> {
+  const job = {
+    steps: STEPS,
+    stepSeconds: 0.2,
+    saveEvery: 100,
+    globalBatch: 48, // divides among 1, 2 and 3 processes
+    trainer: 'steps' as const,
+  };
+  let toml = ddpToml({ ...job, nodes }).replace(
+    'upload = ["train.py"]',
+    'upload = ["train.py", "data"]',
+  );
+  if (nodes === 1) {
+    // One pod: no launcher (a cluster's); the command torchrun's own standalone line.
+    toml = toml
+      .replace('launcher = "torchrun"\n', '')
+      .replace(
+        'command = "train.py',
+        'command = "torchrun --standalone --nproc_per_node=1 --redirects 1 --tee 1 train.py',
+      );
+  }
+  const l = await Lab.start({ timing: { checkpointPollMs: 500 } });
+  const meter = new LinkMeter();
+  try {
+    fs.writeFileSync(path.join(l.workspace, 'overbrainer.toml'), toml);
+    fs.copyFileSync(STEP_TRAINER_PY, path.join(l.workspace, 'train.py'));
+    fs.mkdirSync(path.join(l.workspace, 'data'), { recursive: true });
+    fs.linkSync(dataset, path.join(l.workspace, 'data', path.basename(dataset)));
+    const loaded = loadConfig(l.workspace, {});
+    if (!loaded.ok) throw new Error(JSON.stringify(loaded.errors));
+    const deps = { ...l.deps, client: meter.client(l.client) };
+    let runId = '';
+    let firstStepMs = NaN;
+    let sentBytes = NaN;
+    let reportedUploadBytes = 0;
+    const t0 = performance.now();
+    const sub = l.bus.on((event) => {
+      if (runId === '' || !('runId' in event) || event.runId !== runId) return;
+      if (event.type === 'metric' && Number.isNaN(firstStepMs)) {
+        firstStepMs = performance.now() - t0;
+        sentBytes = meter.total();
+      }
+      if (event.type === 'transfer' && event.direction === 'upload' && event.phase === 'done') {
+        reportedUploadBytes += event.bytesDone;
+      }
+    });
+    const result = await l.track(
+      train(deps, loaded.config, l.workspace, { onRun: (r) => (runId = r.id) }),
+    );
+    sub.dispose();
+    if (result.run.state !== 'succeeded' || Number.isNaN(firstStepMs)) {
+      throw new Error(`the ${nodes}-node run did not succeed with a step: ${result.summary}`);
+    }
+    return { nodes, firstStepMs, sentBytes, reportedUploadBytes };
+  } catch (error) {
+    throw new Error(`${String(error)}\n${l.transcript()}`, { cause: error });
+  } finally {
+    await meter.close();
+    await l.close();
+  }
+}
+
+export async function clusterStartBench(options: BenchOptions): Promise<BenchReport> {
+  const title = '10. A run on a cluster: Train → first step, bytes over the user’s link (issue 37)';
+  const baseline = 'the same job on one pod (nodes = 1), measured in the same run, alternating';
+  if (options.quick) {
+    return { title, baseline, rows: [], notes: ['skipped by --quick: clusters are the suite’s'] };
+  }
+  const datasetMiB = 16;
+  const dir = fs.mkdtempSync(path.join(fs.realpathSync('/tmp'), 'bench-cluster-start-'));
+  const dataset = path.join(dir, 'dataset.bin');
+  fs.writeFileSync(dataset, randomFillSync(Buffer.alloc(datasetMiB * 1024 * 1024)));
+  const rounds: Round[] = [];
+  try {
+    for (let i = 0; i < options.runs; i++) {
+      for (const nodes of [1, 2, 3]) {
+        const round = await oneRound(nodes, dataset);
+        console.log(
+          `  ${nodes} node(s): first step ${ms(round.firstStepMs)}, sent ${mib(round.sentBytes)} (upload events ${mib(round.reportedUploadBytes)})`,
+        );
+        rounds.push(round);
+      }
+    }
+  } finally {
+    fs.rmSync(dir, { recursive: true, force: true });
+  }
+  const of = (nodes: number, pick: (r: Round) => number): number =>
+    median(rounds.filter((r) => r.nodes === nodes).map(pick));
+  const one = of(1, (r) => r.firstStepMs);
+  const two = of(2, (r) => r.firstStepMs);
+  const sent1 = of(1, (r) => r.sentBytes);
+  const sent3 = of(3, (r) => r.sentBytes);
+  const timeRatio = two / one;
+  const bytesRatio = sent3 / sent1;
+  return {
+    title,
+    baseline,
+    rows: [
+      {
+        measure: 'Train → first step, 2 nodes (ours) against 1 node (baseline)',
+        baseline: ms(one),
+        ours: ms(two),
+        ratio: ratio(one, two),
+        target: '2 nodes ≤ 1.3 × 1 node',
+        verdict: timeRatio <= 1.3 ? 'met' : `NOT met (${timeRatio.toFixed(2)} × the 1-node time)`,
+      },
+      {
+        measure: `bytes sent over the user's link until the first step, 3 nodes (ours) against 1 node (baseline), ${datasetMiB} MiB dataset`,
+        baseline: mib(sent1),
+        ours: mib(sent3),
+        ratio: ratio(sent1, sent3),
+        target: '3 nodes = 1 node ± 5 %',
+        verdict:
+          Math.abs(bytesRatio - 1) <= 0.05
+            ? 'met'
+            : `NOT met (${bytesRatio.toFixed(2)} ×: the run's files go from this machine to each node)`,
+      },
+    ],
+    notes: [
+      `medians of ${options.runs} rounds per side; 3 nodes first step ${ms(of(3, (r) => r.firstStepMs))}; 2 nodes sent ${mib(of(2, (r) => r.sentBytes))}`,
+      'bytes: every byte the client wrote to the pods’ SSH endpoints (a relay in front of each), the upload and the SSH sessions’ own traffic (handshakes, readiness, lease, job start)',
+    ],
+    raw: rounds,
+  };
+}
