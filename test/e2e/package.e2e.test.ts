@@ -8,12 +8,12 @@ import {
   codeServerEnv,
   eventually,
   extensionFolderName,
-  launchChromium,
   NODE24,
   REPO_ROOT,
   tempDir,
   Workbench,
 } from './harness';
+import { borrowChromium, returnChromium } from './sharedChromium';
 import { lockTreeBuild } from './treeBuild';
 import { zipEntryNames } from './zip';
 
@@ -122,7 +122,7 @@ describe('npm run package: the .vsix', function () {
 
     after(async function () {
       await workbench?.close().catch(() => undefined);
-      await browser?.close();
+      if (browser) await returnChromium(browser);
       await server?.close();
       workspace?.remove();
       home?.remove();
@@ -153,7 +153,7 @@ describe('npm run package: the .vsix', function () {
       );
 
       server = await CodeServer.start({ workspace: workspace.dir, extensionsDir });
-      browser = await launchChromium();
+      browser = await borrowChromium();
       workbench = await Workbench.open(browser, server, this.test?.fullTitle() ?? 'install');
       await workbench.untilOverbrainerShown();
       await workbench.showOverbrainerOutput();

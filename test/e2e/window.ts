@@ -6,14 +6,8 @@ import { startEmulator, type Emulator } from '../emulator/emulator';
 import type { EmulatorOptions } from '../emulator/types';
 import { tinyToml, writeTinyWorkspace } from '../helpers/tinyWorkspace';
 import { installBuild } from './build';
-import {
-  CodeServer,
-  eventually,
-  launchChromium,
-  tempDir,
-  Workbench,
-  type CodeServerOptions,
-} from './harness';
+import { borrowChromium, returnChromium } from './sharedChromium';
+import { CodeServer, eventually, tempDir, Workbench, type CodeServerOptions } from './harness';
 
 export { tinyToml };
 
@@ -62,9 +56,10 @@ export function useWindow(options: WindowOptions): E2eWindow {
   let extensions: ReturnType<typeof tempDir> | undefined;
 
   before(async function () {
-    // Chromium starts meanwhile: it needs nothing of what follows. Both are awaited before a
-    // failure is thrown, so that `after` closes whichever did start.
-    const launching = launchChromium().then((browser) => {
+    // Chromium starts meanwhile (or the worker's is borrowed: ./sharedChromium.ts): it needs
+    // nothing of what follows. Both are awaited before a failure is thrown, so that `after`
+    // closes whichever did start.
+    const launching = borrowChromium().then((browser) => {
       window.browser = browser;
     });
     let failure: unknown;
@@ -133,7 +128,7 @@ export function useWindow(options: WindowOptions): E2eWindow {
     await Promise.all([
       (async () => {
         await window.workbench?.close().catch(() => undefined);
-        await window.browser?.close();
+        if (window.browser) await returnChromium(window.browser);
       })(),
       window.server?.close(),
     ]);
