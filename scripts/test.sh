@@ -348,8 +348,9 @@ run_checks_bench() {
 }
 
 E2E_FIRST=test/e2e/activation.e2e.test.ts
-# The other e2e files run two at a time (mocha --parallel, a worker per file, each file its own
-# code-server, emulator, workspace and Chromium): a journey mostly waits on its pods, its
+# The other e2e files run two at a time (mocha --parallel, a worker per job, each file its own
+# code-server, emulator, workspace and browser context; a worker's files borrow one Chromium,
+# test/e2e/sharedChromium.ts): a journey mostly waits on its pods, its
 # extension host and the page (the tier alone kept the machine about 0.4 cores busy on average,
 # 2026-12-06). The long files start first, longest first, so that none is left for last.
 E2E_JOBS=2
