@@ -72,10 +72,13 @@ export function composeUi(first: FirstBundle): ComposedUi {
     newest: (count) => readNewestRuns(runsFolders(), count),
   });
   // The Pods and Spend views read the same records when the container shows: after the Runs
-  // view's first rows are read (its failure is the Runs view's to show) and a turn of the event
-  // loop, so those rows go out first.
+  // view's first rows are read (its failure is the Runs view's to show), then the whole list
+  // (read in batches that yield, so those rows' answer goes out meanwhile: the Spend view's read
+  // of every record is one synchronous pass, which may run before VS Code writes that answer) and a
+  // turn of the event loop.
   const afterRunsListed = async (): Promise<void> => {
     await runs.newest(TOP_LEVEL_RUNS).catch(() => undefined);
+    await runs.latest().catch(() => undefined);
     await new Promise((resolve) => setImmediate(resolve));
   };
   // The account's pods, listed at most once a minute with the session's key (built lazily).
