@@ -16,6 +16,8 @@ import type { Lab } from '../helpers/lifecycle';
 import { ddpLab, loggedSteps, recordOf, trainUntilCheckpointHome } from '../helpers/clusterRun';
 import { assertWithin1Percent, ledgerSum, spendRowOf } from '../helpers/runSpend';
 import type { Timing } from '../../src/core/timing';
+import { SshExecutor } from '../../src/core/exec/ssh';
+import { LEASE_FILE } from '../../src/core/pod/podScripts';
 
 const STEPS = 80;
 /** The first cluster's node dies once a checkpoint at least this far is home. */
@@ -25,7 +27,11 @@ const JOB = { steps: STEPS, stepSeconds: 0.3, saveEvery: 10, trainer: 'steps' } 
 describe('a cluster node dies (vanished, host silent, whole cluster gone): recovered on a new cluster', function () {
   this.timeout(900_000); // two clusters, four torchrun agents, on a shared 2-core machine
   let lab: Lab | null = null;
+  /** Undoes a test's patch of the SSH executor. */
+  let restore = (): void => undefined;
   afterEach(async () => {
+    restore();
+    restore = () => undefined;
     await lab?.close();
     lab = null;
   });
@@ -121,8 +127,33 @@ describe('a cluster node dies (vanished, host silent, whole cluster gone): recov
     const timing = { requestTimeoutMs: 5_000 };
     await diesAndRecovers(
       async (l, _cluster, members) => {
-        await l.emulator.faults.hostLost(members[1]!);
-        frozenAtMs = Date.now();
+        // The worst moment: the host freezes as the follow writes its lease, right after its
+        // job status answered (a look that answered, then a write that never will).
+        const port = l.emulator.pod(members[1]!)?.publishedPort;
+        const writeFileAtomic = SshExecutor.prototype.writeFileAtomic;
+        let frozen: Promise<unknown> | null = null;
+        SshExecutor.prototype.writeFileAtomic = async function (
+          this: SshExecutor,
+          ...args: Parameters<typeof writeFileAtomic>
+        ) {
+          if (
+            frozen === null &&
+            args[0].endsWith(`/${LEASE_FILE}`) &&
+            this.where.endsWith(`:${port}`)
+          ) {
+            frozen = l.emulator.faults.hostLost(members[1]!).then(() => {
+              frozenAtMs = Date.now();
+            });
+            await frozen;
+          }
+          return writeFileAtomic.apply(this, args);
+        };
+        restore = () => {
+          SshExecutor.prototype.writeFileAtomic = writeFileAtomic;
+        };
+        // The next look's lease write freezes the host (a look comes every status poll).
+        while (frozen === null) await new Promise((resolve) => setTimeout(resolve, 20));
+        await frozen;
         pollMs = l.timing.statusPollMs;
         listed = l.emulator.pod(members[1]!)?.status ?? '(gone)';
         named = () =>
@@ -139,9 +170,9 @@ describe('a cluster node dies (vanished, host silent, whole cluster gone): recov
       timing,
     );
     assert.equal(listed, 'RUNNING', 'the API listed the lost host RUNNING');
-    // The promise (clusterFollow's MISSES_ALLOWED): each look, its connect and its channel
-    // included, waits at most the request timeout, and one comes every status poll. A second
-    // is allowed for the pods list each look begins with and the bus, on a loaded machine.
+    // The promise (clusterFollow's MISSES_ALLOWED): each look, its connect, its channel and the
+    // lease it writes included, waits at most the request timeout, and one comes every status
+    // poll. A second is allowed for the pods list each look begins with and the bus.
     const namedAtMs = named();
     assert.ok(namedAtMs !== undefined, 'the lost host was named in a log line');
     const boundMs = 3 * (timing.requestTimeoutMs + pollMs) + 1_000;

@@ -297,9 +297,14 @@ async function watchNodes(
         const message = 'max_hours reached: the cluster was deleted';
         return { kind: 'limit', cause: 'deadline', message };
       }
-      const pods = await ctx.client
-        .listClusterPods(handle.cluster.id, { signal })
-        .catch(() => undefined);
+      // Bounded as a look is (unknown when late): a slow API cannot hold up the nodes' looks.
+      const listed = ctx.client.listClusterPods(handle.cluster.id, { signal });
+      const pods = await within(
+        ctx.clock,
+        ctx.timing.requestTimeoutMs,
+        'the pods list',
+        listed,
+      ).catch(() => undefined);
       if (pods === null) {
         for (const member of handle.members.slice(1)) {
           const node = nodeOf(run, member.rank);
@@ -329,12 +334,19 @@ async function watchNodes(
         Promise.all(
           handle.members.map(async (member) => {
             try {
-              const what = `node ${member.rank}'s job status`;
-              const looked = jobStatus(member.executor, run.remoteDir, { signal, timeoutMs });
+              // The status and the lease it renews, together: a host that freezes between them
+              // misses this look, it does not make it twice as long.
+              const what = `node ${member.rank}'s job status and lease`;
+              const looked = (async () => {
+                const status = await jobStatus(member.executor, run.remoteDir, {
+                  signal,
+                  timeoutMs,
+                });
+                await member.executor.writeFileAtomic(`${run.remoteDir}/${LEASE_FILE}`, '');
+                return status;
+              })();
               const status = await within(ctx.clock, timeoutMs, what, looked);
               misses.set(member.rank, 0);
-              const lease = member.executor.writeFileAtomic(`${run.remoteDir}/${LEASE_FILE}`, '');
-              await within(ctx.clock, timeoutMs, 'the lease', lease).catch(() => undefined);
               return { member, status, error: null };
             } catch (error) {
               misses.set(member.rank, (misses.get(member.rank) ?? 0) + 1);
