@@ -298,13 +298,9 @@ async function watchNodes(
         return { kind: 'limit', cause: 'deadline', message };
       }
       // Bounded as a look is (unknown when late): a slow API cannot hold up the nodes' looks.
+      const timeoutMs = ctx.timing.requestTimeoutMs;
       const listed = ctx.client.listClusterPods(handle.cluster.id, { signal });
-      const pods = await within(
-        ctx.clock,
-        ctx.timing.requestTimeoutMs,
-        'the pods list',
-        listed,
-      ).catch(() => undefined);
+      const pods = await within(ctx.clock, timeoutMs, 'pods', listed).catch(() => undefined);
       if (pods === null) {
         for (const member of handle.members.slice(1)) {
           const node = nodeOf(run, member.rank);
@@ -329,7 +325,6 @@ async function watchNodes(
       if (refusals) refusalLookMs = ctx.clock.nowMs();
       // Every node looked at together: a host that stops answering holds up only its own look,
       // and that for the request timeout at most, whatever it waits on (connect, channel, kill).
-      const timeoutMs = ctx.timing.requestTimeoutMs;
       const [looks] = await Promise.all([
         Promise.all(
           handle.members.map(async (member) => {
