@@ -221,6 +221,28 @@ describe('automatic recovery on a new pod when the pod dies mid-job', function (
     );
   });
 
+  it('the host stops answering, then its pod is deleted while the client asks the host again: the run goes on on a new pod, not left "lost"', async function () {
+    await recovers(
+      this,
+      async (l, pod) => {
+        await l.emulator.faults.hostLost(pod);
+        await l.waitFor(
+          'the client asking the silent host again',
+          () =>
+            l.events.some(
+              ({ event }) =>
+                event.type === 'log' && /gave no SSH answer again \(1 of/.test(event.message),
+            ),
+          120_000,
+        );
+        await l.emulator.faults.podVanishes(pod);
+      },
+      'recovery.host-silent-then-gone',
+      'pod_deleted',
+      { timing: { requestTimeoutMs: 1_500, connectTimeoutMs: 1_500 } },
+    );
+  });
+
   it('max_recoveries = 0: the run fails as before, saying recovery is off, with the checkpoint home kept', async function () {
     const gate = new Gate(7);
     gates.push(gate);

@@ -105,19 +105,7 @@ async function unreachable(
       }
     }
   }
-  if (remote !== null && isDead(remote)) {
-    // Stopped under the job (a host failure, a stop from the console): the processes are gone,
-    // the disk and what the job wrote stay, and the stopped pod's disk still bills.
-    return new PodError(
-      'pod_stopped',
-      `pod ${remote.id} of run ${run.id} is ${remote.status}: it stopped while its job ran, so the job no longer runs; ` +
-        'its disk (with what the job wrote) is kept and still bills',
-      `Start it again in the Runpod console and attach with "overbrainer train attach ${run.id}" to retrieve what is there, ` +
-        `or remove it with "overbrainer pod rm ${run.id} --force".`,
-      { cause: error, podStatus: remote.status },
-    );
-  }
-  if (remote !== null && !pod.keep && answersNoMore(error)) {
+  if (remote !== null && !isDead(remote) && !pod.keep && answersNoMore(error)) {
     // Listed RUNNING, its host silent: a hung host bills for nothing, and the watchdog that would
     // end it runs on that host. Asked again first, so a link that was down (a laptop waking up)
     // is no verdict.
@@ -130,6 +118,20 @@ async function unreachable(
       failRun(ctx, run, 'host_lost', message);
       return new PodError('host_lost', message, null, { cause: error });
     }
+    // It answered, or changed while asked (stopped, deleted): what it is now decides below.
+    remote = await stillThere(ctx, pod, signal, null).catch(() => remote);
+  }
+  if (remote !== null && isDead(remote)) {
+    // Stopped under the job (a host failure, a stop from the console): the processes are gone,
+    // the disk and what the job wrote stay, and the stopped pod's disk still bills.
+    return new PodError(
+      'pod_stopped',
+      `pod ${remote.id} of run ${run.id} is ${remote.status}: it stopped while its job ran, so the job no longer runs; ` +
+        'its disk (with what the job wrote) is kept and still bills',
+      `Start it again in the Runpod console and attach with "overbrainer train attach ${run.id}" to retrieve what is there, ` +
+        `or remove it with "overbrainer pod rm ${run.id} --force".`,
+      { cause: error, podStatus: remote.status },
+    );
   }
   if (remote !== null) return error;
   // `pod rm --force` from another process deleted it: its words when it already failed the run
