@@ -11,6 +11,7 @@ import {
   type Env,
   type OverbrainerConfig,
   type RunpodTargetConfig,
+  type TargetConfig,
 } from '../../src/core/config';
 
 export const FILE = '/w/overbrainer.toml';
@@ -72,6 +73,13 @@ export function one(text: string, env: Env = {}): ConfigError {
 export function pod(config: OverbrainerConfig, name = 'pod'): RunpodTargetConfig {
   const target = config.targets[name];
   assert.ok(target && target.kind === 'runpod', `no runpod target ${name}`);
+  return target;
+}
+
+/** The config's first target (the one a run takes when none is named). */
+export function firstTarget(config: OverbrainerConfig): TargetConfig {
+  const target = Object.values(config.targets)[0];
+  assert.ok(target, 'no target');
   return target;
 }
 

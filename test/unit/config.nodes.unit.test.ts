@@ -1,8 +1,8 @@
 /**
  * A run on many nodes in overbrainer.toml (issue 37 step 1): `nodes` on a runpod target (1 to
  * 250, each error at its place), `launcher = "torchrun"` for a command, the pairs that cannot run
- * (a cluster without the launcher, the launcher without a cluster) refused with what to write,
- * the command under torchrun's cluster flags, and the quote of N nodes: N × the pod's rate, the
+ * (a cluster without the launcher, the launcher on this machine) refused with what to write,
+ * the command under torchrun's cluster flags (on one pod: --standalone, a process per GPU), and the quote of N nodes: N × the pod's rate, the
  * worst case of all N, the self-serve limit said above 8.
  */
 import assert from 'node:assert/strict';
@@ -64,7 +64,7 @@ describe('nodes and launcher in overbrainer.toml', () => {
     assert.match(axolotl.message, /only applies to trainer = "command"/);
   });
 
-  it('a cluster needs the launcher, the launcher needs a cluster: refused when the target is chosen', () => {
+  it('a cluster needs the launcher, the launcher needs a pod: refused when the target is chosen', () => {
     const training = (launcher: 'torchrun' | null): TrainingConfig => ({
       ...ok(BASE).training!,
       trainer: { kind: 'command', command: 'train.py', launcher },
@@ -78,11 +78,11 @@ describe('nodes and launcher in overbrainer.toml', () => {
       /nodes = 2: a run on a cluster needs .*launcher = "torchrun"/,
     );
     assert.match(noLauncher?.hint ?? '', /launcher = "torchrun"/);
-    const onePod = nodesProblem(training('torchrun'), target(1));
-    assert.match(onePod?.message ?? '', /target pod is one pod \(nodes = 1\)/);
-    assert.match(onePod?.hint ?? '', /torchrun --standalone/);
+    // One pod: torchrun --standalone on its GPUs, so one [training] serves a pod and a cluster.
+    assert.equal(nodesProblem(training('torchrun'), target(1)), null);
     const local = nodesProblem(training('torchrun'), { kind: 'local', name: 'here', venv: null });
     assert.match(local?.message ?? '', /runs on this machine/);
+    assert.match(local?.hint ?? '', /torchrun --standalone/);
     // Train refuses it before anything is created.
     assert.throws(
       () => pickTarget(ok(`${BASE}nodes = 2\n`), {}),
@@ -95,7 +95,8 @@ describe('nodes and launcher in overbrainer.toml', () => {
   });
 
   it('starts the command under torchrun with the cluster variables, as written', () => {
-    const job = trainerJobOf(ok(`${TORCHRUN_BASE}nodes = 2\n`).training!, '');
+    const config = ok(`${TORCHRUN_BASE}nodes = 2\n`);
+    const job = trainerJobOf(config.training!, '', pod(config));
     assert.equal(job.trainer, 'command');
     const command = job.trainer === 'command' ? job.command : '';
     assert.match(
@@ -105,8 +106,17 @@ describe('nodes and launcher in overbrainer.toml', () => {
     assert.match(command, /--nnodes="\$\{NUM_NODES:\?/);
     assert.match(command, /--node_rank="\$\{NODE_RANK:\?/);
     assert.match(command, / train\.py --steps 12$/);
-    const plain = trainerJobOf(ok(BASE).training!, '');
+    const plain = trainerJobOf(ok(BASE).training!, '', pod(ok(BASE)));
     assert.equal(plain.trainer === 'command' ? plain.command : '', 'python train.py');
+  });
+
+  it('on one pod starts the command under torchrun --standalone, one process per GPU of the pod', () => {
+    const config = ok(`${TORCHRUN_BASE}gpu_count = 4\n`);
+    const job = trainerJobOf(config.training!, '', pod(config));
+    assert.equal(
+      job.trainer === 'command' ? job.command : '',
+      'exec torchrun --standalone --nnodes=1 --nproc_per_node=4 --redirects 1 --tee 1 train.py --steps 12',
+    );
   });
 
   it('quotes N nodes: N × the pod rate, the worst case of all N, the self-serve limit above 8', () => {

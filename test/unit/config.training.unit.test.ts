@@ -21,7 +21,7 @@ import { axolotlSettings, axolotlYaml, deepMerge } from '../../src/core/train/ax
 import { jobScript } from '../../src/core/train/jobScripts';
 import { billionsFromName, mergeEstimateS } from '../../src/core/train/mergeEstimate';
 import { PRODUCTION_TIMING } from '../../src/core/timing';
-import { at, axolotlToml, errors, ok, one, pod } from '../helpers/configFixture';
+import { at, axolotlToml, errors, firstTarget, ok, one, pod } from '../helpers/configFixture';
 
 const TARGET = `
 [targets.pod]
@@ -317,7 +317,7 @@ describe('a run of the generated config (files, job, quote, plan)', () => {
     fs.mkdirSync(runDir, { recursive: true });
     assert.equal(loaded.config.training?.hubModelId, 'me/qwen-lora');
     const noPush = { ...loaded.config, training: { ...loaded.config.training!, hubModelId: null } };
-    const files = checkRunFiles(noPush, dir, runDir);
+    const files = checkRunFiles(noPush, firstTarget(noPush), dir, runDir);
     const written = fs.readFileSync(path.join(runDir, 'axolotl.yaml'), 'utf8');
     assert.equal(written, generatedAxolotlConfig(loaded.config, dir));
     assert.match(written, /^num_epochs: 2$/m);

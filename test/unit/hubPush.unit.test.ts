@@ -15,7 +15,7 @@ import { checkRunFiles } from '../../src/core/flow/runFiles';
 import { decodeRunRecord, encodeRunRecord, type RunRecord } from '../../src/core/runs/runRecord';
 import { HUB_PUSH_FILE, parseHubPush, recordHubPush } from '../../src/core/train/hubPush';
 import { jobScript } from '../../src/core/train/jobScripts';
-import { axolotlToml } from '../helpers/configFixture';
+import { axolotlToml, firstTarget } from '../helpers/configFixture';
 
 const AXOLOTL = axolotlToml();
 
@@ -76,7 +76,7 @@ describe('the Hub push (hub_model_id) without a pod', () => {
     assert.ok(loaded.ok);
     const runDir = path.join(dir, 'runs', 'r');
     fs.mkdirSync(runDir, { recursive: true });
-    const files = checkRunFiles(loaded.config, dir, runDir);
+    const files = checkRunFiles(loaded.config, firstTarget(loaded.config), dir, runDir);
     assert.deepEqual(files.job.hub, {
       repoId: 'me/qwen-lora',
       endpoint: 'https://huggingface.co',
@@ -96,7 +96,7 @@ describe('the Hub push (hub_model_id) without a pod', () => {
     fs.writeFileSync(path.join(dir, 'overbrainer.toml'), AXOLOTL.replace('merge = true', ''));
     const plain = loadConfig(dir, {});
     assert.ok(plain.ok);
-    assert.equal(checkRunFiles(plain.config, dir, runDir).job.hub?.folder, 'output');
+    assert.equal(checkRunFiles(plain.config, firstTarget(plain.config), dir, runDir).job.hub?.folder, 'output');
     // The token is never an argument.
     assert.doesNotMatch(script, /HF_TOKEN/);
   });
@@ -107,7 +107,7 @@ describe('the Hub push (hub_model_id) without a pod', () => {
     assert.ok(loaded.ok);
     const runDir = path.join(dir, 'run');
     fs.mkdirSync(runDir);
-    const files = checkRunFiles(loaded.config, dir, runDir);
+    const files = checkRunFiles(loaded.config, firstTarget(loaded.config), dir, runDir);
     const run = (job: typeof files.job, env: Record<string, string> = {}): number => {
       const script = jobScript(job, { runDir, jobEnvFile: null });
       return (

@@ -1,7 +1,8 @@
 /**
  * Whether a `[training]` can run on a target of `nodes` nodes: a cluster (2 or more) runs the
- * command under torchrun on every node (`trainer = "command"`, `launcher = "torchrun"`); a
- * launcher needs a cluster (the variables torchrun reads are set only on a cluster's members).
+ * command under torchrun on every node (`trainer = "command"`, `launcher = "torchrun"`); one pod
+ * runs it under torchrun standalone, a process per GPU (so one `[training]` serves a pod target
+ * and a cluster target); this machine (local, ssh) has no GPU count to give it: refused there.
  * Checked where a run's target is chosen (train, its dry run), since `--target` picks it then.
  */
 import { SELF_SERVE_MAX_NODES, type TargetConfig, type TrainingConfig } from './types';
@@ -28,10 +29,10 @@ export function nodesProblem(training: TrainingConfig, target: TargetConfig): No
       hint: `Write trainer = "command", command = "train.py …" and launcher = "torchrun" in [training], or nodes = 1 in [targets.${target.name}].`,
     };
   }
-  if (nodes === 1 && launcher !== null) {
+  if (target.kind !== 'runpod' && launcher !== null) {
     return {
-      message: `launcher = "torchrun" starts the command on every node of a cluster, but target ${target.name} ${target.kind === 'local' ? 'runs on this machine' : 'is one pod (nodes = 1)'}`,
-      hint: `Write nodes = 2 or more in [targets.${target.name}], or remove launcher and write command = "torchrun --standalone --nproc_per_node=N train.py" for one pod.`,
+      message: `launcher = "torchrun" starts the command on a pod's GPUs or on every node of a cluster, but target ${target.name} ${target.kind === 'ssh' ? 'runs on your own machine' : 'runs on this machine'}`,
+      hint: `Train on a runpod target, or remove launcher and write command = "torchrun --standalone --nproc_per_node=N train.py" for [targets.${target.name}].`,
     };
   }
   return null;

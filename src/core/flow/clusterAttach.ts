@@ -119,7 +119,7 @@ export async function attachCluster(
         gpuTypes: await resolveGpuTypes(ctx, target, signal),
         clientPrivateKey,
       },
-      job: trainerJobOf(training, ''),
+      job: trainerJobOf(training, '', target),
       env: {},
       secrets: config === null ? {} : jobSecretsOf(config, deps.env ?? {}, false),
       artifacts: training.artifacts ?? ['output/'],

@@ -5,7 +5,7 @@
  */
 import * as fs from 'node:fs';
 import * as path from 'node:path';
-import { EVAL_DATA, uploadHolds, type OverbrainerConfig } from '../config/types';
+import { EVAL_DATA, uploadHolds, type OverbrainerConfig, type TargetConfig } from '../config/types';
 import { axolotlYaml } from '../train/axolotlConfig';
 import { HUB_SCRIPT } from '../train/hubPush';
 import { RUN_AXOLOTL_CONFIG, trainerJobOf } from '../train/trainerJob';
@@ -48,6 +48,8 @@ export interface RunFiles {
  */
 export function checkRunFiles(
   config: OverbrainerConfig,
+  /** Where the run trains: a torchrun launch's line depends on it. */
+  target: TargetConfig,
   workspaceDir: string,
   runDir: string,
 ): RunFiles {
@@ -100,7 +102,7 @@ export function checkRunFiles(
     else if (training.trainer.configPath !== null)
       fs.copyFileSync(path.join(workspaceDir, training.trainer.configPath), into);
   }
-  return { job: trainerJobOf(training, ''), entries };
+  return { job: trainerJobOf(training, '', target), entries };
 }
 
 /**

@@ -104,7 +104,7 @@ export async function train(
       throw error;
     };
     try {
-      files = checkRunFiles(config, workspaceDir, deps.store.runDir(run.id));
+      files = checkRunFiles(config, target, workspaceDir, deps.store.runDir(run.id));
       if (resume !== null) {
         run.resumedFrom = resume.runId;
         deps.store.saveRun(run);

@@ -60,7 +60,7 @@ export async function trainCluster(
   try {
     options.onRun?.(run);
     publishState(deps, run);
-    const files = checkRunFiles(config, workspaceDir, deps.store.runDir(run.id));
+    const files = checkRunFiles(config, target, workspaceDir, deps.store.runDir(run.id));
     const env = await packRun(deps, run, workspaceDir, files, null);
     const keys = generateRunKeys(deps.store.sshDir(run.id), alias(run.id));
     const secretName = hostKeySecretName(run.id);

@@ -48,7 +48,7 @@ export function recoveryPlan(
   const target = config?.targets[run.target];
   const training = config?.training;
   if (target?.kind !== 'runpod' || !training) return null;
-  return { target, job: trainerJobOf(training, target.venv), secrets };
+  return { target, job: trainerJobOf(training, target.venv, target), secrets };
 }
 
 /**

@@ -1,6 +1,7 @@
 /**
- * The launch line of a job on a multi-node cluster: PyTorch's own launcher, torchrun, on every
- * node, with the rendezvous on the cluster's primary node. The node's rank, the number of nodes,
+ * The launch line of a `launcher = "torchrun"` job: PyTorch's own launcher. On one pod it runs
+ * standalone (its rendezvous on the pod itself), one process per GPU of the pod. On a multi-node
+ * cluster it runs on every node, with the rendezvous on the cluster's primary node. The node's rank, the number of nodes,
  * the processes per node and the primary's address and port are the variables Runpod sets on
  * every member of an Instant Cluster (`NODE_RANK`, `NUM_NODES`, `NUM_TRAINERS`, `PRIMARY_ADDR`,
  * `PRIMARY_PORT`), which the pod's bootstrap writes into the job's environment file; the line
@@ -66,6 +67,30 @@ export function torchrunCommand(command: string, options: TorchrunOptions = {}):
     'exec',
     shellWord(options.torchrun ?? 'torchrun'),
     ...flags,
+    '--redirects',
+    '1',
+    '--tee',
+    '1',
+    command.trim(),
+  ].join(' ');
+}
+
+/**
+ * The line that starts a configured command (`launcher = "torchrun"`) on one pod of `gpus` GPUs:
+ * torchrun standalone (its rendezvous on the pod itself), one process per GPU; gloo or NCCL pick
+ * the pod's own interfaces.
+ */
+export function torchrunStandaloneCommand(
+  command: string,
+  gpus: number,
+  options: TorchrunOptions = {},
+): string {
+  return [
+    'exec',
+    shellWord(options.torchrun ?? 'torchrun'),
+    '--standalone',
+    '--nnodes=1',
+    `--nproc_per_node=${gpus}`,
     '--redirects',
     '1',
     '--tee',
