@@ -5,16 +5,18 @@ import type { FrameLocator } from 'playwright-core';
 import { writeGpuSummary } from '../../src/core/runs/gpuRecord';
 import { encodeRunRecord } from '../../src/core/runs/runRecord';
 import { eventually, runPage, UI_TIMEOUT_MS } from './harness';
-import { pickFromCommand, tinyToml, useWindow } from './window';
+import { pickFromCommand, type E2eWindow } from './window';
 
 /**
  * The run page's chart as people read it elsewhere, in the real VS Code: the loss smoothed (an
  * EMA with a slider, as TensorBoard's and W&B's) with the raw line faint behind it, a log scale
  * for the loss, x by step or by wall time; the choice remembered for the workspace (a reload of
  * the window brings the panel back with it). And the GPUs' figures of the run beside the loss,
- * from its records. A finished run already in the workspace: no pod is needed.
+ * from its records. A finished run written into the workspace: no pod is needed. In a window of
+ * their own before (./views.e2e.test.ts): they begin with every editor of the journeys before
+ * them closed, so that the run's panel is the one a reload restores in view.
  */
-const RUN = 'tiny_20261202-090000';
+const RUN = 'tiny_20261130-090000';
 const STEPS = 120;
 const RELOAD_TIMEOUT_MS = 180_000;
 
@@ -117,19 +119,20 @@ async function until(
   }
 }
 
-describe('The run chart: smoothing, log scale, x by time, remembered per workspace', function () {
-  this.timeout(300_000);
-  const window = useWindow({
-    name: 'chart',
-    toml: tinyToml('python3 train.py --steps 5 --step-seconds 0.05'),
-    prepare: (ws) => writeRun(ws),
-    env: { SHELL: '/bin/sh' },
-  });
-
+/** Registers the chart's journeys in `window`. */
+export function chartJourneys(window: E2eWindow): void {
   it('smooths with the raw line faint behind, draws the loss on a log scale, x by wall time', async function () {
-    const { workbench } = window;
+    const { workbench, workspace } = window;
     await workbench.untilOverbrainerShown();
+    await workbench.runCommand('View: Close All Editors');
+    writeRun(workspace.dir);
     await workbench.openViewContainer('Overbrainer');
+    // In the Runs tree (its file watcher), so in Show Run's pick.
+    await workbench
+      .viewPane('Runs')
+      .locator('.monaco-list-row', { hasText: RUN })
+      .first()
+      .waitFor({ state: 'visible' });
     await pickFromCommand(workbench, 'Overbrainer: Show Run', 'Run to show', RUN);
     const page = runPage(workbench);
     await page.locator('#run-title', { hasText: RUN }).waitFor({ timeout: UI_TIMEOUT_MS });
@@ -202,4 +205,4 @@ describe('The run chart: smoothing, log scale, x by time, remembered per workspa
     assert.equal(await page.locator('#log-loss').isChecked(), true);
     assert.equal(await page.locator('#x-axis').inputValue(), 'time');
   });
-});
+}

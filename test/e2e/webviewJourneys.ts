@@ -4,15 +4,18 @@ import * as path from 'node:path';
 import type { FrameLocator } from 'playwright-core';
 import { encodeRunRecord } from '../../src/core/runs/runRecord';
 import { eventually, runPage, UI_TIMEOUT_MS } from './harness';
-import { confirmTrain, openPickFromCommand, tinyToml, useWindow } from './window';
+import { writeTinyWorkspace } from '../helpers/tinyWorkspace';
+import { confirmTrain, openPickFromCommand, tinyToml, type E2eWindow } from './window';
 
 /**
  * The run webview in the real VS Code against the Runpod emulator: Train, Show Run, the chart
  * gains points while the job trains, the header reaches succeeded; then the window reloads and
  * the serializer brings the panel back with its points (from the run's retrieved metrics.jsonl).
- * Timings: the production constants divided by OVERBRAINER_TIMING_SCALE.
+ * Timings: the production constants divided by OVERBRAINER_TIMING_SCALE (the window's, 8).
+ *
+ * In a window of their own before (./views.e2e.test.ts): they begin by making the workspace
+ * theirs, the runs of the journeys before them gone from runs/ and from the Runs tree.
  */
-const TIMING_SCALE = '8';
 const STEPS = 60;
 /** Short steps: the job waits at its start until the panel is open (see GATE), so none is missed. */
 const STEP_SECONDS = 0.25;
@@ -21,7 +24,7 @@ const GATE = 'ob-e2e-go';
 /** A reload reloads the whole workbench and restarts the extension host. */
 const RELOAD_TIMEOUT_MS = 180_000;
 /** A finished run already in the workspace: charted from its metrics.jsonl, compared with the new one. */
-const OLD_RUN = 'tiny_20261201-100000';
+const OLD_RUN = 'tiny_20261130-100000';
 const OLD_STEPS = 40;
 
 function writeOldRun(ws: string): void {
@@ -68,25 +71,24 @@ async function chartPoints(page: FrameLocator): Promise<number> {
   return Number(value ?? '0');
 }
 
-describe('The run webview in the real VS Code', function () {
-  this.timeout(300_000);
-  const window = useWindow({
-    name: 'webview',
-    toml: toml(),
-    prepare: (ws) => writeOldRun(ws),
-    // The key reaches the extension through its environment (the Train test sets it by palette).
-    // SHELL: code-server resolves the login shell's environment at every extension host start;
-    // root's bash runs `pyenv init`, which on the loaded machine ran into VS Code's timeout and
-    // held the restart after a reload for over 2 minutes.
-    timingScale: TIMING_SCALE,
-    apiKeyInEnv: true,
-    env: { SHELL: '/bin/sh' },
-  });
-
+/** Registers the run webview's journeys in `window` (the emulator's key in its environment). */
+export function webviewJourneys(window: E2eWindow): void {
   it('charts the loss live while the job trains, and shows the run succeeded', async function () {
     const { emulator, workspace, workbench } = window;
     await workbench.untilOverbrainerShown();
     await workbench.openViewContainer('Overbrainer');
+    // The workspace made theirs: no run of the journeys before, the tiny files, the old run.
+    const runsDir = path.join(workspace.dir, 'runs');
+    for (const name of fs.existsSync(runsDir) ? fs.readdirSync(runsDir) : []) {
+      fs.rmSync(path.join(runsDir, name), { recursive: true, force: true });
+    }
+    writeTinyWorkspace(workspace.dir, toml());
+    writeOldRun(workspace.dir);
+    const listed = workbench.viewPane('Runs').locator('.monaco-list-row', { hasText: 'tiny_' });
+    await eventually('the Runs tree to list the old run alone', async () => {
+      const texts = await listed.allInnerTexts();
+      return texts.length === 1 && texts[0]!.includes(OLD_RUN) ? true : undefined;
+    });
     await confirmTrain(workbench);
 
     const row = workbench
@@ -229,4 +231,4 @@ describe('The run webview in the real VS Code', function () {
     assert.equal((legend.match(/tiny_\d{8}-\d{6} \(raw\)/g) ?? []).length, 2, legend);
     await workbench.screenshot('compare runs');
   });
-});
+}

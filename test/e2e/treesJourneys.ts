@@ -5,14 +5,16 @@ import { systemClock } from '../../src/core/clock';
 import { newPodRecord } from '../../src/core/runs/podRecord';
 import { RunStore } from '../../src/core/runs/store';
 import { ApiClient, postRunPod } from '../emulator/testing';
+import type { Emulator } from '../emulator/emulator';
 import { eventually } from './harness';
-import { useWindow } from './window';
+import type { E2eWindow } from './window';
 
 /**
  * The Runs and Pods trees in the real VS Code, on a runs/ folder prepared on disk (as the CLI or
  * another window leaves it) and a pod started on the emulator's account by no run of this
  * workspace: each run's row and description, a damaged record as an error item, a run written
  * after activation appearing by the file watcher, expanding a run, and the orphan pod flagged.
+ * The first journeys of their window (./views.e2e.test.ts): its workspace is theirs when it opens.
  */
 
 const HOST_KEY = 'ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIOMqqnkVzrm0SdG6UOoqKLsabgH5C9okWi0dh2l9GKJl';
@@ -61,29 +63,52 @@ function prepareRuns(runsDir: string): Record<string, string> {
   return ids;
 }
 
-describe('The Runs and Pods trees in the real VS Code', function () {
-  this.timeout(420_000);
+/** The trees' workspace: its overbrainer.toml (no [training]: no run is made here). */
+export const TREES_TOML =
+  '[project]\nname = "tiny"\n\n[targets.pod]\nkind = "runpod"\ngpu_types = ["NVIDIA GeForce RTX 4090"]\nmax_hours = 1\n';
+
+/**
+ * The trees' part of a window: `prepare` (the window's, before code-server starts) writes the
+ * runs and starts the orphan pod; `cleanup` (the window's) deletes that pod; `register` adds the
+ * journeys, to run first in the window. The window needs the emulator's key in its environment.
+ */
+export function treesJourneys(): {
+  prepare: (ws: string, emulator: Emulator) => Promise<void>;
+  cleanup: (emulator: Emulator) => Promise<void>;
+  register: (window: E2eWindow) => void;
+} {
   let ids: Record<string, string>;
   let orphanId: string;
-  const window = useWindow({
-    name: 'trees',
-    tiny: false,
-    toml: '[project]\nname = "tiny"\n\n[targets.pod]\nkind = "runpod"\ngpu_types = ["NVIDIA GeForce RTX 4090"]\nmax_hours = 1\n',
+  return {
     prepare: async (ws, emulator) => {
+      fs.writeFileSync(path.join(ws, 'overbrainer.toml'), TREES_TOML);
       const api = new ApiClient(emulator.baseUrl, emulator.apiKey);
       // A pod of a run another checkout started: an orphan for this workspace.
       orphanId = await postRunPod(api, OTHER_RUN, ['sleep', '600']);
       ids = prepareRuns(path.join(ws, 'runs'));
     },
-    apiKeyInEnv: true,
     // The orphan is the test's own: no run of this workspace was to delete it.
     cleanup: async (emulator) => {
-      await new ApiClient(emulator.baseUrl, emulator.apiKey).delete(`/pods/${orphanId}`);
+      if (orphanId !== undefined)
+        await new ApiClient(emulator.baseUrl, emulator.apiKey).delete(`/pods/${orphanId}`);
     },
-  });
+    register: (window) =>
+      register(
+        window,
+        () => ids,
+        () => orphanId,
+      ),
+  };
+}
 
+function register(
+  window: E2eWindow,
+  prepared: () => Record<string, string>,
+  orphan: () => string,
+): void {
   it('shows the prepared runs newest first with their descriptions, a damaged record as an error item', async function () {
     const { workbench } = window;
+    const ids = prepared();
     await workbench.openViewContainer('Overbrainer');
     const runs = workbench.viewPane('Runs');
     const rows = runs.locator('.monaco-list-row');
@@ -148,6 +173,7 @@ describe('The Runs and Pods trees in the real VS Code', function () {
 
   it('lists the account’s pod of another checkout in the Pods view, flagged orphan', async function () {
     const { workbench } = window;
+    const orphanId = orphan();
     // The Pods view shares the Overbrainer container with the Runs view: it is already open.
     const pods = workbench.viewPane('Pods');
     const row = pods.locator('.monaco-list-row', { hasText: orphanId }).first();
@@ -162,4 +188,4 @@ describe('The Runs and Pods trees in the real VS Code', function () {
       .waitFor({ state: 'visible' });
     await workbench.screenshot('pods orphan');
   });
-});
+}
