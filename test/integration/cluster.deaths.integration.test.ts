@@ -77,6 +77,12 @@ describe('a cluster node dies (vanished, host silent, whole cluster gone): recov
     assert.equal(dead?.state, 'failed', JSON.stringify(earlier[0]));
     assert.match(dead?.message ?? '', why);
     assert.notEqual(earlier[0]!.deletedAt, null, 'the first cluster confirmed gone');
+    // A member found gone: when recorded (its estimate ends there), never before the ledger's end.
+    if (/gone$/.test(dead?.message ?? '')) assert.ok(dead?.endedAt, JSON.stringify(dead));
+    for (const n of earlier[0]!.nodes.filter((n) => n.endedAt !== undefined)) {
+      const endMs = l.emulator.ledger().pods.find((p) => p.id === n.podId)?.deletedAtMs;
+      assert.ok(endMs && endMs <= Date.parse(n.endedAt!), JSON.stringify({ n, endMs }));
+    }
 
     // The job went on from that checkpoint on the new cluster: one curve to the last step.
     const resultJson = JSON.parse(

@@ -1,8 +1,9 @@
 /**
- * A cluster member found dead costs what Runpod bills a stopped pod (issue 37): its GPU's rate
- * until the look that found it EXITED, TERMINATED or gone, then its disk's until the cluster's
- * delete, in the attempt's cost and in spend alike; a record without the disk size or the time
- * keeps the GPU's rate throughout (over, never under).
+ * A cluster member costs what Runpod bills it (issue 37): from its own createdAt (never before the
+ * create was sent) to its own end; found dead, its GPU's rate until the look that found it EXITED,
+ * TERMINATED or gone, then its disk's until the cluster's delete (nothing once gone), in the
+ * attempt's cost and in spend alike; a record without the disk size or the times keeps the GPU's
+ * rate throughout from the create's send (over, never under).
  */
 import assert from 'node:assert/strict';
 import { clusterCostUsd } from '../../src/core/flow/clusterRecover';
@@ -50,6 +51,41 @@ describe('a cluster member found dead, in the estimate', () => {
     assert.equal(clusterCostUsd(older, T0 + 2 * H), 1.6);
   });
 
+  it("counts each member from its own createdAt (never before the create was sent) to its own end (found gone, else the cluster's delete)", () => {
+    const own: RunCluster = {
+      ...CLUSTER,
+      // Member 0 created 30 s after the create was sent, member 1's time before it (Runpod's
+      // whole second): counted from the send. Member 1 found gone half an hour in.
+      nodes: [
+        { ...node(0), createdAt: '2026-12-02T10:00:30Z' },
+        {
+          ...node(1, new Date(T0 + H / 2).toISOString()),
+          createdAt: '2026-12-02T09:59:59Z',
+          endedAt: new Date(T0 + H / 2).toISOString(),
+        },
+      ],
+    };
+    const spends = clusterSpends('x', own, T0 + 2 * H);
+    const first = (0.8 * (H - 30_000)) / H;
+    assert.deepEqual(
+      spends.map((s) => [s.estimatedUsd, s.createdMs, s.endedMs]),
+      [
+        [Math.ceil(first * 1e4) / 1e4, T0 + 30_000, T0 + H],
+        [0.4, T0, T0 + H / 2],
+      ],
+    );
+    assert.equal(clusterCostUsd(own, T0 + 2 * H), Math.ceil((first + 0.4) * 1e4) / 1e4);
+    // A member found gone while its cluster is not yet confirmed deleted: ended, billing no more.
+    const live = clusterSpends('x', { ...own, deletedAt: null }, T0 + 2 * H);
+    assert.deepEqual(
+      live.map((s) => [s.status, s.estimatedUsd]),
+      [
+        ['live', Math.ceil(((0.8 * (2 * H - 30_000)) / H) * 1e4) / 1e4],
+        ['ended', 0.4],
+      ],
+    );
+  });
+
   it('run.json keeps when the member was found stopped and the disk size, and reads them back', () => {
     const record: RunRecord = {
       id: 'x',
@@ -65,5 +101,17 @@ describe('a cluster member found dead, in the estimate', () => {
     assert.match(text, /"gpu_stopped_at": "2026-12-02T10:30:00.000Z"/);
     assert.match(text, /"disk_gb_per_node": 50/);
     assert.deepEqual(decodeRunRecord(text, 'run.json').cluster, CLUSTER);
+    const [n0, n1] = CLUSTER.nodes as [RunCluster['nodes'][number], RunCluster['nodes'][number]];
+    const times = {
+      ...CLUSTER,
+      nodes: [
+        { ...n0, createdAt: '2026-12-02T10:00:01Z' },
+        { ...n1, endedAt: '2026-12-02T10:30:00.000Z' },
+      ],
+    };
+    const timed = encodeRunRecord({ ...record, cluster: times });
+    assert.match(timed, /"created_at": "2026-12-02T10:00:01Z"/);
+    assert.match(timed, /"ended_at": "2026-12-02T10:30:00.000Z"/);
+    assert.deepEqual(decodeRunRecord(timed, 'run.json').cluster, times);
   });
 });

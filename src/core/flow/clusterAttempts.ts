@@ -254,8 +254,10 @@ async function startAttempt(
   });
   const refused: string[] = [];
   let handle: ClusterHandle | null = null;
+  let answeredMs = createdMs;
   for (const gpuTypeId of start.gpuTypes) {
-    // The estimate counts from before the create is sent: never under Runpod's bill.
+    // Each member counts from its createdAt, never before the create was sent nor when Runpod's
+    // time is after the create's answer (a clock this client cannot compare): never under its bill.
     const sentMs = ctx.clock.nowMs();
     try {
       handle = await startCluster(
@@ -280,6 +282,7 @@ async function startAttempt(
         },
         signal,
         (cluster) => {
+          answeredMs = ctx.clock.nowMs();
           run.cluster = clusterRecord(cluster, sentMs, keys.hostPublic, target.containerDiskGb);
           ctx.store.saveRun(run);
         },
@@ -310,7 +313,7 @@ async function startAttempt(
   }
   const cluster = run.cluster as RunCluster;
   for (const member of handle.members) {
-    cluster.nodes.push(nodeOf(member, deadlineUnixS));
+    cluster.nodes.push(nodeOf(member, deadlineUnixS, answeredMs));
     if (member.pod.costPerHourUsd !== null) cluster.costPerHourUsd = member.pod.costPerHourUsd;
   }
   ctx.store.saveRun(run);
@@ -348,8 +351,10 @@ function clusterRecord(
   };
 }
 
-function nodeOf(member: ClusterMember, deadlineUnixS: number): ClusterNode {
+function nodeOf(member: ClusterMember, deadlineUnixS: number, answeredMs: number): ClusterNode {
+  const createdMs = member.pod.createdAt === null ? NaN : Date.parse(member.pod.createdAt);
   return {
+    ...(createdMs <= answeredMs ? { createdAt: member.pod.createdAt! } : {}),
     rank: member.rank,
     podId: member.pod.id,
     ip: member.ip,

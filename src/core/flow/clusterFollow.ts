@@ -263,11 +263,12 @@ async function watchNodes(
     log(ctx, 'error', message);
     return { kind: 'failed', message };
   };
-  const nodeDied = (rank: number, why: string, gpuStopped = false): ClusterEnd => {
+  const nodeDied = (rank: number, why: string, stopped?: 'exited' | 'gone'): ClusterEnd => {
     markNode(rank, why);
-    // Its pod stopped (EXITED, TERMINATED, gone): Runpod bills its disk only from then on.
-    const node = gpuStopped ? nodeOf(run, rank) : null;
+    // Its pod EXITED: Runpod bills its disk only from then on; gone (TERMINATED, 404): nothing.
+    const node = stopped ? nodeOf(run, rank) : null;
     if (node) node.gpuStoppedAt = new Date(ctx.clock.nowMs()).toISOString();
+    if (node && stopped === 'gone') node.endedAt = node.gpuStoppedAt;
     const message = `node ${rank} failed the run: ${why}; the whole cluster is deleted (Runpod cannot replace one node)`;
     const at = lastStep === null ? 'before its first step' : `at step ${lastStep}`;
     const pod = handle.members.find((m) => m.rank === rank)?.pod.id ?? '?';
@@ -304,16 +305,17 @@ async function watchNodes(
       if (pods === null) {
         for (const member of handle.members.slice(1)) {
           const node = nodeOf(run, member.rank);
-          if (node) node.gpuStoppedAt = new Date(ctx.clock.nowMs()).toISOString();
+          if (node) node.gpuStoppedAt = node.endedAt = new Date(ctx.clock.nowMs()).toISOString();
         }
-        return nodeDied(0, `its cluster ${handle.cluster.id} is gone`, true);
+        return nodeDied(0, `its cluster ${handle.cluster.id} is gone`, 'gone');
       }
       for (const member of handle.members) {
         const pod = pods?.find((p) => p.id === member.pod.id);
         if (pods !== undefined && pod === undefined)
-          return nodeDied(member.rank, `its pod ${member.pod.id} is gone`, true);
+          return nodeDied(member.rank, `its pod ${member.pod.id} is gone`, 'gone');
         if (pod && (pod.status === 'TERMINATED' || isDead(pod))) {
-          return nodeDied(member.rank, `its pod ${member.pod.id} is ${pod.status}`, true);
+          const stopped = pod.status === 'TERMINATED' ? 'gone' : 'exited';
+          return nodeDied(member.rank, `its pod ${member.pod.id} is ${pod.status}`, stopped);
         }
       }
       // The members' refusal notes read beside the looks, each bounded as a look is: a host that

@@ -34,6 +34,17 @@ export interface ClusterNode {
    * its GPU by then (its disk bills on until the cluster's delete). Absent while it runs.
    */
   gpuStoppedAt?: string;
+  /**
+   * Its pod's `createdAt` as Runpod gave it (whole seconds), RFC 3339 UTC: Runpod bills each member
+   * from its own creation, counted from here but never before the cluster's create was sent;
+   * absent in older records, or when Runpod's time was later than the create's answer.
+   */
+  createdAt?: string;
+  /**
+   * When a look found its pod gone (404, TERMINATED, its whole cluster gone), RFC 3339 UTC: Runpod
+   * bills it nothing after; absent while it may bill (until the cluster's confirmed delete).
+   */
+  endedAt?: string;
 }
 
 export interface RunCluster {
@@ -87,6 +98,8 @@ export const clusterSchema = z.object({
       cost_cap_at_unix_s: z.number().int().nullable(),
       message: z.string().nullable(),
       gpu_stopped_at: z.string().optional(),
+      created_at: z.string().optional(),
+      ended_at: z.string().optional(),
     }),
   ),
   disk_gb_per_node: z.number().min(0).optional(),
@@ -117,6 +130,8 @@ export function clusterFromWire(wire: ClusterWire): RunCluster {
         costCapAtUnixS: n.cost_cap_at_unix_s,
         message: n.message,
         ...(n.gpu_stopped_at === undefined ? {} : { gpuStoppedAt: n.gpu_stopped_at }),
+        ...(n.created_at === undefined ? {} : { createdAt: n.created_at }),
+        ...(n.ended_at === undefined ? {} : { endedAt: n.ended_at }),
       }))
       .sort((a, b) => a.rank - b.rank),
     ...(wire.disk_gb_per_node === undefined ? {} : { diskGbPerNode: wire.disk_gb_per_node }),
@@ -147,6 +162,8 @@ export function clusterToWire(cluster: RunCluster): ClusterWire {
       cost_cap_at_unix_s: n.costCapAtUnixS,
       message: n.message,
       ...(n.gpuStoppedAt === undefined ? {} : { gpu_stopped_at: n.gpuStoppedAt }),
+      ...(n.createdAt === undefined ? {} : { created_at: n.createdAt }),
+      ...(n.endedAt === undefined ? {} : { ended_at: n.endedAt }),
     })),
     ...(cluster.diskGbPerNode === undefined ? {} : { disk_gb_per_node: cluster.diskGbPerNode }),
     billed_usd: cluster.billedUsd,

@@ -1,6 +1,6 @@
 /**
- * The spend of a run's cluster: each member estimated as a pod of its own, and billed its share
- * of the cluster's bill once read.
+ * The spend of a run's cluster: each member estimated as a pod of its own (Runpod bills each from
+ * its own creation to its own end), and billed its share of the cluster's bill once read.
  */
 import type { RunCluster } from './clusterRecord';
 import type { RunRecord } from './runRecord';
@@ -21,24 +21,57 @@ const round4 = (usd: number): number => Math.round(usd * 10_000) / 10_000;
 export const STOPPED_DISK_USD_PER_GB_MONTH = 0.2;
 const HOURS_PER_MONTH = 30 * 24;
 
+type Member = Pick<RunCluster['nodes'][number], 'gpuStoppedAt' | 'createdAt' | 'endedAt'>;
+
 /**
- * What member `node` of `cluster` cost from the cluster's creation to `untilMs` (unrounded): its
- * GPU rate until a look found it stopped (EXITED, TERMINATED or gone), then its disk's, as Runpod
- * bills a stopped pod; at the GPU rate throughout where the record has no disk size.
+ * When Runpod began to bill member `node`, unix ms: its own `createdAt` (whole seconds, so at most
+ * a second early), never before the cluster's create was sent (`cluster.createdAt`); that sending
+ * where the record has no createdAt of the member (older records). NaN when unknown.
+ */
+export function memberStartMs(
+  cluster: Pick<RunCluster, 'createdAt'>,
+  node: Pick<Member, 'createdAt'>,
+): number {
+  const sentMs = Date.parse(cluster.createdAt);
+  const ownMs = node.createdAt === undefined ? NaN : Date.parse(node.createdAt);
+  return Number.isFinite(ownMs) ? Math.max(ownMs, sentMs) : sentMs;
+}
+
+/**
+ * When Runpod stopped billing member `node`, unix ms: the look that found its pod gone, else the
+ * cluster's confirmed delete; null while it may bill.
+ */
+export function memberEndMs(
+  cluster: Pick<RunCluster, 'deletedAt'>,
+  node: Pick<Member, 'endedAt'>,
+): number | null {
+  const deletedMs = cluster.deletedAt === null ? NaN : Date.parse(cluster.deletedAt);
+  const endedMs = node.endedAt === undefined ? NaN : Date.parse(node.endedAt);
+  const ends = [deletedMs, endedMs].filter(Number.isFinite);
+  return ends.length === 0 ? null : Math.min(...ends);
+}
+
+/**
+ * What member `node` of `cluster` cost from its own creation ({@link memberStartMs}) to `untilMs`
+ * or its own end, whichever is first (unrounded): its GPU rate until a look found it stopped
+ * (EXITED, TERMINATED or gone), then its disk's, as Runpod bills a stopped pod, and nothing
+ * once found gone; at the GPU rate throughout where the record has no disk size.
  */
 export function memberUsd(
   cluster: Pick<RunCluster, 'createdAt' | 'costPerHourUsd' | 'diskGbPerNode'>,
-  node: Pick<RunCluster['nodes'][number], 'gpuStoppedAt'>,
+  node: Member,
   untilMs: number,
 ): number | null {
-  const createdMs = Date.parse(cluster.createdAt);
+  const createdMs = memberStartMs(cluster, node);
   const rate = cluster.costPerHourUsd;
   if (rate === null || !Number.isFinite(createdMs)) return null;
+  const endedMs = node.endedAt === undefined ? NaN : Date.parse(node.endedAt);
+  if (Number.isFinite(endedMs)) untilMs = Math.min(untilMs, endedMs);
   const stoppedMs = node.gpuStoppedAt === undefined ? NaN : Date.parse(node.gpuStoppedAt);
   if (cluster.diskGbPerNode === undefined || !Number.isFinite(stoppedMs)) {
     return (rate * Math.max(0, untilMs - createdMs)) / 3_600_000;
   }
-  const gpuUntilMs = Math.min(untilMs, Math.max(createdMs, stoppedMs));
+  const gpuUntilMs = Math.max(createdMs, Math.min(untilMs, stoppedMs));
   const diskUsdPerHour = (cluster.diskGbPerNode * STOPPED_DISK_USD_PER_GB_MONTH) / HOURS_PER_MONTH;
   return (
     (rate * (gpuUntilMs - createdMs) + diskUsdPerHour * Math.max(0, untilMs - gpuUntilMs)) /
@@ -49,28 +82,27 @@ export function memberUsd(
 const upTo4 = (usd: number): number => Math.ceil(Math.round(usd * 1e8) / 1e4) / 1e4;
 
 /**
- * Every member of a run's cluster as a pod of its own (each bills its rate from the cluster's
- * creation until the cluster's confirmed delete, a member found stopped its disk's rate after
- * that look: {@link memberUsd}): a cluster of N nodes counts N pods. Each is
+ * Every member of a run's cluster as a pod of its own, as Runpod bills it: from its own creation
+ * to its own end (found gone, else the cluster's confirmed delete), a member found stopped its
+ * disk's rate after that look ({@link memberUsd}): a cluster of N nodes counts N pods. Each is
  * bounded by its own watchdog: its share of the cost cap, else its deadline.
  */
 export function clusterSpends(runId: string, cluster: RunCluster, nowMs: number): PodSpend[] {
   const billed = memberBills(cluster);
-  const createdMs = Date.parse(cluster.createdAt);
-  const deletedMs = cluster.deletedAt === null ? null : Date.parse(cluster.deletedAt);
   const rate = cluster.costPerHourUsd;
-  const known = Number.isFinite(createdMs);
-  const untilMs = deletedMs ?? nowMs;
   return cluster.nodes.map((node, index) => {
+    const createdMs = memberStartMs(cluster, node);
+    const known = Number.isFinite(createdMs);
+    const endedMs = memberEndMs(cluster, node);
     const boundS = node.costCapAtUnixS ?? node.deadlineUnixS;
-    const usd = memberUsd(cluster, node, untilMs);
+    const usd = memberUsd(cluster, node, endedMs ?? nowMs);
     return {
       runId,
       podId: node.podId,
-      status: deletedMs === null ? 'live' : 'ended',
+      status: endedMs === null ? 'live' : 'ended',
       usdPerHour: rate,
       createdMs: known ? createdMs : null,
-      endedMs: deletedMs,
+      endedMs,
       estimatedUsd: usd === null ? null : upTo4(usd),
       billedUsd: billed?.[index] ?? null,
       boundUsd:
@@ -83,8 +115,8 @@ export function clusterSpends(runId: string, cluster: RunCluster, nowMs: number)
 
 /**
  * The cluster's bill (Runpod bills a cluster, not its members) in equal shares, one per node (its
- * members run at one rate from one create to one delete), rank 0 holding the rounding's rest so
- * the shares sum to the bill; null until it was read.
+ * members run at one rate, their lives seconds apart at most), rank 0 holding the rounding's rest
+ * so the shares sum to the bill; null until it was read.
  */
 function memberBills(cluster: RunCluster): number[] | null {
   const n = cluster.nodes.length;
