@@ -23,106 +23,14 @@
  */
 import { randomFillSync } from 'node:crypto';
 import * as fs from 'node:fs';
-import { createConnection, createServer, type Server, type Socket } from 'node:net';
 import * as path from 'node:path';
 import { loadConfig } from '../src/core/config';
 import { train } from '../src/core/flow';
-import type { Pod } from '../src/core/runpod/api';
-import type { RunpodClient } from '../src/core/runpod/client';
-import { ddpToml, STEP_TRAINER_PY } from '../test/helpers/clusterRun';
+import { ddpToml, LinkMeter, STEP_TRAINER_PY } from '../test/helpers/clusterRun';
 import { Lab } from '../test/helpers/lifecycle';
 import { median, mib, ms, ratio, type BenchOptions, type BenchReport } from './lib';
 
 const STEPS = 5;
-
-/** Bytes the client sent through each relay, by the endpoint it stands for. */
-class LinkMeter {
-  private readonly relays = new Map<string, Promise<{ server: Server; port: number }>>();
-  private readonly sockets = new Set<Socket>();
-  readonly sentBytes = new Map<string, number>();
-
-  /** The relay's port standing for `host:port` (started on first use). */
-  portFor(host: string, port: number): Promise<number> {
-    const key = `${host}:${port}`;
-    let relay = this.relays.get(key);
-    if (relay === undefined) {
-      relay = new Promise((resolve, reject) => {
-        const server = createServer((client) => {
-          const upstream = createConnection({ host, port });
-          this.sockets.add(client).add(upstream);
-          client.on('data', (chunk: Buffer) =>
-            this.sentBytes.set(key, (this.sentBytes.get(key) ?? 0) + chunk.length),
-          );
-          client.pipe(upstream);
-          upstream.pipe(client);
-          const end = (): void => {
-            client.destroy();
-            upstream.destroy();
-          };
-          client.on('error', end).on('close', end);
-          upstream.on('error', end).on('close', end);
-        });
-        server.once('error', reject);
-        server.listen(0, '127.0.0.1', () => {
-          const address = server.address();
-          resolve({ server, port: typeof address === 'object' && address ? address.port : 0 });
-        });
-      });
-      this.relays.set(key, relay);
-    }
-    return relay.then((r) => r.port);
-  }
-
-  total(): number {
-    return [...this.sentBytes.values()].reduce((a, b) => a + b, 0);
-  }
-
-  async close(): Promise<void> {
-    for (const socket of this.sockets) socket.destroy();
-    for (const relay of this.relays.values()) {
-      const { server } = await relay;
-      await new Promise((resolve) => server.close(resolve));
-    }
-  }
-
-  private async pod(pod: Pod): Promise<Pod> {
-    if (pod.sshDirect === null) return pod;
-    const port = await this.portFor(pod.sshDirect.host, pod.sshDirect.port);
-    return { ...pod, sshDirect: { ...pod.sshDirect, host: '127.0.0.1', port } };
-  }
-
-  /**
-   * `client` whose answers name the relays in place of the pods' SSH endpoints (every call that
-   * answers pods); everything else is the client itself.
-   */
-  client(client: RunpodClient): RunpodClient {
-    const wrap = {
-      getPod: async (id: string, o?: object) => {
-        const pod = await client.getPod(id, o);
-        return pod === null ? null : this.pod(pod);
-      },
-      lookPod: async (id: string, o?: object) => {
-        const look = await client.lookPod(id, o);
-        return look.pod === null ? look : { ...look, pod: await this.pod(look.pod) };
-      },
-      listPods: async (...args: Parameters<RunpodClient['listPods']>) =>
-        Promise.all((await client.listPods(...args)).map((p) => this.pod(p))),
-      listClusterPods: async (id: string, o?: object) => {
-        const pods = await client.listClusterPods(id, o);
-        return pods === null ? null : Promise.all(pods.map((p) => this.pod(p)));
-      },
-      createPod: async (...args: Parameters<RunpodClient['createPod']>) =>
-        this.pod(await client.createPod(...args)),
-    };
-    return new Proxy(client, {
-      get(target, prop) {
-        if (typeof prop === 'string' && prop in wrap) return wrap[prop as keyof typeof wrap];
-        const value = Reflect.get(target, prop, target) as unknown;
-        return typeof value === 'function' ? (value as () => unknown).bind(target) : value;
-      },
-    });
-  }
-}
 
 interface Round {
   nodes: number;

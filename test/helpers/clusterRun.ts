@@ -6,10 +6,13 @@
  */
 import assert from 'node:assert/strict';
 import * as fs from 'node:fs';
+import { createConnection, createServer, type Server, type Socket } from 'node:net';
 import * as path from 'node:path';
 import { loadConfig } from '../../src/core/config';
 import type { OverbrainerConfig } from '../../src/core/config/types';
 import { train } from '../../src/core/flow';
+import type { Pod } from '../../src/core/runpod/api';
+import type { RunpodClient } from '../../src/core/runpod/client';
 import type { RunCluster } from '../../src/core/runs/clusterRecord';
 import { decodeRunRecord, type RunRecord } from '../../src/core/runs/runRecord';
 import type { Timing } from '../../src/core/timing';
@@ -140,4 +143,96 @@ export function loggedSteps(l: Lab, runId: string): (number | undefined)[] {
     .map((line) => JSON.parse(line) as { event: string; step?: number })
     .filter((r) => r.event === 'log')
     .map((r) => r.step);
+}
+
+/**
+ * Bytes the client sent over the user's link: a relay in front of each pod's SSH endpoint, by the
+ * endpoint it stands for (see {@link LinkMeter.client}).
+ */
+export class LinkMeter {
+  private readonly relays = new Map<string, Promise<{ server: Server; port: number }>>();
+  private readonly sockets = new Set<Socket>();
+  readonly sentBytes = new Map<string, number>();
+
+  /** The relay's port standing for `host:port` (started on first use). */
+  portFor(host: string, port: number): Promise<number> {
+    const key = `${host}:${port}`;
+    let relay = this.relays.get(key);
+    if (relay === undefined) {
+      relay = new Promise((resolve, reject) => {
+        const server = createServer((client) => {
+          const upstream = createConnection({ host, port });
+          this.sockets.add(client).add(upstream);
+          client.on('data', (chunk: Buffer) =>
+            this.sentBytes.set(key, (this.sentBytes.get(key) ?? 0) + chunk.length),
+          );
+          client.pipe(upstream);
+          upstream.pipe(client);
+          const end = (): void => {
+            client.destroy();
+            upstream.destroy();
+          };
+          client.on('error', end).on('close', end);
+          upstream.on('error', end).on('close', end);
+        });
+        server.once('error', reject);
+        server.listen(0, '127.0.0.1', () => {
+          const address = server.address();
+          resolve({ server, port: typeof address === 'object' && address ? address.port : 0 });
+        });
+      });
+      this.relays.set(key, relay);
+    }
+    return relay.then((r) => r.port);
+  }
+
+  total(): number {
+    return [...this.sentBytes.values()].reduce((a, b) => a + b, 0);
+  }
+
+  async close(): Promise<void> {
+    for (const socket of this.sockets) socket.destroy();
+    for (const relay of this.relays.values()) {
+      const { server } = await relay;
+      await new Promise((resolve) => server.close(resolve));
+    }
+  }
+
+  private async pod(pod: Pod): Promise<Pod> {
+    if (pod.sshDirect === null) return pod;
+    const port = await this.portFor(pod.sshDirect.host, pod.sshDirect.port);
+    return { ...pod, sshDirect: { ...pod.sshDirect, host: '127.0.0.1', port } };
+  }
+
+  /**
+   * `client` whose answers name the relays in place of the pods' SSH endpoints (every call that
+   * answers pods); everything else is the client itself.
+   */
+  client(client: RunpodClient): RunpodClient {
+    const wrap = {
+      getPod: async (id: string, o?: object) => {
+        const pod = await client.getPod(id, o);
+        return pod === null ? null : this.pod(pod);
+      },
+      lookPod: async (id: string, o?: object) => {
+        const look = await client.lookPod(id, o);
+        return look.pod === null ? look : { ...look, pod: await this.pod(look.pod) };
+      },
+      listPods: async (...args: Parameters<RunpodClient['listPods']>) =>
+        Promise.all((await client.listPods(...args)).map((p) => this.pod(p))),
+      listClusterPods: async (id: string, o?: object) => {
+        const pods = await client.listClusterPods(id, o);
+        return pods === null ? null : Promise.all(pods.map((p) => this.pod(p)));
+      },
+      createPod: async (...args: Parameters<RunpodClient['createPod']>) =>
+        this.pod(await client.createPod(...args)),
+    };
+    return new Proxy(client, {
+      get(target, prop) {
+        if (typeof prop === 'string' && prop in wrap) return wrap[prop as keyof typeof wrap];
+        const value = Reflect.get(target, prop, target) as unknown;
+        return typeof value === 'function' ? (value as () => unknown).bind(target) : value;
+      },
+    });
+  }
 }
