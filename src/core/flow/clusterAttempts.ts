@@ -1,8 +1,9 @@
 /**
  * A cluster run's attempts to its end (issue 37), for train and for attach: each attempt's cluster
  * created with what is left of the run's limits and made ready (every member answering SSH with
- * the pinned host key, its watchdog's verdict read and its share of the cost cap armed), the job
- * started on every node, the run followed by rank 0. A node's death ends the whole cluster and,
+ * the pinned host key, its watchdog's verdict read and its share of the cost cap armed), the
+ * run's files uploaded to rank 0 only and fed by it to the others (../pod/clusterFiles.ts), the
+ * job started on every node, the run followed by rank 0. A node's death ends the whole cluster and,
  * within max_recoveries and the run's limits, the run goes on on a new cluster from the newest
  * verified checkpoint; a success brings rank 0's results home verified. Every path out of here
  * ends the run's cluster, confirmed: never a node left billing.
@@ -19,6 +20,7 @@ import {
   type ClusterHandle,
   type ClusterMember,
 } from '../pod/cluster';
+import { feedMembers } from '../pod/clusterFiles';
 import type { RunKeys } from '../pod/keys';
 import { PodError } from '../pod/podError';
 import { podCmd, podEnv } from '../pod/podScripts';
@@ -28,12 +30,12 @@ import type { ClusterNode, RunCluster } from '../runs/clusterRecord';
 import { runClusters } from '../runs/clusterSpend';
 import { endRun } from '../runs/runEnd';
 import type { RunRecord } from '../runs/runRecord';
-import { NODES_DIR } from '../runs/store';
+import { LOCAL_ONLY, NODES_DIR } from '../runs/store';
 import type { TrainerJob } from '../train/job';
 import { JOB_LOG } from '../train/job';
 import { retrieve } from '../train/retrieval';
 import { type FlowDeps, podCtx, publishState } from './deps';
-import { startJobOnPod } from '../follow/startJob';
+import { startJobOnPod, UploadAhead, uploadRunDir } from '../follow/startJob';
 import { StepTimes } from '../follow/nextAttempt';
 import {
   followCluster,
@@ -94,26 +96,44 @@ export async function runClusterAttempts(
       if (handle === null) {
         // A new cluster, named after the run's clusters so far: never a name one of them had.
         const attempt = runClusters(run).length + 1;
-        handle = await startAttempt(ctx, run, plan.start, limits, attempt, signal);
+        // Rank 0's upload goes as it answers SSH, beside the other members' boots and verdicts.
+        const ahead = new UploadAhead(deps, run, Promise.resolve());
+        handle = await startAttempt(ctx, run, plan.start, limits, attempt, signal, (member) => {
+          if (member.rank === 0) ahead.onReachable(member.executor);
+        });
         const attemptRecord = run.attempts?.at(-1);
         if (attemptRecord) {
           attemptRecord.podId = handle.cluster.id;
           deps.store.saveRun(run);
         }
-        log(
+        const rank0 = handle.members[0]!;
+        // The user's link carries the files once, to rank 0; rank 0 feeds the other members.
+        await feedMembers(
           ctx,
-          'info',
-          `the run's files go to each of the ${target.nodes} nodes: ${target.networkVolumeId === null ? 'each node has its own disk (no network volume)' : 'the network volume is not yet used as the shared copy'}`,
+          handle.members,
+          {
+            runId: run.id,
+            localDir: deps.store.runDir(run.id),
+            remoteDir: run.remoteDir,
+            exclude: LOCAL_ONLY,
+            hostPublicKey: plan.start.keys.hostPublic,
+            rank0Uploaded:
+              ahead.uploadOn(rank0.executor) ?? uploadRunDir(deps, rank0.executor, run),
+          },
+          signal,
         );
-        const members = [...handle.members].sort((a, b) => b.rank - a.rank);
-        for (const member of members) {
+        // The job on the other nodes at once, then on rank 0 (the run's job is rank 0's).
+        const startOn = async (member: ClusterMember): Promise<void> => {
           await startJobOnPod(deps, member.executor, run, plan.job, jobEnv, {
             signal,
             secrets: plan.secrets,
+            uploaded: Promise.resolve(),
           });
           nodeState(run, member.rank, 'running');
           deps.store.saveRun(run);
-        }
+        };
+        await Promise.all(handle.members.filter((m) => m.rank !== 0).map(startOn));
+        await startOn(rank0);
         publishState(deps, run);
       }
       const end =
@@ -233,6 +253,7 @@ async function startAttempt(
   limits: { costCapUsd: number | null; maxMs: number },
   attempt: number,
   signal?: AbortSignal,
+  onConnected?: (member: ClusterMember) => void,
 ): Promise<ClusterHandle> {
   const { target, keys } = start;
   const createdMs = ctx.clock.nowMs();
@@ -293,6 +314,7 @@ async function startAttempt(
             ctx.store.saveRun(run);
           }
         },
+        onConnected,
       );
       break;
     } catch (error) {

@@ -3,8 +3,9 @@
  * torchrun on every node (issue 37). The cluster is a group of pods (../pod/cluster.ts): created
  * once, every member brought to answer SSH with the run's pinned host key, its own watchdog's
  * ready verdict read and its share of the cost cap armed; a member that is not ready ends the
- * whole cluster, naming it. The run's files go to each node (each has its own disk), the job is
- * started on the others then on rank 0, and the run is followed by rank 0: its end is the run's,
+ * whole cluster, naming it. The run's files cross the user's link once, to rank 0, which feeds
+ * the other nodes over the cluster's network (../pod/clusterFiles.ts), each copy verified; the job
+ * is started on the others then on rank 0, and the run is followed by rank 0: its end is the run's,
  * any other node whose job fails or whose pod dies ends the run naming that node. Rank 0's results
  * come back verified by SHA-256, every node's job.log under runs/<id>/nodes/<rank>/, then the
  * whole cluster is deleted in one call and its deletion confirmed. Every path out of here ends the

@@ -81,6 +81,8 @@ export async function startCluster(
   onCreated?: (cluster: Cluster) => void,
   /** Told when a cluster that did not come up was ended: gone, and when its delete was answered. */
   onEnded?: (gone: boolean, answeredMs: number | null) => void,
+  /** Told as each member answers SSH (rank 0's upload goes then, beside the others' boots). */
+  onConnected?: (member: ClusterMember) => void,
 ): Promise<ClusterHandle> {
   const cluster = await createCluster(ctx, plan, signal);
   onCreated?.(cluster);
@@ -90,7 +92,7 @@ export async function startCluster(
     `cluster ${cluster.id} (${cluster.name}): ${cluster.podCount} nodes of ${cluster.gpuCountPerPod} × ${cluster.gpuTypeId} created`,
   );
   try {
-    const members = await membersReady(ctx, plan, cluster, signal);
+    const members = await membersReady(ctx, plan, cluster, signal, null, onConnected);
     return { cluster, members };
   } catch (error) {
     // Shielded from the abort: a cluster that did not come up goes whatever the user pressed.
@@ -228,6 +230,7 @@ async function membersReady(
   cluster: Cluster,
   signal?: AbortSignal,
   silentAfter: number | null = null,
+  onConnected?: (member: ClusterMember) => void,
 ): Promise<ClusterMember[]> {
   const untilMs = ctx.clock.nowMs() + ctx.timing.readyTimeoutMs;
   const connected = new Map<number, ClusterMember>();
@@ -267,8 +270,10 @@ async function membersReady(
             timing: ctx.timing,
             signal,
           });
-          connected.set(rank, { rank, pod, ip: pod.cluster?.ip ?? null, executor });
+          const member = { rank, pod, ip: pod.cluster?.ip ?? null, executor };
+          connected.set(rank, member);
           why.delete(rank);
+          onConnected?.(member);
         } catch (error) {
           if (signal?.aborted) throw error;
           const otherKey = error instanceof ExecError && error.kind === 'host_key';

@@ -1,0 +1,261 @@
+/**
+ * A cluster run's files to every member with the user's link carrying them once (issue 37): the
+ * client uploads them to rank 0 only (the single-pod upload, verified there, sent as soon as rank
+ * 0 answers SSH), then rank 0 sends them to every other member at once over the cluster's private
+ * network: `tar` into `ssh` to each member's private address (`cluster.ip`), as an image with
+ * OpenSSH and GNU tar does it. The key for it is the run's, one-shot: made here, its public half
+ * authorized on the other members for this copy only (`restrict` and a forced `tar -x` into the
+ * run's directory), its private half on rank 0's stdin into a temporary file that the copy
+ * removes, never an argument or a log line; rank 0 checks each member's host key against the
+ * run's pinned one, as the client does. Each member's copy is then verified by SHA-256 against the
+ * client's own hashes of the files (as a single pod's upload is) and the key's line removed.
+ *
+ * Bounded: each member's copy is given {@link COPY_BASE_S} plus its bytes at
+ * {@link COPY_MIN_BYTES_PER_S} (`timeout` on rank 0, the client's own bound behind it). A member
+ * whose copy fails, times out or does not verify throws a PodError naming it, before any job
+ * starts: the caller deletes the whole cluster, as for any member that fails to come up.
+ */
+import { createHash } from 'node:crypto';
+import { createReadStream } from 'node:fs';
+import { join } from 'node:path';
+import { describeError } from '../errors';
+import { excerpt } from '../exec/failures';
+import { shQuote } from '../exec/shell';
+import { generateEd25519KeyPair } from '../exec/sshKeys';
+import { regularFiles } from '../exec/sshUpload';
+import type { ClusterMember } from './cluster';
+import { log, type PodCtx } from './context';
+import { PodError } from './podError';
+
+/** Seconds every member's copy from rank 0 is given, whatever its size (connect, start, check). */
+export const COPY_BASE_S = 60;
+/** The slowest copy over the cluster network allowed past the base (its data centers' links are 10 to 3,200 Gb/s). */
+export const COPY_MIN_BYTES_PER_S = 8 * 1024 * 1024;
+/** The alias rank 0 pins the members' host key under. */
+const HOST_ALIAS = 'overbrainer-member';
+
+/** The files of the run directory that go to every member: their SHA-256 (hex) by path, and bytes. */
+export interface RunManifest {
+  sums: Map<string, string>;
+  bytes: number;
+}
+
+export interface MemberFeed {
+  runId: string;
+  localDir: string;
+  remoteDir: string;
+  /** Top-level names of the local run directory that never leave this machine. */
+  exclude: readonly string[];
+  /** The members' pinned host public key (OpenSSH line). */
+  hostPublicKey: string;
+  /** Rank 0's upload (sent as it answered SSH, or now): every file there, verified. */
+  rank0Uploaded: Promise<void>;
+}
+
+/** Hashes the files of `localDir` that an upload sends (minus `exclude`; links never followed). */
+export async function localManifest(
+  localDir: string,
+  exclude: readonly string[],
+  signal?: AbortSignal,
+): Promise<RunManifest> {
+  const sizes = new Map<string, number>();
+  const files = await regularFiles(localDir, exclude, sizes);
+  const sums = new Map<string, string>();
+  for (const file of files) {
+    const hash = createHash('sha256');
+    for await (const chunk of createReadStream(join(localDir, file), {
+      highWaterMark: 256 * 1024,
+      signal,
+    })) {
+      hash.update(chunk as Buffer);
+    }
+    sums.set(file, hash.digest('hex'));
+  }
+  return { sums, bytes: [...sizes.values()].reduce((a, b) => a + b, 0) };
+}
+
+/**
+ * Every member but rank 0 gets the run's files from rank 0 (see the file comment), once rank 0's
+ * upload is done; each copy verified. Throws a PodError naming the first member that failed.
+ */
+export async function feedMembers(
+  ctx: Pick<PodCtx, 'bus'>,
+  members: readonly ClusterMember[],
+  feed: MemberFeed,
+  signal?: AbortSignal,
+): Promise<void> {
+  const rank0 = members.find((m) => m.rank === 0);
+  const others = members.filter((m) => m.rank !== 0);
+  if (rank0 === undefined) throw new PodError('exec', 'the cluster has no node 0');
+  if (others.length === 0) return feed.rank0Uploaded;
+  const key = generateEd25519KeyPair(`overbrainer-peer-${feed.runId}`);
+  const [manifest] = await Promise.all([
+    localManifest(feed.localDir, feed.exclude, signal),
+    feed.rank0Uploaded,
+    ...others.map((member) => authorize(member, key.publicKey, feed.remoteDir, signal)),
+  ]);
+  const seconds = Math.ceil(COPY_BASE_S + manifest.bytes / COPY_MIN_BYTES_PER_S);
+  const exits = await copyFromRank0(rank0, others, key.privateKey, feed, manifest, seconds, signal);
+  for (const member of others) {
+    const exit = exits.get(member.rank);
+    if (exit?.code === 0) continue;
+    const why =
+      exit === undefined
+        ? 'node 0 did not say how its copy ended'
+        : exit.code === 124 || exit.code === 137
+          ? `it did not finish within ${seconds} s`
+          : `exit ${exit.code}${exit.text ? `: ${exit.text}` : ''}`;
+    throw notFed(member, `over the cluster network (${why})`);
+  }
+  await Promise.all(
+    others.map((member) => verify(member, manifest, feed.remoteDir, key.publicKey, signal)),
+  );
+  log(
+    ctx,
+    'info',
+    `the run's files (${(manifest.bytes / 1048576).toFixed(1)} MiB) went to node 0 over your link, and to node${others.length > 1 ? 's' : ''} ${others.map((m) => m.rank).join(', ')} from node 0 over the cluster network, verified on each`,
+  );
+}
+
+function notFed(member: ClusterMember, why: string): PodError {
+  return new PodError(
+    'exec',
+    `node ${member.rank} (pod ${member.pod.id}) did not get the run's files from node 0 ${why}: the whole cluster is deleted`,
+    'Train again. If it fails again the same way, check that the image has OpenSSH (ssh, sshd) and GNU tar: the nodes copy the run’s files between them over SSH.',
+  );
+}
+
+/** The one-shot key's line on `member`: it may only unpack an archive into the run's directory. */
+async function authorize(
+  member: ClusterMember,
+  publicKey: string,
+  remoteDir: string,
+  signal?: AbortSignal,
+): Promise<void> {
+  const dir = shQuote(remoteDir);
+  const forced = `mkdir -p -- ${dir} && tar -x -f - -C ${dir}`.replace(/["\\]/g, (c) => `\\${c}`);
+  const result = await member.executor
+    .exec('umask 077 && mkdir -p "$HOME/.ssh" && cat >> "$HOME/.ssh/authorized_keys"', {
+      stdin: `restrict,command="${forced}" ${publicKey}\n`,
+      signal,
+      maxOutputBytes: 8 * 1024,
+    })
+    .catch((error: unknown) => {
+      throw notFed(member, `(its key for the copy could not be set: ${describeError(error)})`);
+    });
+  if (result.code !== 0) {
+    throw notFed(member, `(its key for the copy could not be set: ${excerpt(result.stderr)})`);
+  }
+}
+
+/**
+ * One command on rank 0: the key and the pinned host key from stdin into a private temporary
+ * directory, then `tar` of the run's files into `ssh` to every other member at once, each under
+ * `timeout`; prints `rc <rank> <code>` and `<rank>| <line>` of what each said. The directory goes
+ * whatever happens.
+ */
+async function copyFromRank0(
+  rank0: ClusterMember,
+  others: readonly ClusterMember[],
+  privateKey: string,
+  feed: MemberFeed,
+  manifest: RunManifest,
+  seconds: number,
+  signal?: AbortSignal,
+): Promise<Map<number, { code: number | null; text: string }>> {
+  const ssh = [
+    'ssh -F /dev/null -p 22 -i "$d/key" -o IdentitiesOnly=yes -o BatchMode=yes',
+    '-o StrictHostKeyChecking=yes -o UserKnownHostsFile="$d/known"',
+    `-o HostKeyAlias=${HOST_ALIAS} -o ConnectTimeout=10 -o ServerAliveInterval=5`,
+    '-o ServerAliveCountMax=3 -o LogLevel=ERROR',
+  ].join(' ');
+  const sends = others.map((member) => {
+    if (member.ip === null)
+      throw notFed(member, '(Runpod gave it no address on the cluster network)');
+    const to = shQuote(`${member.pod.sshDirect?.username ?? 'root'}@${member.ip}`);
+    const r = member.rank;
+    return `(tar -c -f - --null -T "$d/list" | timeout -k 5 ${seconds} ${ssh} ${to}) >"$d/out.${r}" 2>&1 & p${r}=$!`;
+  });
+  const waits = others.map(
+    ({ rank: r }) =>
+      `wait $p${r}; echo "rc ${r} $?"; head -c 2000 "$d/out.${r}" | sed 's/^/${r}| /'`,
+  );
+  const script = [
+    'umask 077',
+    'd=$(mktemp -d) || exit 97',
+    `trap 'rm -rf "$d"' EXIT`,
+    `IFS= read -r k && printf '%s' "$k" | base64 -d >"$d/key" || exit 97`,
+    `IFS= read -r h && printf '${HOST_ALIAS} %s\\n' "$h" >"$d/known" || exit 97`,
+    'cat >"$d/list"',
+    `cd -- ${shQuote(feed.remoteDir)} || exit 98`,
+    ...sends,
+    ...waits,
+  ].join('\n');
+  const list = [...manifest.sums.keys()].map((file) => `${file}\0`).join('');
+  const result = await rank0.executor
+    .exec(script, {
+      stdin: `${Buffer.from(privateKey).toString('base64')}\n${feed.hostPublicKey}\n${list}`,
+      signal,
+      timeoutMs: (seconds + 30) * 1000,
+      maxOutputBytes: 64 * 1024,
+    })
+    .catch((error: unknown) => {
+      throw new PodError(
+        'exec',
+        `node 0 (pod ${rank0.pod.id}) could not send the run's files to the other nodes: ${describeError(error)}: the whole cluster is deleted`,
+        'Train again; another GPU type or data center may fare better.',
+        { cause: error },
+      );
+    });
+  const exits = new Map<number, { code: number | null; text: string }>();
+  const lines = result.stdout.toString('utf8').split('\n');
+  for (const line of lines) {
+    const rc = /^rc (\d+) (\d+)$/.exec(line);
+    if (rc) exits.set(Number(rc[1]), { code: Number(rc[2]), text: '' });
+    const said = /^(\d+)\| (.*)$/.exec(line);
+    const exit = said ? exits.get(Number(said[1])) : undefined;
+    if (said && exit) exit.text = excerpt(`${exit.text}\n${said[2]}`);
+  }
+  if (result.code !== 0 && exits.size === 0) {
+    throw new PodError(
+      'exec',
+      `node 0 (pod ${rank0.pod.id}) could not start sending the run's files to the other nodes (exit ${result.code}): ${excerpt(result.stderr)}: the whole cluster is deleted`,
+      'Train again. If it fails again the same way, check that the image has mktemp, base64, timeout, OpenSSH and GNU tar.',
+    );
+  }
+  return exits;
+}
+
+/** `member`'s copy checked against the client's hashes; the one-shot key's line removed. */
+async function verify(
+  member: ClusterMember,
+  manifest: RunManifest,
+  remoteDir: string,
+  publicKey: string,
+  signal?: AbortSignal,
+): Promise<void> {
+  const lines = [...manifest.sums]
+    .filter(([file]) => !/[\\\n\r]/.test(file))
+    .map(([file, sum]) => `${sum}  ${file}\n`);
+  const keyPart = shQuote(publicKey.split(' ')[1] ?? publicKey);
+  const script = [
+    'umask 077',
+    'f="$HOME/.ssh/authorized_keys"',
+    `{ grep -v -F -e ${keyPart} "$f" >"$f.peer" || :; } && mv -f "$f.peer" "$f"`,
+    `cd -- ${shQuote(remoteDir)} || exit 98`,
+    'o=$(sha256sum -c - 2>&1); r=$?',
+    `printf '%s\\n' "$o" | grep -v ': OK$' | head -c 4000`,
+    'exit $r',
+  ].join('\n');
+  const result = await member.executor
+    .exec(script, { stdin: lines.join(''), signal, maxOutputBytes: 64 * 1024 })
+    .catch((error: unknown) => {
+      throw notFed(member, `(its copy could not be checked: ${describeError(error)})`);
+    });
+  if (result.code !== 0) {
+    throw notFed(
+      member,
+      `intact: its copy did not match the SHA-256 of the files here (${excerpt(result.stdout) || excerpt(result.stderr)})`,
+    );
+  }
+}
