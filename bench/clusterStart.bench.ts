@@ -155,7 +155,7 @@ export async function clusterStartBench(options: BenchOptions): Promise<BenchRep
         verdict:
           Math.abs(bytesRatio - 1) <= 0.05
             ? 'met'
-            : `NOT met (${bytesRatio.toFixed(2)} ×: the run's files go from this machine to each node)`,
+            : `NOT met (${bytesRatio.toFixed(2)} × the 1-node bytes)`,
       },
     ],
     notes: [
