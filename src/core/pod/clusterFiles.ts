@@ -168,6 +168,8 @@ async function copyFromRank0(
     '-o StrictHostKeyChecking=yes -o UserKnownHostsFile="$d/known"',
     `-o HostKeyAlias=${HOST_ALIAS} -o ConnectTimeout=10 -o ServerAliveInterval=5`,
     '-o ServerAliveCountMax=3 -o LogLevel=ERROR',
+    // AES-GCM first: the CPU's AES instructions, several times chacha20's speed on one core.
+    '-o Ciphers=aes128-gcm@openssh.com,aes256-gcm@openssh.com,chacha20-poly1305@openssh.com',
   ].join(' ');
   const sends = others.map((member) => {
     if (member.ip === null)
