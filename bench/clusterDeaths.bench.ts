@@ -14,8 +14,8 @@
  * records and the emulator: it succeeded on a second cluster (attempts `node_failed` then the
  * end), resumed from a checkpoint at least as new as the newest one home and verified when the
  * node died, one curve of every step to the last; per attempt, the estimate in run.json against
- * what the ledger billed that cluster's members. Then nothing may be left: no cluster, no member
- * billing.
+ * what the ledger billed that cluster's members, and where it is over: each member's start, its
+ * end, the rounding. Then nothing may be left: no cluster, no member billing.
  *
  *   npx tsx bench/run.ts --only clusterDeaths --runs 1 --no-write [--json FILE]
  *   OVERBRAINER_CLUSTER_DEATHS=N (default 20) runs, OVERBRAINER_CLUSTER_DEATHS_AT_ONCE=K (default 2)
@@ -28,6 +28,7 @@ import * as path from 'node:path';
 import { train } from '../src/core/flow';
 import type { OverbrainerConfig } from '../src/core/config/types';
 import type { RunCluster } from '../src/core/runs/clusterRecord';
+import { memberStartMs, memberUsd } from '../src/core/runs/clusterSpend';
 import { estimateResolutionUsd } from '../src/core/runs/spend';
 import { waitFor } from '../test/emulator/testing';
 import {
@@ -61,6 +62,44 @@ interface AttemptFigure {
   /** Its cluster's members (the estimate's resolution is per member). */
   members: number;
   usdPerHour: number;
+  /** Where the estimate is over the ledger, in seconds of one member's rate (see {@link overParts}). */
+  over: OverParts;
+}
+
+/**
+ * An attempt's estimate over its ledger, split by where it comes from, in seconds of one member's
+ * rate summed over the members: `startS`, each member counted from before the ledger opened it
+ * (its createdAt's whole second, or the create's send); `endS`, counted after the ledger closed
+ * it or stopped its GPU (the delete's answer, the look that found it dead); `roundS`, the cost
+ * rounded up to $0.0001.
+ */
+interface OverParts {
+  startS: number;
+  endS: number;
+  roundS: number;
+}
+
+function overParts(l: Lab, cluster: RunCluster, estimatedUsd: number | null): OverParts {
+  const ledger = l.emulator.ledger().pods;
+  const rate = cluster.costPerHourUsd ?? 0;
+  const untilMs = Date.parse(cluster.deletedAt ?? '') || Date.now();
+  let startS = 0;
+  let rawUsd = 0;
+  let ledgerUsd = 0;
+  for (const node of cluster.nodes) {
+    const entry = ledger.find((p) => p.id === node.podId);
+    if (!entry) continue;
+    startS += (entry.createdAtMs - memberStartMs(cluster, node)) / 1000;
+    rawUsd += memberUsd(cluster, node, untilMs) ?? 0;
+    ledgerUsd += entry.costUsd;
+  }
+  const perS = rate / 3600;
+  if (perS === 0) return { startS, endS: 0, roundS: 0 };
+  return {
+    startS,
+    endS: (rawUsd - ledgerUsd) / perS - startS,
+    roundS: estimatedUsd === null ? 0 : (estimatedUsd - rawUsd) / perS,
+  };
 }
 
 interface RunFigure {
@@ -162,6 +201,7 @@ async function driveRun(l: Lab, config: OverbrainerConfig, plan: Plan): Promise<
         ledgerUsd: ledgerUsdOf(l, cluster),
         members: cluster.nodes.length,
         usdPerHour: entries[0]?.gpuUsdPerHour ?? 0,
+        over: overParts(l, cluster, attempts[i]?.costUsd ?? null),
       };
     });
     const problems: string[] = [];
@@ -235,7 +275,7 @@ export async function clusterDeathsBench(options: BenchOptions): Promise<BenchRe
       const done = await Promise.all(batch.map((plan) => driveRun(l, config, plan)));
       for (const f of done) {
         console.log(
-          `  ${f.ok ? 'ok  ' : 'FAIL'} ${f.runId} ${f.plan.kind} rank ${f.plan.rank} after step ${f.plan.afterStep}: home ${f.homeAtDeath}, resumed ${f.resumedFrom}; ${f.attempts.map((a) => `$${a.estimatedUsd} vs ledger $${a.ledgerUsd.toFixed(5)}`).join(', ')}; ${(f.wallMs / 1000).toFixed(0)} s${f.why ? `; ${f.why}` : ''}`,
+          `  ${f.ok ? 'ok  ' : 'FAIL'} ${f.runId} ${f.plan.kind} rank ${f.plan.rank} after step ${f.plan.afterStep}: home ${f.homeAtDeath}, resumed ${f.resumedFrom}; ${f.attempts.map((a) => `$${a.estimatedUsd} vs ledger $${a.ledgerUsd.toFixed(5)} (over: start ${a.over.startS.toFixed(2)} s, end ${a.over.endS.toFixed(2)} s, rounding ${a.over.roundS.toFixed(2)} s)`).join(', ')}; ${(f.wallMs / 1000).toFixed(0)} s${f.why ? `; ${f.why}` : ''}`,
         );
       }
       figures.push(...done);
@@ -280,6 +320,19 @@ export async function clusterDeathsBench(options: BenchOptions): Promise<BenchRe
     .map((k) => `${k} ${figures.filter((f) => f.plan.kind === k).length}`)
     .join(', ');
   const beforeHome = figures.filter((f) => f.homeAtDeath === null).length;
+  // Which end of the over-1 % attempts is off: the largest of the three parts of each.
+  const overOne = estimated.filter((a) => !within1.includes(a));
+  const largest = (a: AttemptFigure): keyof OverParts =>
+    (['startS', 'endS', 'roundS'] as const).reduce((m, k) => (a.over[k] > a.over[m] ? k : m));
+  const parts = (['startS', 'endS', 'roundS'] as const)
+    .map(
+      (k) =>
+        `${{ startS: 'start', endS: 'end', roundS: 'rounding' }[k]} ${spread(
+          estimated.map((a) => a.over[k]),
+          ' s',
+        )} (largest in ${overOne.filter((a) => largest(a) === k).length} of the ${overOne.length} over 1 %)`,
+    )
+    .join('; ');
   const verdict = (met: boolean, why: string): string => (met ? 'met' : `NOT met (${why})`);
   return {
     title,
@@ -329,6 +382,7 @@ export async function clusterDeathsBench(options: BenchOptions): Promise<BenchRe
       },
     ],
     notes: [
+      `where each attempt's estimate is over the ledger, in seconds of one member's rate summed over its members (min / median / max): ${parts}`,
       `seed ${seed}; deaths: ${kinds}; ${beforeHome} before the first checkpoint was home; ${atOnce} runs at once in one emulator; ${STEPS} steps of ${JOB.stepSeconds} s, a checkpoint every ${JOB.saveEvery}; ${wallS.toFixed(0)} s in all`,
       ...figures
         .filter((f) => !f.ok)
