@@ -45,7 +45,7 @@ describe('a cluster member found dead, in the estimate', () => {
       spends.map((s) => s.estimatedUsd),
       [0.8, Math.ceil((0.4 + diskUsd) * 1e4) / 1e4],
     );
-    assert.equal(clusterCostUsd(CLUSTER, T0 + 2 * H), Math.ceil((1.2 + diskUsd) * 1e4) / 1e4);
+    assert.equal(clusterCostUsd(CLUSTER, T0 + 2 * H), Math.ceil((1.2 + diskUsd) * 1e6) / 1e6);
     // Without the disk size (an older record): the GPU's rate throughout, as before.
     const { diskGbPerNode: _, ...older } = CLUSTER;
     assert.equal(clusterCostUsd(older, T0 + 2 * H), 1.6);
@@ -74,7 +74,7 @@ describe('a cluster member found dead, in the estimate', () => {
         [0.4, T0, T0 + H / 2],
       ],
     );
-    assert.equal(clusterCostUsd(own, T0 + 2 * H), Math.ceil((first + 0.4) * 1e4) / 1e4);
+    assert.equal(clusterCostUsd(own, T0 + 2 * H), Math.ceil((first + 0.4) * 1e6) / 1e6);
     // A member found gone while its cluster is not yet confirmed deleted: ended, billing no more.
     const live = clusterSpends('x', { ...own, deletedAt: null }, T0 + 2 * H);
     assert.deepEqual(
@@ -84,6 +84,20 @@ describe('a cluster member found dead, in the estimate', () => {
         ['ended', 0.4],
       ],
     );
+  });
+
+  it("an attempt's cost is rounded up to the micro-dollar: never under, and within 1 % of a short attempt", () => {
+    // 2 members at $0.69/h for 23.5 s: $0.0090083; to $0.0001 it was $0.0091, 1.02 % over.
+    const short: RunCluster = {
+      ...CLUSTER,
+      costPerHourUsd: 0.69,
+      deletedAt: new Date(T0 + 23_500).toISOString(),
+      nodes: [node(0), node(1)],
+    };
+    const exact = (2 * 0.69 * 23.5) / 3600;
+    const cost = clusterCostUsd(short, T0 + H);
+    assert.ok(cost >= exact && cost - exact <= 1e-6, `${cost} against ${exact}`);
+    assert.ok(cost - exact <= 0.01 * exact);
   });
 
   it('run.json keeps when the member was found stopped and the disk size, and reads them back', () => {
