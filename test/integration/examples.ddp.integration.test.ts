@@ -6,6 +6,7 @@
  */
 import assert from 'node:assert/strict';
 import * as fs from 'node:fs';
+import * as net from 'node:net';
 import * as path from 'node:path';
 import { cliSuite } from '../helpers/cliSuite';
 
@@ -23,7 +24,14 @@ describe('examples/ddp as shipped, on one pod', function () {
 
   it('overbrainer train runs it under torchrun standalone: its 40 steps, its model and checkpoints home verified, its pod deleted', async () => {
     assert.ok(fs.existsSync('/usr/bin/torchrun'), 'apt-get install python3-torch');
-    const ran = await suite.cli(['train']);
+    // The emulator's pods share this machine's network: something else on it holds torchrun
+    // --standalone's fixed port (29400), as another job's torchrun may; the run must not care.
+    const holder = net.createServer();
+    await new Promise<void>((resolve) => {
+      holder.once('error', () => resolve()); // held already: the same case
+      holder.listen(29400, '127.0.0.1', () => resolve());
+    });
+    const ran = await suite.cli(['train']).finally(() => holder.close());
     const id = suite.onlyRun();
     const jobLog = path.join(suite.runsDir(), id, 'job.log');
     const log = fs.existsSync(jobLog)

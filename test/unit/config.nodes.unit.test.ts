@@ -110,12 +110,12 @@ describe('nodes and launcher in overbrainer.toml', () => {
     assert.equal(plain.trainer === 'command' ? plain.command : '', 'python train.py');
   });
 
-  it('on one pod starts the command under torchrun --standalone, one process per GPU of the pod', () => {
+  it('on one pod starts the command under torchrun on one node, one process per GPU of the pod, its rendezvous on a free port', () => {
     const config = ok(`${TORCHRUN_BASE}gpu_count = 4\n`);
     const job = trainerJobOf(config.training!, '', pod(config));
     assert.equal(
       job.trainer === 'command' ? job.command : '',
-      'exec torchrun --standalone --nnodes=1 --nproc_per_node=4 --redirects 1 --tee 1 train.py --steps 12',
+      'exec torchrun --nnodes=1 --nproc_per_node=4 --rdzv_backend=c10d --rdzv_endpoint=localhost:0 --rdzv_id=standalone --redirects 1 --tee 1 train.py --steps 12',
     );
   });
 

@@ -3,7 +3,12 @@ import { spawn, spawnSync } from 'node:child_process';
 import { existsSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import * as path from 'node:path';
-import { formatConfigError, loadConfig, type OverbrainerConfig } from '../../src/core/config';
+import {
+  formatConfigError,
+  loadConfig,
+  nodesProblem,
+  type OverbrainerConfig,
+} from '../../src/core/config';
 import { parseMetricLine } from '../../src/core/train/metrics';
 
 /**
@@ -59,6 +64,22 @@ describe('examples/', function () {
     });
     assert.deepEqual(config.training?.upload, ['train.py', 'data']);
     assert.equal(config.targets.here?.kind, 'local');
+  });
+
+  it('ddp: one [training] under torchrun for its pod and its 2-node cluster, each bounded', function () {
+    const config = load('ddp');
+    const training = config.training!;
+    assert.deepEqual(training.trainer, {
+      kind: 'command',
+      command: 'train.py --steps 40 --save-every 10',
+      launcher: 'torchrun',
+    });
+    const { pod, cluster } = config.targets;
+    assert.ok(pod?.kind === 'runpod' && cluster?.kind === 'runpod');
+    assert.deepEqual([pod.nodes, cluster.nodes], [1, 2]);
+    assert.equal(nodesProblem(training, pod), null);
+    assert.equal(nodesProblem(training, cluster), null);
+    assert.ok(cluster.maxCostUsd !== null && cluster.maxHours <= 2, 'the cluster is bounded');
   });
 
   it('tiny: train.py writes protocol lines whose loss falls, and its model', function () {

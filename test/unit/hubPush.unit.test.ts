@@ -96,7 +96,10 @@ describe('the Hub push (hub_model_id) without a pod', () => {
     fs.writeFileSync(path.join(dir, 'overbrainer.toml'), AXOLOTL.replace('merge = true', ''));
     const plain = loadConfig(dir, {});
     assert.ok(plain.ok);
-    assert.equal(checkRunFiles(plain.config, firstTarget(plain.config), dir, runDir).job.hub?.folder, 'output');
+    assert.equal(
+      checkRunFiles(plain.config, firstTarget(plain.config), dir, runDir).job.hub?.folder,
+      'output',
+    );
     // The token is never an argument.
     assert.doesNotMatch(script, /HF_TOKEN/);
   });

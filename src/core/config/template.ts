@@ -28,7 +28,8 @@ config = "axolotl.yaml"
 # command = "python train.py"
 # With launcher = "torchrun" (trainer = "command" only) the command is the
 # script and its arguments, started by PyTorch's torchrun on every node of a
-# target with nodes = 2 or more, e.g. command = "train.py --epochs 3".
+# target with nodes = 2 or more, and on one pod a process per GPU,
+# e.g. command = "train.py --epochs 3".
 # launcher = "torchrun"
 # Files and folders of the workspace copied into the run directory (paths
 # relative to the workspace, / between folders, never outside it).

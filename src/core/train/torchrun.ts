@@ -77,8 +77,9 @@ export function torchrunCommand(command: string, options: TorchrunOptions = {}):
 
 /**
  * The line that starts a configured command (`launcher = "torchrun"`) on one pod of `gpus` GPUs:
- * torchrun standalone (its rendezvous on the pod itself), one process per GPU; gloo or NCCL pick
- * the pod's own interfaces.
+ * one node, one process per GPU, its rendezvous on the pod itself on a port the system picks
+ * (`--standalone` takes 29400, which fails the job if anything else there holds it); gloo or
+ * NCCL pick the pod's own interfaces.
  */
 export function torchrunStandaloneCommand(
   command: string,
@@ -88,9 +89,11 @@ export function torchrunStandaloneCommand(
   return [
     'exec',
     shellWord(options.torchrun ?? 'torchrun'),
-    '--standalone',
     '--nnodes=1',
     `--nproc_per_node=${gpus}`,
+    '--rdzv_backend=c10d',
+    '--rdzv_endpoint=localhost:0',
+    '--rdzv_id=standalone',
     '--redirects',
     '1',
     '--tee',
