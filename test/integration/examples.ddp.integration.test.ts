@@ -1,6 +1,6 @@
 /**
  * examples/ddp as shipped, trained by the CLI on one emulated pod: its `launcher = "torchrun"`
- * starts torchrun standalone there with a process per GPU of the pod (gpu_count 1: one process,
+ * starts torchrun on one node there with a process per GPU of the pod (gpu_count 1: one process,
  * gloo on CPU; real Python, Debian's real torchrun), so the one `[training]` serves its pod
  * target and its cluster target (the cluster's run is cluster.torchrun's and cluster.train's).
  */
@@ -22,7 +22,7 @@ describe('examples/ddp as shipped, on one pod', function () {
     },
   );
 
-  it('overbrainer train runs it under torchrun standalone: its 40 steps, its model and checkpoints home verified, its pod deleted', async () => {
+  it('overbrainer train runs it under torchrun on one node: its 40 steps, its model and checkpoints home verified, its pod deleted', async () => {
     assert.ok(fs.existsSync('/usr/bin/torchrun'), 'apt-get install python3-torch');
     // The emulator's pods share this machine's network: something else on it holds torchrun
     // --standalone's fixed port (29400), as another job's torchrun may; the run must not care.

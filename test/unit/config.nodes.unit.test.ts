@@ -2,7 +2,7 @@
  * A run on many nodes in overbrainer.toml (issue 37 step 1): `nodes` on a runpod target (1 to
  * 250, each error at its place), `launcher = "torchrun"` for a command, the pairs that cannot run
  * (a cluster without the launcher, the launcher on this machine) refused with what to write,
- * the command under torchrun's cluster flags (on one pod: --standalone, a process per GPU), and the quote of N nodes: N × the pod's rate, the
+ * the command under torchrun's cluster flags (on one pod: one node, a process per GPU), and the quote of N nodes: N × the pod's rate, the
  * worst case of all N, the self-serve limit said above 8.
  */
 import assert from 'node:assert/strict';
@@ -78,7 +78,7 @@ describe('nodes and launcher in overbrainer.toml', () => {
       /nodes = 2: a run on a cluster needs .*launcher = "torchrun"/,
     );
     assert.match(noLauncher?.hint ?? '', /launcher = "torchrun"/);
-    // One pod: torchrun --standalone on its GPUs, so one [training] serves a pod and a cluster.
+    // One pod: torchrun on one node, a process per GPU, so one [training] serves a pod and a cluster.
     assert.equal(nodesProblem(training('torchrun'), target(1)), null);
     const local = nodesProblem(training('torchrun'), { kind: 'local', name: 'here', venv: null });
     assert.match(local?.message ?? '', /runs on this machine/);
