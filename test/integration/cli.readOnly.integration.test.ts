@@ -12,7 +12,7 @@ import { spawn } from 'node:child_process';
 import * as fs from 'node:fs';
 import * as net from 'node:net';
 import { startEmulator, type Emulator } from '../emulator/emulator';
-import { builtCli, runCliProcess, type Ran } from '../helpers/cli';
+import { cliArgv, runCliProcess, type Ran } from '../helpers/cli';
 import { tempWorkspace } from '../helpers/tinyWorkspace';
 import { screenOf } from '../helpers/terminalScreen';
 import { closedPort } from '../helpers/apiStub';
@@ -87,7 +87,7 @@ describe('overbrainer read-only commands: rate limits and an unreachable API (th
 
   it('on a terminal, the wait is counted down in place, and gone once the listing is printed', async () => {
     await emulator.faults.rateLimit('listPods', 3, 1);
-    const command = [process.execPath, builtCli(), '-C', ws, 'pod', 'ls']
+    const command = [process.execPath, ...cliArgv(), '-C', ws, 'pod', 'ls']
       .map((a) => `'${a.replace(/'/g, `'\\''`)}'`)
       .join(' ');
     const child = spawn('script', ['-qfec', command, '/dev/null'], {

@@ -10,7 +10,7 @@ import { spawn, type ChildProcess } from 'node:child_process';
 import * as fs from 'node:fs';
 import * as path from 'node:path';
 import { startEmulator, type Emulator } from '../emulator/emulator';
-import { builtCli, runCliProcess } from '../helpers/cli';
+import { cliArgv, runCliProcess } from '../helpers/cli';
 import { tempTinyWorkspace } from '../helpers/tinyWorkspace';
 import { holdFirst } from '../helpers/processes';
 import { hasEscapes, screenOf } from '../helpers/terminalScreen';
@@ -111,7 +111,7 @@ describe('overbrainer train on a terminal (a pseudo-terminal) against the Runpod
   function trainOnTty(
     extra: Record<string, string>,
   ): Promise<{ code: number | null; out: string }> {
-    const command = [process.execPath, builtCli(), '-C', ws, 'train']
+    const command = [process.execPath, ...cliArgv(), '-C', ws, 'train']
       .map((a) => `'${a.replace(/'/g, `'\\''`)}'`)
       .join(' ');
     const child = spawn('script', ['-qfec', command, '/dev/null'], {
