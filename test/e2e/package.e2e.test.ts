@@ -3,6 +3,7 @@ import { spawnSync } from 'node:child_process';
 import { existsSync, readdirSync, readFileSync, statSync } from 'node:fs';
 import * as path from 'node:path';
 import type { Browser } from 'playwright-core';
+import { startEmulator, type Emulator } from '../emulator/emulator';
 import {
   CodeServer,
   codeServerEnv,
@@ -15,6 +16,7 @@ import {
 } from './harness';
 import { borrowChromium, returnChromium } from './sharedChromium';
 import { lockTreeBuild } from './treeBuild';
+import { prepareTrust, trustJourney } from './trustJourney';
 import { zipEntryNames } from './zip';
 
 const CODE_SERVER_ENTRY = path.join(
@@ -108,24 +110,48 @@ describe('npm run package: the .vsix', function () {
     assert.ok(sizeKiB < 2048, `the .vsix is ${sizeKiB.toFixed(0)} KiB; expected < 2 MiB`);
   });
 
-  describe('installed with code-server --install-extension', function () {
+  /**
+   * The installed .vsix's window is also the Workspace Trust journey's (./trustJourney.ts): a
+   * window costs more than either journey. Its folder, a cloned repository's with a run recorded
+   * running, opens in Restricted Mode; the extension activates there (what the install proves),
+   * and once the folder is trusted it follows the run with the .vsix's API client.
+   */
+  describe('installed with code-server --install-extension, in a folder not trusted yet', function () {
+    this.timeout(420_000);
     let home: ReturnType<typeof tempDir>;
     let workspace: ReturnType<typeof tempDir>;
+    let emulator: Emulator;
+    let runId: string;
     let server: CodeServer;
     let browser: Browser;
     let workbench: Workbench;
 
-    before(function () {
+    before(async function () {
       home = tempDir('install');
       workspace = tempDir('install-workspace');
+      emulator = await startEmulator({ bootDelaysMs: { provisioning: 100, starting: 100 } });
+      runId = prepareTrust(workspace.dir);
+    });
+
+    afterEach(async function () {
+      if (this.currentTest?.state !== 'failed' || !server) return;
+      await workbench?.screenshot('failed').catch(() => undefined);
+      console.log(server.diagnostics().replace(/^/gm, '      '));
     });
 
     after(async function () {
       await workbench?.close().catch(() => undefined);
       if (browser) await returnChromium(browser);
       await server?.close();
+      const billing = emulator?.ledger().pods.filter((p) => p.billing) ?? [];
+      await emulator?.close();
       workspace?.remove();
       home?.remove();
+      assert.deepEqual(
+        billing.map((p) => p.id),
+        [],
+        'a pod was left billing',
+      );
     });
 
     it('installs into a fresh extensions dir and activates', async function () {
@@ -152,7 +178,14 @@ describe('npm run package: the .vsix', function () {
         `${extensionFolderName()} in ${readdirSync(extensionsDir).join(', ')}`,
       );
 
-      server = await CodeServer.start({ workspace: workspace.dir, extensionsDir });
+      server = await CodeServer.start({
+        workspace: workspace.dir,
+        extensionsDir,
+        workspaceTrust: true,
+        // Where a user sets it (scope `machine`); the key as VS Code's environment gives it.
+        machineSettings: { 'overbrainer.runpod.baseUrl': emulator.baseUrl },
+        env: { OVERBRAINER_RUNPOD__API_KEY: emulator.apiKey },
+      });
       browser = await borrowChromium();
       workbench = await Workbench.open(browser, server, this.test?.fullTitle() ?? 'install');
       await workbench.untilOverbrainerShown();
@@ -165,5 +198,7 @@ describe('npm run package: the .vsix', function () {
       await workbench.openViewContainer('Overbrainer');
       await workbench.screenshot('installed from vsix');
     });
+
+    trustJourney(() => ({ workbench, server, emulator, runId }));
   });
 });

@@ -1,11 +1,12 @@
 import * as assert from 'node:assert/strict';
+import * as fs from 'node:fs';
 import * as path from 'node:path';
 import { systemClock } from '../../src/core/clock';
 import { newPodRecord } from '../../src/core/runs/podRecord';
 import { RunStore } from '../../src/core/runs/store';
 import { overbrainerLogs, untilActivated } from './extensionLogs';
-import { eventually } from './harness';
-import { useWindow } from './window';
+import type { Emulator } from '../emulator/emulator';
+import { eventually, type CodeServer, type Workbench } from './harness';
 
 /**
  * docs/SECURITY.md, "Workspace trust", in the real VS Code: the one window with Workspace Trust
@@ -13,40 +14,54 @@ import { useWindow } from './window';
  * code-server opens it in Restricted Mode (the folder was never trusted). Until the folder is
  * trusted the Runs view shows the run from its record, Train says the folder is not trusted, and
  * the emulator sees no request at all; once trusted, the extension follows the run again (its
- * first API call).
+ * first API call). Its window is the installed .vsix's (./package.e2e.test.ts): a window costs
+ * about 14 CPU-s, more than this journey, and the .vsix's extension then makes its first API
+ * call as well.
  */
 
 const HOST_KEY = 'ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIOv1kJg2b3q4c5d6e7f8g9h0i1j2k3l4m5n6o7p8q9r0';
 
-describe('Workspace Trust in the real VS Code', function () {
-  this.timeout(420_000);
-  let runId = '';
-  const window = useWindow({
-    name: 'trust',
-    tiny: false,
-    workspaceTrust: true,
-    apiKeyInEnv: true,
-    toml: '[project]\nname = "tiny"\n\n[targets.pod]\nkind = "runpod"\ngpu_types = ["NVIDIA GeForce RTX 4090"]\nmax_hours = 1\n',
-    prepare: (ws) => {
-      const t0 = Date.now() - 60_000;
-      const store = new RunStore(path.join(ws, 'runs'), {
-        nowMs: () => t0,
-        sleep: systemClock.sleep,
-      });
-      const run = store.create({ project: 'tiny', target: 'pod', remoteDir: (id) => id });
-      run.state = 'running';
-      store.saveRun(run);
-      const pod = newPodRecord(run.id, false, 1, HOST_KEY);
-      pod.beginAttempt('NVIDIA GeForce RTX 4090', t0, 1);
-      pod.created({ id: 'clonedpod1', costPerHourUsd: 0.69 }, 'created', t0);
-      pod.state = 'running';
-      store.savePod(pod);
-      runId = run.id;
-    },
-  });
+/** The workspace's overbrainer.toml (no [training]: nothing trains here). */
+export const TRUST_TOML =
+  '[project]\nname = "tiny"\n\n[targets.pod]\nkind = "runpod"\ngpu_types = ["NVIDIA GeForce RTX 4090"]\nmax_hours = 1\n';
 
+/**
+ * What the journey needs of its window: code-server with Workspace Trust on, the key in its
+ * environment, on a workspace {@link prepareTrust} wrote (`runId`: its run).
+ */
+export interface TrustWindow {
+  workbench: Workbench;
+  server: CodeServer;
+  emulator: Emulator;
+  runId: string;
+}
+
+/**
+ * Writes the workspace as a cloned repository may hold it (before code-server opens it): the
+ * toml and a run recorded `running` on a pod; returns the run's ID.
+ */
+export function prepareTrust(ws: string): string {
+  fs.writeFileSync(path.join(ws, 'overbrainer.toml'), TRUST_TOML);
+  const t0 = Date.now() - 60_000;
+  const store = new RunStore(path.join(ws, 'runs'), {
+    nowMs: () => t0,
+    sleep: systemClock.sleep,
+  });
+  const run = store.create({ project: 'tiny', target: 'pod', remoteDir: (id) => id });
+  run.state = 'running';
+  store.saveRun(run);
+  const pod = newPodRecord(run.id, false, 1, HOST_KEY);
+  pod.beginAttempt('NVIDIA GeForce RTX 4090', t0, 1);
+  pod.created({ id: 'clonedpod1', costPerHourUsd: 0.69 }, 'created', t0);
+  pod.state = 'running';
+  store.savePod(pod);
+  return run.id;
+}
+
+/** Registers the journey; `window` gives its window once its `before` made it. */
+export function trustJourney(window: () => TrustWindow): void {
   it('untrusted: shows the run from its record, refuses Train and makes no API call; trusted: follows the run again', async function () {
-    const { workbench, server, emulator } = window;
+    const { workbench, server, emulator, runId } = window();
     const page = workbench.page;
     // code-server opens a folder it was never told to trust in Restricted Mode, without a prompt.
     await page
@@ -108,4 +123,4 @@ describe('Workspace Trust in the real VS Code', function () {
     );
     await workbench.screenshot('trusted');
   });
-});
+}
