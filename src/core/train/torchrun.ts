@@ -60,25 +60,14 @@ export function torchrunCommand(command: string, options: TorchrunOptions = {}):
     ([flag, variable]) =>
       `${flag}="\${${variable}:?is not set: this node is not a member of an Instant Cluster}"`,
   );
-  return [
-    'export',
-    `NCCL_SOCKET_IFNAME=${shellWord(ifname)}`,
-    `GLOO_SOCKET_IFNAME=${shellWord(ifname)};`,
-    'exec',
-    shellWord(options.torchrun ?? 'torchrun'),
-    ...flags,
-    '--redirects',
-    '1',
-    '--tee',
-    '1',
-    command.trim(),
-  ].join(' ');
+  const nics = `NCCL_SOCKET_IFNAME=${shellWord(ifname)} GLOO_SOCKET_IFNAME=${shellWord(ifname)}`;
+  return `export ${nics}; ${execTorchrun(flags, command, options)}`;
 }
 
 /**
  * The line that starts a configured command (`launcher = "torchrun"`) on one pod of `gpus` GPUs:
  * one node, one process per GPU, its rendezvous on the pod itself on a port the system picks
- * (`--standalone` takes 29400, which fails the job if anything else there holds it); gloo or
+ * (`--standalone` takes 29400, which hangs the job if anything else there holds it); gloo or
  * NCCL pick the pod's own interfaces.
  */
 export function torchrunStandaloneCommand(
@@ -86,18 +75,22 @@ export function torchrunStandaloneCommand(
   gpus: number,
   options: TorchrunOptions = {},
 ): string {
-  return [
-    'exec',
-    shellWord(options.torchrun ?? 'torchrun'),
+  const flags = [
     '--nnodes=1',
     `--nproc_per_node=${gpus}`,
     '--rdzv_backend=c10d',
     '--rdzv_endpoint=localhost:0',
     '--rdzv_id=standalone',
-    '--redirects',
-    '1',
-    '--tee',
-    '1',
-    command.trim(),
-  ].join(' ');
+  ];
+  return execTorchrun(flags, command, options);
+}
+
+/**
+ * `exec torchrun FLAGS --redirects 1 --tee 1 COMMAND`: each process's stdout kept in torchrun's
+ * log directory and on the job's own output (Debian's torchrun 1.13 fails at launch with its
+ * default redirection); the job's exit status is torchrun's.
+ */
+function execTorchrun(flags: string[], command: string, options: TorchrunOptions): string {
+  const torchrun = shellWord(options.torchrun ?? 'torchrun');
+  return ['exec', torchrun, ...flags, '--redirects', '1', '--tee', '1', command.trim()].join(' ');
 }

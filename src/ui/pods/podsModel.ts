@@ -59,6 +59,13 @@ export function isPodsMessage(item: PodsItem): item is PodsMessage {
   return 'kind' in item && item.kind === 'message';
 }
 
+/** The role a recorded pod's state shows as; any other live state is `running`. */
+const ROLE_OF_STATE: Readonly<Record<string, PodRole>> = {
+  kept: 'kept',
+  awaiting_retrieval: 'awaiting',
+  deleting: 'deleting',
+};
+
 /**
  * The pods the run records say may still exist and bill: a run's pod (pod.json) and its strays,
  * or, for a run on a cluster (no pod.json), each member of its cluster not confirmed deleted.
@@ -86,14 +93,7 @@ export function podsFromRuns(runs: readonly RunSummary[]): PodEntry[] {
     if (pod.podId !== null && pod.state !== 'deleted') {
       pods.push({
         podId: pod.podId,
-        role:
-          pod.state === 'kept'
-            ? 'kept'
-            : pod.state === 'awaiting_retrieval'
-              ? 'awaiting'
-              : pod.state === 'deleting'
-                ? 'deleting'
-                : 'running',
+        role: ROLE_OF_STATE[pod.state] ?? 'running',
         runId: run.id,
         runDir: run.dir,
         gpuType: pod.gpuType,

@@ -10,6 +10,13 @@ import type { Log } from '../log';
 import { firstFolderStore } from '../runs/runsFolders';
 import { sweepRow, type SweepsNode } from './sweepsModel';
 
+/** A trial's icon by its state; a trial still running (or not started) spins. */
+const TRIAL_ICONS: Readonly<Record<string, string>> = {
+  complete: 'pass',
+  pruned: 'debug-step-over',
+  fail: 'error',
+};
+
 export class SweepsTreeProvider implements vscode.TreeDataProvider<SweepsNode>, vscode.Disposable {
   private readonly changed = new vscode.EventEmitter<void>();
   readonly onDidChangeTreeData = this.changed.event;
@@ -40,15 +47,7 @@ export class SweepsTreeProvider implements vscode.TreeDataProvider<SweepsNode>, 
       item.command = { command: 'overbrainer.openSweep', title: 'Open Sweep', arguments: [node] };
     } else {
       item.contextValue = 'sweepTrial';
-      item.iconPath = new vscode.ThemeIcon(
-        node.state === 'complete'
-          ? 'pass'
-          : node.state === 'pruned'
-            ? 'debug-step-over'
-            : node.state === 'fail'
-              ? 'error'
-              : 'loading~spin',
-      );
+      item.iconPath = new vscode.ThemeIcon(TRIAL_ICONS[node.state] ?? 'loading~spin');
     }
     return item;
   }
