@@ -17,7 +17,8 @@
  *   options: --runs N, --small N, --big-mib N, --distant-mib N (the file fetched over a relay
  *            adding 50 ms of round trip), --json (one JSON line at the end),
  *            --compare DIR (also runs the retrieval of another checkout, e.g. the code before a
- *            change, in the same rounds: before and after side by side)
+ *            change, in the same rounds: before and after side by side), --sets small,big (only
+ *            those), --ours-only (no baseline, no resume), --delete-between (see main)
  */
 import { execFileSync, spawnSync } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
@@ -37,7 +38,8 @@ import { systemClock } from '../src/core/clock';
 import { SshExecutor } from '../src/core/exec/ssh';
 import { scaleTiming } from '../src/core/timing';
 import { retrieve } from '../src/core/train/retrieval';
-import { startSshd, startTcpProxy } from '../test/helpers/sshd';
+import { measureResume } from './retrievalResume';
+import { startSshd } from '../test/helpers/sshd';
 import { forkBundled, fromParent, toParent, type Message } from './child';
 import { median, settleDisk } from './lib';
 import { DISTANT_ONE_WAY_MS, startRelay, type Relay } from './relay';
@@ -134,9 +136,8 @@ function runBaseline(
   knownHosts: string,
   remoteDir: string,
   work: string,
+  dest: string,
 ): { ms: number; peakRssKiB: number; phasesMs: [number, number, number] } {
-  const dest = join(work, 'baseline');
-  rmSync(dest, { recursive: true, force: true });
   mkdirSync(dest, { recursive: true });
   const ssh = [
     'ssh',
@@ -195,6 +196,11 @@ async function main(): Promise<void> {
   const bigMiB = Number(arg('--big-mib') ?? (full ? 1024 : 32));
   const distantMiB = Number(arg('--distant-mib') ?? (full ? 128 : 16));
   const compare = arg('--compare');
+  // While iterating: only some datasets (`--sets small,big`), ours alone (`--ours-only`: no
+  // baseline, no resume).
+  const sets = arg('--sets')?.split(',');
+  const oursOnly = process.argv.includes('--ours-only');
+  const deleteBetween = process.argv.includes('--delete-between');
   const work = mkdtempSync(join(tmpdir(), 'ob-bench-'));
   const sshd = await startSshd();
   let distant: Relay | undefined;
@@ -245,7 +251,7 @@ async function main(): Promise<void> {
         port: distant.port,
       },
     ];
-    for (const dataset of datasets) {
+    for (const dataset of datasets.filter((d) => !sets || sets.includes(d.entry))) {
       const baseline: number[] = [];
       const phases: [number, number, number][] = [];
       const ours: number[] = [];
@@ -257,8 +263,7 @@ async function main(): Promise<void> {
       let beforeRss = 0;
       const oursCpu: number[] = [];
       const beforeCpu: number[] = [];
-      const localRunDir = join(work, 'ours');
-      const childParams: ChildParams = {
+      const childParams = (localRunDir: string): ChildParams => ({
         host: sshd.host,
         port: dataset.port,
         keyPath,
@@ -266,30 +271,37 @@ async function main(): Promise<void> {
         remoteRunDir: remote,
         localRunDir,
         entry: dataset.entry,
+      });
+      // Every measurement starts after a sync, into a directory of its own; the trees are
+      // deleted after the dataset's last round (`--delete-between`: after each measurement, as
+      // before 2026-12-07). This VM's ext4 has no journal, and without one ext4 skips every
+      // inode freed in the last 60 s (360 s while its block is dirty) when it allocates one
+      // (fs/ext4/ialloc.c, recently_deleted): a file created right after 10,000 were deleted
+      // scans past them, 0.6-0.9 ms of kernel time per file for either side (perf), against
+      // 0.06 ms 70 s later. A retrieval does not follow the delete of a tree as big as its own.
+      // Each round is the baseline then ours; a compared tree takes turns with ours.
+      const out = (side: string, run: number): string => join(work, 'out', `${side}-${run}`);
+      const done = (dir: string): void => {
+        if (deleteBetween) rmSync(dir, { recursive: true, force: true });
       };
-      // Every measurement starts after a sync and the previous one's files deleted (a tree as
-      // big as its own). What ran just before matters on this VM: whichever side came right
-      // after the baseline wrote its 1 GiB up to 2.5 s slower than after one of ours (a plain
-      // `dd` of 1 GiB: 0.2 s after another dd, 1.5–1.9 s after a tar extract, a sha256sum of it
-      // and its delete). So each round is the baseline then ours (ours always pays for coming
-      // after it), and a compared tree takes turns with ours for the place after the baseline.
-      // Earlier tables ran ours after nothing was deleted: that favoured ours.
       const sides = {
-        baseline: () => {
+        baseline: (run: number) => {
+          const dest = out('baseline', run);
           const b = runBaseline(
             dataset.port,
             keyPath,
             knownHosts,
             join(remote, dataset.entry),
             work,
+            dest,
           );
           baseline.push(b.ms);
           phases.push(b.phasesMs);
           baselineRss = Math.max(baselineRss, b.peakRssKiB);
-          rmSync(join(work, 'baseline'), { recursive: true, force: true });
+          done(dest);
         },
-        ours: async () => {
-          const o = await runChild(childParams);
+        ours: async (run: number) => {
+          const o = await runChild(childParams(out('ours', run)));
           if (!o.verified || o.bytes !== dataset.bytes)
             throw new Error('our retrieval did not verify');
           ours.push(o.ms);
@@ -297,29 +309,29 @@ async function main(): Promise<void> {
           if (o.peakRssKiB > oursRss) oursParts = o.peakParts;
           oursRss = Math.max(oursRss, o.peakRssKiB);
           oursIdle = Math.max(oursIdle, o.idleRssKiB);
-          rmSync(localRunDir, { recursive: true, force: true });
+          done(out('ours', run));
         },
-        compared: async () => {
-          const p = await runChild(childParams, compare);
+        compared: async (run: number) => {
+          const p = await runChild(childParams(out('compared', run)), compare);
           if (!p.verified) throw new Error('the compared retrieval did not verify');
           before.push(p.ms);
           beforeCpu.push(p.cpuMs);
           beforeRss = Math.max(beforeRss, p.peakRssKiB);
-          rmSync(localRunDir, { recursive: true, force: true });
+          done(out('compared', run));
         },
       };
-      rmSync(localRunDir, { recursive: true, force: true });
       for (let run = 0; run < runs; run++) {
         const order: (keyof typeof sides)[] = !compare
           ? ['baseline', 'ours']
           : run % 2
             ? ['baseline', 'compared', 'ours']
             : ['baseline', 'ours', 'compared'];
-        for (const side of order) {
+        for (const side of order.filter((s) => !oursOnly || s !== 'baseline')) {
           settleDisk();
-          await sides[side]();
+          await sides[side](run);
         }
       }
+      rmSync(join(work, 'out'), { recursive: true, force: true });
       const b = median(baseline);
       const o = median(ours);
       const mbps = (ms: number): string => (dataset.bytes / 1e6 / (ms / 1000)).toPrecision(3);
@@ -368,49 +380,7 @@ async function main(): Promise<void> {
       };
     }
 
-    // Resume: drop every session halfway through the big file; count the bytes on the wire.
-    const proxy = await startTcpProxy(sshd.port);
-    try {
-      const executor = await SshExecutor.connect({
-        host: sshd.host,
-        port: proxy.port,
-        username: 'root',
-        privateKey: sshd.clientPrivateKey,
-        hostPublicKey: sshd.hostPublicKey,
-        clock: systemClock,
-        timing: scaleTiming(1),
-      });
-      const size = bigMiB * 1024 * 1024;
-      let dropped = false;
-      const before = proxy.bytesDown();
-      const result = await retrieve({
-        executor,
-        remoteRunDir: remote,
-        localRunDir: join(work, 'resume'),
-        entries: ['big'],
-        retryDelayMs: 100,
-        progressIntervalMs: 0,
-        onProgress: (p) => {
-          if (!dropped && p.phase === 'downloading' && p.bytesDone > size / 2) {
-            dropped = true;
-            void sshd.dropSessions();
-          }
-        },
-      });
-      executor.dispose();
-      const wire = proxy.bytesDown() - before;
-      rows.push([
-        `resume after a drop at 50 % (${bigMiB} MiB)`,
-        'starts over',
-        `${(wire / size).toFixed(3)} × file size on the wire`,
-        '',
-        '',
-        result.verified && dropped ? 'verified' : 'NOT verified',
-      ]);
-      json.resume = { wireBytes: wire, size, verified: result.verified, dropped };
-    } finally {
-      await proxy.close();
-    }
+    if (!oursOnly) await measureResume(sshd, remote, work, bigMiB, rows, json);
   } finally {
     distant?.stop();
     await sshd.stop();
