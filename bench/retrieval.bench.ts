@@ -39,7 +39,7 @@ import { SshExecutor } from '../src/core/exec/ssh';
 import { scaleTiming } from '../src/core/timing';
 import { retrieve } from '../src/core/train/retrieval';
 import { measureResume } from './retrievalResume';
-import { startSshd } from '../test/helpers/sshd';
+import { descendants, startSshd } from '../test/helpers/sshd';
 import { forkBundled, fromParent, toParent, type Message } from './child';
 import { median, settleDisk } from './lib';
 import { DISTANT_ONE_WAY_MS, startRelay, type Relay } from './relay';
@@ -137,7 +137,7 @@ function runBaseline(
   remoteDir: string,
   work: string,
   dest: string,
-): { ms: number; peakRssKiB: number; phasesMs: [number, number, number] } {
+): { ms: number; peakRssKiB: number; phasesMs: [number, number, number]; cpuMs: number } {
   mkdirSync(dest, { recursive: true });
   const ssh = [
     'ssh',
@@ -158,7 +158,7 @@ function runBaseline(
     'root@127.0.0.1',
   ].join(' ');
   const rss = (name: string): string => join(work, `rss-${name}`);
-  const timed = (name: string): string => `/usr/bin/time -f %M -o ${rss(name)}`;
+  const timed = (name: string): string => `/usr/bin/time -f '%M %U %S' -o ${rss(name)}`;
   const sums = join(work, 'sums');
   const started = performance.now();
   execFileSync('sh', [
@@ -174,15 +174,40 @@ function runBaseline(
   const check = spawnSync('sh', ['-c', `cd ${dest} && ${timed('c')} sha256sum -c --quiet ${sums}`]);
   const ms = performance.now() - started;
   if (check.status !== 0) throw new Error(`baseline verification failed: ${check.stderr}`);
-  const kib = (name: string): number =>
-    Number(readFileSync(rss(name), 'utf8').trim().split('\n').pop());
+  // The last line of /usr/bin/time's output: peak KiB, user s, system s.
+  const usage = (name: string): number[] =>
+    readFileSync(rss(name), 'utf8').trim().split('\n').pop()!.split(' ').map(Number);
+  const kib = (name: string): number => usage(name)[0]!;
+  const cpuMs = ['m', 's', 't', 'c'].reduce(
+    (sum, n) => sum + (usage(n)[1]! + usage(n)[2]!) * 1000,
+    0,
+  );
   // ssh and tar run side by side: their peaks add up.
   const peakRssKiB = Math.max(kib('m'), kib('s') + kib('t'), kib('c'));
   return {
     ms,
     peakRssKiB,
     phasesMs: [hashed - started, transferred - hashed, started + ms - transferred],
+    cpuMs,
   };
+}
+
+/**
+ * CPU time, ms, of the pod side so far: every process below the sshd listener (alive ones and
+ * those they reaped) and the ones it reaped; a difference of two readings is what ran between.
+ */
+function podCpuMs(sshdPid: number): number {
+  const ticks = (pid: number, own: boolean): number => {
+    try {
+      const fields = readFileSync(`/proc/${pid}/stat`, 'utf8').split(') ')[1]!.split(' ');
+      // utime, stime, cutime, cstime: fields 14-17 of /proc/<pid>/stat.
+      return (own ? +fields[11]! + +fields[12]! : 0) + +fields[13]! + +fields[14]!;
+    } catch {
+      return 0; // gone since it was listed: its parent counts it once it is reaped
+    }
+  };
+  const all = descendants(sshdPid).reduce((sum, pid) => sum + ticks(pid, true), 0);
+  return (all + ticks(sshdPid, false)) * 10; // USER_HZ is 100 on Linux
 }
 
 async function main(): Promise<void> {
@@ -263,6 +288,11 @@ async function main(): Promise<void> {
       let beforeRss = 0;
       const oursCpu: number[] = [];
       const beforeCpu: number[] = [];
+      // CPU of either side in all, ms: [this machine's processes, the pod side's].
+      const cpuOf: { baseline: [number, number][]; ours: [number, number][] } = {
+        baseline: [],
+        ours: [],
+      };
       const childParams = (localRunDir: string): ChildParams => ({
         host: sshd.host,
         port: dataset.port,
@@ -272,14 +302,11 @@ async function main(): Promise<void> {
         localRunDir,
         entry: dataset.entry,
       });
-      // Every measurement starts after a sync, into a directory of its own; the trees are
-      // deleted after the dataset's last round (`--delete-between`: after each measurement, as
-      // before 2026-12-07). This VM's ext4 has no journal, and without one ext4 skips every
-      // inode freed in the last 60 s (360 s while its block is dirty) when it allocates one
-      // (fs/ext4/ialloc.c, recently_deleted): a file created right after 10,000 were deleted
-      // scans past them, 0.6-0.9 ms of kernel time per file for either side (perf), against
-      // 0.06 ms 70 s later. A retrieval does not follow the delete of a tree as big as its own.
-      // Each round is the baseline then ours; a compared tree takes turns with ours.
+      // Each measurement after a sync, into a directory of its own, the trees deleted after the
+      // last round (`--delete-between`: after each one). Without a journal (this VM's ext4) ext4
+      // skips inodes freed in the last 60 s when it allocates one (ialloc.c, recently_deleted):
+      // a file made right after 10,000 were deleted scanned past them (0.6-0.9 ms of kernel time
+      // per file, either side). Each round: the baseline, then ours and a compared tree in turn.
       const out = (side: string, run: number): string => join(work, 'out', `${side}-${run}`);
       const done = (dir: string): void => {
         if (deleteBetween) rmSync(dir, { recursive: true, force: true });
@@ -287,6 +314,7 @@ async function main(): Promise<void> {
       const sides = {
         baseline: (run: number) => {
           const dest = out('baseline', run);
+          const pod = podCpuMs(sshd.pid());
           const b = runBaseline(
             dataset.port,
             keyPath,
@@ -298,10 +326,13 @@ async function main(): Promise<void> {
           baseline.push(b.ms);
           phases.push(b.phasesMs);
           baselineRss = Math.max(baselineRss, b.peakRssKiB);
+          cpuOf.baseline.push([b.cpuMs, podCpuMs(sshd.pid()) - pod]);
           done(dest);
         },
         ours: async (run: number) => {
+          const pod = podCpuMs(sshd.pid());
           const o = await runChild(childParams(out('ours', run)));
+          cpuOf.ours.push([o.cpuMs, podCpuMs(sshd.pid()) - pod]);
           if (!o.verified || o.bytes !== dataset.bytes)
             throw new Error('our retrieval did not verify');
           ours.push(o.ms);
@@ -363,6 +394,16 @@ async function main(): Promise<void> {
         `${dataset.name}: our client's CPU (user + system), median ${(median(oursCpu) / 1000).toFixed(2)} s` +
           (compare ? `; ${compare}: ${(median(beforeCpu) / 1000).toFixed(2)} s` : ''),
       );
+      // Loaded, the wall time is the CPU share each side wins (five processes against one).
+      const spent = (list: [number, number][]): string => {
+        const [here, pod] = [0, 1].map((i) => median(list.map((p) => p[i]!)) / 1000);
+        return `${(here! + pod!).toFixed(2)} s (${here!.toFixed(2)} here + ${pod!.toFixed(2)} pod side)`;
+      };
+      if (cpuOf.baseline.length > 0) {
+        notes.push(
+          `${dataset.name}: CPU of either side in all, medians: baseline ${spent(cpuOf.baseline)} (ssh, tar, sha256sum, sshd and what it ran), ours ${spent(cpuOf.ours)} (our client from its connect, sshd and what it ran)`,
+        );
+      }
       if (oursParts) {
         const mib = (value: number): string => `${value.toFixed(0)} MiB`;
         notes.push(
