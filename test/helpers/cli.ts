@@ -52,14 +52,14 @@ export function builtCli(): string {
 }
 
 /** Preloaded into a CLI started from the bundle: the bundle compiled with V8's code cache. */
-export const CLI_CODE_CACHE = path.join(__dirname, 'cliCodeCache.cjs');
+export const CODE_CACHE_PRELOAD = path.join(__dirname, 'bundleCodeCache.cjs');
 
 /**
- * The command line (after `node`) that starts the CLI: the fresh bundle (with ./cliCodeCache.cjs
+ * The command line (after `node`) that starts the CLI: the fresh bundle (with ./bundleCodeCache.cjs
  * preloaded: the same process, compiled from the code cache kept on this machine), or the source.
  */
 export function cliArgv(source = false): string[] {
-  return source ? ['--import', 'tsx', CLI_SOURCE] : ['-r', CLI_CODE_CACHE, builtCli()];
+  return source ? ['--import', 'tsx', CLI_SOURCE] : ['-r', CODE_CACHE_PRELOAD, builtCli()];
 }
 
 export interface Ran {
