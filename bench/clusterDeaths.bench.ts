@@ -58,6 +58,11 @@ interface Plan {
 
 interface AttemptFigure {
   estimatedUsd: number | null;
+  /**
+   * The same attempt by the rule before 2026-12-07 evening, side by side: every member from the
+   * create's send to the cluster's delete, rounded up to $0.0001.
+   */
+  formerUsd: number | null;
   ledgerUsd: number;
   /** Its cluster's members (the estimate's resolution is per member). */
   members: number;
@@ -77,6 +82,17 @@ interface OverParts {
   startS: number;
   endS: number;
   roundS: number;
+}
+
+function formerUsd(cluster: RunCluster): number | null {
+  const untilMs = Date.parse(cluster.deletedAt ?? '');
+  if (!Number.isFinite(untilMs)) return null;
+  const usd = cluster.nodes.reduce(
+    (sum, { gpuStoppedAt }) =>
+      sum + (memberUsd(cluster, gpuStoppedAt ? { gpuStoppedAt } : {}, untilMs) ?? 0),
+    0,
+  );
+  return Math.ceil(Math.round(usd * 1e8) / 1e4) / 1e4;
 }
 
 function overParts(l: Lab, cluster: RunCluster, estimatedUsd: number | null): OverParts {
@@ -198,6 +214,7 @@ async function driveRun(l: Lab, config: OverbrainerConfig, plan: Plan): Promise<
       const entries = l.emulator.ledger().pods.filter((p) => ids.has(p.id));
       return {
         estimatedUsd: attempts[i]?.costUsd ?? null,
+        formerUsd: formerUsd(cluster),
         ledgerUsd: ledgerUsdOf(l, cluster),
         members: cluster.nodes.length,
         usdPerHour: entries[0]?.gpuUsdPerHour ?? 0,
@@ -304,6 +321,11 @@ export async function clusterDeathsBench(options: BenchOptions): Promise<BenchRe
       a.estimatedUsd! - a.ledgerUsd <=
         Math.max(0.01 * a.ledgerUsd, a.members * estimateResolutionUsd(a.usdPerHour)),
   );
+  const former = attempts.filter((a) => a.formerUsd !== null);
+  const formerWithin1 = former.filter(
+    (a) => a.formerUsd! >= a.ledgerUsd - 0.0001 && a.formerUsd! - a.ledgerUsd <= 0.01 * a.ledgerUsd,
+  );
+  const formerPct = former.map((a) => (100 * (a.formerUsd! - a.ledgerUsd)) / a.ledgerUsd);
   const overPct = estimated.map((a) => (100 * (a.estimatedUsd! - a.ledgerUsd)) / a.ledgerUsd);
   // The same, as seconds of the whole cluster's rate: an estimate is over by a fixed time (from
   // before the create is sent to the delete's answer), so 1 % holds only for attempts of minutes.
@@ -371,7 +393,7 @@ export async function clusterDeathsBench(options: BenchOptions): Promise<BenchRe
       {
         measure:
           "attempts' estimates within 1 % of the ledger (over it by, min / median / max, in % and in seconds of the cluster's rate)",
-        baseline: '',
+        baseline: `${formerWithin1.length} / ${attempts.length} (${spread(formerPct, ' %')})`,
         ours: `${within1.length} / ${attempts.length} (${spread(overPct, ' %')}; ${spread(overS, ' s')} of the cluster's rate)`,
         ratio: '',
         target: 'all',
@@ -382,6 +404,7 @@ export async function clusterDeathsBench(options: BenchOptions): Promise<BenchRe
       },
     ],
     notes: [
+      "the baseline of the 1 % row: the same attempts by the former rule (every member from the create's send to the cluster's delete, to $0.0001), side by side",
       `where each attempt's estimate is over the ledger, in seconds of one member's rate summed over its members (min / median / max): ${parts}`,
       `seed ${seed}; deaths: ${kinds}; ${beforeHome} before the first checkpoint was home; ${atOnce} runs at once in one emulator; ${STEPS} steps of ${JOB.stepSeconds} s, a checkpoint every ${JOB.saveEvery}; ${wallS.toFixed(0)} s in all`,
       ...figures
