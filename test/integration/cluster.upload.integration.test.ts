@@ -55,12 +55,47 @@ describe("a cluster run's files over the user's link once", function () {
     return path.join(pod.dirs.workspace, 'overbrainer', runId, file);
   }
 
+  /** The run failed at node 1's copy (`why`), the whole cluster deleted, no member billing. */
+  async function failedAtNode1(
+    l: Lab,
+    training: Promise<unknown>,
+    runId: () => string,
+    why: RegExp,
+  ) {
+    const error = await training.then(
+      () => assert.fail('the run started'),
+      (caught: unknown) => caught,
+    );
+    assert.match(
+      String(error),
+      /node 1 \(pod \S+\) did not get the run's files from node 0 over the cluster network/,
+    );
+    const record = recordOf(l, runId());
+    assert.equal(record.state, 'failed');
+    assert.match(
+      record.message ?? '',
+      /node 1 \(pod \S+\) did not get the run's files from node 0 over the cluster network/,
+    );
+    assert.notEqual(record.cluster?.deletedAt, null);
+    assert.deepEqual(l.emulator.clusters(), []);
+    const members = l.emulator.ledger().pods.filter((p) => p.runId === runId());
+    assert.equal(members.length, 2);
+    assert.ok(
+      members.every((p) => !p.billing),
+      JSON.stringify(members),
+    );
+    assert.match(String(error), why);
+  }
+
   it('sends the dataset over the link once, to rank 0; node 1 gets it over the cluster network, verified', async () => {
     const { l, deps, config, sha } = await datasetLab(20);
     let runId = '';
     /** Each member's copy of the dataset at rank 0's first step (the cluster is up then). */
     let copies: (Buffer | null)[] | null = null;
     let sent: number[] = [];
+    /** Node 1's authorized_keys and home at that moment: the one-shot key and hashes gone. */
+    let node1Keys = '';
+    let node1Home: string[] = [];
     const sub = l.bus.on((event) => {
       if (event.type !== 'metric' || copies !== null || runId === '') return;
       const members = l.emulator.clusters()[0]?.memberIds ?? [];
@@ -70,6 +105,11 @@ describe("a cluster run's files over the user's link once", function () {
           ? createHash('sha256').update(fs.readFileSync(file)).digest()
           : null;
       });
+      const node1 = l.emulator.pod(members[1] ?? '');
+      node1Keys = node1
+        ? fs.readFileSync(path.join(node1.dirs.rootSsh, 'authorized_keys'), 'utf8')
+        : '';
+      node1Home = node1 ? fs.readdirSync(node1.dirs.rootHome) : [];
       sent = members.map((id) => {
         const port = l.emulator.pod(id)?.publishedPort;
         return [...meter!.sentBytes].find(([key]) => key.endsWith(`:${port}`))?.[1] ?? 0;
@@ -84,6 +124,13 @@ describe("a cluster run's files over the user's link once", function () {
     const [rank0, rank1] = copies as (Buffer | null)[];
     assert.ok(rank0?.equals(sha), "rank 0's copy is the dataset");
     assert.ok(rank1?.equals(sha), "node 1's copy is the dataset");
+    // The key rank 0 used was good for that one copy: its line is gone, so are the hashes.
+    assert.equal(node1Keys.trim().split('\n').length, 1, node1Keys);
+    assert.doesNotMatch(node1Keys, /overbrainer-peer/);
+    assert.deepEqual(
+      node1Home.filter((name) => name.includes('overbrainer-peer')),
+      [],
+    );
     // The user's link: the dataset once (to rank 0), node 1 only its SSH session's own traffic.
     const total = meter!.total();
     assert.ok(
@@ -116,27 +163,25 @@ describe("a cluster run's files over the user's link once", function () {
       300_000,
       50,
     );
-    const error = await training.then(
-      () => assert.fail('the run started'),
-      (caught: unknown) => caught,
-    );
-    assert.match(
-      String(error),
-      /node 1 \(pod \S+\) did not get the run's files from node 0 over the cluster network/,
-    );
-    const record = recordOf(l, runId);
-    assert.equal(record.state, 'failed');
-    assert.match(
-      record.message ?? '',
-      /node 1 \(pod \S+\) did not get the run's files from node 0 over the cluster network/,
-    );
-    assert.notEqual(record.cluster?.deletedAt, null);
-    assert.deepEqual(l.emulator.clusters(), []);
-    const members = l.emulator.ledger().pods.filter((p) => p.runId === runId);
-    assert.equal(members.length, 2);
-    assert.ok(
-      members.every((p) => !p.billing),
-      JSON.stringify(members),
-    );
+    await failedAtNode1(l, training, () => runId, /Cannot open/);
+  });
+  it("a member whose copy does not match the client's SHA-256s fails the run naming the file; the whole cluster deleted", async () => {
+    const { l, deps, config } = await datasetLab(5);
+    let runId = '';
+    // Rank 0's copy changed once its upload verified (a disk that flips a byte): node 1 gets it.
+    l.bus.on((event) => {
+      if (event.type !== 'transfer' || event.direction !== 'upload' || event.phase !== 'done') {
+        return;
+      }
+      const id = l.emulator.clusters()[0]?.memberIds[0];
+      if (id === undefined) return;
+      const file = memberFile(l, id, runId, 'data/dataset.bin');
+      const bytes = fs.readFileSync(file);
+      bytes[12345] = bytes[12345]! ^ 0xff;
+      fs.writeFileSync(file, bytes);
+    });
+    const training = l.track(train(deps, config, l.workspace, { onRun: (r) => (runId = r.id) }));
+    training.catch(() => undefined);
+    await failedAtNode1(l, training, () => runId, /data\/dataset\.bin: FAILED/);
   });
 });

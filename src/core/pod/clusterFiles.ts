@@ -4,11 +4,12 @@
  * 0 answers SSH), then rank 0 sends them to every other member at once over the cluster's private
  * network: `tar` into `ssh` to each member's private address (`cluster.ip`), as an image with
  * OpenSSH and GNU tar does it. The key for it is the run's, one-shot: made here, its public half
- * authorized on the other members for this copy only (`restrict` and a forced `tar -x` into the
- * run's directory), its private half on rank 0's stdin into a temporary file that the copy
- * removes, never an argument or a log line; rank 0 checks each member's host key against the
- * run's pinned one, as the client does. Each member's copy is then verified by SHA-256 against the
- * client's own hashes of the files (as a single pod's upload is) and the key's line removed.
+ * authorized on the other members for one use (`restrict` and a forced command that removes its
+ * own line, unpacks the archive into the run's directory and checks it), its private half on rank
+ * 0's stdin into a temporary file that the copy removes, never an argument or a log line; rank 0
+ * checks each member's host key against the run's pinned one, as the client does. Each member
+ * checks its copy by SHA-256 against the client's own hashes of the files (sent to it by the
+ * client beside the key, as a single pod's upload is checked), before any job starts.
  *
  * Bounded: each member's copy is given {@link COPY_BASE_S} plus its bytes at
  * {@link COPY_MIN_BYTES_PER_S} (`timeout` on rank 0, the client's own bound behind it). A member
@@ -76,7 +77,8 @@ export async function localManifest(
 
 /**
  * Every member but rank 0 gets the run's files from rank 0 (see the file comment), once rank 0's
- * upload is done; each copy verified. Throws a PodError naming the first member that failed.
+ * upload is done; each copy checked on arrival. Throws a PodError naming the first member that
+ * failed.
  */
 export async function feedMembers(
   ctx: Pick<PodCtx, 'bus'>,
@@ -89,10 +91,11 @@ export async function feedMembers(
   if (rank0 === undefined) throw new PodError('exec', 'the cluster has no node 0');
   if (others.length === 0) return feed.rank0Uploaded;
   const key = generateEd25519KeyPair(`overbrainer-peer-${feed.runId}`);
+  const hashed = localManifest(feed.localDir, feed.exclude, signal);
   const [manifest] = await Promise.all([
-    localManifest(feed.localDir, feed.exclude, signal),
+    hashed,
     feed.rank0Uploaded,
-    ...others.map((member) => authorize(member, key.publicKey, feed.remoteDir, signal)),
+    ...others.map(async (member) => authorize(member, key.publicKey, feed, await hashed, signal)),
   ]);
   const seconds = Math.ceil(COPY_BASE_S + manifest.bytes / COPY_MIN_BYTES_PER_S);
   const exits = await copyFromRank0(rank0, others, key.privateKey, feed, manifest, seconds, signal);
@@ -107,9 +110,6 @@ export async function feedMembers(
           : `exit ${exit.code}${exit.text ? `: ${exit.text}` : ''}`;
     throw notFed(member, `over the cluster network (${why})`);
   }
-  await Promise.all(
-    others.map((member) => verify(member, manifest, feed.remoteDir, key.publicKey, signal)),
-  );
   log(
     ctx,
     'info',
@@ -125,27 +125,51 @@ function notFed(member: ClusterMember, why: string): PodError {
   );
 }
 
-/** The one-shot key's line on `member`: it may only unpack an archive into the run's directory. */
+/**
+ * The one-shot key's line on `member`, and beside it the client's SHA-256s of the files: the key
+ * may only run one command, which removes its own line (one use), unpacks the archive into the
+ * run's directory and checks every file against those hashes (its exit says how that went).
+ */
 async function authorize(
   member: ClusterMember,
   publicKey: string,
-  remoteDir: string,
+  feed: MemberFeed,
+  manifest: RunManifest,
   signal?: AbortSignal,
 ): Promise<void> {
-  const dir = shQuote(remoteDir);
-  const forced = `mkdir -p -- ${dir} && tar -x -f - -C ${dir}`.replace(/["\\]/g, (c) => `\\${c}`);
+  const dir = shQuote(feed.remoteDir);
+  const sums = `"$HOME/.overbrainer-peer-${feed.runId}.sha256"`;
+  const forced = [
+    'umask 077; f="$HOME/.ssh/authorized_keys"',
+    `{ grep -v -F -e ${shQuote(keyBody(publicKey))} "$f" >"$f.peer" || :; } && mv -f "$f.peer" "$f"`,
+    `mkdir -p -- ${dir} && tar -x -f - -C ${dir} && cd -- ${dir} || exit 98`,
+    `[ -s ${sums} ] || { rm -f ${sums}; exit 0; }`,
+    `o=$(sha256sum -c - <${sums} 2>&1); r=$?; rm -f ${sums}`,
+    `printf '%s\\n' "$o" | grep -v ': OK$' | head -c 4000 >&2; exit $r`,
+  ].join('; ');
+  // One line; sshd reads `\"` in a quoted option as `"`, and every other character as it is.
+  if (/[\n\r]/.test(forced))
+    throw notFed(member, '(its run directory has a line break in its path)');
+  const line = `restrict,command="${forced.replace(/"/g, '\\"')}" ${publicKey}`;
+  const lines = [...manifest.sums]
+    .filter(([file]) => !/[\\\n\r]/.test(file))
+    .map(([file, sum]) => `${sum}  ${file}\n`);
   const result = await member.executor
-    .exec('umask 077 && mkdir -p "$HOME/.ssh" && cat >> "$HOME/.ssh/authorized_keys"', {
-      stdin: `restrict,command="${forced}" ${publicKey}\n`,
-      signal,
-      maxOutputBytes: 8 * 1024,
-    })
+    .exec(
+      `umask 077 && mkdir -p "$HOME/.ssh" && IFS= read -r l && cat >${sums} && printf '%s\\n' "$l" >>"$HOME/.ssh/authorized_keys"`,
+      { stdin: `${line}\n${lines.join('')}`, signal, maxOutputBytes: 8 * 1024 },
+    )
     .catch((error: unknown) => {
       throw notFed(member, `(its key for the copy could not be set: ${describeError(error)})`);
     });
   if (result.code !== 0) {
     throw notFed(member, `(its key for the copy could not be set: ${excerpt(result.stderr)})`);
   }
+}
+
+/** The base64 part of an OpenSSH public key line (what finds its authorized_keys line). */
+function keyBody(publicKey: string): string {
+  return publicKey.split(' ')[1] ?? publicKey;
 }
 
 /**
@@ -180,7 +204,7 @@ async function copyFromRank0(
   });
   const waits = others.map(
     ({ rank: r }) =>
-      `wait $p${r}; echo "rc ${r} $?"; head -c 2000 "$d/out.${r}" | sed 's/^/${r}| /'`,
+      `wait $p${r}; echo "rc ${r} $?"; tail -c 2000 "$d/out.${r}" | sed 's/^/${r}| /'`,
   );
   const script = [
     'umask 077',
@@ -210,7 +234,7 @@ async function copyFromRank0(
       );
     });
   const exits = new Map<number, { code: number | null; text: string }>();
-  const lines = result.stdout.toString('utf8').split('\n');
+  const lines = result.stdout.toString('utf8').split(/\r?\n/);
   for (const line of lines) {
     const rc = /^rc (\d+) (\d+)$/.exec(line);
     if (rc) exits.set(Number(rc[1]), { code: Number(rc[2]), text: '' });
@@ -226,38 +250,4 @@ async function copyFromRank0(
     );
   }
   return exits;
-}
-
-/** `member`'s copy checked against the client's hashes; the one-shot key's line removed. */
-async function verify(
-  member: ClusterMember,
-  manifest: RunManifest,
-  remoteDir: string,
-  publicKey: string,
-  signal?: AbortSignal,
-): Promise<void> {
-  const lines = [...manifest.sums]
-    .filter(([file]) => !/[\\\n\r]/.test(file))
-    .map(([file, sum]) => `${sum}  ${file}\n`);
-  const keyPart = shQuote(publicKey.split(' ')[1] ?? publicKey);
-  const script = [
-    'umask 077',
-    'f="$HOME/.ssh/authorized_keys"',
-    `{ grep -v -F -e ${keyPart} "$f" >"$f.peer" || :; } && mv -f "$f.peer" "$f"`,
-    `cd -- ${shQuote(remoteDir)} || exit 98`,
-    'o=$(sha256sum -c - 2>&1); r=$?',
-    `printf '%s\\n' "$o" | grep -v ': OK$' | head -c 4000`,
-    'exit $r',
-  ].join('\n');
-  const result = await member.executor
-    .exec(script, { stdin: lines.join(''), signal, maxOutputBytes: 64 * 1024 })
-    .catch((error: unknown) => {
-      throw notFed(member, `(its copy could not be checked: ${describeError(error)})`);
-    });
-  if (result.code !== 0) {
-    throw notFed(
-      member,
-      `intact: its copy did not match the SHA-256 of the files here (${excerpt(result.stdout) || excerpt(result.stderr)})`,
-    );
-  }
 }
