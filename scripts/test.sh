@@ -356,8 +356,9 @@ E2E_FIRST=test/e2e/activation.e2e.test.ts
 E2E_JOBS=2
 # 2026-12-07: spend, logs, recovery and crash are oneWindow's journeys (129-149 s), train's are
 # newUser's (97-142 s); trees, webview and chart are views' (203 s alone at a load of 14; journeys
-# 220, newUser 178, sweep 176, oneWindow 167, demo 129), trust is package's window's (97 s).
-E2E_LONG_FIRST=(journeys views newUser sweep oneWindow demo package)
+# 220, oneWindow 167, demo 129), trust is package's window's (97 s), sweep's journeys follow
+# newUser's (257 s alone at a load of 12-17).
+E2E_LONG_FIRST=(newUser journeys views oneWindow demo package)
 
 # The e2e files after the first window, the long ones first.
 e2e_rest_files() {

@@ -4,6 +4,7 @@ import * as path from 'node:path';
 import { hostKeySecretName } from '../../src/core/pod/context';
 import { eventually, runPage, UI_TIMEOUT_MS } from './harness';
 import { RUN_ID } from './runRows';
+import { SWEEP_MACHINE_SETTINGS, sweepJourneys } from './sweepJourneys';
 import { confirmTrain, pickFromCommand, setApiKey, tinyToml, useWindow } from './window';
 
 /**
@@ -17,7 +18,9 @@ import { confirmTrain, pickFromCommand, setApiKey, tinyToml, useWindow } from '.
  * window costs about 14 CPU-s to its extension's activation), Train from the palette: the key
  * set again, the modal confirmation, the run in the Runs tree moving to succeeded, its output on
  * disk and no pod left billing; Train and Keep Pod, then Remove Pod; a broken overbrainer.toml in
- * the Problems panel. These judge only the runs they add to runs/.
+ * the Problems panel. These judge only the runs they add to runs/. Then the sweeps, Start Sweep
+ * and one sweep from either client (./sweepJourneys.ts: they were a window of their own), with
+ * the key the new user set.
  * Timings: the production constants divided by OVERBRAINER_TIMING_SCALE (the CLI's test hook).
  */
 const TOML = tinyToml(`python3 train.py --steps 5 --step-seconds 0.05`);
@@ -28,13 +31,14 @@ const TRAIN_TOML = tinyToml(`python3 train.py --steps 20 --step-seconds 0.05`);
 const BOOT_REASON = 'bootstrap failed: OVERBRAINER_HOST_KEY is not an OpenSSH private key';
 
 describe('A new user in the real VS Code: the welcome, the run view on Train, a failed boot', function () {
-  this.timeout(300_000);
+  this.timeout(420_000);
   // Pods provision for 3 s: time for the test to spoil the run's host key secret before the
-  // container starts and reads it (the Train journeys' pods too: 3 s more each).
+  // container starts and reads it (the Train and sweep journeys' pods too: 3 s more each).
   const window = useWindow({
     name: 'new-user',
     emulator: { bootDelaysMs: { provisioning: 3_000, starting: 100 } },
     timingScale: '8',
+    machineSettings: SWEEP_MACHINE_SETTINGS,
   });
 
   it('the Runs welcome offers Create overbrainer.toml, then Train and the key step, then Train', async function () {
@@ -242,4 +246,6 @@ describe('A new user in the real VS Code: the welcome, the run view on Train, a 
     await entry.waitFor({ state: 'detached' });
     await workbench.screenshot('problems fixed');
   });
+
+  sweepJourneys(window);
 });

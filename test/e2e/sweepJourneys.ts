@@ -8,7 +8,7 @@ import { ROOT, runCliProcess, startCli } from '../helpers/cli';
 import { descendantsOf } from '../helpers/processes';
 import { emulatorEnv } from '../helpers/tinyWorkspace';
 import { eventually } from './harness';
-import { pickFromCommand, tinyToml, useWindow } from './window';
+import { pickFromCommand, tinyToml, type E2eWindow } from './window';
 
 /**
  * Issue #38 in the real VS Code against the Runpod emulator and the real Optuna (/usr/bin/python3
@@ -23,6 +23,11 @@ import { pickFromCommand, tinyToml, useWindow } from './window';
  * sweep the CLI starts shows in the Sweeps view, VS Code's Attach Sweep takes it over once the CLI
  * was killed, and Stop Sweep stops its trials. (That an attach is refused while the CLI lives is
  * sweepAttach.integration's; here the window's wall time is its CPU.)
+ *
+ * In the new user's window, after their journeys (./newUser.e2e.test.ts: they were a window of
+ * their own, and a window is most of an e2e file's CPU): the key is the one they set through the
+ * palette, the first journey writes the sweep's overbrainer.toml and train.py, and the pods
+ * counted are those made since it began.
  */
 const SWEEP = 'e2e-sweep';
 /** The sweep the CLI starts (the workspace's [sweep] renamed after the first one). */
@@ -74,20 +79,14 @@ interface SweepJson {
   trials: TrialJson[];
 }
 
-describe('Sweeps in the real VS Code: Start Sweep, its end, the Sweeps view and the sweep page', function () {
-  this.timeout(420_000);
-  const window = useWindow({
-    name: 'sweep',
-    toml: sweepToml(SWEEP),
-    // The sweep's job: examples/sweep/train.py (its eval_loss a known function of its params).
-    prepare: (ws) =>
-      fs.copyFileSync(path.join(ROOT, 'examples', 'sweep', 'train.py'), path.join(ws, 'train.py')),
-    // The Python with Optuna, set as a user would (code-server's PATH may lead to another).
-    machineSettings: { 'overbrainer.sweepPython': PYTHON },
-    timingScale: '8',
-    apiKeyInEnv: true,
-  });
+/** The window's machine settings the sweeps need: the Python with Optuna, set as a user would. */
+export const SWEEP_MACHINE_SETTINGS = { 'overbrainer.sweepPython': PYTHON };
 
+/**
+ * Registers the sweep journeys in `window` (timings at 1/8, its machine settings
+ * {@link SWEEP_MACHINE_SETTINGS}, the emulator's key set in VS Code by the journeys before).
+ */
+export function sweepJourneys(window: E2eWindow): void {
   const children = new Set<ChildProcess>();
   afterEach(() => {
     for (const child of children) child.kill('SIGKILL');
@@ -127,7 +126,18 @@ describe('Sweeps in the real VS Code: Start Sweep, its end, the Sweeps view and 
     );
 
   it('Start Sweep quotes it, runs both trials on pods and says its end; the view lists it and its row opens its page', async function () {
-    const { emulator, workbench } = window;
+    const { emulator, workbench, workspace } = window;
+    // The journeys before left their editors, notifications and pods (deleted).
+    await workbench.runCommand('View: Close All Editors');
+    await workbench.runCommand('Notifications: Clear All Notifications');
+    const podsBefore = new Set(emulator.ledger().pods.map((p) => p.id));
+    const newPods = () => emulator.ledger().pods.filter((p) => !podsBefore.has(p.id));
+    // The sweep's job: examples/sweep/train.py (its eval_loss a known function of its params).
+    fs.copyFileSync(
+      path.join(ROOT, 'examples', 'sweep', 'train.py'),
+      path.join(workspace.dir, 'train.py'),
+    );
+    fs.writeFileSync(path.join(workspace.dir, 'overbrainer.toml'), sweepToml(SWEEP));
     await workbench.untilOverbrainerShown();
     await workbench.openViewContainer('Overbrainer');
     await workbench.runCommand('Overbrainer: Start Sweep');
@@ -161,7 +171,7 @@ describe('Sweeps in the real VS Code: Start Sweep, its end, the Sweeps view and 
       `pid ${holder[1]} is not this window's extension host`,
     );
     // Then the trials' jobs may end.
-    for (const pod of emulator.ledger().pods)
+    for (const pod of newPods())
       fs.writeFileSync(path.join(emulator.pod(pod.id)!.dirs.workspace, GATE), '');
 
     const end = await workbench.waitForNotification(
@@ -171,8 +181,7 @@ describe('Sweeps in the real VS Code: Start Sweep, its end, the Sweeps view and 
     const endWords = await end.innerText();
     assert.match(endWords, /trial \d, \{"learning_rate":.*"lora_r":\d+\}.*spent \$\d/);
     await workbench.screenshot('the sweep ended');
-    const pods = emulator.ledger().pods;
-    assert.equal(pods.length, 2, 'one pod per trial');
+    assert.equal(newPods().length, 2, 'one pod per trial');
 
     // The CLI attaches the ended sweep: the same trials, the same best as VS Code said.
     const attached = await cli(['sweep', 'attach', SWEEP]);
@@ -265,4 +274,4 @@ describe('Sweeps in the real VS Code: Start Sweep, its end, the Sweeps view and 
     assert.deepEqual(billing, [], 'the stopped trials left no pod billing');
     await workbench.screenshot('the CLI sweep stopped in VS Code');
   });
-});
+}
