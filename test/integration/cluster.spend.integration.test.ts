@@ -9,7 +9,7 @@
 import assert from 'node:assert/strict';
 import { rfc3339 } from '../../src/core/clock';
 import { train } from '../../src/core/flow';
-import { clusterCostUsd } from '../../src/core/flow/clusterRecover';
+import { clusterCostUsd } from '../../src/core/runs/clusterSpend';
 import type { Lab } from '../helpers/lifecycle';
 import { ddpLab, ledgerUsdOf, recordOf } from '../helpers/clusterRun';
 import { assertWithin1Percent, spendRowOf } from '../helpers/runSpend';

@@ -6,7 +6,7 @@
  * rate throughout from the create's send (over, never under).
  */
 import assert from 'node:assert/strict';
-import { clusterCostUsd } from '../../src/core/flow/clusterRecover';
+import { clusterCostUsd } from '../../src/core/runs/clusterSpend';
 import type { RunCluster } from '../../src/core/runs/clusterRecord';
 import { clusterSpends, STOPPED_DISK_USD_PER_GB_MONTH } from '../../src/core/runs/clusterSpend';
 import { decodeRunRecord, encodeRunRecord, type RunRecord } from '../../src/core/runs/runRecord';

@@ -19,6 +19,9 @@ import { readRunChildren } from '../../src/ui/runs/runChildren';
 import { readRuns } from '../../src/ui/runs/runsSource';
 import { clusterPodSummary } from '../../src/ui/runs/clusterSummary';
 
+/** Up to $0.0001, as a spend figure is shown. */
+const upTo4 = (usd: number): number => Math.ceil(Math.round(usd * 1e8) / 1e4) / 1e4;
+
 const CLUSTER: RunCluster = {
   id: 'clu-1',
   name: 'overbrainer-ddp-x-c1',
@@ -297,6 +300,19 @@ describe('the spend of a run on a cluster', () => {
     });
     assert.equal(ended.state, 'deleted');
     assert.equal(ended.estimatedSpendUsd, 0.8, 'half an hour of 2 nodes at $0.80/h');
+    // Each member as Runpod bills it (spend's rule): node 1 created 10 s late and found gone at
+    // 10:10, node 0 until the delete. The run page's figure is spend's, not N × rate × the span.
+    const [node0, node1] = CLUSTER.nodes;
+    const members = clusterPodSummary({
+      ...CLUSTER,
+      createdAt: '2026-12-02T10:00:00Z',
+      deletedAt: '2026-12-02T10:30:00Z',
+      nodes: [
+        { ...node0!, createdAt: '2026-12-02T10:00:00Z' },
+        { ...node1!, createdAt: '2026-12-02T10:00:10Z', endedAt: '2026-12-02T10:10:00Z' },
+      ],
+    });
+    assert.equal(members.estimatedSpendUsd, upTo4(0.4 + (0.8 * 590) / 3600));
   });
 
   it("the cluster's bill (GET /billing/clusters) in equal shares that sum to it; spend's row beside the estimate", () => {

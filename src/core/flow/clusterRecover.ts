@@ -11,8 +11,7 @@ import type { RunpodTargetConfig } from '../config/types';
 import { endCluster, type ClusterHandle } from '../pod/cluster';
 import { failRun, type PodCtx } from '../pod/context';
 import { PodError } from '../pod/podError';
-import type { RunCluster } from '../runs/clusterRecord';
-import { memberUsd } from '../runs/clusterSpend';
+import { clusterCostUsd } from '../runs/clusterSpend';
 import type { RunAttempt, RunRecord } from '../runs/runRecord';
 import type { TrainerJob } from '../train/job';
 import { nextAttempt, type NextAttempt, type StepTimes } from '../follow/nextAttempt';
@@ -20,20 +19,6 @@ import { nextAttempt, type NextAttempt, type StepTimes } from '../follow/nextAtt
 /** A time in run.json's cluster records: to the millisecond, so an estimate never rounds under. */
 export function isoMs(ms: number): string {
   return new Date(ms).toISOString();
-}
-
-/**
- * What `cluster`'s members cost so far: each at the member rate from its own createdAt (never
- * before the create was sent) to its own end (the look that found it gone, else the delete's
- * answer, or now), a member found stopped at its disk's rate after that look ({@link memberUsd}),
- * rounded up to the micro-dollar: never under what Runpod bills, and not over it by a rounding
- * (to $0.0001 it was: 0.5 s of a member's rate at $0.69/h, over 1 % of attempts of a minute).
- */
-export function clusterCostUsd(cluster: RunCluster, nowMs: number): number {
-  const untilMs = cluster.deletedAt === null ? nowMs : Date.parse(cluster.deletedAt);
-  if (!Number.isFinite(untilMs)) return 0;
-  const usd = cluster.nodes.reduce((sum, n) => sum + (memberUsd(cluster, n, untilMs) ?? 0), 0);
-  return Math.ceil(Math.round(usd * 1e9) / 1e3) / 1e6;
 }
 
 /**

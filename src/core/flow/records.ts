@@ -19,6 +19,7 @@ export {
   type RunSnapshot,
 } from '../runs/runRecord';
 export { LOCAL_ONLY, noPodLeft, RunStore } from '../runs/store';
+export { clusterCostUsd } from '../runs/clusterSpend';
 export {
   clusterNodeLines,
   clusterToWire,

@@ -78,6 +78,20 @@ export function memberUsd(
     3_600_000
   );
 }
+/**
+ * What `cluster`'s members cost so far: each at the member rate from its own createdAt (never
+ * before the create was sent) to its own end (the look that found it gone, else the delete's
+ * answer, or now), a member found stopped at its disk's rate after that look ({@link memberUsd}),
+ * rounded up to the micro-dollar: never under what Runpod bills, and not over it by a rounding
+ * (to $0.0001 it was: 0.5 s of a member's rate at $0.69/h, over 1 % of attempts of a minute).
+ */
+export function clusterCostUsd(cluster: RunCluster, nowMs: number): number {
+  const untilMs = cluster.deletedAt === null ? nowMs : Date.parse(cluster.deletedAt);
+  if (!Number.isFinite(untilMs)) return 0;
+  const usd = cluster.nodes.reduce((sum, n) => sum + (memberUsd(cluster, n, untilMs) ?? 0), 0);
+  return Math.ceil(Math.round(usd * 1e9) / 1e3) / 1e6;
+}
+
 /** Up to $0.0001, as the cluster's bill is read (pod/clusterBilling.ts): an estimate never under it. */
 const upTo4 = (usd: number): number => Math.ceil(Math.round(usd * 1e8) / 1e4) / 1e4;
 

@@ -1,10 +1,11 @@
 /**
  * A run on a cluster has no pod.json: its cluster (run.json `cluster`) stands for its pod in the
  * Runs tree and on the run page, as one "pod" billing N × the member rate from the cluster's
- * create to its delete, with the earliest deadline of its nodes. So the spend so far and at the
- * ETA are N × the price, as the run really bills. Free of `vscode`.
+ * create, with the earliest deadline of its nodes: the spend so far and at the ETA are N × the
+ * price. Once deleted, its spend is each member's from its own creation to its own end, as
+ * Runpod bills it and `spend` says. Free of `vscode`.
  */
-import type { RunCluster } from '../../core/flow/records';
+import { clusterCostUsd, type RunCluster } from '../../core/flow/records';
 import type { PodSummary } from './runsModel';
 
 /** Milliseconds since the epoch of an RFC 3339 time, or null. */
@@ -32,10 +33,11 @@ export function clusterPodSummary(cluster: RunCluster): PodSummary {
     gpuType: `${nodes} nodes × ${cluster.gpuCountPerPod > 1 ? `${cluster.gpuCountPerPod} × ` : ''}${cluster.gpuTypeId}`,
     costPerHourUsd: rate,
     deadlineUnixS: deadlines.length === 0 ? null : Math.min(...deadlines),
+    // Once deleted, what spend says: each member from its own creation to its own end.
     estimatedSpendUsd:
       rate === null || createdMs === null || deletedMs === null
         ? null
-        : upTo4((rate * Math.max(0, deletedMs - createdMs)) / 3_600_000),
+        : upTo4(clusterCostUsd(cluster, deletedMs)),
     keep: false,
     strayPodIds: [],
     createdUnixS: createdMs === null ? null : Math.floor(createdMs / 1000),
