@@ -354,11 +354,10 @@ E2E_FIRST=test/e2e/activation.e2e.test.ts
 # extension host and the page (the tier alone kept the machine about 0.4 cores busy on average,
 # 2026-12-06). The long files start first, longest first, so that none is left for last.
 E2E_JOBS=2
-# 2026-12-07: spend, logs, recovery and crash are oneWindow's journeys (129-149 s), train's are
-# newUser's (97-142 s); trees, webview and chart are views' (203 s alone at a load of 14; journeys
-# 220, oneWindow 167, demo 129), trust is package's window's (97 s), sweep's journeys follow
-# newUser's (257 s alone at a load of 12-17).
-E2E_LONG_FIRST=(newUser journeys views oneWindow demo package)
+# 2026-12-07: train's journeys are newUser's, then sweep's (257 s alone at a load of 12-17);
+# spend, logs, recovery and crash are journeys' (315 s); trees, webview and chart are views' (203
+# s); demo 129 s; trust is package's window's (97 s).
+E2E_LONG_FIRST=(journeys newUser views demo package)
 
 # The e2e files after the first window, the long ones first.
 e2e_rest_files() {

@@ -4,6 +4,7 @@ import * as path from 'node:path';
 import { eventually } from './harness';
 import { billingPods, countdown, lockState, RUN_ID, runRow, untilState } from './runRows';
 import { untilActivated } from './extensionLogs';
+import { spendLogsRecoveryCrash } from './oneWindowJourneys';
 import { confirmTrain, pickFromCommand, useWindow, type E2eWindow } from './window';
 
 /**
@@ -13,7 +14,10 @@ import { confirmTrain, pickFromCommand, useWindow, type E2eWindow } from './wind
  * an SSH terminal reaches it, Remove Pod deletes it; an overrun warns once and the countdown turns
  * to the warning background; Cancel Run cancels mid-job and deletes the pod; Stop and Snapshot
  * stops a run with its checkpoint home and Resume Run continues it; Reload Window mid-run
- * resumes following by itself. Timings: production divided by OVERBRAINER_TIMING_SCALE.
+ * resumes following by itself. Before them the Spend journey, after them pod logs, a recovered
+ * run and the extension host's crash (./oneWindowJourneys.ts: they were a window of their own; a
+ * window costs about 14 CPU-s to its extension's activation). Timings: production divided by
+ * OVERBRAINER_TIMING_SCALE.
  */
 const TIMING_SCALE = '8';
 
@@ -71,6 +75,8 @@ describe('User journeys in the real VS Code against the Runpod emulator', functi
       // before, never seen by the extension host, so the reload journey waited on a lock the
       // old window kept).
       CODE_SERVER_RECONNECTION_GRACE_TIME: '10',
+      // code-server resolves no login shell (VSCODE_CLI), but a terminal's shell is this one.
+      SHELL: '/bin/sh',
     },
   });
   // Not destructured: useWindow's `before` fills these in.
@@ -121,7 +127,13 @@ describe('User journeys in the real VS Code against the Runpod emulator', functi
     await untilActivated(window.server.logsDir, 300_000);
   });
 
+  // Spend first: its refusal names what is left of the day's budget, all of it before any run.
+  const later = spendLogsRecoveryCrash(window);
+  later.spend();
+
   it('Pick GPU Types: a QuickPick over the live catalog rewrites overbrainer.toml keeping its comments', async function () {
+    // The journeys' toml again (the Spend journey wrote its own).
+    fs.writeFileSync(configFile(), toml({ steps: 20, stepSeconds: 0.1, maxHours: 1 }));
     const before = fs.readFileSync(configFile(), 'utf8');
     await workbench.runCommand('Overbrainer: Pick GPU Types');
     const widget = workbench.page.locator('.quick-input-widget');
@@ -427,4 +439,7 @@ describe('User journeys in the real VS Code against the Runpod emulator', functi
       billing().includes(podId) ? undefined : true,
     );
   });
+
+  // Each judges only what it made; the extension host's crash is the last.
+  later.rest();
 });
