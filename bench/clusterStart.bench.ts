@@ -4,9 +4,9 @@
  * and sshd; the product's train flow):
  *
  * - Train → first step: from the call of `train` to rank 0's first metric event, for a run on a
- *   2-node cluster (launcher = "torchrun") against the same job on one pod (the command
- *   `torchrun --standalone --nproc_per_node=1 …`, what the config's hint tells a 1-node user to
- *   write). Target: 2 nodes at most 1.3 × 1 node.
+ *   2-node cluster against the same job on one pod, both with launcher = "torchrun" (on one pod:
+ *   a process per GPU, its rendezvous on a free port of the pod). Target: 2 nodes at most 1.3 × 1
+ *   node.
  * - Bytes over the user's link: every byte the client sent to the pods' SSH endpoints (their
  *   `ssh.direct`) from the call to the first step, counted by a relay the bench puts in front of
  *   each endpoint (the API client's answers name the relay in place of the endpoint, nothing else
@@ -52,19 +52,10 @@ async function oneRound(nodes: number, dataset: string): Promise<Round> {
     globalBatch: 48, // divides among 1, 2 and 3 processes
     trainer: 'steps' as const,
   };
-  let toml = ddpToml({ ...job, nodes }).replace(
+  const toml = ddpToml({ ...job, nodes }).replace(
     'upload = ["train.py"]',
     'upload = ["train.py", "data"]',
   );
-  if (nodes === 1) {
-    // One pod: no launcher (a cluster's); the command torchrun's own standalone line.
-    toml = toml
-      .replace('launcher = "torchrun"\n', '')
-      .replace(
-        'command = "train.py',
-        'command = "torchrun --standalone --nproc_per_node=1 --redirects 1 --tee 1 train.py',
-      );
-  }
   const l = await Lab.start({ timing: { checkpointPollMs: 500 } });
   const meter = new LinkMeter();
   try {
