@@ -8,7 +8,15 @@ the script writes, before reading anything, says whether Optuna is there:
 
 The study lives in Optuna's own storage (RDBStorage on SQLite), so it can be opened with
 optuna-dashboard or optuna.load_study; this process holds nothing the storage does not, and a
-new one started after it was killed goes on with the same study. Only what Optuna 3.1 and 5.x
+new one started after it was killed goes on with the same study.
+
+A report is the hot path (every evaluation of every trial): the storage keeps one SQLite
+connection open (SQLAlchemy 1.4 opens and closes one per session on a file, reading the schema
+each time), in WAL mode with synchronous=NORMAL (a commit appends to study.db-wal instead of
+writing and deleting a rollback journal; a crash loses nothing committed, a power cut at most the
+last reports), and the running trials asked here are kept as Optuna Trial objects, so a report is
+Trial.report and Trial.should_prune with no lookup of the trial first. The storage URL, and what
+optuna-dashboard and optuna.load_study open, stay the same. Only what Optuna 3.1 and 5.x
 share is used: ask/tell, RDBStorage, Trial.report/should_prune, the samplers TPE, random, grid
 and CMA-ES, the pruners Hyperband, successive halving and median.
 
@@ -75,6 +83,28 @@ def grid_values(spec):
     return [round(low + k * step, digits) for k in range(count)]
 
 
+def sqlite_pragmas(dbapi_connection, _record):
+    """Each SQLite connection of the storage: WAL, and a commit synced at checkpoints only."""
+    cursor = dbapi_connection.cursor()
+    try:
+        cursor.execute("PRAGMA journal_mode=WAL")
+        cursor.execute("PRAGMA synchronous=NORMAL")
+    finally:
+        cursor.close()
+
+
+def rdb_storage(optuna, url):
+    """Optuna's RDBStorage on `url`; on SQLite, one pooled connection with sqlite_pragmas."""
+    if not url.startswith("sqlite:"):
+        return optuna.storages.RDBStorage(url)
+    import sqlalchemy.event
+    import sqlalchemy.pool
+
+    if not sqlalchemy.event.contains(sqlalchemy.pool.Pool, "connect", sqlite_pragmas):
+        sqlalchemy.event.listen(sqlalchemy.pool.Pool, "connect", sqlite_pragmas)
+    return optuna.storages.RDBStorage(url, engine_kwargs={"poolclass": sqlalchemy.pool.QueuePool})
+
+
 class Study:
     def __init__(self, optuna):
         self.optuna = optuna
@@ -82,6 +112,8 @@ class Study:
         self.storage = None
         self.study_id = None
         self.distributions = {}
+        # number -> (Trial, the steps reported): the running trials this process knows.
+        self.live = {}
 
     def distribution(self, spec):
         d = self.optuna.distributions
@@ -126,7 +158,8 @@ class Study:
         optuna = self.optuna
         params = request["params"]
         self.distributions = {name: self.distribution(spec) for name, spec in params.items()}
-        self.storage = optuna.storages.RDBStorage(request["storage"])
+        self.live = {}
+        self.storage = rdb_storage(optuna, request["storage"])
         self.study = optuna.create_study(
             storage=self.storage,
             study_name=request["study"],
@@ -160,22 +193,38 @@ class Study:
         trial = self.study.ask(self.distributions)
         for key, value in (request.get("attrs") or {}).items():
             trial.set_user_attr(key, value)
+        self.live[trial.number] = (trial, set())
         return {"number": trial.number, "params": {k: plain(v) for k, v in trial.params.items()}}
 
+    def running(self, number):
+        """(Trial, steps reported) of running trial `number`; None once it finished."""
+        number = int(number)
+        entry = self.live.get(number)
+        if entry is None:
+            # Asked by an earlier process (a client that restarts): looked up once.
+            trial, trial_id = self.trial(number)
+            frozen = self.storage.get_trial(trial_id)
+            if frozen.state.is_finished():
+                return None
+            entry = self.live[number] = (trial, set(frozen.intermediate_values))
+        return entry
+
     def attrs(self, request):
-        trial, _ = self.trial(request["number"])
+        entry = self.running(request["number"])
+        trial = entry[0] if entry is not None else self.trial(request["number"])[0]
         for key, value in request["attrs"].items():
             trial.set_user_attr(key, value)
         return {}
 
     def report(self, request):
-        trial, trial_id = self.trial(request["number"])
-        frozen = self.storage.get_trial(trial_id)
-        if frozen.state.is_finished():
+        entry = self.running(request["number"])
+        if entry is None:
             return {"should_prune": False, "finished": True}
+        trial, steps = entry
         step = int(request["step"])
-        if step not in frozen.intermediate_values:
+        if step not in steps:
             trial.report(float(request["value"]), step)
+            steps.add(step)
         return {"should_prune": bool(trial.should_prune())}
 
     def tell(self, request):
@@ -184,10 +233,13 @@ class Study:
         state = {"complete": states.COMPLETE, "pruned": states.PRUNED, "fail": states.FAIL}.get(state_name)
         if state is None:
             raise StudyError("bad_request", "unknown state %r" % (state_name,))
-        self.trial(request["number"])  # an unknown number is an error, not a new trial
+        number = int(request["number"])
+        entry = self.live.pop(number, None)
+        # An unknown number is an error, not a new trial.
+        trial = entry[0] if entry is not None else self.trial(number)[0]
         value = request.get("value")
         values = float(value) if state == states.COMPLETE and value is not None else None
-        frozen = self.study.tell(int(request["number"]), values, state=state, skip_if_finished=True)
+        frozen = self.study.tell(trial, values, state=state, skip_if_finished=True)
         return {"state": frozen.state.name}
 
     def trials(self, request):
