@@ -8,6 +8,7 @@
  *   npx tsx bench/sweepFigures.ts [--seeds N] [--trials N] [--sweeps N] [--killed N]
  *                                 [--parallel N] [--only pruning,budget,cpu] [--json FILE]
  *                                 [--job-scale F]   figures 1 and 3's steps F times as long
+ *                                 [--timeline]      every pruned trial's timeline (figure 1)
  *   (test/integration/sweepFigures.integration.test.ts runs its smallest size: one seed of 6
  *   trials, one killed sweep, 2 trials at once, jobs a quarter as long.)
  *
@@ -37,6 +38,7 @@ import type { Lab } from '../test/helpers/lifecycle';
 import { PYTHON, sweepJson } from '../test/helpers/sweepLab';
 import type { BenchOptions, BenchReport } from './lib';
 import { budgetFigure } from './sweepBudget';
+import { meanPhasesLine, prunedTimelines, timelineLines } from './sweepFiguresTimeline';
 import {
   billed,
   closeLab,
@@ -77,7 +79,14 @@ async function pruningFigure(options: FigureOptions): Promise<Figure> {
   const seeds = Array.from({ length: options.seeds }, (_, i) => i + 1);
   const bySeed = new Map<
     number,
-    { cost: number; best: number; line: string; gpuS: [number, number]; bests: [number, number] }
+    {
+      cost: number;
+      best: number;
+      line: string;
+      gpuS: [number, number];
+      bests: [number, number];
+      timeline: string[];
+    }
   >();
   const one = async (seed: number): Promise<void> => {
     // Jobs of 30 s (120 steps, an eval_loss every 5): a pod's boot, upload, retrieval and delete,
@@ -124,7 +133,14 @@ async function pruningFigure(options: FigureOptions): Promise<Figure> {
           )
           .join(', ');
       };
+      // Where a pruned trial's bill goes: before its job, and after the pruner's verdict.
+      const timelines = prunedTimelines(labs[0]!, hb!.result.record);
+      const phases = meanPhasesLine(timelines);
       bySeed.set(seed, {
+        timeline: [
+          ...(phases === null ? [] : [`seed ${seed}: ${phases}`]),
+          ...(options.timeline ? timelineLines(timelines).map((l) => `seed ${seed}: ${l}`) : []),
+        ],
         cost: costRatio,
         best: bestRatio,
         gpuS: [hb!.billed.gpuSeconds, none!.billed.gpuSeconds],
@@ -147,7 +163,7 @@ async function pruningFigure(options: FigureOptions): Promise<Figure> {
     noneGpuS.push(got.gpuS[1]);
     hbBests.push(got.bests[0]);
     noneBests.push(got.bests[1]);
-    details.push(got.line);
+    details.push(got.line, ...got.timeline);
   }
   const cost = mean(costRatios);
   const best = mean(bestRatios);
@@ -327,6 +343,7 @@ async function main(): Promise<number> {
     parallel: num('--parallel', 8),
     only,
     jobScale: Number(arg('--job-scale') ?? 1),
+    timeline: process.argv.includes('--timeline'),
   };
   if (!(options.jobScale! > 0 && options.jobScale! <= 1))
     throw new Error('--job-scale must be a number in (0, 1]');

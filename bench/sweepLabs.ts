@@ -23,6 +23,8 @@ export interface FigureOptions {
    * smoke test's shorter jobs measure every figure for less CPU; only the full size is judged.
    */
   jobScale?: number;
+  /** Figure 1 prints every pruned trial's timeline (bench/sweepFiguresTimeline.ts). */
+  timeline?: boolean;
 }
 
 /** Each figure: what was measured, against its target. */
