@@ -7,7 +7,7 @@
  */
 import { fork, type ChildProcess } from 'node:child_process';
 import { createHash } from 'node:crypto';
-import { mkdirSync } from 'node:fs';
+import { mkdirSync, readFileSync } from 'node:fs';
 import { basename, join } from 'node:path';
 import { buildSync } from 'esbuild';
 
@@ -16,10 +16,32 @@ const OUT_DIR = join(__dirname, '..', '.bench-tmp');
 
 const built = new Set<string>();
 
+/**
+ * BENCH_CHILD_SSH2=product: ssh2 bundled into the child as dist/vendor-ssh2.js bundles it, whose
+ * require of its native crypto binding (sshcrypto.node) then finds nothing, as in a .vsix (no
+ * node_modules): ssh2 falls back to Node's crypto (for AES-GCM a decipher made per packet), as
+ * the product does. Default: ssh2 from node_modules, with its binding.
+ */
+const ssh2AsProduct = process.env.BENCH_CHILD_SSH2 === 'product';
+
+/** Every package of package.json but ssh2: external when ssh2 is bundled (as in the product). */
+function packagesButSsh2(): string[] {
+  const manifest = JSON.parse(readFileSync(join(__dirname, '..', 'package.json'), 'utf8')) as {
+    dependencies?: Record<string, string>;
+    devDependencies?: Record<string, string>;
+  };
+  return Object.keys({ ...manifest.dependencies, ...manifest.devDependencies })
+    .filter((name) => name !== 'ssh2')
+    .concat(['cpu-features', '*.node']);
+}
+
 /** `entry` (a bench file whose main block runs `--child`) bundled once per process. */
 function bundle(entry: string): string {
   // Named by the entry's path too: `--compare` bundles the same file of another tree.
-  const tag = createHash('sha256').update(entry).digest('hex').slice(0, 8);
+  const tag = createHash('sha256')
+    .update(`${entry}${ssh2AsProduct ? ' with ssh2 as in the product' : ''}`)
+    .digest('hex')
+    .slice(0, 8);
   const outfile = join(OUT_DIR, `${basename(entry).replace(/\.ts$/, '')}-${tag}.cjs`);
   if (!built.has(entry)) {
     mkdirSync(OUT_DIR, { recursive: true });
@@ -29,7 +51,9 @@ function bundle(entry: string): string {
       platform: 'node',
       target: 'node20',
       format: 'cjs',
-      packages: 'external',
+      ...(ssh2AsProduct
+        ? { external: packagesButSsh2(), mainFields: ['module', 'main'] }
+        : { packages: 'external' as const }),
       outfile,
       logLevel: 'warning',
     });

@@ -21,8 +21,13 @@
  *   many      8 MetricsFollowers in one process, an SSH connection each (a sweep of 8 parallel
  *             trials, issue 39): CPU against 8 times one run's, RSS per run, lines lost, p95
  *   --compare DIR  also ours from another checkout (e.g. the code before a change), same rounds
+ *   --sides A,B    only these sides (of baseline, ours, many, compared): rounds of a change
+ *                  against the code before it, without the others' minutes (its rows then n/a)
  *
- *   npx tsx bench/latency.bench.ts [--quick] [--runs N] [--compare DIR]
+ *   --lines W,N    W warm-up lines, then a window of N (default 200,400): a longer warm-up says
+ *                  whether the figure is the follower's steady cost or still its start
+ *
+ *   npx tsx bench/latency.bench.ts [--quick] [--runs N] [--compare DIR] [--sides ours,compared]
  */
 import { spawn } from 'node:child_process';
 import { join } from 'node:path';
@@ -38,7 +43,7 @@ import {
   type BenchOptions,
   type BenchReport,
 } from './lib';
-import { child, LINES_PER_S, measure, type Round } from './latencyRound';
+import { child, LINES_PER_S, measure, SLICE_LINES, type Round } from './latencyRound';
 
 /** Runs followed at once by the many-runs figures (a sweep of 8 parallel trials). */
 const MANY_RUNS = 8;
@@ -51,11 +56,36 @@ function compareDir(): string | undefined {
 
 type Side = 'ours' | 'baseline' | 'compared' | 'many';
 
+/** `--sides A,B`: only these sides; all of them when absent. */
+function sidesWanted(): Set<Side> | null {
+  const index = process.argv.indexOf('--sides');
+  if (index < 0) return null;
+  return new Set((process.argv[index + 1] ?? '').split(',') as Side[]);
+}
+
+/** The windows' counts per minute of a side's rounds (medians), in words; '' without counts. */
+function countsPerMinute(rounds: Round[]): string {
+  const counted = rounds.filter((r) => r.counts !== null);
+  if (counted.length === 0) return '';
+  const per = (pick: (c: NonNullable<Round['counts']>, r: Round) => number): number =>
+    median(counted.map((r) => (pick(r.counts!, r) / r.wallMs) * 60_000));
+  return (
+    `${per((c) => c.wakeUps).toFixed(0)} wake-ups, main thread ${ms(per((c) => c.mainCpuMs))} ` +
+    `(other threads ${ms(per((c, r) => r.cpuMs - c.mainCpuMs))}), ` +
+    `${per((c) => c.gcPauses).toFixed(1)} GC pauses (${ms(per((c) => c.gcMs))})`
+  );
+}
+
 export async function latencyBench(options: BenchOptions): Promise<BenchReport> {
   countSshRequests();
   // The window is measured after warm-up lines: the child's own start (loading the bundle, the
   // V8 memory reducer's full collections some 10-20 s after it) is not a cost of following.
-  const lines = options.quick ? { warmUp: 10, window: 20 } : { warmUp: 200, window: 400 };
+  const linesArg = process.argv.indexOf('--lines');
+  const [warmUpLines, windowLines] =
+    linesArg >= 0 ? (process.argv[linesArg + 1] ?? '').split(',').map(Number) : [];
+  const lines = options.quick
+    ? { warmUp: 10, window: 20 }
+    : { warmUp: warmUpLines || 200, window: windowLines || 400 };
   const rounds = options.quick ? 1 : Math.max(1, options.runs);
   const compare = compareDir();
   const sshd = await startSshd();
@@ -65,7 +95,10 @@ export async function latencyBench(options: BenchOptions): Promise<BenchReport> 
   try {
     const all: Record<Side, Round[]> = { ours: [], baseline: [], compared: [], many: [] };
     for (let round = 0; round < rounds; round++) {
-      const sides: Side[] = ['baseline', 'ours', 'many', ...(compare ? ['compared' as const] : [])];
+      const wanted = sidesWanted();
+      const sides = (
+        ['baseline', 'ours', 'many', ...(compare ? ['compared' as const] : [])] as Side[]
+      ).filter((side) => wanted === null || wanted.has(side));
       for (const side of round % 2 ? sides.reverse() : sides) {
         const dirs = Array.from({ length: side === 'many' ? MANY_RUNS : 1 }, (_, i) =>
           join(sshd.root, `run-${round}-${side}-${i}`),
@@ -222,6 +255,32 @@ export async function latencyBench(options: BenchOptions): Promise<BenchReport> 
               `Compared (\`--compare ${compare}\`: its ours, bundled from that checkout, in the same rounds): client CPU per minute ${ms(perMinute('compared', (r) => r.cpuMs))} against ours ${ms(oneCpu)} (per round: ${all.compared.map((r) => ms((r.cpuMs / r.wallMs) * 60_000)).join(', ')} against ${all.ours.map((r) => ms((r.cpuMs / r.wallMs) * 60_000)).join(', ')}); its p95 ${ms(stat('compared', 95))}, lines lost ${lost('compared')}.`,
             ]
           : []),
+        `Over the window, per minute (medians of the rounds; the main thread's wake-ups are its voluntary context switches, its CPU from /proc/thread-self/schedstat, the GC pauses as V8 reports them): ${(
+          [
+            ['baseline', all.baseline],
+            ['ours', all.ours],
+            [`${MANY_RUNS} runs`, all.many],
+            ['compared', all.compared],
+          ] as const
+        )
+          .map(([name, rounds]) => [name, countsPerMinute([...rounds])])
+          .filter(([, words]) => words !== '')
+          .map(([name, words]) => `${name}: ${words}`)
+          .join('; ')}.`,
+        `Client CPU per minute of each ${SLICE_LINES} lines (${SLICE_LINES / LINES_PER_S} s) from the first line on, warm-up included, per round: ${(
+          [
+            ['baseline', all.baseline],
+            ['ours', all.ours],
+            [`${MANY_RUNS} runs`, all.many],
+            ['compared', all.compared],
+          ] as const
+        )
+          .filter(([, rounds]) => rounds.some((r) => r.slicesCpuPerMinute.length > 0))
+          .map(
+            ([name, rounds]) =>
+              `${name} ${rounds.map((r) => r.slicesCpuPerMinute.map((v) => v.toFixed(0)).join('/')).join(', ')} ms`,
+          )
+          .join('; ')}.`,
         'SSH requests for ours: none while the stream speaks (the pod pushes signs of life and the job’s end on it; one status look at the start, before the window); the baseline counts only its reads (the overbrainer CLI also ran the status script on each poll: double it).',
         `A job's end seen, per round (the worst is shown): ${endSeen.map(ms).join(', ') || 'none'}.`,
       ],

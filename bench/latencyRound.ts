@@ -4,8 +4,9 @@
  * {@link measure}, in the parent, which writes the runs' lines as their trainers would.
  */
 import { setMaxListeners } from 'node:events';
-import { appendFileSync, mkdirSync, writeFileSync } from 'node:fs';
+import { appendFileSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
+import { PerformanceObserver } from 'node:perf_hooks';
 import { systemClock } from '../src/core/clock';
 import { EventBus } from '../src/core/events';
 import { SshExecutor } from '../src/core/exec/ssh';
@@ -61,6 +62,69 @@ interface ChildResult extends Message {
   warmUpWallMs?: number;
   /** This process's RSS at the window's end. */
   rssKiB?: number;
+  /** Over the window (absent from a child of a tree before them): see {@link WindowCounts}. */
+  counts?: WindowCounts;
+  /**
+   * The process's CPU and wall ms when the first run's step 0 and every {@link SLICE_LINES}th
+   * step after it arrived, warm-up included: how its cost per minute settles as it runs.
+   */
+  slices?: [number, number, number][];
+}
+
+/** Lines between two points of {@link ChildResult.slices} (20 s at 10 lines/s). */
+export const SLICE_LINES = 200;
+
+/**
+ * Where the window's CPU went, beyond the process's total: the main thread's own CPU (the event
+ * loop: JavaScript, the socket reads, the collector's pauses) against the helper threads' (V8's
+ * concurrent marking and compiling, libuv's pool); how often the main thread went to sleep and
+ * was woken (its voluntary context switches: one per wait in epoll with nothing to do); and the
+ * garbage collector's pauses as V8 reports them.
+ */
+export interface WindowCounts {
+  mainCpuMs: number;
+  wakeUps: number;
+  gcPauses: number;
+  gcMs: number;
+}
+
+/** The calling thread's CPU (ns, /proc schedstat) and voluntary context switches, or nulls. */
+function threadNow(): { cpuNs: number; switches: number } | null {
+  try {
+    const cpuNs = Number(readFileSync('/proc/thread-self/schedstat', 'utf8').split(' ')[0]);
+    const status = readFileSync('/proc/thread-self/status', 'utf8');
+    const switches = Number(/^voluntary_ctxt_switches:\s+(\d+)/m.exec(status)?.[1]);
+    return Number.isFinite(cpuNs) && Number.isFinite(switches) ? { cpuNs, switches } : null;
+  } catch {
+    return null;
+  }
+}
+
+/** Counts from now on; `stop()` says what the window held (null where /proc has no answer). */
+function countWindow(): { stop(): WindowCounts | undefined } {
+  let gcPauses = 0;
+  let gcMs = 0;
+  const observer = new PerformanceObserver((list) => {
+    for (const entry of list.getEntries()) {
+      gcPauses++;
+      gcMs += entry.duration;
+    }
+  });
+  observer.observe({ entryTypes: ['gc'] });
+  const before = threadNow();
+  return {
+    stop() {
+      const after = threadNow();
+      observer.disconnect();
+      if (before === null || after === null) return undefined;
+      return {
+        mainCpuMs: (after.cpuNs - before.cpuNs) / 1e6,
+        wakeUps: after.switches - before.switches,
+        gcPauses,
+        gcMs,
+      };
+    },
+  };
 }
 
 /**
@@ -75,6 +139,9 @@ export async function child(): Promise<void> {
   const stop = new AbortController();
   setMaxListeners(0, stop.signal); // every follower listens to it
   const received = runDirs.map(() => new Map<number, number>());
+  /** Called after each metric event (the window's end waits on it, not on a polling timer). */
+  let onReceipt = (): void => undefined;
+  const slices: [number, number, number][] = [];
   const settled: (number | null)[] = runDirs.map(() => null);
   const executors: SshExecutor[] = [];
   const running: Promise<unknown>[] = [];
@@ -92,7 +159,12 @@ export async function child(): Promise<void> {
     const bus = new EventBus();
     const receivedAtMs = received[index]!;
     bus.on((event) => {
-      if (event.type === 'metric') receivedAtMs.set(event.metric.step, wallNowMs());
+      if (event.type !== 'metric') return;
+      receivedAtMs.set(event.metric.step, wallNowMs());
+      if (index === 0 && event.metric.step % SLICE_LINES === 0) {
+        slices.push([event.metric.step, cpuMs(), performance.now()]);
+      }
+      onReceipt();
     });
     const common = {
       executor,
@@ -123,11 +195,23 @@ export async function child(): Promise<void> {
   // The parent writes the warm-up lines meanwhile, then starts the window.
   await fromParent('start');
   const ssh0 = snapshotSsh();
+  const counting = countWindow();
   const cpu0 = cpuMs();
   const start = performance.now();
   const { lastStep } = await fromParent<Message & { lastStep: number }>('stop');
-  // Everything arrives within a poll interval and a bit; the rest counts as lost.
-  await waitUntil(`${params.side}: the last line`, all(lastStep), 15_000).catch(() => undefined);
+  // Everything arrives within a poll interval and a bit; the rest counts as lost. Waited for on
+  // the events themselves: a 10-ms polling wait here put some 20 wake-ups into the window.
+  await new Promise<void>((resolve) => {
+    const timer = setTimeout(resolve, 15_000);
+    onReceipt = (): void => {
+      if (!all(lastStep)()) return;
+      clearTimeout(timer);
+      resolve();
+    };
+    onReceipt();
+  });
+  onReceipt = () => undefined;
+  const counts = counting.stop();
   toParent({
     type: 'result',
     receipts: [...received[0]!],
@@ -138,6 +222,8 @@ export async function child(): Promise<void> {
     warmUpCpuMs: cpu0 - warm.cpu,
     warmUpWallMs: start - warm.at,
     rssKiB: Math.round(process.memoryUsage().rss / 1024),
+    ...(counts === undefined ? {} : { counts }),
+    slices,
   } satisfies ChildResult);
   if (params.side === 'ours') {
     const { writtenAtMs } = await fromParent<Message & { writtenAtMs: number }>('ended');
@@ -166,6 +252,9 @@ export interface Round {
   warmUpWallMs: number | null;
   rssKiB: number | null;
   endSeenMs: number | null;
+  counts: WindowCounts | null;
+  /** CPU ms per minute of each slice of {@link SLICE_LINES} lines from the first line on. */
+  slicesCpuPerMinute: number[];
 }
 
 /**
@@ -243,6 +332,11 @@ export async function measure(
       warmUpWallMs: result.warmUpWallMs ?? null,
       rssKiB: result.rssKiB ?? null,
       endSeenMs,
+      counts: result.counts ?? null,
+      slicesCpuPerMinute: (result.slices ?? []).slice(1).map(([, cpu, at], i) => {
+        const [, cpu0, at0] = result.slices![i]!;
+        return ((cpu - cpu0) / (at - at0)) * 60_000;
+      }),
     };
   } finally {
     proc.process.kill();
