@@ -1,10 +1,8 @@
 import * as assert from 'node:assert/strict';
-import * as fs from 'node:fs';
-import * as path from 'node:path';
 import type { FrameLocator } from 'playwright-core';
 import { writeGpuSummary } from '../../src/core/runs/gpuRecord';
-import { encodeRunRecord } from '../../src/core/runs/runRecord';
 import { eventually, runPage, UI_TIMEOUT_MS } from './harness';
+import { writeFinishedRun } from './runFixtures';
 import { pickFromCommand, type E2eWindow } from './window';
 
 /**
@@ -21,35 +19,17 @@ const STEPS = 120;
 const RELOAD_TIMEOUT_MS = 180_000;
 
 function writeRun(ws: string): void {
-  const dir = path.join(ws, 'runs', RUN);
-  fs.mkdirSync(dir, { recursive: true });
-  fs.writeFileSync(
-    path.join(dir, 'run.json'),
-    encodeRunRecord({
-      id: RUN,
-      target: 'pod',
-      created: '2026-12-02T09:00:00Z',
-      remoteDir: `/workspace/overbrainer/${RUN}`,
-      job: null,
-      state: 'succeeded',
-      message: null,
-    }),
-  );
-  const lines = [JSON.stringify({ event: 'begin', time: 1_764_666_000, max_steps: STEPS })];
-  for (let step = 1; step <= STEPS; step++) {
+  const dir = writeFinishedRun(ws, {
+    id: RUN,
+    created: '2026-12-02T09:00:00Z',
+    remoteDir: `/workspace/overbrainer/${RUN}`,
+    steps: STEPS,
     // A noisy, falling loss, a step every 30 s of the trainer's clock.
-    lines.push(
-      JSON.stringify({
-        event: 'log',
-        time: 1_764_666_000 + 30 * step,
-        step,
-        max_steps: STEPS,
-        loss: 2 / (1 + step / 20) + (step % 3 === 0 ? 0.4 : 0) + (step % 7 === 0 ? -0.3 : 0),
-        learning_rate: 2e-4,
-      }),
-    );
-  }
-  fs.writeFileSync(path.join(dir, 'metrics.jsonl'), `${lines.join('\n')}\n`);
+    startS: 1_764_666_000,
+    stepSeconds: 30,
+    loss: (step) => 2 / (1 + step / 20) + (step % 3 === 0 ? 0.4 : 0) + (step % 7 === 0 ? -0.3 : 0),
+    learningRate: () => 2e-4,
+  });
   writeGpuSummary(dir, {
     last: {
       timeMs: Date.parse('2026-12-02T10:00:00Z'),

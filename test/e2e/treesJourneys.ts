@@ -1,12 +1,10 @@
 import * as assert from 'node:assert/strict';
 import * as fs from 'node:fs';
 import * as path from 'node:path';
-import { systemClock } from '../../src/core/clock';
-import { newPodRecord } from '../../src/core/runs/podRecord';
-import { RunStore } from '../../src/core/runs/store';
 import { ApiClient, postRunPod } from '../emulator/testing';
 import type { Emulator } from '../emulator/emulator';
 import { eventually } from './harness';
+import { POD_TARGET_TOML, runStoreAt, seedRun } from './runFixtures';
 import type { E2eWindow } from './window';
 
 /**
@@ -17,43 +15,41 @@ import type { E2eWindow } from './window';
  * The first journeys of their window (./views.e2e.test.ts): its workspace is theirs when it opens.
  */
 
-const HOST_KEY = 'ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIOMqqnkVzrm0SdG6UOoqKLsabgH5C9okWi0dh2l9GKJl';
 const OTHER_RUN = 'elsewhere_20260101-000000';
-
-/** A store whose clock is set per run, so IDs and creation times are what the test says. */
-function storeAt(runsDir: string, ms: number): RunStore {
-  return new RunStore(runsDir, { nowMs: () => ms, sleep: systemClock.sleep });
-}
 
 function prepareRuns(runsDir: string): Record<string, string> {
   const t0 = Date.parse('2026-12-01T10:00:00Z');
   const ids: Record<string, string> = {};
   // Succeeded, its pod deleted with a spend estimate.
-  let store = storeAt(runsDir, t0);
-  const done = store.create({ project: 'tiny', target: 'pod', remoteDir: (id) => id });
-  done.state = 'succeeded';
-  store.saveRun(done);
-  const donePod = newPodRecord(done.id, false, 1, HOST_KEY);
-  donePod.beginAttempt('NVIDIA A40', t0, 2);
-  donePod.created({ id: 'donepod1', costPerHourUsd: 0.44 }, 'created', t0);
-  donePod.deleted('client', t0 + 3_600_000);
-  store.savePod(donePod);
-  fs.mkdirSync(path.join(store.runDir(done.id), 'output'));
-  fs.writeFileSync(path.join(store.runDir(done.id), 'output', 'model.txt'), 'weights\n');
+  const done = seedRun(runsDir, {
+    atMs: t0,
+    target: 'pod',
+    state: 'succeeded',
+    pod: {
+      id: 'donepod1',
+      gpuType: 'NVIDIA A40',
+      maxHours: 2,
+      costPerHourUsd: 0.44,
+      deletedAfterMs: 3_600_000,
+    },
+  });
+  const doneDir = path.join(runsDir, done.id);
+  fs.mkdirSync(path.join(doneDir, 'output'));
+  fs.writeFileSync(path.join(doneDir, 'output', 'model.txt'), 'weights\n');
   fs.writeFileSync(
-    path.join(store.runDir(done.id), 'metrics.jsonl'),
+    path.join(doneDir, 'metrics.jsonl'),
     '{"event":"begin","time":1,"max_steps":20}\n{"event":"log","time":2,"step":20,"max_steps":20,"loss":0.125}\n{"event":"end","time":3}\n',
   );
   ids.done = done.id;
   // Failed, no pod (a local target).
-  store = storeAt(runsDir, t0 + 60_000);
-  const failed = store.create({ project: 'tiny', target: 'local', remoteDir: (id) => id });
-  failed.state = 'failed';
-  failed.message = 'the job exited with status 1';
-  store.saveRun(failed);
-  ids.failed = failed.id;
+  ids.failed = seedRun(runsDir, {
+    atMs: t0 + 60_000,
+    target: 'local',
+    state: 'failed',
+    message: 'the job exited with status 1',
+  }).id;
   // A damaged run.json.
-  store = storeAt(runsDir, t0 + 120_000);
+  const store = runStoreAt(runsDir, t0 + 120_000);
   const broken = store.create({ project: 'tiny', target: 'pod', remoteDir: (id) => id });
   fs.writeFileSync(
     path.join(store.runDir(broken.id), 'run.json'),
@@ -62,10 +58,6 @@ function prepareRuns(runsDir: string): Record<string, string> {
   ids.broken = broken.id;
   return ids;
 }
-
-/** The trees' workspace: its overbrainer.toml (no [training]: no run is made here). */
-export const TREES_TOML =
-  '[project]\nname = "tiny"\n\n[targets.pod]\nkind = "runpod"\ngpu_types = ["NVIDIA GeForce RTX 4090"]\nmax_hours = 1\n';
 
 /**
  * The trees' part of a window: `prepare` (the window's, before code-server starts) writes the
@@ -81,7 +73,8 @@ export function treesJourneys(): {
   let orphanId: string;
   return {
     prepare: async (ws, emulator) => {
-      fs.writeFileSync(path.join(ws, 'overbrainer.toml'), TREES_TOML);
+      // No [training]: no run is made here.
+      fs.writeFileSync(path.join(ws, 'overbrainer.toml'), POD_TARGET_TOML);
       const api = new ApiClient(emulator.baseUrl, emulator.apiKey);
       // A pod of a run another checkout started: an orphan for this workspace.
       orphanId = await postRunPod(api, OTHER_RUN, ['sleep', '600']);
@@ -150,7 +143,7 @@ function register(
 
   it('shows a run written after activation (the CLI, another window) by its file watcher', async function () {
     const { workbench, workspace } = window;
-    const store = storeAt(path.join(workspace.dir, 'runs'), Date.parse('2026-12-02T09:00:00Z'));
+    const store = runStoreAt(path.join(workspace.dir, 'runs'), Date.parse('2026-12-02T09:00:00Z'));
     const run = store.create({ project: 'tiny', target: 'pod', remoteDir: (id) => id });
     run.state = 'running';
     store.saveRun(run);

@@ -1,12 +1,10 @@
 import * as assert from 'node:assert/strict';
 import * as fs from 'node:fs';
 import * as path from 'node:path';
-import { systemClock } from '../../src/core/clock';
-import { newPodRecord } from '../../src/core/runs/podRecord';
-import { RunStore } from '../../src/core/runs/store';
 import { overbrainerLogs, untilActivated } from './extensionLogs';
 import type { Emulator } from '../emulator/emulator';
 import { eventually, type CodeServer, type Workbench } from './harness';
+import { POD_TARGET_TOML, seedRun } from './runFixtures';
 
 /**
  * docs/SECURITY.md, "Workspace trust", in the real VS Code: the one window with Workspace Trust
@@ -18,12 +16,6 @@ import { eventually, type CodeServer, type Workbench } from './harness';
  * about 14 CPU-s, more than this journey, and the .vsix's extension then makes its first API
  * call as well.
  */
-
-const HOST_KEY = 'ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIOv1kJg2b3q4c5d6e7f8g9h0i1j2k3l4m5n6o7p8q9r0';
-
-/** The workspace's overbrainer.toml (no [training]: nothing trains here). */
-export const TRUST_TOML =
-  '[project]\nname = "tiny"\n\n[targets.pod]\nkind = "runpod"\ngpu_types = ["NVIDIA GeForce RTX 4090"]\nmax_hours = 1\n';
 
 /**
  * What the journey needs of its window: code-server with Workspace Trust on, the key in its
@@ -41,21 +33,19 @@ export interface TrustWindow {
  * toml and a run recorded `running` on a pod; returns the run's ID.
  */
 export function prepareTrust(ws: string): string {
-  fs.writeFileSync(path.join(ws, 'overbrainer.toml'), TRUST_TOML);
-  const t0 = Date.now() - 60_000;
-  const store = new RunStore(path.join(ws, 'runs'), {
-    nowMs: () => t0,
-    sleep: systemClock.sleep,
-  });
-  const run = store.create({ project: 'tiny', target: 'pod', remoteDir: (id) => id });
-  run.state = 'running';
-  store.saveRun(run);
-  const pod = newPodRecord(run.id, false, 1, HOST_KEY);
-  pod.beginAttempt('NVIDIA GeForce RTX 4090', t0, 1);
-  pod.created({ id: 'clonedpod1', costPerHourUsd: 0.69 }, 'created', t0);
-  pod.state = 'running';
-  store.savePod(pod);
-  return run.id;
+  // No [training]: nothing trains here.
+  fs.writeFileSync(path.join(ws, 'overbrainer.toml'), POD_TARGET_TOML);
+  return seedRun(path.join(ws, 'runs'), {
+    atMs: Date.now() - 60_000,
+    target: 'pod',
+    state: 'running',
+    pod: {
+      id: 'clonedpod1',
+      gpuType: 'NVIDIA GeForce RTX 4090',
+      maxHours: 1,
+      costPerHourUsd: 0.69,
+    },
+  }).id;
 }
 
 /** Registers the journey; `window` gives its window once its `before` made it. */

@@ -2,8 +2,8 @@ import * as assert from 'node:assert/strict';
 import * as fs from 'node:fs';
 import * as path from 'node:path';
 import type { FrameLocator } from 'playwright-core';
-import { encodeRunRecord } from '../../src/core/runs/runRecord';
 import { eventually, runPage, UI_TIMEOUT_MS } from './harness';
+import { writeFinishedRun } from './runFixtures';
 import { writeTinyWorkspace } from '../helpers/tinyWorkspace';
 import { confirmTrain, openPickFromCommand, tinyToml, type E2eWindow } from './window';
 
@@ -28,35 +28,17 @@ const OLD_RUN = 'tiny_20261130-100000';
 const OLD_STEPS = 40;
 
 function writeOldRun(ws: string): void {
-  const dir = path.join(ws, 'runs', OLD_RUN);
-  fs.mkdirSync(dir, { recursive: true });
-  fs.writeFileSync(
-    path.join(dir, 'run.json'),
-    encodeRunRecord({
-      id: OLD_RUN,
-      target: 'pod',
-      created: '2026-12-01T10:00:00Z',
-      remoteDir: `/workspace/overbrainer/runs/${OLD_RUN}`,
-      job: null,
-      state: 'succeeded',
-      message: null,
-    }),
-  );
-  const lines = [JSON.stringify({ event: 'begin', time: 1, max_steps: OLD_STEPS })];
-  for (let step = 1; step <= OLD_STEPS; step++) {
-    lines.push(
-      JSON.stringify({
-        event: 'log',
-        time: 1 + step,
-        step,
-        max_steps: OLD_STEPS,
-        loss: 3 / (1 + step / 4),
-        learning_rate: 0.3 * (1 - step / 50),
-      }),
-    );
-  }
-  lines.push('not json: a line the reader skips');
-  fs.writeFileSync(path.join(dir, 'metrics.jsonl'), `${lines.join('\n')}\n`);
+  writeFinishedRun(ws, {
+    id: OLD_RUN,
+    created: '2026-12-01T10:00:00Z',
+    remoteDir: `/workspace/overbrainer/runs/${OLD_RUN}`,
+    steps: OLD_STEPS,
+    startS: 1,
+    stepSeconds: 1,
+    loss: (step) => 3 / (1 + step / 4),
+    learningRate: (step) => 0.3 * (1 - step / 50),
+    trailer: ['not json: a line the reader skips'],
+  });
 }
 
 function toml(): string {
