@@ -165,10 +165,7 @@ export function chartJourneys(window: E2eWindow): void {
 
   it('remembers the choice for the workspace: the restored panel after a reload has it', async function () {
     const { workbench } = window;
-    await workbench.runCommand('Developer: Reload Window');
-    await workbench.page
-      .locator('.monaco-workbench')
-      .waitFor({ state: 'visible', timeout: RELOAD_TIMEOUT_MS });
+    await workbench.reloadWindow(RELOAD_TIMEOUT_MS);
     const page = runPage(workbench);
     await page.locator('#run-title', { hasText: RUN }).waitFor({ timeout: RELOAD_TIMEOUT_MS });
     const restored = await until(

@@ -460,6 +460,20 @@ export class Workbench {
     }
   }
 
+  /**
+   * Developer: Reload Window, then the new page's workbench shown: the whole workbench loads
+   * again (≈10 MB of scripts) and its extension host restarts, on a shared machine. The page's
+   * `load` is waited for first: until then the old workbench may still be the one shown.
+   */
+  async reloadWindow(timeoutMs: number): Promise<void> {
+    const loaded = this.page.waitForEvent('load', { timeout: timeoutMs });
+    // Should the command fail first, its error is the one thrown, not this wait's.
+    void loaded.catch(() => undefined);
+    await this.runCommand('Developer: Reload Window');
+    await loaded;
+    await this.page.locator('.monaco-workbench').waitFor({ state: 'visible', timeout: timeoutMs });
+  }
+
   /** What holds the keyboard focus, and which dialogs and toasts are shown (for an error). */
   async focusReport(): Promise<string> {
     // A string, not a function: the page's DOM types are not in this project's lib (no "dom").

@@ -412,11 +412,8 @@ describe('User journeys in the real VS Code against the Runpod emulator', functi
     const id = await train('Train');
     await untilState(workbench, id, 'running', 180_000);
     await countdown(workbench).waitFor({ state: 'visible' });
-    const reloaded = workbench.page.waitForEvent('load', { timeout: 120_000 });
-    await workbench.runCommand('Developer: Reload Window');
     // The old workbench goes away; the new one follows the run again without being asked.
-    await reloaded;
-    await workbench.page.locator('.monaco-workbench').waitFor({ state: 'visible' });
+    await workbench.reloadWindow(120_000);
     await countdown(workbench)
       .waitFor({ state: 'visible', timeout: 120_000 })
       .catch((error: unknown) => {

@@ -159,11 +159,7 @@ export function webviewJourneys(window: E2eWindow): void {
 
   it('restores the panel with its points after a window reload', async function () {
     const { workbench } = window;
-    await workbench.runCommand('Developer: Reload Window');
-    // The whole workbench loads again (≈10 MB of scripts) on a shared machine.
-    await workbench.page
-      .locator('.monaco-workbench')
-      .waitFor({ state: 'visible', timeout: RELOAD_TIMEOUT_MS });
+    await workbench.reloadWindow(RELOAD_TIMEOUT_MS);
     const page = runPage(workbench);
     // Then the extension host starts again and restores the panel: part of the same reload.
     await page
