@@ -3,8 +3,10 @@
  * target uploads the run's files to rank 0 only, and rank 0 feeds the other member over the
  * cluster's private network (the emulator's: a network namespace per member on a bridge), each
  * member's copy verified by SHA-256 against the client's own hashes. The bytes are counted by a
- * relay in front of each member's SSH endpoint (what the client sent over the user's link). A
- * member whose copy from rank 0 fails fails the run naming it, and the whole cluster is deleted.
+ * relay in front of each member's SSH endpoint (what the client sent over the user's link). Rank 0
+ * passes the files on while they arrive: node 1's copy is whole by the time rank 0's upload is
+ * done, not after it. A member whose copy from rank 0 fails, or does not verify, fails the run
+ * naming it, and the whole cluster is deleted.
  */
 import assert from 'node:assert/strict';
 import { createHash, randomFillSync } from 'node:crypto';
@@ -96,7 +98,25 @@ describe("a cluster run's files over the user's link once", function () {
     /** Node 1's authorized_keys and home at that moment: the one-shot key and hashes gone. */
     let node1Keys = '';
     let node1Home: string[] = [];
+    /** Node 1's copy when every byte of the upload had reached rank 0 (before rank 0's check). */
+    let node1AtLastByte: Buffer | null | undefined;
     const sub = l.bus.on((event) => {
+      if (
+        event.type === 'transfer' &&
+        event.direction === 'upload' &&
+        event.phase === 'checking' &&
+        node1AtLastByte === undefined
+      ) {
+        const file = memberFile(
+          l,
+          l.emulator.clusters()[0]!.memberIds[1]!,
+          runId,
+          'data/dataset.bin',
+        );
+        node1AtLastByte = fs.existsSync(file)
+          ? createHash('sha256').update(fs.readFileSync(file)).digest()
+          : null;
+      }
       if (event.type !== 'metric' || copies !== null || runId === '') return;
       const members = l.emulator.clusters()[0]?.memberIds ?? [];
       copies = members.map((id) => {
@@ -124,6 +144,11 @@ describe("a cluster run's files over the user's link once", function () {
     const [rank0, rank1] = copies as (Buffer | null)[];
     assert.ok(rank0?.equals(sha), "rank 0's copy is the dataset");
     assert.ok(rank1?.equals(sha), "node 1's copy is the dataset");
+    // Passed on while it arrived: node 1's copy was whole when the last byte reached rank 0.
+    assert.ok(
+      node1AtLastByte?.equals(sha),
+      `node 1's copy at the upload's last byte: ${node1AtLastByte === null ? 'none' : String(node1AtLastByte?.toString('hex'))}`,
+    );
     // The key rank 0 used was good for that one copy: its line is gone, so are the hashes.
     assert.equal(node1Keys.trim().split('\n').length, 1, node1Keys);
     assert.doesNotMatch(node1Keys, /overbrainer-peer/);
@@ -168,20 +193,22 @@ describe("a cluster run's files over the user's link once", function () {
   it("a member whose copy does not match the client's SHA-256s fails the run naming the file; the whole cluster deleted", async () => {
     const { l, deps, config } = await datasetLab(5);
     let runId = '';
-    // Rank 0's copy changed once its upload verified (a disk that flips a byte): node 1 gets it.
+    // Node 1's copy changed once it landed, before its check (a disk that flips a byte): the
+    // product says when the copies landed, and checks them after.
+    let flipped = false;
     l.bus.on((event) => {
-      if (event.type !== 'transfer' || event.direction !== 'upload' || event.phase !== 'done') {
-        return;
-      }
-      const id = l.emulator.clusters()[0]?.memberIds[0];
+      if (event.type !== 'log' || !/reached node 1 from node 0/.test(event.message)) return;
+      const id = l.emulator.clusters()[0]?.memberIds[1];
       if (id === undefined) return;
       const file = memberFile(l, id, runId, 'data/dataset.bin');
       const bytes = fs.readFileSync(file);
       bytes[12345] = bytes[12345]! ^ 0xff;
       fs.writeFileSync(file, bytes);
+      flipped = true;
     });
     const training = l.track(train(deps, config, l.workspace, { onRun: (r) => (runId = r.id) }));
     training.catch(() => undefined);
     await failedAtNode1(l, training, () => runId, /data\/dataset\.bin: FAILED/);
+    assert.ok(flipped, "node 1's copy was changed before its check");
   });
 });

@@ -8,13 +8,15 @@
  * check costs no second read; on a distant link a big file goes as several byte ranges at once,
  * each through a channel of its own (./sshBigFiles.ts). POSIX sh,
  * `tar`, `tee`, `dd` and `sha256sum` on the target (GNU or busybox; OpenSSL's SHA-256 where it is
- * there and passes a self-test).
+ * there and passes a self-test). With a relay (a cluster's rank 0, ../pod/clusterFiles.ts) the target
+ * passes the archive on to other hosts as it arrives: every file goes in it, and their copies are
+ * checked beside the target's.
  */
 import { createHash } from 'node:crypto';
 import { createReadStream } from 'node:fs';
 import { lstat, readdir } from 'node:fs/promises';
 import { join } from 'node:path';
-import { ExecError, type UploadOptions } from './executor';
+import { ExecError, type ExecResult, type UploadOptions } from './executor';
 import { excerpt } from './failures';
 import { PICK_SHA256, shQuote } from './shell';
 import { tarDirectory } from './tar';
@@ -150,12 +152,35 @@ export interface UploadSummary {
   kept: number;
 }
 
+/**
+ * The target passes the archive on to other hosts as it arrives (a cluster's rank 0 to the other
+ * nodes): the one archive holds every file (none kept because the target has it, none through a
+ * channel of its own), so that the others get them all from the one stream, while it flows.
+ */
+export interface UploadRelay {
+  /**
+   * The sh the target runs in place of `unpack` alone (which reads the archive on its stdin);
+   * it exits with `unpack`'s status. `bytes`: the files' content in all.
+   */
+  command(unpack: string, bytes: number): string;
+  /** Lines the command reads from its stdin before the archive (never an argument, never logged). */
+  preamble: string;
+  /** The command's result, every byte sent: throws for a host it passed the archive to that failed. */
+  onResult(result: ExecResult): void;
+  /**
+   * The other hosts' copies checked against this machine's SHA-256s of the files sent (by path,
+   * made as it read them for the archive), beside the target's own check.
+   */
+  verify(sums: ReadonlyMap<string, string>, signal: AbortSignal): Promise<void>;
+}
+
 /** Copies the contents of `localDir` into `remoteDir` (see the file comment). */
 export async function uploadVerified(
   link: TransferLink,
   localDir: string,
   remoteDir: string,
   options: UploadOptions,
+  relay?: UploadRelay,
 ): Promise<UploadSummary> {
   const { signal } = options;
   const sizes = new Map<string, number>();
@@ -166,30 +191,33 @@ export async function uploadVerified(
   });
   const files = all.filter(listable);
   // Only a directory that exists (a volume mounted again) has any: one short command otherwise.
-  // When it exists, the local files are hashed while the target hashes its copies.
+  // When it exists, the local files are hashed while the target hashes its copies. A relay's
+  // other hosts have none of them: everything goes.
   const ours = new Map<string, string | null>();
   let hashing: Promise<void> = Promise.resolve();
-  const { sums: theirs, distant } = await remoteSums(
-    link,
-    remoteDir,
-    files,
-    sizes,
-    () => {
-      hashing = (async () => {
-        for (const path of files) {
-          if (signal?.aborted) return;
-          ours.set(path, await sha256Of(join(localDir, path), signal).catch(() => null));
-        }
-      })();
-    },
-    signal,
-  );
+  const { sums: theirs, distant } = relay
+    ? { sums: new Map<string, string>(), distant: false }
+    : await remoteSums(
+        link,
+        remoteDir,
+        files,
+        sizes,
+        () => {
+          hashing = (async () => {
+            for (const path of files) {
+              if (signal?.aborted) return;
+              ours.set(path, await sha256Of(join(localDir, path), signal).catch(() => null));
+            }
+          })();
+        },
+        signal,
+      );
   await hashing;
   const kept = new Set<string>();
   for (const [path, sum] of theirs) if (ours.get(path) === sum) kept.add(path);
   const progress = uploadProgress(all, sizes, kept, options.onProgress);
   const own = files.filter(
-    (path) => !kept.has(path) && (sizes.get(path) ?? 0) >= OWN_CHANNEL_MIN_BYTES,
+    (path) => !relay && !kept.has(path) && (sizes.get(path) ?? 0) >= OWN_CHANNEL_MIN_BYTES,
   );
   const sendsOwn = new Set(own);
   const sums = new Map<string, string>();
@@ -218,12 +246,15 @@ export async function uploadVerified(
   await allOrNone(
     [
       async (stop) => {
-        const result = await link.run(`mkdir -p -- ${dir} && tar -x -f - -C ${dir}`, {
-          stdin: archive,
+        const unpack = `mkdir -p -- ${dir} && tar -x -f - -C ${dir}`;
+        const bytes = all.reduce((sum, path) => sum + (sizes.get(path) ?? 0), 0);
+        const result = await link.run(relay ? relay.command(unpack, bytes) : unpack, {
+          stdin: relay ? preceded(Buffer.from(relay.preamble), archive) : archive,
           signal: stop,
           maxOutputBytes: 64 * 1024,
           what: 'the upload',
         });
+        relay?.onResult(result);
         if (result.code !== 0) {
           throw new ExecError(
             'io',
@@ -231,7 +262,13 @@ export async function uploadVerified(
           );
         }
         oneSent();
-        await checkOnTarget(link, remoteDir, sums, stop);
+        await allOrNone(
+          [
+            (halt) => checkOnTarget(link, remoteDir, sums, halt),
+            ...(relay ? [(halt: AbortSignal) => relay.verify(sums, halt)] : []),
+          ],
+          stop,
+        );
       },
       async (stop) => {
         for (const path of own) {
@@ -278,7 +315,7 @@ function uploadProgress(
 }
 
 /** The target hashes what it wrote; any file that differs (or is missing) fails the upload. */
-async function checkOnTarget(
+export async function checkOnTarget(
   link: TransferLink,
   remoteDir: string,
   sums: ReadonlyMap<string, string>,
@@ -301,6 +338,12 @@ async function checkOnTarget(
     'io',
     `the upload to ${remoteDir} on ${link.where} did not verify: ${failed.length > 0 ? failed.slice(0, 5).join('; ') : excerpt(result.stderr)}`,
   );
+}
+
+/** `first`, then every chunk of `rest`. */
+async function* preceded(first: Buffer, rest: AsyncIterable<Buffer>): AsyncGenerator<Buffer> {
+  yield first;
+  yield* rest;
 }
 
 /** Joins small chunks into pieces of about `bytes` (fewer, larger channel writes). */

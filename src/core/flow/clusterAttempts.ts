@@ -2,7 +2,8 @@
  * A cluster run's attempts to its end (issue 37), for train and for attach: each attempt's cluster
  * created with what is left of the run's limits and made ready (every member answering SSH with
  * the pinned host key, its watchdog's verdict read and its share of the cost cap armed), the
- * run's files uploaded to rank 0 only and fed by it to the others (../pod/clusterFiles.ts), the
+ * run's files uploaded to rank 0 only and passed on by it to the others as they arrive
+ * (../pod/clusterFiles.ts), the
  * job started on every node, the run followed by rank 0. A node's death ends the whole cluster and,
  * within max_recoveries and the run's limits, the run goes on on a new cluster from the newest
  * verified checkpoint; a success brings rank 0's results home verified. Every path out of here
@@ -20,7 +21,7 @@ import {
   type ClusterHandle,
   type ClusterMember,
 } from '../pod/cluster';
-import { feedMembers } from '../pod/clusterFiles';
+import { ClusterFeed } from '../pod/clusterFiles';
 import type { RunKeys } from '../pod/keys';
 import { PodError } from '../pod/podError';
 import { podCmd, podEnv } from '../pod/podScripts';
@@ -35,7 +36,8 @@ import type { TrainerJob } from '../train/job';
 import { JOB_LOG } from '../train/job';
 import { retrieve } from '../train/retrieval';
 import { type FlowDeps, podCtx, publishState } from './deps';
-import { startJobOnPod, UploadAhead, uploadRunDir } from '../follow/startJob';
+import { startJobOnPod } from '../follow/startJob';
+import { TransferReporter } from '../transferProgress';
 import { StepTimes } from '../follow/nextAttempt';
 import {
   followCluster,
@@ -96,32 +98,40 @@ export async function runClusterAttempts(
       if (handle === null) {
         // A new cluster, named after the run's clusters so far: never a name one of them had.
         const attempt = runClusters(run).length + 1;
-        // Rank 0's upload goes as it answers SSH, beside the other members' boots and verdicts.
-        const ahead = new UploadAhead(deps, run, Promise.resolve());
-        handle = await startAttempt(ctx, run, plan.start, limits, attempt, signal, (member) => {
-          if (member.rank === 0) ahead.onReachable(member.executor);
-        });
-        const attemptRecord = run.attempts?.at(-1);
-        if (attemptRecord) {
-          attemptRecord.podId = handle.cluster.id;
-          deps.store.saveRun(run);
-        }
-        const rank0 = handle.members[0]!;
-        // The user's link carries the files once, to rank 0; rank 0 feeds the other members.
-        await feedMembers(
+        // Each member's key for the copy is set as it answers SSH, and the upload to rank 0 goes
+        // as soon as every member is there, beside the watchdogs' verdicts: the user's link
+        // carries the files once, to rank 0, which passes them on to the others as they arrive.
+        const feed = new ClusterFeed(
           ctx,
-          handle.members,
           {
             runId: run.id,
             localDir: deps.store.runDir(run.id),
             remoteDir: run.remoteDir,
             exclude: LOCAL_ONLY,
             hostPublicKey: plan.start.keys.hostPublic,
-            rank0Uploaded:
-              ahead.uploadOn(rank0.executor) ?? uploadRunDir(deps, rank0.executor, run),
+            nodes: target.nodes,
+            reported: (send) =>
+              new TransferReporter(deps.bus, deps.clock, run.id, 'upload').around(send),
+            onWarning: (message) => deps.bus.publish({ type: 'log', level: 'warn', message }),
           },
           signal,
         );
+        handle = await startAttempt(
+          ctx,
+          run,
+          plan.start,
+          limits,
+          attempt,
+          signal,
+          feed.onConnected,
+        );
+        const attemptRecord = run.attempts?.at(-1);
+        if (attemptRecord) {
+          attemptRecord.podId = handle.cluster.id;
+          deps.store.saveRun(run);
+        }
+        const rank0 = handle.members[0]!;
+        await feed.done(handle.members);
         // The job on the other nodes at once, then on rank 0 (the run's job is rank 0's).
         const startOn = async (member: ClusterMember): Promise<void> => {
           await startJobOnPod(deps, member.executor, run, plan.job, jobEnv, {
