@@ -246,6 +246,7 @@ async function membersReady(
           return undefined;
         });
       if (pods === null) throw new PodError('pod_gone', `cluster ${cluster.id} is gone`);
+      const reachable: { rank: number; pod: Pod; ssh: NonNullable<Pod['sshDirect']> }[] = [];
       for (const pod of pods ?? []) {
         const rank = pod.cluster?.rank ?? null;
         if (rank === null) continue;
@@ -259,40 +260,49 @@ async function membersReady(
           why.set(rank, 'it published no SSH endpoint');
           continue;
         }
-        try {
-          const executor = await SshExecutor.connect({
-            host: pod.sshDirect.host,
-            port: pod.sshDirect.port,
-            username: pod.sshDirect.username,
-            privateKey: plan.clientPrivateKey,
-            hostPublicKey: plan.hostPublicKey,
-            clock: ctx.clock,
-            timing: ctx.timing,
-            signal,
-          });
-          const member = { rank, pod, ip: pod.cluster?.ip ?? null, executor };
-          connected.set(rank, member);
-          why.delete(rank);
-          onConnected?.(member);
-        } catch (error) {
-          if (signal?.aborted) throw error;
-          const otherKey = error instanceof ExecError && error.kind === 'host_key';
-          why.set(
-            rank,
-            otherKey
-              ? `${pod.sshDirect.host}:${pod.sshDirect.port} presented another host key (nothing was sent to it)`
-              : `SSH failed: ${describeError(error)}`,
-          );
-          const missed = otherKey ? 0 : (misses.get(rank) ?? 0) + 1;
-          misses.set(rank, missed);
-          if (silentAfter !== null && missed >= silentAfter) {
-            throw new PodError(
-              'exec',
-              `node ${rank} (pod ${pod.id}): its host stopped answering (${missed} SSH connects in a row failed: ${describeError(error)})`,
-            );
-          }
-        }
+        reachable.push({ rank, pod, ssh: pod.sshDirect });
       }
+      // Every member's connect at once: none waits for another's handshake.
+      const tries = await Promise.allSettled(
+        reachable.map(async ({ rank, pod, ssh }) => {
+          try {
+            const executor = await SshExecutor.connect({
+              host: ssh.host,
+              port: ssh.port,
+              username: ssh.username,
+              privateKey: plan.clientPrivateKey,
+              hostPublicKey: plan.hostPublicKey,
+              clock: ctx.clock,
+              timing: ctx.timing,
+              signal,
+              onLog: (line) => log(ctx, 'debug', `node ${rank}: ${line}`),
+            });
+            const member = { rank, pod, ip: pod.cluster?.ip ?? null, executor };
+            connected.set(rank, member);
+            why.delete(rank);
+            onConnected?.(member);
+          } catch (error) {
+            if (signal?.aborted) throw error;
+            const otherKey = error instanceof ExecError && error.kind === 'host_key';
+            why.set(
+              rank,
+              otherKey
+                ? `${ssh.host}:${ssh.port} presented another host key (nothing was sent to it)`
+                : `SSH failed: ${describeError(error)}`,
+            );
+            const missed = otherKey ? 0 : (misses.get(rank) ?? 0) + 1;
+            misses.set(rank, missed);
+            if (silentAfter !== null && missed >= silentAfter) {
+              throw new PodError(
+                'exec',
+                `node ${rank} (pod ${pod.id}): its host stopped answering (${missed} SSH connects in a row failed: ${describeError(error)})`,
+              );
+            }
+          }
+        }),
+      );
+      const failed = tries.find((t): t is PromiseRejectedResult => t.status === 'rejected');
+      if (failed) throw failed.reason;
       if (connected.size === cluster.podCount) {
         return [...connected.values()].sort((a, b) => a.rank - b.rank);
       }
