@@ -282,6 +282,13 @@ describe('train on a 2-node cluster, launched by torchrun', function () {
     assert.equal(stopped.run.state, 'running', stopped.summary);
     assert.match(stopped.summary, /stopped following .*overbrainer train attach/, stopped.summary);
     assert.equal(l.emulator.clusters().length, 1, 'the cluster trains on');
+    // The run's job is rank 0's, whichever node's start ended last (they start at once).
+    const rank0 = l.emulator.pod(l.emulator.clusters()[0]!.memberIds[0]!)!;
+    const pidFile = path.join(rank0.dirs.workspace, 'overbrainer', run.runId(), 'job.pid');
+    assert.equal(
+      recordOf(l, run.runId()).job?.pid,
+      Number(fs.readFileSync(pidFile, 'utf8').trim()),
+    );
     const result = await cancel(l.deps, longer(config), run.runId());
     assert.equal(result.run.state, 'cancelled', result.summary);
     assertClusterDeleted(l, run.runId());

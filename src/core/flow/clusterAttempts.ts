@@ -132,7 +132,9 @@ export async function runClusterAttempts(
         }
         const rank0 = handle.members[0]!;
         await feed.done(handle.members);
-        // The job on the other nodes at once, then on rank 0 (the run's job is rank 0's).
+        // The job on every node at once: rank 0's torchrun hosts the rendezvous the others wait
+        // for, so it does not start last. The starts end in any order: the run's job is then
+        // made rank 0's again (its pid as rank 0's launcher recorded it).
         const startOn = async (member: ClusterMember): Promise<void> => {
           await startJobOnPod(deps, member.executor, run, plan.job, jobEnv, {
             signal,
@@ -142,8 +144,9 @@ export async function runClusterAttempts(
           nodeState(run, member.rank, 'running');
           deps.store.saveRun(run);
         };
-        await Promise.all(handle.members.filter((m) => m.rank !== 0).map(startOn));
-        await startOn(rank0);
+        await Promise.all(handle.members.map(startOn));
+        await rank0Job(run, rank0);
+        deps.store.saveRun(run);
         publishState(deps, run);
       }
       const end =
@@ -395,6 +398,19 @@ function nodeOf(member: ClusterMember, deadlineUnixS: number, answeredMs: number
     costCapAtUnixS: null,
     message: null,
   };
+}
+
+/**
+ * The run's job made rank 0's: its pid read from rank 0's job.pid (written by its job's wrapper
+ * before the launcher answered, and read by its watchdog); left as it is when that cannot be read.
+ */
+async function rank0Job(run: RunRecord, rank0: ClusterMember): Promise<void> {
+  const text = await rank0.executor.readRange(`${run.remoteDir}/job.pid`, 0, 32).then(
+    (bytes) => bytes.toString('utf8').trim(),
+    () => '',
+  );
+  const pid = /^\d{1,10}$/.test(text) ? Number(text) : NaN;
+  if (run.job && Number.isSafeInteger(pid) && pid > 1) run.job = { ...run.job, pid };
 }
 
 export function nodeState(
