@@ -52,7 +52,12 @@ function bundle(entry: string): string {
       target: 'node20',
       format: 'cjs',
       ...(ssh2AsProduct
-        ? { external: packagesButSsh2(), mainFields: ['module', 'main'] }
+        ? {
+            external: packagesButSsh2(),
+            mainFields: ['module', 'main'],
+            // ssh2 from this checkout's node_modules, whichever tree the entry is in (--compare).
+            nodePaths: [join(__dirname, '..', 'node_modules')],
+          }
         : { packages: 'external' as const }),
       outfile,
       logLevel: 'warning',
