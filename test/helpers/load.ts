@@ -27,9 +27,11 @@ export interface LoadOptions {
   /** Production timing divided by this (60: an hour lasts a minute). */
   timingScale: number;
   /**
-   * Each run's max_hours, simulated (default 1.5 × simulatedHours: room for provisioning 20
-   * pods on a loaded machine, since the deadline counts from the create and provisioning is not
-   * scaled). Each job runs on past it (see `pastDeadlineHoursSimulated`), kept only by the lease.
+   * Each run's max_hours, simulated (default simulatedHours: the deadline counts from the
+   * create and provisioning is not scaled, so at 1/120 a pod has 30 s to start its job and renew
+   * its lease; run alone, the 20 were running 1 s after their creates). Each job runs on past it
+   * (see `pastDeadlineHoursSimulated`), kept only by the lease. At 1.5 × simulatedHours, each
+   * pod was followed 15 s more at 1/120 (a 50 % longer follow) for nothing more proven.
    */
   maxHoursSimulated?: number;
   /** How long each job runs on past its pod's max_hours, simulated (default 0.25 h: a lease TTL). */
@@ -185,7 +187,7 @@ export async function runLoad(options: LoadOptions): Promise<LoadFigures> {
   const t0 = performance.now();
   const log = options.log ?? ((): void => undefined);
   const scale = options.timingScale;
-  const maxHoursSimulated = options.maxHoursSimulated ?? options.simulatedHours * 1.5;
+  const maxHoursSimulated = options.maxHoursSimulated ?? options.simulatedHours;
   const everyMinutes = options.metricEveryMinutes ?? 1;
   const steps = Math.max(1, Math.round((options.simulatedHours * 60) / everyMinutes));
   const stepSeconds = (everyMinutes * 60) / scale;
