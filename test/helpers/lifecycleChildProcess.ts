@@ -7,7 +7,7 @@ import { spawn } from 'node:child_process';
 import * as path from 'node:path';
 import type { CoreEvent } from '../../src/core/events';
 import { childBundle } from './childBundle';
-import { CODE_CACHE_PRELOAD } from './cli';
+import { BUNDLE_NODE_ARGS } from './cli';
 import type { Lab } from './lifecycle';
 
 /** A child process running `train()` on a lab (lifecycleChild.ts), its events as they come. */
@@ -29,7 +29,7 @@ const ROOT = path.join(__dirname, '..', '..');
  * reaches it through the environment only.
  */
 export function spawnLifecycleChild(lab: Lab): LifecycleChild {
-  const child = spawn(process.execPath, ['-r', CODE_CACHE_PRELOAD, childBundle('lifecycleChild')], {
+  const child = spawn(process.execPath, [...BUNDLE_NODE_ARGS, childBundle('lifecycleChild')], {
     cwd: ROOT,
     env: {
       PATH: process.env.PATH ?? '/usr/bin:/bin',

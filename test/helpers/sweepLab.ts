@@ -11,7 +11,7 @@ import * as fs from 'node:fs';
 import * as path from 'node:path';
 import type { SweepRecord, TrialRecord } from '../../src/core/flow/sweep';
 import { childBundle } from './childBundle';
-import { CODE_CACHE_PRELOAD, ROOT } from './cli';
+import { BUNDLE_NODE_ARGS, ROOT } from './cli';
 import { Lab } from './lifecycle';
 
 export const PYTHON = '/usr/bin/python3';
@@ -120,7 +120,7 @@ export function sweepChild(lab: Lab): {
   exited: Promise<number | null>;
   stderr: () => string;
 } {
-  const child = spawn(process.execPath, ['-r', CODE_CACHE_PRELOAD, childBundle('sweepChild')], {
+  const child = spawn(process.execPath, [...BUNDLE_NODE_ARGS, childBundle('sweepChild')], {
     cwd: ROOT,
     env: {
       ...process.env,
