@@ -147,6 +147,9 @@ describe('sweep: an Optuna study run as train runs on emulated pods under a hard
       for (const pod of lab.podsOfRun(run.id)) assert.equal(pod.billing, false);
     }
     assert.ok(result.record.trials.some((t) => t.state === 'complete'));
+    // Each pruned job was cancelled over the connection its follow held: no look-up of its pod
+    // and no new SSH connection while it billed.
+    assert.doesNotMatch(said, /was not cancelled over its follow's connection/);
   });
 
   it('a client killed mid-sweep is resumed from its records: no trial twice, none lost', async () => {

@@ -19,7 +19,8 @@ import type { OverbrainerConfig, TrainerConfig } from '../config/types';
 import type { SweepConfig, SweepParam } from '../config/sweep';
 import { describeError } from '../errors';
 import { shQuote } from '../exec/shell';
-import { failRun } from '../pod/context';
+import type { Executor } from '../exec/executor';
+import { failRun, log } from '../pod/context';
 import { runPodSpends, runTotals } from '../runs/spend';
 import { sweepDir } from '../sweep/records';
 import {
@@ -32,6 +33,7 @@ import {
 import type { TrialOutcome, TrialRunner } from '../sweep/scheduler';
 import type { ParamValue } from '../sweep/studyMessages';
 import { axolotlSettings, deepMerge } from '../train/axolotlConfig';
+import { cancelJob } from '../train/job';
 import { PARAMS_ENV } from '../train/jobScripts';
 import { attach } from './attach';
 import { cancel } from './cancel';
@@ -210,6 +212,8 @@ export function trialRunner(
   };
   const configOf = (number: number, params: Params): Promise<OverbrainerConfig> =>
     trialConfig(deps, config, workspaceDir, { name: sc.name, number, python }, params);
+  /** The connection the follow of each trial started here holds to its pod, while it holds it. */
+  const following = new Map<string, { executor: Executor; remoteDir: string }>();
   return {
     async run(trial, onRun, signal) {
       let runId: string | null = null;
@@ -225,10 +229,17 @@ export function trialRunner(
             writeParams(deps.store.runDir(run.id), trial.params);
             onRun(run.id);
           },
+          onJob: (executor) => {
+            if (runId !== null) {
+              following.set(runId, { executor, remoteDir: deps.store.loadRun(runId).remoteDir });
+            }
+          },
         });
         return await ended(runId, { state: result.run.state, message: result.run.message }, signal);
       } catch (error) {
         return await ended(runId, outcomeOf(runId, error), signal);
+      } finally {
+        if (runId !== null) following.delete(runId);
       }
     },
     async resume(runId, signal) {
@@ -251,6 +262,23 @@ export function trialRunner(
       }
     },
     async prune(runId) {
+      // The trial's job is cancelled over the connection its follow holds: no look-up of the pod
+      // and no new SSH connection while the pod bills. Its follow sees the job end and brings its
+      // results home, deletes its pod, as after any cancel. A connection that no longer answers
+      // (its pod moved, the follow ended) leaves it to the cancel below.
+      const held = following.get(runId);
+      if (held !== undefined) {
+        try {
+          await cancelJob(held.executor, held.remoteDir);
+          return true;
+        } catch (error) {
+          log(
+            podCtx(deps),
+            'debug',
+            `run ${runId}: its job was not cancelled over its follow's connection (${describeError(error)}); cancelling it over a new one`,
+          );
+        }
+      }
       try {
         await cancel(deps, config, runId);
       } catch (error) {

@@ -52,6 +52,11 @@ export interface TrainOptions {
   startup?: 'overlapped' | 'sequential';
   /** Told when each start-up step ends (the start-up benchmark's timeline). */
   onPhase?: (phase: StartPhase) => void;
+  /**
+   * Told the connection to the run's pod once its job started, which stays open until train
+   * returns (a sweep cancels a pruned trial's job over it rather than over a new one).
+   */
+  onJob?: (executor: Executor) => void;
 }
 
 /**
@@ -209,6 +214,7 @@ async function trainOnPod(
     pod.state = 'running';
     ctx.store.savePod(pod);
     publishState(deps, run);
+    options.onJob?.(executor);
     if (keep) {
       warn(
         ctx,
