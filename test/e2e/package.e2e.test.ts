@@ -17,6 +17,7 @@ import {
 import { borrowChromium, returnChromium } from './sharedChromium';
 import { lockTreeBuild } from './treeBuild';
 import { prepareTrust, trustJourney } from './trustJourney';
+import { E2E_WINDOW_SETTINGS } from './window';
 import { zipEntryNames } from './zip';
 
 const CODE_SERVER_ENTRY = path.join(
@@ -182,6 +183,7 @@ describe('npm run package: the .vsix', function () {
         workspace: workspace.dir,
         extensionsDir,
         workspaceTrust: true,
+        settings: E2E_WINDOW_SETTINGS,
         // Where a user sets it (scope `machine`); the key as VS Code's environment gives it.
         machineSettings: { 'overbrainer.runpod.baseUrl': emulator.baseUrl },
         env: { OVERBRAINER_RUNPOD__API_KEY: emulator.apiKey },
