@@ -30,7 +30,7 @@ import type { Cluster } from '../runpod/clusters';
 import type { ClusterNode, RunCluster } from '../runs/clusterRecord';
 import { runClusters } from '../runs/clusterSpend';
 import { endRun } from '../runs/runEnd';
-import type { RunRecord } from '../runs/runRecord';
+import type { JobRef, RunRecord } from '../runs/runRecord';
 import { LOCAL_ONLY, NODES_DIR } from '../runs/store';
 import type { TrainerJob } from '../train/job';
 import { JOB_LOG } from '../train/job';
@@ -130,22 +130,22 @@ export async function runClusterAttempts(
           attemptRecord.podId = handle.cluster.id;
           deps.store.saveRun(run);
         }
-        const rank0 = handle.members[0]!;
         await feed.done(handle.members);
         // The job on every node at once: rank 0's torchrun hosts the rendezvous the others wait
         // for, so it does not start last. The starts end in any order: the run's job is then
-        // made rank 0's again (its pid as rank 0's launcher recorded it).
-        const startOn = async (member: ClusterMember): Promise<void> => {
-          await startJobOnPod(deps, member.executor, run, plan.job, jobEnv, {
+        // rank 0's, as its start returned it.
+        const startOn = async (member: ClusterMember): Promise<JobRef> => {
+          const job = await startJobOnPod(deps, member.executor, run, plan.job, jobEnv, {
             signal,
             secrets: plan.secrets,
             uploaded: Promise.resolve(),
           });
           nodeState(run, member.rank, 'running');
           deps.store.saveRun(run);
+          return job;
         };
-        await Promise.all(handle.members.map(startOn));
-        await rank0Job(run, rank0);
+        const jobs = await Promise.all(handle.members.map(startOn));
+        run.job = jobs[0] ?? run.job; // members[0] is rank 0
         deps.store.saveRun(run);
         publishState(deps, run);
       }
@@ -398,19 +398,6 @@ function nodeOf(member: ClusterMember, deadlineUnixS: number, answeredMs: number
     costCapAtUnixS: null,
     message: null,
   };
-}
-
-/**
- * The run's job made rank 0's: its pid read from rank 0's job.pid (written by its job's wrapper
- * before the launcher answered, and read by its watchdog); left as it is when that cannot be read.
- */
-async function rank0Job(run: RunRecord, rank0: ClusterMember): Promise<void> {
-  const text = await rank0.executor.readRange(`${run.remoteDir}/job.pid`, 0, 32).then(
-    (bytes) => bytes.toString('utf8').trim(),
-    () => '',
-  );
-  const pid = /^\d{1,10}$/.test(text) ? Number(text) : NaN;
-  if (run.job && Number.isSafeInteger(pid) && pid > 1) run.job = { ...run.job, pid };
 }
 
 export function nodeState(

@@ -7,7 +7,7 @@ import type { Executor } from '../exec/executor';
 import type { PodCtx } from '../pod/context';
 import { PodError } from '../pod/podError';
 import { LEASE_FILE } from '../pod/podScripts';
-import type { RunRecord } from '../runs/runRecord';
+import type { JobRef, RunRecord } from '../runs/runRecord';
 import { LOCAL_ONLY } from '../runs/store';
 import { cancelJob, jobScript, POD_JOB_ENV, startJob, type TrainerJob } from '../train/job';
 import { TransferReporter } from '../transferProgress';
@@ -84,9 +84,9 @@ export class UploadAhead {
 
 /**
  * Uploads the run directory to the run's remote directory (or waits for the upload already
- * sent), starts `job` with `env` and saves the run `running` with its job. A job that started but
- * could not be recorded is cancelled (never a job nobody follows). The caller deletes the pod
- * when this throws.
+ * sent), starts `job` with `env` and saves the run `running` with its job, which it returns. A
+ * job that started but could not be recorded is cancelled (never a job nobody follows). The caller
+ * deletes the pod when this throws.
  */
 export async function startJobOnPod(
   deps: JobCtx,
@@ -95,7 +95,7 @@ export async function startJobOnPod(
   job: TrainerJob,
   env: Record<string, string>,
   options: StartJobOptions = {},
-): Promise<void> {
+): Promise<JobRef> {
   const signal = options.signal;
   throwIfInterrupted(signal);
   if (options.uploaded) {
@@ -120,7 +120,8 @@ export async function startJobOnPod(
     await cancelJob(executor, run.remoteDir).catch(() => undefined);
     throwIfInterrupted(signal);
   }
-  run.job = { dir: run.remoteDir, pid, container: null };
+  const started: JobRef = { dir: run.remoteDir, pid, container: null };
+  run.job = started;
   run.state = 'running';
   try {
     deps.store.saveRun(run);
@@ -128,6 +129,7 @@ export async function startJobOnPod(
     await cancelJob(executor, run.remoteDir).catch(() => undefined);
     throw error;
   }
+  return started;
 }
 
 function throwIfInterrupted(signal: AbortSignal | undefined): void {
