@@ -145,7 +145,6 @@ export class SshExecutor extends CommandRunner implements Executor, TransferLink
       connectTimeoutMs: options.timing.connectTimeoutMs,
       keepaliveIntervalMs: options.keepaliveIntervalMs ?? DEFAULT_KEEPALIVE_MS,
       keepaliveCountMax: options.keepaliveCountMax ?? DEFAULT_KEEPALIVE_COUNT,
-      nowMs: () => options.clock.nowMs(),
       where: this.where,
       log: (line) => this.log(line),
       disposed: () => this.disposed,

@@ -49,11 +49,6 @@ export interface ConnectParams extends SshTarget {
   connectTimeoutMs: number;
   keepaliveIntervalMs: number;
   keepaliveCountMax: number;
-  /**
-   * The clock's now, for {@link keepaliveWhileSilent}: given, the keepalive pings only a
-   * connection that has been silent for its interval; absent, it pings every interval (ssh2's).
-   */
-  nowMs?: () => number;
   /** `user@host:port`, for messages. */
   where: string;
   log: (line: string) => void;
@@ -212,7 +207,6 @@ export function openConnection(given: ConnectParams): Promise<Connection> {
       // Requests are small writes answered by small writes: with Nagle's algorithm each waits
       // for the peer's delayed ACK (40 ms on Linux), measured 55 ms for `exec true` against 17.
       client.setNoDelay(true);
-      if (params.nowMs) keepaliveWhileSilent(client, params.keepaliveIntervalMs, params.nowMs);
       const conn = new Connection(client);
       client.on('close', () => {
         const reason = lastError ? ` (${lastError.message})` : '';
@@ -257,30 +251,6 @@ export function openConnection(given: ConnectParams): Promise<Connection> {
     } catch (error) {
       reject(failed(error as Error));
     }
-  });
-}
-
-/**
- * ssh2 pings every keepalive interval whatever the connection carries: a followed run's stream,
- * which brings bytes several times a second, still cost a ping and its answer every 5 s (24
- * wake-ups of the client a minute, with their encryption, timers and callbacks; issue 39). Bytes
- * that arrive prove the link as well as an answered ping does, so each read puts ssh2's ping off
- * (its own reset, as after an answer; at most four times an interval): a connection pings once it
- * has been silent for its interval, and a dead link is still noticed at most interval × (countMax
- * + 1) after the last byte, the bound it had. ssh2's reset and socket are not part of its API; an
- * ssh2 without them keeps its own pings.
- */
-function keepaliveWhileSilent(client: Client, intervalMs: number, nowMs: () => number): void {
-  const inner = client as unknown as { _sock?: { on?: unknown }; _resetKA?: unknown };
-  const socket = inner._sock;
-  const reset = inner._resetKA;
-  if (!(intervalMs > 0) || typeof reset !== 'function' || typeof socket?.on !== 'function') return;
-  let resetMs = nowMs();
-  (socket.on as (event: 'data', listener: () => void) => void).call(socket, 'data', () => {
-    const now = nowMs();
-    if (now - resetMs < intervalMs / 4) return;
-    resetMs = now;
-    (reset as () => void).call(client);
   });
 }
 
