@@ -45,6 +45,7 @@ import { presentRun } from '../src/ui/runs/runsView';
 import { readRuns } from '../src/ui/runs/runsSource';
 import { overbrainerLogFiles } from '../test/e2e/extensionLogs';
 import { productionBuild } from '../test/helpers/productionBuild';
+import { PROFILER_SAVE_COMMAND, unminifiedBuild, writeProfilerExtension } from './extHostProfiler';
 import { CodeServer, extensionFolderName, launchChromium, Workbench } from '../test/e2e/harness';
 import {
   below,
@@ -72,7 +73,12 @@ interface Bundles {
 
 /** The production build in a temp copy (its sizes); the caller removes `dir`. */
 function productionBundles(): Bundles {
-  const dir = productionBuild('ob-bench-prod-');
+  // A profile (OVERBRAINER_BENCH_PROFILE_DIR) is taken of the unminified build, which names the
+  // functions; its sizes are then not the production ones.
+  const dir =
+    process.env.OVERBRAINER_BENCH_PROFILE_DIR === undefined
+      ? productionBuild('ob-bench-prod-')
+      : unminifiedBuild(ROOT);
   const sizes = ['extension.js', 'webview.js', 'cli.js'].map((file) => {
     const data = readFileSync(join(dir, 'dist', file));
     return { file: `dist/${file}`, bytes: data.length, gzipBytes: gzipSync(data).length };
@@ -411,6 +417,11 @@ async function vscodeBench(
   const extensionsDir = join(extensionsRoot, 'extensions');
   linkProductionExtension(extensionsDir, bundles);
   writeEmptyExtension(extensionsDir);
+  const profileDir = process.env.OVERBRAINER_BENCH_PROFILE_DIR;
+  if (profileDir !== undefined) {
+    mkdirSync(profileDir, { recursive: true });
+    writeProfilerExtension(extensionsDir);
+  }
   let server: CodeServer | null = null;
   let browser: Browser | null = null;
   const times: VsCodeTimes = {
@@ -428,6 +439,7 @@ async function vscodeBench(
       workspace,
       extensionsDir,
       settings: { 'explorer.autoReveal': false },
+      ...(profileDir !== undefined ? { env: { OVERBRAINER_BENCH_PROFILE_DIR: profileDir } } : {}),
     });
     const userDataDir = /Using user-data-dir (\S+)/.exec(server.log)?.[1];
     if (userDataDir === undefined)
@@ -479,6 +491,18 @@ async function vscodeBench(
       if (host !== null) {
         times.extHostCpuMs.push(cpuMsOf(host) - cpuBeforeMs);
         times.extHostRssKiB.push(rssKiBOf(host));
+      }
+      if (profileDir !== undefined) {
+        // The click's wall time beside the profile, which the palette's command then writes.
+        const clickWallMs = (await workbench.page.evaluate(
+          'performance.timeOrigin + window.__obClickAt',
+        )) as number;
+        writeFileSync(
+          join(profileDir, `click-${Date.now()}.json`),
+          JSON.stringify({ clickWallMs, runsTreeMs: times.runsTreeMs.at(-1) }),
+        );
+        await sleep(1_000);
+        await workbench.runCommand(PROFILER_SAVE_COMMAND);
       }
       if (rep === 0 && reps > 1) await waitForCodeCache(userDataDir);
       // Leave the Explorer shown with runs/ collapsed for the next window.
