@@ -13,7 +13,7 @@ import {
   type NewestRuns,
   type RunSummary,
 } from '../../src/ui/runs/runsModel';
-import { presentOlderRuns } from '../../src/ui/runs/runsView';
+import { groupThousands, presentOlderRuns } from '../../src/ui/runs/runsView';
 import { readNewestRuns, readRuns } from '../../src/ui/runs/runsSource';
 
 /**
@@ -166,5 +166,23 @@ describe('ui runs: the newest runs first', function () {
     assert.equal(view.label, '9,900 older runs');
     assert.equal(view.contextValue, 'runs.older');
     assert.deepEqual(topLevelNodes(runs, runs.length).at(-1), { kind: 'older', count: 1 });
+  });
+
+  it('writes the older runs count as English does, without Intl (its first use loads ICU)', function () {
+    for (const count of [1, 12, 999, 1_000, 9_900, 12_345, 999_999, 1_234_567]) {
+      assert.equal(groupThousands(count), count.toLocaleString('en'));
+    }
+    const toLocaleString = Object.getOwnPropertyDescriptor(Number.prototype, 'toLocaleString')!;
+    Object.defineProperty(Number.prototype, 'toLocaleString', {
+      ...toLocaleString,
+      value: () => {
+        throw new Error('Intl on the first answer');
+      },
+    });
+    try {
+      assert.equal(presentOlderRuns({ kind: 'older', count: 9_900 }).label, '9,900 older runs');
+    } finally {
+      Object.defineProperty(Number.prototype, 'toLocaleString', toLocaleString);
+    }
   });
 });
