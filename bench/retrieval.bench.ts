@@ -20,7 +20,6 @@
  *            change, in the same rounds: before and after side by side), --sets small,big (only
  *            those), --ours-only (no baseline, no resume), --delete-between (see main)
  */
-import { execFileSync, spawnSync } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import {
   closeSync,
@@ -38,8 +37,10 @@ import { systemClock } from '../src/core/clock';
 import { SshExecutor } from '../src/core/exec/ssh';
 import { scaleTiming } from '../src/core/timing';
 import { retrieve } from '../src/core/train/retrieval';
+import { podCpuMs, runBaseline } from './retrievalBaseline';
+import { measureFloor, type FloorResult } from './retrievalFloor';
 import { measureResume } from './retrievalResume';
-import { descendants, startSshd } from '../test/helpers/sshd';
+import { startSshd } from '../test/helpers/sshd';
 import { forkBundled, fromParent, toParent, type Message } from './child';
 import { median, settleDisk } from './lib';
 import { DISTANT_ONE_WAY_MS, startRelay, type Relay } from './relay';
@@ -129,87 +130,6 @@ async function runChild(params: ChildParams, tree?: string): Promise<ChildResult
   return result;
 }
 
-/** The baseline, each process under /usr/bin/time for its peak RSS. */
-function runBaseline(
-  port: number,
-  keyPath: string,
-  knownHosts: string,
-  remoteDir: string,
-  work: string,
-  dest: string,
-): { ms: number; peakRssKiB: number; phasesMs: [number, number, number]; cpuMs: number } {
-  mkdirSync(dest, { recursive: true });
-  const ssh = [
-    'ssh',
-    '-p',
-    String(port),
-    '-i',
-    keyPath,
-    '-o',
-    'IdentitiesOnly=yes',
-    '-o',
-    'BatchMode=yes',
-    '-o',
-    `UserKnownHostsFile=${knownHosts}`,
-    '-o',
-    'GlobalKnownHostsFile=/dev/null',
-    '-o',
-    'HostKeyAlias=pinned',
-    'root@127.0.0.1',
-  ].join(' ');
-  const rss = (name: string): string => join(work, `rss-${name}`);
-  const timed = (name: string): string => `/usr/bin/time -f '%M %U %S' -o ${rss(name)}`;
-  const sums = join(work, 'sums');
-  const started = performance.now();
-  execFileSync('sh', [
-    '-c',
-    `${timed('m')} ${ssh} 'cd ${remoteDir} && find . -type f -exec sha256sum {} +' > ${sums}`,
-  ]);
-  const hashed = performance.now();
-  execFileSync('sh', [
-    '-c',
-    `set -e; ${timed('s')} ${ssh} 'tar -C ${remoteDir} -cf - .' | ${timed('t')} tar -C ${dest} -xf -`,
-  ]);
-  const transferred = performance.now();
-  const check = spawnSync('sh', ['-c', `cd ${dest} && ${timed('c')} sha256sum -c --quiet ${sums}`]);
-  const ms = performance.now() - started;
-  if (check.status !== 0) throw new Error(`baseline verification failed: ${check.stderr}`);
-  // The last line of /usr/bin/time's output: peak KiB, user s, system s.
-  const usage = (name: string): number[] =>
-    readFileSync(rss(name), 'utf8').trim().split('\n').pop()!.split(' ').map(Number);
-  const kib = (name: string): number => usage(name)[0]!;
-  const cpuMs = ['m', 's', 't', 'c'].reduce(
-    (sum, n) => sum + (usage(n)[1]! + usage(n)[2]!) * 1000,
-    0,
-  );
-  // ssh and tar run side by side: their peaks add up.
-  const peakRssKiB = Math.max(kib('m'), kib('s') + kib('t'), kib('c'));
-  return {
-    ms,
-    peakRssKiB,
-    phasesMs: [hashed - started, transferred - hashed, started + ms - transferred],
-    cpuMs,
-  };
-}
-
-/**
- * CPU time, ms, of the pod side so far: every process below the sshd listener (alive ones and
- * those they reaped) and the ones it reaped; a difference of two readings is what ran between.
- */
-function podCpuMs(sshdPid: number): number {
-  const ticks = (pid: number, own: boolean): number => {
-    try {
-      const fields = readFileSync(`/proc/${pid}/stat`, 'utf8').split(') ')[1]!.split(' ');
-      // utime, stime, cutime, cstime: fields 14-17 of /proc/<pid>/stat.
-      return (own ? +fields[11]! + +fields[12]! : 0) + +fields[13]! + +fields[14]!;
-    } catch {
-      return 0; // gone since it was listed: its parent counts it once it is reaped
-    }
-  };
-  const all = descendants(sshdPid).reduce((sum, pid) => sum + ticks(pid, true), 0);
-  return (all + ticks(sshdPid, false)) * 10; // USER_HZ is 100 on Linux
-}
-
 async function main(): Promise<void> {
   if (process.argv.includes('--child')) {
     await child();
@@ -284,6 +204,7 @@ async function main(): Promise<void> {
       let oursRss = 0;
       let oursIdle = 0;
       let oursParts: ChildResult['peakParts'] | undefined;
+      let floor: FloorResult | undefined;
       const before: number[] = [];
       let beforeRss = 0;
       const oursCpu: number[] = [];
@@ -341,6 +262,15 @@ async function main(): Promise<void> {
           oursRss = Math.max(oursRss, o.peakRssKiB);
           oursIdle = Math.max(oursIdle, o.idleRssKiB);
           done(out('ours', run));
+          // The floor under ours: plain ssh2 streaming the same bytes into nothing.
+          const f = await measureFloor({
+            ...childParams(''),
+            command:
+              dataset.entry === 'small'
+                ? `tar -C ${remote} -cf - small`
+                : `cat -- ${join(remote, dataset.entry, 'model.bin')}`,
+          });
+          if (!floor || f.peakKiB > floor.peakKiB) floor = f;
         },
         compared: async (run: number) => {
           const p = await runChild(childParams(out('compared', run)), compare);
@@ -410,6 +340,12 @@ async function main(): Promise<void> {
           `${dataset.name}: in the run of ours with the highest peak, the most seen at once: V8 heap ${mib(oursParts.heapUsed)} in use, memory outside the heap ${mib(oursParts.external)} (Buffers ${mib(oursParts.arrayBuffers)} of it)`,
         );
       }
+      if (floor) {
+        const mib = (kib: number): string => `${(kib / 1024).toFixed(0)} MiB`;
+        notes.push(
+          `${dataset.name}: the floor, plain ssh2 (no code of ours) streaming the same bytes (${dataset.entry === 'small' ? '`tar -cf -` of the tree' : '`cat` of the file'}) into a consumer that drops them, in a process of its own: peak RSS ${mib(floor.peakKiB)} (a bare Node ${mib(floor.idleKiB)}, ssh2 loaded ${mib(floor.loadedKiB)}, connected ${mib(floor.connectedKiB)}; the most seen at once outside the V8 heap ${floor.external.toFixed(0)} MiB, Buffers ${floor.arrayBuffers.toFixed(0)} MiB of it)`,
+        );
+      }
       json[dataset.entry] = {
         baselineMs: baseline,
         oursMs: ours,
@@ -417,6 +353,7 @@ async function main(): Promise<void> {
         baselineRss,
         oursRss,
         oursIdle,
+        ...(floor ? { floorRss: floor.peakKiB } : {}),
         ...(compare ? { beforeMs: before, beforeRss } : {}),
       };
     }
