@@ -44,9 +44,11 @@ function sleepReal(ms: number): Promise<void> {
   return new Promise((resolve) => setTimeout(resolve, ms));
 }
 
-function run(args: string[]): Promise<void> {
+function run(args: string[], input?: string): Promise<void> {
   return new Promise((resolve, reject) => {
-    const child = spawn(args[0] ?? 'false', args.slice(1), { stdio: ['ignore', 'ignore', 'pipe'] });
+    const child = spawn(args[0] ?? 'false', args.slice(1), {
+      stdio: [input === undefined ? 'ignore' : 'pipe', 'ignore', 'pipe'],
+    });
     let stderr = '';
     child.stderr?.on('data', (chunk: Buffer) => (stderr += chunk.toString('utf8')));
     child.once('error', reject);
@@ -55,6 +57,8 @@ function run(args: string[]): Promise<void> {
         ? resolve()
         : reject(new Error(`${args.join(' ')} failed (${code}): ${stderr.trim()}`)),
     );
+    child.stdin?.on('error', () => undefined);
+    child.stdin?.end(input);
   });
 }
 
@@ -81,8 +85,9 @@ async function holdNamespace(): Promise<Holder> {
   throw new Error('the network namespace holder did not enter a namespace of its own');
 }
 
-function inNs(path: string, args: string[]): Promise<void> {
-  return run(['nsenter', `--net=${path}`, '--', ...args]);
+/** `ip` commands (one a line, as `ip -batch` reads them) in the namespace at `path`: one process. */
+function ipIn(path: string, commands: string[]): Promise<void> {
+  return run(['nsenter', `--net=${path}`, '--', 'ip', '-batch', '-'], `${commands.join('\n')}\n`);
 }
 
 /** Relays each connection to `listen` on to `target` (both: a TCP address or a Unix socket). */
@@ -200,55 +205,51 @@ export class ClusterNet {
     readonly members: MemberNet[],
   ) {}
 
-  /** Makes the bridge and `count` members joined to it, their sockets under `runtimeDir`. */
+  /**
+   * Makes the bridge and `count` members joined to it, their sockets under `runtimeDir`: every
+   * member at once (as Runpod provisions a cluster's members), none waiting for another's.
+   */
   static async create(count: number, runtimeDir: string): Promise<ClusterNet> {
-    const bridge = await holdNamespace();
     const members: MemberNet[] = [];
-    const net = new ClusterNet(bridge, members);
-    try {
-      await inNs(bridge.path, ['ip', 'link', 'add', 'br0', 'type', 'bridge']);
-      await inNs(bridge.path, ['ip', 'link', 'set', 'br0', 'up']);
-      for (let rank = 0; rank < count; rank++) {
-        const holder = await holdNamespace();
-        const member = new MemberNet(
+    const holders: Holder[] = [];
+    const hold = async (): Promise<Holder> => {
+      const holder = await holdNamespace();
+      holders.push(holder);
+      return holder;
+    };
+    const bridge = hold().then(async (holder) => {
+      await ipIn(holder.path, ['link add br0 type bridge', 'link set br0 up']);
+      return holder;
+    });
+    const made = await Promise.allSettled([
+      bridge,
+      ...Array.from({ length: count }, async (_, rank) => {
+        const holder = await hold();
+        members[rank] = new MemberNet(
           rank,
           holder,
           join(runtimeDir, `ssh-${rank}.sock`),
           join(runtimeDir, `api-${rank}.sock`),
         );
-        members.push(member);
-        const pid = String(holder.child.pid);
         const veth = `v${rank}`;
-        await inNs(bridge.path, [
-          'ip',
-          'link',
-          'add',
-          veth,
-          'type',
-          'veth',
-          'peer',
-          'name',
-          CLUSTER_IFNAME,
-          'netns',
-          pid,
+        await ipIn((await bridge).path, [
+          `link add ${veth} type veth peer name ${CLUSTER_IFNAME} netns ${holder.child.pid}`,
+          `link set ${veth} master br0 up`,
         ]);
-        await inNs(bridge.path, ['ip', 'link', 'set', veth, 'master', 'br0', 'up']);
-        await inNs(holder.path, ['ip', 'link', 'set', 'lo', 'up']);
-        await inNs(holder.path, [
-          'ip',
-          'addr',
-          'add',
-          `${memberAddress(rank)}/16`,
-          'dev',
-          CLUSTER_IFNAME,
+        await ipIn(holder.path, [
+          'link set lo up',
+          `addr add ${memberAddress(rank)}/16 dev ${CLUSTER_IFNAME}`,
+          `link set ${CLUSTER_IFNAME} up`,
         ]);
-        await inNs(holder.path, ['ip', 'link', 'set', CLUSTER_IFNAME, 'up']);
-      }
-      return net;
-    } catch (error) {
-      net.close();
-      throw error;
+      }),
+    ]);
+    const failed = made.find((m): m is PromiseRejectedResult => m.status === 'rejected');
+    if (failed) {
+      // Every namespace made goes (all settled: none is still being made).
+      for (const holder of holders) holder.child.kill('SIGKILL');
+      throw failed.reason;
     }
+    return new ClusterNet(await bridge, members);
   }
 
   /** Ends every relay and namespace of the cluster (synchronous: fit for process exit). */
