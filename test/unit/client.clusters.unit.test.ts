@@ -11,18 +11,24 @@ import {
   type CreateClusterBody,
   type CreateClusterParams,
 } from '../../src/core/runpod/clusters';
+import { Agent } from 'undici';
+import { RunpodClient } from '../../src/core/runpod/client';
 import { OpenApiContract } from '../emulator/openapi';
 import {
+  API_KEY,
   apiError,
   drive,
   DOC,
+  fakeTiming,
   json,
   makeClient,
   pod,
   problem,
   query,
   route,
+  SpyClock,
   startServer,
+  waitFor,
 } from '../helpers/runpodClient';
 
 const contract = OpenApiContract.load();
@@ -132,6 +138,43 @@ describe('Runpod client: cluster calls', () => {
       primary: { podId: 'pod0', status: 'RUNNING', sshEndpoint: '1.2.3.4:22001' },
       createdAt: '2026-06-29T20:00:00Z',
     });
+  });
+
+  it("tells when the create's bytes are about to leave, not when it was called", async () => {
+    // One connection: the create waits behind a look the server holds, while the clock moves on.
+    let release = (): void => undefined;
+    const server = await startServer((hit, res) => {
+      if (hit.method === 'GET') release = () => json(res, 200, cluster());
+      else json(res, 201, cluster());
+    });
+    const dispatcher = new Agent({ connections: 1 });
+    const clock = new SpyClock();
+    const client = new RunpodClient({
+      baseUrl: server.baseUrl,
+      apiKey: API_KEY,
+      clock,
+      timing: fakeTiming(),
+      dispatcher,
+    });
+    try {
+      const look = client.getCluster('cl7h9k2m4n');
+      await waitFor(() => server.hits.length === 1, 'the held look');
+      const told: number[] = [];
+      const calledMs = clock.nowMs();
+      const made = client.createCluster(createClusterBody(params()), {
+        onSending: (atMs) => told.push(atMs),
+      });
+      await clock.advanceMs(5_000);
+      assert.deepEqual(told, [], 'nothing written while the connection is busy');
+      release();
+      await look;
+      await made;
+      assert.deepEqual(told, [calledMs + 5_000]);
+      assert.equal(server.hits[1]?.method, 'POST');
+    } finally {
+      client.dispose();
+      await dispatcher.close();
+    }
   });
 
   const failures: [number, 'capacity' | 'forbidden' | 'ambiguous' | 'rejected', string][] = [

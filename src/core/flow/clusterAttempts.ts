@@ -290,9 +290,6 @@ async function startAttempt(
   let handle: ClusterHandle | null = null;
   let answeredMs = createdMs;
   for (const gpuTypeId of start.gpuTypes) {
-    // Each member counts from its createdAt, never before the create was sent nor when Runpod's
-    // time is after the create's answer (a clock this client cannot compare): never under its bill.
-    const sentMs = ctx.clock.nowMs();
     try {
       handle = await startCluster(
         ctx,
@@ -315,7 +312,10 @@ async function startAttempt(
           clientPrivateKey: start.clientPrivateKey,
         },
         signal,
-        (cluster) => {
+        (cluster, sentMs) => {
+          // Each member counts from its createdAt, never before the create's bytes left this
+          // client nor when Runpod's time is after the create's answer (a clock this client
+          // cannot compare): never under its bill.
           answeredMs = ctx.clock.nowMs();
           run.cluster = clusterRecord(cluster, sentMs, keys.hostPublic, target.containerDiskGb);
           ctx.store.saveRun(run);

@@ -77,15 +77,20 @@ export async function startCluster(
   ctx: ClusterCtx,
   plan: ClusterPlan,
   signal?: AbortSignal,
-  /** Told once the cluster exists, before its members are waited for (its record is written then). */
-  onCreated?: (cluster: Cluster) => void,
+  /**
+   * Told once the cluster exists, before its members are waited for (its record is written then),
+   * with when its create's bytes were about to leave this client (this clock, ms): Runpod made no
+   * member before.
+   */
+  onCreated?: (cluster: Cluster, sentMs: number) => void,
   /** Told when a cluster that did not come up was ended: gone, and when its delete was answered. */
   onEnded?: (gone: boolean, answeredMs: number | null) => void,
   /** Told as each member answers SSH (rank 0's upload goes then, beside the others' boots). */
   onConnected?: (member: ClusterMember) => void,
 ): Promise<ClusterHandle> {
-  const cluster = await createCluster(ctx, plan, signal);
-  onCreated?.(cluster);
+  const sent = new Map<string, number>();
+  const cluster = await createCluster(ctx, plan, sent, signal);
+  onCreated?.(cluster, sent.get(cluster.name) ?? Math.min(...sent.values()));
   log(
     ctx,
     'info',
@@ -111,10 +116,14 @@ export async function startCluster(
   }
 }
 
-/** The create, never sent twice blindly: an unanswered one is looked for by its name first. */
+/**
+ * The create, never sent twice blindly: an unanswered one is looked for by its name first. `sent`
+ * gets each create's name and when its bytes were about to leave (when it was called, until then).
+ */
 async function createCluster(
   ctx: ClusterCtx,
   plan: ClusterPlan,
+  sent: Map<string, number>,
   signal?: AbortSignal,
 ): Promise<Cluster> {
   const first = plan.firstName ?? 1;
@@ -122,8 +131,10 @@ async function createCluster(
     signal?.throwIfAborted();
     const name = clusterName(plan.runId, attempt);
     try {
+      sent.set(name, ctx.clock.nowMs());
       return await ctx.client.createCluster(createClusterBody({ ...plan.create, name }), {
         signal,
+        onSending: (atMs) => sent.set(name, atMs),
       });
     } catch (error) {
       if (!(error instanceof ApiError)) throw error;

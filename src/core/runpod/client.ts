@@ -24,7 +24,7 @@ import {
 } from './api';
 import * as account from './account';
 import * as clusters from './clusters';
-import type { Cluster, ClusterBilling, CreateClusterBody } from './clusters';
+import type { Cluster, ClusterBilling, CreateClusterBody, CreateClusterOptions } from './clusters';
 import type { BillingBucketSize, PodBilling, Secret } from './account';
 import * as catalog from './catalog';
 import type {
@@ -291,7 +291,7 @@ export class RunpodClient implements Disposable {
   // -------------------------------------------------------------------------
 
   /** {@link clusters.createCluster} */
-  createCluster(body: CreateClusterBody, options: CallOptions = {}): Promise<Cluster> {
+  createCluster(body: CreateClusterBody, options: CreateClusterOptions = {}): Promise<Cluster> {
     return clusters.createCluster(this.#http, body, options);
   }
 

@@ -274,10 +274,19 @@ function checkClusterId(id: string): void {
  * Runpod's problem form is `capacity` (no room for this many pods of the type in one data center);
  * the other failures carry the fixed messages of {@link CLUSTER_CREATE_MESSAGES}.
  */
+/** A cluster create's options. */
+export interface CreateClusterOptions extends CallOptions {
+  /**
+   * Told (the client's clock, ms) as the create's bytes are about to leave: Runpod cannot have
+   * made the cluster before (a member's whole-second createdAt may read earlier).
+   */
+  onSending?: (atMs: number) => void;
+}
+
 export async function createCluster(
   http: ApiTransport,
   body: CreateClusterBody,
-  options: CallOptions = {},
+  options: CreateClusterOptions = {},
 ): Promise<Cluster> {
   const checked = CreateClusterBodySchema.safeParse(body);
   if (!checked.success) {
@@ -296,6 +305,7 @@ export async function createCluster(
     createMessages: CLUSTER_CREATE_MESSAGES,
     signal: options.signal,
     redactor: http.redactor,
+    ...(options.onSending ? { onSending: options.onSending } : {}),
   });
   if (outcome instanceof TransportFailure) {
     throw new ApiError('ambiguous', `${CLUSTER_CREATE_MESSAGES.transport} (${outcome.reason})`);

@@ -70,6 +70,11 @@ export interface CallSpec {
   signal?: AbortSignal | undefined;
   /** Redacts the key, plus any secret value the call carries. */
   redactor: Redactor;
+  /**
+   * Told (this clock, ms) once, as the request is about to be written to its connection: the API
+   * cannot have seen it before. Never when it was not sent (no connection, aborted before).
+   */
+  onSending?: (atMs: number) => void;
 }
 
 /** Sends the client's calls (see the module's rules). Holds the key; never enumerable. */
@@ -401,7 +406,10 @@ export class ApiTransport {
         method: spec.method,
         headers,
         body,
-        dispatcher: this.dispatcher,
+        dispatcher:
+          spec.onSending === undefined
+            ? this.dispatcher
+            : tellingWrite(this.dispatcher, () => spec.onSending?.(this.clock.nowMs())),
         signal: attempt.signal,
       });
       const read = await readBody(response.body);
@@ -446,4 +454,25 @@ export class ApiTransport {
     const search = query && Object.keys(query).length > 0 ? `?${new URLSearchParams(query)}` : '';
     return `${this.baseUrl}${path}${search}`;
   }
+}
+
+/**
+ * `dispatcher`, whose next request tells `onWrite` once as its bytes are about to be written:
+ * undici calls a request's `onConnect` on the connected socket in the same tick as the write
+ * (client-h1's writeH1), not when the call is queued or a connection is opened.
+ */
+function tellingWrite(dispatcher: Dispatcher, onWrite: () => void): Dispatcher {
+  let told = false;
+  const dispatch = (options: Dispatcher.DispatchOptions, handler: Dispatcher.DispatchHandler) => {
+    const onConnect = handler.onConnect?.bind(handler);
+    handler.onConnect = (abort) => {
+      if (!told) onWrite();
+      told = true;
+      onConnect?.(abort);
+    };
+    return dispatcher.dispatch(options, handler);
+  };
+  return new Proxy(dispatcher, {
+    get: (target, key) => (key === 'dispatch' ? dispatch : Reflect.get(target, key)),
+  });
 }
