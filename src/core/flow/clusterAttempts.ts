@@ -39,12 +39,8 @@ import { type FlowDeps, podCtx, publishState } from './deps';
 import { startJobOnPod } from '../follow/startJob';
 import { TransferReporter } from '../transferProgress';
 import { StepTimes } from '../follow/nextAttempt';
-import {
-  followCluster,
-  memberVerdicts,
-  noteMemberDeleteRefused,
-  type ClusterEnd,
-} from './clusterFollow';
+import { followCluster, memberVerdicts, type ClusterEnd } from './clusterFollow';
+import { noteMemberDeleteRefused } from './clusterRefusal';
 import { afterNodeDeath, closeClusterAttempt, endRunCluster, isoMs } from './clusterRecover';
 
 /** What a cluster run's attempts are made of. */

@@ -7,11 +7,10 @@
  */
 import { describeError } from '../errors';
 import { isDead } from '../runpod/api';
-import { log, warn, type PodCtx } from '../pod/context';
+import { log, type PodCtx } from '../pod/context';
 import { HOST_MISSES_ALLOWED, type ClusterHandle, type ClusterMember } from '../pod/cluster';
 import { PodError } from '../pod/podError';
 import {
-  CLUSTER_DELETE_FILE,
   CLUSTER_FILE,
   COST_CAP_FILE,
   LEASE_FILE,
@@ -25,6 +24,7 @@ import { jobStatus } from '../train/job';
 import { MetricsFollower } from '../train/follow';
 import { watchCheckpoints } from '../pod/checkpointStream';
 import { within } from './within';
+import { noteMemberDeleteRefused } from './clusterRefusal';
 
 /**
  * Status looks in a row a node may miss before it counts as lost. Each look (its connect, its
@@ -282,6 +282,30 @@ async function watchNodes(
   // where Runpod lets a member's key delete its cluster.
   const deadlineS = earliest(run.cluster?.nodes.map((n) => n.deadlineUnixS) ?? []);
   const capS = earliest(run.cluster?.nodes.map((n) => n.costCapAtUnixS) ?? []);
+  const timeoutMs = ctx.timing.requestTimeoutMs;
+  /** The cluster's pods: a node's end when one is gone or dead, else null. */
+  const lookAtPods = async (): Promise<ClusterEnd | null> => {
+    // Bounded as a look is (unknown when late): a slow API cannot hold up the nodes' looks.
+    const listed = ctx.client.listClusterPods(handle.cluster.id, { signal });
+    const pods = await within(ctx.clock, timeoutMs, 'pods', listed).catch(() => undefined);
+    if (pods === null) {
+      for (const member of handle.members.slice(1)) {
+        const node = nodeOf(run, member.rank);
+        if (node) node.gpuStoppedAt = node.endedAt = new Date(ctx.clock.nowMs()).toISOString();
+      }
+      return nodeDied(0, `its cluster ${handle.cluster.id} is gone`, 'gone');
+    }
+    for (const member of handle.members) {
+      const pod = pods?.find((p) => p.id === member.pod.id);
+      if (pods !== undefined && pod === undefined)
+        return nodeDied(member.rank, `its pod ${member.pod.id} is gone`, 'gone');
+      if (pod && (pod.status === 'TERMINATED' || isDead(pod))) {
+        const stopped = pod.status === 'TERMINATED' ? 'gone' : 'exited';
+        return nodeDied(member.rank, `its pod ${member.pod.id} is ${pod.status}`, stopped);
+      }
+    }
+    return null;
+  };
   /** When the members' `.pod/cluster_delete` were last looked at. */
   let refusalLookMs = -Infinity;
   /** A node's job failed at the last look with no node dead: looked at once more first. */
@@ -298,26 +322,8 @@ async function watchNodes(
         const message = 'max_hours reached: the cluster was deleted';
         return { kind: 'limit', cause: 'deadline', message };
       }
-      // Bounded as a look is (unknown when late): a slow API cannot hold up the nodes' looks.
-      const timeoutMs = ctx.timing.requestTimeoutMs;
-      const listed = ctx.client.listClusterPods(handle.cluster.id, { signal });
-      const pods = await within(ctx.clock, timeoutMs, 'pods', listed).catch(() => undefined);
-      if (pods === null) {
-        for (const member of handle.members.slice(1)) {
-          const node = nodeOf(run, member.rank);
-          if (node) node.gpuStoppedAt = node.endedAt = new Date(ctx.clock.nowMs()).toISOString();
-        }
-        return nodeDied(0, `its cluster ${handle.cluster.id} is gone`, 'gone');
-      }
-      for (const member of handle.members) {
-        const pod = pods?.find((p) => p.id === member.pod.id);
-        if (pods !== undefined && pod === undefined)
-          return nodeDied(member.rank, `its pod ${member.pod.id} is gone`, 'gone');
-        if (pod && (pod.status === 'TERMINATED' || isDead(pod))) {
-          const stopped = pod.status === 'TERMINATED' ? 'gone' : 'exited';
-          return nodeDied(member.rank, `its pod ${member.pod.id} is ${pod.status}`, stopped);
-        }
-      }
+      const podsEnd = await lookAtPods();
+      if (podsEnd !== null) return podsEnd;
       // The members' refusal notes read beside the looks, each bounded as a look is: a host that
       // stopped answering cannot hold the looks up (an SFTP read of it ends only at the drop).
       const refusals =
@@ -356,11 +362,15 @@ async function watchNodes(
       if (signal?.aborted) return aborted();
       let rank0Done = false;
       let failed: { rank: number; why: string } | null = null;
+      /** A node's first missed look, or a job's first failure: the pods are looked at at once. */
+      let sign = false;
       for (const { member, status, error } of looks) {
         if (status === null) {
-          if ((misses.get(member.rank) ?? 0) >= MISSES_ALLOWED) {
+          const missed = misses.get(member.rank) ?? 0;
+          if (missed >= MISSES_ALLOWED) {
             return nodeDied(member.rank, `its host stopped answering (${describeError(error)})`);
           }
+          if (missed === 1) sign = true;
           continue;
         }
         if (status.kind === 'running') continue;
@@ -385,8 +395,16 @@ async function watchNodes(
       if (failed !== null) {
         if (failedSeen) return failNode(failed.rank, failed.why);
         failedSeen = true;
+        sign = true;
       } else if (rank0Done) {
         return { kind: 'succeeded' };
+      }
+      // A node whose look failed or whose job failed may be dead: its pod is looked at now, not a
+      // status poll later (a dead member bills to the look that finds it). Once per sign; the
+      // misses and the failed job's second look keep the poll's pace.
+      if (sign) {
+        const signEnd = await lookAtPods();
+        if (signEnd !== null) return signEnd;
       }
       try {
         await ctx.clock.sleep(ctx.timing.statusPollMs, signal);
@@ -397,53 +415,4 @@ async function watchNodes(
   } finally {
     steps.dispose();
   }
-}
-
-/**
- * Whether a member's watchdog tried to delete the cluster with its own key and was refused (it
- * writes `.pod/cluster_delete`): the first refusal seen is recorded in run.json's cluster and
- * said once, with what still ends the cluster. Nothing once one was recorded; never throws. Each
- * member's read waits at most the request timeout (a frozen host's would wait for the drop).
- */
-export async function noteMemberDeleteRefused(
-  ctx: PodCtx,
-  run: RunRecord,
-  handle: ClusterHandle,
-  /** A node found dead: not waited for. */
-  deadRank: number | null = null,
-): Promise<void> {
-  const cluster = run.cluster;
-  if (!cluster || cluster.id !== handle.cluster.id || cluster.memberDeleteRefused) return;
-  const notes = await Promise.all(
-    handle.members
-      .filter((member) => member.rank !== deadRank)
-      .map(async (member) => {
-        try {
-          const path = `${run.remoteDir}/${CLUSTER_DELETE_FILE}`;
-          const read = member.executor.readRange(path, 0, 256);
-          const text = (await within(ctx.clock, ctx.timing.requestTimeoutMs, path, read))
-            .toString('utf8')
-            .trim()
-            .split('\n')[0];
-          return text ? { rank: member.rank, text } : null;
-        } catch {
-          return null; // not written (nothing refused), or the node does not answer now
-        }
-      }),
-  );
-  const first = notes.find((n) => n !== null);
-  if (!first) return;
-  const words = first.text.replace(/[^ -~]/g, '?').slice(0, 80);
-  cluster.memberDeleteRefused = `node ${first.rank}: ${words}`;
-  try {
-    ctx.store.saveRun(run);
-  } catch (error) {
-    log(ctx, 'debug', `cannot record the refused cluster delete: ${describeError(error)}`);
-  }
-  warn(
-    ctx,
-    run.id,
-    'cluster_delete_refused',
-    `node ${first.rank}'s watchdog tried to delete cluster ${cluster.id} with its own key and Runpod refused it (${words}): the members' watchdogs cannot end this cluster; while this client follows it ends it at max_hours and max_cost_usd; should the client stop, remove it with "overbrainer pod rm ${cluster.id}"`,
-  );
 }
