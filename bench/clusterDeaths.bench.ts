@@ -427,8 +427,8 @@ export async function clusterDeathsBench(options: BenchOptions): Promise<BenchRe
     notes: [
       "the baseline of the 1 % row: the same attempts by the former rule (every member from the create's send to the cluster's delete, to $0.0001), side by side",
       `where each attempt's estimate is over the ledger, in seconds of one member's rate summed over its members (min / median / max): ${parts}`,
-      `the start's over split (min / median / max member-seconds): before the create's bytes left this client (undici's sendHeaders; a client that stamped it could start there) ${sub('startBeforeBytesS')}; after them, inside the second of the member's createdAt (no client can know when in it Runpod made the member) ${sub('startInFlightS')}`,
-      `the end's over split: a dead member counted to the look that found it ${sub('foundS')}, of which waiting for that look to be sent ${sub('waitLookS')} (the cluster's pods are looked at every ${lookMs} ms here plus the nodes' SSH looks; ${PRODUCTION_TIMING.statusPollMs} ms in production, over attempts ${TIMING_FACTOR} times as long); the live members to the delete's answer ${sub('deleteS')}`,
+      `the start's over split (min / median / max member-seconds): before the create's bytes left this client (undici's sendHeaders; the product counts from its request's onConnect, the same tick) ${sub('startBeforeBytesS')}; after them, inside the second of the member's createdAt (no client can know when in it Runpod made the member) ${sub('startInFlightS')}`,
+      `the end's over split: a dead member counted to the look that found it ${sub('foundS')}, of which waiting for that look to be sent ${sub('waitLookS')} (the cluster's pods are looked at every ${lookMs} ms here plus the nodes' SSH looks, and at once when a node's look or job fails; ${PRODUCTION_TIMING.statusPollMs} ms in production, over attempts ${TIMING_FACTOR} times as long); the live members to the delete's answer ${sub('deleteS')}`,
       ...overOneLines,
       `seed ${seed}; deaths: ${kinds}; ${beforeHome} before the first checkpoint was home; ${atOnce} runs at once in one emulator; ${STEPS} steps of ${JOB.stepSeconds} s, a checkpoint every ${JOB.saveEvery}; ${wallS.toFixed(0)} s in all; load average ${loadAtStart.toFixed(1)} at the start, ${loadavg()[0]!.toFixed(1)} at the end`,
       ...figures
@@ -440,10 +440,10 @@ export async function clusterDeathsBench(options: BenchOptions): Promise<BenchRe
     ],
     bounds:
       `each run is two real clusters (four members with sshd, the bootstrap, the watchdog and torchrun) in one emulator on this machine; a death is found by the next look at the cluster's pods (EXITED, gone, the cluster gone) or by ${MISSES_ALLOWED} missed SSH looks (a host gone silent), then the whole cluster is deleted and confirmed and a new one made ready from the newest checkpoint home. ` +
-      `Each member's estimate counts from its own createdAt, never before the create was sent, to its own end (the look that found it gone or EXITED, else the delete's answer), rounded up to the micro-dollar. ` +
-      `Runpod's createdAt is whole seconds, so a member made within the second the create was sent in counts from the send: a client that stamped when the create's bytes left it could start later by ${sub('startBeforeBytesS')} of members' time here (the product's transport does not stamp it); ` +
+      `Each member's estimate counts from its own createdAt, never before the create's bytes left the client (its request's onConnect, on the connected socket), to its own end (the look that found it gone or EXITED, else the delete's answer), rounded up to the micro-dollar. ` +
+      `Runpod's createdAt is whole seconds, so a member made within the second the create was sent in counts from when its bytes left (${sub('startBeforeBytesS')} of members' time before undici's sendHeaders here); ` +
       `what is left after the bytes left (the create's way to the API and in its hands, ${sub('startInFlightS')} of members' time here, in a process whose event loop the clients, the emulator and the SSH sessions share) no client can narrow, and it does not shrink with the test's timing: it is a larger share of an attempt ${TIMING_FACTOR} times shorter than production's. ` +
-      `A dead member's end is the look that found it, at most one turn of the look loop after the ledger stopped it (${lookMs} ms of pause here plus the looks themselves; ${PRODUCTION_TIMING.statusPollMs} ms in production).`,
+      `A dead member's end is the look that found it: at once when a node's SSH look or job failed, else at most one turn of the look loop after the ledger stopped it (${lookMs} ms of pause here plus the looks themselves; ${PRODUCTION_TIMING.statusPollMs} ms in production).`,
     raw: { seed, figures, leakedClusters, leakedPods },
   };
 }

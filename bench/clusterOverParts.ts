@@ -8,7 +8,7 @@
  *
  * When a request's bytes left is undici's `undici:client:sendHeaders` (published just before the
  * request is written to its socket: the API cannot have seen the request before it), measured here
- * by the benchmark only; the product does not stamp it.
+ * by the benchmark; the product counts from its request's onConnect, in the same tick just before.
  */
 import * as diagnostics from 'node:diagnostics_channel';
 import type { RunCluster } from '../src/core/runs/clusterRecord';
