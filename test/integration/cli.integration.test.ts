@@ -5,7 +5,8 @@
  * watchdog and sshd. The workspace is examples/tiny/ with a `command`
  * trainer. Every scenario asserts on run.json, pod.json, the files on disk and
  * the emulator's ledger (what Runpod would bill), never on the CLI's words
- * alone. Timings: the production constants divided by OVERBRAINER_TIMING_SCALE (8, see
+ * alone. Acting on a running run (cancel, stop, Ctrl-C, attach, keep, release):
+ * cli.runControl. Timings: the production constants divided by OVERBRAINER_TIMING_SCALE (8, see
  * emulatorEnv).
  */
 import assert from 'node:assert/strict';
@@ -14,59 +15,15 @@ import * as path from 'node:path';
 import { assertDeletedAfterRetrieval } from '../helpers/retrievedDelete';
 import { postRunPod } from '../emulator/testing';
 import { FAILED_BY_POD_RM } from '../../src/core/pod/podAdmin';
-import { type Running } from '../helpers/cli';
-import { gatedCommand, openGate } from '../helpers/gatedJob';
-import { cliSuite } from '../helpers/cliSuite';
+import { cliTrainSuite, trainToml as toml } from '../helpers/cliTrainSuite';
 import { readJson } from '../helpers/labFiles';
-import { tinyToml } from '../helpers/tinyWorkspace';
-
-function toml(extra = ''): string {
-  return tinyToml('python3 train.py --steps 20 --step-seconds 0.05', extra);
-}
 
 describe('overbrainer CLI against the Runpod emulator', function () {
   // A case spawns up to four CLIs, each a Node process loading the bundle: on a loaded machine
   // (CI beside the e2e windows) one case took over 150 s.
   this.timeout(300_000);
-  const suite = cliSuite('cli-it-', () => toml());
+  const { suite, waitFor, hostKeySecret, noSecretIn, GATED_JOB } = cliTrainSuite();
   const { start, cli, onlyRun, runJson, podJson, ledgerOf, runsDir } = suite;
-
-  async function waitFor(
-    what: string,
-    running: Running,
-    probe: () => boolean,
-    timeoutMs = 90_000,
-  ): Promise<void> {
-    const until = Date.now() + timeoutMs;
-    while (!probe()) {
-      if (Date.now() > until || (running.child.exitCode !== null && !running.exitOk)) {
-        throw new Error(`timed out waiting for ${what}; the CLI said:\n${running.out.stderr}`);
-      }
-      await new Promise((resolve) => setTimeout(resolve, 100));
-    }
-  }
-
-  /** Whether the account still holds the run's host-key secret. */
-  const hostKeySecret = async (id: string): Promise<boolean> => {
-    const listed = await suite.api.get<{ secrets: { name: string }[] }>('/account/secrets');
-    return listed.body.secrets.some((s) => s.name === `overbrainer_host_key_${id}`);
-  };
-  const noSecretIn = (ran: { stdout: string; stderr: string }): void => {
-    assert.ok(
-      !ran.stdout.includes(suite.emulator.apiKey) && !ran.stderr.includes(suite.emulator.apiKey),
-      'the API key was printed',
-    );
-  };
-  /**
-   * A run whose job ends only when the test lets it (helpers/gatedJob.ts) or a command ends it
-   * (cancel, pod rm): the test acts while it surely runs, however slow the machine (a 40 s job
-   * once ended under a load of 20 before two CLI calls had refused and forced a pod rm).
-   */
-  const GATED_JOB = { OVERBRAINER_TRAINING__COMMAND: gatedCommand() };
-  /** A job long enough to be stopped: a snapshot request is honoured between train.py's steps. */
-  const LONG_JOB = {
-    OVERBRAINER_TRAINING__COMMAND: 'python3 train.py --steps 400 --step-seconds 0.1',
-  };
 
   it('trains: results verified on disk, pod deleted and confirmed, client key and host-key secret gone; runs ls', async () => {
     // A pod of a run another checkout started: warned about before the run, never deleted.
@@ -254,187 +211,6 @@ describe('overbrainer CLI against the Runpod emulator', function () {
     const pod = podJson(id);
     assert.equal(pod.state, 'deleted');
     assert.equal(pod.deleted_by, 'pod_rm', 'the follower keeps what pod rm recorded');
-  });
-
-  it('train cancel while another CLI follows: the follower collects the cancelled run and deletes the pod', async () => {
-    const training = start(['train'], GATED_JOB);
-    await waitFor('the job to run', training, () =>
-      training.out.stderr.includes('train: job running'),
-    );
-    const id = onlyRun();
-    const podId = String(podJson(id).pod_id);
-    const cancelled = await cli(['train', 'cancel', id]);
-    assert.equal(cancelled.code, 0, cancelled.stderr);
-    const followed = await training.done;
-    assert.equal(followed.code, 1, followed.stderr);
-    assert.match(
-      followed.stdout.trim(),
-      new RegExp(`^train: run ${id} cancelled; pod deleted about \\$\\d+\\.\\d\\d`),
-    );
-    assert.ok(followed.stderr.includes('train: job cancelled'), followed.stderr);
-    assert.equal(runJson(id).state, 'cancelled');
-    assert.equal(podJson(id).state, 'deleted');
-    assert.equal(ledgerOf(podId).billing, false);
-  });
-
-  it('exit codes of a stopped run: train stop exits 0 once the snapshot is asked for; the train following the run brings it home and exits 1 (stopped)', async () => {
-    const training = start(['train'], LONG_JOB);
-    await waitFor('the job to run', training, () =>
-      training.out.stderr.includes('train: job running'),
-    );
-    const id = onlyRun();
-    const podId = String(podJson(id).pod_id);
-    const stopped = await cli(['train', 'stop', id]);
-    assert.equal(stopped.code, 0, stopped.stderr);
-    assert.match(stopped.stdout, new RegExp(`^train: run ${id} asked for a snapshot`, 'm'));
-    const followed = await training.done;
-    assert.equal(followed.code, 1, followed.stderr);
-    assert.match(followed.stdout.trim(), new RegExp(`^train: run ${id} stopped`));
-    assert.equal(runJson(id).state, 'stopped');
-    assert.equal(podJson(id).state, 'deleted');
-    assert.equal(ledgerOf(podId).billing, false);
-  });
-
-  it('Ctrl-C once the job runs only stops following; train cancel then cancels it and deletes the pod', async () => {
-    const training = start(['train'], GATED_JOB);
-    await waitFor('the job to run', training, () =>
-      training.out.stderr.includes('train: job running'),
-    );
-    const id = onlyRun();
-    const podId = String(podJson(id).pod_id);
-    training.child.kill('SIGINT');
-    const stopped = await training.done;
-    assert.equal(stopped.code, 1, stopped.stderr);
-    assert.ok(
-      stopped.stderr.includes(
-        'interrupt: stopping to follow the run; its job and pod keep running',
-      ),
-      stopped.stderr,
-    );
-    assert.ok(
-      stopped.stderr.includes(
-        `interrupted: stopped following run ${id}: the job and pod ${podId} keep running`,
-      ),
-      stopped.stderr,
-    );
-    assert.ok(stopped.stderr.includes(`overbrainer train attach ${id}`), stopped.stderr);
-    assert.equal(runJson(id).state, 'running');
-    assert.equal(ledgerOf(podId).billing, true, 'the pod keeps running');
-
-    const cancelled = await cli(['train', 'cancel', id]);
-    assert.equal(cancelled.code, 0, cancelled.stderr);
-    assert.match(
-      cancelled.stdout.trim(),
-      new RegExp(`^train: run ${id} cancelled; pod deleted about \\$\\d+\\.\\d\\d`),
-    );
-    assert.equal(runJson(id).state, 'cancelled');
-    assert.equal(podJson(id).state, 'deleted');
-    assert.equal(ledgerOf(podId).billing, false);
-    const again = await cli(['train', 'cancel', id]);
-    assert.equal(again.code, 1);
-    assert.ok(again.stderr.includes(`error: run ${id} already ended: cancelled`), again.stderr);
-  });
-
-  it('train attach after Ctrl-C follows the job again to its end, retrieves and deletes the pod', async () => {
-    const medium = {
-      OVERBRAINER_TRAINING__COMMAND: 'python3 train.py --steps 120 --step-seconds 0.1',
-    };
-    const training = start(['train'], medium);
-    await waitFor('the job to run', training, () =>
-      training.out.stderr.includes('train: job running'),
-    );
-    const id = onlyRun();
-    const podId = String(podJson(id).pod_id);
-    training.child.kill('SIGINT');
-    assert.equal((await training.done).code, 1);
-    const attached = await cli(['train', 'attach', id], medium);
-    assert.equal(attached.code, 0, attached.stderr);
-    assert.match(
-      attached.stdout.trim(),
-      new RegExp(
-        `^train: run ${id} succeeded; pod deleted about \\$\\d+\\.\\d\\d; output in runs/${id}/output$`,
-      ),
-    );
-    assert.equal(runJson(id).state, 'succeeded');
-    const metrics = fs.readFileSync(path.join(runsDir(), id, 'metrics.jsonl'), 'utf8');
-    assert.ok(metrics.includes('"step":120'), 'the whole metrics file came back');
-    assert.equal(podJson(id).state, 'deleted');
-    assert.equal(ledgerOf(podId).billing, false);
-  });
-
-  it('train keep at runtime keeps the pod after the run; train release after the retrieval deletes it', async () => {
-    // The job ends once the pod is kept (its gate): a second CLI keeps it while it surely runs,
-    // however long a CLI start takes on a loaded machine.
-    const training = start(['train'], { OVERBRAINER_TRAINING__COMMAND: gatedCommand() });
-    await waitFor('the job to run', training, () =>
-      training.out.stderr.includes('train: job running'),
-    );
-    const id = onlyRun();
-    const podId = String(podJson(id).pod_id);
-    const kept = await cli(['train', 'keep', id]);
-    assert.equal(kept.code, 0, kept.stderr);
-    assert.ok(
-      kept.stdout.includes(`pod: ${podId} kept: \`overbrainer runs ssh ${id}\``),
-      kept.stdout,
-    );
-    assert.equal(podJson(id).keep, true);
-    openGate(suite.emulator, podId, id);
-    const followed = await training.done;
-    assert.equal(followed.code, 0, followed.stderr);
-    assert.match(
-      followed.stdout.trim(),
-      new RegExp(`^train: run ${id} succeeded; pod kept ${podId}; output in runs/${id}/output$`),
-    );
-    assert.equal(podJson(id).state, 'kept');
-    assert.equal(ledgerOf(podId).billing, true, 'kept at runtime: it stays after the run');
-
-    const pod = await suite.releaseRetrieved(id, podId);
-    // Its results were retrieved (the marker is on the pod): the release deletes it at once.
-    assert.equal(ledgerOf(podId).billing, false);
-    assertDeletedAfterRetrieval(suite.emulator, podId, pod.deleted_by);
-  });
-
-  it('Ctrl-C while the pod is provisioning deletes the pod and fails the run', async () => {
-    const training = start(['train']);
-    await waitFor('the pod to be created', training, () =>
-      training.out.stderr.includes('; waiting for SSH'),
-    );
-    // Runpod asks the delete to wait 3 s (429): a second Ctrl-C lands while it is under way.
-    await suite.emulator.faults.rateLimit('deletePod', 3, 1);
-    training.child.kill('SIGINT');
-    await waitFor('the delete', training, () => training.out.stderr.includes('pod: deleting '));
-    training.child.kill('SIGINT');
-    const ran = await training.done;
-    assert.match(
-      ran.stderr,
-      /interrupt ignored: pod \S+ is being deleted, and a delete is never interrupted; wait for it to be confirmed/,
-    );
-    assert.notEqual(ran.code, 0, ran.stderr);
-    const id = onlyRun();
-    const run = runJson(id);
-    assert.equal(run.state, 'failed');
-    assert.equal(run.message, 'interrupted before the job started');
-    assert.equal(run.job, null);
-    const pod = podJson(id);
-    assert.equal(pod.state, 'deleted');
-    const podId = String(pod.pod_id);
-    assert.equal(ledgerOf(podId).billing, false);
-    assert.ok(
-      ran.stderr.includes(`pod: deleting ${podId} (interrupted before the job started)`),
-      ran.stderr,
-    );
-    assert.ok(
-      ran.stderr.includes(
-        `interrupted: run ${id} stopped before its job started; it has no pod left`,
-      ),
-      ran.stderr,
-    );
-    assert.match(
-      ran.stdout.trim(),
-      new RegExp(`^train: run ${id} failed; interrupted before the job started; pod deleted`),
-    );
-    assert.equal(fs.existsSync(path.join(runsDir(), id, 'ssh', 'id_ed25519')), false);
-    assert.equal(await hostKeySecret(id), false, 'the host-key secret is deleted');
   });
 
   it('trains on a local target without any API key; --keep-pod is refused there', async () => {
