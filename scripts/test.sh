@@ -231,11 +231,17 @@ RECOVERY_FIGURE=test/integration/reliability.recoveryDeaths.integration.test.ts
 # reliability.spendPastEnd's watchdog-deleted pod now lives 4.5 min.
 # 2026-12-07 13:00 (CI at a load of 30-56): sweep 532 s, sweepFigures 527, sweepAttach 514 and
 # cluster.attach 482 were among the ten slowest, and had been left to start among the others.
-LONG_FIRST=(reliability.api cli cluster.deaths reliability.recovery sweep cluster.train
-  sweepFigures sweepAttach cluster.attach reliability.spendPastEnd reliability.runSpend reliability.crash
-  reliability.release cli.commands lifecycle.guards cluster.recovery
-  reliability.budgetDay cli.podCommands reliability.ssh reliability.disk lifecycle
-  reliability.input exec.upload reliability.budget retrieval podLogs cli.readOnly
+# 2026-12-08 (main's idle CI: the step 730 s): reliability.recovery 350 s, sweep 336,
+# reliability.spendPastEnd 299, sweepAttach 275, cli 267, sweepFigures 266. Files whose cases
+# ran one after another for longer than that were cut at a seam (recovery → + recoveryHost,
+# sweep → + sweepBudget, sweepAttach → + sweepStop, cli → + cli.runControl), and
+# reliability.spendPastEnd starts first: its one case waits about 4.5 minutes for a watchdog's
+# delete past a deadline (the 1 % it checks needs a pod that long), whatever the load.
+LONG_FIRST=(reliability.spendPastEnd cluster.deaths reliability.api sweep cluster.attach cluster.train
+  sweepAttach reliability.recoveryHost reliability.recovery reliability.runSpend reliability.crash
+  cli cli.runControl sweepBudget sweepFigures reliability.release cli.commands lifecycle.guards
+  cluster.recovery reliability.budgetDay cli.podCommands reliability.ssh reliability.disk lifecycle
+  sweepStop reliability.input exec.upload reliability.budget retrieval podLogs cli.readOnly
   reliability.apiLimits cli.tty reliability.records reliability.snapshot emulator.cli)
 INTEGRATION_JOBS=8
 # OVERBRAINER_INTEGRATION_JOBS overrides it for one run (to measure another count).
