@@ -26,6 +26,7 @@ import * as path from 'node:path';
 import { chromium, type Browser, type Locator, type Page } from 'playwright-core';
 import { BUILTINS_OFF, codeServerArgs, codeServerEnv } from './codeServerProcess';
 import { logFiles } from './extensionLogs';
+import { stalledMsSince, watchStalls } from './stallWatch';
 
 export { codeServerArgs, codeServerEnv } from './codeServerProcess';
 
@@ -46,7 +47,13 @@ const CHROMIUM = process.env.OVERBRAINER_E2E_CHROMIUM ?? '/usr/bin/chromium';
  * cost time when something is really wrong. OVERBRAINER_E2E_SLOW=1 triples them.
  */
 const SLOW = process.env.OVERBRAINER_E2E_SLOW === '1' ? 3 : 1;
-export const UI_TIMEOUT_MS = 45_000 * SLOW;
+/**
+ * A UI wait's bound (Playwright's default for every wait and action of a page). 90 s, not 45:
+ * these machines have frozen whole for 55 s (./stallWatch.ts), and a wait of 45 s ran out across
+ * such a pause although the product had no time to act; a failure says whether one happened.
+ */
+export const UI_TIMEOUT_MS = 90_000 * SLOW;
+watchStalls();
 /**
  * How long a new window may take to show the Overbrainer container: the extension host shows it
  * once it has scanned the extensions, which took over 45 s for the suite's first code-server
@@ -648,9 +655,10 @@ export async function eventually<T>(
   probe: () => Promise<T | undefined>,
   timeoutMs = UI_TIMEOUT_MS,
 ): Promise<T> {
-  const deadline = Date.now() + timeoutMs;
+  const startedMs = Date.now();
   let lastError: unknown;
-  while (Date.now() < deadline) {
+  // A pause of the whole machine gave nothing the time to happen: it does not count.
+  while (Date.now() < startedMs + timeoutMs + stalledMsSince(startedMs)) {
     try {
       const value = await probe();
       if (value !== undefined) return value;

@@ -7,7 +7,9 @@ import type { EmulatorOptions } from '../emulator/types';
 import { tinyToml, writeTinyWorkspace } from '../helpers/tinyWorkspace';
 import { installBuild } from './build';
 import { borrowChromium, returnChromium } from './sharedChromium';
+import { overbrainerLogFiles } from './extensionLogs';
 import { CodeServer, eventually, tempDir, Workbench, type CodeServerOptions } from './harness';
+import { describeStalls } from './stallWatch';
 
 export { tinyToml };
 
@@ -129,8 +131,14 @@ export function useWindow(options: WindowOptions): E2eWindow {
   }
 
   let diagnosed = false;
+  let testStartedMs = Date.now();
+  beforeEach(function () {
+    testStartedMs = Date.now();
+  });
   afterEach(async function () {
     if (this.currentTest?.state !== 'failed') return;
+    // In the failure itself (the end of a CI's output shows it): what ran while the test waited.
+    if (this.currentTest.err) explainFailure(this.currentTest.err, window, testStartedMs);
     await window.workbench?.screenshot('failed').catch(() => undefined);
     // Once per window: whether its extension host started and the extension activated.
     if (!diagnosed && window.server) {
@@ -161,6 +169,35 @@ export function useWindow(options: WindowOptions): E2eWindow {
   });
 
   return window;
+}
+
+/**
+ * Adds to a failed test's error what its window did meanwhile: whether the machine paused, the
+ * extension's last log lines and the emulator's last requests.
+ */
+function explainFailure(error: Error, window: E2eWindow, sinceMs: number): void {
+  const indent = (text: string): string => text.replace(/^/gm, '    ');
+  const parts = [describeStalls(sinceMs)];
+  const logs = window.server ? overbrainerLogFiles(window.server.logsDir) : [];
+  const logFile = logs[logs.length - 1];
+  if (logFile !== undefined) {
+    const lines = fs.readFileSync(logFile, 'utf8').trimEnd().split('\n').slice(-20);
+    parts.push(`the extension's log, its last ${lines.length} lines:\n${indent(lines.join('\n'))}`);
+  }
+  if (window.emulator) {
+    const requests = window.emulator
+      .requests()
+      .filter((r) => r.atMs >= sinceMs)
+      .slice(-10);
+    const each = requests.map(
+      (r) =>
+        `${new Date(r.atMs).toISOString().slice(11, 23)} ${r.method} ${r.path} → ${r.status} (${r.durationMs} ms, ${r.key})`,
+    );
+    parts.push(`the emulator's last requests:\n${indent(each.join('\n') || '(none)')}`);
+  }
+  const before = error.message;
+  error.message = `${before}\n  --- while it ran:\n${indent(parts.join('\n'))}`;
+  if (typeof error.stack === 'string') error.stack = error.stack.replace(before, error.message);
 }
 
 /**
