@@ -1,6 +1,6 @@
 /**
  * Retrieval still catches every wrong byte now that big files are hashed on the pod by
- * OpenSSL (where it has one) and streamed by `head -c`: a byte changed in transit, and a
+ * OpenSSL (where it has one) and streamed by `dd` (from further in, `head -c`): a byte changed in transit, and a
  * pod-side hash that does not match the data, each fail the retrieval with the file named
  * and move nothing into place.
  */
@@ -12,8 +12,9 @@ import { join } from 'node:path';
 import { describeMismatches, retrieve } from '../../src/core/train/retrieval';
 import { podWithTools } from '../helpers/podTools';
 
-/** Every byte of what `head` sends goes up by one: the stream's data is not the file's. */
-const CORRUPTING_HEAD = `#!/bin/sh\n/usr/bin/head "$@" | tr '\\000-\\377' '\\001-\\377\\000'\n`;
+/** Every byte of what `tool` sends goes up by one: the stream's data is not the file's. */
+const corrupting = (tool: string): string =>
+  `#!/bin/sh\n/usr/bin/${tool} "$@" | tr '\\000-\\377' '\\001-\\377\\000'\n`;
 
 /** OpenSSL that passes the self-test (3 bytes) but gives another hash for anything bigger. */
 const LYING_OPENSSL =
@@ -31,7 +32,7 @@ describe('retrieval catches a wrong byte of a big file', function () {
   afterEach(() => rmSync(local, { recursive: true, force: true }));
 
   const cases: [string, Record<string, string>][] = [
-    ['changed in transit (the stream)', { head: CORRUPTING_HEAD }],
+    ['changed in transit (the stream)', { dd: corrupting('dd'), head: corrupting('head') }],
     ["hashed wrong on the pod (the manifest's hasher)", { openssl: LYING_OPENSSL }],
   ];
   for (const [label, tools] of cases) {
@@ -40,7 +41,7 @@ describe('retrieval catches a wrong byte of a big file', function () {
       try {
         const remote = join(pod.sshd.root, 'run');
         mkdirSync(join(remote, 'output'), { recursive: true });
-        // One big file alone: streamed through an exec channel (`head -c`), hashed by OpenSSL.
+        // One big file alone: streamed through an exec channel (`dd`), hashed by OpenSSL.
         writeFileSync(join(remote, 'output', 'model.bin'), randomBytes(3 * 1024 * 1024));
         const localRunDir = join(local, 'runs', 'r1');
         const result = await retrieve({

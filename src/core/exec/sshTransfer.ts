@@ -100,10 +100,9 @@ async function streamRange(
   signal?: AbortSignal,
 ): Promise<number> {
   let streamed = 0;
-  // From the start: `head` alone (one process and one pipe less per byte than `tail | head`).
   const command =
     position === 0
-      ? `head -c ${length} -- ${shQuote(path)}`
+      ? wholeFileCommand(path, length)
       : `tail -c +${position + 1} -- ${shQuote(path)} | head -c ${length}`;
   const result = await link.run(command, {
     signal,
@@ -122,6 +121,29 @@ async function streamRange(
     throw new ExecError('io', `reading ${path} on ${link.where} failed: ${excerpt(result.stderr)}`);
   }
   return streamed;
+}
+
+/** Bytes per read of {@link wholeFileCommand}'s `dd`. */
+const DD_BLOCK_BYTES = 1024 * 1024;
+
+/**
+ * POSIX sh that writes the first `length` bytes of the file `path` to stdout: `dd` in 1 MiB
+ * blocks, then one block of the rest (a regular file gives whole blocks; the group's two `dd`
+ * share its offset). GNU `head -c` reads 8 KiB at a time: 1.5 s of the pod's CPU per GiB where
+ * this takes about 0.5 s, beside the transfer on the same cores. A file that cannot be opened
+ * is the shell's message on stderr; `dd`'s counts are dropped (a read failing midway leaves
+ * the file short, which its hash then tells).
+ */
+function wholeFileCommand(path: string, length: number): string {
+  const blocks = Math.floor(length / DD_BLOCK_BYTES);
+  const rest = length % DD_BLOCK_BYTES;
+  const parts = [
+    ...(blocks > 0 ? [`dd bs=${DD_BLOCK_BYTES} count=${blocks} 2>/dev/null`] : []),
+    ...(rest > 0 ? [`dd bs=${rest} count=1 2>/dev/null`] : []),
+  ];
+  return parts.length === 0
+    ? ': < ' + shQuote(path)
+    : `{ ${parts.join(' && ')}; } < ${shQuote(path)}`;
 }
 
 /** `names` cut into groups whose quoted names fit one command line of TAR_COMMAND_BYTES. */
