@@ -45,7 +45,12 @@ import { presentRun } from '../src/ui/runs/runsView';
 import { readRuns } from '../src/ui/runs/runsSource';
 import { overbrainerLogFiles } from '../test/e2e/extensionLogs';
 import { productionBuild } from '../test/helpers/productionBuild';
-import { PROFILER_SAVE_COMMAND, unminifiedBuild, writeProfilerExtension } from './extHostProfiler';
+import {
+  PROFILER_SAVE_COMMAND,
+  startPageProfile,
+  unminifiedBuild,
+  writeProfilerExtension,
+} from './extHostProfiler';
 import { CodeServer, extensionFolderName, launchChromium, Workbench } from '../test/e2e/harness';
 import {
   below,
@@ -481,6 +486,7 @@ async function vscodeBench(
       );
       const host = extensionHostPid(userDataDir);
       const cpuBeforeMs = host === null ? NaN : cpuMsOf(host);
+      const pageProfile = profileDir === undefined ? null : await startPageProfile(workbench.page);
       times.runsTreeMs.push(
         await timeClickToRow(
           workbench,
@@ -491,6 +497,12 @@ async function vscodeBench(
       if (host !== null) {
         times.extHostCpuMs.push(cpuMsOf(host) - cpuBeforeMs);
         times.extHostRssKiB.push(rssKiBOf(host));
+      }
+      if (pageProfile !== null && profileDir !== undefined) {
+        writeFileSync(
+          join(profileDir, `page-${Date.now()}.cpuprofile`),
+          JSON.stringify(await pageProfile.stop()),
+        );
       }
       if (profileDir !== undefined) {
         // The click's wall time beside the profile, which the palette's command then writes.

@@ -109,7 +109,8 @@ function main(): void {
           runsTreeMs: number;
         },
     );
-  const profiles = names.filter((n) => n.endsWith('.cpuprofile'));
+  const profiles = names.filter((n) => n.startsWith('exthost-') && n.endsWith('.cpuprofile'));
+  const pages = names.filter((n) => n.startsWith('page-') && n.endsWith('.cpuprofile'));
   profiles.forEach((name, i) => {
     const click = clicks[i];
     if (click === undefined) return;
@@ -121,7 +122,73 @@ function main(): void {
     const clickUs = clocks.profileNowUs - (clocks.wallNowMs - click.clickWallMs) * 1000;
     console.log(`${name}: first row ${click.runsTreeMs.toFixed(0)} ms after the click`);
     summarise(profile, clickUs, clickUs + spanMs * 1000, top);
+    const page = pages[i];
+    if (page !== undefined) {
+      const pageProfile = JSON.parse(readFileSync(join(dir, page), 'utf8')) as Profile;
+      sideBySide(pageProfile, profile, clickUs, spanMs);
+    }
   });
+}
+
+/** Busy µs per 20 ms slice from `fromUs`, with the top two frames (of ours, when `ours` matches). */
+function busySlices(
+  profile: Profile,
+  fromUs: number,
+  spanMs: number,
+  ours: RegExp | null,
+): Map<number, Map<string, number>> {
+  const byId = new Map(profile.nodes.map((node) => [node.id, node]));
+  const parent = new Map<number, number>();
+  for (const node of profile.nodes)
+    for (const child of node.children ?? []) parent.set(child, node.id);
+  const slices = new Map<number, Map<string, number>>();
+  let t = profile.startTime;
+  for (let i = 0; i < profile.samples.length; i++) {
+    t += profile.timeDeltas[i]!;
+    const dt = profile.timeDeltas[i + 1] ?? 0;
+    if (t < fromUs || t > fromUs + spanMs * 1000) continue;
+    const node = byId.get(profile.samples[i]!)!;
+    if (node.callFrame.functionName === '(idle)') continue;
+    let key = node.callFrame.functionName || '(anonymous)';
+    for (let id: number | undefined = node.id; ours && id !== undefined; id = parent.get(id)) {
+      const frame = byId.get(id)!.callFrame;
+      if (ours.test(frame.url)) {
+        key = frame.functionName || '(anonymous)';
+        break;
+      }
+    }
+    const slice = Math.floor((t - fromUs) / 20_000);
+    const names = slices.get(slice) ?? new Map<string, number>();
+    names.set(key, (names.get(key) ?? 0) + dt);
+    slices.set(slice, names);
+  }
+  return slices;
+}
+
+/**
+ * The page (the workbench's renderer) and the extension host side by side after the click, in
+ * 20 ms slices: which of them the wait is in. Both profiles' clocks are the machine's monotonic
+ * clock (V8's TimeTicks), so the extension host's click time serves for both.
+ */
+function sideBySide(page: Profile, host: Profile, clickUs: number, spanMs: number): void {
+  const pageSlices = busySlices(page, clickUs, spanMs, null);
+  const hostSlices = busySlices(host, clickUs, spanMs, /extension(-core)?\.js/);
+  const cell = (names: Map<string, number> | undefined): string => {
+    if (names === undefined) return ''.padEnd(44);
+    const busy = [...names.values()].reduce((a, b) => a + b, 0);
+    const tops = [...names]
+      .sort((a, b) => b[1] - a[1])
+      .slice(0, 2)
+      .map(([n, us]) => `${n.slice(0, 18)} ${(us / 1000).toFixed(0)}`)
+      .join(', ');
+    return `${(busy / 1000).toFixed(0).padStart(3)} ${tops}`.padEnd(44);
+  };
+  console.log('  page | extension host, busy ms per 20 ms slice and their top frames:');
+  for (let slice = 0; slice * 20 <= spanMs; slice++) {
+    console.log(
+      `    ${String(slice * 20).padStart(5)} ms  ${cell(pageSlices.get(slice))} | ${cell(hostSlices.get(slice))}`,
+    );
+  }
 }
 
 main();

@@ -14,6 +14,7 @@ import { execFileSync } from 'node:child_process';
 import { cpSync, existsSync, mkdirSync, mkdtempSync, symlinkSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import type { Page } from 'playwright-core';
 
 /** The extension's folder name under the extensions dir. */
 const FOLDER = 'bench.profiler-0.0.1';
@@ -98,4 +99,22 @@ export function unminifiedBuild(root: string): string {
     stdio: ['ignore', 'ignore', 'inherit'],
   });
   return dir;
+}
+
+/**
+ * The page's own profile (the workbench's renderer, through the DevTools protocol) from now until
+ * `stop()`: whether the time from the click to the first row is the page working or waiting.
+ */
+export async function startPageProfile(page: Page): Promise<{ stop(): Promise<unknown> }> {
+  const session = await page.context().newCDPSession(page);
+  await session.send('Profiler.enable');
+  await session.send('Profiler.setSamplingInterval', { interval: 100 });
+  await session.send('Profiler.start');
+  return {
+    stop: async () => {
+      const { profile } = await session.send('Profiler.stop');
+      await session.detach();
+      return profile;
+    },
+  };
 }
