@@ -14,7 +14,7 @@ import {
   type RunSummary,
 } from '../../src/ui/runs/runsModel';
 import { groupThousands, presentOlderRuns } from '../../src/ui/runs/runsView';
-import { readNewestRuns, readRuns } from '../../src/ui/runs/runsSource';
+import { createdFromId, idStamp, readNewestRuns, readRuns } from '../../src/ui/runs/runsSource';
 
 /**
  * The Runs view's first rows with many runs: the newest runs are read alone (not every record
@@ -166,6 +166,33 @@ describe('ui runs: the newest runs first', function () {
     assert.equal(view.label, '9,900 older runs');
     assert.equal(view.contextValue, 'runs.older');
     assert.deepEqual(topLevelNodes(runs, runs.length).at(-1), { kind: 'older', count: 1 });
+  });
+
+  it('orders run IDs by the time their text carries as by the time parsed from it', function () {
+    const ids = [
+      'tiny_20261201-090000',
+      'tiny_20261201-090000_2',
+      'tiny_20261201-090000_10',
+      'other_20261201-090000',
+      'tiny_20261130-235959',
+      'tiny_20270101-000000',
+      'tiny_19991231-235959',
+      'not-a-run-id',
+      'tiny_2026121-090000',
+    ];
+    const byStamp = [...ids].sort((a, b) => {
+      if (idStamp(a) !== idStamp(b)) return idStamp(a) < idStamp(b) ? 1 : -1;
+      return a < b ? 1 : a > b ? -1 : 0;
+    });
+    const byTime = [...ids].sort((a, b) => {
+      const ta = createdFromId(a) ?? -Infinity;
+      const tb = createdFromId(b) ?? -Infinity;
+      if (ta !== tb) return tb - ta;
+      return a < b ? 1 : a > b ? -1 : 0;
+    });
+    assert.deepEqual(byStamp, byTime);
+    assert.equal(idStamp('tiny_20261201-090000_2'), '20261201-090000');
+    assert.equal(idStamp('not-a-run-id'), '');
   });
 
   it('writes the older runs count as English does, without Intl (its first use loads ICU)', function () {
