@@ -19,7 +19,6 @@ import type { OverbrainerConfig, TrainerConfig } from '../config/types';
 import type { SweepConfig, SweepParam } from '../config/sweep';
 import { describeError } from '../errors';
 import { shQuote } from '../exec/shell';
-import type { Executor } from '../exec/executor';
 import { failRun, log } from '../pod/context';
 import { runPodSpends, runTotals } from '../runs/spend';
 import { sweepDir } from '../sweep/records';
@@ -33,13 +32,12 @@ import {
 import type { TrialOutcome, TrialRunner } from '../sweep/scheduler';
 import type { ParamValue } from '../sweep/studyMessages';
 import { axolotlSettings, deepMerge } from '../train/axolotlConfig';
-import { cancelJob } from '../train/job';
 import { PARAMS_ENV } from '../train/jobScripts';
 import { attach } from './attach';
 import { cancel } from './cancel';
 import { type FlowDeps, FlowError, podCtx } from './deps';
 import { evalDataUploaded } from './runFiles';
-import { removeRunPod, train } from './train';
+import { removeRunPod, train, type RunningJob } from './train';
 
 /** The file a trial's params are written to, in its run directory. */
 export const PARAMS_FILE = 'params.json';
@@ -212,8 +210,8 @@ export function trialRunner(
   };
   const configOf = (number: number, params: Params): Promise<OverbrainerConfig> =>
     trialConfig(deps, config, workspaceDir, { name: sc.name, number, python }, params);
-  /** The connection the follow of each trial started here holds to its pod, while it holds it. */
-  const following = new Map<string, { executor: Executor; remoteDir: string }>();
+  /** The running job of each trial started here, while its follow holds its connection. */
+  const following = new Map<string, RunningJob>();
   return {
     async run(trial, onRun, signal) {
       let runId: string | null = null;
@@ -229,10 +227,8 @@ export function trialRunner(
             writeParams(deps.store.runDir(run.id), trial.params);
             onRun(run.id);
           },
-          onJob: (executor) => {
-            if (runId !== null) {
-              following.set(runId, { executor, remoteDir: deps.store.loadRun(runId).remoteDir });
-            }
+          onJob: (job) => {
+            if (runId !== null) following.set(runId, job);
           },
         });
         return await ended(runId, { state: result.run.state, message: result.run.message }, signal);
@@ -266,10 +262,10 @@ export function trialRunner(
       // and no new SSH connection while the pod bills. Its follow sees the job end and brings its
       // results home, deletes its pod, as after any cancel. A connection that no longer answers
       // (its pod moved, the follow ended) leaves it to the cancel below.
-      const held = following.get(runId);
-      if (held !== undefined) {
+      const job = following.get(runId);
+      if (job !== undefined) {
         try {
-          await cancelJob(held.executor, held.remoteDir);
+          await job.cancel();
           return true;
         } catch (error) {
           log(

@@ -8,7 +8,7 @@ import { failRun } from '../pod/context';
 import { type PodLimits, startPod } from '../pod/provision';
 import { forgetKeys, remove } from '../pod/remove';
 import type { Executor } from '../exec/executor';
-import type { TrainerJob } from '../train/job';
+import { cancelJob, type CancelResult, type TrainerJob } from '../train/job';
 import type { PodRecord } from '../runs/podRecord';
 import type { RunRecord } from '../runs/runRecord';
 import { endRun, INTERRUPTED_BEFORE_JOB } from '../runs/runEnd';
@@ -53,10 +53,16 @@ export interface TrainOptions {
   /** Told when each start-up step ends (the start-up benchmark's timeline). */
   onPhase?: (phase: StartPhase) => void;
   /**
-   * Told the connection to the run's pod once its job started, which stays open until train
-   * returns (a sweep cancels a pruned trial's job over it rather than over a new one).
+   * Told once the job started: its cancel over the connection the follow holds to the pod, open
+   * until train returns (a sweep cancels a pruned trial's job so, not over a new connection).
    */
-  onJob?: (executor: Executor) => void;
+  onJob?: (job: RunningJob) => void;
+}
+
+/** A started job as train's caller may act on it. */
+export interface RunningJob {
+  /** Cancels the job over the connection train's follow holds (throws when it no longer answers). */
+  cancel(): Promise<CancelResult>;
 }
 
 /**
@@ -214,7 +220,7 @@ async function trainOnPod(
     pod.state = 'running';
     ctx.store.savePod(pod);
     publishState(deps, run);
-    options.onJob?.(executor);
+    options.onJob?.({ cancel: () => cancelJob(executor, run.remoteDir) });
     if (keep) {
       warn(
         ctx,
