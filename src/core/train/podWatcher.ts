@@ -10,6 +10,7 @@ import type { JobStatus } from '../events';
 import { sampleScript } from './disk';
 import { GPU_QUERY_COMMAND } from './gpuSamples';
 import { GROUP_ALIVE_SH, METRICS_FILE, parseJobStatus, shQuote, statusScript } from './job';
+import { BATCH_PROBE_SH, batchCommand } from './podBatch';
 
 export type EndedJobStatus = Exclude<JobStatus, { kind: 'running' }>;
 
@@ -134,10 +135,12 @@ function gpuSh(gpuMs: number | undefined): string[] {
  *
  * The file is waited for here (every tick) rather than by `tail -F`: a GNU tail started before
  * its file exists falls back to polling it once a second after it appears, instead of inotify.
- * GNU tail also gets `--pid`, so it goes with the shell if that is killed, and polls every 0.2 s
- * (`-s 0.2 ---disable-inotify`): the lines of a poll leave in one write, so a trainer logging 10
- * lines/s wakes the client about 5 times a second instead of 10, for ~0.1 s more latency on
- * average; busybox tail polls once a second (integer `-s` only).
+ * GNU tail also gets `--pid`, so it goes with the shell if that is killed. Each write of the
+ * stream wakes the client (its CPU is mostly per wake-up, issue 39), so lines leave in batches:
+ * where python3 runs, the batcher of ./podBatch.ts sends what it holds once its oldest line is
+ * POD_BATCH_MS (200 ms) old (a trainer logging 10 lines/s: about 3.3 writes a second); else GNU
+ * tail polls every 0.2 s (`-s 0.2 ---disable-inotify`) and a poll's lines leave in one write
+ * (5 a second); busybox tail polls once a second (integer `-s` only).
  */
 export function streamCommand(
   runDir: string,
@@ -190,8 +193,14 @@ export function streamCommand(
     '  n=$((n + 1))',
     'done',
     'if tail --version >/dev/null 2>&1; then opts="-s 0.2 --pid=$$"; else opts=; fi',
-    'if [ -n "$opts" ] && tail ---disable-inotify --version >/dev/null 2>&1; then opts="$opts ---disable-inotify"; fi',
-    `tail -c +${offset + 1} $opts -F ${METRICS_FILE} &`,
+    // A GNU tail woken by inotify feeds the batcher (./podBatch.ts) where python3 runs; else the
+    // tail polls every 0.2 s and sends a poll's lines in one write.
+    `if [ -n "$opts" ] && ${BATCH_PROBE_SH}; then`,
+    `  ${batchCommand(`tail -c +${offset + 1} $opts -F ${METRICS_FILE}`)} &`,
+    'else',
+    '  if [ -n "$opts" ] && tail ---disable-inotify --version >/dev/null 2>&1; then opts="$opts ---disable-inotify"; fi',
+    `  tail -c +${offset + 1} $opts -F ${METRICS_FILE} &`,
+    'fi',
     't=$!',
     `trap 'kill $t 2>/dev/null; exit 4' HUP INT TERM PIPE`,
     'while ! { [ -e exit_code ] || [ -e cancelled ]; }; do',
