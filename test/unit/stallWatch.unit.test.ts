@@ -10,58 +10,74 @@ import { once } from 'node:events';
  */
 const MODULE = path.join(__dirname, '..', 'e2e', 'stallWatch.ts');
 
-/** A child that watches, says "ready", then after `afterMs` prints what it saw and ends. */
-function child(script: string): ReturnType<typeof spawn> {
-  return spawn(process.execPath, ['--import', 'tsx', '-e', script], {
+interface Seen {
+  stalls: { durationMs: number; ownCpuMs: number }[];
+  ms: number;
+  text: string;
+}
+
+/** What the child's watch saw, printed as one JSON line. */
+const REPORT =
+  'console.log(JSON.stringify({ stalls: w.stallsSince(since), ms: w.stalledMsSince(since), text: w.describeStalls(since) }))';
+
+/**
+ * Runs `body` in a child process whose watch runs from its start; resolves with what it printed
+ * last. `onReady` is called when the child prints `ready`.
+ */
+async function watchIn(
+  body: string,
+  onReady?: (proc: ReturnType<typeof spawn>) => void,
+): Promise<Seen> {
+  const script = `const w = require(${JSON.stringify(MODULE)}); const since = Date.now(); w.watchStalls(); ${body}`;
+  const proc = spawn(process.execPath, ['--import', 'tsx', '-e', script], {
     stdio: ['ignore', 'pipe', 'inherit'],
     // A child left stopped or waiting would keep mocha alive: it is killed by then whatever else.
     timeout: 20_000,
     killSignal: 'SIGKILL',
   });
-}
-
-async function lines(
-  proc: ReturnType<typeof spawn>,
-  onLine: (line: string) => void,
-): Promise<void> {
   let buffer = '';
-  proc.stdout?.on('data', (chunk: Buffer) => {
+  let seen: Seen | undefined;
+  proc.stdout.on('data', (chunk: Buffer) => {
     buffer += chunk.toString();
     let at: number;
     while ((at = buffer.indexOf('\n')) >= 0) {
-      onLine(buffer.slice(0, at));
+      const line = buffer.slice(0, at);
       buffer = buffer.slice(at + 1);
+      if (line === 'ready') onReady?.(proc);
+      else seen = JSON.parse(line) as Seen;
     }
   });
   const [code] = (await once(proc, 'exit')) as [number | null];
   assert.equal(code, 0, 'the child ended well');
+  assert.ok(seen, 'the child said what it saw');
+  return seen;
 }
 
 describe('stallWatch: pauses of the machine seen from a test process', function () {
   this.timeout(30_000);
-
-  it('sees a pause of the whole process (SIGSTOP) with no CPU of its own, and counts it', async function () {
-    const proc = child(`
-      const w = require(${JSON.stringify(MODULE)});
-      const since = Date.now();
-      w.watchStalls();
-      console.log('ready');
-      // Once continued (the test's SIGCONT after its SIGSTOP), a tick of the watch sees the pause.
-      const poll = setInterval(() => {
-        if (w.stallsSince(since).length === 0) return;
-        clearInterval(poll);
-        console.log(JSON.stringify({ stalls: w.stallsSince(since), ms: w.stalledMsSince(since), text: w.describeStalls(since) }));
-      }, 100);
-    `);
-    let seen:
-      { stalls: { durationMs: number; ownCpuMs: number }[]; ms: number; text: string } | undefined;
-    await lines(proc, (line) => {
-      if (line === 'ready') {
+  // The three children run side by side (each mostly waits).
+  let stopped: Promise<Seen>;
+  let waiting: Promise<Seen>;
+  let busy: Promise<Seen>;
+  before(function () {
+    // Once continued (the test's SIGCONT 3 s after its SIGSTOP), a tick of its watch sees it.
+    stopped = watchIn(
+      `console.log('ready'); const poll = setInterval(() => { if (w.stallsSince(since).length === 0) return; clearInterval(poll); ${REPORT}; }, 100);`,
+      (proc) => {
         proc.kill('SIGSTOP');
         setTimeout(() => proc.kill('SIGCONT'), 3_000);
-      } else seen = JSON.parse(line) as typeof seen;
-    });
-    assert.ok(seen, 'the child said what it saw');
+      },
+    );
+    waiting = watchIn(`setTimeout(() => { ${REPORT}; }, 1_500);`);
+    busy = watchIn(
+      `setTimeout(() => { const end = Date.now() + 2_600; while (Date.now() < end) {} setTimeout(() => { ${REPORT}; }, 600); }, 300);`,
+    );
+    // Each case awaits its own; none is left unhandled should another case fail first.
+    for (const p of [stopped, waiting, busy]) p.catch(() => undefined);
+  });
+
+  it('sees a pause of the whole process (SIGSTOP) with no CPU of its own, and counts it', async function () {
+    const seen = await stopped;
     assert.equal(seen.stalls.length, 1, JSON.stringify(seen));
     const [stall] = seen.stalls;
     assert.ok(
@@ -74,42 +90,14 @@ describe('stallWatch: pauses of the machine seen from a test process', function 
   });
 
   it('sees no pause in a process that only waits, and says so', async function () {
-    const proc = child(`
-      const w = require(${JSON.stringify(MODULE)});
-      const since = Date.now();
-      w.watchStalls();
-      setTimeout(() => {
-        console.log(JSON.stringify({ ms: w.stalledMsSince(since), text: w.describeStalls(since) }));
-        process.exit(0);
-      }, 1_500);
-    `);
-    let seen: { ms: number; text: string } | undefined;
-    await lines(proc, (line) => {
-      seen = JSON.parse(line) as typeof seen;
-    });
-    assert.equal(seen?.ms, 0);
-    assert.match(seen?.text ?? '', /none over 2 s/);
+    const seen = await waiting;
+    assert.equal(seen.ms, 0, JSON.stringify(seen));
+    assert.match(seen.text, /none over 2 s/);
   });
 
   it('tells a busy event loop of its own apart: the pause is counted with its CPU', async function () {
-    const proc = child(`
-      const w = require(${JSON.stringify(MODULE)});
-      const since = Date.now();
-      w.watchStalls();
-      setTimeout(() => {
-        const end = Date.now() + 2_600;
-        while (Date.now() < end) {}
-        setTimeout(() => {
-          console.log(JSON.stringify({ stalls: w.stallsSince(since) }));
-          process.exit(0);
-        }, 600);
-      }, 300);
-    `);
-    let seen: { stalls: { durationMs: number; ownCpuMs: number }[] } | undefined;
-    await lines(proc, (line) => {
-      seen = JSON.parse(line) as typeof seen;
-    });
-    assert.equal(seen?.stalls.length, 1, JSON.stringify(seen));
-    assert.ok((seen?.stalls[0]?.ownCpuMs ?? 0) > 300, JSON.stringify(seen));
+    const seen = await busy;
+    assert.equal(seen.stalls.length, 1, JSON.stringify(seen));
+    assert.ok((seen.stalls[0]?.ownCpuMs ?? 0) > 300, JSON.stringify(seen));
   });
 });
