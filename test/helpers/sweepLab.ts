@@ -11,6 +11,7 @@ import * as fs from 'node:fs';
 import * as path from 'node:path';
 import type { SweepRecord, TrialRecord } from '../../src/core/flow/sweep';
 import { childBundle } from './childBundle';
+import { openGate } from './gatedJob';
 import { BUNDLE_NODE_ARGS, ROOT } from './cli';
 import { Lab } from './lifecycle';
 
@@ -156,4 +157,28 @@ export function trialsRunning(lab: Lab, n: number): Promise<void> {
     },
     240_000,
   );
+}
+
+/**
+ * Lets every gated trial job of the lab (sweepLab's `gated`) end once its run is recorded
+ * running on a pod, until `stop()`: a test that needs trials seen running at once (before a kill)
+ * holds them at their gates instead of sizing their jobs in seconds, then lets them all end.
+ */
+export function openTrialGates(lab: Lab): { stop(): void } {
+  const opened = new Set<string>();
+  const timer = setInterval(() => {
+    for (const r of trialRuns(lab)) {
+      if (r.state !== 'running') continue;
+      try {
+        const podId = String(lab.podJson(r.id).pod_id);
+        const key = `${podId} ${r.id}`;
+        if (opened.has(key)) continue;
+        openGate(lab.emulator, podId, r.id);
+        opened.add(key);
+      } catch {
+        // pod.json or the run's directory on its pod not there yet: the next look.
+      }
+    }
+  }, 200);
+  return { stop: () => clearInterval(timer) };
 }

@@ -12,6 +12,7 @@ import { ROOT } from '../helpers/cli';
 import { Lab } from '../helpers/lifecycle';
 import {
   assertTrialResult,
+  openTrialGates,
   PYTHON,
   sweepChild,
   sweepJson,
@@ -118,8 +119,11 @@ describe('sweep: an Optuna study run as train runs on emulated pods under a hard
   });
 
   it('a client killed mid-sweep is resumed from its records: no trial twice, none lost', async () => {
-    // Jobs of 10 s, so that both trials are seen running their jobs before the kill.
-    const l = labs.use(await sweepLab('trials = 4\nparallel = 2\nbudget_usd = 5', 0.5));
+    // Jobs held at their gates, so that both trials are seen running their jobs before the
+    // kill (jobs of 10 s did so only while the machine kept up); let end once resumed.
+    const l = labs.use(
+      await sweepLab('trials = 4\nparallel = 2\nbudget_usd = 5', 0.05, 20, { gated: true }),
+    );
     const other = sweepChild(l);
     // Killed once two trials run their jobs.
     await trialsRunning(l, 2);
@@ -127,7 +131,10 @@ describe('sweep: an Optuna study run as train runs on emulated pods under a hard
     await other.exited;
     const before = sweepJson(l);
     assert.equal(before.state, 'running', other.stderr());
-    const result = await l.track(sweep(l.deps, l.config, l.workspace, { python: PYTHON }));
+    const gates = openTrialGates(l);
+    const result = await l
+      .track(sweep(l.deps, l.config, l.workspace, { python: PYTHON }))
+      .finally(() => gates.stop());
     assert.equal(result.record.end, 'trials', l.transcript());
     const runs = trialRuns(l);
     const trials = result.record.trials;

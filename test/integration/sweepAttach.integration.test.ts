@@ -11,6 +11,7 @@ import { sweepAttach, SweepError } from '../../src/core/flow/sweep';
 import { openGate } from '../helpers/gatedJob';
 import {
   assertTrialResult,
+  openTrialGates,
   PYTHON,
   SWEEP,
   sweepChild,
@@ -26,8 +27,11 @@ describe('sweep attach across clients, on emulated pods and the real Optuna', fu
   const labs = sweepLabPerTest();
 
   it('attach is refused while the client running the sweep lives, and takes it over once it was killed', async () => {
-    // Jobs of 10 s, so that both trials are seen running their jobs before the kill.
-    const l = labs.use(await sweepLab('trials = 3\nparallel = 2\nbudget_usd = 5', 0.5));
+    // Jobs held at their gates, so that both trials are seen running their jobs before the
+    // kill (jobs of 10 s did so only while the machine kept up); let end once taken over.
+    const l = labs.use(
+      await sweepLab('trials = 3\nparallel = 2\nbudget_usd = 5', 0.05, 20, { gated: true }),
+    );
     const other = sweepChild(l);
     await trialsRunning(l, 2);
     const holder = `sweep child`;
@@ -43,9 +47,10 @@ describe('sweep attach across clients, on emulated pods and the real Optuna', fu
     await other.exited;
     const before = sweepJson(l);
     assert.equal(before.state, 'running', other.stderr());
-    const result = await l.track(
-      sweepAttach(l.otherDeps(), l.config, l.workspace, SWEEP, { python: PYTHON }),
-    );
+    const gates = openTrialGates(l);
+    const result = await l
+      .track(sweepAttach(l.otherDeps(), l.config, l.workspace, SWEEP, { python: PYTHON }))
+      .finally(() => gates.stop());
     assert.equal(result.record.end, 'trials', l.transcript());
     const trials = result.record.trials;
     assert.deepEqual(
