@@ -210,9 +210,10 @@ async function main(): Promise<void> {
       const oursCpu: number[] = [];
       const beforeCpu: number[] = [];
       // CPU of either side in all, ms: [this machine's processes, the pod side's].
-      const cpuOf: { baseline: [number, number][]; ours: [number, number][] } = {
+      const cpuOf: Record<'baseline' | 'ours' | 'compared', [number, number][]> = {
         baseline: [],
         ours: [],
+        compared: [],
       };
       const childParams = (localRunDir: string): ChildParams => ({
         host: sshd.host,
@@ -273,7 +274,9 @@ async function main(): Promise<void> {
           if (!floor || f.peakKiB > floor.peakKiB) floor = f;
         },
         compared: async (run: number) => {
+          const pod = podCpuMs(sshd.pid());
           const p = await runChild(childParams(out('compared', run)), compare);
+          cpuOf.compared.push([p.cpuMs, podCpuMs(sshd.pid()) - pod]);
           if (!p.verified) throw new Error('the compared retrieval did not verify');
           before.push(p.ms);
           beforeCpu.push(p.cpuMs);
@@ -331,7 +334,8 @@ async function main(): Promise<void> {
       };
       if (cpuOf.baseline.length > 0) {
         notes.push(
-          `${dataset.name}: CPU of either side in all, medians: baseline ${spent(cpuOf.baseline)} (ssh, tar, sha256sum, sshd and what it ran), ours ${spent(cpuOf.ours)} (our client from its connect, sshd and what it ran)`,
+          `${dataset.name}: CPU of either side in all, medians: baseline ${spent(cpuOf.baseline)} (ssh, tar, sha256sum, sshd and what it ran), ours ${spent(cpuOf.ours)} (our client from its connect, sshd and what it ran)` +
+            (compare ? `, ${compare} ${spent(cpuOf.compared)}` : ''),
         );
       }
       if (oursParts) {
