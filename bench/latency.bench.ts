@@ -20,8 +20,10 @@
  *
  *   many      8 MetricsFollowers in one process, an SSH connection each (a sweep of 8 parallel
  *             trials, issue 39): CPU against 8 times one run's, RSS per run, lines lost, p95
+ *   cluster   a 4-node cluster run as src/core/flow/clusterFollow.ts follows it: rank 0's metrics,
+ *             every node's status and lease every statusPollMs, a connection per node
  *   --compare DIR  also ours from another checkout (e.g. the code before a change), same rounds
- *   --sides A,B    only these sides (of baseline, ours, many, compared): rounds of a change
+ *   --sides A,B    only these sides (of baseline, ours, many, cluster, compared): rounds of a change
  *                  against the code before it, without the others' minutes (its rows then n/a)
  *
  *   --lines W,N    W warm-up lines, then a window of N (default 200,400): a longer warm-up says
@@ -48,13 +50,16 @@ import { child, LINES_PER_S, measure, SLICE_LINES, type Round } from './latencyR
 /** Runs followed at once by the many-runs figures (a sweep of 8 parallel trials). */
 const MANY_RUNS = 8;
 
+/** Nodes of the cluster run's figures (its metrics: rank 0's). */
+const CLUSTER_NODES = 4;
+
 /** `--compare DIR`: ours from another checkout too (e.g. the code before a change), same rounds. */
 function compareDir(): string | undefined {
   const index = process.argv.indexOf('--compare');
   return index >= 0 ? process.argv[index + 1] : undefined;
 }
 
-type Side = 'ours' | 'baseline' | 'compared' | 'many';
+type Side = 'ours' | 'baseline' | 'compared' | 'many' | 'cluster';
 
 /** `--sides A,B`: only these sides; all of them when absent. */
 function sidesWanted(): Set<Side> | null {
@@ -93,20 +98,27 @@ export async function latencyBench(options: BenchOptions): Promise<BenchReport> 
   const job = spawn('sleep', ['3600'], { detached: true, stdio: 'ignore' });
   const pgid = job.pid!;
   try {
-    const all: Record<Side, Round[]> = { ours: [], baseline: [], compared: [], many: [] };
+    const all: Record<Side, Round[]> = {
+      ours: [],
+      baseline: [],
+      compared: [],
+      many: [],
+      cluster: [],
+    };
     for (let round = 0; round < rounds; round++) {
       const wanted = sidesWanted();
       const sides = (
-        ['baseline', 'ours', 'many', ...(compare ? ['compared' as const] : [])] as Side[]
+        ['baseline', 'ours', 'many', 'cluster', ...(compare ? ['compared' as const] : [])] as Side[]
       ).filter((side) => wanted === null || wanted.has(side));
       for (const side of round % 2 ? sides.reverse() : sides) {
-        const dirs = Array.from({ length: side === 'many' ? MANY_RUNS : 1 }, (_, i) =>
+        const count = side === 'many' ? MANY_RUNS : side === 'cluster' ? CLUSTER_NODES : 1;
+        const dirs = Array.from({ length: count }, (_, i) =>
           join(sshd.root, `run-${round}-${side}-${i}`),
         );
         const as = side === 'baseline' ? 'baseline' : 'ours';
         const entry =
           side === 'compared' ? join(compare!, 'bench', 'latency.bench.ts') : __filename;
-        all[side].push(await measure(as, sshd, dirs, pgid, lines, entry));
+        all[side].push(await measure(as, sshd, dirs, pgid, lines, entry, side === 'cluster'));
       }
     }
     const pooled = (side: Side): number[] => all[side].flatMap((r) => r.latenciesMs.flat());
@@ -127,6 +139,9 @@ export async function latencyBench(options: BenchOptions): Promise<BenchReport> 
       Math.max(...all.many.map((r) => percentile(r.latenciesMs[i] ?? [], 95))),
     );
     const worstManyP95 = Math.max(...manyP95);
+    const clusterCpu = perMinute('cluster', (r) => r.cpuMs);
+    const clusterP95 = stat('cluster', 95);
+    const clusterSsh = perMinute('cluster', (r) => r.sshRequests);
     // RSS growth per followed run: the 8-run child against the 1-run child of the same round.
     const rssPerRunMiB = median(
       all.many.map(
@@ -238,6 +253,43 @@ export async function latencyBench(options: BenchOptions): Promise<BenchReport> 
         verdict: below(worstManyP95, 250, ms),
       },
     ];
+    rows.push(
+      {
+        measure: `a ${CLUSTER_NODES}-node cluster run: client CPU per minute (rank 0's metrics, every node looked at)`,
+        baseline: `one run: ${ms(oneCpu)}`,
+        ours: `${ms(clusterCpu)} (${(clusterCpu / oneCpu).toFixed(2)}× one run)`,
+        ratio: '',
+        target: `≤ ${CLUSTER_NODES}× one run`,
+        verdict:
+          clusterCpu <= CLUSTER_NODES * oneCpu
+            ? 'met'
+            : `NOT met (${(clusterCpu / oneCpu).toFixed(2)}×)`,
+      },
+      {
+        measure: `a ${CLUSTER_NODES}-node cluster run: SSH requests per minute`,
+        baseline: '',
+        ours: clusterSsh.toFixed(1),
+        ratio: '',
+        target: 'state it',
+        verdict: '',
+      },
+      {
+        measure: `a ${CLUSTER_NODES}-node cluster run: lines lost`,
+        baseline: '',
+        ours: String(lost('cluster')),
+        ratio: '',
+        target: '0',
+        verdict: lost('cluster') === 0 ? 'met' : `NOT met (${lost('cluster')} lost)`,
+      },
+      {
+        measure: `a ${CLUSTER_NODES}-node cluster run: p95 metric → event`,
+        baseline: '',
+        ours: ms(clusterP95),
+        ratio: '',
+        target: '< 250 ms',
+        verdict: below(clusterP95, 250, ms),
+      },
+    );
     return {
       title: '1. Metric → event latency',
       baseline: `the overbrainer CLI's design: a new \`tail -c +N | head -c 1MiB\` over SSH every ${PRODUCTION_TIMING.statusPollMs / 1000} s (PollingMetricsReader)`,
@@ -250,6 +302,7 @@ export async function latencyBench(options: BenchOptions): Promise<BenchReport> 
         'Client CPU: the measured side runs alone in a process bundled as the product is (bench/child.ts: no TypeScript loader, the writer in the parent), from the first line of the window to the last.',
         `Client CPU per minute over the warm-up, from the first line on (the window of earlier runs, ${lines.warmUp / LINES_PER_S} s after the process started): baseline ${ms(warmUpCpu('baseline'))}, ours ${ms(warmUpCpu('ours'))}, ${MANY_RUNS} runs ${ms(warmUpCpu('many'))}. It holds the process's own start (the bundle's code still interpreted, V8's memory reducer running two full collections some 10-20 s after the start), which the extension host pays once, not per followed run.`,
         `${MANY_RUNS} runs at once: ${MANY_RUNS} followers in one child process, an SSH connection each (a pod each), every run written at ${LINES_PER_S} lines/s; p95 per run (the worst round): ${manyP95.map(ms).join(', ')}; RSS at the window's end, ${MANY_RUNS} runs against one, per extra run.`,
+        `A ${CLUSTER_NODES}-node cluster run as the product follows one (src/core/flow/clusterFollow.ts): rank 0's metrics on one stream, and every ${PRODUCTION_TIMING.statusPollMs / 1000} s each node's status script and lease write, over a connection per node (the issue asked for a log stream per node; the product has one); the Runpod API's list of the cluster's pods that goes with each look is not in it. RSS at the window's end ${((median(all.cluster.map((r) => r.rssKiB ?? NaN)) - median(all.ours.map((r) => r.rssKiB ?? NaN))) / 1024).toFixed(1)} MiB above one run's.`,
         ...(compare
           ? [
               `Compared (\`--compare ${compare}\`: its ours, bundled from that checkout, in the same rounds): client CPU per minute ${ms(perMinute('compared', (r) => r.cpuMs))} against ours ${ms(oneCpu)} (per round: ${all.compared.map((r) => ms((r.cpuMs / r.wallMs) * 60_000)).join(', ')} against ${all.ours.map((r) => ms((r.cpuMs / r.wallMs) * 60_000)).join(', ')}); its p95 ${ms(stat('compared', 95))}, lines lost ${lost('compared')}.`,
@@ -260,6 +313,7 @@ export async function latencyBench(options: BenchOptions): Promise<BenchReport> 
             ['baseline', all.baseline],
             ['ours', all.ours],
             [`${MANY_RUNS} runs`, all.many],
+            [`${CLUSTER_NODES}-node cluster`, all.cluster],
             ['compared', all.compared],
           ] as const
         )
@@ -282,7 +336,11 @@ export async function latencyBench(options: BenchOptions): Promise<BenchReport> 
           )
           .join('; ')}.`,
         'SSH requests for ours: none while the stream speaks (the pod pushes signs of life and the job’s end on it; one status look at the start, before the window); the baseline counts only its reads (the overbrainer CLI also ran the status script on each poll: double it).',
-        `A job's end seen, per round (the worst is shown): ${endSeen.map(ms).join(', ') || 'none'}.`,
+        `A job's end seen, per round (the worst is shown): ${endSeen.map(ms).join(', ') || 'none'}${
+          compare
+            ? `; compared ${all.compared.map((r) => (r.endSeenMs === null ? 'not seen' : ms(r.endSeenMs))).join(', ')}`
+            : ''
+        }.`,
       ],
       raw: all,
     };

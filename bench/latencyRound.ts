@@ -11,7 +11,9 @@ import { systemClock } from '../src/core/clock';
 import { EventBus } from '../src/core/events';
 import { SshExecutor } from '../src/core/exec/ssh';
 import { scaleTiming } from '../src/core/timing';
+import { LEASE_FILE } from '../src/core/pod/podScripts';
 import { MetricsFollower, PollingMetricsReader } from '../src/core/train/follow';
+import { jobStatus } from '../src/core/train/job';
 import type { Sshd } from '../test/helpers/sshd';
 import { forkBundled, fromParent, toParent, type Message } from './child';
 import {
@@ -46,6 +48,11 @@ interface ChildParams extends Message {
   runDir: string;
   /** The runs followed at once, each over an SSH connection of its own (a pod each). */
   runDirs?: string[];
+  /**
+   * A cluster run instead: `runDirs` are its nodes' (rank 0 first), rank 0's metrics followed and
+   * every node looked at as src/core/flow/clusterFollow.ts does (see {@link nodeLooks}).
+   */
+  cluster?: boolean;
 }
 
 interface ChildResult extends Message {
@@ -135,7 +142,9 @@ function countWindow(): { stop(): WindowCounts | undefined } {
 export async function child(): Promise<void> {
   const params = await fromParent<ChildParams>('params');
   countSshRequests();
-  const runDirs = params.runDirs ?? [params.runDir];
+  const nodeDirs = params.runDirs ?? [params.runDir];
+  // A cluster's metrics are rank 0's: one run followed, every node looked at.
+  const runDirs = params.cluster === true ? nodeDirs.slice(0, 1) : nodeDirs;
   const stop = new AbortController();
   setMaxListeners(0, stop.signal); // every follower listens to it
   const received = runDirs.map(() => new Map<number, number>());
@@ -145,7 +154,7 @@ export async function child(): Promise<void> {
   const settled: (number | null)[] = runDirs.map(() => null);
   const executors: SshExecutor[] = [];
   const running: Promise<unknown>[] = [];
-  for (const [index, runDir] of runDirs.entries()) {
+  for (const [index, runDir] of nodeDirs.entries()) {
     const executor = await SshExecutor.connect({
       host: params.host,
       port: params.port,
@@ -156,6 +165,7 @@ export async function child(): Promise<void> {
       timing: scaleTiming(1),
     });
     executors.push(executor);
+    if (index >= runDirs.length) continue; // a cluster's node other than rank 0: looked at only
     const bus = new EventBus();
     const receivedAtMs = received[index]!;
     bus.on((event) => {
@@ -187,6 +197,7 @@ export async function child(): Promise<void> {
       ),
     );
   }
+  if (params.cluster === true) running.push(nodeLooks(executors, nodeDirs, stop.signal));
   const all = (step: number) => (): boolean => received.every((r) => r.has(step));
   // Reading (streams up, or the poll loops going) once step 0 arrives.
   await waitUntil(`${params.side}: the first line`, all(0), 30_000);
@@ -240,6 +251,31 @@ export async function child(): Promise<void> {
   for (const executor of executors) executor.dispose();
 }
 
+/**
+ * A cluster's looks at its nodes as src/core/flow/clusterFollow.ts's watchNodes makes them while
+ * it follows rank 0's metrics: every statusPollMs, every node at once, its status script and its
+ * lease written, each bounded by the request timeout. The Runpod API's list of the cluster's pods
+ * that goes beside them each time is not here (no API in this benchmark): its HTTPS request would
+ * add to these figures.
+ */
+async function nodeLooks(
+  executors: SshExecutor[],
+  nodeDirs: string[],
+  signal: AbortSignal,
+): Promise<void> {
+  const timing = scaleTiming(1);
+  while (!signal.aborted) {
+    await Promise.all(
+      executors.map(async (executor, i) => {
+        const runDir = nodeDirs[i]!;
+        await jobStatus(executor, runDir, { signal, timeoutMs: timing.requestTimeoutMs });
+        await executor.writeFileAtomic(`${runDir}/${LEASE_FILE}`, '');
+      }),
+    ).catch(() => undefined);
+    await systemClock.sleep(timing.statusPollMs, signal).catch(() => undefined);
+  }
+}
+
 /** What a side's round measured, per run followed. */
 export interface Round {
   /** Per run: metric → event of each window line received. */
@@ -269,12 +305,15 @@ export async function measure(
   jobPgid: number,
   lines: { warmUp: number; window: number },
   entry: string,
+  cluster = false,
 ): Promise<Round> {
   const files = runDirs.map((runDir) => {
-    mkdirSync(runDir, { recursive: true });
+    mkdirSync(join(runDir, '.pod'), { recursive: true });
     writeFileSync(join(runDir, 'job.pid'), `${jobPgid}\n`);
     return join(runDir, 'metrics.jsonl');
   });
+  // A cluster's metrics are written by rank 0 alone.
+  const written = cluster ? files.slice(0, 1) : files;
   const proc = forkBundled(entry);
   /** Writes steps `from`..`to` at 10 lines/s, noting when each was written. */
   const write = async (from: number, to: number, sentAtMs?: Map<number, number>): Promise<void> => {
@@ -284,7 +323,7 @@ export async function measure(
       const wait = due - performance.now();
       if (wait > 0) await new Promise((resolve) => setTimeout(resolve, wait));
       sentAtMs?.set(step, wallNowMs());
-      for (const file of files) appendFileSync(file, line(step));
+      for (const file of written) appendFileSync(file, line(step));
     }
   };
   try {
@@ -297,8 +336,9 @@ export async function measure(
       hostPublicKey: sshd.hostPublicKey,
       runDir: runDirs[0]!,
       runDirs,
+      cluster,
     } satisfies ChildParams);
-    for (const file of files) appendFileSync(file, line(0));
+    for (const file of written) appendFileSync(file, line(0));
     await proc.next('ready', 60_000);
     await write(1, lines.warmUp);
     proc.send({ type: 'start' });
