@@ -40,11 +40,12 @@ import { gzipSync } from 'node:zlib';
 import type { Browser } from 'playwright-core';
 import { systemClock, type Clock } from '../src/core/clock';
 import { RunStore } from '../src/core/runs/store';
-import { RunsModel } from '../src/ui/runs/runsModel';
+import { RunsModel, TOP_LEVEL_RUNS } from '../src/ui/runs/runsModel';
 import { presentRun } from '../src/ui/runs/runsView';
 import { readRuns } from '../src/ui/runs/runsSource';
 import { overbrainerLogFiles } from '../test/e2e/extensionLogs';
 import { productionBuild } from '../test/helpers/productionBuild';
+import { firstAnswerCpuMs } from './activationFirstAnswer';
 import {
   PROFILER_SAVE_COMMAND,
   startPageProfile,
@@ -596,6 +597,15 @@ export async function activationBench(options: BenchOptions): Promise<BenchRepor
         target: '',
         verdict: '',
       });
+      const answer = firstAnswerCpuMs(join(workspaces[i]!, 'runs'), options.quick ? 1 : reps * 2);
+      rows.push({
+        measure: `Runs view's first answer in-process, cold, ${count.toLocaleString('en')} runs: CPU (the newest ${Math.min(count, TOP_LEVEL_RUNS)}${count > TOP_LEVEL_RUNS ? ' + a row for the rest' : ''})`,
+        baseline: `${ms(median(answer.baseline))} (readdir, the newest run.json read + parsed)`,
+        ours: ms(median(answer.ours)),
+        ratio: ratio(median(answer.baseline), median(answer.ours)),
+        target: 'state it',
+        verdict: '',
+      });
       if (count === BIG_RUN_COUNT) {
         rows.push({
           measure: `Runs model in-process: heap it holds with ${count.toLocaleString('en')} runs loaded`,
@@ -607,6 +617,9 @@ export async function activationBench(options: BenchOptions): Promise<BenchRepor
         });
       }
     }
+    notes.push(
+      `Runs view's first answer: a fresh Node process per sample (nothing read or compiled before, as in a new window; the modules loaded before the clock starts), ${options.quick ? 1 : reps * 2} per side alternating, medians of the process's CPU (bench/activationFirstAnswer.ts).`,
+    );
     notes.push(
       `In-process model: ${reps * 3} repetitions for ${counts[0]!.toLocaleString('en')} runs, ${reps} for ${counts.at(-1)!.toLocaleString('en')} (medians), files in the page cache; baseline = readdirSync + readFileSync + JSON.parse of each run.json, nothing else. Heap: heapUsed after a full GC with the loaded list held, less heapUsed after a full GC before the load (each in a fresh process, bench/activationHeap.ts; the baseline holds its parsed objects the same way).`,
     );
