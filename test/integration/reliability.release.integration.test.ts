@@ -227,7 +227,13 @@ describe('reliability: keep and release past the deadline', function () {
     } finally {
       SshExecutor.prototype.exec = exec;
     }
-    assert.equal(lost, 1, 'the keep marker was removed once');
+    // Kept at its creation, the pod is released by its deadline file (armReleaseDeadline): its
+    // watchdog may delete it at the tick after that, before the marker's removal was sent at all
+    // (at a load of 35-40 it did: a step before dropped instead). Either way the release's answer
+    // was lost as its watchdog deleted the pod, and what follows must hold.
+    assert.ok(lost <= 1, 'the keep marker was removed at most once');
+    if (lost === 0)
+      console.log("      (the watchdog deleted the pod before the marker's removal was sent)");
     assert.equal(released.state, 'deleted', l.transcript());
     assert.equal(released.keep, false);
     assert.equal(l.podJson(id).deleted_by, 'watchdog');
