@@ -105,6 +105,16 @@ export class SshExecutor extends CommandRunner implements Executor, TransferLink
     return this.conn !== undefined && !this.conn.closed;
   }
 
+  /**
+   * Tells `listener` once if the connection up now drops (nothing when none is up: the next call
+   * connects); returns its removal. A follower's pause ends at a node's drop.
+   */
+  onDrop(listener: () => void): () => void {
+    const conn = this.conn;
+    if (conn === undefined || conn.closed) return () => undefined;
+    return conn.onDrop(() => listener());
+  }
+
   private log(line: string): void {
     this.options.onLog?.(line);
   }

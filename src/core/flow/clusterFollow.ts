@@ -406,10 +406,16 @@ async function watchNodes(
         const signEnd = await lookAtPods();
         if (signEnd !== null) return signEnd;
       }
+      // A node's connection that drops (its pod stopped or gone) ends the pause: pods looked at now.
+      const dropped = new AbortController();
+      const undo = handle.members.map((m) => m.executor.onDrop(() => dropped.abort()));
       try {
-        await ctx.clock.sleep(ctx.timing.statusPollMs, signal);
+        const pause = signal ? AbortSignal.any([signal, dropped.signal]) : dropped.signal;
+        await ctx.clock.sleep(ctx.timing.statusPollMs, pause);
       } catch {
-        return aborted();
+        if (signal?.aborted || !dropped.signal.aborted) return aborted();
+      } finally {
+        undo.forEach((u) => u());
       }
     }
   } finally {
