@@ -7,6 +7,7 @@
  * enumerable field.
  */
 import type { Agent, Dispatcher } from 'undici';
+import { tellingWrite, undici } from './undiciLoad';
 import type { z } from 'zod';
 import { abortError, type Clock } from '../clock';
 import type { Timing } from '../timing';
@@ -43,16 +44,6 @@ import {
 
 /** Most pages a list is followed for. */
 export const MAX_PAGES = 100;
-
-/**
- * undici, loaded on the first request: activating the extension (which makes no API call) does
- * not pay for evaluating it (~60 ms of the extension's load time). A plain require, so esbuild
- * still bundles it.
- */
-function undici(): typeof import('undici') {
-  // eslint-disable-next-line @typescript-eslint/no-require-imports
-  return require('undici') as typeof import('undici');
-}
 
 export interface CallSpec {
   method: 'GET' | 'POST' | 'PATCH' | 'DELETE';
@@ -454,25 +445,4 @@ export class ApiTransport {
     const search = query && Object.keys(query).length > 0 ? `?${new URLSearchParams(query)}` : '';
     return `${this.baseUrl}${path}${search}`;
   }
-}
-
-/**
- * `dispatcher`, whose next request tells `onWrite` once as its bytes are about to be written:
- * undici calls a request's `onConnect` on the connected socket in the same tick as the write
- * (client-h1's writeH1), not when the call is queued or a connection is opened.
- */
-function tellingWrite(dispatcher: Dispatcher, onWrite: () => void): Dispatcher {
-  let told = false;
-  const dispatch = (options: Dispatcher.DispatchOptions, handler: Dispatcher.DispatchHandler) => {
-    const onConnect = handler.onConnect?.bind(handler);
-    handler.onConnect = (abort) => {
-      if (!told) onWrite();
-      told = true;
-      onConnect?.(abort);
-    };
-    return dispatcher.dispatch(options, handler);
-  };
-  return new Proxy(dispatcher, {
-    get: (target, key) => (key === 'dispatch' ? dispatch : Reflect.get(target, key)),
-  });
 }
