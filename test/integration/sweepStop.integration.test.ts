@@ -84,8 +84,8 @@ function assertStopped(lab: Lab, stoppedTrials: number): void {
 describe('sweep stop across clients, on emulated pods and the real Optuna', function () {
   this.timeout(600_000);
   const labs = sweepLabPerTest();
-
-  it('stop asks the client running the sweep: no new trial, running ones stopped, results home, pods deleted', async () => {
+  /** A sweep of 4 trials, 2 at a time, run by a child client: its first two trials at their gates. */
+  async function childSweepAtGates() {
     const l = labs.use(
       await sweepLab('trials = 4\nparallel = 2\nbudget_usd = 5', 0.05, GATED_STEPS, {
         gated: true,
@@ -94,6 +94,11 @@ describe('sweep stop across clients, on emulated pods and the real Optuna', func
     const other = sweepChild(l);
     await trialsRunning(l, 2);
     await trialsAtGate(l, 2);
+    return { l, other };
+  }
+
+  it('stop asks the client running the sweep: no new trial, running ones stopped, results home, pods deleted', async () => {
+    const { l, other } = await childSweepAtGates();
     let waitedOn = '';
     const result = await l.track(
       sweepStop(l.otherDeps(), l.config, l.workspace, SWEEP, {
@@ -108,14 +113,7 @@ describe('sweep stop across clients, on emulated pods and the real Optuna', func
   });
 
   it('stop with no client running the sweep (its client killed) stops the trials itself', async () => {
-    const l = labs.use(
-      await sweepLab('trials = 4\nparallel = 2\nbudget_usd = 5', 0.05, GATED_STEPS, {
-        gated: true,
-      }),
-    );
-    const other = sweepChild(l);
-    await trialsRunning(l, 2);
-    await trialsAtGate(l, 2);
+    const { l, other } = await childSweepAtGates();
     other.child.kill('SIGKILL');
     await other.exited;
     const result = await l.track(
